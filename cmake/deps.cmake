@@ -1,0 +1,10 @@
+# Every library comes from Debian's packages through pkg-config.
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
+pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
+pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+if(CHAOSLOCO_TESTS)
+  pkg_check_modules(CRITERION REQUIRED IMPORTED_TARGET criterion)
+endif()

@@ -1,0 +1,27 @@
+/* file.h - durable files: atomic replace and checksummed blobs.
+ */
+#ifndef CX_FILE_H
+#define CX_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Write data to path atomically: temp file in the same directory, fsync,
+ * rename over path, fsync the directory. Never leaves a partial path. */
+int cx_file_write_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
+
+/* Read a whole file into a malloc'd buffer (NUL-terminated; *len excludes
+ * the NUL). Fails with CX_ETOOBIG over max bytes. */
+int cx_file_read(const char *path, size_t max, char **data, size_t *len, char *err, size_t errlen);
+
+/* A checksummed blob: "CXBL" magic, u32 format version, u64 length,
+ * payload, u32 CRC32C of the payload. write_blob is atomic; read_blob
+ * returns CX_ECORRUPT on a bad magic, length or checksum. */
+int cx_file_write_blob(const char *path, const void *payload, size_t len, char *err, size_t errlen);
+int cx_file_read_blob(const char *path, size_t max, void **payload, size_t *len, char *err,
+                      size_t errlen);
+
+/* mkdir -p. */
+int cx_mkdir_p(const char *path, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,351 @@
+/* http_server.c - routing, capped bodies and JSON errors over libmicrohttpd
+ * (thread-per-connection mode, see http_server.h). */
+#include "common/http_server.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "common/err.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/parse.h"
+
+#define HTTP_PATH_MAX 1024
+#define HTTP_SEGS_MAX 16
+
+struct cx_http_server {
+    struct MHD_Daemon *daemon;
+    const cx_http_route *routes;
+    size_t nroutes;
+    void *ctx;
+    size_t body_max; /* bytes */
+    int port;
+};
+
+/* Per-request state kept between libmicrohttpd's calls of the handler. */
+typedef struct http_conn {
+    cx_buf body;
+    int too_big; /* body went over body_max: answer 413 */
+} http_conn;
+
+/* ---- routing ---- */
+
+/* Match path against pattern; fill req->params with copies into storage. */
+static int route_match(const char *pattern, const char *path, cx_http_req *req, char *storage, size_t slen)
+{
+    const char *p = pattern, *u = path;
+    size_t used = 0;
+    int np = 0;
+    while (*p && *u) {
+        if (p[0] == '{' && p[1] == '}') {
+            const char *end = strchr(u, '/');
+            size_t n = end ? (size_t)(end - u) : strlen(u);
+            if (n == 0 || np >= CX_HTTP_MAX_PARAMS || used + n + 1 > slen)
+                return 0;
+            memcpy(storage + used, u, n);
+            storage[used + n] = '\0';
+            req->params[np++] = storage + used;
+            used += n + 1;
+            u += n;
+            p += 2;
+            continue;
+        }
+        if (*p != *u)
+            return 0;
+        p++;
+        u++;
+    }
+    if (*p || *u)
+        return 0;
+    req->nparams = np;
+    return 1;
+}
+
+/* ---- responses ---- */
+
+void cx_http_add_header(cx_http_resp *resp, const char *name, const char *fmt, ...)
+{
+    size_t used = strlen(resp->headers);
+    if (used >= sizeof resp->headers - 1)
+        return;
+    char value[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(value, sizeof value, fmt, ap);
+    va_end(ap);
+    snprintf(resp->headers + used, sizeof resp->headers - used, "%s: %s\n", name, value);
+}
+
+void cx_http_reply_json(cx_http_resp *resp, int status, json_t *obj)
+{
+    resp->status = status;
+    resp->content_type = "application/json";
+    cx_buf_reset(&resp->body);
+    char *s = obj ? json_dumps(obj, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    json_decref(obj);
+    if (!s) {
+        resp->status = 500;
+        cx_buf_printf(&resp->body, "{\"error\":\"cannot encode the response\",\"status\":500}");
+        return;
+    }
+    if (cx_buf_append(&resp->body, s, strlen(s)) != 0 || cx_buf_append(&resp->body, "\n", 1) != 0) {
+        resp->status = 500;
+        cx_buf_reset(&resp->body);
+        cx_buf_printf(&resp->body, "{\"error\":\"response too large\",\"status\":500}");
+    }
+    free(s);
+}
+
+void cx_http_reply_error(cx_http_resp *resp, int status, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cx_http_reply_json(resp, status, json_pack("{s:s,s:i}", "error", msg, "status", status));
+}
+
+void cx_http_reply_err(cx_http_resp *resp, int code, const char *detail)
+{
+    int status = cx_err_http_status(code);
+    if (detail && *detail)
+        cx_http_reply_error(resp, status, "%s", detail);
+    else
+        cx_http_reply_error(resp, status, "%s", cx_strerror(code));
+}
+
+void cx_http_reply_bytes(cx_http_resp *resp, int status, const char *content_type, const void *data,
+                         size_t len)
+{
+    resp->status = status;
+    resp->content_type = content_type;
+    cx_buf_reset(&resp->body);
+    if (cx_buf_append(&resp->body, data, len) != 0)
+        cx_http_reply_error(resp, 500, "response too large");
+}
+
+void cx_http_reply_text(cx_http_resp *resp, int status, const char *content_type, const char *text)
+{
+    cx_http_reply_bytes(resp, status, content_type, text, strlen(text));
+}
+
+/* ---- request accessors ---- */
+
+const char *cx_http_header(const cx_http_req *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->mhd_conn, MHD_HEADER_KIND, name);
+}
+
+const char *cx_http_query(const cx_http_req *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->mhd_conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+int cx_http_check_bearer(const cx_http_req *req, const char *token)
+{
+    const char *h = cx_http_header(req, "Authorization");
+    if (!h || !token || strncmp(h, "Bearer ", 7) != 0)
+        return CX_EAUTH;
+    const char *given = h + 7;
+    size_t gl = strlen(given), tl = strlen(token);
+    /* constant time in the token's length; the length itself may leak */
+    unsigned char diff = (unsigned char)(gl != tl);
+    for (size_t i = 0; i < tl; i++)
+        diff |= (unsigned char)(token[i] ^ (i < gl ? given[i] : 0));
+    return diff ? CX_EAUTH : 0;
+}
+
+int cx_http_body_json(const cx_http_req *req, cx_http_resp *resp, int allow_empty, json_t **out)
+{
+    *out = NULL;
+    if (req->body_len == 0) {
+        if (allow_empty) {
+            *out = json_object();
+            return 0;
+        }
+        cx_http_reply_error(resp, 400, "request body: expected a JSON object, got an empty body");
+        return CX_EINVAL;
+    }
+    json_error_t je;
+    json_t *j = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
+    if (!j) {
+        cx_http_reply_error(resp, 400, "request body: invalid JSON at line %d column %d: %s", je.line,
+                            je.column, je.text);
+        return CX_EINVAL;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        cx_http_reply_error(resp, 400, "request body: expected a JSON object");
+        return CX_EINVAL;
+    }
+    *out = j;
+    return 0;
+}
+
+/* ---- libmicrohttpd glue ---- */
+
+static enum MHD_Result send_resp(struct MHD_Connection *conn, cx_http_resp *resp)
+{
+    size_t len;
+    char *data = cx_buf_take(&resp->body, &len);
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(data);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", resp->content_type ? resp->content_type : "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    /* extra header lines "Name: value\n" */
+    char *save = NULL;
+    for (char *line = strtok_r(resp->headers, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *colon = strchr(line, ':');
+        if (!colon)
+            continue;
+        *colon = '\0';
+        const char *v = colon + 1;
+        while (*v == ' ')
+            v++;
+        MHD_add_response_header(r, line, v);
+    }
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)resp->status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    cx_http_server *s = cls;
+    http_conn *hc = *con_cls;
+    if (!hc) {
+        hc = calloc(1, sizeof *hc);
+        if (!hc)
+            return MHD_NO;
+        cx_buf_init(&hc->body, s->body_max);
+        *con_cls = hc;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (!hc->too_big && cx_buf_append(&hc->body, upload_data, *upload_data_size) != 0) {
+            hc->too_big = 1;
+            cx_buf_cleanup(&hc->body);
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+
+    cx_http_resp resp = {.status = 200, .content_type = "application/json"};
+    cx_buf_init(&resp.body, (size_t)1 << 31);
+    if (hc->too_big) {
+        cx_http_reply_error(&resp, 413, "request body is over the %zu byte limit", s->body_max);
+        return send_resp(conn, &resp);
+    }
+    if (strlen(url) >= HTTP_PATH_MAX) {
+        cx_http_reply_error(&resp, 414, "path too long");
+        return send_resp(conn, &resp);
+    }
+
+    cx_http_req req = {.method = method, .path = url, .mhd_conn = conn};
+    req.body = hc->body.data ? hc->body.data : "";
+    req.body_len = hc->body.len;
+    char storage[HTTP_PATH_MAX];
+    int path_known = 0;
+    const cx_http_route *hit = NULL;
+    for (size_t i = 0; i < s->nroutes && !hit; i++) {
+        if (!route_match(s->routes[i].pattern, url, &req, storage, sizeof storage))
+            continue;
+        path_known = 1;
+        if (strcmp(s->routes[i].method, "*") == 0 || strcmp(s->routes[i].method, method) == 0)
+            hit = &s->routes[i];
+    }
+    if (!hit) {
+        if (path_known)
+            cx_http_reply_error(&resp, 405, "method %s not allowed on %s", method, url);
+        else
+            cx_http_reply_error(&resp, 404, "no such endpoint: %s %s", method, url);
+        return send_resp(conn, &resp);
+    }
+    int rc = hit->fn(s->ctx, &req, &resp);
+    if (rc < 0 && resp.body.len == 0)
+        cx_http_reply_err(&resp, rc, NULL);
+    return send_resp(conn, &resp);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    http_conn *hc = *con_cls;
+    if (hc) {
+        cx_buf_cleanup(&hc->body);
+        free(hc);
+        *con_cls = NULL;
+    }
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && msg[n - 1] == '\n')
+        msg[--n] = '\0';
+    cx_debug("http: %s", msg);
+}
+
+cx_http_server *cx_http_server_new(const char *listen, const cx_http_route *routes, size_t nroutes,
+                                   void *ctx, size_t body_max, char *err, size_t errlen)
+{
+    char host[256];
+    int port;
+    if (cx_parse_hostport(listen, "listen address", host, sizeof host, &port, err, errlen) != 0)
+        return NULL;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (strcmp(host, "localhost") == 0)
+        snprintf(host, sizeof host, "127.0.0.1");
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+        cx_fail(err, errlen, CX_EINVAL, "listen address: '%s' is not an IPv4 address", host);
+        return NULL;
+    }
+    cx_http_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->routes = routes;
+    s->nroutes = nroutes;
+    s->ctx = ctx;
+    s->body_max = body_max;
+    s->daemon = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                                     MHD_USE_ERROR_LOG,
+                                 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_CONNECTION_TIMEOUT,
+                                 (unsigned)120, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+                                 MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+    if (!s->daemon) {
+        cx_fail(err, errlen, CX_EUNAVAIL, "cannot listen on %s (address in use or not local?)", listen);
+        free(s);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : port;
+    return s;
+}
+
+int cx_http_server_port(const cx_http_server *s) { return s->port; }
+
+void cx_http_server_free(cx_http_server *s)
+{
+    if (!s)
+        return;
+    MHD_stop_daemon(s->daemon);
+    free(s);
+}

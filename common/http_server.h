@@ -1,0 +1,88 @@
+/* http_server.h - a thin routing layer over libmicrohttpd.
+ *
+ * What it is: a route table ("METHOD /path/{}/more" patterns), body
+ * collection with a hard cap, strict JSON body decoding, and one writer for
+ * JSON errors {"error": "...", "status": N}. Each connection gets its own
+ * thread (MHD thread-per-connection), so a handler MAY block (long polls,
+ * the ddp barrier) as long as it bounds its wait; handlers of one server run
+ * concurrently, so the ctx they share needs its own lock.
+ * What it is not: a framework. No middleware, no TLS.
+ */
+#ifndef CX_HTTP_SERVER_H
+#define CX_HTTP_SERVER_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+
+#define CX_HTTP_MAX_PARAMS 4
+
+typedef struct cx_http_req {
+    const char *method;                       /* "GET", "POST", ... */
+    const char *path;                         /* without the query string */
+    const char *params[CX_HTTP_MAX_PARAMS];   /* the {} segments, in order */
+    int nparams;
+    const char *body;                         /* NUL-terminated; "" if none */
+    size_t body_len;                          /* bytes */
+    void *mhd_conn;                           /* struct MHD_Connection * */
+} cx_http_req;
+
+typedef struct cx_http_resp {
+    int status;               /* HTTP status, 200 by default */
+    const char *content_type; /* static string; "application/json" default */
+    cx_buf body;              /* response body */
+    char headers[512];        /* extra "Name: value\n" lines */
+} cx_http_resp;
+
+/* A handler fills resp (status, body). Its return value is ignored unless
+ * it is negative and resp->body is empty: then the error code's status and
+ * string are sent as a JSON error. */
+typedef int (*cx_http_handler)(void *ctx, const cx_http_req *req, cx_http_resp *resp);
+
+typedef struct cx_http_route {
+    const char *method;  /* "GET"; "*" matches any */
+    const char *pattern; /* "/v1/fragments/{}/contributions"; "{}" = one segment */
+    cx_http_handler fn;
+} cx_http_route;
+
+typedef struct cx_http_server cx_http_server;
+
+/* Start serving on listen ("127.0.0.1:8080", "127.0.0.1:0" = ephemeral,
+ * "0.0.0.0:80"). routes must outlive the server. Bodies over body_max bytes
+ * get 413. A path with no route gets 404, a known path with the wrong method
+ * 405. Returns NULL and fills err on failure. */
+cx_http_server *cx_http_server_new(const char *listen, const cx_http_route *routes, size_t nroutes,
+                                   void *ctx, size_t body_max, char *err, size_t errlen);
+/* The bound port (useful after ":0"). */
+int cx_http_server_port(const cx_http_server *s);
+/* Stop accepting, wait for handler threads, free. NULL is a no-op. */
+void cx_http_server_free(cx_http_server *s);
+
+/* Request accessors: NULL when absent. */
+const char *cx_http_header(const cx_http_req *req, const char *name);
+const char *cx_http_query(const cx_http_req *req, const char *name);
+/* Bearer token check, constant time. 0 when `Authorization: Bearer <token>`
+ * matches, CX_EAUTH otherwise. */
+int cx_http_check_bearer(const cx_http_req *req, const char *token);
+
+/* Parse the body as one JSON object. On failure writes a 400 JSON error into
+ * resp naming what was wrong and returns CX_EINVAL; *out is a new reference
+ * on success. An empty body is "{}" when allow_empty. */
+int cx_http_body_json(const cx_http_req *req, cx_http_resp *resp, int allow_empty, json_t **out);
+
+/* Response writers. reply_json steals the reference. */
+void cx_http_reply_json(cx_http_resp *resp, int status, json_t *obj);
+void cx_http_reply_error(cx_http_resp *resp, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Error from a cx_err code and detail (status from cx_err_http_status). */
+void cx_http_reply_err(cx_http_resp *resp, int code, const char *detail);
+void cx_http_reply_bytes(cx_http_resp *resp, int status, const char *content_type, const void *data,
+                         size_t len);
+void cx_http_reply_text(cx_http_resp *resp, int status, const char *content_type, const char *text);
+/* Add a response header line; silently truncated past 512 bytes total. */
+void cx_http_add_header(cx_http_resp *resp, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,161 @@
+/* proc.c - fork/execve child processes, bounded waits, stop. */
+#include "common/proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+
+extern char **environ;
+
+/* The inherited environment with extra "K=V" entries added or replacing
+ * the same key. Built before fork: the child may only call async-signal-safe
+ * functions. */
+static char **build_env(const char *const *extra)
+{
+    size_t n = 0, m = 0;
+    while (environ[n])
+        n++;
+    while (extra && extra[m])
+        m++;
+    char **env = calloc(n + m + 1, sizeof *env);
+    if (!env)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *eq = strchr(environ[i], '=');
+        size_t kl = eq ? (size_t)(eq - environ[i]) : strlen(environ[i]);
+        int replaced = 0;
+        for (size_t j = 0; j < m; j++)
+            if (strncmp(extra[j], environ[i], kl) == 0 && extra[j][kl] == '=')
+                replaced = 1;
+        if (!replaced)
+            env[k++] = environ[i];
+    }
+    for (size_t j = 0; j < m; j++)
+        env[k++] = (char *)extra[j];
+    env[k] = NULL;
+    return env;
+}
+
+int cx_spawn(const char *const *argv, const cx_spawn_opts *opts, pid_t *pid, char *err, size_t errlen)
+{
+    static const cx_spawn_opts defaults = {.stdout_fd = -1, .stderr_fd = -1};
+    if (!opts)
+        opts = &defaults;
+    if (!argv || !argv[0])
+        return cx_fail(err, errlen, CX_EINVAL, "spawn: empty command");
+    char **env = build_env(opts->extra_env);
+    if (!env)
+        return cx_fail(err, errlen, CX_ENOMEM, "spawn: out of memory");
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0) {
+        free(env);
+        return cx_fail(err, errlen, CX_ESYS, "spawn: pipe: %s", strerror(errno));
+    }
+    pid_t parent = getpid();
+    pid_t p = fork();
+    if (p < 0) {
+        int e = errno;
+        close(pfd[0]);
+        close(pfd[1]);
+        free(env);
+        return cx_fail(err, errlen, CX_ESYS, "spawn: fork: %s", strerror(e));
+    }
+    if (p == 0) {
+        /* child: async-signal-safe calls only */
+        int e = 0;
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGPIPE, SIG_DFL);
+        if (opts->new_pgrp)
+            setpgid(0, 0);
+        if (opts->die_with_parent) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != parent)
+                _exit(127);
+        }
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            close(devnull);
+        }
+        if (opts->stdout_fd >= 0)
+            dup2(opts->stdout_fd, 1);
+        if (opts->stderr_fd >= 0)
+            dup2(opts->stderr_fd, 2);
+        if (opts->cwd && chdir(opts->cwd) != 0)
+            e = errno;
+        if (!e) {
+            execvpe(argv[0], (char *const *)argv, env);
+            e = errno;
+        }
+        ssize_t w = write(pfd[1], &e, sizeof e);
+        (void)w;
+        _exit(127);
+    }
+    close(pfd[1]);
+    free(env);
+    int child_errno = 0;
+    ssize_t r;
+    do {
+        r = read(pfd[0], &child_errno, sizeof child_errno);
+    } while (r < 0 && errno == EINTR);
+    close(pfd[0]);
+    if (r == (ssize_t)sizeof child_errno) {
+        waitpid(p, NULL, 0);
+        return cx_fail(err, errlen, CX_EINVAL, "cannot run '%s': %s", argv[0], strerror(child_errno));
+    }
+    if (opts->new_pgrp)
+        setpgid(p, p); /* also from the parent: no race with an early signal */
+    *pid = p;
+    return 0;
+}
+
+int cx_wait_timeout(pid_t pid, long timeout_ms, int *status)
+{
+    int64_t deadline = cx_mono_ms() + timeout_ms;
+    for (;;) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            if (status)
+                *status = st;
+            return 0;
+        }
+        if (r < 0 && errno != EINTR)
+            return CX_ENOTFOUND;
+        if (cx_mono_ms() >= deadline)
+            return CX_ETIMEDOUT;
+        cx_sleep_ms(5);
+    }
+}
+
+int cx_stop(pid_t pid, int to_group, long grace_ms)
+{
+    pid_t target = to_group ? -pid : pid;
+    kill(target, SIGCONT); /* a stopped process cannot handle TERM */
+    kill(target, SIGTERM);
+    if (cx_wait_timeout(pid, grace_ms, NULL) == 0)
+        return 0;
+    kill(target, SIGKILL);
+    return cx_wait_timeout(pid, 5000, NULL);
+}
+
+int cx_self_exe(char *out, size_t len)
+{
+    ssize_t n = readlink("/proc/self/exe", out, len - 1);
+    if (n < 0)
+        return CX_ESYS;
+    out[n] = '\0';
+    return 0;
+}

@@ -1,0 +1,37 @@
+/* support.h - helpers for integration tests: start real chaosloco processes
+ * on 127.0.0.1, wait for them to listen, talk JSON to them, and always clean
+ * up. Every process started here is SIGKILLed (with its process group) by
+ * it_cleanup(), which also runs at exit, so a failing test leaves nothing
+ * behind.
+ */
+#ifndef IT_SUPPORT_H
+#define IT_SUPPORT_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* A fresh temporary directory (malloc'd path; caller frees). */
+char *it_mkdtemp(const char *tag);
+/* Start CHAOSLOCO_BIN with args (NULL-terminated, without argv[0]) in its
+ * own process group; stdout+stderr go to <dir>/<name>.log. extra_env:
+ * NULL-terminated "K=V" list or NULL. Returns the pid (> 0). */
+pid_t it_start(const char *dir, const char *name, const char *const *args, const char *const *extra_env);
+/* Start any program (argv[0] looked up in PATH), same rules. */
+pid_t it_start_prog(const char *dir, const char *name, const char *const *argv, const char *const *extra_env);
+/* Wait up to timeout_ms for <state_dir>/listen.addr; copy "HOST:PORT". 0 ok. */
+int it_wait_addr(const char *state_dir, char *out, size_t len, long timeout_ms);
+/* One HTTP call; body may be NULL; returns the parsed JSON answer (new
+ * reference) or NULL, and the status in *status (0 if no answer). token may
+ * be NULL. */
+json_t *it_http_json(const char *method, const char *url, json_t *body, const char *token, int *status);
+/* Signal a started process (its group when group != 0). */
+void it_signal(pid_t pid, int sig, int group);
+/* Wait up to timeout_ms for pid to exit; returns its wait status or -1. */
+int it_wait_exit(pid_t pid, long timeout_ms);
+/* Print the tail of <dir>/<name>.log to stderr (for failing tests). */
+void it_dump_log(const char *dir, const char *name);
+/* Kill every process started by it_start*, reap them. Idempotent. */
+void it_cleanup(void);
+
+#endif

@@ -1,0 +1,61 @@
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/file.h"
+
+static char dir[] = "/tmp/cx-file-XXXXXX";
+
+static void setup(void) { cr_assert_not_null(mkdtemp(dir)); }
+
+TestSuite(file, .init = setup);
+
+Test(file, blob_round_trip_and_corruption)
+{
+    char path[256], err[256];
+    snprintf(path, sizeof path, "%s/a/b/blob", dir);
+    char parent[256];
+    snprintf(parent, sizeof parent, "%s/a/b", dir);
+    cr_assert_eq(cx_mkdir_p(parent, err, sizeof err), 0, "%s", err);
+    const char payload[] = "the global model";
+    cr_assert_eq(cx_file_write_blob(path, payload, sizeof payload, err, sizeof err), 0, "%s", err);
+    void *out;
+    size_t n;
+    cr_assert_eq(cx_file_read_blob(path, 1 << 20, &out, &n, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(n, sizeof payload);
+    cr_assert_eq(memcmp(out, payload, n), 0);
+    free(out);
+
+    /* flip one payload byte: checksum mismatch */
+    FILE *f = fopen(path, "r+b");
+    fseek(f, 20, SEEK_SET);
+    fputc('X', f);
+    fclose(f);
+    cr_assert_eq(cx_file_read_blob(path, 1 << 20, &out, &n, err, sizeof err), CX_ECORRUPT);
+    cr_assert(strstr(err, "checksum"), "%s", err);
+
+    /* truncate: bad length */
+    cr_assert_eq(truncate(path, 10), 0);
+    cr_assert_eq(cx_file_read_blob(path, 1 << 20, &out, &n, err, sizeof err), CX_ECORRUPT);
+
+    char missing[256];
+    snprintf(missing, sizeof missing, "%s/none", dir);
+    cr_assert_eq(cx_file_read_blob(missing, 1 << 20, &out, &n, err, sizeof err), CX_ENOTFOUND);
+}
+
+Test(file, atomic_write_replaces_and_caps_reads)
+{
+    char path[256], err[256];
+    snprintf(path, sizeof path, "%s/f", dir);
+    cr_assert_eq(cx_file_write_atomic(path, "one", 3, err, sizeof err), 0);
+    cr_assert_eq(cx_file_write_atomic(path, "two!", 4, err, sizeof err), 0);
+    char *d;
+    size_t n;
+    cr_assert_eq(cx_file_read(path, 100, &d, &n, err, sizeof err), 0);
+    cr_assert_str_eq(d, "two!");
+    free(d);
+    cr_assert_eq(cx_file_read(path, 3, &d, &n, err, sizeof err), CX_ETOOBIG);
+}

@@ -1,0 +1,139 @@
+/* The HTTP server wrapper and client together on 127.0.0.1. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/http_client.h"
+#include "common/http_server.h"
+#include "common/json.h"
+
+static int h_echo(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    json_t *body;
+    if (cx_http_body_json(req, resp, 0, &body) != 0)
+        return CX_EINVAL;
+    const char *name = NULL;
+    char err[256];
+    if (cx_json_unpack(body, "body", err, sizeof err, "{s:s}", "name", &name) != 0) {
+        json_decref(body);
+        cx_http_reply_error(resp, 400, "%s", err);
+        return CX_EINVAL;
+    }
+    const char *q = cx_http_query(req, "x");
+    cx_http_reply_json(resp, 200, json_pack("{s:s,s:s,s:s?}", "name", name, "param", req->params[0], "x", q));
+    json_decref(body);
+    return 0;
+}
+
+static int h_secret(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    if (cx_http_check_bearer(req, "s3cret") != 0)
+        return CX_EAUTH;
+    cx_http_add_header(resp, "X-Version", "%d", 7);
+    cx_http_reply_text(resp, 200, "text/plain", "ok");
+    return 0;
+}
+
+static const cx_http_route routes[] = {
+    {"POST", "/v1/things/{}/echo", h_echo},
+    {"GET", "/secret", h_secret},
+};
+
+static cx_http_server *srv;
+static char base[64];
+
+static void setup(void)
+{
+    char err[256];
+    srv = cx_http_server_new("127.0.0.1:0", routes, 2, NULL, 1024, err, sizeof err);
+    cr_assert_not_null(srv, "%s", err);
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", cx_http_server_port(srv));
+}
+
+static void teardown(void) { cx_http_server_free(srv); }
+
+TestSuite(http, .init = setup, .fini = teardown, .timeout = 30);
+
+Test(http, routes_params_query_strict_json)
+{
+    cx_http_client *c = cx_http_client_new(base, NULL);
+    json_t *in = json_pack("{s:s}", "name", "ada"), *out = NULL;
+    int status;
+    cr_assert_eq(cx_http_json(c, "POST", "/v1/things/42/echo?x=y", in, &status, &out, NULL, 0), 0);
+    cr_assert_eq(status, 200);
+    cr_assert_str_eq(json_string_value(json_object_get(out, "param")), "42");
+    cr_assert_str_eq(json_string_value(json_object_get(out, "x")), "y");
+    json_decref(out);
+    json_decref(in);
+
+    in = json_pack("{s:s,s:i}", "name", "ada", "bogus", 1);
+    cr_assert_eq(cx_http_json(c, "POST", "/v1/things/42/echo", in, &status, &out, NULL, 0), 0);
+    cr_assert_eq(status, 400);
+    cr_assert(strstr(json_string_value(json_object_get(out, "error")), "bogus"), "unknown key named");
+    cr_assert_eq(json_integer_value(json_object_get(out, "status")), 400);
+    json_decref(out);
+    json_decref(in);
+
+    cx_http_result r;
+    cx_http_result_init(&r);
+    cr_assert_eq(cx_http_do(c, "POST", "/v1/things/1/echo", NULL, "{not json", 9, "application/json", 0, &r,
+                            NULL, 0), 0);
+    cr_assert_eq(r.status, 400);
+    cr_assert(strstr(r.body.data, "invalid JSON"));
+    cr_assert_eq(cx_http_do(c, "GET", "/v1/things/1/echo", NULL, NULL, 0, NULL, 0, &r, NULL, 0), 0);
+    cr_assert_eq(r.status, 405);
+    cr_assert_eq(cx_http_do(c, "GET", "/nope", NULL, NULL, 0, NULL, 0, &r, NULL, 0), 0);
+    cr_assert_eq(r.status, 404);
+    char big[2000];
+    memset(big, ' ', sizeof big);
+    cr_assert_eq(cx_http_do(c, "POST", "/v1/things/1/echo", NULL, big, sizeof big, "application/json", 0, &r,
+                            NULL, 0), 0);
+    cr_assert_eq(r.status, 413);
+    cx_http_result_cleanup(&r);
+    cx_http_client_free(c);
+}
+
+Test(http, bearer_and_headers)
+{
+    cx_http_client *anon = cx_http_client_new(base, NULL);
+    cx_http_opts o = {.bearer = "s3cret"};
+    cx_http_client *auth = cx_http_client_new(base, &o);
+    o.bearer = "s3creX";
+    cx_http_client *wrong = cx_http_client_new(base, &o);
+    cx_http_result r;
+    cx_http_result_init(&r);
+    cr_assert_eq(cx_http_do(anon, "GET", "/secret", NULL, NULL, 0, NULL, 0, &r, NULL, 0), 0);
+    cr_assert_eq(r.status, 401);
+    cr_assert_eq(cx_http_do(wrong, "GET", "/secret", NULL, NULL, 0, NULL, 0, &r, NULL, 0), 0);
+    cr_assert_eq(r.status, 401);
+    cr_assert_eq(cx_http_do(auth, "GET", "/secret", NULL, NULL, 0, NULL, 0, &r, NULL, 0), 0);
+    cr_assert_eq(r.status, 200);
+    cr_assert_str_eq(r.body.data, "ok");
+    char v[32];
+    cr_assert_eq(cx_http_result_header(&r, "x-version", v, sizeof v), 0);
+    cr_assert_str_eq(v, "7");
+    cx_http_result_cleanup(&r);
+    cx_http_client_free(anon);
+    cx_http_client_free(auth);
+    cx_http_client_free(wrong);
+}
+
+Test(http, client_retries_then_reports_unreachable)
+{
+    /* a port nobody listens on: bind the server, note the port, free it */
+    cx_http_opts o = {.retries = 2, .backoff_ms = 20, .connect_timeout_ms = 200};
+    cx_http_client *c = cx_http_client_new("http://127.0.0.1:1", &o);
+    cx_http_result r;
+    cx_http_result_init(&r);
+    char err[256];
+    int64_t t0 = cx_mono_ms();
+    int rc = cx_http_do(c, "GET", "/", NULL, NULL, 0, NULL, 0, &r, err, sizeof err);
+    int64_t dt = cx_mono_ms() - t0;
+    cr_assert_eq(rc, CX_EUNAVAIL, "%s", err);
+    cr_assert(dt >= 60 - 5, "backoff 20+40 ms waited (took %lld ms)", (long long)dt);
+    cx_http_result_cleanup(&r);
+    cx_http_client_free(c);
+}
