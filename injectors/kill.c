@@ -1,0 +1,114 @@
+/* kill.c - the `kill` fault: one signal to the unit's process group.
+ *
+ * apply() tells the supervisor to expect the exit (t->expect_exit, with the
+ * restart delay) and then signals the group through unit_proc (pidfd check,
+ * then kill(-pgid)). Nothing outlives the signal, so revert is a no-op and
+ * there is no undo record; the restart is the supervisor's business.
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "injectors/inj_params.h"
+#include "injectors/injector.h"
+#include "injectors/unit_proc.h"
+
+typedef struct kill_ctx {
+    char name[8];             /* canonical signal name without SIG: "KILL" */
+    int sig;                  /* its number */
+    int64_t restart_after_ms; /* delay before the supervisor restarts, -1 = never */
+} kill_ctx;
+
+/* The signals a kill fault may send (STOP/CONT belong to pause). */
+static const char *const kill_names[] = {"KILL", "TERM", "INT",  "SEGV", "ABRT",
+                                         "HUP",  "QUIT", "USR1", "USR2", NULL};
+
+static int kill_prepare(json_t *params, uint64_t seed, void **ctx, char *err, size_t errlen)
+{
+    (void)seed;
+    static const char *const keys[] = {"signal", "restart_after_ms", NULL};
+    const char *name = "KILL";
+    int64_t restart = -1;
+    int rc = inj_params_check(params, keys, err, errlen);
+    if (!rc)
+        rc = inj_param_string(params, "signal", 0, "KILL", 16, &name, err, errlen);
+    if (!rc)
+        rc = inj_param_int(params, "restart_after_ms", 0, -1, 0, 86400000, &restart, err, errlen);
+    if (rc)
+        return rc;
+    if (strncmp(name, "SIG", 3) == 0)
+        name += 3;
+    int known = 0;
+    for (const char *const *n = kill_names; *n; n++)
+        if (strcmp(*n, name) == 0)
+            known = 1;
+    if (!known)
+        return cx_fail(
+            err, errlen, CX_EINVAL,
+            "params.signal: unknown signal '%s' (KILL, TERM, INT, SEGV, ABRT, HUP, QUIT, USR1, USR2)", name);
+    kill_ctx *k = calloc(1, sizeof *k);
+    if (!k)
+        return cx_fail(err, errlen, CX_ENOMEM, "kill ctx");
+    snprintf(k->name, sizeof k->name, "%s", name);
+    k->sig = uproc_signal_from_name(name);
+    k->restart_after_ms = restart;
+    *ctx = k;
+    return 0;
+}
+
+static int kill_apply(void *ctx, inj_target *t, json_t *evidence, char *err, size_t errlen)
+{
+    kill_ctx *k = ctx;
+    char s = uproc_state(t->pid);
+    if (t->pid <= 0 || s == 0 || s == 'Z')
+        return cx_fail(err, errlen, CX_ECONFLICT, "unit is not running");
+    /* Before the signal: the supervisor's reaper may see the exit at once. */
+    if (t->expect_exit)
+        t->expect_exit(t, k->restart_after_ms);
+    const char *via = NULL;
+    int rc = uproc_signal_group(t->pid, t->pidfd, k->sig, &via, err, errlen);
+    if (rc)
+        return rc == CX_ENOTFOUND ? cx_fail(err, errlen, CX_ECONFLICT, "unit exited before the signal") : rc;
+    cx_info("kill: sent SIG%s to process group %d via %s", k->name, (int)t->pid, via);
+    json_object_set_new(evidence, "signal", json_string(k->name));
+    json_object_set_new(evidence, "signo", json_integer(k->sig));
+    json_object_set_new(evidence, "pid", json_integer(t->pid));
+    json_object_set_new(evidence, "via", json_string(via));
+    json_object_set_new(evidence, "restart_after_ms",
+                        k->restart_after_ms >= 0 ? json_integer(k->restart_after_ms) : json_null());
+    return 0;
+}
+
+static int kill_revert(void *ctx, inj_target *t, char *err, size_t errlen)
+{
+    (void)ctx, (void)t, (void)err, (void)errlen;
+    return 0; /* a delivered signal cannot be undone; restarting is the supervisor's */
+}
+
+static json_t *kill_undo_record(void *ctx)
+{
+    (void)ctx;
+    return NULL;
+}
+
+static void kill_free(void *ctx)
+{
+    free(ctx);
+}
+
+const injector inj_kill = {
+    .type = "kill",
+    .summary = "Send one signal to the unit's process group (through its pidfd); the supervisor "
+               "treats the exit as injected and restarts the unit after restart_after_ms, or never.",
+    .params = "signal: KILL|TERM|INT|SEGV|ABRT|HUP|QUIT|USR1|USR2 (optional SIG prefix; default KILL); "
+              "restart_after_ms: integer 0..86400000 ms, absent = do not restart",
+    .prepare = kill_prepare,
+    .apply = kill_apply,
+    .tick = NULL,
+    .revert = kill_revert,
+    .undo_record = kill_undo_record,
+    .sweep = NULL,
+    .free = kill_free,
+};

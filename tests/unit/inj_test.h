@@ -1,0 +1,215 @@
+/* inj_test.h - shared helpers of the injector unit tests (test_inj_*.c,
+ * test_cgroup.c): a `sleep 1000` child in its own process group, a fake
+ * inj_target, and prepare() assertions. Header-only (static) so that it is
+ * compiled into the injector tests only, not into every unit test as a
+ * support_*.c would be.
+ */
+#ifndef INJ_TEST_H
+#define INJ_TEST_H
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/proc.h"
+#include "injectors/injector.h"
+#include "injectors/unit_proc.h"
+
+/* A child `sleep 1000` leading its own process group; *pidfd may be -1.
+ * ignore_term: the child ignores SIGTERM (inherited across execve). */
+static inline pid_t injt_child(int *pidfd, int ignore_term)
+{
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a crashed test */
+        setpgid(0, 0);
+        signal(SIGTERM, ignore_term ? SIG_IGN : SIG_DFL);
+        int fd = open("/dev/null", O_RDWR);
+        if (fd >= 0) {
+            dup2(fd, 0);
+            dup2(fd, 1);
+        }
+        char *const argv[] = {"sleep", "1000", NULL};
+        execvp("sleep", argv);
+        _exit(127);
+    }
+    setpgid(pid, pid); /* no race with the child's own setpgid */
+    *pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    /* wait until it runs sleep (state S) so signals hit the real program */
+    for (int i = 0; i < 2000 && uproc_state(pid) != 'S'; i++)
+        usleep(1000);
+    return pid;
+}
+
+/* SIGKILL the child's group and reap it; returns its wait status. */
+static inline int injt_reap(pid_t pid, int pidfd)
+{
+    int status = 0;
+    kill(-pid, SIGKILL);
+    kill(-pid, SIGCONT);
+    waitpid(pid, &status, 0);
+    if (pidfd >= 0)
+        close(pidfd);
+    return status;
+}
+
+/* Wait up to ms for the child to exit; its wait status or -1. */
+static inline int injt_wait_exit(pid_t pid, int ms)
+{
+    for (int i = 0; i < ms; i++) {
+        int status = 0;
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return status;
+        usleep(1000);
+    }
+    return -1;
+}
+
+/* Wait up to ms for /proc state == want (0 = gone/zombie); last state. */
+static inline char injt_wait_state(pid_t pid, char want, int ms)
+{
+    char s = uproc_state(pid);
+    for (int i = 0; i < ms; i++) {
+        int gone = s == 0 || s == 'Z';
+        if (want == 0 ? gone : s == want)
+            break;
+        usleep(1000);
+        s = uproc_state(pid);
+    }
+    return s;
+}
+
+typedef struct injt_expect {
+    int calls;          /* expect_exit calls */
+    int64_t restart_ms; /* last restart_after_ms */
+} injt_expect;
+
+static inline void injt_expect_exit(inj_target *t, int64_t restart_after_ms)
+{
+    injt_expect *e = t->agent;
+    e->calls++;
+    e->restart_ms = restart_after_ms;
+}
+
+static inline inj_target injt_target(const char *unit_id, pid_t pid, int pidfd, const char *state_dir,
+                                     injt_expect *e)
+{
+    inj_target t;
+    memset(&t, 0, sizeof t);
+    t.unit_id = unit_id;
+    t.pid = pid;
+    t.pidfd = pidfd;
+    t.state_dir = state_dir;
+    t.expect_exit = injt_expect_exit;
+    t.agent = e;
+    return t;
+}
+
+/* prepare(json) must fail with CX_EINVAL and name key in its message. */
+static inline void injt_bad(const injector *inj, const char *json, const char *key)
+{
+    json_error_t je;
+    json_t *p = json_loads(json, JSON_DECODE_ANY, &je);
+    cr_assert(p, "test json %s: %s", json, je.text);
+    void *ctx = NULL;
+    char err[CX_ERRLEN] = "";
+    int rc = inj->prepare(p, 1, &ctx, err, sizeof err);
+    json_decref(p);
+    cr_assert_eq(rc, CX_EINVAL, "%s: prepare(%s) = %d, want CX_EINVAL", inj->type, json, rc);
+    cr_assert_null(ctx, "%s: ctx set on failure", inj->type);
+    cr_assert(strstr(err, key), "%s: prepare(%s) error '%s' does not name '%s'", inj->type, json, err, key);
+}
+
+/* prepare(json) must succeed; returns the ctx. */
+static inline void *injt_ok(const injector *inj, const char *json, uint64_t seed)
+{
+    json_error_t je;
+    json_t *p = json_loads(json, JSON_DECODE_ANY, &je);
+    cr_assert(p, "test json %s: %s", json, je.text);
+    void *ctx = NULL;
+    char err[CX_ERRLEN] = "";
+    int rc = inj->prepare(p, seed, &ctx, err, sizeof err);
+    json_decref(p);
+    cr_assert_eq(rc, 0, "%s: prepare(%s) failed: %s", inj->type, json, err);
+    cr_assert_not_null(ctx);
+    return ctx;
+}
+
+/* A fresh temp dir (malloc'd). */
+static inline char *injt_tmpdir(const char *tag)
+{
+    char tmpl[256];
+    snprintf(tmpl, sizeof tmpl, "/tmp/cx-%s-XXXXXX", tag);
+    char *d = mkdtemp(tmpl);
+    cr_assert(d, "mkdtemp: %s", strerror(errno));
+    return strdup(d);
+}
+
+/* Create path (and parents) as a directory. */
+static inline void injt_mkdirs(const char *path)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(buf, 0755);
+            *p = '/';
+        }
+    mkdir(buf, 0755);
+}
+
+/* Write a small file (creating it). */
+static inline void injt_write(const char *dir, const char *name, const char *content)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "fopen %s: %s", path, strerror(errno));
+    fputs(content, f);
+    fclose(f);
+}
+
+/* Read a small file into buf ("" if missing). */
+static inline const char *injt_read(const char *dir, const char *name, char *buf, size_t len)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return buf;
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* Remove a temp tree (regular files and dirs only; paths under /tmp). */
+static inline void injt_rmtree(const char *path)
+{
+    if (strncmp(path, "/tmp/cx-", 8) != 0)
+        return;
+    char *const argv[] = {"rm", "-rf", (char *)path, NULL};
+    pid_t pid = fork();
+    if (pid == 0) {
+        execvp("rm", argv);
+        _exit(127);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+}
+
+#endif

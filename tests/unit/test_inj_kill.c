@@ -1,0 +1,185 @@
+/* test_inj_kill.c - the kill and preempt fault kinds against real children,
+ * and the registry entries of the process-level kinds. */
+#include "inj_test.h"
+
+#include "common/clock.h"
+
+extern const injector inj_kill, inj_preempt;
+
+TestSuite(inj_kill);
+
+Test(inj_kill, registry_lists_process_kinds_with_docs)
+{
+    static const char *const kinds[] = {"kill",   "preempt", "pause", "straggle", "cpu",
+                                        "memory", "clock",   "disk",  "nan",      NULL};
+    for (const char *const *k = kinds; *k; k++) {
+        const injector *inj = injector_find(*k);
+        cr_assert_not_null(inj, "%s not registered", *k);
+        cr_assert_str_eq(inj->type, *k);
+        cr_assert(inj->summary && strlen(inj->summary) > 20, "%s: summary", *k);
+        cr_assert(inj->params && strlen(inj->params) > 10, "%s: params", *k);
+        cr_assert(inj->prepare && inj->apply && inj->revert && inj->undo_record && inj->free, "%s: ops", *k);
+    }
+    cr_assert_null(injector_find("no-such-kind"));
+}
+
+Test(inj_kill, params_are_strict)
+{
+    injt_bad(&inj_kill, "{\"signal\":\"FOO\"}", "signal");
+    injt_bad(&inj_kill, "{\"signal\":\"STOP\"}", "signal");
+    injt_bad(&inj_kill, "{\"signal\":9}", "signal");
+    injt_bad(&inj_kill, "{\"signal\":\"\"}", "signal");
+    injt_bad(&inj_kill, "{\"restart_after_ms\":-1}", "restart_after_ms");
+    injt_bad(&inj_kill, "{\"restart_after_ms\":1.5}", "restart_after_ms");
+    injt_bad(&inj_kill, "{\"restart_after_ms\":\"10\"}", "restart_after_ms");
+    injt_bad(&inj_kill, "{\"sig\":\"KILL\"}", "sig");
+    injt_bad(&inj_kill, "[1]", "params");
+    static const char *const ok[] = {"KILL", "TERM", "INT",  "SEGV", "ABRT",
+                                     "HUP",  "QUIT", "USR1", "USR2", "SIGTERM"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char j[64];
+        snprintf(j, sizeof j, "{\"signal\":\"%s\"}", ok[i]);
+        inj_kill.free(injt_ok(&inj_kill, j, 1));
+    }
+    inj_kill.free(injt_ok(&inj_kill, "{}", 1));
+    inj_kill.free(injt_ok(&inj_kill, "null", 1));
+}
+
+Test(inj_kill, term_kills_the_child_and_expects_the_exit)
+{
+    int pidfd;
+    pid_t pid = injt_child(&pidfd, 0);
+    injt_expect e = {0, 0};
+    inj_target t = injt_target("u", pid, pidfd, "/tmp", &e);
+    void *ctx = injt_ok(&inj_kill, "{\"signal\":\"TERM\",\"restart_after_ms\":250}", 1);
+    json_t *ev = json_object();
+    char err[CX_ERRLEN] = "";
+    cr_assert_eq(inj_kill.apply(ctx, &t, ev, err, sizeof err), 0, "apply: %s", err);
+    cr_assert_eq(e.calls, 1);
+    cr_assert_eq(e.restart_ms, 250);
+    cr_assert_str_eq(json_string_value(json_object_get(ev, "signal")), "TERM");
+    cr_assert_eq(json_integer_value(json_object_get(ev, "pid")), pid);
+    int st = injt_wait_exit(pid, 2000);
+    cr_assert(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "child not killed by TERM (%d)", st);
+    cr_assert_eq(inj_kill.revert(ctx, &t, err, sizeof err), 0);
+    cr_assert_null(inj_kill.undo_record(ctx));
+    json_decref(ev);
+    inj_kill.free(ctx);
+    close(pidfd);
+}
+
+Test(inj_kill, default_kill_without_restart)
+{
+    int pidfd;
+    pid_t pid = injt_child(&pidfd, 1); /* ignores TERM; KILL cannot be ignored */
+    injt_expect e = {0, 0};
+    inj_target t = injt_target("u", pid, pidfd, "/tmp", &e);
+    void *ctx = injt_ok(&inj_kill, "{}", 1);
+    json_t *ev = json_object();
+    char err[CX_ERRLEN] = "";
+    cr_assert_eq(inj_kill.apply(ctx, &t, ev, err, sizeof err), 0, "apply: %s", err);
+    cr_assert_eq(e.restart_ms, -1);
+    cr_assert(json_is_null(json_object_get(ev, "restart_after_ms")));
+    int st = injt_wait_exit(pid, 2000);
+    cr_assert(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    json_decref(ev);
+    inj_kill.free(ctx);
+    close(pidfd);
+}
+
+Test(inj_kill, not_running_is_a_conflict)
+{
+    injt_expect e = {0, 0};
+    inj_target t = injt_target("u", 0, -1, "/tmp", &e);
+    void *ctx = injt_ok(&inj_kill, "{}", 1);
+    json_t *ev = json_object();
+    char err[CX_ERRLEN] = "";
+    cr_assert_eq(inj_kill.apply(ctx, &t, ev, err, sizeof err), CX_ECONFLICT);
+    cr_assert_eq(e.calls, 0, "expect_exit must not be called for a dead unit");
+    json_decref(ev);
+    inj_kill.free(ctx);
+}
+
+/* ---- preempt ---- */
+
+Test(inj_kill, preempt_params_are_strict)
+{
+    injt_bad(&inj_preempt, "{\"grace_ms\":-1}", "grace_ms");
+    injt_bad(&inj_preempt, "{\"grace_ms\":600001}", "grace_ms");
+    injt_bad(&inj_preempt, "{\"grace_ms\":true}", "grace_ms");
+    injt_bad(&inj_preempt, "{\"restart_after_ms\":-5}", "restart_after_ms");
+    injt_bad(&inj_preempt, "{\"signal\":\"TERM\"}", "signal");
+    inj_preempt.free(injt_ok(&inj_preempt, "{\"grace_ms\":0,\"restart_after_ms\":0}", 1));
+}
+
+Test(inj_kill, preempt_escalates_to_kill_after_grace)
+{
+    int pidfd;
+    pid_t pid = injt_child(&pidfd, 1); /* ignores SIGTERM */
+    injt_expect e = {0, 0};
+    inj_target t = injt_target("u", pid, pidfd, "/tmp", &e);
+    void *ctx = injt_ok(&inj_preempt, "{\"grace_ms\":150,\"restart_after_ms\":1000}", 1);
+    json_t *ev = json_object();
+    char err[CX_ERRLEN] = "";
+    int64_t t0 = cx_mono_ms();
+    cr_assert_eq(inj_preempt.apply(ctx, &t, ev, err, sizeof err), 0, "apply: %s", err);
+    cr_assert_eq(e.calls, 1);
+    cr_assert_eq(e.restart_ms, 1000);
+    cr_assert_str_eq(json_string_value(json_object_get(ev, "signal")), "TERM");
+    /* drive ticks as the agent does; within the grace the child must live */
+    int st = -1;
+    int64_t died_ms = -1;
+    while (cx_mono_ms() - t0 < 3000) {
+        inj_preempt.tick(ctx, &t, cx_mono_ms());
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            died_ms = cx_mono_ms() - t0;
+            break;
+        }
+        usleep(10000);
+    }
+    cr_assert(died_ms >= 0, "child survived the preemption");
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child not SIGKILLed");
+    cr_assert(died_ms >= 140, "SIGKILL after %lld ms, before the 150 ms grace", (long long)died_ms);
+    json_decref(ev);
+    inj_preempt.free(ctx);
+    close(pidfd);
+}
+
+Test(inj_kill, preempt_term_within_grace_needs_no_kill)
+{
+    int pidfd;
+    pid_t pid = injt_child(&pidfd, 0);
+    injt_expect e = {0, 0};
+    inj_target t = injt_target("u", pid, pidfd, "/tmp", &e);
+    void *ctx = injt_ok(&inj_preempt, "{\"grace_ms\":5000}", 1);
+    json_t *ev = json_object();
+    char err[CX_ERRLEN] = "";
+    cr_assert_eq(inj_preempt.apply(ctx, &t, ev, err, sizeof err), 0, "apply: %s", err);
+    int st = injt_wait_exit(pid, 2000);
+    cr_assert(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+    inj_preempt.tick(ctx, &t, cx_mono_ms() + 10000); /* past the deadline: the pid is gone, no-op */
+    cr_assert_eq(inj_preempt.revert(ctx, &t, err, sizeof err), 0);
+    json_decref(ev);
+    inj_preempt.free(ctx);
+    close(pidfd);
+}
+
+Test(inj_kill, preempt_revert_cancels_the_kill)
+{
+    int pidfd;
+    pid_t pid = injt_child(&pidfd, 1);
+    injt_expect e = {0, 0};
+    inj_target t = injt_target("u", pid, pidfd, "/tmp", &e);
+    void *ctx = injt_ok(&inj_preempt, "{\"grace_ms\":50}", 1);
+    json_t *ev = json_object();
+    char err[CX_ERRLEN] = "";
+    cr_assert_eq(inj_preempt.apply(ctx, &t, ev, err, sizeof err), 0, "apply: %s", err);
+    cr_assert_eq(inj_preempt.revert(ctx, &t, err, sizeof err), 0);
+    inj_preempt.tick(ctx, &t, cx_mono_ms() + 1000);
+    usleep(50000);
+    char s = uproc_state(pid);
+    cr_assert(s != 0 && s != 'Z', "child died after the revert (state %c)", s ? s : '0');
+    injt_reap(pid, pidfd);
+    json_decref(ev);
+    inj_preempt.free(ctx);
+}
