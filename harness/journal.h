@@ -1,0 +1,84 @@
+/* journal.h - the run's outputs: journal.json, junit.xml, events.jsonl.
+ *
+ * journal.json is shaped like a Chaos Toolkit journal (chaoslib-version,
+ * platform, node, experiment, start, end, duration, status, deviated,
+ * steady_states {before, after, during}, run [...], rollbacks [...]) so that
+ * tools reading those journals can read ours; every hypothesis is a "probe"
+ * activity whose output carries the measured figure beside its threshold.
+ * junit.xml has one testcase per hypothesis. events.jsonl gets one line per
+ * action phase (invoke, then ok or fail), stamped with realtime and
+ * monotonic clocks, written with one write(2) each so concurrent writers
+ * never interleave inside a line.
+ *
+ * A journal only records what the runner tells it; it decides nothing but
+ * `deviated` (some hypothesis after the method did not pass) and the
+ * failed status when a steady state before the method did not hold.
+ */
+#ifndef HARNESS_JOURNAL_H
+#define HARNESS_JOURNAL_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harness/experiment.h"
+#include "harness/hypothesis.h"
+
+/* ---- events.jsonl ---- */
+
+typedef struct jr_events jr_events;
+
+/* Open (create or append) path. */
+int jr_events_open(const char *path, jr_events **out, char *err, size_t errlen);
+void jr_events_close(jr_events *ev); /* NULL is a no-op */
+/* Stamp obj in place with "t_real" (ISO-8601 UTC ms) and "t_mono_ms" unless
+ * present, and append it as one line. */
+int jr_events_append(jr_events *ev, json_t *obj, char *err, size_t errlen);
+/* A harness action event (new reference):
+ *   {"kind":"action", "phase":"invoke"|"ok"|"fail", "action", "fault",
+ *    "learner", "fault_id"?, "error"?}
+ * fault_id / error may be NULL (omitted). This is the shape
+ * hyp_history_add_action reads. */
+json_t *jr_action_event(const char *phase, const char *action, const char *fault, int learner,
+                        const char *fault_id, const char *error);
+
+/* ---- journal.json and junit.xml ---- */
+
+typedef enum jr_status {
+    JR_COMPLETED,   /* ran to the end (hypotheses may still have deviated) */
+    JR_FAILED,      /* the steady state before the method did not hold */
+    JR_ABORTED,     /* a stop condition or a halt ended it */
+    JR_INTERRUPTED, /* SIGINT/SIGTERM */
+} jr_status;
+
+typedef enum jr_phase { JR_BEFORE, JR_AFTER, JR_DURING } jr_phase;
+
+typedef struct journal journal;
+
+/* Borrows nothing: the experiment's document is copied. */
+journal *journal_new(const experiment *e);
+void journal_free(journal *j);
+/* Realtime ns of the start and end (cx_real_ns()); set_end also the status. */
+void journal_set_start(journal *j, int64_t real_ns);
+void journal_set_end(journal *j, int64_t real_ns, jr_status status);
+/* Record one hypothesis verdict as a probe of phase. */
+int journal_add_hypothesis(journal *j, jr_phase phase, const hyp_spec *s, const hyp_verdict *v,
+                           int64_t start_ns, int64_t end_ns);
+/* Record one method action (a fault on one learner): status "succeeded" or
+ * "failed"; output borrowed (copied; may be NULL). rollback != 0 files it
+ * under rollbacks. */
+int journal_add_action(journal *j, int rollback, const char *name, const char *fault, int learner,
+                       const char *status, const json_t *output, int64_t start_ns, int64_t end_ns);
+/* Some verify/after hypothesis did not pass. */
+int journal_deviated(const journal *j);
+jr_status journal_status(const journal *j);
+const char *jr_status_name(jr_status s); /* "completed" | "failed" | "aborted" | "interrupted" */
+/* The journal as JSON (new reference). */
+json_t *journal_json(const journal *j);
+/* Write journal.json / junit.xml atomically. */
+int journal_write(const journal *j, const char *path, char *err, size_t errlen);
+int journal_write_junit(const journal *j, const char *path, char *err, size_t errlen);
+/* The JUnit document (malloc'd, caller frees) — exposed for tests. */
+char *journal_junit(const journal *j);
+
+#endif

@@ -1,0 +1,525 @@
+/* test_hypothesis.c - every built-in hypothesis on a synthetic event
+ * history built to pass and one built to fail, with the figure checked. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "harness/hypothesis.h"
+
+/* ---- a synthetic run ----
+ * 4 learners, 2 fragments, K=1. Every learner trains 100 steps/s (10 ms a
+ * step, 1000 tokens a step) and heartbeats every second. From t=1 s a
+ * fragment is merged every 500 ms (alternating), each participant bringing
+ * 100 steps; an eval follows each merge 1 ms later. Learner 2 is killed at
+ * t=10 s (fault healed at 15 s) and rejoins at 15.5 s as incarnation 2 from
+ * its step-800 checkpoint. The run ends at t=30 s. */
+
+typedef struct opts {
+    int spike;            /* eval loss x1.5 from the kill on, never recovers */
+    int gap_from, gap_to; /* no merges in [from, to) ms */
+    int no_rejoin;        /* learner 2 never comes back */
+    int skip_pull;        /* the rejoined learner pulls only fragment 0 */
+    int restart_at0;      /* a second syncer start at 20 s with versions [0, 0] */
+    int resumed_step;     /* learner 2's checkpoint step (default 800) */
+    int nan_eval;         /* one eval loss is NaN: 1 written as null, 2 as the syncer's -1 */
+} opts;
+
+#define KILL_T 10000
+#define HEAL_T 15000
+#define REJOIN_T 15500
+#define END_T 30000
+
+static double loss_at(const opts *o, int t)
+{
+    double l = 5.0 * exp(-t / 20000.0) + 1.5;
+    return o->spike && t >= KILL_T ? l * 1.5 : l;
+}
+
+static json_t *all; /* events before sorting */
+
+static void add(int t, json_t *ev)
+{
+    cr_assert_not_null(ev);
+    json_object_set_new(ev, "t_mono_ms", json_integer(t));
+    json_array_append_new(all, ev);
+}
+
+static int by_time(const void *a, const void *b)
+{
+    int64_t x = json_integer_value(json_object_get(*(json_t *const *)a, "t_mono_ms"));
+    int64_t y = json_integer_value(json_object_get(*(json_t *const *)b, "t_mono_ms"));
+    int64_t ia = json_integer_value(json_object_get(*(json_t *const *)a, "_i"));
+    int64_t ib = json_integer_value(json_object_get(*(json_t *const *)b, "_i"));
+    return x != y ? (x > y) - (x < y) : (ia > ib) - (ia < ib);
+}
+
+static int alive2(const opts *o, int t)
+{
+    return t < KILL_T || (!o->no_rejoin && t >= REJOIN_T);
+}
+
+/* Learner 2 contributes again from the first merge after its pulls (16 s). */
+static int contributes2(const opts *o, int t)
+{
+    return t < KILL_T || (!o->no_rejoin && t >= REJOIN_T + 500);
+}
+
+static hyp_history *build(const opts *o)
+{
+    int resumed = o->resumed_step ? o->resumed_step : 800;
+    all = json_array();
+    int v[2] = {0, 0};
+    add(0, json_pack("{s:s, s:s, s:b, s:i, s:[i,i], s:i}", "type", "start", "mode", "decoupled", "restored",
+                     0, "merges", 0, "versions", 0, 0, "learners", 4));
+    for (int l = 0; l < 4; l++) {
+        add(100, json_pack("{s:s, s:i, s:i, s:i}", "type", "join", "learner", l, "incarnation", 1,
+                           "resumed_step", 0));
+        for (int f = 0; f < 2; f++)
+            add(101, json_pack("{s:s, s:i, s:i, s:i, s:i}", "type", "pull", "learner", l, "incarnation", 1,
+                               "fragment", f, "version", 0));
+    }
+    for (int t = 100; t <= END_T; t += 100) {
+        if (!o->no_rejoin && t == REJOIN_T) {
+            add(t, json_pack("{s:s, s:i, s:i, s:i}", "type", "join", "learner", 2, "incarnation", 2,
+                             "resumed_step", resumed));
+            for (int f = 0; f < (o->skip_pull ? 1 : 2); f++)
+                add(t + 10, json_pack("{s:s, s:i, s:i, s:i, s:i}", "type", "pull", "learner", 2,
+                                      "incarnation", 2, "fragment", f, "version", v[f]));
+        }
+        if (o->restart_at0 && t == 20000)
+            add(t, json_pack("{s:s, s:s, s:b, s:i, s:[i,i], s:i}", "type", "start", "mode", "decoupled",
+                             "restored", 0, "merges", 0, "versions", 0, 0, "learners", 4));
+        if (t % 1000 == 0)
+            for (int l = 0; l < 4; l++) {
+                if (l == 2 && !alive2(o, t))
+                    continue;
+                int inc = l == 2 && t >= REJOIN_T ? 2 : 1;
+                int step = l == 2 && t >= REJOIN_T ? resumed + (t - REJOIN_T) / 10 : t / 10;
+                add(t, json_pack("{s:s, s:i, s:i, s:i, s:f, s:i, s:i, s:i}", "type", "heartbeat", "learner",
+                                 l, "incarnation", inc, "step", step, "train_loss", loss_at(o, t), "tokens",
+                                 step * 1000, "step_ms", 10, "clock_skew_ms", 0));
+            }
+        if (t % 500 == 0 && t >= 1000 && !(t >= o->gap_from && t < o->gap_to)) {
+            int f = (t / 500) % 2;
+            json_t *parts = json_array();
+            for (int l = 0; l < 4; l++) {
+                if (l == 2 && !contributes2(o, t))
+                    continue;
+                int inc = l == 2 && t >= REJOIN_T ? 2 : 1;
+                add(t - 5, json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:i}", "type", "contribution",
+                                     "learner", l, "incarnation", inc, "fragment", f, "base_version", v[f],
+                                     "tokens", 100000, "steps", 100, "encoding", "f32", "bytes", 4000));
+                json_array_append_new(parts,
+                                      json_pack("{s:i, s:i, s:f, s:i, s:i}", "learner", l, "incarnation", inc,
+                                                "weight", 1.0, "tokens", 100000, "steps", 100));
+            }
+            v[f]++;
+            add(t, json_pack("{s:s, s:i, s:i, s:o, s:i, s:f, s:s}", "type", "merge", "fragment", f, "version",
+                             v[f], "participants", parts, "grace_ms", 0, "update_norm", 0.1, "mode",
+                             "decoupled"));
+            json_t *ev = json_pack("{s:s, s:f, s:i, s:i}", "type", "eval", "loss", loss_at(o, t), "merges", 0,
+                                   "tokens", 0);
+            if (o->nan_eval && t == 20000)
+                json_object_set_new(ev, "loss", o->nan_eval == 1 ? json_null() : json_real(-1.0));
+            add(t + 1, ev);
+        }
+    }
+    /* Sort by time (stable), number them. */
+    size_t n = json_array_size(all);
+    json_t **evs = calloc(n, sizeof(json_t *));
+    for (size_t i = 0; i < n; i++) {
+        evs[i] = json_array_get(all, i);
+        json_object_set_new(evs[i], "_i", json_integer((json_int_t)i));
+    }
+    qsort(evs, n, sizeof(json_t *), by_time);
+    hyp_history *h = hyp_history_new(4, 1);
+    char err[CX_ERRLEN];
+    for (size_t i = 0; i < n; i++) {
+        json_object_del(evs[i], "_i");
+        json_object_set_new(evs[i], "seq", json_integer((json_int_t)i + 1));
+        cr_assert_eq(hyp_history_add_syncer_event(h, evs[i], err, sizeof(err)), 0, "%s", err);
+    }
+    free(evs);
+    json_decref(all);
+    json_t *rec =
+        json_pack("{s:s, s:s, s:n, s:{s:s, s:i}, s:i, s:f, s:i, s:s, s:s, s:i, s:i, s:{s:s, s:i}, s:s, s:n}",
+                  "id", "f1", "type", "kill", "target", "params", "signal", "KILL", "restart_after_ms", 5000,
+                  "duration_ms", HEAL_T - KILL_T, "toxicity", 1.0, "seed", 1, "state", "expired",
+                  "created_real", "2026-12-02T12:00:10.000Z", "started_mono_ms", KILL_T, "ended_mono_ms",
+                  HEAL_T, "evidence", "signal", "KILL", "pid", 1234, "revert_reason", "expiry", "error");
+    cr_assert_eq(hyp_history_add_fault(h, 2, rec, err, sizeof(err)), 0, "%s", err);
+    json_decref(rec);
+    return h;
+}
+
+static hyp_verdict judge(const hyp_history *h, const char *spec_json)
+{
+    json_error_t je;
+    json_t *spec = json_loads(spec_json, 0, &je);
+    cr_assert_not_null(spec, "%s", je.text);
+    jv_diag *d = jv_diag_new();
+    hyp_spec *s = hyp_spec_parse(spec, "$.verify[0]", 4, d);
+    for (size_t i = 0; i < jv_diag_count(d); i++)
+        fprintf(stderr, "diag: %s\n", jv_diag_get(d, i));
+    cr_assert_not_null(s, "spec %s rejected", spec_json);
+    hyp_verdict v;
+    hyp_spec_eval(s, h, &v);
+    hyp_spec_free(s);
+    jv_diag_free(d);
+    json_decref(spec);
+    fprintf(stderr, "%s -> %s %g %s %g %s: %s\n", spec_json, hyp_status_name(v.status), v.measured, v.cmp,
+            v.threshold, v.unit, v.explanation);
+    return v;
+}
+
+#define PASS(v) cr_assert_eq((v).status, HYP_PASS, "expected pass: %s", (v).explanation)
+#define FAIL(v) cr_assert_eq((v).status, HYP_FAIL, "expected fail: %s", (v).explanation)
+
+/* ---- registry and params ---- */
+
+Test(hypothesis, registry_has_every_design_hypothesis)
+{
+    const char *names[] = {"loss_continuity",    "loss_target",     "reintegration",
+                           "no_global_downtime", "goodput",         "bandwidth",
+                           "versions_monotonic", "data_accounting", "fault_effective"};
+    int n = 0;
+    for (const hypothesis *const *p = hyp_table; *p; p++)
+        n++;
+    cr_assert_eq(n, 9);
+    for (size_t i = 0; i < 9; i++) {
+        const hypothesis *k = hyp_find(names[i]);
+        cr_assert_not_null(k, "%s", names[i]);
+        cr_assert(strlen(k->summary) > 10 && strlen(k->params) > 3);
+    }
+    cr_assert_null(hyp_find("vibes"));
+}
+
+Test(hypothesis, params_are_strict)
+{
+    const char *bad[][2] = {
+        {"{\"hypothesis\": \"loss_target\", \"max\": 3, \"tol\": 0.1}", "$.v: expected exactly one of max"},
+        {"{\"hypothesis\": \"loss_target\"}", "$.v: expected exactly one of max"},
+        {"{\"hypothesis\": \"reintegration\", \"learner\": 4, \"join_s\": 1, \"merged_s\": 1}",
+         "$.v.learner: expected a learner id in 0..3, got 4"},
+        {"{\"hypothesis\": \"goodput\", \"min\": 1.5}",
+         "$.v.min: expected a goodput ratio in [0, 1], got 1.5"},
+        {"{\"hypothesis\": \"versions_monotonic\", \"x\": 1}", "$.v.x: unknown key"},
+        {"{\"hypothesis\": \"no_global_downtime\"}", "$.v.max_gap_s: missing required key"},
+        {"{\"hypothesis\": \"bandwidth\", \"max\": \"lots\"}", "$.v.max: expected bytes per token"},
+        {"{\"hypothesis\": \"fault_effective\", \"allow_none\": 1}",
+         "$.v.allow_none: expected true or false, got 1"},
+        {"{\"hypothesis\": \"data_accounting\", \"slack_steps\": -1}",
+         "$.v.slack_steps: expected inner steps >= 0"},
+        {"{\"hypothesis\": \"loss_continuity\", \"max_jump_rel\": 0.1, \"recover_s\": 1, \"name\": \"\"}",
+         "$.v.name: expected a non-empty string"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_t *spec = json_loads(bad[i][0], 0, NULL);
+        jv_diag *d = jv_diag_new();
+        hyp_spec *s = hyp_spec_parse(spec, "$.v", 4, d);
+        cr_assert_null(s, "accepted: %s", bad[i][0]);
+        int found = 0;
+        for (size_t k = 0; k < jv_diag_count(d); k++)
+            found |= strncmp(jv_diag_get(d, k), bad[i][1], strlen(bad[i][1])) == 0;
+        cr_assert(found, "%s: no message starting with %s (first: %s)", bad[i][0], bad[i][1],
+                  jv_diag_get(d, 0));
+        jv_diag_free(d);
+        json_decref(spec);
+    }
+}
+
+/* ---- one test per hypothesis ---- */
+
+Test(hypothesis, loss_continuity)
+{
+    opts o = {0};
+    hyp_history *h = build(&o);
+    hyp_verdict v =
+        judge(h, "{\"hypothesis\": \"loss_continuity\", \"max_jump_rel\": 0.1, \"recover_s\": 5}");
+    PASS(v);
+    cr_assert_float_eq(v.measured, 0.0, 1e-9, "the loss only fell");
+    cr_assert_float_eq(v.threshold, 0.1, 1e-12);
+    hyp_history_free(h);
+
+    o.spike = 1;
+    h = build(&o);
+    v = judge(h, "{\"hypothesis\": \"loss_continuity\", \"max_jump_rel\": 0.1, \"recover_s\": 5}");
+    FAIL(v);
+    /* Reference: the eval at 10.001 s is after the kill, so the last one
+     * before it is at 9.501 s; peak: the first spiked eval at 10.001 s. */
+    double ref = 5.0 * exp(-9500 / 20000.0) + 1.5, peak = (5.0 * exp(-10000 / 20000.0) + 1.5) * 1.5;
+    cr_assert_float_eq(v.measured, peak / ref - 1.0, 1e-6);
+    hyp_history_free(h);
+
+    for (int how = 1; how <= 2; how++) {
+        o = (opts){.nan_eval = how};
+        h = build(&o);
+        v = judge(h, "{\"hypothesis\": \"loss_continuity\", \"max_jump_rel\": 0.1, \"recover_s\": 5}");
+        FAIL(v);
+        cr_assert(strstr(v.explanation, "not finite") != NULL);
+        hyp_history_free(h);
+    }
+}
+
+Test(hypothesis, loss_target)
+{
+    opts o = {0};
+    hyp_history *h = build(&o);
+    double final = 5.0 * exp(-END_T / 20000.0) + 1.5;
+    hyp_verdict v = judge(h, "{\"hypothesis\": \"loss_target\", \"max\": 3.0}");
+    PASS(v);
+    cr_assert_float_eq(v.measured, final, 1e-9);
+    v = judge(h, "{\"hypothesis\": \"loss_target\", \"max\": 2.0}");
+    FAIL(v);
+    cr_assert_float_eq(v.measured, final, 1e-9);
+    /* by_s: the lowest eval within 5 s of the start (t=4.501 s). */
+    v = judge(h, "{\"hypothesis\": \"loss_target\", \"max\": 5.5, \"by_s\": 5}");
+    PASS(v);
+    cr_assert_float_eq(v.measured, 5.0 * exp(-4500 / 20000.0) + 1.5, 1e-9);
+    v = judge(h, "{\"hypothesis\": \"loss_target\", \"max\": 5.0, \"by_s\": 5}");
+    FAIL(v);
+    /* Relative to a control run: from params, then from the runner. */
+    v = judge(h, "{\"hypothesis\": \"loss_target\", \"tol\": 0.05, \"control\": 2.55}");
+    PASS(v);
+    cr_assert_float_eq(v.threshold, 2.55 * 1.05, 1e-9);
+    v = judge(h, "{\"hypothesis\": \"loss_target\", \"tol\": 0.01}");
+    cr_assert_eq(v.status, HYP_ERROR, "no control loss: cannot judge");
+    hyp_history_set_counter(h, HYP_C_CONTROL_LOSS, 2.0);
+    v = judge(h, "{\"hypothesis\": \"loss_target\", \"tol\": 0.01}");
+    FAIL(v);
+    cr_assert_float_eq(v.threshold, 2.02, 1e-9);
+    hyp_history_free(h);
+}
+
+Test(hypothesis, reintegration)
+{
+    const char *spec = "{\"hypothesis\": \"reintegration\", \"learner\": 2, \"join_s\": 2, \"merged\": 3, "
+                       "\"merged_s\": 10, \"tol\": 0.05}";
+    opts o = {0};
+    hyp_history *h = build(&o);
+    hyp_verdict v = judge(h, spec);
+    PASS(v);
+    /* Merges in [16 s, 25.5 s] carrying learner 2 incarnation 2: 20. */
+    cr_assert_float_eq(v.measured, 20.0, 1e-9);
+    cr_assert_float_eq(v.threshold, 3.0, 1e-9);
+    hyp_history_free(h);
+
+    o.skip_pull = 1;
+    h = build(&o);
+    v = judge(h, spec);
+    FAIL(v);
+    cr_assert(strstr(v.explanation, "1 of 2 fragments not pulled") != NULL, "%s", v.explanation);
+    hyp_history_free(h);
+
+    o = (opts){.no_rejoin = 1};
+    h = build(&o);
+    v = judge(h, spec);
+    FAIL(v);
+    cr_assert_float_eq(v.measured, 0.0, 1e-9);
+    cr_assert(strstr(v.explanation, "never joined again") != NULL);
+    hyp_history_free(h);
+
+    /* Joined 0.5 s after healing: a 0.2 s limit fails. */
+    o = (opts){0};
+    h = build(&o);
+    v = judge(h, "{\"hypothesis\": \"reintegration\", \"learner\": 2, \"join_s\": 0.2, \"merged_s\": 10}");
+    FAIL(v);
+    cr_assert(strstr(v.explanation, "joined 0.5s after") != NULL, "%s", v.explanation);
+    /* No fault on learner 1: cannot be judged. */
+    v = judge(h, "{\"hypothesis\": \"reintegration\", \"learner\": 1, \"join_s\": 2, \"merged_s\": 10}");
+    cr_assert_eq(v.status, HYP_ERROR);
+    hyp_history_free(h);
+}
+
+Test(hypothesis, no_global_downtime)
+{
+    opts o = {0};
+    hyp_history *h = build(&o);
+    hyp_verdict v = judge(h, "{\"hypothesis\": \"no_global_downtime\", \"max_gap_s\": 1}");
+    PASS(v);
+    cr_assert_float_eq(v.measured, 0.5, 1e-9);
+    hyp_history_free(h);
+
+    o.gap_from = 12000;
+    o.gap_to = 20000;
+    h = build(&o);
+    v = judge(h, "{\"hypothesis\": \"no_global_downtime\", \"max_gap_s\": 5}");
+    FAIL(v);
+    cr_assert_float_eq(v.measured, 8.5, 1e-9, "11.5 s -> 20 s with 3 of 4 alive (K=1)");
+    /* With a floor of 4 live learners, the time learner 2 was down
+     * (10 s .. its join at 15.5 s) is excused: 8.5 - 4.0 = 4.5 s. */
+    v = judge(h, "{\"hypothesis\": \"no_global_downtime\", \"max_gap_s\": 5, \"min_live\": 4}");
+    PASS(v);
+    cr_assert_float_eq(v.measured, 4.5, 1e-9);
+    hyp_history_free(h);
+}
+
+Test(hypothesis, goodput)
+{
+    opts o = {0};
+    hyp_history *h = build(&o);
+    hyp_verdict v = judge(h, "{\"hypothesis\": \"goodput\", \"min\": 0.9}");
+    /* Useful steps: learners 0, 1, 3 in 59 merges x 100 steps / 2
+     * fragments = 2950 each; learner 2: 18 merges before the kill + 29
+     * after its rejoin = 2350. x 10 ms. Allocated: 4 x (30.001 - 0.1) s. */
+    double useful = (3 * 2950 + 2350) * 0.010, allocated = 4 * (30.001 - 0.1);
+    PASS(v);
+    cr_assert_float_eq(v.measured, useful / allocated, 1e-9);
+    v = judge(h, "{\"hypothesis\": \"goodput\", \"min\": 0.95}");
+    FAIL(v);
+    cr_assert_float_eq(v.measured, useful / allocated, 1e-9);
+    hyp_history_free(h);
+}
+
+Test(hypothesis, bandwidth)
+{
+    opts o = {0};
+    hyp_history *h = build(&o);
+    /* Without syncer counters: contribution bytes / max heartbeat tokens. */
+    double contributions = 3 * 59 + 18 + 29;
+    double tokens = 3 * 3000000.0 + (800 + 1450) * 1000.0;
+    hyp_verdict v = judge(h, "{\"hypothesis\": \"bandwidth\", \"max\": 0.1}");
+    PASS(v);
+    cr_assert_float_eq(v.measured, contributions * 4000 / tokens, 1e-9);
+    cr_assert(strstr(v.explanation, "contribution payloads only") != NULL);
+    hyp_history_set_counter(h, HYP_C_BYTES_IN, 1.5e6);
+    hyp_history_set_counter(h, HYP_C_BYTES_OUT, 0.5e6);
+    hyp_history_set_counter(h, HYP_C_TOKENS, 1e6);
+    v = judge(h, "{\"hypothesis\": \"bandwidth\", \"max\": 1.5}");
+    FAIL(v);
+    cr_assert_float_eq(v.measured, 2.0, 1e-12);
+    hyp_history_free(h);
+}
+
+Test(hypothesis, versions_monotonic)
+{
+    opts o = {0};
+    hyp_history *h = build(&o);
+    hyp_verdict v = judge(h, "{\"hypothesis\": \"versions_monotonic\"}");
+    PASS(v);
+    cr_assert_float_eq(v.measured, 0.0, 1e-12);
+    hyp_history_free(h);
+
+    o.restart_at0 = 1;
+    h = build(&o);
+    v = judge(h, "{\"hypothesis\": \"versions_monotonic\"}");
+    FAIL(v);
+    /* Both fragments restart at 0, then each later merge re-issues a
+     * version already seen: 2 + the merges of [20 s, 30 s] up to where
+     * they catch up again. At least the two restarts. */
+    cr_assert_geq(v.measured, 2.0);
+    cr_assert(strstr(v.explanation, "restarted at version 0") != NULL, "%s", v.explanation);
+    hyp_history_free(h);
+
+    /* A gap in seq is a violation too. */
+    h = hyp_history_new(1, 1);
+    char err[CX_ERRLEN];
+    json_t *a = json_pack("{s:i, s:i, s:s, s:i, s:i, s:[]}", "seq", 1, "t_mono_ms", 1, "type", "merge",
+                          "fragment", 0, "version", 1, "participants");
+    json_t *b = json_pack("{s:i, s:i, s:s, s:i, s:i, s:[]}", "seq", 3, "t_mono_ms", 2, "type", "merge",
+                          "fragment", 0, "version", 2, "participants");
+    hyp_history_add_syncer_event(h, b, err, sizeof(err));
+    hyp_history_add_syncer_event(h, a, err, sizeof(err)); /* out of order: sorted by seq */
+    v = judge(h, "{\"hypothesis\": \"versions_monotonic\"}");
+    FAIL(v);
+    cr_assert_float_eq(v.measured, 1.0, 1e-12);
+    cr_assert(strstr(v.explanation, "seq 3 follows 1") != NULL, "%s", v.explanation);
+    json_decref(a);
+    json_decref(b);
+    hyp_history_free(h);
+}
+
+Test(hypothesis, data_accounting)
+{
+    opts o = {0};
+    hyp_history *h = build(&o);
+    hyp_history_set_counter(h, HYP_C_STEPS_TARGET, 3000);
+    /* Learner 2 ended at step 2250 by its heartbeats: 750 steps short. */
+    hyp_verdict v = judge(h, "{\"hypothesis\": \"data_accounting\"}");
+    FAIL(v);
+    cr_assert_float_eq(v.measured, 750 * 1000.0, 1e-6);
+    /* The runner saw it finish (final status): nothing lost; 100 steps
+     * (900 reached before the kill - 800 resumed) re-trained. */
+    hyp_history_set_learner_final(h, 2, 3000, 3000000);
+    v = judge(h, "{\"hypothesis\": \"data_accounting\"}");
+    PASS(v);
+    cr_assert_float_eq(v.measured, 0.0, 1e-12);
+    cr_assert(strstr(v.explanation, "100 steps (100000 tokens) re-trained") != NULL, "%s", v.explanation);
+    v = judge(h, "{\"hypothesis\": \"data_accounting\", \"max_retrained_tokens\": 50000}");
+    FAIL(v);
+    hyp_history_free(h);
+
+    /* A checkpoint from beyond what was trained skips data. */
+    o.resumed_step = 1000;
+    h = build(&o);
+    hyp_history_set_learner_final(h, 2, 3000, 3000000);
+    v = judge(h, "{\"hypothesis\": \"data_accounting\", \"steps\": 3000}");
+    FAIL(v);
+    cr_assert_float_eq(v.measured, 100 * 1000.0, 1e-6, "steps 900..1000 never trained");
+    hyp_history_free(h);
+}
+
+Test(hypothesis, fault_effective)
+{
+    opts o = {0};
+    hyp_history *h = build(&o);
+    hyp_verdict v = judge(h, "{\"hypothesis\": \"fault_effective\"}");
+    PASS(v);
+    cr_assert_float_eq(v.measured, 1.0, 1e-12);
+    char err[CX_ERRLEN];
+    /* A nan fault the syncer never rejected did not take effect. */
+    json_t *nan = json_pack("{s:s, s:s, s:{s:i}, s:i, s:s, s:i, s:i, s:{s:s}}", "id", "f2", "type", "nan",
+                            "params", "count", 1, "duration_ms", 1000, "state", "expired", "started_mono_ms",
+                            20000, "ended_mono_ms", 21000, "evidence", "hook_file", "1");
+    cr_assert_eq(hyp_history_add_fault(h, 1, nan, err, sizeof(err)), 0);
+    v = judge(h, "{\"hypothesis\": \"fault_effective\"}");
+    FAIL(v);
+    cr_assert_float_eq(v.measured, 0.5, 1e-12);
+    cr_assert(strstr(v.explanation, "no nonfinite reject") != NULL, "%s", v.explanation);
+    hyp_history_free(h);
+
+    h = build(&o);
+    json_t *rej = json_pack("{s:i, s:i, s:s, s:i, s:i, s:i, s:s}", "seq", 100000, "t_mono_ms", 20100, "type",
+                            "reject", "learner", 1, "incarnation", 1, "fragment", 0, "reason", "nonfinite");
+    cr_assert_eq(hyp_history_add_syncer_event(h, rej, err, sizeof(err)), 0);
+    cr_assert_eq(hyp_history_add_fault(h, 1, nan, err, sizeof(err)), 0);
+    v = judge(h, "{\"hypothesis\": \"fault_effective\"}");
+    PASS(v);
+    /* A failed injection recorded by the harness counts against it. */
+    json_t *act = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s}", "kind", "action", "phase", "fail", "action",
+                            "pause-1", "fault", "pause", "learner", 0, "error", "agent unreachable");
+    cr_assert_eq(hyp_history_add_action(h, act, err, sizeof(err)), 0);
+    v = judge(h, "{\"hypothesis\": \"fault_effective\"}");
+    FAIL(v);
+    cr_assert_float_eq(v.measured, 2.0 / 3.0, 1e-12);
+    json_decref(act);
+    json_decref(rej);
+    json_decref(nan);
+    hyp_history_free(h);
+
+    /* Nothing injected: fails unless allowed. */
+    h = hyp_history_new(2, 1);
+    v = judge(h, "{\"hypothesis\": \"fault_effective\"}");
+    FAIL(v);
+    v = judge(h, "{\"hypothesis\": \"fault_effective\", \"allow_none\": true}");
+    PASS(v);
+    hyp_history_free(h);
+}
+
+Test(hypothesis, history_rejects_malformed_input)
+{
+    hyp_history *h = hyp_history_new(2, 1);
+    char err[CX_ERRLEN];
+    json_t *bad = json_pack("{s:i, s:s}", "seq", 1, "type", "merge");
+    cr_assert_eq(hyp_history_add_syncer_event(h, bad, err, sizeof(err)), CX_EINVAL);
+    cr_assert(strstr(err, "t_mono_ms") != NULL);
+    json_t *rec = json_pack("{s:s}", "type", "kill");
+    cr_assert_eq(hyp_history_add_fault(h, 2, rec, err, sizeof(err)), CX_EINVAL, "learner out of range");
+    cr_assert_eq(hyp_history_add_action(h, rec, err, sizeof(err)), CX_EINVAL, "no phase");
+    json_decref(bad);
+    json_decref(rec);
+    hyp_history_free(h);
+}

@@ -1,0 +1,233 @@
+/* test_journal.c - journal.json, junit.xml and events.jsonl writers. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "harness/journal.h"
+
+static experiment *parse(const char *text)
+{
+    experiment *e = NULL;
+    char err[CX_ERRLEN];
+    cr_assert_eq(exp_load_string(text, 0, &e, NULL, err, sizeof(err)), 0, "%s", err);
+    return e;
+}
+
+static const char *exp_text =
+    "{\"title\": \"kill <2> & \\\"restart\\\"\", \"topology\": {\"learners\": 2},"
+    " \"steady_state\": [{\"hypothesis\": \"loss_target\", \"max\": 5}],"
+    " \"method\": [{\"name\": \"k\", \"fault\": \"kill\", \"targets\": {\"ids\": [1]}, \"at_s\": 1,"
+    "   \"duration_ms\": 100}],"
+    " \"verify\": [{\"hypothesis\": \"versions_monotonic\", \"name\": \"versions <ok>\"},"
+    "   {\"hypothesis\": \"goodput\", \"min\": 0.5}]}";
+
+static hyp_verdict mk(hyp_status st, double m, double t, const char *why)
+{
+    hyp_verdict v;
+    memset(&v, 0, sizeof(v));
+    v.status = st;
+    v.measured = m;
+    v.threshold = t;
+    snprintf(v.cmp, sizeof(v.cmp), "<=");
+    snprintf(v.unit, sizeof(v.unit), "s");
+    snprintf(v.explanation, sizeof(v.explanation), "%s", why);
+    return v;
+}
+
+static char *tmpdir(void)
+{
+    char tmpl[] = "/tmp/test_journal_XXXXXX";
+    char *d = mkdtemp(tmpl);
+    cr_assert_not_null(d);
+    return strdup(d);
+}
+
+Test(journal, chaos_toolkit_shape_and_status)
+{
+    experiment *e = parse(exp_text);
+    journal *j = journal_new(e);
+    cr_assert_not_null(j);
+    int64_t t0 = 1000000000000000000LL;
+    journal_set_start(j, t0);
+    hyp_verdict pass = mk(HYP_PASS, 1.0, 5.0, "fine");
+    hyp_verdict fail = mk(HYP_FAIL, NAN, 0.5, "bad & <worse>");
+    cr_assert_eq(journal_add_hypothesis(j, JR_BEFORE, e->steady_state[0], &pass, t0, t0 + 1000000), 0);
+    json_t *out = json_pack("{s:s}", "fault_id", "f1");
+    cr_assert_eq(
+        journal_add_action(j, 0, "k", "kill", 1, "succeeded", out, t0 + 2000000000LL, t0 + 2100000000LL), 0);
+    cr_assert_eq(journal_add_action(j, 1, "revert_faults", "", 1, "succeeded", NULL, t0 + 5e9, t0 + 5e9), 0);
+    cr_assert_eq(journal_add_hypothesis(j, JR_AFTER, e->verify[0], &pass, t0 + 6e9, t0 + 6e9), 0);
+    cr_assert(!journal_deviated(j));
+    cr_assert_eq(journal_add_hypothesis(j, JR_AFTER, e->verify[1], &fail, t0 + 6e9, t0 + 7e9), 0);
+    cr_assert(journal_deviated(j), "a failed verify hypothesis deviates");
+    journal_set_end(j, t0 + 10000000000LL, JR_COMPLETED);
+
+    json_t *doc = journal_json(j);
+    cr_assert_not_null(doc);
+    const char *keys[] = {"chaoslib-version", "platform", "node",     "experiment",    "start", "end",
+                          "duration",         "status",   "deviated", "steady_states", "run",   "rollbacks"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        cr_assert_not_null(json_object_get(doc, keys[i]), "missing %s", keys[i]);
+    cr_assert_str_eq(json_string_value(json_object_get(doc, "status")), "completed");
+    cr_assert(json_is_true(json_object_get(doc, "deviated")));
+    cr_assert_float_eq(json_real_value(json_object_get(doc, "duration")), 10.0, 1e-9);
+    cr_assert_str_eq(json_string_value(json_object_get(doc, "start")), "2001-09-09T01:46:40.000Z");
+    json_t *ss = json_object_get(doc, "steady_states");
+    cr_assert(json_is_true(json_object_get(json_object_get(ss, "before"), "steady_state_met")));
+    json_t *after = json_object_get(ss, "after");
+    cr_assert(json_is_false(json_object_get(after, "steady_state_met")));
+    json_t *probe = json_array_get(json_object_get(after, "probes"), 1);
+    json_t *pout = json_object_get(probe, "output");
+    cr_assert_str_eq(json_string_value(json_object_get(pout, "verdict")), "fail");
+    cr_assert(json_is_null(json_object_get(pout, "measured")), "NaN is written as null");
+    cr_assert_float_eq(json_real_value(json_object_get(pout, "threshold")), 0.5, 1e-12);
+    cr_assert(json_is_false(json_object_get(probe, "tolerance_met")));
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(probe, "activity"), "name")),
+                     "goodput");
+    json_t *run = json_object_get(doc, "run");
+    cr_assert_eq(json_array_size(run), 1);
+    json_t *r0 = json_array_get(run, 0);
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(r0, "activity"), "name")), "k");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(r0, "output"), "fault_id")), "f1");
+    cr_assert_float_eq(json_real_value(json_object_get(r0, "duration")), 0.1, 1e-9);
+    cr_assert_eq(json_array_size(json_object_get(doc, "rollbacks")), 1);
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(doc, "experiment"), "title")),
+                     e->title);
+    json_decref(doc);
+
+    /* A steady state that did not hold before the method: status failed. */
+    journal *j2 = journal_new(e);
+    cr_assert_eq(journal_add_hypothesis(j2, JR_BEFORE, e->steady_state[0], &fail, t0, t0), 0);
+    journal_set_end(j2, t0, JR_COMPLETED);
+    cr_assert_eq(journal_status(j2), JR_FAILED);
+    journal_set_end(j2, t0, JR_ABORTED);
+    cr_assert_eq(journal_status(j2), JR_ABORTED, "aborted wins");
+    cr_assert_str_eq(jr_status_name(JR_INTERRUPTED), "interrupted");
+    journal_free(j2);
+
+    char *dir = tmpdir();
+    char path[512];
+    char err[CX_ERRLEN];
+    snprintf(path, sizeof(path), "%s/journal.json", dir);
+    cr_assert_eq(journal_write(j, path, err, sizeof(err)), 0, "%s", err);
+    json_t *back = json_load_file(path, 0, NULL);
+    cr_assert_not_null(back, "journal.json is valid JSON");
+    cr_assert_str_eq(json_string_value(json_object_get(back, "status")), "completed");
+    json_decref(back);
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+    json_decref(out);
+    journal_free(j);
+    exp_free(e);
+}
+
+Test(journal, junit_one_testcase_per_hypothesis_escaped)
+{
+    experiment *e = parse(exp_text);
+    journal *j = journal_new(e);
+    journal_set_start(j, 0);
+    hyp_verdict pass = mk(HYP_PASS, 1.0, 5.0, "fine");
+    hyp_verdict fail = mk(HYP_FAIL, 8.5, 5.0, "gap <8.5s> & \"long\" 'x'\x01");
+    hyp_verdict err = mk(HYP_ERROR, NAN, 5.0, "no data");
+    journal_add_hypothesis(j, JR_BEFORE, e->steady_state[0], &pass, 0, 0);
+    journal_add_hypothesis(j, JR_AFTER, e->verify[0], &fail, 0, 0);
+    journal_add_hypothesis(j, JR_AFTER, e->verify[1], &err, 0, 0);
+    journal_set_end(j, 2000000000LL, JR_COMPLETED);
+    char *xml = journal_junit(j);
+    cr_assert_not_null(xml);
+    cr_assert(strstr(xml, "tests=\"3\" failures=\"1\" errors=\"1\"") != NULL, "%s", xml);
+    cr_assert(strstr(xml, "<testsuite name=\"kill &lt;2&gt; &amp; &quot;restart&quot;\"") != NULL, "%s", xml);
+    cr_assert(strstr(xml, "name=\"versions &lt;ok&gt;\"") != NULL);
+    cr_assert(strstr(xml, "classname=\"steady_state.loss_target\"") != NULL);
+    cr_assert(
+        strstr(xml, "<failure type=\"versions_monotonic\" message=\"measured 8.5 s, threshold &lt;= 5 s: gap "
+                    "&lt;8.5s&gt; &amp; &quot;long&quot; &apos;x&apos;?\">") != NULL,
+        "%s", xml);
+    cr_assert(strstr(xml, "<error type=\"goodput\" message=\"measured n/a s") != NULL, "%s", xml);
+    cr_assert_null(strchr(xml, '\x01'), "control characters never reach the XML");
+    /* Every testcase opened is closed; exactly one per hypothesis. */
+    int open = 0, close = 0;
+    for (const char *p = xml; (p = strstr(p, "<testcase ")); p++)
+        open++;
+    for (const char *p = xml; (p = strstr(p, "</testcase>")); p++)
+        close++;
+    cr_assert_eq(open, 3);
+    cr_assert_eq(close, 3);
+    free(xml);
+    char *dir = tmpdir();
+    char path[512], errb[CX_ERRLEN];
+    snprintf(path, sizeof(path), "%s/junit.xml", dir);
+    cr_assert_eq(journal_write_junit(j, path, errb, sizeof(errb)), 0, "%s", errb);
+    cr_assert_eq(access(path, R_OK), 0);
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+    journal_free(j);
+    exp_free(e);
+}
+
+Test(journal, events_jsonl_appends_stamped_lines)
+{
+    char *dir = tmpdir();
+    char path[512], err[CX_ERRLEN];
+    snprintf(path, sizeof(path), "%s/events.jsonl", dir);
+    jr_events *ev = NULL;
+    cr_assert_eq(jr_events_open(path, &ev, err, sizeof(err)), 0, "%s", err);
+    int64_t before = cx_mono_ms();
+    json_t *a = jr_action_event("invoke", "kill-2", "kill", 2, NULL, NULL);
+    json_t *b = jr_action_event("ok", "kill-2", "kill", 2, "f7", NULL);
+    json_t *c = jr_action_event("fail", "pause-1", "pause", 1, NULL, "agent said 503\nhalted");
+    cr_assert_eq(jr_events_append(ev, a, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(jr_events_append(ev, b, err, sizeof(err)), 0);
+    cr_assert_eq(jr_events_append(ev, c, err, sizeof(err)), 0);
+    json_t *notobj = json_integer(3);
+    cr_assert_eq(jr_events_append(ev, notobj, err, sizeof(err)), CX_EINVAL);
+    json_decref(notobj);
+    jr_events_close(ev);
+    /* Reopen: appends, never truncates. */
+    cr_assert_eq(jr_events_open(path, &ev, err, sizeof(err)), 0);
+    cr_assert_eq(jr_events_append(ev, a, err, sizeof(err)), 0);
+    jr_events_close(ev);
+
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    char line[4096];
+    int n = 0;
+    const char *phases[] = {"invoke", "ok", "fail", "invoke"};
+    while (fgets(line, sizeof(line), f)) {
+        cr_assert_lt(n, 4);
+        json_t *o = json_loads(line, 0, NULL);
+        cr_assert_not_null(o, "line %d is one JSON object: %s", n, line);
+        cr_assert_str_eq(json_string_value(json_object_get(o, "phase")), phases[n]);
+        cr_assert_str_eq(json_string_value(json_object_get(o, "kind")), "action");
+        const char *t_real = json_string_value(json_object_get(o, "t_real"));
+        cr_assert(t_real && strlen(t_real) == 24 && t_real[23] == 'Z', "ISO stamp: %s", t_real ? t_real : "");
+        cr_assert_geq(json_integer_value(json_object_get(o, "t_mono_ms")), before);
+        if (n == 1)
+            cr_assert_str_eq(json_string_value(json_object_get(o, "fault_id")), "f7");
+        if (n == 2)
+            cr_assert_str_eq(json_string_value(json_object_get(o, "error")), "agent said 503\nhalted");
+        json_decref(o);
+        n++;
+    }
+    fclose(f);
+    cr_assert_eq(n, 4);
+    /* The stamped event feeds a history as is. */
+    hyp_history *h = hyp_history_new(3, 1);
+    cr_assert_eq(hyp_history_add_action(h, c, err, sizeof(err)), 0, "%s", err);
+    hyp_history_free(h);
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+    cr_assert_eq(jr_events_open("/nonexistent-dir/x/events.jsonl", &ev, err, sizeof(err)), CX_EIO);
+    cr_assert(strstr(err, "/nonexistent-dir/x/events.jsonl") != NULL);
+}
