@@ -1,0 +1,209 @@
+/* dashboard_main.c - `chaosloco dashboard`: watch a live run without an
+ * experiment. Parses options, builds a dash_server (server.h), prints its
+ * URL and waits for SIGTERM/SIGINT. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/file.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "dashboards/server.h"
+
+int dashboard_main(int argc, char **argv);
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: chaosloco dashboard [--syncer URL] [--agents [ID=]URL,...] [--listen HOST:PORT]\n"
+            "                           [--token-file FILE] [--state-dir DIR] [--poll-ms N] [--title TEXT]\n"
+            "\n"
+            "Serve the operator dashboard of a live run: polls the syncer and every agent about\n"
+            "every --poll-ms, shows learner units, the eval loss with fault windows, merges/s,\n"
+            "bytes/s and the event log, and forwards fault injection, heal and HALT ALL to the\n"
+            "agents. Prints the page's URL on stdout.\n"
+            "\n"
+            "  --syncer URL          the syncer's base URL, http://HOST:PORT (optional)\n"
+            "  --agents LIST         comma-separated agent base URLs; an entry may be ID=URL to\n"
+            "                        say which learner id the agent supervises (default: the\n"
+            "                        trailing number of the agent's id, else its position)\n"
+            "  --listen HOST:PORT    where to serve (default 127.0.0.1:0 = an ephemeral port)\n"
+            "  --token-file FILE     the agents' bearer token (first line of FILE); the page's\n"
+            "                        controls need it too. Without it the controls are off.\n"
+            "  --state-dir DIR       write DIR/listen.addr (\"127.0.0.1:PORT\") once listening\n"
+            "  --poll-ms N           poll period in ms, 100..60000 (default 500)\n"
+            "  --title TEXT          a title for the page\n"
+            "  --help                this text\n"
+            "\n"
+            "Exit status: 0 after SIGTERM/SIGINT, 1 on a runtime failure, 64 on a usage error.\n");
+}
+
+/* Read the token: first line, trailing whitespace removed. */
+static int read_token(const char *path, char **out, char *err, size_t errlen)
+{
+    char *data = NULL;
+    size_t len = 0;
+    int rc = cx_file_read(path, 4096, &data, &len, err, errlen);
+    if (rc != 0)
+        return rc;
+    char *nl = strchr(data, '\n');
+    if (nl)
+        *nl = '\0';
+    len = strlen(data);
+    while (len && (data[len - 1] == ' ' || data[len - 1] == '\r' || data[len - 1] == '\t'))
+        data[--len] = '\0';
+    if (len == 0) {
+        free(data);
+        return cx_fail(err, errlen, CX_EINVAL, "--token-file %s: the file is empty", path);
+    }
+    *out = data;
+    return 0;
+}
+
+/* Split "[ID=]URL,..." in place into urls[] and learners[]. */
+static int parse_agents(char *list, const char **urls, int *learners, int *n, char *err, size_t errlen)
+{
+    *n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*n >= DASH_MAX_AGENTS)
+            return cx_fail(err, errlen, CX_EINVAL, "--agents: more than %d agents", DASH_MAX_AGENTS);
+        learners[*n] = -1;
+        char *eq = strchr(tok, '=');
+        if (eq && strncmp(tok, "http://", 7) != 0) {
+            *eq = '\0';
+            if (cx_parse_int(tok, "--agents learner id", 0, 255, &learners[*n], err, errlen) != 0)
+                return CX_EINVAL;
+            tok = eq + 1;
+        }
+        if (strncmp(tok, "http://", 7) != 0 || !tok[7])
+            return cx_fail(err, errlen, CX_EINVAL, "--agents: '%s' is not an http://HOST:PORT URL", tok);
+        urls[(*n)++] = tok;
+    }
+    if (*n == 0)
+        return cx_fail(err, errlen, CX_EINVAL, "--agents: empty list");
+    return 0;
+}
+
+int dashboard_main(int argc, char **argv)
+{
+    const char *syncer = NULL, *listen = "127.0.0.1:0", *token_file = NULL, *state_dir = NULL;
+    const char *title = NULL;
+    char *agents_arg = NULL;
+    const char *urls[DASH_MAX_AGENTS];
+    int learners[DASH_MAX_AGENTS];
+    int nagents = 0;
+    int poll_ms = 500;
+    char err[CX_ERRLEN];
+    int rc = 64;
+    char *token = NULL;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            rc = 0;
+            goto out;
+        }
+        const char *flags[] = {"--syncer",    "--agents",  "--listen", "--token-file",
+                               "--state-dir", "--poll-ms", "--title"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof flags / sizeof *flags; k++)
+            known |= strcmp(a, flags[k]) == 0;
+        if (!known) {
+            fprintf(stderr, "chaosloco dashboard: unknown option '%s' (see --help)\n", a);
+            goto out;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "chaosloco dashboard: %s needs a value\n", a);
+            goto out;
+        }
+        const char *v = argv[++i];
+        if (strcmp(a, "--syncer") == 0) {
+            syncer = v;
+        } else if (strcmp(a, "--agents") == 0) {
+            free(agents_arg);
+            agents_arg = strdup(v);
+            if (!agents_arg || parse_agents(agents_arg, urls, learners, &nagents, err, sizeof err) != 0) {
+                fprintf(stderr, "chaosloco dashboard: %s\n", agents_arg ? err : "out of memory");
+                goto out;
+            }
+        } else if (strcmp(a, "--listen") == 0) {
+            char host[256];
+            int port;
+            if (cx_parse_hostport(v, "--listen", host, sizeof host, &port, err, sizeof err) != 0) {
+                fprintf(stderr, "chaosloco dashboard: %s\n", err);
+                goto out;
+            }
+            listen = v;
+        } else if (strcmp(a, "--token-file") == 0) {
+            token_file = v;
+        } else if (strcmp(a, "--state-dir") == 0) {
+            state_dir = v;
+        } else if (strcmp(a, "--poll-ms") == 0) {
+            if (cx_parse_int(v, "--poll-ms", 100, 60000, &poll_ms, err, sizeof err) != 0) {
+                fprintf(stderr, "chaosloco dashboard: %s\n", err);
+                goto out;
+            }
+        } else {
+            title = v;
+        }
+    }
+    if (syncer && (strncmp(syncer, "http://", 7) != 0 || !syncer[7])) {
+        fprintf(stderr, "chaosloco dashboard: --syncer: '%s' is not an http://HOST:PORT URL\n", syncer);
+        goto out;
+    }
+    if (!syncer && nagents == 0) {
+        fprintf(stderr, "chaosloco dashboard: give --syncer, --agents or both (see --help)\n");
+        goto out;
+    }
+
+    cx_log_init("dashboard", CX_LOG_INFO);
+    rc = 1;
+    if (token_file && read_token(token_file, &token, err, sizeof err) != 0) {
+        cx_error("%s", err);
+        goto out;
+    }
+
+    /* SIGTERM/SIGINT end the wait below; block them in every thread */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    dash_config cfg = {.listen = listen,
+                       .syncer_url = syncer,
+                       .agent_urls = urls,
+                       .agent_learners = learners,
+                       .nagents = nagents,
+                       .token = token,
+                       .poll_ms = poll_ms,
+                       .state_dir = state_dir,
+                       .title = title};
+    cx_info("config listen=%s syncer=%s agents=%d poll_ms=%d token=%s state_dir=%s title=%s", listen,
+            syncer ? syncer : "-", nagents, poll_ms, token ? "yes" : "no (controls off)",
+            state_dir ? state_dir : "-", title ? title : "-");
+    dash_server *s = dash_server_new(&cfg, err, sizeof err);
+    if (!s) {
+        cx_error("%s", err);
+        goto out;
+    }
+    cx_info("serving %s", dash_server_url(s));
+    printf("dashboard: %s\n", dash_server_url(s));
+    fflush(stdout);
+
+    int sig = 0;
+    sigwait(&set, &sig);
+    cx_info("signal %d: stopping", sig);
+    dash_server_free(s);
+    rc = 0;
+out:
+    free(agents_arg);
+    free(token);
+    return rc;
+}
