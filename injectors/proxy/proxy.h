@@ -1,0 +1,170 @@
+/* proxy.h - a Toxiproxy-compatible TCP proxy with toxics, in-process.
+ *
+ * One proxy = one listening socket on 127.0.0.1 relaying every accepted
+ * connection to one upstream "host:port", driven by its own thread (an
+ * epoll loop). Each accepted client and its upstream connection form a
+ * "link"; each link has two directions, upstream (client -> upstream
+ * server, i.e. learner -> syncer) and downstream (server -> client). A
+ * direction without toxics is forwarded zero-copy (splice through a pipe);
+ * a direction with toxics queues timestamped chunks in a capped queue and
+ * runs them through its toxic chain in the order the toxics were added.
+ *
+ * Toxics speak Toxiproxy's JSON (README "Toxics", CREATING_TOXICS.md):
+ *
+ *   {"name": "latency_downstream", "type": "latency",
+ *    "stream": "upstream"|"downstream", "toxicity": 0..1,
+ *    "attributes": {"latency": 100, "jitter": 10}}
+ *
+ *   type        attributes (units)                    effect
+ *   latency     latency ms, jitter ms                 each chunk leaves at arrival+latency±jitter
+ *   bandwidth   rate KB/s (> 0)                       paced, no burst (leaky bucket); 1 KB = 1000 bytes
+ *   slow_close  delay ms                              FIN/EOF is forwarded delay ms late
+ *   timeout     timeout ms                            data dropped; link closed after timeout
+ *                                                     (0 = never closed: a blackhole)
+ *   reset_peer  timeout ms                            the first input arms it (and is swallowed,
+ *                                                     like all after it); RST both ways timeout ms later
+ *   slicer      average_size, size_variation bytes,   chunks cut into average_size±variation
+ *               delay us                              pieces, delay us apart
+ *   limit_data  bytes                                 link closed (FIN) once bytes have passed
+ *   corrupt     probability (0..1, per bit)           chaosloco extension: flips seeded bits
+ *   noop        (none)                                passes everything (Toxiproxy's noop)
+ *
+ * Omitted fields default as in Toxiproxy: stream "downstream", toxicity 1,
+ * name "<type>_<stream>", every attribute 0 (except where 0 is invalid:
+ * bandwidth.rate, slicer.average_size). Unknown keys and out-of-range
+ * values are CX_EINVAL with a message naming the field.
+ *
+ * toxicity: for every (link, toxic) pair one seeded draw decides whether the
+ * toxic applies to that link for the link's whole life (0 = never, 1 =
+ * always), as in Toxiproxy.
+ *
+ * Adding, updating or removing a toxic on live links never loses,
+ * duplicates or reorders bytes already in flight: a removed toxic's queued
+ * chunks are delivered in order (without the removed toxic's delay) before
+ * the direction returns to the fast path.
+ *
+ * Not here: the HTTP endpoints (agent/toxiproxy.c), fault lifetimes and
+ * revert bookkeeping (agent registry, injectors/net.c).
+ *
+ * Thread safety: every function may be called from any thread while the
+ * loop runs. Calls take a short lock and wake the loop through an eventfd;
+ * none blocks on I/O. proxy_free must not race with other calls on the
+ * same proxy.
+ */
+#ifndef INJ_PROXY_H
+#define INJ_PROXY_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct proxy proxy;
+
+/* Totals since proxy_new. Bytes count what was written to the far side. */
+typedef struct proxy_stats {
+    uint64_t bytes_up;        /* bytes delivered client -> upstream server */
+    uint64_t bytes_down;      /* bytes delivered upstream server -> client */
+    uint64_t conns_accepted;  /* links opened (client accepted and upstream connected) */
+    uint64_t conns_open;      /* links open now */
+    uint64_t conns_refused;   /* clients accepted then closed because the upstream connect failed
+                                 (refusals while disabled/partitioned happen in the kernel) */
+    uint64_t conns_dropped;   /* links (open or connecting) cut by a partition or by disabling */
+    uint64_t conns_reset;     /* links closed with RST by a toxic (reset_peer) */
+    uint64_t upstream_errors; /* failed connects to the upstream */
+} proxy_stats;
+
+/* Per-toxic counters since the toxic was added (kept across updates). */
+typedef struct proxy_toxic_stats {
+    uint64_t links_applied; /* links the toxicity draw applied this toxic to */
+    uint64_t links_skipped; /* links the draw spared */
+    uint64_t bytes;         /* bytes that went through this toxic on applied links */
+    uint64_t chunks;        /* chunks that went through it (after slicing, for slicer) */
+    uint64_t delayed_ms;    /* sum of delays it imposed (latency, bandwidth, slicer), ms */
+    uint64_t bytes_dropped; /* bytes it discarded (timeout/blackhole, limit_data tail) */
+    uint64_t bits_flipped;  /* bits flipped (corrupt) */
+    uint64_t closes;        /* links it closed (timeout, limit_data, reset_peer, slow_close) */
+} proxy_toxic_stats;
+
+/* ---- lifecycle ---- */
+
+/* Bind listen ("HOST:PORT", port 0 = ephemeral) now and start the loop
+ * thread. upstream is "HOST:PORT" (resolved once here; each link connects
+ * non-blocking). name is copied (Toxiproxy's proxy name: [A-Za-z0-9_.-],
+ * 1..64). NULL + err on failure (CX_EINVAL bad name/address, CX_ESYS bind). */
+proxy *proxy_new(const char *name, const char *listen, const char *upstream, char *err, size_t errlen);
+/* Close the listener and every link (plain close, queued bytes dropped),
+ * join the thread, free. NULL is a no-op. */
+void proxy_free(proxy *p);
+
+/* Borrowed strings, valid until proxy_free. listen_addr is the bound
+ * address "127.0.0.1:PORT" (the real port when 0 was asked). */
+const char *proxy_name(const proxy *p);
+const char *proxy_listen_addr(const proxy *p);
+/* Copy of the current upstream into buf (it can change, see below). */
+void proxy_upstream(proxy *p, char *buf, size_t len);
+
+/* ---- switches ---- */
+
+/* Toxiproxy "enabled". Disabling stops listening (new clients get
+ * ECONNREFUSED) and closes every open link; enabling listens again on the
+ * same port. */
+int proxy_set_enabled(proxy *p, bool enabled, char *err, size_t errlen);
+bool proxy_enabled(proxy *p);
+/* Toxiproxy POST /proxies/{name} {"upstream": ...}: new links go to the new
+ * upstream; open links keep theirs. CX_EINVAL on a bad address. */
+int proxy_set_upstream(proxy *p, const char *upstream, char *err, size_t errlen);
+
+/* Network partition, counted so that overlapping partition faults compose:
+ * while the count is > 0 new clients are refused (ECONNREFUSED, like
+ * disabled) and, on each 0 -> 1 transition, every open link is closed both
+ * ways with RST. release never goes below 0. Independent of "enabled" and
+ * of proxy_reset (a partition belongs to its fault, not to Toxiproxy). */
+void proxy_partition_hold(proxy *p);
+void proxy_partition_release(proxy *p);
+bool proxy_partitioned(proxy *p);
+
+/* Toxiproxy POST /reset for this proxy: enabled again, every toxic
+ * removed (in-flight bytes still delivered). */
+void proxy_reset(proxy *p);
+
+/* ---- toxics ---- */
+
+/* Check a toxic object without a proxy (same rules as proxy_toxic_add).
+ * For callers that validate before they create (fault prepare). */
+int proxy_toxic_validate(json_t *toxic, char *err, size_t errlen);
+
+/* Add a toxic from its Toxiproxy JSON (borrowed). seed drives its toxicity
+ * draws, jitter and corruption (same seed, same per-link decisions and same
+ * flipped bits for the same bytes). *out (optional) gets a new reference to
+ * the toxic as stored, defaults filled. CX_EINVAL bad JSON (err names the
+ * field), CX_ECONFLICT a toxic of that name exists. */
+int proxy_toxic_add(proxy *p, json_t *toxic, uint64_t seed, json_t **out, char *err, size_t errlen);
+
+/* Toxiproxy POST /proxies/{p}/toxics/{name}: body (borrowed) may carry
+ * "attributes" (merged into the current ones; each key validated) and
+ * "toxicity"; "name"/"type"/"stream" when present must equal the current
+ * ones. A changed toxicity applies to links opened from now on.
+ * CX_ENOTFOUND no such toxic, CX_EINVAL bad body. */
+int proxy_toxic_update(proxy *p, const char *name, json_t *body, json_t **out, char *err, size_t errlen);
+
+/* CX_ENOTFOUND when there is no such toxic. */
+int proxy_toxic_remove(proxy *p, const char *name, char *err, size_t errlen);
+
+/* New references, Toxiproxy shapes: one toxic (NULL if absent), the array
+ * of toxics in chain order, and the proxy
+ * {name, listen, upstream, enabled, toxics}. */
+json_t *proxy_toxic_json(proxy *p, const char *name);
+json_t *proxy_toxics_json(proxy *p);
+json_t *proxy_json(proxy *p);
+
+/* ---- counters ---- */
+
+void proxy_stats_get(proxy *p, proxy_stats *s);
+/* CX_ENOTFOUND when there is no such toxic. */
+int proxy_toxic_stats_get(proxy *p, const char *name, proxy_toxic_stats *s);
+/* New reference: proxy_stats fields plus "partitioned", "enabled" and
+ * "toxics": {name: {proxy_toxic_stats fields}}. For evidence and /metrics. */
+json_t *proxy_stats_json(proxy *p);
+
+#endif
