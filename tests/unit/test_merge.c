@@ -1,0 +1,271 @@
+/* test_merge.c - token weights, weighted mean, RDA (norm preservation,
+ * identical inputs, zero vectors), the fragment merge's per-segment rule
+ * choice, grace window clamps and the EMA.
+ *
+ * Tolerances: results are summed in double and stored as float: 1e-6
+ * relative on O(1) values.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "trainer/merge.h"
+#include "trainer/model.h"
+
+static double norm(const float *v, size_t n)
+{
+    return merge_l2norm(v, n);
+}
+
+Test(merge, token_weight)
+{
+    cr_assert_float_eq(merge_token_weight(100, 10), 1000.0, 1e-12);
+    cr_assert_float_eq(merge_token_weight(64, 64), 64.0, 1e-12);
+    cr_assert_eq(merge_token_weight(100, 0), 0.0);
+    cr_assert_eq(merge_token_weight(0, 5), 0.0);
+    /* a learner with twice the tokens per step at equal steps weighs 4x */
+    cr_assert_float_eq(merge_token_weight(200, 10) / merge_token_weight(100, 10), 4.0, 1e-12);
+}
+
+Test(merge, names)
+{
+    merge_rule r;
+    merge_weighting w;
+    char err[CX_ERRLEN] = "";
+    cr_assert(merge_rule_parse("rda", &r, err, sizeof(err)) == 0 && r == MERGE_RULE_RDA);
+    cr_assert(merge_rule_parse("mean", &r, err, sizeof(err)) == 0 && r == MERGE_RULE_MEAN);
+    cr_assert_eq(merge_rule_parse("median", &r, err, sizeof(err)), CX_EINVAL);
+    cr_assert(strstr(err, "median") != NULL);
+    cr_assert(merge_weighting_parse("token", &w, err, sizeof(err)) == 0 && w == MERGE_WEIGHTS_TOKEN);
+    cr_assert(merge_weighting_parse("uniform", &w, err, sizeof(err)) == 0 && w == MERGE_WEIGHTS_UNIFORM);
+    cr_assert_eq(merge_weighting_parse("", &w, err, sizeof(err)), CX_EINVAL);
+    cr_assert_str_eq(merge_rule_name(MERGE_RULE_RDA), "rda");
+    cr_assert_str_eq(merge_weighting_name(MERGE_WEIGHTS_UNIFORM), "uniform");
+}
+
+Test(merge, weighted_mean)
+{
+    const float a[3] = {1, 2, 3}, b[3] = {5, 6, -3};
+    const float *vs[2] = {a, b};
+    const double w[2] = {1.0, 3.0};
+    float out[3];
+    cr_assert_eq(merge_mean(out, vs, w, 2, 3, NULL, 0), 0);
+    cr_assert_float_eq(out[0], 4.0f, 1e-6);  /* (1 + 15) / 4 */
+    cr_assert_float_eq(out[1], 5.0f, 1e-6);  /* (2 + 18) / 4 */
+    cr_assert_float_eq(out[2], -1.5f, 1e-6); /* (3 - 9) / 4 */
+    /* a zero weight ignores its vector */
+    const double w0[2] = {0.0, 2.0};
+    cr_assert_eq(merge_mean(out, vs, w0, 2, 3, NULL, 0), 0);
+    cr_assert(out[0] == 5.0f && out[2] == -3.0f);
+}
+
+Test(merge, bad_weights_are_rejected)
+{
+    char err[CX_ERRLEN] = "";
+    const float a[2] = {1, 2};
+    const float *vs[2] = {a, a};
+    float out[2] = {7, 7};
+    const double zero[2] = {0, 0}, neg[2] = {1, -1}, nan_[2] = {1, NAN};
+    cr_assert_eq(merge_mean(out, vs, zero, 2, 2, err, sizeof(err)), CX_EINVAL);
+    cr_assert(strstr(err, "zero") != NULL, "%s", err);
+    cr_assert(out[0] == 7 && out[1] == 7, "out untouched on failure");
+    cr_assert_eq(merge_rda(out, vs, zero, 2, 2, err, sizeof(err)), CX_EINVAL);
+    cr_assert_eq(merge_mean(out, vs, neg, 2, 2, err, sizeof(err)), CX_EINVAL);
+    cr_assert_eq(merge_rda(out, vs, nan_, 2, 2, err, sizeof(err)), CX_EINVAL);
+    cr_assert_eq(merge_mean(out, vs, zero, 0, 2, err, sizeof(err)), CX_EINVAL);
+}
+
+Test(merge, rda_preserves_norm_on_orthogonal_inputs)
+{
+    /* unit vectors e0, e1: mean has norm 1/sqrt 2, RDA keeps norm 1 */
+    const float e0[4] = {1, 0, 0, 0}, e1[4] = {0, 1, 0, 0};
+    const float *vs[2] = {e0, e1};
+    const double w[2] = {1, 1};
+    float out[4], mean[4];
+    cr_assert_eq(merge_rda(out, vs, w, 2, 4, NULL, 0), 0);
+    cr_assert_eq(merge_mean(mean, vs, w, 2, 4, NULL, 0), 0);
+    cr_assert_float_eq(norm(out, 4), 1.0, 1e-6);
+    cr_assert_float_eq(norm(mean, 4), sqrt(0.5), 1e-6);
+    cr_assert_float_eq(out[0], (float)sqrt(0.5), 1e-6);
+    cr_assert_float_eq(out[1], (float)sqrt(0.5), 1e-6);
+    /* norms 2 and 4, weights 1 and 3: norm = (2 + 12)/4 = 3.5; direction
+     * phi(0.25 e0 + 0.75 e1) */
+    const float a[4] = {2, 0, 0, 0}, b[4] = {0, 4, 0, 0};
+    const float *vs2[2] = {a, b};
+    const double w2[2] = {1, 3};
+    cr_assert_eq(merge_rda(out, vs2, w2, 2, 4, NULL, 0), 0);
+    cr_assert_float_eq(norm(out, 4), 3.5, 1e-6);
+    double d = sqrt(0.25 * 0.25 + 0.75 * 0.75);
+    cr_assert_float_eq(out[0], (float)(3.5 * 0.25 / d), 1e-5);
+    cr_assert_float_eq(out[1], (float)(3.5 * 0.75 / d), 1e-5);
+    /* k = 8 random orthogonal-ish high-dimensional vectors of norm ~1:
+     * RDA output norm equals the weighted mean of the norms */
+    enum { N = 4096, K = 8 };
+    float *v[K], *o = malloc(N * sizeof(float));
+    double wk[K], wsum = 0, nsum = 0;
+    unsigned s = 1;
+    for (int k = 0; k < K; k++) {
+        v[k] = malloc(N * sizeof(float));
+        for (int i = 0; i < N; i++) {
+            s = s * 1103515245u + 12345u;
+            v[k][i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * (float)(k + 1);
+        }
+        wk[k] = k + 1;
+        wsum += wk[k];
+        nsum += wk[k] * norm(v[k], N);
+    }
+    cr_assert_eq(merge_rda(o, (const float *const *)v, wk, K, N, NULL, 0), 0);
+    cr_assert_float_eq(norm(o, N), nsum / wsum, 1e-5 * nsum / wsum);
+    for (int k = 0; k < K; k++)
+        free(v[k]);
+    free(o);
+}
+
+Test(merge, rda_equals_mean_for_identical_inputs)
+{
+    const float a[5] = {0.5f, -1.25f, 3.0f, 0.0f, 2.0f};
+    const float *vs[3] = {a, a, a};
+    const double w[3] = {1, 7, 0.5};
+    float out[5], mean[5];
+    cr_assert_eq(merge_rda(out, vs, w, 3, 5, NULL, 0), 0);
+    cr_assert_eq(merge_mean(mean, vs, w, 3, 5, NULL, 0), 0);
+    for (int i = 0; i < 5; i++) {
+        cr_assert_float_eq(out[i], a[i], 1e-6);
+        cr_assert_float_eq(out[i], mean[i], 1e-6);
+    }
+}
+
+Test(merge, rda_zero_vectors)
+{
+    const float z[3] = {0, 0, 0}, a[3] = {0, 3, 4};
+    float out[3] = {9, 9, 9};
+    const float *zz[2] = {z, z};
+    const double w[2] = {1, 1};
+    cr_assert_eq(merge_rda(out, zz, w, 2, 3, NULL, 0), 0);
+    cr_assert(out[0] == 0 && out[1] == 0 && out[2] == 0, "all-zero in, all-zero out");
+    /* phi(0) = 0: the zero vector adds no direction but halves the norm */
+    const float *za[2] = {z, a};
+    cr_assert_eq(merge_rda(out, za, w, 2, 3, NULL, 0), 0);
+    cr_assert_float_eq(norm(out, 3), 2.5, 1e-6);
+    cr_assert_float_eq(out[1], 1.5f, 1e-6);
+    cr_assert_float_eq(out[2], 2.0f, 1e-6);
+    /* opposite vectors: directions cancel -> zero output, no NaN */
+    const float b[3] = {0, -3, -4};
+    const float *ab[2] = {a, b};
+    cr_assert_eq(merge_rda(out, ab, w, 2, 3, NULL, 0), 0);
+    cr_assert(out[0] == 0 && out[1] == 0 && out[2] == 0);
+}
+
+Test(merge, fragment_merge_uses_rda_except_on_embeddings)
+{
+    char err[CX_ERRLEN];
+    model *m = model_new("mlp", NULL, 1, err, sizeof(err));
+    cr_assert_not_null(m, "%s", err);
+    fragment_table *t = fragment_table_new(model_tensors(m), model_num_tensors(m), 8, err, sizeof(err));
+    cr_assert_not_null(t, "%s", err);
+    /* find the fragment holding the embedding */
+    int pe = -1;
+    for (int p = 0; p < 8 && pe < 0; p++)
+        for (int j = 0; j < fragment_num_ranges(t, p); j++)
+            if (fragment_range_is_embedding(t, p, j))
+                pe = p;
+    cr_assert(pe >= 0);
+    cr_assert(fragment_num_ranges(t, pe) >= 2, "test wants a fragment mixing embedding and others");
+    size_t L = fragment_length(t, pe);
+    enum { K = 3 };
+    float *d[K], *out = malloc(L * sizeof(float)), *exp_ = malloc(L * sizeof(float));
+    merge_contrib c[K];
+    unsigned s = 7;
+    for (int k = 0; k < K; k++) {
+        d[k] = malloc(L * sizeof(float));
+        for (size_t i = 0; i < L; i++) {
+            s = s * 1103515245u + 12345u;
+            d[k][i] = (float)(s >> 8) / 16777216.0f - 0.5f + (float)k * 0.1f;
+        }
+        c[k] = (merge_contrib){d[k], (uint64_t)(1000 * (k + 1)), (uint64_t)(10 + k)};
+    }
+    double wout[K];
+    cr_assert_eq(
+        merge_fragment(out, t, pe, c, K, MERGE_RULE_RDA, MERGE_WEIGHTS_TOKEN, wout, err, sizeof(err)), 0,
+        "%s", err);
+    for (int k = 0; k < K; k++)
+        cr_assert_float_eq(wout[k], merge_token_weight(c[k].tokens, c[k].steps), 1e-9);
+    /* per segment: embedding = mean, others = RDA */
+    size_t seg = 0;
+    const fragment_range *r = fragment_ranges(t, pe);
+    for (int j = 0; j < fragment_num_ranges(t, pe); j++) {
+        const float *sv[K];
+        for (int k = 0; k < K; k++)
+            sv[k] = d[k] + seg;
+        if (fragment_range_is_embedding(t, pe, j))
+            merge_mean(exp_ + seg, sv, wout, K, r[j].length, NULL, 0);
+        else
+            merge_rda(exp_ + seg, sv, wout, K, r[j].length, NULL, 0);
+        seg += r[j].length;
+    }
+    for (size_t i = 0; i < L; i++)
+        cr_assert_float_eq(out[i], exp_[i], 1e-6, "element %zu", i);
+    /* rule=mean: the whole fragment is the weighted mean; uniform weights */
+    cr_assert_eq(
+        merge_fragment(out, t, pe, c, K, MERGE_RULE_MEAN, MERGE_WEIGHTS_UNIFORM, wout, err, sizeof(err)), 0);
+    cr_assert(wout[0] == 1.0 && wout[1] == 1.0 && wout[2] == 1.0);
+    const float *all[K] = {d[0], d[1], d[2]};
+    merge_mean(exp_, all, wout, K, L, NULL, 0);
+    for (size_t i = 0; i < L; i++)
+        cr_assert_float_eq(out[i], exp_[i], 1e-6);
+    /* RDA differs from mean on the non-embedding part (the check has teeth) */
+    float *rda = malloc(L * sizeof(float));
+    merge_fragment(rda, t, pe, c, K, MERGE_RULE_RDA, MERGE_WEIGHTS_UNIFORM, NULL, err, sizeof(err));
+    double diff = 0;
+    for (size_t i = 0; i < L; i++)
+        diff += fabs(rda[i] - out[i]);
+    cr_assert(diff > 1e-3, "rda and mean agree everywhere?");
+    /* all steps == 0: token weights are all 0 -> refused */
+    for (int k = 0; k < K; k++)
+        c[k].steps = 0;
+    cr_assert_eq(
+        merge_fragment(out, t, pe, c, K, MERGE_RULE_RDA, MERGE_WEIGHTS_TOKEN, NULL, err, sizeof(err)),
+        CX_EINVAL);
+    cr_assert_eq(
+        merge_fragment(out, t, 99, c, K, MERGE_RULE_RDA, MERGE_WEIGHTS_UNIFORM, NULL, err, sizeof(err)),
+        CX_EINVAL);
+    for (int k = 0; k < K; k++)
+        free(d[k]);
+    free(out);
+    free(exp_);
+    free(rda);
+    fragment_table_free(t);
+    model_free(m);
+}
+
+Test(merge, grace_window_clamps)
+{
+    /* gamma 0.5, tau 2, t_step 100: slack = 200 - (quorum + sync) */
+    cr_assert_float_eq(merge_grace_ms(0.5, 2, 100, 50, 30, 1000), 60.0, 1e-9);  /* 0.5 * 120 */
+    cr_assert_eq(merge_grace_ms(0.5, 2, 100, 150, 80, 1000), 0.0);              /* no slack: 0 */
+    cr_assert_float_eq(merge_grace_ms(0.9, 4, 1000, 10, 10, 500), 500.0, 1e-9); /* cap */
+    cr_assert_eq(merge_grace_ms(0.5, 2, NAN, 1, 1, 100), 0.0);
+    cr_assert_eq(merge_grace_ms(0.5, 2, INFINITY, 1, 1, 100), 0.0);
+    cr_assert_eq(merge_grace_ms(0.5, 2, 100, 1, 1, -5), 0.0);
+}
+
+Test(merge, ema)
+{
+    merge_ema e;
+    merge_ema_init(&e, 0.25);
+    cr_assert_eq(merge_ema_get(&e, -1.0), -1.0);
+    double v = merge_ema_add(&e, 100.0); /* (the assert macros evaluate twice) */
+    cr_assert_eq(v, 100.0);              /* first sample initialises */
+    v = merge_ema_add(&e, 200.0);
+    cr_assert_float_eq(v, 125.0, 1e-12);
+    v = merge_ema_add(&e, NAN); /* ignored */
+    cr_assert_float_eq(v, 125.0, 1e-12);
+    cr_assert_float_eq(merge_ema_get(&e, -1.0), 125.0, 1e-12);
+    cr_assert_eq(e.n, 2);
+    merge_ema_init(&e, 7.0); /* invalid alpha: no smoothing */
+    merge_ema_add(&e, 1.0);
+    v = merge_ema_add(&e, 5.0);
+    cr_assert_eq(v, 5.0);
+}
