@@ -28,7 +28,7 @@ int cx_parse_i64(const char *s, const char *what, int64_t min, int64_t max, int6
 
 int cx_parse_int(const char *s, const char *what, int min, int max, int *out, char *err, size_t errlen)
 {
-    int64_t v;
+    int64_t v = 0;
     int rc = cx_parse_i64(s, what, min, max, &v, err, errlen);
     if (rc == 0)
         *out = (int)v;

@@ -257,7 +257,7 @@ int toxic_spec_update(toxic_spec *cur, json_t *body, char *err, size_t errlen)
                 (json_string_length(v) && strcmp(json_string_value(v), toxic_type_name(s.type)) != 0))
                 return cx_fail(err, errlen, CX_EINVAL, "toxic.type: cannot be changed by an update");
         } else if (strcmp(key, "stream") == 0) {
-            toxic_stream st;
+            toxic_stream st = s.stream;
             if (json_is_string(v) && json_string_length(v) == 0)
                 continue;
             if ((rc = stream_decode(v, &st, err, errlen)) != 0)

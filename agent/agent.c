@@ -1,0 +1,590 @@
+/* agent.c - the agent core: wiring, the unit's environment, the target
+ * hooks the registry uses, the lease, halt, and the loop.
+ */
+#include "agent/agent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/file.h"
+#include "common/http_server.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "common/proc.h"
+#include "injectors/cgroup.h"
+
+#define AGENT_STOP_GRACE_MS 5000
+
+/* ---- agent: target hooks for the registry ---- */
+
+static void expect_exit_cb(inj_target *t, int64_t restart_after_ms)
+{
+    agent *a = t->agent;
+    if (a && a->sup)
+        sup_expect_exit(a->sup, restart_after_ms);
+}
+
+static int target_get(void *ctx, const char *name, inj_target *t, char *err, size_t errlen)
+{
+    agent *a = ctx;
+    memset(t, 0, sizeof *t);
+    if (!name || strcmp(name, "unit") == 0) {
+        t->proxies = a->proxies;
+        t->nproxies = a->nproxies;
+    } else {
+        int i;
+        for (i = 0; i < a->nproxies; i++)
+            if (strcmp(proxy_name(a->proxies[i]), name) == 0)
+                break;
+        if (i == a->nproxies) {
+            char names[512] = "";
+            size_t off = 0;
+            for (int j = 0; j < a->nproxies && off < sizeof names; j++)
+                off += (size_t)snprintf(names + off, sizeof names - off, ", \"%s\"",
+                                        proxy_name(a->proxies[j]));
+            return cx_fail(err, errlen, CX_EINVAL,
+                           "target: unknown target '%s' (expected \"unit\"%s)", name, names);
+        }
+        t->proxies = &a->proxies[i];
+        t->nproxies = 1;
+    }
+    t->unit_id = a->o.id;
+    t->state_dir = a->state_dir;
+    t->hook_dir = a->hook_dir;
+    t->faketime_file = a->faketime_file[0] ? a->faketime_file : NULL;
+    t->diskfault_file = a->diskfault_file[0] ? a->diskfault_file : NULL;
+    t->pid = 0;
+    t->pidfd = -1;
+    if (a->sup)
+        sup_target(a->sup, &t->pid, &t->pidfd);
+    t->expect_exit = expect_exit_cb;
+    t->agent = a;
+    return 0;
+}
+
+static void target_put(void *ctx, inj_target *t)
+{
+    (void)ctx;
+    if (t->pidfd >= 0)
+        close(t->pidfd);
+    t->pidfd = -1;
+}
+
+/* ---- agent: the unit's environment ---- */
+
+static void find_faketime(agent *a)
+{
+    if (a->o.faketime_lib) {
+        if (strcmp(a->o.faketime_lib, "none") != 0)
+            snprintf(a->faketime_lib, sizeof a->faketime_lib, "%s", a->o.faketime_lib);
+        return;
+    }
+    glob_t g;
+    if (glob("/usr/lib/*/faketime/libfaketimeMT.so.1", 0, NULL, &g) == 0) {
+        if (g.gl_pathc > 0)
+            snprintf(a->faketime_lib, sizeof a->faketime_lib, "%s", g.gl_pathv[0]);
+        globfree(&g);
+    }
+}
+
+static void find_shim(agent *a)
+{
+    if (a->o.shim) {
+        if (strcmp(a->o.shim, "none") != 0)
+            snprintf(a->shim_lib, sizeof a->shim_lib, "%s", a->o.shim);
+        return;
+    }
+    char exe[4096];
+    if (cx_self_exe(exe, sizeof exe) != 0)
+        return;
+    char *dir = dirname(exe);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/injectors/libchaosloco_diskfault.so", dir);
+    if (access(path, R_OK) == 0 && strlen(path) < sizeof a->shim_lib)
+        memcpy(a->shim_lib, path, strlen(path) + 1);
+}
+
+/* Build the NULL-terminated "K=V" list for the unit (each entry malloc'd). */
+static char **unit_env(agent *a)
+{
+    char **env = calloc(12, sizeof *env);
+    int n = 0;
+    if (!env)
+        return NULL;
+    char buf[16384];
+    snprintf(buf, sizeof buf, "CHAOSLOCO_HOOK_DIR=%s", a->hook_dir);
+    env[n++] = strdup(buf);
+    snprintf(buf, sizeof buf, "CHAOSLOCO_AGENT_ID=%s", a->o.id);
+    env[n++] = strdup(buf);
+    char preload[12288] = "";
+    const char *inherited = getenv("LD_PRELOAD");
+    if (inherited && inherited[0])
+        snprintf(preload, sizeof preload, "%s", inherited);
+    if (a->faketime_lib[0]) {
+        size_t l = strlen(preload);
+        snprintf(preload + l, sizeof preload - l, "%s%s", l ? ":" : "", a->faketime_lib);
+        snprintf(buf, sizeof buf, "FAKETIME_TIMESTAMP_FILE=%s", a->faketime_file);
+        env[n++] = strdup(buf);
+        env[n++] = strdup("FAKETIME_NO_CACHE=1");
+        env[n++] = strdup("DONT_FAKE_MONOTONIC=1");
+    }
+    if (a->shim_lib[0]) {
+        size_t l = strlen(preload);
+        snprintf(preload + l, sizeof preload - l, "%s%s", l ? ":" : "", a->shim_lib);
+        snprintf(buf, sizeof buf, "CHAOSLOCO_DISKFAULT_FILE=%s", a->diskfault_file);
+        env[n++] = strdup(buf);
+    }
+    if (a->faketime_lib[0] || a->shim_lib[0]) {
+        snprintf(buf, sizeof buf, "LD_PRELOAD=%s", preload);
+        env[n++] = strdup(buf);
+        const char *asan = getenv("ASAN_OPTIONS");
+        snprintf(buf, sizeof buf, "ASAN_OPTIONS=%s%sverify_asan_link_order=0",
+                 asan && asan[0] ? asan : "", asan && asan[0] ? ":" : "");
+        env[n++] = strdup(buf);
+    }
+    env[n] = NULL;
+    for (int i = 0; i < n; i++)
+        if (!env[i]) {
+            for (int j = 0; j < n; j++)
+                free(env[j]);
+            free(env);
+            return NULL;
+        }
+    return env;
+}
+
+static void on_spawn(void *ctx, pid_t pid)
+{
+    agent *a = ctx;
+    if (!a->cgroup)
+        return;
+    for (int c = 0; c < CG_NCTRL; c++) {
+        if (!cg_set_available(a->cgroup, (cg_ctrl)c))
+            continue;
+        char err[CX_ERRLEN] = "";
+        if (cg_set_attach_group(a->cgroup, (cg_ctrl)c, pid, err, sizeof err) < 0)
+            cx_warn("unit pid=%d not attached to cgroup %s: %s", (int)pid, cg_set_dir(a->cgroup, (cg_ctrl)c),
+                    err);
+    }
+}
+
+/* ---- agent: construction ---- */
+
+/* Copy argv with every "{proxy.NAME}" replaced by that proxy's listen
+ * address. NULL + err on an unknown proxy name. Entries malloc'd. */
+static char **subst_argv(agent *a, const char *const *argv, char *err, size_t errlen)
+{
+    size_t n = 0;
+    while (argv[n])
+        n++;
+    char **out = calloc(n + 1, sizeof *out);
+    if (!out) {
+        cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        cx_buf b;
+        cx_buf_init(&b, 65536);
+        const char *s = argv[i];
+        int bad = 0;
+        while (*s && !bad) {
+            const char *open = strstr(s, "{proxy.");
+            if (!open) {
+                cx_buf_append(&b, s, strlen(s));
+                break;
+            }
+            cx_buf_append(&b, s, (size_t)(open - s));
+            const char *close = strchr(open, '}');
+            if (!close) {
+                cx_buf_append(&b, open, strlen(open));
+                break;
+            }
+            char name[128];
+            snprintf(name, sizeof name, "%.*s", (int)(close - open - 7), open + 7);
+            proxy *p = agent_proxy(a, name);
+            if (!p) {
+                cx_fail(err, errlen, CX_EINVAL, "unit argument '%s': no --proxy named '%s'", argv[i], name);
+                bad = 1;
+                break;
+            }
+            const char *addr = proxy_listen_addr(p);
+            cx_buf_append(&b, addr, strlen(addr));
+            s = close + 1;
+        }
+        out[i] = bad ? NULL : cx_buf_take(&b, NULL);
+        cx_buf_cleanup(&b);
+        if (!out[i] && !bad)
+            out[i] = strdup("");
+        if (!out[i]) {
+            for (size_t j = 0; j < i; j++)
+                free(out[j]);
+            free(out);
+            if (!bad)
+                cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+            return NULL;
+        }
+    }
+    return out;
+}
+
+static int write_text(const char *path, const char *text, char *err, size_t errlen)
+{
+    return cx_file_write_atomic(path, text, strlen(text), err, errlen);
+}
+
+agent *agent_new(const agent_opts *o, char *err, size_t errlen)
+{
+    agent *a = calloc(1, sizeof *a);
+    char **env = NULL, **argv = NULL;
+    if (!a) {
+        cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+        return NULL;
+    }
+    a->o = *o;
+    pthread_mutex_init(&a->lock, NULL);
+    a->started_mono_ms = cx_mono_ms();
+    a->state_dir = strdup(o->state_dir);
+    a->token = strdup(o->token ? o->token : "");
+    if (!a->state_dir || !a->token) {
+        cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (cx_mkdir_p(a->state_dir, err, errlen) < 0)
+        goto fail;
+    /* Absolute, so the unit (which may chdir) and hook files agree. */
+    char *abs = realpath(a->state_dir, NULL);
+    if (abs) {
+        free(a->state_dir);
+        a->state_dir = abs;
+    }
+    snprintf(a->hook_dir, sizeof a->hook_dir, "%s/hooks", a->state_dir);
+    if (cx_mkdir_p(a->hook_dir, err, errlen) < 0)
+        goto fail;
+
+    find_faketime(a);
+    find_shim(a);
+    /* Both control files get their neutral content before anything else:
+     * whatever a previous agent left skewed or failing is undone here too. */
+    if (a->faketime_lib[0]) {
+        snprintf(a->faketime_file, sizeof a->faketime_file, "%s/faketime", a->state_dir);
+        if (write_text(a->faketime_file, "+0\n", err, errlen) < 0)
+            goto fail;
+    }
+    if (a->shim_lib[0]) {
+        snprintf(a->diskfault_file, sizeof a->diskfault_file, "%s/diskfault", a->state_dir);
+        if (write_text(a->diskfault_file, "off\n", err, errlen) < 0)
+            goto fail;
+    }
+
+    char path[4200];
+    snprintf(path, sizeof path, "%s/audit.jsonl", a->state_dir);
+    a->audit = audit_new(path, err, errlen);
+    if (!a->audit)
+        goto fail;
+
+    for (int i = 0; i < o->nproxies; i++) {
+        a->proxies[i] = proxy_new(o->proxies[i].name, o->proxies[i].listen, o->proxies[i].upstream,
+                                  err, errlen);
+        if (!a->proxies[i])
+            goto fail;
+        a->nproxies++;
+    }
+
+    if (!o->no_cgroup && o->argv) {
+        cg_set *cg = NULL;
+        char cerr[CX_ERRLEN] = "";
+        if (cg_set_open(NULL, o->id, &cg, cerr, sizeof cerr) == 0) {
+            a->cgroup = cg;
+            size_t off = 0;
+            static const char *names[CG_NCTRL] = {"freezer", "cpu", "memory"};
+            for (int c = 0; c < CG_NCTRL && off < sizeof a->cgroup_note; c++)
+                off += (size_t)snprintf(a->cgroup_note + off, sizeof a->cgroup_note - off, "%s%s=%s",
+                                        c ? " " : "", names[c],
+                                        cg_set_available(cg, (cg_ctrl)c) ? "v" : "no");
+        } else {
+            snprintf(a->cgroup_note, sizeof a->cgroup_note, "unavailable: %s", cerr);
+        }
+    } else {
+        snprintf(a->cgroup_note, sizeof a->cgroup_note, "disabled");
+    }
+
+    reg_hooks hooks = {.target_get = target_get, .target_put = target_put, .ctx = a};
+    int64_t maxd = o->max_duration_ms > 0 ? o->max_duration_ms : AGENT_DEFAULT_MAX_DURATION_MS;
+    a->reg = reg_new(a->state_dir, maxd, &hooks, err, errlen);
+    if (!a->reg)
+        goto fail;
+    /* Undo whatever a crashed agent left, before the unit starts. */
+    int nswept = 0;
+    char serr[CX_ERRLEN] = "";
+    int src = reg_sweep_previous(a->reg, &nswept, serr, sizeof serr);
+    if (src < 0)
+        cx_error("crash sweep: %s", serr);
+    else if (nswept > 0)
+        cx_info("crash sweep: %d fault(s) of a previous agent undone", nswept);
+
+    if (o->argv) {
+        argv = subst_argv(a, o->argv, err, errlen);
+        if (!argv)
+            goto fail;
+        env = unit_env(a);
+        if (!env) {
+            cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+            goto fail;
+        }
+        snprintf(path, sizeof path, "%s/unit.log", a->state_dir);
+        sup_opts so = {
+            .argv = (const char *const *)argv,
+            .extra_env = (const char *const *)env,
+            .log_path = path,
+            .log_max_bytes = o->log_max_bytes,
+            .restart = o->restart,
+            .restart_backoff_ms = o->restart_backoff_ms,
+            .on_spawn = on_spawn,
+            .on_spawn_ctx = a,
+        };
+        a->sup = sup_new(&so, err, errlen);
+        for (char **p = env; *p; p++)
+            free(*p);
+        free(env);
+        env = NULL;
+        for (char **p = argv; *p; p++)
+            free(*p);
+        free(argv);
+        argv = NULL;
+        if (!a->sup)
+            goto fail;
+    }
+
+    a->http = cx_http_server_new(o->listen, agent_routes, agent_nroutes, a, AGENT_BODY_MAX, err, errlen);
+    if (!a->http)
+        goto fail;
+    char host[128];
+    int port = 0;
+    if (cx_parse_hostport(o->listen, "--listen", host, sizeof host, &port, NULL, 0) < 0)
+        snprintf(host, sizeof host, "127.0.0.1");
+    if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "localhost") == 0 || host[0] == '\0')
+        snprintf(host, sizeof host, "127.0.0.1");
+    a->loopback = strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0;
+    if (strcmp(o->listen, "localhost") == 0 || strncmp(o->listen, "localhost:", 10) == 0)
+        a->loopback = 1;
+    if (strncmp(o->listen, "0.0.0.0", 7) == 0)
+        a->loopback = 0;
+    snprintf(a->listen_addr, sizeof a->listen_addr, "%s:%d", host, cx_http_server_port(a->http));
+    snprintf(path, sizeof path, "%s/listen.addr", a->state_dir);
+    if (write_text(path, a->listen_addr, err, errlen) < 0)
+        goto fail;
+    return a;
+fail:
+    for (char **p = env; p && *p; p++)
+        free(*p);
+    free(env);
+    for (char **p = argv; p && *p; p++)
+        free(*p);
+    free(argv);
+    agent_free(a);
+    return NULL;
+}
+
+void agent_free(agent *a)
+{
+    if (!a)
+        return;
+    cx_http_server_free(a->http);
+    sup_free(a->sup, AGENT_STOP_GRACE_MS);
+    reg_free(a->reg);
+    for (int i = 0; i < a->nproxies; i++)
+        proxy_free(a->proxies[i]);
+    if (a->cgroup) {
+        char err[CX_ERRLEN] = "";
+        if (cg_set_remove(a->cgroup, err, sizeof err) < 0)
+            cx_warn("cgroup cleanup: %s", err);
+        cg_set_free(a->cgroup);
+    }
+    audit_free(a->audit);
+    pthread_mutex_destroy(&a->lock);
+    free(a->state_dir);
+    free(a->token);
+    free(a);
+}
+
+/* ---- agent: lease and halt ---- */
+
+void agent_lease_renew(agent *a, int64_t ttl_ms)
+{
+    pthread_mutex_lock(&a->lock);
+    a->lease_ttl_ms = ttl_ms;
+    a->lease_expires_mono_ms = cx_mono_ms() + ttl_ms;
+    pthread_mutex_unlock(&a->lock);
+}
+
+void agent_lease_release(agent *a)
+{
+    pthread_mutex_lock(&a->lock);
+    a->lease_ttl_ms = 0;
+    a->lease_expires_mono_ms = 0;
+    pthread_mutex_unlock(&a->lock);
+}
+
+int agent_lease_held(agent *a)
+{
+    pthread_mutex_lock(&a->lock);
+    int held = a->lease_ttl_ms > 0 && cx_mono_ms() < a->lease_expires_mono_ms;
+    pthread_mutex_unlock(&a->lock);
+    return held;
+}
+
+json_t *agent_lease_json(agent *a)
+{
+    pthread_mutex_lock(&a->lock);
+    json_t *o = json_null();
+    if (a->lease_ttl_ms > 0) {
+        int64_t left = a->lease_expires_mono_ms - cx_mono_ms();
+        o = json_pack("{s:I,s:I}", "ttl_ms", (json_int_t)a->lease_ttl_ms, "expires_in_ms",
+                      (json_int_t)(left > 0 ? left : 0));
+    }
+    pthread_mutex_unlock(&a->lock);
+    return o;
+}
+
+/* The dead-man's switch: a lease that lapsed reverts what was done under it. */
+static void lease_check(agent *a, int64_t now)
+{
+    pthread_mutex_lock(&a->lock);
+    int lapsed = a->lease_ttl_ms > 0 && now >= a->lease_expires_mono_ms;
+    if (lapsed) {
+        a->lease_ttl_ms = 0;
+        a->lease_lapses++;
+    }
+    pthread_mutex_unlock(&a->lock);
+    if (lapsed) {
+        int n = reg_revert_all(a->reg, "lease", 1);
+        cx_warn("lease lapsed: %d fault(s) created under it reverted", n);
+    }
+}
+
+int agent_halted(agent *a)
+{
+    pthread_mutex_lock(&a->lock);
+    int h = a->halted;
+    pthread_mutex_unlock(&a->lock);
+    return h;
+}
+
+int agent_halt(agent *a)
+{
+    pthread_mutex_lock(&a->lock);
+    a->halted = 1;
+    pthread_mutex_unlock(&a->lock);
+    int n = reg_revert_all(a->reg, "halt", 0);
+    cx_warn("halted: %d fault(s) reverted, new faults refused until resume", n);
+    return n;
+}
+
+void agent_resume(agent *a)
+{
+    pthread_mutex_lock(&a->lock);
+    a->halted = 0;
+    pthread_mutex_unlock(&a->lock);
+    cx_info("resumed: faults accepted again");
+}
+
+proxy *agent_proxy(agent *a, const char *name)
+{
+    for (int i = 0; i < a->nproxies; i++)
+        if (strcmp(proxy_name(a->proxies[i]), name) == 0)
+            return a->proxies[i];
+    return NULL;
+}
+
+/* ---- agent: status ---- */
+
+json_t *agent_status_json(agent *a)
+{
+    /* The loop syncs paused every ~10 ms; sync here too so that a status
+     * read right after POST /v1/faults already says "paused". */
+    if (a->sup)
+        sup_set_paused(a->sup, reg_active(a->reg, "pause") > 0);
+    json_t *unit = a->sup ? sup_status_json(a->sup)
+                          : json_pack("{s:s,s:n,s:i,s:i,s:n}", "state", "exited", "pid",
+                                      "incarnation", 0, "restarts", 0, "last_exit");
+    json_t *proxies = json_array();
+    for (int i = 0; i < a->nproxies; i++) {
+        json_t *p = proxy_json(a->proxies[i]);
+        if (!p)
+            continue;
+        json_object_set_new(p, "partitioned", json_boolean(proxy_partitioned(a->proxies[i])));
+        json_object_set_new(p, "stats", proxy_stats_json(a->proxies[i]));
+        json_array_append_new(proxies, p);
+    }
+    json_t *o = json_pack("{s:s,s:o,s:b,s:o,s:i,s:o,s:s,s:I,s:s,s:{s:s,s:s?,s:s?,s:s?,s:s?,s:s}}", "id",
+                          a->o.id, "unit", unit, "halted", agent_halted(a), "lease",
+                          agent_lease_json(a), "faults_active", reg_active(a->reg, NULL), "proxies",
+                          proxies, "version", CHAOSLOCO_VERSION, "uptime_ms",
+                          (json_int_t)(cx_mono_ms() - a->started_mono_ms), "listen", a->listen_addr,
+                          "hooks", "hook_dir", a->hook_dir, "faketime_file",
+                          a->faketime_file[0] ? a->faketime_file : NULL, "faketime_lib",
+                          a->faketime_lib[0] ? a->faketime_lib : NULL, "diskfault_file",
+                          a->diskfault_file[0] ? a->diskfault_file : NULL, "shim",
+                          a->shim_lib[0] ? a->shim_lib : NULL, "cgroup", a->cgroup_note);
+    return o;
+}
+
+/* ---- agent: the loop ---- */
+
+int agent_run(agent *a, volatile sig_atomic_t *stop)
+{
+    int rc = 0;
+    if (a->sup) {
+        char err[CX_ERRLEN] = "";
+        if (sup_start(a->sup, err, sizeof err) < 0) {
+            cx_error("cannot start the unit: %s", err);
+            rc = 1;
+            goto shutdown;
+        }
+    }
+    while (!*stop) {
+        int pfd = a->sup ? sup_pidfd(a->sup) : -1;
+        struct pollfd p = {.fd = pfd, .events = POLLIN};
+        if (pfd >= 0)
+            poll(&p, 1, 10);
+        else
+            cx_sleep_ms(10);
+        int64_t now = cx_mono_ms();
+        if (a->sup)
+            sup_poll(a->sup, now);
+        reg_tick(a->reg, now);
+        lease_check(a, now);
+        int total = 0, paused = 0;
+        if (a->sup && reg_try_active(a->reg, "pause", &total, &paused) == 0) {
+            sup_set_paused(a->sup, paused > 0);
+            /* The unit ended for good by itself: nothing left to inject into. */
+            if (sup_get_state(a->sup) == SUP_EXITED && total > 0) {
+                int n = reg_revert_all(a->reg, "unit_exit", 0);
+                cx_info("unit exited for good: %d fault(s) reverted", n);
+            }
+        }
+    }
+shutdown:
+    {
+        int n = reg_revert_all(a->reg, "halt", 0);
+        if (n > 0)
+            cx_info("shutdown: %d fault(s) reverted", n);
+    }
+    if (a->sup) {
+        sup_stop(a->sup, AGENT_STOP_GRACE_MS);
+        cx_info("unit stopped");
+    }
+    return rc;
+}

@@ -1,0 +1,120 @@
+/* agent.h - the agent core: one supervised unit, its proxies, the fault
+ * registry, the lease (dead-man's switch), halt, and the loop that drives
+ * them.
+ *
+ * What it is: the object agent_main.c builds from flags and the HTTP layer
+ * (api.c, toxiproxy.c, metrics.c) works on. Its struct is visible to those
+ * agent/ files only (this header is internal to agent/); everything else
+ * goes through the functions below.
+ * What it is not: the fault kinds (injectors/) or the TCP proxy
+ * (injectors/proxy/).
+ *
+ * Locks: `lock` guards halted and the lease; the registry and the
+ * supervisor have their own. Order: agent lock, then registry, then
+ * supervisor; never the other way round.
+ */
+#ifndef AGENT_AGENT_H
+#define AGENT_AGENT_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/audit.h"
+#include "agent/registry.h"
+#include "agent/supervisor.h"
+#include "common/http_server.h"
+#include "injectors/proxy/proxy.h"
+
+#define AGENT_MAX_PROXIES 16
+#define AGENT_BODY_MAX (64 * 1024)
+#define AGENT_DEFAULT_MAX_DURATION_MS (10 * 60 * 1000)
+
+typedef struct agent_proxy_spec {
+    char name[65];       /* Toxiproxy proxy name */
+    char listen[128];    /* HOST:PORT */
+    char upstream[128];  /* HOST:PORT */
+} agent_proxy_spec;
+
+typedef struct agent_opts {
+    const char *listen;            /* API HOST:PORT */
+    const char *id;                /* --id */
+    const char *state_dir;         /* --state-dir */
+    const char *token;             /* bearer token (read from --token-file) */
+    agent_proxy_spec proxies[AGENT_MAX_PROXIES];
+    int nproxies;
+    sup_restart restart;           /* --restart */
+    int64_t restart_backoff_ms;    /* --restart-backoff-ms */
+    int toxiproxy_compat;          /* --toxiproxy-compat */
+    int64_t max_duration_ms;       /* --max-duration-ms */
+    int64_t log_max_bytes;         /* --log-max-bytes */
+    const char *shim;              /* --shim PATH or NULL (look next to the binary) */
+    const char *faketime_lib;      /* --faketime-lib PATH or NULL (search /usr/lib) */
+    int no_cgroup;                 /* --no-cgroup */
+    const char *const *argv;       /* unit command, or NULL: no unit (tests) */
+} agent_opts;
+
+typedef struct agent {
+    agent_opts o;                  /* borrowed strings live as long as the agent */
+    char *state_dir;               /* owned copy */
+    char *token;                   /* owned copy */
+    char hook_dir[4096];           /* <state>/hooks */
+    char faketime_file[4096];      /* <state>/faketime, or "" when libfaketime is absent */
+    char diskfault_file[4096];     /* <state>/diskfault, or "" when the shim is absent */
+    char faketime_lib[4096];       /* path or "" */
+    char shim_lib[4096];           /* path or "" */
+    proxy *proxies[AGENT_MAX_PROXIES];
+    int nproxies;
+    reg *reg;
+    sup *sup;                      /* NULL when there is no unit */
+    audit *audit;
+    void *cgroup;                  /* injectors/cgroup.h handle when available */
+    char cgroup_note[256];         /* why the unit is (not) in its cgroups */
+    cx_http_server *http;        /* the API server */
+    char listen_addr[160];         /* bound "127.0.0.1:PORT" */
+    int loopback;                  /* listening on a loopback address */
+
+    pthread_mutex_t lock;
+    int halted;                    /* POST /v1/halt until /v1/resume */
+    int64_t lease_ttl_ms;          /* 0 = no lease held */
+    int64_t lease_expires_mono_ms; /* when it lapses */
+    int64_t lease_lapses;          /* count, for /metrics */
+    int64_t started_mono_ms;       /* agent start */
+} agent;
+
+/* Build everything (state dir, hook files, proxies, registry + crash sweep,
+ * supervisor, API server) but do not start the unit. NULL + err. */
+agent *agent_new(const agent_opts *o, char *err, size_t errlen);
+/* Start the unit (if any) and loop until *stop is set: reap, restart,
+ * tick faults, expire the lease. Then revert every fault (revert_reason
+ * "halt") and stop the unit. Returns 0, or 1 when the unit could not be
+ * started. */
+int agent_run(agent *a, volatile sig_atomic_t *stop);
+void agent_free(agent *a);
+
+/* Lease: renew for ttl_ms (> 0). */
+void agent_lease_renew(agent *a, int64_t ttl_ms);
+/* Release without reverting (ttl_ms 0 in the API). */
+void agent_lease_release(agent *a);
+/* 1 when a lease is held now. */
+int agent_lease_held(agent *a);
+/* {ttl_ms, expires_in_ms} or null. */
+json_t *agent_lease_json(agent *a);
+
+int agent_halted(agent *a);
+/* Halt: refuse new faults and revert every active one. Returns count. */
+int agent_halt(agent *a);
+void agent_resume(agent *a);
+
+/* GET /v1/status body. */
+json_t *agent_status_json(agent *a);
+/* Proxy by name or NULL. */
+proxy *agent_proxy(agent *a, const char *name);
+
+/* Route table for cx_http_server (api.c + toxiproxy.c). */
+extern const cx_http_route agent_routes[];
+extern const size_t agent_nroutes;
+
+#endif

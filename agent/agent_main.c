@@ -1,0 +1,257 @@
+/* agent_main.c - `chaosloco agent`: parse flags, build the agent, run its
+ * loop until SIGTERM/SIGINT, revert everything, stop the unit. */
+#include <ctype.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/agent.h"
+#include "common/err.h"
+#include "common/file.h"
+#include "common/log.h"
+#include "common/parse.h"
+
+int agent_main(int argc, char **argv);
+
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: chaosloco agent --id NAME --state-dir DIR --token-file FILE [options] -- COMMAND ARGS...\n"
+            "\n"
+            "Supervise one learner unit (COMMAND, started with fork/execve in its own process\n"
+            "group, no shell) and inject faults into it over an HTTP API.\n"
+            "\n"
+            "  --listen HOST:PORT        API address (default 127.0.0.1:0 = ephemeral); the bound\n"
+            "                            address is written to <state-dir>/listen.addr\n"
+            "  --id NAME                 unit id, 1..64 of [A-Za-z0-9._-] (names its cgroups)\n"
+            "  --state-dir DIR           faults.json, audit.jsonl, unit.log(.1), hooks/, listen.addr\n"
+            "  --token-file FILE         bearer token for every mutating call (first line, trimmed)\n"
+            "  --proxy NAME=LISTEN->UPSTREAM\n"
+            "                            a TCP proxy for the unit (repeatable, at most %d); '{proxy.NAME}'\n"
+            "                            in COMMAND ARGS becomes the proxy's listen address\n"
+            "  --restart never|on-failure\n"
+            "                            restart policy for exits the unit does by itself (default never);\n"
+            "                            a kill fault's restart_after_ms restarts whatever the policy\n"
+            "  --restart-backoff-ms N    first restart delay, doubled per quick failure, cap 30 s\n"
+            "                            (default 1000)\n"
+            "  --toxiproxy-compat        allow the Toxiproxy-compatible endpoints without a token\n"
+            "                            (only when --listen is a loopback address)\n"
+            "  --max-duration-ms N       cap on a fault's duration_ms, and the duration of toxics made\n"
+            "                            through the Toxiproxy API (default 600000 = 10 min)\n"
+            "  --log-max-bytes N         unit.log size before rotation to unit.log.1 (default 10485760)\n"
+            "  --shim PATH|none          disk-fault LD_PRELOAD shim (default: injectors/\n"
+            "                            libchaosloco_diskfault.so next to the chaosloco binary)\n"
+            "  --faketime-lib PATH|none  libfaketimeMT.so.1 (default: /usr/lib/*/faketime/ when installed)\n"
+            "  --no-cgroup               do not put the unit into cgroups (pause falls back to SIGSTOP)\n"
+            "  --help                    this text\n"
+            "\n"
+            "Exit: 0 after a clean shutdown (SIGTERM/SIGINT: every fault reverted, unit stopped),\n"
+            "1 on a runtime failure, 64 on a usage error.\n",
+            AGENT_MAX_PROXIES);
+}
+
+static int usage_error(const char *fmt, const char *a, const char *b)
+{
+    fprintf(stderr, "chaosloco agent: ");
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, "\n(see chaosloco agent --help)\n");
+    return 64;
+}
+
+static int valid_name(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > max || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+        return 0;
+    for (const char *p = s; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-')
+            return 0;
+    return 1;
+}
+
+/* NAME=LISTEN->UPSTREAM */
+static int parse_proxy(const char *s, agent_proxy_spec *out, char *err, size_t errlen)
+{
+    const char *eq = strchr(s, '=');
+    const char *arrow = eq ? strstr(eq, "->") : NULL;
+    if (!eq || !arrow)
+        return cx_fail(err, errlen, CX_EINVAL, "--proxy '%s': expected NAME=LISTEN->UPSTREAM", s);
+    snprintf(out->name, sizeof out->name, "%.*s", (int)(eq - s), s);
+    if ((size_t)(eq - s) >= sizeof out->name || !valid_name(out->name, 64))
+        return cx_fail(err, errlen, CX_EINVAL, "--proxy '%s': bad NAME (1..64 of [A-Za-z0-9._-])", s);
+    snprintf(out->listen, sizeof out->listen, "%.*s", (int)(arrow - eq - 1), eq + 1);
+    snprintf(out->upstream, sizeof out->upstream, "%s", arrow + 2);
+    char host[128];
+    int port;
+    if (cx_parse_hostport(out->listen, "--proxy LISTEN", host, sizeof host, &port, err, errlen) < 0)
+        return CX_EINVAL;
+    if (cx_parse_hostport(out->upstream, "--proxy UPSTREAM", host, sizeof host, &port, err, errlen) < 0)
+        return CX_EINVAL;
+    if (port == 0)
+        return cx_fail(err, errlen, CX_EINVAL, "--proxy '%s': UPSTREAM needs a port", s);
+    return 0;
+}
+
+int agent_main(int argc, char **argv)
+{
+    cx_log_init("agent", CX_LOG_INFO);
+    static agent_opts o;
+    memset(&o, 0, sizeof o);
+    o.listen = "127.0.0.1:0";
+    o.restart = SUP_RESTART_NEVER;
+    o.restart_backoff_ms = 1000;
+    o.max_duration_ms = AGENT_DEFAULT_MAX_DURATION_MS;
+    o.log_max_bytes = 10 * 1024 * 1024;
+    const char *token_file = NULL;
+    char err[CX_ERRLEN] = "";
+    int i;
+    for (i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(f, "--") == 0) {
+            i++;
+            break;
+        }
+        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (strcmp(f, "--toxiproxy-compat") == 0) {
+            o.toxiproxy_compat = 1;
+            continue;
+        }
+        if (strcmp(f, "--no-cgroup") == 0) {
+            o.no_cgroup = 1;
+            continue;
+        }
+        static const char *const with_value[] = {"--listen", "--id", "--state-dir", "--token-file",
+                                                 "--proxy", "--restart", "--restart-backoff-ms",
+                                                 "--max-duration-ms", "--log-max-bytes", "--shim",
+                                                 "--faketime-lib", NULL};
+        int known = 0;
+        for (const char *const *w = with_value; *w; w++)
+            if (strcmp(f, *w) == 0)
+                known = 1;
+        if (!known)
+            return usage_error("unknown flag '%s'%s", f, f[0] == '-' ? "" : " (the unit command goes after --)");
+        if (!v)
+            return usage_error("%s needs a value%s", f, "");
+        i++;
+        if (strcmp(f, "--listen") == 0) {
+            char host[128];
+            int port;
+            if (cx_parse_hostport(v, "--listen", host, sizeof host, &port, err, sizeof err) < 0)
+                return usage_error("%s%s", err, "");
+            o.listen = v;
+        } else if (strcmp(f, "--id") == 0) {
+            if (!valid_name(v, 64))
+                return usage_error("--id '%s': must be 1..64 of [A-Za-z0-9._-]%s", v, "");
+            o.id = v;
+        } else if (strcmp(f, "--state-dir") == 0) {
+            o.state_dir = v;
+        } else if (strcmp(f, "--token-file") == 0) {
+            token_file = v;
+        } else if (strcmp(f, "--proxy") == 0) {
+            if (o.nproxies >= AGENT_MAX_PROXIES)
+                return usage_error("--proxy: at most 16 proxies%s%s", "", "");
+            if (parse_proxy(v, &o.proxies[o.nproxies], err, sizeof err) < 0)
+                return usage_error("%s%s", err, "");
+            for (int j = 0; j < o.nproxies; j++)
+                if (strcmp(o.proxies[j].name, o.proxies[o.nproxies].name) == 0)
+                    return usage_error("--proxy: name '%s' given twice%s", o.proxies[j].name, "");
+            o.nproxies++;
+        } else if (strcmp(f, "--restart") == 0) {
+            if (strcmp(v, "never") == 0)
+                o.restart = SUP_RESTART_NEVER;
+            else if (strcmp(v, "on-failure") == 0)
+                o.restart = SUP_RESTART_ON_FAILURE;
+            else
+                return usage_error("--restart '%s': expected never or on-failure%s", v, "");
+        } else if (strcmp(f, "--restart-backoff-ms") == 0) {
+            if (cx_parse_i64(v, "--restart-backoff-ms", 0, 3600000, &o.restart_backoff_ms, err, sizeof err) < 0)
+                return usage_error("%s%s", err, "");
+        } else if (strcmp(f, "--max-duration-ms") == 0) {
+            if (cx_parse_i64(v, "--max-duration-ms", 1, 7LL * 24 * 3600 * 1000, &o.max_duration_ms, err,
+                             sizeof err) < 0)
+                return usage_error("%s%s", err, "");
+        } else if (strcmp(f, "--log-max-bytes") == 0) {
+            if (cx_parse_i64(v, "--log-max-bytes", 4096, (int64_t)1 << 40, &o.log_max_bytes, err,
+                             sizeof err) < 0)
+                return usage_error("%s%s", err, "");
+        } else if (strcmp(f, "--shim") == 0) {
+            o.shim = v;
+        } else if (strcmp(f, "--faketime-lib") == 0) {
+            o.faketime_lib = v;
+        }
+    }
+    if (!o.id)
+        return usage_error("--id is required%s%s", "", "");
+    if (!o.state_dir)
+        return usage_error("--state-dir is required%s%s", "", "");
+    if (!token_file)
+        return usage_error("--token-file is required%s%s", "", "");
+    if (i >= argc)
+        return usage_error("no unit command: give it after --, e.g. -- chaosloco learner ...%s%s", "", "");
+    o.argv = (const char *const *)(argv + i);
+
+    char *token = NULL;
+    size_t tlen = 0;
+    if (cx_file_read(token_file, 4096, &token, &tlen, err, sizeof err) < 0)
+        return usage_error("--token-file: %s%s", err, "");
+    char *nl = strpbrk(token, "\r\n");
+    if (nl)
+        *nl = '\0';
+    tlen = strlen(token);
+    while (tlen > 0 && isspace((unsigned char)token[tlen - 1]))
+        token[--tlen] = '\0';
+    if (strlen(token) < 8) {
+        free(token);
+        return usage_error("--token-file %s: the token must be at least 8 characters%s", token_file, "");
+    }
+    o.token = token;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    agent *a = agent_new(&o, err, sizeof err);
+    if (!a) {
+        cx_error("cannot start the agent: %s", err);
+        free(token);
+        return 1;
+    }
+    char proxies[1024] = "";
+    size_t off = 0;
+    for (int j = 0; j < a->nproxies && off < sizeof proxies; j++)
+        off += (size_t)snprintf(proxies + off, sizeof proxies - off, "%s%s=%s->%s", j ? "," : "",
+                                o.proxies[j].name, proxy_listen_addr(a->proxies[j]), o.proxies[j].upstream);
+    cx_info("config listen=%s id=%s state_dir=%s proxies=[%s] restart=%s restart_backoff_ms=%lld "
+            "toxiproxy_compat=%d max_duration_ms=%lld log_max_bytes=%lld faketime=%s shim=%s cgroup=%s "
+            "cmd=%s",
+            a->listen_addr, o.id, o.state_dir, proxies,
+            o.restart == SUP_RESTART_NEVER ? "never" : "on-failure", (long long)o.restart_backoff_ms,
+            o.toxiproxy_compat && a->loopback, (long long)o.max_duration_ms, (long long)o.log_max_bytes,
+            a->faketime_lib[0] ? a->faketime_lib : "none", a->shim_lib[0] ? a->shim_lib : "none",
+            a->cgroup_note, o.argv[0]);
+    if (o.toxiproxy_compat && !a->loopback)
+        cx_warn("--toxiproxy-compat ignored: %s is not a loopback address (token required)", a->listen_addr);
+    cx_info("listening on %s", a->listen_addr);
+    int rc = agent_run(a, &g_stop);
+    agent_free(a);
+    free(token);
+    cx_info("agent stopped");
+    return rc;
+}

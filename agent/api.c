@@ -1,0 +1,346 @@
+/* api.c - HTTP API v1 handlers, auth, audit, and the route table. */
+#include "agent/api.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/metrics.h"
+#include "agent/toxiproxy.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/parse.h"
+
+/* ---- api: auth and audit ---- */
+
+int api_auth(agent *a, const cx_http_req *req, cx_http_resp *resp, int open_ok, const char **auth)
+{
+    if (a->token[0] && cx_http_check_bearer(req, a->token) == 0) {
+        *auth = "token";
+        return 0;
+    }
+    const char *h = cx_http_header(req, "Authorization");
+    if (open_ok && !h) {
+        *auth = "open";
+        return 0;
+    }
+    *auth = h ? "bad" : "none";
+    cx_http_add_header(resp, "WWW-Authenticate", "Bearer realm=\"chaosloco-agent\"");
+    cx_http_reply_err(resp, CX_EAUTH,
+                      h ? "wrong bearer token" : "missing Authorization: Bearer <token> header");
+    return CX_EAUTH;
+}
+
+void api_audit(agent *a, const cx_http_req *req, const cx_http_resp *resp, const char *fault_id,
+               const char *auth)
+{
+    const char *detail = NULL;
+    json_t *body = NULL;
+    if (resp->status >= 400 && resp->body.data) {
+        body = json_loads(resp->body.data, 0, NULL);
+        detail = json_string_value(json_object_get(body, "error"));
+    }
+    audit_log(a->audit, req->method, req->path, resp->status, fault_id && fault_id[0] ? fault_id : NULL,
+              auth, detail);
+    json_decref(body);
+}
+
+/* ---- api: faults ---- */
+
+/* Decode and check a fault request. Fills spec (borrowing from body). */
+static int decode_fault(json_t *body, reg_spec *spec, char *err, size_t errlen)
+{
+    const char *type = NULL, *target = NULL;
+    json_t *params = NULL, *duration = NULL, *toxicity = NULL, *seed = NULL;
+    int rc = cx_json_unpack(body, "body", err, errlen, "{s:s,s?:s,s?:o,s?:o,s?:o,s?:o}", "type", &type,
+                            "target", &target, "params", &params, "duration_ms", &duration,
+                            "toxicity", &toxicity, "seed", &seed);
+    if (rc < 0)
+        return rc;
+    memset(spec, 0, sizeof *spec);
+    spec->type = type;
+    spec->target = target;
+    if (params && !json_is_null(params) && !json_is_object(params))
+        return cx_fail(err, errlen, CX_EINVAL, "params: must be an object");
+    spec->params = params && json_is_object(params) ? params : NULL;
+    if (!duration)
+        return cx_fail(err, errlen, CX_EINVAL,
+                       "duration_ms: required (every fault has a duration; it is reverted after it)");
+    if (!json_is_integer(duration))
+        return cx_fail(err, errlen, CX_EINVAL, "duration_ms: must be an integer number of ms");
+    spec->duration_ms = json_integer_value(duration);
+    if (spec->duration_ms <= 0)
+        return cx_fail(err, errlen, CX_EINVAL, "duration_ms: must be > 0 (got %" PRId64 ")",
+                       spec->duration_ms);
+    if (toxicity && !json_is_null(toxicity)) {
+        if (!json_is_number(toxicity))
+            return cx_fail(err, errlen, CX_EINVAL, "toxicity: must be a number within [0, 1]");
+        spec->has_toxicity = 1;
+        spec->toxicity = json_number_value(toxicity);
+        if (!(spec->toxicity >= 0.0 && spec->toxicity <= 1.0))
+            return cx_fail(err, errlen, CX_EINVAL, "toxicity: must be within [0, 1] (got %g)",
+                           spec->toxicity);
+    }
+    if (seed && !json_is_null(seed)) {
+        if (!json_is_integer(seed) || json_integer_value(seed) < 0)
+            return cx_fail(err, errlen, CX_EINVAL, "seed: must be a non-negative integer");
+        spec->has_seed = 1;
+        spec->seed = (uint64_t)json_integer_value(seed);
+    }
+    if (target && !target[0])
+        return cx_fail(err, errlen, CX_EINVAL, "target: must not be empty");
+    return 0;
+}
+
+static void faults_post(agent *a, const cx_http_req *req, cx_http_resp *resp, char *fid, size_t fidlen)
+{
+    if (agent_halted(a)) {
+        cx_http_reply_err(resp, CX_EUNAVAIL, "agent is halted: new faults are refused until POST /v1/resume");
+        return;
+    }
+    json_t *body = NULL;
+    if (cx_http_body_json(req, resp, 0, &body) < 0)
+        return;
+    reg_spec spec;
+    char err[CX_ERRLEN] = "";
+    if (decode_fault(body, &spec, err, sizeof err) < 0) {
+        cx_http_reply_err(resp, CX_EINVAL, err);
+        json_decref(body);
+        return;
+    }
+    spec.lease = agent_lease_held(a);
+    spec.origin = "api";
+    json_t *rec = NULL;
+    int rc = reg_create(a->reg, &spec, &rec, err, sizeof err);
+    if (rec) {
+        snprintf(fid, fidlen, "%s", json_string_value(json_object_get(rec, "id")));
+    }
+    if (rc == 0) {
+        char loc[128];
+        snprintf(loc, sizeof loc, "/v1/faults/%s", fid);
+        cx_http_add_header(resp, "Location", "%s", loc);
+        cx_http_reply_json(resp, 201, rec);
+    } else if (rec) {
+        /* Applying failed: the error, with the failed record for the why. */
+        int status = cx_err_http_status(rc);
+        json_t *e = json_pack("{s:s,s:i,s:o}", "error", err, "status", status, "fault", rec);
+        cx_http_reply_json(resp, status, e);
+    } else {
+        cx_http_reply_err(resp, rc, err);
+    }
+    json_decref(body);
+}
+
+static int h_faults_post(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    agent *a = ctx;
+    const char *auth = "none";
+    char fid[64] = "";
+    if (api_auth(a, req, resp, 0, &auth) == 0)
+        faults_post(a, req, resp, fid, sizeof fid);
+    api_audit(a, req, resp, fid, auth);
+    return 0;
+}
+
+static int h_faults_list(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    agent *a = ctx;
+    (void)req;
+    json_t *o = json_pack("{s:o}", "faults", reg_list(a->reg));
+    cx_http_reply_json(resp, 200, o);
+    return 0;
+}
+
+static int h_fault_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    agent *a = ctx;
+    json_t *rec = NULL;
+    if (reg_get(a->reg, req->params[0], &rec) < 0) {
+        cx_http_reply_error(resp, 404, "no fault with id '%s'", req->params[0]);
+        return 0;
+    }
+    cx_http_reply_json(resp, 200, rec);
+    return 0;
+}
+
+static int h_fault_delete(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    agent *a = ctx;
+    const char *auth = "none";
+    if (api_auth(a, req, resp, 0, &auth) == 0) {
+        json_t *rec = NULL;
+        char err[CX_ERRLEN] = "";
+        int rc = reg_revert(a->reg, req->params[0], "delete", &rec, err, sizeof err);
+        if (rc == 0) {
+            cx_http_reply_json(resp, 200, rec);
+        } else if (rc == CX_ECONFLICT && rec) {
+            /* Already over: deleting is idempotent, the record says how it ended. */
+            cx_http_reply_json(resp, 200, rec);
+        } else {
+            json_decref(rec);
+            cx_http_reply_err(resp, rc, err);
+        }
+    }
+    api_audit(a, req, resp, req->params[0], auth);
+    return 0;
+}
+
+/* ---- api: halt, resume, lease ---- */
+
+static int h_halt(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    agent *a = ctx;
+    const char *auth = "none";
+    if (api_auth(a, req, resp, 0, &auth) == 0) {
+        json_t *body = NULL;
+        if (cx_http_body_json(req, resp, 1, &body) == 0) {
+            char err[CX_ERRLEN];
+            if (cx_json_unpack(body, "body", err, sizeof err, "{}") < 0) {
+                cx_http_reply_err(resp, CX_EINVAL, err);
+            } else {
+                int n = agent_halt(a);
+                cx_http_reply_json(resp, 200, json_pack("{s:b,s:i}", "halted", 1, "reverted", n));
+            }
+            json_decref(body);
+        }
+    }
+    api_audit(a, req, resp, NULL, auth);
+    return 0;
+}
+
+static int h_resume(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    agent *a = ctx;
+    const char *auth = "none";
+    if (api_auth(a, req, resp, 0, &auth) == 0) {
+        json_t *body = NULL;
+        if (cx_http_body_json(req, resp, 1, &body) == 0) {
+            char err[CX_ERRLEN];
+            if (cx_json_unpack(body, "body", err, sizeof err, "{}") < 0) {
+                cx_http_reply_err(resp, CX_EINVAL, err);
+            } else {
+                agent_resume(a);
+                cx_http_reply_json(resp, 200, json_pack("{s:b}", "halted", 0));
+            }
+            json_decref(body);
+        }
+    }
+    api_audit(a, req, resp, NULL, auth);
+    return 0;
+}
+
+static int h_lease(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    agent *a = ctx;
+    const char *auth = "none";
+    if (api_auth(a, req, resp, 0, &auth) == 0) {
+        json_t *body = NULL;
+        if (cx_http_body_json(req, resp, 0, &body) == 0) {
+            char err[CX_ERRLEN];
+            json_t *ttl = NULL;
+            if (cx_json_unpack(body, "body", err, sizeof err, "{s:o}", "ttl_ms", &ttl) < 0) {
+                cx_http_reply_err(resp, CX_EINVAL, err);
+            } else if (!json_is_integer(ttl) || json_integer_value(ttl) < 0 ||
+                       json_integer_value(ttl) > API_LEASE_MAX_TTL_MS) {
+                cx_http_reply_error(resp, 400, "ttl_ms: must be an integer within [0, %lld] (0 releases the lease)",
+                                    (long long)API_LEASE_MAX_TTL_MS);
+            } else {
+                if (json_integer_value(ttl) == 0)
+                    agent_lease_release(a);
+                else
+                    agent_lease_renew(a, json_integer_value(ttl));
+                cx_http_reply_json(resp, 200, json_pack("{s:o}", "lease", agent_lease_json(a)));
+            }
+            json_decref(body);
+        }
+    }
+    api_audit(a, req, resp, NULL, auth);
+    return 0;
+}
+
+/* ---- api: read-only ---- */
+
+static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    (void)req;
+    cx_http_reply_json(resp, 200, agent_status_json(ctx));
+    return 0;
+}
+
+static int h_version(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    (void)ctx;
+    (void)req;
+    json_t *types = json_array();
+    for (const injector *const *p = injector_table; *p; p++)
+        json_array_append_new(types, json_string((*p)->type));
+    cx_http_reply_json(resp, 200, json_pack("{s:s,s:s,s:s,s:o}", "name", "chaosloco-agent", "version",
+                                            CHAOSLOCO_VERSION, "api", "v1", "fault_types", types));
+    return 0;
+}
+
+static int h_logs(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    agent *a = ctx;
+    int tail = 100;
+    const char *q = cx_http_query(req, "tail");
+    char err[CX_ERRLEN];
+    if (q && cx_parse_int(q, "tail", 1, API_LOG_TAIL_MAX_LINES, &tail, err, sizeof err) < 0) {
+        cx_http_reply_err(resp, CX_EINVAL, err);
+        return 0;
+    }
+    if (!a->sup) {
+        cx_http_reply_text(resp, 200, "text/plain; charset=utf-8", "");
+        return 0;
+    }
+    char *text = sup_log_tail(a->sup, tail, API_LOG_TAIL_MAX_BYTES);
+    cx_http_reply_text(resp, 200, "text/plain; charset=utf-8", text ? text : "");
+    free(text);
+    return 0;
+}
+
+static int h_metrics(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    (void)req;
+    cx_buf b;
+    cx_buf_init(&b, 4 * 1024 * 1024);
+    metrics_render(ctx, &b);
+    cx_http_reply_bytes(resp, 200, "text/plain; version=0.0.4; charset=utf-8", b.data ? b.data : "",
+                        b.len);
+    cx_buf_cleanup(&b);
+    return 0;
+}
+
+/* ---- api: route table ---- */
+
+const cx_http_route agent_routes[] = {
+    {"GET", "/v1/status", h_status},
+    {"GET", "/v1/faults", h_faults_list},
+    {"POST", "/v1/faults", h_faults_post},
+    {"GET", "/v1/faults/{}", h_fault_get},
+    {"DELETE", "/v1/faults/{}", h_fault_delete},
+    {"POST", "/v1/halt", h_halt},
+    {"POST", "/v1/resume", h_resume},
+    {"POST", "/v1/lease", h_lease},
+    {"GET", "/v1/version", h_version},
+    {"GET", "/v1/logs", h_logs},
+    {"GET", "/metrics", h_metrics},
+    /* Toxiproxy-compatible subset (toxiproxy.c) */
+    {"GET", "/proxies", tp_proxies_list},
+    {"POST", "/proxies", tp_proxies_create},
+    {"GET", "/proxies/{}", tp_proxy_get},
+    {"POST", "/proxies/{}", tp_proxy_update},
+    {"DELETE", "/proxies/{}", tp_proxy_delete},
+    {"GET", "/proxies/{}/toxics", tp_toxics_list},
+    {"POST", "/proxies/{}/toxics", tp_toxic_create},
+    {"GET", "/proxies/{}/toxics/{}", tp_toxic_get},
+    {"POST", "/proxies/{}/toxics/{}", tp_toxic_update},
+    {"DELETE", "/proxies/{}/toxics/{}", tp_toxic_delete},
+    {"POST", "/reset", tp_reset},
+    {"GET", "/version", tp_version},
+};
+const size_t agent_nroutes = sizeof agent_routes / sizeof agent_routes[0];

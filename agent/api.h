@@ -1,0 +1,41 @@
+/* api.h - the agent's HTTP API v1 (DESIGN.md §4, contracts.md shapes).
+ *
+ * What it is: the route table's v1 handlers, bearer-token checks, strict
+ * decoding of fault requests, and the audit of every mutating call. The
+ * Toxiproxy-compatible routes live in toxiproxy.c, the Prometheus text in
+ * metrics.c; both share the helpers below.
+ * What it is not: fault logic (registry.c) or the unit (supervisor.c).
+ *
+ *   GET    /v1/status            agent + unit + lease + proxies
+ *   GET    /v1/faults            every record, active first
+ *   POST   /v1/faults            {type, target?, params?, duration_ms, toxicity?, seed?} → 201
+ *   GET    /v1/faults/{id}
+ *   DELETE /v1/faults/{id}       revert now (revert_reason "delete")
+ *   POST   /v1/halt              revert all, refuse new faults (503) until:
+ *   POST   /v1/resume
+ *   POST   /v1/lease             {ttl_ms}: renew (ttl_ms 0: release without reverting)
+ *   GET    /v1/version
+ *   GET    /v1/logs?tail=N       unit log tail, text/plain
+ *   GET    /metrics              Prometheus text
+ */
+#ifndef AGENT_API_H
+#define AGENT_API_H
+
+#include "agent/agent.h"
+#include "common/http_server.h"
+
+#define API_LOG_TAIL_MAX_LINES 10000
+#define API_LOG_TAIL_MAX_BYTES (1024 * 1024)
+#define API_LEASE_MAX_TTL_MS (24LL * 3600 * 1000)
+
+/* Check the bearer token of a mutating call. 0 when allowed (*auth gets
+ * "token" or "open"); otherwise a 401 JSON error is written into resp and
+ * CX_EAUTH returned (*auth "none" or "bad"). open_ok: the call may go
+ * unauthenticated (Toxiproxy compat on loopback). */
+int api_auth(agent *a, const cx_http_req *req, cx_http_resp *resp, int open_ok, const char **auth);
+
+/* Append the finished call to the audit log. */
+void api_audit(agent *a, const cx_http_req *req, const cx_http_resp *resp, const char *fault_id,
+               const char *auth);
+
+#endif

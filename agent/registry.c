@@ -1,0 +1,687 @@
+/* registry.c - fault records, persistence before apply, expiry, revert,
+ * and the crash sweep.
+ *
+ * NOTES ON THE DESIGN OF A FAULT'S LIFECYCLE
+ *
+ *   reg_create(): validate ──► prepare() ──► persist(applying) ──► apply()
+ *        │ bad input: nothing                          │ ok           │ fails
+ *        │ changed, 400                                ▼              ▼
+ *        ▼                                    ┌────────┐          ┌────────┐ persist(without it)
+ *     rejected                                │ active │          │ failed │
+ *                                             └────────┘          └────────┘
+ *     reg_tick(): tick()     │ expiry: end_fault("expiry")   → expired
+ *                            │ reg_revert(): end_fault(reason) → reverted
+ *                            │ reg_revert_all(): halt, lease, shutdown, unit_exit
+ *                            ▼
+ *                 revert() ──► persist(without it) ──► ended list (last 1000)
+ *
+ * Invariant: every fault in the active list is in faults.json with its
+ * latest undo record; faults.json is rewritten (atomically) before apply
+ * and after each revert, so a crash at any point leaves a file from which
+ * sweep() can undo everything that may have been done.
+ */
+#include "agent/registry.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/file.h"
+#include "common/json.h"
+#include "common/log.h"
+
+typedef enum fault_state { F_ACTIVE, F_REVERTED, F_FAILED, F_EXPIRED } fault_state;
+
+typedef struct fault {
+    char id[32];              /* "f-<n>" */
+    char *type;               /* API type name */
+    const injector *inj;      /* its injector */
+    char *target;             /* "unit" or a proxy name */
+    json_t *params;           /* as requested */
+    int64_t duration_ms;      /* ms */
+    int has_toxicity;
+    double toxicity;          /* 0..1 */
+    uint64_t seed;
+    int lease;                /* created under a lease */
+    char *origin;             /* "api" | "toxiproxy" | "sweep" */
+    char *tag;                /* reg_find_tag key or NULL */
+    fault_state state;
+    char created_real[40];    /* ISO-8601 */
+    int64_t started_mono_ms;  /* apply time, CLOCK_MONOTONIC ms */
+    int64_t ended_mono_ms;    /* 0 while active */
+    int64_t expires_mono_ms;  /* started + duration */
+    json_t *evidence;         /* object */
+    const char *revert_reason;/* static string or NULL */
+    char *error;              /* apply/revert error or NULL */
+    void *ctx;                /* injector ctx while active */
+    json_t *undo;             /* for the crash sweep (persisted), or NULL */
+    struct fault *next;
+} fault;
+
+struct reg {
+    pthread_mutex_t lock;
+    char *path;               /* <state-dir>/faults.json */
+    int64_t max_duration_ms;  /* cap on duration_ms */
+    reg_hooks hooks;
+    uint64_t next_id;         /* persisted so ids never repeat */
+    fault *active;            /* newest first */
+    int nactive;
+    fault *ended;             /* newest first */
+    int nended;               /* <= REG_KEEP_ENDED */
+    json_t *faults_total;     /* {"type|result": n} */
+    json_t *reverted_total;   /* {"type|reason": n} */
+};
+
+/* ---- registry: records ---- */
+
+static const char *state_name(fault_state s)
+{
+    switch (s) {
+    case F_ACTIVE: return "active";
+    case F_REVERTED: return "reverted";
+    case F_FAILED: return "failed";
+    case F_EXPIRED: return "expired";
+    }
+    return "unknown";
+}
+
+static void fault_free(fault *f)
+{
+    if (!f)
+        return;
+    if (f->ctx && f->inj && f->inj->free)
+        f->inj->free(f->ctx);
+    free(f->type);
+    free(f->target);
+    free(f->origin);
+    free(f->tag);
+    free(f->error);
+    json_decref(f->params);
+    json_decref(f->evidence);
+    json_decref(f->undo);
+    free(f);
+}
+
+static json_t *fault_json(const fault *f, int64_t now)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "id", json_string(f->id));
+    json_object_set_new(o, "type", json_string(f->type));
+    json_object_set_new(o, "target", json_string(f->target));
+    json_object_set_new(o, "params", f->params ? json_deep_copy(f->params) : json_object());
+    json_object_set_new(o, "duration_ms", json_integer(f->duration_ms));
+    json_object_set_new(o, "toxicity", f->has_toxicity ? json_real(f->toxicity) : json_null());
+    json_object_set_new(o, "seed", json_integer((json_int_t)(f->seed & INT64_MAX)));
+    json_object_set_new(o, "state", json_string(state_name(f->state)));
+    json_object_set_new(o, "created_real", json_string(f->created_real));
+    json_object_set_new(o, "started_mono_ms", json_integer(f->started_mono_ms));
+    json_object_set_new(o, "ended_mono_ms",
+                        f->state == F_ACTIVE ? json_null() : json_integer(f->ended_mono_ms));
+    json_object_set_new(o, "expires_in_ms",
+                        f->state == F_ACTIVE
+                            ? json_integer(f->expires_mono_ms > now ? f->expires_mono_ms - now : 0)
+                            : json_null());
+    json_object_set_new(o, "evidence", f->evidence ? json_deep_copy(f->evidence) : json_object());
+    json_object_set_new(o, "revert_reason",
+                        f->revert_reason ? json_string(f->revert_reason) : json_null());
+    json_object_set_new(o, "error", f->error ? json_string(f->error) : json_null());
+    json_object_set_new(o, "lease", json_boolean(f->lease));
+    json_object_set_new(o, "origin", json_string(f->origin ? f->origin : "api"));
+    return o;
+}
+
+static void count(json_t *map, const char *a, const char *b)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s|%s", a, b);
+    json_t *v = json_object_get(map, key);
+    json_object_set_new(map, key, json_integer(v ? json_integer_value(v) + 1 : 1));
+}
+
+/* ---- registry: persistence ---- */
+
+/* Rewrite faults.json from the active list. Lock held. */
+static int persist(reg *r, const fault *extra, char *err, size_t errlen)
+{
+    json_t *arr = json_array();
+    json_t *root = json_pack("{s:i,s:I,s:o}", "version", 1, "next_id", (json_int_t)r->next_id,
+                             "faults", arr);
+    if (!root)
+        return cx_fail(err, errlen, CX_ENOMEM, "registry: out of memory");
+    for (int pass = 0; pass < 2; pass++) {
+        for (const fault *f = pass == 0 ? extra : r->active; f; f = pass == 0 ? NULL : f->next) {
+            json_t *rec = json_pack("{s:s,s:s,s:s,s:s,s:b,s:O?}", "id", f->id, "type", f->type,
+                                    "target", f->target, "created_real", f->created_real,
+                                    "lease", f->lease, "undo", f->undo);
+            if (rec && !f->undo)
+                json_object_set_new(rec, "undo", json_null());
+            json_array_append_new(arr, rec);
+        }
+    }
+    char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
+    json_decref(root);
+    if (!text)
+        return cx_fail(err, errlen, CX_ENOMEM, "registry: out of memory");
+    int rc = cx_file_write_atomic(r->path, text, strlen(text), err, errlen);
+    free(text);
+    return rc;
+}
+
+/* ---- registry: construction ---- */
+
+reg *reg_new(const char *state_dir, int64_t max_duration_ms, const reg_hooks *hooks, char *err,
+             size_t errlen)
+{
+    reg *r = calloc(1, sizeof *r);
+    size_t n = strlen(state_dir) + 16;
+    if (r)
+        r->path = malloc(n);
+    if (!r || !r->path) {
+        free(r);
+        cx_fail(err, errlen, CX_ENOMEM, "registry: out of memory");
+        return NULL;
+    }
+    snprintf(r->path, n, "%s/faults.json", state_dir);
+    pthread_mutex_init(&r->lock, NULL);
+    r->max_duration_ms = max_duration_ms;
+    r->hooks = *hooks;
+    if (!r->hooks.find)
+        r->hooks.find = injector_find;
+    r->next_id = 1;
+    r->faults_total = json_object();
+    r->reverted_total = json_object();
+    return r;
+}
+
+void reg_free(reg *r)
+{
+    if (!r)
+        return;
+    for (fault *f = r->active, *nx; f; f = nx) {
+        nx = f->next;
+        fault_free(f);
+    }
+    for (fault *f = r->ended, *nx; f; f = nx) {
+        nx = f->next;
+        fault_free(f);
+    }
+    json_decref(r->faults_total);
+    json_decref(r->reverted_total);
+    pthread_mutex_destroy(&r->lock);
+    free(r->path);
+    free(r);
+}
+
+/* Move f (already unlinked) to the head of the ended list, trimming it. */
+static void push_ended(reg *r, fault *f)
+{
+    if (f->ctx && f->inj && f->inj->free)
+        f->inj->free(f->ctx);
+    f->ctx = NULL;
+    f->next = r->ended;
+    r->ended = f;
+    if (++r->nended > REG_KEEP_ENDED) {
+        fault *p = r->ended;
+        for (int i = 1; i < REG_KEEP_ENDED; i++)
+            p = p->next;
+        fault_free(p->next);
+        p->next = NULL;
+        r->nended = REG_KEEP_ENDED;
+    }
+}
+
+/* ---- registry: the crash sweep ---- */
+
+int reg_sweep_previous(reg *r, int *nswept, char *err, size_t errlen)
+{
+    *nswept = 0;
+    if (access(r->path, F_OK) != 0)
+        return 0;
+    char lerr[CX_ERRLEN] = "";
+    json_t *root = cx_json_load_file(r->path, lerr, sizeof lerr);
+    json_t *arr = root ? json_object_get(root, "faults") : NULL;
+    if (!root || !json_is_array(arr)) {
+        char bad[4200];
+        snprintf(bad, sizeof bad, "%s.corrupt", r->path);
+        rename(r->path, bad);
+        json_decref(root);
+        return cx_fail(err, errlen, CX_ECORRUPT, "registry: %s unreadable (%s), moved to %s", r->path,
+                       lerr[0] ? lerr : "no faults array", bad);
+    }
+    pthread_mutex_lock(&r->lock);
+    json_t *nid = json_object_get(root, "next_id");
+    if (json_is_integer(nid) && json_integer_value(nid) > 0)
+        r->next_id = (uint64_t)json_integer_value(nid);
+    size_t i;
+    json_t *rec;
+    json_array_foreach(arr, i, rec) {
+        const char *id = json_string_value(json_object_get(rec, "id"));
+        const char *type = json_string_value(json_object_get(rec, "type"));
+        const char *target = json_string_value(json_object_get(rec, "target"));
+        json_t *undo = json_object_get(rec, "undo");
+        fault *f = calloc(1, sizeof *f);
+        if (!f)
+            break;
+        snprintf(f->id, sizeof f->id, "%s", id ? id : "?");
+        f->type = strdup(type ? type : "?");
+        f->target = strdup(target ? target : "unit");
+        f->origin = strdup("sweep");
+        f->inj = type ? r->hooks.find(type) : NULL;
+        f->state = F_REVERTED;
+        f->revert_reason = "agent_restart";
+        f->evidence = json_object();
+        snprintf(f->created_real, sizeof f->created_real, "%s",
+                 json_string_value(json_object_get(rec, "created_real"))
+                     ? json_string_value(json_object_get(rec, "created_real"))
+                     : "");
+        int64_t now = cx_mono_ms();
+        f->started_mono_ms = f->ended_mono_ms = now;
+        if (undo && !json_is_null(undo) && f->inj && f->inj->sweep) {
+            inj_target t;
+            memset(&t, 0, sizeof t);
+            char serr[CX_ERRLEN] = "";
+            int rc = r->hooks.target_get(r->hooks.ctx, "unit", &t, serr, sizeof serr);
+            if (rc == 0) {
+                rc = f->inj->sweep(undo, &t, serr, sizeof serr);
+                r->hooks.target_put(r->hooks.ctx, &t);
+            }
+            json_object_set_new(f->evidence, "swept", json_boolean(rc == 0));
+            if (rc < 0) {
+                f->state = F_FAILED;
+                f->error = strdup(serr);
+                cx_error("sweep of fault %s (%s) failed: %s", f->id, f->type, serr);
+            } else {
+                cx_info("swept fault %s (%s) left by a previous agent", f->id, f->type);
+            }
+        } else {
+            json_object_set_new(f->evidence, "swept", json_false());
+            if (!f->inj)
+                cx_warn("previous agent's fault %s has unknown type '%s': nothing to sweep", f->id,
+                        f->type);
+        }
+        count(r->reverted_total, f->type, "agent_restart");
+        push_ended(r, f);
+        (*nswept)++;
+    }
+    json_decref(root);
+    int rc = persist(r, NULL, err, errlen);
+    pthread_mutex_unlock(&r->lock);
+    return rc;
+}
+
+/* ---- registry: create ---- */
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t errlen)
+{
+    *record = NULL;
+    const injector *inj = spec->inj ? spec->inj : r->hooks.find(spec->type);
+    const char *counted_type = inj ? spec->type : "unknown";
+    int rc;
+    if (!inj) {
+        rc = cx_fail(err, errlen, CX_EINVAL, "type: unknown fault type '%s'", spec->type);
+        goto rejected_nolock;
+    }
+    if (spec->duration_ms <= 0) {
+        rc = cx_fail(err, errlen, CX_EINVAL, "duration_ms: must be > 0 (got %" PRId64 ")",
+                     spec->duration_ms);
+        goto rejected_nolock;
+    }
+    if (spec->duration_ms > r->max_duration_ms) {
+        rc = cx_fail(err, errlen, CX_EINVAL,
+                     "duration_ms: %" PRId64 " is over the agent's cap of %" PRId64
+                     " ms (--max-duration-ms)",
+                     spec->duration_ms, r->max_duration_ms);
+        goto rejected_nolock;
+    }
+    if (spec->has_toxicity && !(spec->toxicity >= 0.0 && spec->toxicity <= 1.0)) {
+        rc = cx_fail(err, errlen, CX_EINVAL, "toxicity: must be within [0, 1] (got %g)",
+                     spec->toxicity);
+        goto rejected_nolock;
+    }
+    if (spec->params && !json_is_object(spec->params)) {
+        rc = cx_fail(err, errlen, CX_EINVAL, "params: must be an object");
+        goto rejected_nolock;
+    }
+    const char *target = spec->target ? spec->target : "unit";
+    uint64_t seed = spec->has_seed ? spec->seed : (uint64_t)cx_real_ns() ^ ((uint64_t)getpid() << 32);
+    seed &= (uint64_t)INT64_MAX; /* it is echoed as a JSON integer */
+
+    /* Params the injector sees: the request's, plus toxicity for kinds that
+     * document it (the network toxics) so one field serves both APIs. */
+    json_t *params = spec->params ? json_deep_copy(spec->params) : json_object();
+    if (!params) {
+        rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+        goto rejected_nolock;
+    }
+    if (spec->has_toxicity && inj->params && strstr(inj->params, "toxicity") &&
+        !json_object_get(params, "toxicity"))
+        json_object_set_new(params, "toxicity", json_real(spec->toxicity));
+    else if (spec->has_toxicity && spec->toxicity < 1.0 && !(inj->params && strstr(inj->params, "toxicity"))) {
+        json_decref(params);
+        rc = cx_fail(err, errlen, CX_EINVAL, "toxicity: fault type '%s' does not take a toxicity",
+                     spec->type);
+        goto rejected_nolock;
+    }
+
+    pthread_mutex_lock(&r->lock);
+    if (r->nactive >= REG_MAX_ACTIVE) {
+        pthread_mutex_unlock(&r->lock);
+        json_decref(params);
+        rc = cx_fail(err, errlen, CX_EBUSY, "too many active faults (%d)", REG_MAX_ACTIVE);
+        goto rejected_nolock;
+    }
+    /* The target must exist before anything is prepared. */
+    inj_target t;
+    memset(&t, 0, sizeof t);
+    rc = r->hooks.target_get(r->hooks.ctx, target, &t, err, errlen);
+    if (rc < 0) {
+        pthread_mutex_unlock(&r->lock);
+        json_decref(params);
+        goto rejected_nolock;
+    }
+    void *ctx = NULL;
+    rc = inj->prepare(params, seed, &ctx, err, errlen);
+    if (rc < 0) {
+        r->hooks.target_put(r->hooks.ctx, &t);
+        pthread_mutex_unlock(&r->lock);
+        json_decref(params);
+        if (rc == CX_EINVAL && strncmp(err, "params", 6) != 0) {
+            /* Name where the problem is. */
+            char tmp[CX_ERRLEN];
+            snprintf(tmp, sizeof tmp, "params: %s", err);
+            snprintf(err, errlen, "%s", tmp);
+        }
+        goto rejected_nolock;
+    }
+
+    fault *f = calloc(1, sizeof *f);
+    if (!f) {
+        inj->free(ctx);
+        r->hooks.target_put(r->hooks.ctx, &t);
+        pthread_mutex_unlock(&r->lock);
+        json_decref(params);
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    }
+    snprintf(f->id, sizeof f->id, "f-%" PRIu64, r->next_id++);
+    f->type = strdup(spec->type);
+    f->inj = inj;
+    f->target = strdup(target);
+    f->params = spec->params ? json_deep_copy(spec->params) : json_object();
+    json_decref(params);
+    f->duration_ms = spec->duration_ms;
+    f->has_toxicity = spec->has_toxicity;
+    f->toxicity = spec->toxicity;
+    f->seed = seed;
+    f->lease = spec->lease;
+    f->origin = strdup(spec->origin ? spec->origin : "api");
+    f->tag = dup_or_null(spec->tag);
+    f->ctx = ctx;
+    f->evidence = json_object();
+    f->undo = inj->undo_record ? inj->undo_record(ctx) : NULL;
+    cx_iso_time(f->created_real, sizeof f->created_real, cx_real_ns());
+
+    /* Persist BEFORE apply: if we die inside apply, the sweep undoes it. */
+    rc = persist(r, f, err, errlen);
+    if (rc < 0) {
+        cx_error("fault %s not applied: cannot persist the registry: %s", f->id, err);
+        r->hooks.target_put(r->hooks.ctx, &t);
+        count(r->faults_total, f->type, "failed");
+        fault_free(f);
+        pthread_mutex_unlock(&r->lock);
+        return rc;
+    }
+    f->started_mono_ms = cx_mono_ms();
+    rc = inj->apply(ctx, &t, f->evidence, err, errlen);
+    r->hooks.target_put(r->hooks.ctx, &t);
+    if (rc < 0) {
+        f->state = F_FAILED;
+        f->error = strdup(err);
+        f->ended_mono_ms = cx_mono_ms();
+        count(r->faults_total, f->type, "failed");
+        char perr[CX_ERRLEN];
+        if (persist(r, NULL, perr, sizeof perr) < 0)
+            cx_warn("registry: %s", perr);
+        *record = fault_json(f, f->ended_mono_ms);
+        cx_warn("fault %s (%s) failed to apply: %s", f->id, f->type, err);
+        push_ended(r, f);
+        pthread_mutex_unlock(&r->lock);
+        return rc;
+    }
+    f->expires_mono_ms = f->started_mono_ms + f->duration_ms;
+    json_decref(f->undo);
+    f->undo = inj->undo_record ? inj->undo_record(ctx) : NULL;
+    f->state = F_ACTIVE;
+    f->next = r->active;
+    r->active = f;
+    r->nactive++;
+    count(r->faults_total, f->type, "applied");
+    char perr[CX_ERRLEN];
+    if (persist(r, NULL, perr, sizeof perr) < 0)
+        cx_warn("registry: after apply of %s: %s (the record written before apply stays)", f->id,
+                perr);
+    char *ev = cx_json_dumps(f->evidence);
+    cx_info("fault %s applied type=%s target=%s duration_ms=%" PRId64 " evidence=%s", f->id, f->type,
+            f->target, f->duration_ms, ev ? ev : "{}");
+    free(ev);
+    *record = fault_json(f, cx_mono_ms());
+    pthread_mutex_unlock(&r->lock);
+    return 0;
+
+rejected_nolock:
+    pthread_mutex_lock(&r->lock);
+    count(r->faults_total, counted_type, "rejected");
+    pthread_mutex_unlock(&r->lock);
+    return rc;
+}
+
+/* ---- registry: revert ---- */
+
+/* Unlink f from the active list, revert it, persist, move it to ended.
+ * Lock held. */
+static void end_fault(reg *r, fault *f, const char *reason, fault_state final)
+{
+    fault **pp = &r->active;
+    while (*pp && *pp != f)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = f->next;
+    r->nactive--;
+    inj_target t;
+    memset(&t, 0, sizeof t);
+    char err[CX_ERRLEN] = "";
+    int rc = r->hooks.target_get(r->hooks.ctx, f->target, &t, err, sizeof err);
+    if (rc == 0) {
+        rc = f->inj->revert(f->ctx, &t, err, sizeof err);
+        r->hooks.target_put(r->hooks.ctx, &t);
+    }
+    f->ended_mono_ms = cx_mono_ms();
+    f->revert_reason = reason;
+    f->state = final;
+    if (rc < 0) {
+        f->state = F_FAILED;
+        free(f->error);
+        f->error = strdup(err);
+        cx_error("fault %s (%s) revert failed (%s): %s", f->id, f->type, reason, err);
+    } else {
+        cx_info("fault %s reverted type=%s reason=%s active_ms=%" PRId64, f->id, f->type, reason,
+                f->ended_mono_ms - f->started_mono_ms);
+    }
+    count(r->reverted_total, f->type, reason);
+    char perr[CX_ERRLEN];
+    if (persist(r, NULL, perr, sizeof perr) < 0)
+        cx_warn("registry: after revert of %s: %s", f->id, perr);
+    push_ended(r, f);
+}
+
+static fault *find_active(reg *r, const char *id)
+{
+    for (fault *f = r->active; f; f = f->next)
+        if (strcmp(f->id, id) == 0)
+            return f;
+    return NULL;
+}
+
+static fault *find_ended(reg *r, const char *id)
+{
+    for (fault *f = r->ended; f; f = f->next)
+        if (strcmp(f->id, id) == 0)
+            return f;
+    return NULL;
+}
+
+int reg_revert(reg *r, const char *id, const char *reason, json_t **out, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&r->lock);
+    fault *f = find_active(r, id);
+    int rc = 0;
+    if (!f) {
+        fault *e = find_ended(r, id);
+        if (e) {
+            if (out)
+                *out = fault_json(e, cx_mono_ms());
+            rc = cx_fail(err, errlen, CX_ECONFLICT, "fault %s has already ended (%s)", id,
+                         state_name(e->state));
+        } else {
+            rc = cx_fail(err, errlen, CX_ENOTFOUND, "no fault with id '%s'", id);
+        }
+        pthread_mutex_unlock(&r->lock);
+        return rc;
+    }
+    end_fault(r, f, reason, F_REVERTED);
+    if (out)
+        *out = fault_json(f, cx_mono_ms());
+    if (f->state == F_FAILED)
+        rc = cx_fail(err, errlen, CX_ESYS, "revert failed: %s", f->error ? f->error : "");
+    pthread_mutex_unlock(&r->lock);
+    return rc;
+}
+
+int reg_revert_all(reg *r, const char *reason, int lease_only)
+{
+    int n = 0;
+    pthread_mutex_lock(&r->lock);
+    for (fault *f = r->active, *nx; f; f = nx) {
+        nx = f->next;
+        if (lease_only && !f->lease)
+            continue;
+        end_fault(r, f, reason, F_REVERTED);
+        n++;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return n;
+}
+
+int reg_tick(reg *r, int64_t now)
+{
+    if (pthread_mutex_trylock(&r->lock) != 0)
+        return CX_EBUSY;
+    for (fault *f = r->active, *nx; f; f = nx) {
+        nx = f->next;
+        if (now >= f->expires_mono_ms) {
+            end_fault(r, f, "expiry", F_EXPIRED);
+            continue;
+        }
+        if (f->inj->tick) {
+            inj_target t;
+            memset(&t, 0, sizeof t);
+            char err[CX_ERRLEN];
+            if (r->hooks.target_get(r->hooks.ctx, f->target, &t, err, sizeof err) == 0) {
+                f->inj->tick(f->ctx, &t, now);
+                r->hooks.target_put(r->hooks.ctx, &t);
+            }
+        }
+    }
+    pthread_mutex_unlock(&r->lock);
+    return 0;
+}
+
+int reg_try_active(reg *r, const char *type, int *total, int *of_type)
+{
+    if (pthread_mutex_trylock(&r->lock) != 0)
+        return CX_EBUSY;
+    *total = 0;
+    *of_type = 0;
+    for (fault *f = r->active; f; f = f->next) {
+        (*total)++;
+        if (type && strcmp(f->type, type) == 0)
+            (*of_type)++;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return 0;
+}
+
+/* ---- registry: queries ---- */
+
+int reg_get(reg *r, const char *id, json_t **out)
+{
+    pthread_mutex_lock(&r->lock);
+    fault *f = find_active(r, id);
+    if (!f)
+        f = find_ended(r, id);
+    *out = f ? fault_json(f, cx_mono_ms()) : NULL;
+    pthread_mutex_unlock(&r->lock);
+    return f ? 0 : CX_ENOTFOUND;
+}
+
+json_t *reg_list(reg *r)
+{
+    json_t *arr = json_array();
+    pthread_mutex_lock(&r->lock);
+    int64_t now = cx_mono_ms();
+    for (fault *f = r->active; f; f = f->next)
+        json_array_append_new(arr, fault_json(f, now));
+    for (fault *f = r->ended; f; f = f->next)
+        json_array_append_new(arr, fault_json(f, now));
+    pthread_mutex_unlock(&r->lock);
+    return arr;
+}
+
+int reg_active(reg *r, const char *type)
+{
+    int n = 0;
+    pthread_mutex_lock(&r->lock);
+    for (fault *f = r->active; f; f = f->next)
+        if (!type || strcmp(f->type, type) == 0)
+            n++;
+    pthread_mutex_unlock(&r->lock);
+    return n;
+}
+
+json_t *reg_counters(reg *r)
+{
+    pthread_mutex_lock(&r->lock);
+    json_t *o = json_pack("{s:O,s:O}", "faults_total", r->faults_total, "reverted_total",
+                          r->reverted_total);
+    json_t *copy = json_deep_copy(o);
+    json_decref(o);
+    pthread_mutex_unlock(&r->lock);
+    return copy;
+}
+
+int reg_find_tag(reg *r, const char *tag, char *id, size_t idlen)
+{
+    int rc = CX_ENOTFOUND;
+    pthread_mutex_lock(&r->lock);
+    for (fault *f = r->active; f; f = f->next)
+        if (f->tag && strcmp(f->tag, tag) == 0) {
+            snprintf(id, idlen, "%s", f->id);
+            rc = 0;
+            break;
+        }
+    pthread_mutex_unlock(&r->lock);
+    return rc;
+}

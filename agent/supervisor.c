@@ -1,0 +1,641 @@
+/* supervisor.c - the unit's lifecycle: spawn, watch, restart, log capture.
+ *
+ * NOTES ON THE DESIGN OF THE SUPERVISOR
+ *
+ *                  sup_start()
+ *                      │
+ *                      ▼
+ *                 ┌──────────┐  alive ≥ startup_ms: promote_running()
+ *                 │ starting │──────────────────────────┐
+ *                 └──────────┘                          ▼
+ *                      │ exit: reap_exit()         ┌─────────┐ sup_set_paused(1) ┌────────┐
+ *                      │                           │ running │──────────────────►│ paused │
+ *                      │     ┌─────────────────────│         │◄──────────────────│        │
+ *                      │     │ exit, not expected  └─────────┘ sup_set_paused(0) └────────┘
+ *                      │     │ reap_exit()              │ exit after sup_expect_exit():     │
+ *                      ▼     ▼                          │ reap_exit()                       │
+ *                 ┌──────────┐                          ▼                                   │
+ *                 │  exited  │                     ┌─────────┐◄──────────────────────────────┘
+ *                 └──────────┘                     │ killed  │   (exit while paused: same rules)
+ *                      │ policy on-failure and     └─────────┘
+ *                      │ status ≠ 0: schedule_restart()  │ restart_after_ms ≥ 0: schedule_restart()
+ *                      ▼                                 ▼
+ *                 ┌────────────┐  delay over: respawn() (incarnation + 1)
+ *                 │ restarting │──┐  alive ≥ startup_ms: promote_running() → running
+ *                 └────────────┘◄─┘
+ *
+ * What holds in each state:
+ *   starting, running, paused, restarting-after-respawn: pid > 0, pidfd ≥ 0.
+ *   exited, killed, restarting-waiting: pid == 0, pidfd == -1.
+ *   restart_at_ms > 0 only in restarting-waiting.
+ * sup_stop() ends every state in exited (or killed) with stopped = 1, after
+ * which nothing respawns.
+ *
+ * Output capture: one pipe for the unit's stdout and stderr, kept across
+ * restarts; a writer thread appends to unit.log and rotates it to unit.log.1
+ * when it would grow past log_max_bytes (so disk use ≤ 2 × log_max_bytes).
+ */
+#include "agent/supervisor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "common/proc.h"
+
+#define SUP_BACKOFF_CAP_MS 30000
+#define SUP_STABLE_MS 10000 /* a run this long resets the backoff */
+
+struct sup {
+    pthread_mutex_t lock;
+    char **argv;              /* owned copy, NULL-terminated */
+    char **env;               /* owned copy, NULL-terminated, or NULL */
+    char *log_path;           /* unit.log */
+    char *log_path1;          /* unit.log.1 */
+    int64_t log_max_bytes;    /* bytes per file */
+    sup_restart restart;      /* policy */
+    int64_t backoff_ms;       /* first backoff */
+    int64_t startup_ms;       /* ms alive before "running" */
+    void (*on_spawn)(void *, pid_t);
+    void *on_spawn_ctx;
+
+    sup_state state;          /* see the diagram */
+    pid_t pid;                /* > 0 while a process exists */
+    int pidfd;                /* pidfd of pid, or -1 */
+    int64_t spawned_mono_ms;  /* when pid was spawned */
+    int64_t restart_at_ms;    /* mono ms when a scheduled restart is due, 0 = none */
+    int expect_exit;          /* next exit is injected */
+    int64_t expect_restart_ms;/* its restart delay (< 0: none) */
+    int paused;               /* a pause fault holds the unit */
+    int stopped;              /* sup_stop() called: never respawn */
+    int64_t incarnation;      /* starts so far (first = 1) */
+    int64_t restarts;         /* respawns after the first start */
+    int quick_failures;       /* consecutive crashes within SUP_STABLE_MS */
+    json_t *last_exit;        /* {code, signal, expected, t_real} or NULL */
+
+    int log_rd, log_wr;       /* capture pipe */
+    int log_fd;               /* unit.log, O_APPEND */
+    int64_t log_size;         /* bytes in unit.log */
+    int64_t log_total;        /* bytes captured since start */
+    pthread_t log_thread;
+    int log_thread_started;
+    volatile int log_stop;    /* ask the writer thread to finish */
+};
+
+/* ---- supervisor: state checks ---- */
+
+static void assert_supervisor_state(const sup *s)
+{
+#ifndef NDEBUG
+    switch (s->state) {
+    case SUP_STARTING:
+    case SUP_RUNNING:
+    case SUP_PAUSED:
+        if (s->pid <= 0)
+            cx_error("supervisor invariant broken: state %s without a pid", sup_state_name(s->state));
+        break;
+    case SUP_EXITED:
+    case SUP_KILLED:
+        if (s->pid != 0 || s->pidfd != -1 || s->restart_at_ms != 0)
+            cx_error("supervisor invariant broken: state %s with pid %d restart_at %lld",
+                     sup_state_name(s->state), (int)s->pid, (long long)s->restart_at_ms);
+        break;
+    case SUP_RESTARTING:
+        if ((s->pid > 0) == (s->restart_at_ms > 0))
+            cx_error("supervisor invariant broken: restarting with pid %d and restart_at %lld",
+                     (int)s->pid, (long long)s->restart_at_ms);
+        break;
+    }
+    if (s->paused && s->state == SUP_PAUSED && s->pid <= 0)
+        cx_error("supervisor invariant broken: paused without a pid");
+#else
+    (void)s;
+#endif
+}
+
+const char *sup_state_name(sup_state st)
+{
+    switch (st) {
+    case SUP_STARTING: return "starting";
+    case SUP_RUNNING: return "running";
+    case SUP_PAUSED: return "paused";
+    case SUP_EXITED: return "exited";
+    case SUP_KILLED: return "killed";
+    case SUP_RESTARTING: return "restarting";
+    }
+    return "unknown";
+}
+
+/* ---- supervisor: log capture ---- */
+
+static void log_rotate(sup *s)
+{
+    if (s->log_fd >= 0)
+        close(s->log_fd);
+    if (rename(s->log_path, s->log_path1) != 0 && errno != ENOENT)
+        cx_warn("unit log: rename %s: %s", s->log_path, strerror(errno));
+    s->log_fd = open(s->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    s->log_size = 0;
+    if (s->log_fd < 0)
+        cx_warn("unit log: open %s: %s", s->log_path, strerror(errno));
+}
+
+static void log_write(sup *s, const char *p, size_t n)
+{
+    while (n > 0) {
+        int64_t room = s->log_max_bytes - s->log_size;
+        if (room <= 0) {
+            log_rotate(s);
+            room = s->log_max_bytes;
+        }
+        size_t chunk = n < (size_t)room ? n : (size_t)room;
+        if (s->log_fd >= 0) {
+            ssize_t w = write(s->log_fd, p, chunk);
+            if (w < 0) {
+                if (errno == EINTR)
+                    continue;
+                /* Disk trouble must not stall the unit: drop this chunk. */
+                w = (ssize_t)chunk;
+            }
+            chunk = (size_t)w;
+        }
+        s->log_size += (int64_t)chunk;
+        __atomic_add_fetch(&s->log_total, (int64_t)chunk, __ATOMIC_RELAXED);
+        p += chunk;
+        n -= chunk;
+    }
+}
+
+static void *log_thread_main(void *arg)
+{
+    sup *s = arg;
+    char buf[16384];
+    for (;;) {
+        struct pollfd pfd = {.fd = s->log_rd, .events = POLLIN};
+        int r = poll(&pfd, 1, 100);
+        if (r > 0) {
+            ssize_t n = read(s->log_rd, buf, sizeof buf);
+            if (n > 0) {
+                log_write(s, buf, (size_t)n);
+                continue;
+            }
+        }
+        if (s->log_stop)
+            break;
+    }
+    /* Drain what is left without blocking. */
+    for (;;) {
+        ssize_t n = read(s->log_rd, buf, sizeof buf);
+        if (n <= 0)
+            break;
+        log_write(s, buf, (size_t)n);
+    }
+    return NULL;
+}
+
+/* ---- supervisor: construction ---- */
+
+static char **strv_dup(const char *const *v)
+{
+    size_t n = 0;
+    while (v[n])
+        n++;
+    char **out = calloc(n + 1, sizeof *out);
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = strdup(v[i]);
+        if (!out[i]) {
+            for (size_t j = 0; j < i; j++)
+                free(out[j]);
+            free(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+static void strv_free(char **v)
+{
+    if (!v)
+        return;
+    for (char **p = v; *p; p++)
+        free(*p);
+    free(v);
+}
+
+sup *sup_new(const sup_opts *o, char *err, size_t errlen)
+{
+    if (!o->argv || !o->argv[0]) {
+        cx_fail(err, errlen, CX_EINVAL, "supervisor: no unit command");
+        return NULL;
+    }
+    sup *s = calloc(1, sizeof *s);
+    if (!s) {
+        cx_fail(err, errlen, CX_ENOMEM, "supervisor: out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&s->lock, NULL);
+    s->pidfd = -1;
+    s->log_rd = s->log_wr = s->log_fd = -1;
+    s->state = SUP_EXITED;
+    s->restart = o->restart;
+    s->backoff_ms = o->restart_backoff_ms > 0 ? o->restart_backoff_ms : 1000;
+    s->startup_ms = o->startup_ms > 0 ? o->startup_ms : 100;
+    s->log_max_bytes = o->log_max_bytes > 0 ? o->log_max_bytes : 10 * 1024 * 1024;
+    s->on_spawn = o->on_spawn;
+    s->on_spawn_ctx = o->on_spawn_ctx;
+    s->argv = strv_dup(o->argv);
+    s->env = o->extra_env ? strv_dup(o->extra_env) : NULL;
+    s->log_path = strdup(o->log_path);
+    size_t l1 = strlen(o->log_path) + 3;
+    s->log_path1 = malloc(l1);
+    if (!s->argv || (o->extra_env && !s->env) || !s->log_path || !s->log_path1) {
+        cx_fail(err, errlen, CX_ENOMEM, "supervisor: out of memory");
+        goto fail;
+    }
+    snprintf(s->log_path1, l1, "%s.1", o->log_path);
+
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        int e = errno;
+        cx_fail(err, errlen, CX_ESYS, "supervisor: pipe: %s", strerror(e));
+        goto fail;
+    }
+    s->log_rd = fds[0];
+    s->log_wr = fds[1];
+    fcntl(s->log_rd, F_SETFL, O_NONBLOCK);
+    s->log_fd = open(s->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (s->log_fd < 0) {
+        int e = errno;
+        cx_fail(err, errlen, CX_EIO, "supervisor: open %s: %s", s->log_path, strerror(e));
+        goto fail;
+    }
+    struct stat st;
+    if (fstat(s->log_fd, &st) == 0)
+        s->log_size = st.st_size;
+    if (pthread_create(&s->log_thread, NULL, log_thread_main, s) != 0) {
+        cx_fail(err, errlen, CX_ESYS, "supervisor: cannot start the log thread");
+        goto fail;
+    }
+    s->log_thread_started = 1;
+    return s;
+fail:
+    sup_free(s, 0);
+    return NULL;
+}
+
+void sup_free(sup *s, int64_t grace_ms)
+{
+    if (!s)
+        return;
+    sup_stop(s, grace_ms);
+    if (s->log_thread_started) {
+        s->log_stop = 1;
+        pthread_join(s->log_thread, NULL);
+    }
+    if (s->log_rd >= 0)
+        close(s->log_rd);
+    if (s->log_wr >= 0)
+        close(s->log_wr);
+    if (s->log_fd >= 0)
+        close(s->log_fd);
+    json_decref(s->last_exit);
+    strv_free(s->argv);
+    strv_free(s->env);
+    free(s->log_path);
+    free(s->log_path1);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+/* ---- supervisor: transitions ---- */
+
+/* exited | killed | restarting(waiting) → starting | restarting(alive).
+ * Called with the lock held; releases it around on_spawn. */
+static int respawn(sup *s, sup_state next, char *err, size_t errlen)
+{
+    cx_spawn_opts so = {
+        .new_pgrp = 1,
+        .stdout_fd = s->log_wr,
+        .stderr_fd = s->log_wr,
+        .extra_env = (const char *const *)s->env,
+        .cwd = NULL,
+        .die_with_parent = 1,
+    };
+    pid_t pid = 0;
+    int rc = cx_spawn((const char *const *)s->argv, &so, &pid, err, errlen);
+    if (rc < 0)
+        return rc;
+    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pfd < 0)
+        cx_warn("supervisor: pidfd_open(%d): %s (falling back to waitpid polling)", (int)pid,
+                strerror(errno));
+    s->pid = pid;
+    s->pidfd = pfd;
+    s->spawned_mono_ms = cx_mono_ms();
+    s->restart_at_ms = 0;
+    s->expect_exit = 0;
+    s->incarnation++;
+    s->state = next;
+    cx_info("unit started pid=%d incarnation=%lld cmd=%s", (int)pid, (long long)s->incarnation,
+            s->argv[0]);
+    assert_supervisor_state(s);
+    if (s->on_spawn) {
+        void (*cb)(void *, pid_t) = s->on_spawn;
+        void *ctx = s->on_spawn_ctx;
+        pthread_mutex_unlock(&s->lock);
+        cb(ctx, pid);
+        pthread_mutex_lock(&s->lock);
+    }
+    return 0;
+}
+
+int sup_start(sup *s, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&s->lock);
+    int rc = 0;
+    if (s->pid == 0 && !s->stopped)
+        rc = respawn(s, SUP_STARTING, err, errlen);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+/* exited | killed → restarting(waiting). */
+static void schedule_restart(sup *s, int64_t now, int64_t delay_ms)
+{
+    s->state = SUP_RESTARTING;
+    s->restart_at_ms = now + (delay_ms > 0 ? delay_ms : 0) + 1; /* > 0 marks "scheduled" */
+    cx_info("unit restart scheduled in %lld ms", (long long)delay_ms);
+    assert_supervisor_state(s);
+}
+
+/* starting | running | paused | restarting(alive) → exited | killed
+ * (then maybe restarting). status is the waitpid status. */
+static void reap_exit(sup *s, int status, int64_t now)
+{
+    int64_t ran_ms = now - s->spawned_mono_ms;
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    int expected = s->expect_exit;
+    char when[40];
+    cx_iso_time(when, sizeof when, cx_real_ns());
+    json_decref(s->last_exit);
+    s->last_exit = json_pack("{s:i,s:i,s:b,s:s,s:I,s:I}", "code", code, "signal", sig, "expected",
+                             expected, "t_real", when, "pid", (json_int_t)s->pid, "ran_ms",
+                             (json_int_t)ran_ms);
+    if (s->last_exit && code < 0)
+        json_object_set_new(s->last_exit, "code", json_null());
+    if (s->pidfd >= 0)
+        close(s->pidfd);
+    s->pidfd = -1;
+    s->pid = 0;
+    s->restart_at_ms = 0;
+    s->expect_exit = 0;
+    s->paused = 0;
+    if (expected) {
+        s->state = SUP_KILLED;
+        cx_info("unit exited (injected) code=%d signal=%d ran_ms=%lld", code, sig, (long long)ran_ms);
+        assert_supervisor_state(s);
+        if (!s->stopped && s->expect_restart_ms >= 0) {
+            s->restarts++;
+            schedule_restart(s, now, s->expect_restart_ms);
+        }
+        return;
+    }
+    s->state = SUP_EXITED;
+    cx_info("unit exited code=%d signal=%d ran_ms=%lld", code, sig, (long long)ran_ms);
+    assert_supervisor_state(s);
+    int failed = !(WIFEXITED(status) && code == 0);
+    if (s->stopped || s->restart != SUP_RESTART_ON_FAILURE || !failed)
+        return;
+    if (ran_ms >= SUP_STABLE_MS)
+        s->quick_failures = 0;
+    int64_t delay = s->backoff_ms;
+    for (int i = 0; i < s->quick_failures && delay < SUP_BACKOFF_CAP_MS; i++)
+        delay *= 2;
+    if (delay > SUP_BACKOFF_CAP_MS)
+        delay = SUP_BACKOFF_CAP_MS;
+    s->quick_failures++;
+    s->restarts++;
+    schedule_restart(s, now, delay);
+}
+
+/* starting | restarting(alive) → running (or paused if a pause holds). */
+static void promote_running(sup *s)
+{
+    s->state = s->paused ? SUP_PAUSED : SUP_RUNNING;
+    assert_supervisor_state(s);
+}
+
+void sup_poll(sup *s, int64_t now)
+{
+    pthread_mutex_lock(&s->lock);
+    if (s->pid > 0) {
+        int status = 0;
+        pid_t r = waitpid(s->pid, &status, WNOHANG);
+        if (r == s->pid) {
+            reap_exit(s, status, now);
+        } else if (r < 0 && errno == ECHILD) {
+            /* Someone else reaped it (should not happen): treat as a crash. */
+            reap_exit(s, 0x7f00, now);
+        } else if ((s->state == SUP_STARTING || s->state == SUP_RESTARTING) &&
+                   now - s->spawned_mono_ms >= s->startup_ms) {
+            promote_running(s);
+        }
+    }
+    if (s->state == SUP_RESTARTING && s->pid == 0 && s->restart_at_ms > 0 &&
+        now >= s->restart_at_ms && !s->stopped) {
+        char err[CX_ERRLEN] = "";
+        if (respawn(s, SUP_RESTARTING, err, sizeof err) < 0) {
+            cx_error("unit restart failed: %s", err);
+            s->state = SUP_EXITED;
+            s->restart_at_ms = 0;
+            assert_supervisor_state(s);
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+void sup_stop(sup *s, int64_t grace_ms)
+{
+    pthread_mutex_lock(&s->lock);
+    s->stopped = 1;
+    if (s->state == SUP_RESTARTING && s->pid == 0) {
+        s->restart_at_ms = 0;
+        s->state = SUP_KILLED;
+    }
+    pid_t pid = s->pid;
+    pthread_mutex_unlock(&s->lock);
+    if (pid <= 0)
+        return;
+    /* A stopped process group does not act on SIGTERM: continue it first. */
+    kill(-pid, SIGCONT);
+    int status = 0;
+    /* SIGCONT+SIGTERM to the group, grace, SIGKILL; then reap here so that
+     * last_exit tells how it ended. */
+    kill(-pid, SIGTERM);
+    if (cx_wait_timeout(pid, (long)grace_ms, &status) != 0) {
+        kill(-pid, SIGKILL);
+        if (cx_wait_timeout(pid, 5000, &status) != 0)
+            status = SIGKILL; /* as if killed: it could not be reaped */
+    }
+    pthread_mutex_lock(&s->lock);
+    if (s->pid == pid) {
+        char when[40];
+        cx_iso_time(when, sizeof when, cx_real_ns());
+        json_decref(s->last_exit);
+        s->last_exit = json_pack("{s:i,s:i,s:b,s:s,s:I,s:I}", "code", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                                 "signal", WIFSIGNALED(status) ? WTERMSIG(status) : 0, "expected", 1,
+                                 "t_real", when, "pid", (json_int_t)pid,
+                                 "ran_ms", (json_int_t)(cx_mono_ms() - s->spawned_mono_ms));
+        if (s->last_exit && !WIFEXITED(status))
+            json_object_set_new(s->last_exit, "code", json_null());
+        if (s->pidfd >= 0)
+            close(s->pidfd);
+        s->pidfd = -1;
+        s->pid = 0;
+        s->paused = 0;
+        s->state = SUP_KILLED;
+        assert_supervisor_state(s);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+void sup_expect_exit(sup *s, int64_t restart_after_ms)
+{
+    pthread_mutex_lock(&s->lock);
+    s->expect_exit = 1;
+    s->expect_restart_ms = restart_after_ms;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void sup_set_paused(sup *s, int paused)
+{
+    pthread_mutex_lock(&s->lock);
+    s->paused = paused ? 1 : 0;
+    if (s->pid > 0) {
+        if (s->paused && (s->state == SUP_RUNNING || s->state == SUP_STARTING ||
+                          s->state == SUP_RESTARTING))
+            s->state = SUP_PAUSED;
+        else if (!s->paused && s->state == SUP_PAUSED)
+            s->state = SUP_RUNNING;
+    }
+    assert_supervisor_state(s);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- supervisor: accessors ---- */
+
+int sup_pidfd(sup *s)
+{
+    pthread_mutex_lock(&s->lock);
+    int fd = s->pidfd;
+    pthread_mutex_unlock(&s->lock);
+    return fd;
+}
+
+void sup_target(sup *s, pid_t *pid, int *pidfd_dup)
+{
+    pthread_mutex_lock(&s->lock);
+    *pid = s->pid;
+    *pidfd_dup = s->pidfd >= 0 ? fcntl(s->pidfd, F_DUPFD_CLOEXEC, 0) : -1;
+    pthread_mutex_unlock(&s->lock);
+}
+
+sup_state sup_get_state(sup *s)
+{
+    pthread_mutex_lock(&s->lock);
+    sup_state st = s->state;
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+json_t *sup_status_json(sup *s)
+{
+    pthread_mutex_lock(&s->lock);
+    json_t *o = json_pack("{s:s,s:I,s:I,s:I,s:O?}", "state", sup_state_name(s->state), "pid",
+                          (json_int_t)s->pid, "incarnation", (json_int_t)s->incarnation, "restarts",
+                          (json_int_t)s->restarts, "last_exit", s->last_exit);
+    if (o && !s->last_exit)
+        json_object_set_new(o, "last_exit", json_null());
+    if (o && s->pid == 0)
+        json_object_set_new(o, "pid", json_null());
+    pthread_mutex_unlock(&s->lock);
+    return o;
+}
+
+void sup_counters(sup *s, int *up, int64_t *restarts, int64_t *incarnation, int64_t *log_bytes)
+{
+    pthread_mutex_lock(&s->lock);
+    *up = s->pid > 0 && s->state != SUP_PAUSED;
+    *restarts = s->restarts;
+    *incarnation = s->incarnation;
+    *log_bytes = __atomic_load_n(&s->log_total, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- supervisor: log tail ---- */
+
+/* Append the last max bytes of path to out (malloc'd growing). */
+static void read_tail(const char *path, size_t max, char **out, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size <= 0) {
+        close(fd);
+        return;
+    }
+    size_t want = (size_t)st.st_size < max ? (size_t)st.st_size : max;
+    char *n = realloc(*out, *len + want + 1);
+    if (!n) {
+        close(fd);
+        return;
+    }
+    *out = n;
+    ssize_t r = pread(fd, *out + *len, want, st.st_size - (off_t)want);
+    if (r > 0)
+        *len += (size_t)r;
+    (*out)[*len] = '\0';
+    close(fd);
+}
+
+char *sup_log_tail(sup *s, int lines, size_t max_bytes)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    /* Rotated file first (older), then the current one; the caller only
+     * sees the last max_bytes of the concatenation. */
+    read_tail(s->log_path1, max_bytes, &buf, &len);
+    read_tail(s->log_path, max_bytes, &buf, &len);
+    if (!buf)
+        return strdup("");
+    size_t start = len > max_bytes ? len - max_bytes : 0;
+    /* Walk back `lines` newlines (ignoring a trailing one). */
+    size_t i = len;
+    if (i > start && buf[i - 1] == '\n')
+        i--;
+    int seen = 0;
+    while (i > start) {
+        if (buf[i - 1] == '\n' && ++seen == lines)
+            break;
+        i--;
+    }
+    char *out = strdup(buf + i);
+    free(buf);
+    return out;
+}

@@ -1,0 +1,350 @@
+/* bench_inject.c - injection latency of the agent: from sending
+ * POST /v1/faults to the effect being observable from outside, for
+ *   kill  (SIGKILL, restart_after_ms 0): the unit's /proc entry is gone
+ *         (the agent reaped it),
+ *   pause (method signal): /proc/PID/stat shows T,
+ *   pause (method freezer, when the cgroup freezer is usable): the unit's
+ *         freezer.state reads FROZEN,
+ * beside the raw reference measured in the same run: kill(2) → waitpid() of
+ * a child of this process. p50/p99 over N trials each.
+ *
+ *   bench_inject [--trials N] [--chaosloco PATH]
+ *
+ * A poller thread spins on /proc (or the freezer file) while the main thread
+ * does the HTTP call, so the figure includes the HTTP round trip, the strict
+ * decoding, the registry's persist-before-apply fsync and the injector.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <libgen.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/file.h"
+#include "common/http_client.h"
+#include "common/proc.h"
+
+#define TOKEN "bench-inject-token-42"
+
+/* ---- bench: helpers ---- */
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static double pct(int64_t *v, int n, double p)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_i64);
+    int i = (int)(p * (n - 1) + 0.5);
+    return (double)v[i] / 1000.0; /* ns → us */
+}
+
+static char proc_state(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' ? rp[2] : 0;
+}
+
+static int file_has(const char *path, const char *word)
+{
+    char buf[64];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    return strncmp(buf, word, strlen(word)) == 0;
+}
+
+/* ---- bench: the poller ---- */
+
+typedef enum { WAIT_GONE, WAIT_STOPPED, WAIT_FROZEN } wait_kind;
+
+typedef struct poller {
+    wait_kind kind;
+    pid_t pid;
+    const char *file;     /* freezer.state for WAIT_FROZEN */
+    volatile int go;      /* set by main: start spinning */
+    int64_t seen_ns;      /* when the effect was first observed */
+} poller;
+
+static void *poll_main(void *arg)
+{
+    poller *p = arg;
+    while (!p->go)
+        sched_yield();
+    int64_t end = cx_mono_ns() + 5000000000LL;
+    while (cx_mono_ns() < end) {
+        int done = 0;
+        switch (p->kind) {
+        case WAIT_GONE: done = proc_state(p->pid) == 0; break;
+        case WAIT_STOPPED: done = proc_state(p->pid) == 'T'; break;
+        case WAIT_FROZEN: done = file_has(p->file, "FROZEN"); break;
+        }
+        if (done) {
+            p->seen_ns = cx_mono_ns();
+            return NULL;
+        }
+    }
+    p->seen_ns = -1;
+    return NULL;
+}
+
+/* ---- bench: agent calls ---- */
+
+static json_t *call(cx_http_client *c, const char *method, const char *path, const char *body, int *status)
+{
+    json_t *in = body ? json_loads(body, 0, NULL) : NULL;
+    json_t *out = NULL;
+    int st = 0;
+    char err[256] = "";
+    if (cx_http_json(c, method, path, in, &st, &out, err, sizeof err) < 0)
+        fprintf(stderr, "bench: %s %s: %s\n", method, path, err);
+    json_decref(in);
+    if (status)
+        *status = st;
+    return out;
+}
+
+/* Wait until the unit is running with a pid other than old; its pid. */
+static pid_t wait_running(cx_http_client *c, pid_t old)
+{
+    int64_t end = cx_mono_ms() + 10000;
+    while (cx_mono_ms() < end) {
+        json_t *s = call(c, "GET", "/v1/status", NULL, NULL);
+        json_t *u = json_object_get(s, "unit");
+        pid_t pid = (pid_t)json_integer_value(json_object_get(u, "pid"));
+        int running = json_string_value(json_object_get(u, "state")) &&
+                      strcmp(json_string_value(json_object_get(u, "state")), "running") == 0;
+        json_decref(s);
+        if (running && pid > 0 && pid != old)
+            return pid;
+        cx_sleep_ms(2);
+    }
+    return 0;
+}
+
+/* One timed injection: returns effect latency in ns (-1 on failure); *id
+ * gets the fault id. */
+static int64_t timed(cx_http_client *c, const char *body, wait_kind kind, pid_t pid, const char *file,
+                     char *id, size_t idlen)
+{
+    poller p = {.kind = kind, .pid = pid, .file = file};
+    pthread_t th;
+    pthread_create(&th, NULL, poll_main, &p);
+    int64_t t0 = cx_mono_ns();
+    p.go = 1;
+    int st = 0;
+    json_t *r = call(c, "POST", "/v1/faults", body, &st);
+    pthread_join(th, NULL);
+    if (id && r)
+        snprintf(id, idlen, "%s", json_string_value(json_object_get(r, "id")) ? json_string_value(json_object_get(r, "id")) : "");
+    json_decref(r);
+    if (st != 201 || p.seen_ns < 0) {
+        fprintf(stderr, "bench: injection failed (status %d)\n", st);
+        return -1;
+    }
+    return p.seen_ns - t0;
+}
+
+int main(int argc, char **argv)
+{
+    int trials = 200;
+    char bin[4096] = "";
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--trials") == 0 && i + 1 < argc)
+            trials = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--chaosloco") == 0 && i + 1 < argc)
+            snprintf(bin, sizeof bin, "%s", argv[++i]);
+        else {
+            fprintf(stderr, "usage: bench_inject [--trials N] [--chaosloco PATH]\n");
+            return 64;
+        }
+    }
+    if (trials < 10)
+        trials = 10;
+    if (!bin[0]) {
+        char self[4096];
+        cx_self_exe(self, sizeof self);
+        snprintf(bin, sizeof bin, "%s/../chaosloco", dirname(self));
+    }
+
+    /* ---- reference: kill(2) → waitpid() of our own child ---- */
+    int64_t *ref = calloc((size_t)trials, sizeof *ref);
+    int64_t *killv = calloc((size_t)trials, sizeof *killv);
+    int64_t *stopv = calloc((size_t)trials, sizeof *stopv);
+    int64_t *frzv = calloc((size_t)trials, sizeof *frzv);
+    int64_t *wrv = calloc((size_t)trials, sizeof *wrv);
+    for (int i = 0; i < trials; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            for (;;)
+                pause();
+        }
+        cx_sleep_ms(1);
+        int64_t t0 = cx_mono_ns();
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        ref[i] = cx_mono_ns() - t0;
+    }
+
+    /* ---- the agent ---- */
+    char dir[] = "/tmp/chaosloco-bench-inject-XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    char tok[256], state[256], addrf[300], id[64];
+    snprintf(tok, sizeof tok, "%s/token", dir);
+    snprintf(state, sizeof state, "%s/state", dir);
+    snprintf(addrf, sizeof addrf, "%s/listen.addr", state);
+    snprintf(id, sizeof id, "bench-inject-%d", (int)getpid());
+    FILE *f = fopen(tok, "w");
+    fprintf(f, "%s\n", TOKEN);
+    fclose(f);
+    char logp[300];
+    snprintf(logp, sizeof logp, "%s/agent.log", dir);
+    int logfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    const char *args[] = {bin, "agent", "--listen", "127.0.0.1:0", "--id", id, "--state-dir", state,
+                          "--token-file", tok, "--max-duration-ms", "600000", "--", "sleep", "100000", NULL};
+    const char *env[] = {"CHAOSLOCO_LOG=warn", NULL};
+    cx_spawn_opts so = {.new_pgrp = 1, .stdout_fd = logfd, .stderr_fd = logfd, .extra_env = env,
+                        .die_with_parent = 1};
+    pid_t apid = 0;
+    char err[256];
+    if (cx_spawn(args, &so, &apid, err, sizeof err) < 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        return 1;
+    }
+    char addr[128] = "";
+    for (int i = 0; i < 1000 && !addr[0]; i++) {
+        FILE *a = fopen(addrf, "r");
+        if (a) {
+            if (!fgets(addr, sizeof addr, a))
+                addr[0] = '\0';
+            fclose(a);
+        }
+        cx_sleep_ms(10);
+    }
+    if (!addr[0]) {
+        fprintf(stderr, "bench: agent did not start (see %s)\n", logp);
+        return 1;
+    }
+    char base[200];
+    snprintf(base, sizeof base, "http://%s", addr);
+    cx_http_opts ho = {.bearer = TOKEN, .timeout_ms = 10000};
+    cx_http_client *c = cx_http_client_new(base, &ho);
+
+    /* kill */
+    pid_t pid = wait_running(c, 0);
+    int nk = 0;
+    for (int i = 0; i < trials; i++) {
+        int64_t d = timed(c, "{\"type\":\"kill\",\"duration_ms\":20,\"params\":{\"signal\":\"KILL\","
+                             "\"restart_after_ms\":0}}",
+                          WAIT_GONE, pid, NULL, NULL, 0);
+        if (d >= 0)
+            killv[nk++] = d;
+        pid = wait_running(c, pid);
+        if (!pid)
+            break;
+    }
+    /* pause, signal */
+    int ns = 0;
+    char fid[64], path[128];
+    for (int i = 0; i < trials && pid; i++) {
+        int64_t d = timed(c, "{\"type\":\"pause\",\"duration_ms\":60000,\"params\":{\"method\":\"signal\"}}",
+                          WAIT_STOPPED, pid, NULL, fid, sizeof fid);
+        if (d >= 0)
+            stopv[ns++] = d;
+        snprintf(path, sizeof path, "/v1/faults/%s", fid);
+        json_decref(call(c, "DELETE", path, NULL, NULL));
+        while (proc_state(pid) == 'T')
+            sched_yield();
+    }
+    /* pause, freezer: find the freezer file from one probe */
+    int nf = 0;
+    char frz[600] = "";
+    int st = 0;
+    json_t *probe = call(c, "POST", "/v1/faults", "{\"type\":\"pause\",\"duration_ms\":60000,\"params\":{\"method\":\"freezer\"}}", &st);
+    if (st == 201) {
+        json_t *ev = json_object_get(probe, "evidence");
+        snprintf(frz, sizeof frz, "%s/freezer.state", json_string_value(json_object_get(ev, "cgroup")));
+        snprintf(path, sizeof path, "/v1/faults/%s", json_string_value(json_object_get(probe, "id")));
+        json_decref(call(c, "DELETE", path, NULL, NULL));
+        if (access(frz, R_OK) != 0)
+            frz[0] = '\0'; /* v2: no freezer.state file to watch */
+    }
+    json_decref(probe);
+    for (int i = 0; i < trials && frz[0]; i++) {
+        while (!file_has(frz, "THAWED"))
+            sched_yield();
+        int64_t d = timed(c, "{\"type\":\"pause\",\"duration_ms\":60000,\"params\":{\"method\":\"freezer\"}}",
+                          WAIT_FROZEN, pid, frz, fid, sizeof fid);
+        if (d >= 0)
+            frzv[nf++] = d;
+        snprintf(path, sizeof path, "/v1/faults/%s", fid);
+        json_decref(call(c, "DELETE", path, NULL, NULL));
+    }
+    /* What the registry pays before every apply: one atomic write of a
+     * faults.json-sized file in the same directory (fsync file + dir). */
+    char wpath[400], blob[600];
+    snprintf(wpath, sizeof wpath, "%s/bench-persist.json", state);
+    memset(blob, 'x', sizeof blob);
+    for (int i = 0; i < trials; i++) {
+        int64_t t0 = cx_mono_ns();
+        cx_file_write_atomic(wpath, blob, sizeof blob, NULL, 0);
+        wrv[i] = cx_mono_ns() - t0;
+    }
+    cx_http_client_free(c);
+    kill(apid, SIGTERM);
+    cx_wait_timeout(apid, 10000, NULL);
+
+    double r50 = pct(ref, trials, 0.5), r99 = pct(ref, trials, 0.99);
+    printf("| measurement | trials | p50 (us) | p99 (us) | p50 / raw kill p50 |\n");
+    printf("|---|---|---|---|---|\n");
+    printf("| raw kill(2) → waitpid (reference) | %d | %.1f | %.1f | 1.0 |\n", trials, r50, r99);
+    double w50 = pct(wrv, trials, 0.5), w99 = pct(wrv, trials, 0.99);
+    printf("| atomic write of faults.json alone (persist before apply) | %d | %.1f | %.1f | %.1f |\n", trials,
+           w50, w99, w50 / r50);
+    if (nk) {
+        double k50 = pct(killv, nk, 0.5), k99 = pct(killv, nk, 0.99);
+        printf("| agent kill: POST → unit reaped | %d | %.1f | %.1f | %.1f |\n", nk, k50, k99, k50 / r50);
+    }
+    if (ns) {
+        double s50 = pct(stopv, ns, 0.5), s99 = pct(stopv, ns, 0.99);
+        printf("| agent pause (signal): POST → state T | %d | %.1f | %.1f | %.1f |\n", ns, s50, s99, s50 / r50);
+    }
+    if (nf) {
+        double z50 = pct(frzv, nf, 0.5), z99 = pct(frzv, nf, 0.99);
+        printf("| agent pause (freezer): POST → FROZEN | %d | %.1f | %.1f | %.1f |\n", nf, z50, z99, z50 / r50);
+    }
+    free(ref);
+    free(killv);
+    free(stopv);
+    free(frzv);
+    free(wrv);
+    return nk == trials && ns == trials ? 0 : 1;
+}

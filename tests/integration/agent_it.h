@@ -1,0 +1,513 @@
+/* agent_it.h - helpers shared by the tests/integration/test_agent_*.c
+ * files: start a real `chaosloco agent` on 127.0.0.1 (ephemeral port, temp
+ * state dir, a unique unit id so parallel runs never share a cgroup), talk
+ * to it, and look at the unit from outside (/proc, cgroup files).
+ * Header-only (static inline) because support_*.c files are linked into
+ * every integration test, and these belong to the agent's tests only.
+ */
+#ifndef IT_AGENT_IT_H
+#define IT_AGENT_IT_H
+
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <glob.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <jansson.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/file.h"
+#include "support.h"
+
+#define AG_TOKEN "it-token-7f3a9c2e51"
+
+/* Unit ids of every agent started by this test process, for
+ * ag_cleanup_all(). */
+static char ag_ids[64][64];
+static int ag_nids;
+
+typedef struct ag {
+    char *dir;        /* temp dir (logs, token) */
+    char state[512];  /* agent state dir */
+    char id[64];      /* unit id */
+    char url[200];    /* http://127.0.0.1:PORT */
+    char name[64];    /* log name under dir */
+    pid_t pid;        /* agent pid */
+} ag;
+
+/* Start an agent. extra: NULL-terminated flags before "--" (or NULL);
+ * unit: NULL-terminated command (NULL = sleep 1000). state_from: reuse
+ * another agent's state dir and id (restart after a crash), or NULL. */
+static inline void ag_start(ag *a, const char *tag, const char *const *extra, const char *const *unit,
+                            const ag *state_from)
+{
+    static int seq;
+    if (!state_from) {
+        memset(a, 0, sizeof *a);
+        a->dir = it_mkdtemp(tag);
+        snprintf(a->state, sizeof a->state, "%s/state", a->dir);
+        snprintf(a->id, sizeof a->id, "it-%s-%d-%d", tag, (int)getpid(), ++seq);
+        if (ag_nids < 64)
+            snprintf(ag_ids[ag_nids++], sizeof ag_ids[0], "%s", a->id);
+    } else if (a != state_from) {
+        *a = *state_from;
+        a->dir = strdup(state_from->dir);
+    }
+    snprintf(a->name, sizeof a->name, "agent%d", ++seq);
+    char tok[600];
+    snprintf(tok, sizeof tok, "%s/token", a->dir);
+    FILE *f = fopen(tok, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "%s\n", AG_TOKEN);
+    fclose(f);
+    /* A stale listen.addr from a previous agent must not be mistaken. */
+    char la[600];
+    snprintf(la, sizeof la, "%s/listen.addr", a->state);
+    unlink(la);
+    const char *args[64];
+    int n = 0;
+    args[n++] = "agent";
+    args[n++] = "--listen";
+    args[n++] = "127.0.0.1:0";
+    args[n++] = "--id";
+    args[n++] = a->id;
+    args[n++] = "--state-dir";
+    args[n++] = a->state;
+    args[n++] = "--token-file";
+    args[n++] = tok;
+    for (int i = 0; extra && extra[i] && n < 40; i++)
+        args[n++] = extra[i];
+    args[n++] = "--";
+    static const char *const sleeper[] = {"sleep", "1000", NULL};
+    if (!unit)
+        unit = sleeper;
+    for (int i = 0; unit[i] && n < 62; i++)
+        args[n++] = unit[i];
+    args[n] = NULL;
+    a->pid = it_start(a->dir, a->name, args, NULL);
+    char addr[128];
+    if (it_wait_addr(a->state, addr, sizeof addr, 15000) != 0) {
+        it_dump_log(a->dir, a->name);
+        cr_assert_fail("agent did not write listen.addr");
+    }
+    snprintf(a->url, sizeof a->url, "http://%s", addr);
+}
+
+/* One call; body is JSON text or NULL; returns the answer (new ref or NULL). */
+static inline json_t *ag_call(const ag *a, const char *method, const char *path, const char *body,
+                              int with_token, int *status)
+{
+    char url[512];
+    snprintf(url, sizeof url, "%s%s", a->url, path);
+    json_t *jb = NULL;
+    if (body) {
+        jb = json_loads(body, 0, NULL);
+        cr_assert_not_null(jb, "test bug: bad JSON %s", body);
+    }
+    json_t *out = it_http_json(method, url, jb, with_token ? AG_TOKEN : NULL, status);
+    json_decref(jb);
+    return out;
+}
+
+/* POST a fault expecting 201; returns the record (new ref). */
+static inline json_t *ag_fault(const ag *a, const char *body)
+{
+    int st = 0;
+    json_t *r = ag_call(a, "POST", "/v1/faults", body, 1, &st);
+    if (st != 201) {
+        char *t = r ? json_dumps(r, 0) : NULL;
+        it_dump_log(a->dir, a->name);
+        cr_assert_fail("POST /v1/faults %s -> %d %s", body, st, t ? t : "");
+    }
+    return r;
+}
+
+static inline const char *js(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+static inline json_t *ag_status(const ag *a)
+{
+    int st = 0;
+    json_t *s = ag_call(a, "GET", "/v1/status", NULL, 0, &st);
+    cr_assert_eq(st, 200);
+    return s;
+}
+
+/* Unit pid (0 when none). */
+static inline pid_t ag_unit_pid(const ag *a)
+{
+    json_t *s = ag_status(a);
+    pid_t p = (pid_t)json_integer_value(json_object_get(json_object_get(s, "unit"), "pid"));
+    json_decref(s);
+    return p;
+}
+
+static inline long long ag_incarnation(const ag *a)
+{
+    json_t *s = ag_status(a);
+    long long v = json_integer_value(json_object_get(json_object_get(s, "unit"), "incarnation"));
+    json_decref(s);
+    return v;
+}
+
+/* Wait until the unit is alive past startup ("running"); its pid. */
+static inline pid_t ag_wait_running(const ag *a, long timeout_ms)
+{
+    int64_t end = cx_mono_ms() + timeout_ms;
+    while (cx_mono_ms() < end) {
+        json_t *s = ag_status(a);
+        json_t *u = json_object_get(s, "unit");
+        int ok = strcmp(js(u, "state"), "running") == 0;
+        pid_t p = (pid_t)json_integer_value(json_object_get(u, "pid"));
+        json_decref(s);
+        if (ok && p > 0)
+            return p;
+        cx_sleep_ms(20);
+    }
+    it_dump_log(a->dir, a->name);
+    cr_assert_fail("unit not running after %ld ms", timeout_ms);
+    return 0;
+}
+
+/* Fault state by id ("active", "expired", ...) into out. */
+static inline void ag_fault_state(const ag *a, const char *id, char *out, size_t len, char *reason,
+                                  size_t rlen)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/faults/%s", id);
+    int st = 0;
+    json_t *r = ag_call(a, "GET", path, NULL, 0, &st);
+    cr_assert_eq(st, 200, "GET %s -> %d", path, st);
+    snprintf(out, len, "%s", js(r, "state"));
+    if (reason)
+        snprintf(reason, rlen, "%s", json_is_string(json_object_get(r, "revert_reason")) ? js(r, "revert_reason") : "");
+    json_decref(r);
+}
+
+/* Wait until fault id is in state want (bounded). */
+static inline int ag_wait_fault(const ag *a, const char *id, const char *want, long timeout_ms)
+{
+    int64_t end = cx_mono_ms() + timeout_ms;
+    char st[32];
+    while (cx_mono_ms() < end) {
+        ag_fault_state(a, id, st, sizeof st, NULL, 0);
+        if (strcmp(st, want) == 0)
+            return 1;
+        cx_sleep_ms(10);
+    }
+    return 0;
+}
+
+static inline void ag_delete(const ag *a, const char *id)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/faults/%s", id);
+    int st = 0;
+    json_t *r = ag_call(a, "DELETE", path, NULL, 1, &st);
+    cr_assert_eq(st, 200, "DELETE %s -> %d", path, st);
+    cr_assert_str_eq(js(r, "revert_reason"), "delete");
+    json_decref(r);
+}
+
+/* State letter of /proc/PID/stat, 0 when gone. */
+static inline char ag_proc_state(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' ? rp[2] : 0;
+}
+
+/* First line of a file into out ("" when unreadable). */
+static inline void ag_read_line(const char *path, char *out, size_t len)
+{
+    out[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    if (!fgets(out, (int)len, f))
+        out[0] = '\0';
+    fclose(f);
+    out[strcspn(out, "\n")] = '\0';
+}
+
+/* Wait until /proc state of pid is one of the letters in want. */
+static inline int ag_wait_proc(pid_t pid, const char *want, long timeout_ms)
+{
+    int64_t end = cx_mono_ms() + timeout_ms;
+    while (cx_mono_ms() < end) {
+        char s = ag_proc_state(pid);
+        if (s && strchr(want, s))
+            return 1;
+        cx_sleep_ms(5);
+    }
+    return 0;
+}
+
+/* Wait until pid is gone (reaped); 1 when it is. */
+static inline int ag_wait_gone(pid_t pid, long timeout_ms)
+{
+    int64_t end = cx_mono_ms() + timeout_ms;
+    while (cx_mono_ms() < end) {
+        char s = ag_proc_state(pid);
+        if (s == 0)
+            return 1;
+        cx_sleep_ms(2);
+    }
+    return 0;
+}
+
+/* SIGTERM the agent and wait for a clean exit (status 0). */
+static inline void ag_stop(ag *a)
+{
+    it_signal(a->pid, SIGTERM, 0);
+    int st = it_wait_exit(a->pid, 15000);
+    free(a->dir);
+    a->dir = NULL;
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "agent exit status %d", st);
+}
+
+/* ---- cleanup that survives a failed assertion ---- */
+
+/* Write text into every file matching pattern (ignoring failures). */
+static inline void ag_write_glob(const char *pattern, const char *text)
+{
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) != 0)
+        return;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        FILE *f = fopen(g.gl_pathv[i], "w");
+        if (f) {
+            fputs(text, f);
+            fclose(f);
+        }
+    }
+    globfree(&g);
+}
+
+/* Suite fini for agent tests. A failed assertion can leave an agent
+ * SIGKILLed (by it_cleanup) while its unit is frozen in the cgroup freezer,
+ * where the unit's pending PDEATHSIG cannot act: thaw every started unit's
+ * freezer first, then kill everything, then remove the units' cgroup
+ * directories (the agent does that itself on a clean exit). */
+static inline void ag_cleanup_all(void)
+{
+    static const char *const roots[] = {"/sys/fs/cgroup/*/chaosloco/%s", "/sys/fs/cgroup/*/*/chaosloco/%s",
+                                        "/sys/fs/cgroup/*/*/*/chaosloco/%s", "/sys/fs/cgroup/chaosloco/%s"};
+    char pat[512];
+    for (int i = 0; i < ag_nids; i++)
+        for (size_t r = 0; r < sizeof roots / sizeof roots[0]; r++) {
+            int n = snprintf(pat, sizeof pat, roots[r], ag_ids[i]);
+            if (n <= 0 || (size_t)n + 20 >= sizeof pat)
+                continue;
+            char file[600];
+            snprintf(file, sizeof file, "%s/freezer.state", pat);
+            ag_write_glob(file, "THAWED");
+            snprintf(file, sizeof file, "%s/cgroup.freeze", pat);
+            ag_write_glob(file, "0");
+        }
+    it_cleanup();
+    int64_t end = cx_mono_ms() + 2000;
+    for (int i = 0; i < ag_nids; i++)
+        for (size_t r = 0; r < sizeof roots / sizeof roots[0]; r++) {
+            snprintf(pat, sizeof pat, roots[r], ag_ids[i]);
+            glob_t g;
+            if (glob(pat, GLOB_ONLYDIR, NULL, &g) != 0)
+                continue;
+            for (size_t k = 0; k < g.gl_pathc; k++)
+                while (rmdir(g.gl_pathv[k]) != 0 && errno == EBUSY && cx_mono_ms() < end)
+                    cx_sleep_ms(20);
+            globfree(&g);
+        }
+    ag_nids = 0;
+}
+
+/* ---- a TCP echo server on 127.0.0.1 (the proxies' upstream) ---- */
+
+typedef struct ag_echo {
+    int lfd;          /* listening socket */
+    int port;         /* its port */
+    pthread_t thread;
+    volatile int stop;
+} ag_echo;
+
+static inline void *ag_echo_conn(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n <= 0)
+            break;
+        ssize_t off = 0;
+        while (off < n) {
+            ssize_t w = send(fd, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
+            if (w <= 0)
+                goto out;
+            off += w;
+        }
+    }
+out:
+    close(fd);
+    return NULL;
+}
+
+static inline void *ag_echo_main(void *arg)
+{
+    ag_echo *e = arg;
+    while (!e->stop) {
+        struct pollfd p = {.fd = e->lfd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        int fd = accept(e->lfd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        pthread_t t;
+        if (pthread_create(&t, NULL, ag_echo_conn, (void *)(intptr_t)fd) == 0)
+            pthread_detach(t);
+        else
+            close(fd);
+    }
+    return NULL;
+}
+
+static inline void ag_echo_start(ag_echo *e)
+{
+    memset(e, 0, sizeof *e);
+    e->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(e->lfd, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(bind(e->lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    cr_assert_eq(listen(e->lfd, 64), 0);
+    socklen_t sl = sizeof sa;
+    getsockname(e->lfd, (struct sockaddr *)&sa, &sl);
+    e->port = ntohs(sa.sin_port);
+    cr_assert_eq(pthread_create(&e->thread, NULL, ag_echo_main, e), 0);
+}
+
+static inline void ag_echo_stop(ag_echo *e)
+{
+    e->stop = 1;
+    pthread_join(e->thread, NULL);
+    close(e->lfd);
+}
+
+/* Connect to 127.0.0.1:port; fd or -1 (errno kept). */
+static inline int ag_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+/* Receive exactly n bytes within timeout_ms; returns bytes received
+ * (< n on timeout, EOF or error). */
+static inline size_t ag_recv_n(int fd, char *buf, size_t n, long timeout_ms)
+{
+    size_t got = 0;
+    int64_t end = cx_mono_ms() + timeout_ms;
+    while (got < n) {
+        int64_t left = end - cx_mono_ms();
+        if (left <= 0)
+            break;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, (int)left) <= 0)
+            break;
+        ssize_t r = recv(fd, buf + got, n - got, 0);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    return got;
+}
+
+/* Echo n bytes of a pattern through a fresh connection to port; returns
+ * the round-trip ms, or -1 when the bytes did not all come back intact
+ * within timeout_ms. */
+static inline long ag_echo_rtt(int port, size_t n, long timeout_ms)
+{
+    int fd = ag_connect(port);
+    if (fd < 0)
+        return -1;
+    char *out = malloc(n), *in = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (char)('a' + i % 26);
+    int64_t t0 = cx_mono_ms();
+    size_t off = 0;
+    long rtt = -1;
+    while (off < n) {
+        ssize_t w = send(fd, out + off, n - off, MSG_NOSIGNAL);
+        if (w <= 0)
+            goto done;
+        off += (size_t)w;
+    }
+    if (ag_recv_n(fd, in, n, timeout_ms) == n && memcmp(in, out, n) == 0)
+        rtt = (long)(cx_mono_ms() - t0);
+done:
+    free(out);
+    free(in);
+    close(fd);
+    return rtt;
+}
+
+/* Listen port of the agent's proxy called name (from /v1/status). */
+static inline int ag_proxy_port(const ag *a, const char *name)
+{
+    json_t *s = ag_status(a);
+    size_t i;
+    json_t *p;
+    int port = 0;
+    json_array_foreach(json_object_get(s, "proxies"), i, p) {
+        if (strcmp(js(p, "name"), name) == 0) {
+            const char *l = strrchr(js(p, "listen"), ':');
+            port = l ? atoi(l + 1) : 0;
+        }
+    }
+    json_decref(s);
+    cr_assert_gt(port, 0, "no proxy %s", name);
+    return port;
+}
+
+/* 1 when the agent offers fault type t (GET /v1/version). */
+static inline int ag_has_type(const ag *a, const char *t)
+{
+    int st = 0;
+    json_t *v = ag_call(a, "GET", "/v1/version", NULL, 0, &st);
+    size_t i;
+    json_t *x;
+    int found = 0;
+    json_array_foreach(json_object_get(v, "fault_types"), i, x) found |= strcmp(json_string_value(x), t) == 0;
+    json_decref(v);
+    return found;
+}
+
+#endif

@@ -1,0 +1,381 @@
+/* test_registry.c - the agent's fault registry: validation changes nothing,
+ * persistence before apply, expiry, revert reasons, and the crash sweep
+ * round trip (a registry dropped without reverting is swept by the next). */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/registry.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/file.h"
+
+/* ---- a fake fault kind that records what was done to it ---- */
+
+static int n_apply, n_revert, n_sweep, n_tick;
+static int persisted_at_apply;  /* faults.json held the fault when apply ran */
+static char sweep_marker[64];   /* undo record seen by sweep */
+static char g_dir[256];
+
+typedef struct fake_ctx {
+    int fail_apply;
+    int64_t marker;
+} fake_ctx;
+
+static int fake_prepare(json_t *params, uint64_t seed, void **ctx, char *err, size_t errlen)
+{
+    (void)seed;
+    int fail = 0;
+    json_int_t marker = 0;
+    json_error_t je;
+    if (json_unpack_ex(params, &je, JSON_STRICT, "{s?:b,s?:I}", "fail_apply", &fail, "marker", &marker) < 0)
+        return cx_fail(err, errlen, CX_EINVAL, "params: %s", je.text);
+    if (marker < 0)
+        return cx_fail(err, errlen, CX_EINVAL, "params.marker: must be >= 0");
+    fake_ctx *c = calloc(1, sizeof *c);
+    c->fail_apply = fail;
+    c->marker = marker;
+    *ctx = c;
+    return 0;
+}
+
+static int fake_apply(void *ctx, inj_target *t, json_t *evidence, char *err, size_t errlen)
+{
+    fake_ctx *c = ctx;
+    (void)t;
+    char path[300];
+    snprintf(path, sizeof path, "%s/faults.json", g_dir);
+    char *data = NULL;
+    size_t len = 0;
+    if (cx_file_read(path, 1 << 20, &data, &len, NULL, 0) == 0) {
+        char needle[64];
+        snprintf(needle, sizeof needle, "\"marker-%lld\"", (long long)c->marker);
+        if (strstr(data, needle))
+            persisted_at_apply++;
+        free(data);
+    }
+    if (c->fail_apply)
+        return cx_fail(err, errlen, CX_ENOTSUP, "fake: asked to fail");
+    n_apply++;
+    json_object_set_new(evidence, "applied", json_true());
+    return 0;
+}
+
+static void fake_tick(void *ctx, inj_target *t, int64_t now)
+{
+    (void)ctx;
+    (void)t;
+    (void)now;
+    n_tick++;
+}
+
+static int fake_revert(void *ctx, inj_target *t, char *err, size_t errlen)
+{
+    (void)ctx;
+    (void)t;
+    (void)err;
+    (void)errlen;
+    n_revert++;
+    return 0;
+}
+
+static json_t *fake_undo(void *ctx)
+{
+    fake_ctx *c = ctx;
+    char m[64];
+    snprintf(m, sizeof m, "marker-%lld", (long long)c->marker);
+    return json_pack("{s:s}", "marker", m);
+}
+
+static int fake_sweep(json_t *record, inj_target *t, char *err, size_t errlen)
+{
+    (void)t;
+    const char *m = json_string_value(json_object_get(record, "marker"));
+    if (!m)
+        return cx_fail(err, errlen, CX_EINVAL, "no marker");
+    snprintf(sweep_marker, sizeof sweep_marker, "%s", m);
+    n_sweep++;
+    return 0;
+}
+
+static void fake_free(void *ctx)
+{
+    free(ctx);
+}
+
+static const injector fake_inj = {
+    .type = "fake",
+    .summary = "test double",
+    .params = "fail_apply bool, marker int",
+    .prepare = fake_prepare,
+    .apply = fake_apply,
+    .tick = fake_tick,
+    .revert = fake_revert,
+    .undo_record = fake_undo,
+    .sweep = fake_sweep,
+    .free = fake_free,
+};
+
+static const injector *fake_find(const char *type)
+{
+    return strcmp(type, "fake") == 0 ? &fake_inj : NULL;
+}
+
+static int tget(void *ctx, const char *name, inj_target *t, char *err, size_t errlen)
+{
+    (void)ctx;
+    memset(t, 0, sizeof *t);
+    if (strcmp(name, "unit") != 0)
+        return cx_fail(err, errlen, CX_EINVAL, "target: unknown target '%s'", name);
+    t->pidfd = -1;
+    t->state_dir = g_dir;
+    return 0;
+}
+
+static void tput(void *ctx, inj_target *t)
+{
+    (void)ctx;
+    (void)t;
+}
+
+static const reg_hooks hooks = {.target_get = tget, .target_put = tput, .find = fake_find};
+
+static void setup(void)
+{
+    snprintf(g_dir, sizeof g_dir, "/tmp/cx-test-registry-XXXXXX");
+    cr_assert_not_null(mkdtemp(g_dir));
+    n_apply = n_revert = n_sweep = n_tick = persisted_at_apply = 0;
+    sweep_marker[0] = '\0';
+}
+
+static void teardown(void)
+{
+    char path[300];
+    const char *files[] = {"faults.json", "faults.json.corrupt", NULL};
+    for (int i = 0; files[i]; i++) {
+        snprintf(path, sizeof path, "%s/%s", g_dir, files[i]);
+        unlink(path);
+    }
+    rmdir(g_dir);
+}
+
+/* Number of faults persisted in faults.json (-1 when absent). */
+static int persisted_count(void)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/faults.json", g_dir);
+    json_t *root = json_load_file(path, 0, NULL);
+    if (!root)
+        return -1;
+    int n = (int)json_array_size(json_object_get(root, "faults"));
+    json_decref(root);
+    return n;
+}
+
+static reg *mk(void)
+{
+    char err[CX_ERRLEN];
+    reg *r = reg_new(g_dir, 60000, &hooks, err, sizeof err);
+    cr_assert_not_null(r, "%s", err);
+    return r;
+}
+
+static int create(reg *r, const char *type, int64_t duration, json_t *params, json_t **rec, char *err)
+{
+    reg_spec s = {.type = type, .params = params, .duration_ms = duration, .origin = "api"};
+    return reg_create(r, &s, rec, err, CX_ERRLEN);
+}
+
+TestSuite(registry, .init = setup, .fini = teardown);
+
+Test(registry, persists_before_apply_and_sweeps_after_a_crash)
+{
+    reg *r = mk();
+    json_t *params = json_pack("{s:I}", "marker", (json_int_t)41);
+    json_t *rec = NULL;
+    char err[CX_ERRLEN] = "";
+    cr_assert_eq(create(r, "fake", 30000, params, &rec, err), 0, "%s", err);
+    json_decref(params);
+    cr_assert_eq(persisted_at_apply, 1, "faults.json must hold the fault before apply runs");
+    cr_assert_str_eq(json_string_value(json_object_get(rec, "state")), "active");
+    char id[32];
+    snprintf(id, sizeof id, "%s", json_string_value(json_object_get(rec, "id")));
+    json_decref(rec);
+    cr_assert_eq(persisted_count(), 1);
+
+    /* "Crash": drop the registry without reverting. */
+    reg_free(r);
+    cr_assert_eq(n_revert, 0);
+
+    reg *r2 = mk();
+    int nswept = 0;
+    cr_assert_eq(reg_sweep_previous(r2, &nswept, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(nswept, 1);
+    cr_assert_eq(n_sweep, 1);
+    cr_assert_str_eq(sweep_marker, "marker-41", "sweep gets the undo record written after apply");
+    cr_assert_eq(persisted_count(), 0, "the swept registry is rewritten empty");
+    json_t *old = NULL;
+    cr_assert_eq(reg_get(r2, id, &old), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(old, "state")), "reverted");
+    cr_assert_str_eq(json_string_value(json_object_get(old, "revert_reason")), "agent_restart");
+    json_decref(old);
+
+    /* Ids never repeat across agent restarts. */
+    cr_assert_eq(create(r2, "fake", 30000, NULL, &rec, err), 0, "%s", err);
+    cr_assert_str_neq(json_string_value(json_object_get(rec, "id")), id);
+    json_decref(rec);
+    cr_assert_eq(reg_revert_all(r2, "halt", 0), 1);
+    reg_free(r2);
+
+    /* A third start finds nothing to sweep. */
+    reg *r3 = mk();
+    cr_assert_eq(reg_sweep_previous(r3, &nswept, err, sizeof err), 0);
+    cr_assert_eq(nswept, 0);
+    cr_assert_eq(n_sweep, 1);
+    reg_free(r3);
+}
+
+Test(registry, rejected_requests_change_nothing)
+{
+    reg *r = mk();
+    char err[CX_ERRLEN];
+    json_t *rec = NULL;
+    struct {
+        const char *type;
+        int64_t duration;
+        const char *params;
+        const char *expect;
+    } cases[] = {
+        {"nope", 1000, NULL, "type"},
+        {"fake", 0, NULL, "duration_ms"},
+        {"fake", -5, NULL, "duration_ms"},
+        {"fake", 60001, NULL, "duration_ms"},
+        {"fake", 1000, "{\"unknown\": 1}", "params"},
+        {"fake", 1000, "{\"marker\": -1}", "marker"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *p = cases[i].params ? json_loads(cases[i].params, 0, NULL) : NULL;
+        err[0] = '\0';
+        int rc = create(r, cases[i].type, cases[i].duration, p, &rec, err);
+        json_decref(p);
+        cr_assert_eq(rc, CX_EINVAL, "case %zu: rc %d", i, rc);
+        cr_assert_null(rec, "case %zu: no record on a rejected request", i);
+        cr_assert(strstr(err, cases[i].expect), "case %zu: error '%s' should name %s", i, err,
+                  cases[i].expect);
+    }
+    reg_spec tox = {.type = "fake", .duration_ms = 1000, .has_toxicity = 1, .toxicity = 1.5};
+    cr_assert_eq(reg_create(r, &tox, &rec, err, sizeof err), CX_EINVAL);
+    cr_assert(strstr(err, "toxicity"));
+    reg_spec tgt = {.type = "fake", .duration_ms = 1000, .target = "elsewhere"};
+    cr_assert_eq(reg_create(r, &tgt, &rec, err, sizeof err), CX_EINVAL);
+    cr_assert(strstr(err, "target"));
+
+    cr_assert_eq(n_apply, 0);
+    cr_assert_eq(reg_active(r, NULL), 0);
+    json_t *all = reg_list(r);
+    cr_assert_eq(json_array_size(all), 0);
+    json_decref(all);
+    cr_assert_eq(persisted_count(), -1, "nothing was ever persisted");
+    json_t *c = reg_counters(r);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(c, "faults_total"), "fake|rejected")), 7);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(c, "faults_total"), "unknown|rejected")), 1);
+    json_decref(c);
+    reg_free(r);
+}
+
+Test(registry, failed_apply_leaves_nothing_active)
+{
+    reg *r = mk();
+    char err[CX_ERRLEN] = "";
+    json_t *params = json_pack("{s:b}", "fail_apply", 1);
+    json_t *rec = NULL;
+    int rc = create(r, "fake", 1000, params, &rec, err);
+    json_decref(params);
+    cr_assert_eq(rc, CX_ENOTSUP);
+    cr_assert_not_null(rec);
+    cr_assert_str_eq(json_string_value(json_object_get(rec, "state")), "failed");
+    cr_assert(strstr(json_string_value(json_object_get(rec, "error")), "asked to fail"));
+    json_decref(rec);
+    cr_assert_eq(reg_active(r, NULL), 0);
+    cr_assert_eq(persisted_count(), 0);
+    reg_free(r);
+}
+
+Test(registry, expiry_delete_and_lease_reasons)
+{
+    reg *r = mk();
+    char err[CX_ERRLEN] = "";
+    json_t *rec = NULL;
+    reg_spec a = {.type = "fake", .duration_ms = 50};
+    reg_spec b = {.type = "fake", .duration_ms = 30000, .lease = 1};
+    reg_spec c = {.type = "fake", .duration_ms = 30000};
+    reg_spec d = {.type = "fake", .duration_ms = 30000};
+    char ida[32], idb[32], idc[32], idd[32];
+    cr_assert_eq(reg_create(r, &a, &rec, err, sizeof err), 0);
+    snprintf(ida, sizeof ida, "%s", json_string_value(json_object_get(rec, "id")));
+    json_decref(rec);
+    cr_assert_eq(reg_create(r, &b, &rec, err, sizeof err), 0);
+    snprintf(idb, sizeof idb, "%s", json_string_value(json_object_get(rec, "id")));
+    json_decref(rec);
+    cr_assert_eq(reg_create(r, &c, &rec, err, sizeof err), 0);
+    snprintf(idc, sizeof idc, "%s", json_string_value(json_object_get(rec, "id")));
+    json_decref(rec);
+    cr_assert_eq(reg_create(r, &d, &rec, err, sizeof err), 0);
+    snprintf(idd, sizeof idd, "%s", json_string_value(json_object_get(rec, "id")));
+    json_decref(rec);
+    cr_assert_eq(reg_active(r, NULL), 4);
+    cr_assert_eq(persisted_count(), 4);
+
+    /* Ticks reach the injector; the 50 ms fault expires, the others do not. */
+    reg_tick(r, cx_mono_ms());
+    cr_assert_geq(n_tick, 3);
+    reg_tick(r, cx_mono_ms() + 100);
+    cr_assert_eq(reg_active(r, NULL), 3);
+    cr_assert_eq(reg_get(r, ida, &rec), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(rec, "state")), "expired");
+    cr_assert_str_eq(json_string_value(json_object_get(rec, "revert_reason")), "expiry");
+    cr_assert(json_is_integer(json_object_get(rec, "ended_mono_ms")));
+    json_decref(rec);
+
+    /* Lease lapse reverts only what was created under the lease. */
+    cr_assert_eq(reg_revert_all(r, "lease", 1), 1);
+    cr_assert_eq(reg_get(r, idb, &rec), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(rec, "revert_reason")), "lease");
+    json_decref(rec);
+
+    /* DELETE, then DELETE again: conflict with the ended record. */
+    cr_assert_eq(reg_revert(r, idc, "delete", &rec, err, sizeof err), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(rec, "state")), "reverted");
+    cr_assert_str_eq(json_string_value(json_object_get(rec, "revert_reason")), "delete");
+    json_decref(rec);
+    rec = NULL;
+    cr_assert_eq(reg_revert(r, idc, "delete", &rec, err, sizeof err), CX_ECONFLICT);
+    json_decref(rec);
+    cr_assert_eq(reg_revert(r, "f-999999", "delete", NULL, err, sizeof err), CX_ENOTFOUND);
+
+    cr_assert_eq(reg_revert_all(r, "halt", 0), 1);
+    cr_assert_eq(reg_get(r, idd, &rec), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(rec, "revert_reason")), "halt");
+    json_decref(rec);
+    cr_assert_eq(n_revert, 4);
+    cr_assert_eq(persisted_count(), 0);
+    reg_free(r);
+}
+
+Test(registry, corrupt_file_is_moved_aside)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/faults.json", g_dir);
+    cr_assert_eq(cx_file_write_atomic(path, "{not json", 9, NULL, 0), 0);
+    reg *r = mk();
+    int n = -1;
+    char err[CX_ERRLEN] = "";
+    cr_assert_eq(reg_sweep_previous(r, &n, err, sizeof err), CX_ECORRUPT);
+    cr_assert(strstr(err, "faults.json"), "%s", err);
+    snprintf(path, sizeof path, "%s/faults.json.corrupt", g_dir);
+    cr_assert_eq(access(path, F_OK), 0);
+    reg_free(r);
+}
