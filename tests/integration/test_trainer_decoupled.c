@@ -1,0 +1,152 @@
+/* test_trainer_decoupled.c - decoupled mode with 4 learners and K=1: the
+ * loss comes within a few percent of an equal-token ddp run; a SIGSTOPped
+ * learner does not stop the merges and catches up after SIGCONT; a
+ * SIGKILLed one rejoins, pulls everything and contributes again; a learner
+ * with --slowdown 2 still contributes, with lower total weight. */
+#include "trainer_it.h"
+
+static double run4(const char *mode, const char *tag, json_int_t *tokens)
+{
+    tr_run r = {0};
+    const char *args[] = {"--mode", mode, "--learners",  "4", "--quorum",        "1",   "--steps", "240",
+                          "--H",    "24", "--fragments", "4", "--eval-every-ms", "300", TR_MODEL,  NULL};
+    tr_syncer_start(&r, tag, args);
+    pid_t p[4];
+    for (int i = 0; i < 4; i++)
+        p[i] = tr_learner_start(&r, i, NULL, NULL);
+    for (int i = 0; i < 4; i++)
+        tr_expect_exit0(&r, p[i], i, 100000);
+    double l = tr_final_eval(&r);
+    json_t *st = tr_get(&r, "/v1/status");
+    *tokens = tr_int(st, "tokens_merged");
+    json_decref(st);
+    tr_done(&r);
+    return l;
+}
+
+Test(trainer_decoupled, k1_comes_close_to_ddp_at_equal_tokens, .timeout = 200)
+{
+    json_int_t tok_dec, tok_ddp;
+    double dec = run4("decoupled", "dec", &tok_dec);
+    double ddp = run4("ddp", "dec-ref", &tok_ddp);
+    cr_log_info("eval loss, 4 learners x 240 steps: decoupled K=1 %.4f (merged %lld tokens), ddp %.4f", dec,
+                (long long)tok_dec, ddp);
+    cr_assert(dec < log(256.0) - 1.0, "decoupled eval loss %f did not fall clearly below ln 256", dec);
+    cr_assert(dec < ddp * 1.05, "decoupled %f is not within 5%% of ddp %f", dec, ddp);
+    cr_assert_eq(tok_ddp, 4 * 240 * 16);
+    cr_assert_leq(tok_dec, 4 * 240 * 16, "never more merged tokens than trained");
+}
+
+static double weight_of(json_t *evs, int id, int *count, json_int_t after_seq)
+{
+    double w = 0;
+    size_t i, j;
+    json_t *e, *p;
+    *count = 0;
+    json_array_foreach(evs, i, e)
+    {
+        if (strcmp(tr_type(e), "merge") != 0 || tr_int(e, "seq") <= after_seq)
+            continue;
+        json_array_foreach(json_object_get(e, "participants"), j, p) if (tr_int(p, "learner") == id)
+        {
+            w += json_number_value(json_object_get(p, "weight"));
+            (*count)++;
+        }
+    }
+    return w;
+}
+
+static json_int_t last_seq(tr_run *r)
+{
+    json_t *evs = tr_events(r, 0);
+    json_int_t s = tr_int(json_array_get(evs, json_array_size(evs) - 1), "seq");
+    json_decref(evs);
+    return s;
+}
+
+Test(trainer_decoupled, stop_kill_and_slow_learners, .timeout = 200)
+{
+    tr_run r = {0};
+    const char *args[] = {"--mode",
+                          "decoupled",
+                          "--learners",
+                          "4",
+                          "--quorum",
+                          "1",
+                          "--steps",
+                          "100000",
+                          "--H",
+                          "24",
+                          "--fragments",
+                          "4",
+                          "--heartbeat-timeout-ms",
+                          "1500",
+                          "--eval-every-ms",
+                          "1000",
+                          TR_MODEL,
+                          NULL};
+    const char *slow[] = {"--slowdown", "2", NULL};
+    tr_syncer_start(&r, "decchaos", args);
+    pid_t p[4];
+    for (int i = 0; i < 3; i++)
+        p[i] = tr_learner_start(&r, i, NULL, NULL);
+    p[3] = tr_learner_start(&r, 3, slow, NULL);
+    cr_assert_geq(tr_wait_merges(&r, 30, 60000), 30, "training started");
+
+    /* SIGSTOP learner 1 for many rounds: merges continue */
+    it_signal(p[1], SIGSTOP, 1);
+    json_int_t m1 = tr_merges(&r);
+    cx_sleep_ms(4000);
+    json_int_t m2 = tr_merges(&r);
+    cr_assert_geq(m2, m1 + 12, "merges continue while a learner is stopped (%lld -> %lld)", (long long)m1,
+                  (long long)m2);
+    json_int_t cont_seq = last_seq(&r);
+    it_signal(p[1], SIGCONT, 1);
+    /* it catches up: contributions of incarnation 1 merged again */
+    int n1 = 0;
+    json_t *evs = NULL;
+    int64_t end = cx_mono_ms() + 40000;
+    while (cx_mono_ms() < end && n1 < 3) {
+        cx_sleep_ms(500);
+        json_decref(evs);
+        evs = tr_events(&r, 0);
+        weight_of(evs, 1, &n1, cont_seq);
+    }
+    cr_assert_geq(n1, 3, "the stopped learner's contributions are merged again after SIGCONT");
+    int absent = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(evs, i, e) if (strcmp(tr_type(e), "drop") == 0 && tr_int(e, "learner") == 1 &&
+                                      tr_int(e, "seq") <= cont_seq + 20) absent++;
+    cr_assert_gt(absent, 0, "the stopped learner was marked absent");
+    json_decref(evs);
+
+    /* SIGKILL learner 2 and restart it */
+    it_signal(p[2], SIGKILL, 1);
+    it_wait_exit(p[2], 5000);
+    json_int_t m3 = tr_merges(&r);
+    cr_assert_geq(tr_wait_merges(&r, m3 + 8, 30000), m3 + 8, "merges continue without the killed learner");
+    tr_learner_start(&r, 2, NULL, NULL);
+    json_int_t inc = 0, first = -1;
+    evs = NULL;
+    end = cx_mono_ms() + 60000;
+    while (cx_mono_ms() < end && first < 0) {
+        cx_sleep_ms(500);
+        json_decref(evs);
+        evs = tr_events(&r, 0);
+        if (tr_find_join(evs, 2, 1, &inc) >= 0)
+            first = tr_assert_pulled_first(evs, 2, inc, 4);
+    }
+    cr_assert_eq(inc, 2, "rejoined with a new incarnation");
+    cr_assert_geq(first, 0, "contributed again after pulling every fragment");
+
+    /* the slow learner still contributes, with lower total weight */
+    int n0, n3;
+    double w0 = weight_of(evs, 0, &n0, 0), w3 = weight_of(evs, 3, &n3, 0);
+    cr_log_info("merged contributions: fast learner 0 %d (weight %.0f), slow learner 3 %d (weight %.0f)", n0,
+                w0, n3, w3);
+    cr_assert_gt(n3, 0, "the slow learner's contributions are merged");
+    cr_assert_lt(w3, w0, "with lower total weight than a full-speed learner");
+    json_decref(evs);
+    tr_done(&r);
+}

@@ -1,0 +1,269 @@
+/* trainer_it.h - helpers shared by tests/integration/test_trainer_*.c: start
+ * a real syncer and learners on 127.0.0.1 (ephemeral port, temp dirs), read
+ * the syncer's status and events, wait for conditions with bounds.
+ * Header-only (static inline): support_*.c files are linked into every
+ * integration test, and these belong to the trainer's tests only.
+ */
+#ifndef IT_TRAINER_IT_H
+#define IT_TRAINER_IT_H
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/http_client.h"
+#include "support.h"
+
+/* A small, fast model for tests under ASan on a shared 2-core box. */
+#define TR_MODEL "--hidden", "64", "--batch", "16", "--eval-tokens", "2048"
+
+typedef struct tr_run {
+    char *dir;            /* temp dir: logs, state dirs */
+    char state[600];      /* syncer state dir */
+    char addr[64];        /* "127.0.0.1:PORT" */
+    char url[96];         /* "http://127.0.0.1:PORT" */
+    pid_t syncer;         /* syncer pid */
+    const char *args[64]; /* syncer args, kept for restarts */
+    int nargs;
+    int starts; /* syncer starts (log names) */
+} tr_run;
+
+/* Start (or restart, same state dir and args) the syncer; args is the
+ * NULL-terminated training flags list (mode, learners, ...). */
+static inline void tr_syncer_start(tr_run *r, const char *tag, const char *const *args)
+{
+    char name[32];
+    if (!r->dir) {
+        r->dir = it_mkdtemp(tag);
+        snprintf(r->state, sizeof r->state, "%s/syncer", r->dir);
+        r->nargs = 0;
+        r->args[r->nargs++] = "syncer";
+        r->args[r->nargs++] = "--listen";
+        r->args[r->nargs++] = "127.0.0.1:0";
+        r->args[r->nargs++] = "--state-dir";
+        r->args[r->nargs++] = r->state;
+        for (int i = 0; args && args[i] && r->nargs < 62; i++)
+            r->args[r->nargs++] = args[i];
+        r->args[r->nargs] = NULL;
+    } else if (r->addr[0]) {
+        /* a restart listens on the same port: the learners know that URL */
+        static char same[64];
+        snprintf(same, sizeof same, "%s", r->addr);
+        r->args[2] = same;
+    }
+    char addrfile[700];
+    snprintf(addrfile, sizeof addrfile, "%s/listen.addr", r->state);
+    unlink(addrfile);
+    snprintf(name, sizeof name, "syncer%d", r->starts++);
+    r->syncer = it_start(r->dir, name, r->args, NULL);
+    if (it_wait_addr(r->state, r->addr, sizeof r->addr, 30000) != 0) {
+        it_dump_log(r->dir, name);
+        cr_assert_fail("syncer did not write listen.addr");
+    }
+    snprintf(r->url, sizeof r->url, "http://%s", r->addr);
+}
+
+/* Start learner `id` (its state dir is <dir>/learner<id>, reused across
+ * restarts). extra: NULL-terminated flags or NULL. */
+static inline pid_t tr_learner_start(tr_run *r, int id, const char *const *extra, const char *const *env)
+{
+    static char bufs[16][3][700];
+    static int k;
+    char(*b)[700] = bufs[k++ % 16];
+    const char *args[32];
+    int n = 0;
+    snprintf(b[0], 700, "%d", id);
+    snprintf(b[1], 700, "%s/learner%d", r->dir, id);
+    snprintf(b[2], 700, "learner%d", id);
+    args[n++] = "learner";
+    args[n++] = "--syncer";
+    args[n++] = r->url;
+    args[n++] = "--id";
+    args[n++] = b[0];
+    args[n++] = "--state-dir";
+    args[n++] = b[1];
+    for (int i = 0; extra && extra[i] && n < 30; i++)
+        args[n++] = extra[i];
+    args[n] = NULL;
+    return it_start(r->dir, b[2], args, env);
+}
+
+static inline json_t *tr_get(tr_run *r, const char *path)
+{
+    char url[256];
+    int status = 0;
+    snprintf(url, sizeof url, "%s%s", r->url, path);
+    json_t *j = it_http_json("GET", url, NULL, NULL, &status);
+    if (status != 200) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+static inline json_int_t tr_merges(tr_run *r)
+{
+    json_t *s = tr_get(r, "/v1/status");
+    json_int_t m = s ? json_integer_value(json_object_get(s, "merges")) : -1;
+    json_decref(s);
+    return m;
+}
+
+/* Eval loss of the global model, NAN if none. */
+static inline double tr_eval_loss(tr_run *r, json_int_t *eval_merges)
+{
+    json_t *s = tr_get(r, "/v1/status");
+    double l = NAN;
+    if (s) {
+        json_t *e = json_object_get(s, "eval");
+        if (json_is_number(json_object_get(e, "loss")))
+            l = json_number_value(json_object_get(e, "loss"));
+        if (eval_merges)
+            *eval_merges = json_integer_value(json_object_get(e, "merges"));
+    }
+    json_decref(s);
+    return l;
+}
+
+/* Eval loss once the eval covers every merge (after the learners left). */
+static inline double tr_final_eval(tr_run *r)
+{
+    for (int i = 0; i < 200; i++) {
+        json_int_t em = -1, m = tr_merges(r);
+        double l = tr_eval_loss(r, &em);
+        if (em == m && isfinite(l))
+            return l;
+        cx_sleep_ms(100);
+    }
+    return tr_eval_loss(r, NULL);
+}
+
+/* Every event with seq > since, as a JSON array (new reference). */
+static inline json_t *tr_events(tr_run *r, long long since)
+{
+    cx_http_client *c = cx_http_client_new(r->url, NULL);
+    cx_http_result res;
+    char path[96], err[256];
+    json_t *out = json_array();
+    snprintf(path, sizeof path, "/v1/events?since=%lld&limit=100000", since);
+    cx_http_result_init(&res);
+    if (c && cx_http_do(c, "GET", path, NULL, NULL, 0, NULL, 10000, &res, err, sizeof err) == 0 &&
+        res.status == 200 && res.body.data) {
+        char *save = NULL;
+        for (char *line = strtok_r(res.body.data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+            json_t *e = json_loads(line, 0, NULL);
+            cr_assert(e, "event line is JSON: %s", line);
+            json_array_append_new(out, e);
+        }
+    }
+    cx_http_result_cleanup(&res);
+    cx_http_client_free(c);
+    return out;
+}
+
+static inline const char *tr_type(json_t *e)
+{
+    return json_string_value(json_object_get(e, "type"));
+}
+static inline json_int_t tr_int(json_t *e, const char *k)
+{
+    return json_integer_value(json_object_get(e, k));
+}
+
+/* Wait up to timeout_ms for the learner to exit; assert exit status 0. */
+static inline void tr_expect_exit0(tr_run *r, pid_t pid, int id, long timeout_ms)
+{
+    int st = it_wait_exit(pid, timeout_ms);
+    char name[32];
+    snprintf(name, sizeof name, "learner%d", id);
+    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        it_dump_log(r->dir, name);
+        it_dump_log(r->dir, "syncer0");
+        cr_assert_fail("learner %d: exit status %d (-1 = still running)", id, st);
+    }
+}
+
+/* Wait until the syncer's merge count reaches at least n (bounded). */
+static inline json_int_t tr_wait_merges(tr_run *r, json_int_t n, long timeout_ms)
+{
+    int64_t end = cx_mono_ms() + timeout_ms;
+    json_int_t m = -1;
+    while (cx_mono_ms() < end) {
+        m = tr_merges(r);
+        if (m >= n)
+            return m;
+        cx_sleep_ms(100);
+    }
+    return m;
+}
+
+/* Find the join event of learner `id` with incarnation > min_inc; returns
+ * its seq or -1. */
+static inline json_int_t tr_find_join(json_t *evs, int id, json_int_t min_inc, json_int_t *inc)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(evs, i, e)
+    {
+        if (strcmp(tr_type(e), "join") == 0 && tr_int(e, "learner") == id &&
+            tr_int(e, "incarnation") > min_inc) {
+            if (inc)
+                *inc = tr_int(e, "incarnation");
+            return tr_int(e, "seq");
+        }
+    }
+    return -1;
+}
+
+/* After the join at seq `from` of (id, inc): every fragment 0..P-1 was
+ * pulled by that incarnation before its first contribution (or merge
+ * participation in ddp modes). Asserts; returns the seq of that first use. */
+static inline json_int_t tr_assert_pulled_first(json_t *evs, int id, json_int_t inc, int P)
+{
+    int pulled[64] = {0};
+    size_t i;
+    json_t *e;
+    json_array_foreach(evs, i, e)
+    {
+        const char *t = tr_type(e);
+        if (strcmp(t, "pull") == 0 && tr_int(e, "learner") == id && tr_int(e, "incarnation") == inc) {
+            json_int_t f = tr_int(e, "fragment");
+            if (f >= 0 && f < 64)
+                pulled[f] = 1;
+        }
+        int used = 0;
+        if (strcmp(t, "contribution") == 0 && tr_int(e, "learner") == id && tr_int(e, "incarnation") == inc)
+            used = 1;
+        if (strcmp(t, "merge") == 0) {
+            size_t j;
+            json_t *p;
+            json_array_foreach(json_object_get(e, "participants"), j,
+                               p) if (tr_int(p, "learner") == id && tr_int(p, "incarnation") == inc) used = 1;
+        }
+        if (used) {
+            for (int f = 0; f < P; f++)
+                cr_assert(pulled[f],
+                          "learner %d incarnation %lld used fragment state before pulling fragment %d", id,
+                          (long long)inc, f);
+            return tr_int(e, "seq");
+        }
+    }
+    return -1;
+}
+
+/* Kill everything started, free the run. */
+static inline void tr_done(tr_run *r)
+{
+    it_cleanup();
+    free(r->dir);
+    r->dir = NULL;
+}
+
+#endif

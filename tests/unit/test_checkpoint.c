@@ -1,0 +1,183 @@
+/* test_checkpoint.c - checkpoints: round trip, slots, corruption. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "trainer/checkpoint.h"
+
+static char dir[64];
+
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/cx_test_ckpt_XXXXXX");
+    cr_assert(mkdtemp(dir));
+}
+static void teardown(void)
+{
+    char p[128];
+    const char *names[] = {"syncer.ckpt.a", "syncer.ckpt.b", "learner.ckpt.a", "learner.ckpt.b"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+TestSuite(checkpoint, .init = setup, .fini = teardown);
+
+#define NN 1000
+#define NP 4
+
+static void fill_syncer(ckpt_syncer *c, float *params, float *mom, int64_t *vers, ckpt_learner_inc *ls,
+                        float seed)
+{
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < NN; i++) {
+        params[i] = seed + (float)i * 0.001f;
+        mom[i] = -seed * (float)i;
+    }
+    for (int p = 0; p < NP; p++)
+        vers[p] = 10 * p + (int64_t)seed;
+    ls[0] = (ckpt_learner_inc){0, 3};
+    ls[1] = (ckpt_learner_inc){5, 1};
+    c->mode = 3;
+    c->n = NN;
+    c->P = NP;
+    c->table_digest = 0x1234;
+    c->merges = 77;
+    c->tokens_merged = 123456;
+    c->ddp_step = 9;
+    c->event_seq = 500;
+    c->versions = vers;
+    c->params = params;
+    c->momentum = mom;
+    c->n_learners = 2;
+    c->learners = ls;
+}
+
+Test(checkpoint, syncer_round_trip)
+{
+    static float params[NN], mom[NN];
+    int64_t vers[NP];
+    ckpt_learner_inc ls[2];
+    ckpt_syncer c, back;
+    char err[CX_ERRLEN];
+    fill_syncer(&c, params, mom, vers, ls, 1.5f);
+    cr_assert_eq(ckpt_syncer_save(dir, &c, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(ckpt_syncer_load(dir, &back, NN, NP, 0x1234, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(back.merges, 77);
+    cr_assert_eq(back.tokens_merged, 123456);
+    cr_assert_eq(back.event_seq, 500);
+    cr_assert_eq(memcmp(back.params, params, sizeof params), 0);
+    cr_assert_eq(memcmp(back.momentum, mom, sizeof mom), 0);
+    cr_assert_eq(memcmp(back.versions, vers, sizeof vers), 0);
+    cr_assert_null(back.adam_m);
+    cr_assert_eq(back.n_learners, 2);
+    cr_assert_eq(back.learners[0].incarnation, 3);
+    cr_assert_eq(back.learners[1].learner, 5);
+    ckpt_syncer_cleanup(&back);
+}
+
+Test(checkpoint, newest_slot_wins_and_a_damaged_one_falls_back)
+{
+    static float params[NN], mom[NN];
+    int64_t vers[NP];
+    ckpt_learner_inc ls[2];
+    ckpt_syncer c, back;
+    char err[CX_ERRLEN], path[128];
+    fill_syncer(&c, params, mom, vers, ls, 1.0f);
+    cr_assert_eq(ckpt_syncer_save(dir, &c, err, sizeof err), 0, "%s", err); /* gen 1 -> slot a */
+    c.merges = 78;
+    cr_assert_eq(ckpt_syncer_save(dir, &c, err, sizeof err), 0, "%s", err); /* gen 2 -> slot b */
+    cr_assert_eq(ckpt_syncer_load(dir, &back, NN, NP, 0, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(back.merges, 78);
+    cr_assert_eq(back.generation, 2);
+    ckpt_syncer_cleanup(&back);
+    /* flip one byte in the middle of slot b: its CRC fails, slot a is used */
+    snprintf(path, sizeof path, "%s/syncer.ckpt.b", dir);
+    int fd = open(path, O_RDWR);
+    cr_assert(fd >= 0);
+    unsigned char byte;
+    cr_assert_eq(pread(fd, &byte, 1, 2000), 1);
+    byte ^= 0x40;
+    cr_assert_eq(pwrite(fd, &byte, 1, 2000), 1);
+    close(fd);
+    cr_assert_eq(ckpt_syncer_load(dir, &back, NN, NP, 0, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(back.merges, 77);
+    ckpt_syncer_cleanup(&back);
+    /* the next save replaces the damaged slot, not the good one */
+    c.merges = 79;
+    cr_assert_eq(ckpt_syncer_save(dir, &c, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(ckpt_syncer_load(dir, &back, NN, NP, 0, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(back.merges, 79);
+    ckpt_syncer_cleanup(&back);
+}
+
+Test(checkpoint, corruption_and_mismatch_are_refused)
+{
+    static float params[NN], mom[NN];
+    int64_t vers[NP];
+    ckpt_learner_inc ls[2];
+    ckpt_syncer c, back;
+    char err[CX_ERRLEN] = "", path[128];
+    cr_assert_eq(ckpt_syncer_load(dir, &back, NN, NP, 0, err, sizeof err), CX_ENOTFOUND);
+    fill_syncer(&c, params, mom, vers, ls, 2.0f);
+    cr_assert_eq(ckpt_syncer_save(dir, &c, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(ckpt_syncer_load(dir, &back, NN + 1, NP, 0, err, sizeof err), CX_EINVAL);
+    cr_assert(strstr(err, "another model") != NULL, "%s", err);
+    cr_assert_eq(ckpt_syncer_load(dir, &back, NN, NP, 0x9999, err, sizeof err), CX_EINVAL);
+    snprintf(path, sizeof path, "%s/syncer.ckpt.a", dir);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    cr_assert_eq(truncate(path, st.st_size - 10), 0);
+    cr_assert_eq(ckpt_syncer_load(dir, &back, NN, NP, 0, err, sizeof err), CX_ECORRUPT);
+}
+
+Test(checkpoint, learner_round_trip)
+{
+    static float params[NN], m[NN], v[NN];
+    int64_t bv[NP] = {1, 2, 3, 4}, fs[NP] = {5, 6, 7, 8}, ft[NP] = {80, 96, 112, 128};
+    unsigned char cursor[100];
+    ckpt_learner c, back;
+    char err[CX_ERRLEN];
+    for (int i = 0; i < NN; i++) {
+        params[i] = (float)i;
+        m[i] = (float)i * 2;
+        v[i] = (float)i * 3;
+    }
+    for (int i = 0; i < 100; i++)
+        cursor[i] = (unsigned char)(i * 7);
+    memset(&c, 0, sizeof c);
+    c.learner = 3;
+    c.incarnation = 4;
+    c.step = 240;
+    c.tokens = 3840;
+    c.n = NN;
+    c.P = NP;
+    c.table_digest = 42;
+    c.params = params;
+    c.adam_steps = 240;
+    c.adam_m = m;
+    c.adam_v = v;
+    c.base_version = bv;
+    c.frag_steps = fs;
+    c.frag_tokens = ft;
+    c.cursor_len = sizeof cursor;
+    c.cursor = cursor;
+    cr_assert_eq(ckpt_learner_save(dir, &c, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(ckpt_learner_load(dir, &back, NN, NP, 42, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(back.learner, 3);
+    cr_assert_eq(back.incarnation, 4);
+    cr_assert_eq(back.step, 240);
+    cr_assert_eq(back.adam_steps, 240);
+    cr_assert_eq(memcmp(back.params, params, sizeof params), 0);
+    cr_assert_eq(memcmp(back.adam_v, v, sizeof v), 0);
+    cr_assert_eq(memcmp(back.frag_tokens, ft, sizeof ft), 0);
+    cr_assert_eq(back.cursor_len, sizeof cursor);
+    cr_assert_eq(memcmp(back.cursor, cursor, sizeof cursor), 0);
+    ckpt_learner_cleanup(&back);
+}

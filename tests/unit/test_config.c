@@ -1,0 +1,135 @@
+/* test_config.c - training config: defaults < file < flags, strict errors. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "trainer/config.h"
+
+static char *write_tmp(const char *text)
+{
+    char *path = strdup("/tmp/cx_test_config_XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    return path;
+}
+
+Test(config, defaults_are_valid)
+{
+    config c;
+    char err[CX_ERRLEN];
+    config_defaults(&c);
+    cr_assert_eq(config_validate(&c, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(c.mode, CONFIG_MODE_DECOUPLED);
+    cr_assert_float_eq(c.outer_lr, 0.7, 1e-12);
+    cr_assert_float_eq(c.outer_momentum, 0.9, 1e-12);
+}
+
+Test(config, flags_override_file_which_overrides_defaults)
+{
+    config c;
+    char err[CX_ERRLEN];
+    char *path = write_tmp("{\"mode\": \"diloco\", \"H\": 50, \"outer_lr\": 0.5, \"data\": \"x.txt\"}");
+    config_defaults(&c);
+    cr_assert_eq(config_load_file(&c, path, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(c.mode, CONFIG_MODE_DILOCO);
+    cr_assert_eq(c.H, 50);
+    cr_assert_str_eq(c.data, "x.txt");
+    cr_assert_eq(c.batch, 16, "untouched keys keep their default");
+    cr_assert_eq(config_set_flag(&c, "--H", "12", err, sizeof err), 0, "%s", err);
+    cr_assert_eq(config_set_flag(&c, "--outer-lr", "0.25", err, sizeof err), 0, "%s", err);
+    cr_assert_eq(c.H, 12);
+    cr_assert_float_eq(c.outer_lr, 0.25, 1e-12);
+    cr_assert_eq(c.mode, CONFIG_MODE_DILOCO);
+    unlink(path);
+    free(path);
+}
+
+Test(config, unknown_key_is_an_error_naming_it)
+{
+    config c, before;
+    char err[CX_ERRLEN] = "";
+    char *path = write_tmp("{\"H\": 10, \"quorom\": 2}");
+    config_defaults(&c);
+    before = c;
+    cr_assert_eq(config_load_file(&c, path, err, sizeof err), CX_EINVAL);
+    cr_assert(strstr(err, "quorom") != NULL, "message names the key: %s", err);
+    cr_assert_eq(memcmp(&c, &before, sizeof c), 0, "a bad file changes nothing");
+    unlink(path);
+    free(path);
+}
+
+Test(config, wrong_types_and_ranges_are_errors)
+{
+    config c;
+    char err[CX_ERRLEN] = "";
+    json_t *j;
+    config_defaults(&c);
+    j = json_pack("{s:s}", "H", "24");
+    cr_assert_eq(config_from_json(&c, j, "t", err, sizeof err), CX_EINVAL);
+    cr_assert(strstr(err, "'H'") != NULL, "%s", err);
+    json_decref(j);
+    j = json_pack("{s:i}", "learners", 0);
+    cr_assert_eq(config_from_json(&c, j, "t", err, sizeof err), CX_EINVAL);
+    json_decref(j);
+    j = json_pack("{s:s}", "mode", "sync");
+    cr_assert_eq(config_from_json(&c, j, "t", err, sizeof err), CX_EINVAL);
+    cr_assert(strstr(err, "ddp") != NULL, "lists the valid modes: %s", err);
+    json_decref(j);
+    cr_assert_eq(config_set_flag(&c, "--steps", "abc", err, sizeof err), CX_EINVAL);
+    cr_assert(strstr(err, "--steps") != NULL, "%s", err);
+    cr_assert_eq(config_set_flag(&c, "--outer-momentum", "1.5", err, sizeof err), CX_EINVAL);
+    cr_assert_eq(config_set_flag(&c, "--encoding", "int3", err, sizeof err), CX_EINVAL);
+    cr_assert_eq(config_set_flag(&c, "--no-such-flag", "1", err, sizeof err), CX_ENOTFOUND);
+}
+
+Test(config, json_round_trip)
+{
+    config a, b;
+    char err[CX_ERRLEN];
+    config_defaults(&a);
+    config_set_flag(&a, "--mode", "ddp-elastic", err, sizeof err);
+    config_set_flag(&a, "--encoding", "int4", err, sizeof err);
+    config_set_flag(&a, "--grace-gamma", "0.3", err, sizeof err);
+    config_set_flag(&a, "--data", "/tmp/corpus.txt", err, sizeof err);
+    json_t *j = config_to_json(&a);
+    config_defaults(&b);
+    cr_assert_eq(config_from_json(&b, j, "t", err, sizeof err), 0, "%s", err);
+    json_decref(j);
+    cr_assert_eq(memcmp(&a, &b, sizeof a), 0);
+}
+
+Test(config, cross_field_validation)
+{
+    config c;
+    char err[CX_ERRLEN] = "";
+    config_defaults(&c);
+    c.quorum = 3;
+    c.learners = 2;
+    cr_assert_eq(config_validate(&c, err, sizeof err), CX_EINVAL);
+    cr_assert(strstr(err, "--quorum") != NULL, "%s", err);
+    config_defaults(&c);
+    c.H = 10;
+    c.fragments = 4;
+    cr_assert_eq(config_validate(&c, err, sizeof err), CX_EINVAL);
+    config_defaults(&c);
+    c.mode = CONFIG_MODE_DDP_ELASTIC;
+    cr_assert_eq(config_validate(&c, err, sizeof err), CX_EINVAL);
+    c.elastic_deadline_ms = 100;
+    cr_assert_eq(config_validate(&c, err, sizeof err), 0, "%s", err);
+}
+
+Test(config, learner_overrides)
+{
+    cr_assert(config_learner_may_override("--batch"));
+    cr_assert(config_learner_may_override("--steps"));
+    cr_assert(config_learner_may_override("--slowdown"));
+    cr_assert(config_learner_may_override("--data"));
+    cr_assert(config_learner_may_override("--encoding"));
+    cr_assert_not(config_learner_may_override("--outer-lr"));
+    cr_assert_not(config_learner_may_override("--mode"));
+}

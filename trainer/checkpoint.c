@@ -1,0 +1,447 @@
+/* checkpoint.c - syncer and learner checkpoints (checkpoint.h).
+ *
+ * Record layout (all little-endian, no padding):
+ *   u32 magic ("CXSY" syncer / "CXLR" learner), u32 format version,
+ *   then the fields in the order of the struct, arrays as u64 count + data.
+ */
+#include "trainer/checkpoint.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/file.h"
+
+#define MAGIC_SYNCER 0x59535843u  /* "CXSY" */
+#define MAGIC_LEARNER 0x524c5843u /* "CXLR" */
+#define FORMAT_VERSION 1u
+#define CKPT_MAX_BYTES ((size_t)4 << 30)
+
+/* ---- checkpoint: writer ---- */
+
+static int put(cx_buf *b, const void *p, size_t n)
+{
+    return cx_buf_append(b, p, n);
+}
+static int put_u32(cx_buf *b, uint32_t v)
+{
+    unsigned char x[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 24)};
+    return put(b, x, 4);
+}
+static int put_u64(cx_buf *b, uint64_t v)
+{
+    int rc = put_u32(b, (uint32_t)v);
+    return rc ? rc : put_u32(b, (uint32_t)(v >> 32));
+}
+static int put_i64(cx_buf *b, int64_t v)
+{
+    return put_u64(b, (uint64_t)v);
+}
+/* count, then floats (bit patterns, little-endian). A NULL array is count 0. */
+static int put_floats(cx_buf *b, const float *v, uint64_t n)
+{
+    int rc = put_u64(b, v ? n : 0);
+    for (uint64_t i = 0; rc == 0 && v && i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &v[i], 4);
+        rc = put_u32(b, u);
+    }
+    return rc;
+}
+static int put_i64s(cx_buf *b, const int64_t *v, uint64_t n)
+{
+    int rc = put_u64(b, n);
+    for (uint64_t i = 0; rc == 0 && i < n; i++)
+        rc = put_i64(b, v[i]);
+    return rc;
+}
+
+/* ---- checkpoint: reader ---- */
+
+typedef struct rd {
+    const unsigned char *p; /* cursor */
+    size_t left;            /* bytes left */
+    int bad;                /* 1 after a read past the end */
+} rd;
+
+static void get(rd *r, void *out, size_t n)
+{
+    if (r->bad || r->left < n) {
+        r->bad = 1;
+        memset(out, 0, n);
+        return;
+    }
+    memcpy(out, r->p, n);
+    r->p += n;
+    r->left -= n;
+}
+static uint32_t get_u32(rd *r)
+{
+    unsigned char x[4];
+    get(r, x, 4);
+    return (uint32_t)x[0] | (uint32_t)x[1] << 8 | (uint32_t)x[2] << 16 | (uint32_t)x[3] << 24;
+}
+static uint64_t get_u64(rd *r)
+{
+    uint64_t lo = get_u32(r);
+    return lo | (uint64_t)get_u32(r) << 32;
+}
+static int64_t get_i64(rd *r)
+{
+    return (int64_t)get_u64(r);
+}
+/* A float array whose count must be `want` (or 0 when may_be_empty). */
+static float *get_floats(rd *r, uint64_t want, int may_be_empty)
+{
+    uint64_t n = get_u64(r);
+    if (r->bad || (n != want && !(may_be_empty && n == 0)) || n > r->left / 4) {
+        r->bad = 1;
+        return NULL;
+    }
+    if (n == 0)
+        return NULL;
+    float *v = malloc(n * sizeof *v);
+    if (!v) {
+        r->bad = 1;
+        return NULL;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t u = get_u32(r);
+        memcpy(&v[i], &u, 4);
+    }
+    return v;
+}
+static int64_t *get_i64s(rd *r, uint64_t want)
+{
+    uint64_t n = get_u64(r);
+    if (r->bad || n != want || n > r->left / 8) {
+        r->bad = 1;
+        return NULL;
+    }
+    int64_t *v = calloc(n ? n : 1, sizeof *v);
+    if (!v) {
+        r->bad = 1;
+        return NULL;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        v[i] = get_i64(r);
+    return v;
+}
+
+/* ---- checkpoint: slots ---- */
+
+static void slot_path(const char *dir, const char *name, int slot, char *out, size_t len)
+{
+    snprintf(out, len, "%s/%s.%c", dir, name, slot ? 'b' : 'a');
+}
+
+static int peek_generation(const void *payload, size_t len, uint32_t magic, int64_t *gen)
+{
+    rd r = {payload, len, 0};
+    if (get_u32(&r) != magic || get_u32(&r) != FORMAT_VERSION)
+        return CX_ECORRUPT;
+    *gen = get_i64(&r);
+    return r.bad ? CX_ECORRUPT : 0;
+}
+
+/* Index of the slot to write next: the older (or missing/invalid) one, and
+ * the newest generation seen. */
+static int next_slot(const char *dir, const char *name, uint32_t magic, int64_t *newest)
+{
+    int64_t gen[2] = {-1, -1};
+    for (int s = 0; s < 2; s++) {
+        char path[4096];
+        void *p = NULL;
+        size_t len = 0;
+        slot_path(dir, name, s, path, sizeof path);
+        if (cx_file_read_blob(path, CKPT_MAX_BYTES, &p, &len, NULL, 0) == 0)
+            peek_generation(p, len, magic, &gen[s]);
+        free(p);
+    }
+    *newest = gen[0] > gen[1] ? gen[0] : gen[1];
+    if (*newest < 0)
+        *newest = 0;
+    return gen[0] <= gen[1] ? 0 : 1;
+}
+
+static int save_payload(const char *dir, const char *name, int slot, cx_buf *b, char *err, size_t errlen)
+{
+    char path[4096];
+    slot_path(dir, name, slot, path, sizeof path);
+    return cx_file_write_blob(path, b->data, b->len, err, errlen);
+}
+
+/* Load both slots; call decode on each valid one, keep the newest. */
+typedef int (*decode_fn)(const void *payload, size_t len, void *out, char *err, size_t errlen);
+
+static int load_newest(const char *dir, const char *name, uint32_t magic, decode_fn decode, void *out_a,
+                       void *out_b, int *which, char *err, size_t errlen)
+{
+    int found = 0, valid[2] = {0, 0};
+    int64_t gen[2] = {-1, -1};
+    char why[2][CX_ERRLEN] = {"", ""};
+    void *outs[2] = {out_a, out_b};
+    for (int s = 0; s < 2; s++) {
+        char path[4096];
+        void *p = NULL;
+        size_t len = 0;
+        slot_path(dir, name, s, path, sizeof path);
+        int rc = cx_file_read_blob(path, CKPT_MAX_BYTES, &p, &len, why[s], sizeof why[s]);
+        if (rc == CX_ENOTFOUND) {
+            free(p);
+            continue;
+        }
+        found = 1;
+        if (rc == 0 && peek_generation(p, len, magic, &gen[s]) == 0 &&
+            decode(p, len, outs[s], why[s], sizeof why[s]) == 0)
+            valid[s] = 1;
+        else if (rc == 0 && !why[s][0])
+            snprintf(why[s], sizeof why[s], "slot %c: bad record", s ? 'b' : 'a');
+        free(p);
+    }
+    if (!found)
+        return cx_fail(err, errlen, CX_ENOTFOUND, "no checkpoint in %s", dir);
+    if (!valid[0] && !valid[1])
+        return cx_fail(err, errlen, CX_ECORRUPT, "no valid checkpoint in %s (%s; %s)", dir,
+                       why[0][0] ? why[0] : "slot a missing", why[1][0] ? why[1] : "slot b missing");
+    *which = valid[0] && (!valid[1] || gen[0] > gen[1]) ? 0 : 1;
+    return 0;
+}
+
+/* ---- checkpoint: syncer ---- */
+
+int ckpt_syncer_save(const char *dir, ckpt_syncer *c, char *err, size_t errlen)
+{
+    cx_buf b;
+    int64_t newest;
+    int slot = next_slot(dir, "syncer.ckpt", MAGIC_SYNCER, &newest);
+    int rc = 0;
+    c->generation = newest + 1;
+    cx_buf_init(&b, CKPT_MAX_BYTES);
+    rc |= put_u32(&b, MAGIC_SYNCER);
+    rc |= put_u32(&b, FORMAT_VERSION);
+    rc |= put_i64(&b, c->generation);
+    rc |= put_i64(&b, c->mode);
+    rc |= put_u64(&b, c->n);
+    rc |= put_i64(&b, c->P);
+    rc |= put_u32(&b, c->table_digest);
+    rc |= put_i64(&b, c->merges);
+    rc |= put_i64(&b, c->tokens_merged);
+    rc |= put_i64(&b, c->ddp_step);
+    rc |= put_i64(&b, c->event_seq);
+    rc |= put_i64s(&b, c->versions, (uint64_t)c->P);
+    rc |= put_floats(&b, c->params, c->n);
+    rc |= put_floats(&b, c->momentum, c->n);
+    rc |= put_i64(&b, c->adam_steps);
+    rc |= put_floats(&b, c->adam_m, c->n);
+    rc |= put_floats(&b, c->adam_v, c->n);
+    rc |= put_u64(&b, (uint64_t)c->n_learners);
+    for (int64_t i = 0; rc == 0 && i < c->n_learners; i++) {
+        rc |= put_i64(&b, c->learners[i].learner);
+        rc |= put_i64(&b, c->learners[i].incarnation);
+    }
+    if (rc)
+        rc = cx_fail(err, errlen, CX_ENOMEM, "checkpoint: cannot build the record");
+    else
+        rc = save_payload(dir, "syncer.ckpt", slot, &b, err, errlen);
+    cx_buf_cleanup(&b);
+    return rc;
+}
+
+static int decode_syncer(const void *payload, size_t len, void *out, char *err, size_t errlen)
+{
+    ckpt_syncer *c = out;
+    rd r = {payload, len, 0};
+    memset(c, 0, sizeof *c);
+    get_u32(&r);
+    get_u32(&r);
+    c->generation = get_i64(&r);
+    c->mode = get_i64(&r);
+    c->n = get_u64(&r);
+    c->P = get_i64(&r);
+    c->table_digest = get_u32(&r);
+    c->merges = get_i64(&r);
+    c->tokens_merged = get_i64(&r);
+    c->ddp_step = get_i64(&r);
+    c->event_seq = get_i64(&r);
+    if (r.bad || c->P < 1 || c->P > 1 << 20 || c->n < 1 || c->n > len) {
+        ckpt_syncer_cleanup(c);
+        return cx_fail(err, errlen, CX_ECORRUPT, "syncer checkpoint: bad header");
+    }
+    c->versions = get_i64s(&r, (uint64_t)c->P);
+    c->params = get_floats(&r, c->n, 0);
+    c->momentum = get_floats(&r, c->n, 0);
+    c->adam_steps = get_i64(&r);
+    c->adam_m = get_floats(&r, c->n, 1);
+    c->adam_v = get_floats(&r, c->n, 1);
+    c->n_learners = (int64_t)get_u64(&r);
+    if (!r.bad && (c->n_learners < 0 || c->n_learners > CKPT_MAX_LEARNERS))
+        r.bad = 1;
+    if (!r.bad) {
+        c->learners = calloc((size_t)c->n_learners + 1, sizeof *c->learners);
+        for (int64_t i = 0; c->learners && i < c->n_learners; i++) {
+            c->learners[i].learner = get_i64(&r);
+            c->learners[i].incarnation = get_i64(&r);
+        }
+    }
+    if (r.bad || r.left != 0 || !c->learners || (!c->adam_m) != (!c->adam_v)) {
+        ckpt_syncer_cleanup(c);
+        return cx_fail(err, errlen, CX_ECORRUPT, "syncer checkpoint: truncated or inconsistent record");
+    }
+    return 0;
+}
+
+int ckpt_syncer_load(const char *dir, ckpt_syncer *c, uint64_t expect_n, int64_t expect_P,
+                     uint32_t expect_digest, char *err, size_t errlen)
+{
+    ckpt_syncer s[2];
+    int which, rc;
+    memset(s, 0, sizeof s);
+    rc = load_newest(dir, "syncer.ckpt", MAGIC_SYNCER, decode_syncer, &s[0], &s[1], &which, err, errlen);
+    if (rc)
+        return rc;
+    *c = s[which];
+    ckpt_syncer_cleanup(&s[!which]);
+    if ((expect_n && c->n != expect_n) || (expect_P && c->P != expect_P) ||
+        (expect_digest && c->table_digest != expect_digest)) {
+        rc = cx_fail(err, errlen, CX_EINVAL,
+                     "syncer checkpoint in %s is for another model (%llu params, %lld fragments; "
+                     "expected %llu, %lld)",
+                     dir, (unsigned long long)c->n, (long long)c->P, (unsigned long long)expect_n,
+                     (long long)expect_P);
+        ckpt_syncer_cleanup(c);
+    }
+    return rc;
+}
+
+void ckpt_syncer_cleanup(ckpt_syncer *c)
+{
+    if (!c)
+        return;
+    free(c->versions);
+    free(c->params);
+    free(c->momentum);
+    free(c->adam_m);
+    free(c->adam_v);
+    free(c->learners);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---- checkpoint: learner ---- */
+
+int ckpt_learner_save(const char *dir, ckpt_learner *c, char *err, size_t errlen)
+{
+    cx_buf b;
+    int64_t newest;
+    int slot = next_slot(dir, "learner.ckpt", MAGIC_LEARNER, &newest);
+    int rc = 0;
+    c->generation = newest + 1;
+    cx_buf_init(&b, CKPT_MAX_BYTES);
+    rc |= put_u32(&b, MAGIC_LEARNER);
+    rc |= put_u32(&b, FORMAT_VERSION);
+    rc |= put_i64(&b, c->generation);
+    rc |= put_i64(&b, c->learner);
+    rc |= put_i64(&b, c->incarnation);
+    rc |= put_i64(&b, c->step);
+    rc |= put_i64(&b, c->tokens);
+    rc |= put_u64(&b, c->n);
+    rc |= put_i64(&b, c->P);
+    rc |= put_u32(&b, c->table_digest);
+    rc |= put_floats(&b, c->params, c->n);
+    rc |= put_i64(&b, c->adam_steps);
+    rc |= put_floats(&b, c->adam_m, c->n);
+    rc |= put_floats(&b, c->adam_v, c->n);
+    rc |= put_i64s(&b, c->base_version, (uint64_t)c->P);
+    rc |= put_i64s(&b, c->frag_steps, (uint64_t)c->P);
+    rc |= put_i64s(&b, c->frag_tokens, (uint64_t)c->P);
+    rc |= put_u64(&b, c->cursor_len);
+    rc |= put(&b, c->cursor, c->cursor_len);
+    if (rc)
+        rc = cx_fail(err, errlen, CX_ENOMEM, "checkpoint: cannot build the record");
+    else
+        rc = save_payload(dir, "learner.ckpt", slot, &b, err, errlen);
+    cx_buf_cleanup(&b);
+    return rc;
+}
+
+static int decode_learner(const void *payload, size_t len, void *out, char *err, size_t errlen)
+{
+    ckpt_learner *c = out;
+    rd r = {payload, len, 0};
+    memset(c, 0, sizeof *c);
+    get_u32(&r);
+    get_u32(&r);
+    c->generation = get_i64(&r);
+    c->learner = get_i64(&r);
+    c->incarnation = get_i64(&r);
+    c->step = get_i64(&r);
+    c->tokens = get_i64(&r);
+    c->n = get_u64(&r);
+    c->P = get_i64(&r);
+    c->table_digest = get_u32(&r);
+    if (r.bad || c->P < 1 || c->P > 1 << 20 || c->n < 1 || c->n > len) {
+        ckpt_learner_cleanup(c);
+        return cx_fail(err, errlen, CX_ECORRUPT, "learner checkpoint: bad header");
+    }
+    c->params = get_floats(&r, c->n, 0);
+    c->adam_steps = get_i64(&r);
+    c->adam_m = get_floats(&r, c->n, 0);
+    c->adam_v = get_floats(&r, c->n, 0);
+    c->base_version = get_i64s(&r, (uint64_t)c->P);
+    c->frag_steps = get_i64s(&r, (uint64_t)c->P);
+    c->frag_tokens = get_i64s(&r, (uint64_t)c->P);
+    c->cursor_len = get_u64(&r);
+    if (!r.bad && c->cursor_len > r.left)
+        r.bad = 1;
+    if (!r.bad) {
+        c->cursor = malloc(c->cursor_len ? c->cursor_len : 1);
+        if (c->cursor)
+            get(&r, c->cursor, c->cursor_len);
+    }
+    if (r.bad || r.left != 0 || !c->cursor) {
+        ckpt_learner_cleanup(c);
+        return cx_fail(err, errlen, CX_ECORRUPT, "learner checkpoint: truncated or inconsistent record");
+    }
+    return 0;
+}
+
+int ckpt_learner_load(const char *dir, ckpt_learner *c, uint64_t expect_n, int64_t expect_P,
+                      uint32_t expect_digest, char *err, size_t errlen)
+{
+    ckpt_learner s[2];
+    int which, rc;
+    memset(s, 0, sizeof s);
+    rc = load_newest(dir, "learner.ckpt", MAGIC_LEARNER, decode_learner, &s[0], &s[1], &which, err, errlen);
+    if (rc)
+        return rc;
+    *c = s[which];
+    ckpt_learner_cleanup(&s[!which]);
+    if ((expect_n && c->n != expect_n) || (expect_P && c->P != expect_P) ||
+        (expect_digest && c->table_digest != expect_digest)) {
+        rc = cx_fail(err, errlen, CX_EINVAL,
+                     "learner checkpoint in %s is for another model (%llu params, %lld fragments; "
+                     "expected %llu, %lld)",
+                     dir, (unsigned long long)c->n, (long long)c->P, (unsigned long long)expect_n,
+                     (long long)expect_P);
+        ckpt_learner_cleanup(c);
+    }
+    return rc;
+}
+
+void ckpt_learner_cleanup(ckpt_learner *c)
+{
+    if (!c)
+        return;
+    free(c->params);
+    free(c->adam_m);
+    free(c->adam_v);
+    free(c->base_version);
+    free(c->frag_steps);
+    free(c->frag_tokens);
+    free(c->cursor);
+    memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,115 @@
+/* config.h - the training configuration shared by the syncer and learners.
+ *
+ * What it is: one flat struct with every training knob, its defaults, a
+ * strict JSON (de)serialisation (unknown keys are errors naming the key) and
+ * a flag parser. Precedence is defaults < --config FILE.json < flags. The
+ * syncer is the source of truth: it sends config_to_json() at join and the
+ * learner decodes it with config_from_json(), then re-applies the few keys a
+ * learner may override for itself (config_learner_may_override()).
+ * What it is not: the model or optimizer; those read their sizes from here.
+ *
+ * Every key has one spelling: the JSON key is the flag name without "--"
+ * and with '-' turned into '_' ("--grace-cap-ms" <-> "grace_cap_ms"), except
+ * "H" which is both "--H" and "H".
+ */
+#ifndef TRN_CONFIG_H
+#define TRN_CONFIG_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum config_mode {
+    CONFIG_MODE_DDP = 0,
+    CONFIG_MODE_DDP_ELASTIC = 1,
+    CONFIG_MODE_DILOCO = 2,
+    CONFIG_MODE_DECOUPLED = 3,
+} config_mode;
+
+typedef enum config_encoding {
+    CONFIG_ENC_F32 = 0,
+    CONFIG_ENC_BF16 = 1,
+    CONFIG_ENC_INT8 = 2,
+    CONFIG_ENC_INT4 = 3,
+} config_encoding;
+
+typedef enum config_merge { CONFIG_MERGE_RDA = 0, CONFIG_MERGE_MEAN = 1 } config_merge;
+typedef enum config_weights { CONFIG_WEIGHTS_TOKEN = 0, CONFIG_WEIGHTS_UNIFORM = 1 } config_weights;
+
+typedef struct config {
+    int64_t mode;                     /* config_mode */
+    int64_t learners;                 /* M: learners the run expects */
+    int64_t fragments;                /* P: parameter fragments */
+    int64_t H;                        /* inner steps between two sends of one fragment */
+    int64_t quorum;                   /* K: contributions that open the grace window (decoupled) */
+    int64_t tau;                      /* max contributions in flight per learner (decoupled) */
+    double grace_gamma;               /* gamma in [0,1): share of existing slack used as grace */
+    int64_t grace_cap_ms;             /* ms, upper bound of the grace window */
+    int64_t max_staleness;            /* versions a decoupled contribution's base may lag */
+    int64_t encoding;                 /* config_encoding of contributions */
+    int64_t merge;                    /* config_merge (decoupled) */
+    int64_t weights;                  /* config_weights (decoupled) */
+    double outer_lr;                  /* outer Nesterov learning rate */
+    double outer_momentum;            /* outer Nesterov momentum mu */
+    double inner_lr;                  /* AdamW peak learning rate */
+    int64_t warmup;                   /* AdamW warmup steps */
+    double weight_decay;              /* AdamW decoupled weight decay */
+    int64_t steps;                    /* inner steps per learner (also the cosine horizon) */
+    int64_t batch;                    /* sequences per inner step */
+    int64_t context;                  /* C: bytes of context of the MLP LM */
+    int64_t embed;                    /* E: embedding dims per byte */
+    int64_t hidden;                   /* Hd: hidden units */
+    int64_t seed;                     /* init, synthetic corpus and shard seed */
+    char data[512];                   /* text file, "" = built-in synthetic corpus */
+    int64_t eval_every_ms;            /* ms, min gap between two evals; 0 = every merge */
+    int64_t eval_tokens;              /* tokens in the fixed eval set */
+    int64_t checkpoint_every;         /* syncer checkpoint every N merges (0 = only at exit) */
+    int64_t learner_checkpoint_every; /* learner checkpoint every N inner steps (0 = exit only) */
+    int64_t elastic_deadline_ms;      /* ms a barrier waits after its first arrival (0 = none) */
+    int64_t heartbeat_timeout_ms;     /* ms without heartbeat before a learner is absent */
+    double slowdown;                  /* learner compute padding factor (>= 1) */
+} config;
+
+/* Defaults (see docs/training.md for the reasoning behind each). */
+void config_defaults(config *c);
+/* Mode-dependent defaults, applied after config_defaults and before the
+ * file and flags: decoupled runs default to outer momentum 0.5 (with
+ * asynchronous partial merges 0.9 diverges; docs/training.md). */
+void config_mode_defaults(config *c, int64_t mode);
+
+/* Set one key from a flag value ("--outer-lr", "0.7"). name may be given
+ * with or without the leading "--". Returns CX_ENOTFOUND when name is not a
+ * config key (so mains can handle their own flags), CX_EINVAL naming the
+ * flag and value when the value is bad. */
+int config_set_flag(config *c, const char *name, const char *value, char *err, size_t errlen);
+
+/* Strictly decode a JSON object onto c (keys not present keep their value).
+ * Unknown keys and wrong types are CX_EINVAL naming the key; where names the
+ * source in messages ("config.json"). */
+int config_from_json(config *c, json_t *obj, const char *where, char *err, size_t errlen);
+int config_load_file(config *c, const char *path, char *err, size_t errlen);
+/* A new JSON object with every key (caller owns the reference). */
+json_t *config_to_json(const config *c);
+
+/* Cross-field checks (quorum <= learners, H % fragments, ...). */
+int config_validate(const config *c, char *err, size_t errlen);
+
+/* 1 when a learner may override this key for itself (batch, steps,
+ * slowdown, data, encoding). name is a flag or JSON key. */
+int config_learner_may_override(const char *name);
+
+/* Names of enum values ("ddp-elastic", "int4", ...). */
+const char *config_mode_name(int64_t mode);
+const char *config_encoding_name(int64_t enc);
+const char *config_merge_name(int64_t m);
+const char *config_weights_name(int64_t w);
+int config_parse_mode(const char *s, int64_t *out);
+int config_parse_encoding(const char *s, int64_t *out);
+
+/* One line "key=value ..." with every key, for the start-up log. */
+void config_format(const config *c, char *out, size_t outlen);
+/* "--flag VALUE  help (default X)" lines for --help. */
+void config_print_help(FILE *f, int learner_overrides_only);
+
+#endif

@@ -1,0 +1,55 @@
+/* events.h - the syncer's machine-readable event log (contracts.md).
+ *
+ * Every event is one JSON object with a gapless sequence number `seq`
+ * (1, 2, 3, ... persisted across restarts), `t_real` (ISO-8601 UTC ms),
+ * `t_mono_ms` (this process's CLOCK_MONOTONIC) and `type`, plus the type's
+ * fields. Each event is appended to <state-dir>/events.jsonl as one line
+ * (flushed per event) and kept in an in-memory ring for GET /v1/events;
+ * requests older than the ring are served from the file.
+ *
+ * Recovery: events_new() reads the existing file, drops a torn last line
+ * (a crash in the middle of a write) by truncating the file to the last
+ * complete line, and continues from the last seq + 1 (or from a floor the
+ * caller knows from its checkpoint, whichever is larger).
+ *
+ * Thread-safe: one internal mutex; never call back into the caller.
+ */
+#ifndef TRN_EVENTS_H
+#define TRN_EVENTS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+
+typedef struct events events;
+
+/* Open (create) path and recover its last seq. ring_cap: events kept in
+ * memory (>= 16). NULL with err on failure. */
+events *events_new(const char *path, size_t ring_cap, char *err, size_t errlen);
+void events_free(events *ev);
+
+/* Never hand out a seq <= floor (the caller's checkpoint may know a later
+ * seq than a damaged file). */
+void events_set_seq_floor(events *ev, int64_t floor);
+
+/* Append one event: adds seq, t_real, t_mono_ms and type to fields (stolen;
+ * NULL = no extra fields). Returns the seq given, or a negative cx_err when
+ * the file write failed (the event still goes to the ring and the seq is
+ * still consumed, so the sequence stays gapless for readers of the API). */
+int64_t events_emit(events *ev, const char *type, json_t *fields);
+
+/* Append events with seq > since, at most limit of them, as NDJSON lines to
+ * out. Returns 0 or a negative cx_err (CX_ETOOBIG when out is full: the
+ * lines that fit are there). */
+int events_since(events *ev, int64_t since, size_t limit, cx_buf *out);
+
+int64_t events_last_seq(events *ev);
+
+/* Call fn on every event of the file, oldest first (fn gets a borrowed,
+ * parsed object; a non-zero return stops the scan). Used at start-up, e.g.
+ * to find the newest fragment versions ever published. */
+int events_foreach_file(events *ev, int (*fn)(void *ctx, json_t *event), void *ctx);
+
+#endif

@@ -1,0 +1,1234 @@
+/* learner.c - one learner unit (learner.h).
+ *
+ * Threads:
+ *   main       the inner loop; in ddp and diloco it also does the (blocking)
+ *              exchange with the syncer, because those modes are synchronous.
+ *   heartbeat  POST /v1/heartbeat once per second with its own HTTP client.
+ *   comm       decoupled only: sends queued contributions, long-polls the
+ *              merged fragments it waits for, rejoins when the syncer says
+ *              its incarnation is stale. Hands fragments to the main thread
+ *              through an inbox the inner loop drains between two steps.
+ * L->mu guards the fields marked "shared"; everything else is main-thread
+ * only.
+ *
+ * A decoupled fragment's life on the learner:
+ *
+ *        due (fragment_due) and < tau in flight: enqueue Δ_p
+ *   TRAINING ─────────────────────────────────────────────► QUEUED
+ *     (due while tau contributions are queued/sending: PENDING until a
+ *      slot frees, then QUEUED with the delta of that moment)
+ *     ▲                                                      │ comm: POST
+ *     │  main: apply_inbox() overwrites θ_p and Θ_base_p,     ▼
+ *     │  resets steps/tokens since received         AWAITING (long-poll
+ *     └───────────────────────────────────────────── newer-than=base)
+ *   A rejected (400) contribution goes back to TRAINING at once; a 409 stale
+ *   version still waits for the newer fragment.
+ */
+#include "trainer/learner.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/crc32c.h"
+#include "common/err.h"
+#include "common/file.h"
+#include "common/http_client.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "trainer/checkpoint.h"
+#include "trainer/config.h"
+#include "trainer/data.h"
+#include "trainer/encoding.h"
+#include "trainer/fragment.h"
+#include "trainer/model.h"
+#include "trainer/optim.h"
+#include "trainer/protocol.h"
+
+#define HTTP_TIMEOUT_MS 15000
+#define POLL_WAIT_MS 10000
+#define MAX_QUEUE 64
+
+typedef struct frag_msg {
+    int p;              /* fragment */
+    int64_t version;    /* its version (inbox) / base version (outbox) */
+    int64_t tokens;     /* outbox: tokens since received */
+    int64_t steps;      /* outbox: steps since received */
+    unsigned char *buf; /* inbox: f32 values; outbox: encoded payload */
+    size_t len;         /* bytes in buf */
+    uint32_t crc;       /* outbox: CRC32C of buf */
+} frag_msg;
+
+typedef struct learner {
+    const learner_opts *o;
+    volatile sig_atomic_t *stop;
+    config cfg;             /* from the syncer at join, plus overrides */
+    int64_t sched_steps;    /* the syncer's --steps: the lr schedule horizon (same on every learner) */
+    cx_http_client *http;   /* main thread */
+    model *m;               /* the local model */
+    adamw *opt;             /* inner optimizer */
+    data_source *src;       /* corpus */
+    data_shard *shard;      /* this learner's shard */
+    fragment_table *ft;     /* fragments (must match the syncer's digest) */
+    size_t n;               /* parameters */
+    int P;                  /* fragments */
+    float *base;            /* [n] Θ_base: global params as last received */
+    int64_t *base_version;  /* [P] version of Θ_base per fragment */
+    int64_t *frag_steps;    /* [P] inner steps since the fragment was received */
+    int64_t *frag_tokens;   /* [P] tokens since the fragment was received */
+    uint8_t *in, *tg;       /* [B, C] and [B] batch buffers */
+    float *scratch;         /* [n] deltas and decoded payloads */
+    unsigned char *wire;    /* [4n] encoded payloads */
+    float train_loss;       /* nats, last step */
+    double step_ms_ema;     /* ms per inner step (compute + slowdown) */
+    int64_t ckpt_step;      /* step of the last checkpoint */
+    ckpt_learner *restored; /* local checkpoint read at start, or NULL */
+    char hook_path[1024];   /* CHAOSLOCO_HOOK_DIR/nan, "" if unset */
+
+    /* ---- shared (under mu) ---- */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;   /* outbox / inbox changes */
+    int64_t incarnation; /* current incarnation */
+    int64_t step;        /* inner steps done */
+    int64_t tokens;      /* tokens trained */
+    int64_t last_ok_ms;  /* mono ms of the last answer from the syncer */
+    int fatal;           /* comm/heartbeat: give up (syncer gone) */
+    int need_rejoin;     /* heartbeat/comm: the syncer no longer knows us */
+    int comm_stop;       /* main -> comm: exit */
+    int pull_all;        /* main -> comm: re-pull every fragment (non-finite params) */
+    frag_msg outbox[MAX_QUEUE];
+    int n_out; /* queued contributions */
+    frag_msg inbox[MAX_QUEUE];
+    int n_in;       /* received fragments not yet applied */
+    int reset_all;  /* comm -> main: a rejoin happened; inbox holds every fragment */
+    int *inflight;  /* [P] 1 from enqueue until the merged fragment is applied */
+    int *pending;   /* [P] main only: due, waiting for a free slot (tau) */
+    int n_inflight; /* sum of inflight */
+    int sending;    /* comm is posting a contribution */
+} learner;
+
+/* ---- learner: syncer calls with give-up ---- */
+
+static int gave_up(learner *L)
+{
+    pthread_mutex_lock(&L->mu);
+    int64_t idle = cx_mono_ms() - L->last_ok_ms;
+    int f = L->fatal || idle > (int64_t)(L->o->give_up_s * 1000);
+    if (f)
+        L->fatal = 1;
+    pthread_mutex_unlock(&L->mu);
+    return f;
+}
+
+static void mark_ok(learner *L)
+{
+    pthread_mutex_lock(&L->mu);
+    L->last_ok_ms = cx_mono_ms();
+    pthread_mutex_unlock(&L->mu);
+}
+
+/* One request, retried (with the client's backoff) until an HTTP answer
+ * comes or the syncer has been silent for give_up_s. 0 = answered. */
+static int call(learner *L, cx_http_client *c, const char *method, const char *path, const char *const *hdrs,
+                const void *body, size_t len, const char *ctype, long timeout_ms, cx_http_result *r)
+{
+    char why[CX_ERRLEN];
+    for (;;) {
+        int rc = cx_http_do(c, method, path, hdrs, body, len, ctype, timeout_ms, r, why, sizeof why);
+        if (rc == 0) {
+            mark_ok(L);
+            return 0;
+        }
+        if (gave_up(L))
+            return CX_EUNAVAIL;
+        if (*L->stop)
+            return CX_EUNAVAIL;
+        cx_warn("syncer unreachable (%s %s: %s); retrying", method, path, why);
+        cx_sleep_ms(200);
+    }
+}
+
+static json_t *call_json(learner *L, cx_http_client *c, const char *method, const char *path, json_t *body,
+                         int *status)
+{
+    cx_http_result r;
+    json_t *out = NULL;
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    cx_http_result_init(&r);
+    *status = 0;
+    if (call(L, c, method, path, NULL, text, text ? strlen(text) : 0, "application/json", HTTP_TIMEOUT_MS,
+             &r) == 0) {
+        *status = r.status;
+        out = json_loadb(r.body.data ? r.body.data : "", r.body.len, 0, NULL);
+    }
+    free(text);
+    cx_http_result_cleanup(&r);
+    return out;
+}
+
+static cx_http_client *new_client(const learner *L)
+{
+    cx_http_opts ho;
+    memset(&ho, 0, sizeof ho);
+    ho.connect_timeout_ms = 1000;
+    ho.timeout_ms = HTTP_TIMEOUT_MS;
+    ho.retries = 2;
+    ho.backoff_ms = 100;
+    ho.backoff_max_ms = 1000;
+    return cx_http_client_new(L->o->syncer_url, &ho);
+}
+
+/* ---- learner: join, build, pull ---- */
+
+static int build(learner *L, char *err, size_t errlen)
+{
+    model_config mc;
+    model_config_default(&mc);
+    mc.context = (int)L->cfg.context;
+    mc.embed = (int)L->cfg.embed;
+    mc.hidden = (int)L->cfg.hidden;
+    mc.max_batch = L->cfg.batch < 256 ? (int)L->cfg.batch : 256;
+    L->m = model_new("mlp", &mc, (uint64_t)L->cfg.seed, err, errlen);
+    if (!L->m)
+        return CX_EINVAL;
+    L->n = model_num_params(L->m);
+    L->P = (int)L->cfg.fragments;
+    L->ft = fragment_table_new(model_tensors(L->m), model_num_tensors(L->m), L->P, err, errlen);
+    if (!L->ft)
+        return CX_EINVAL;
+    adamw_config ac;
+    adamw_config_default(&ac);
+    ac.weight_decay = (float)L->cfg.weight_decay;
+    L->opt = adamw_new(L->n, &ac, err, errlen);
+    if (!L->opt)
+        return CX_EINVAL;
+    for (int i = 0; i < model_num_tensors(L->m); i++) {
+        const model_tensor *t = model_tensor_get(L->m, i);
+        adamw_set_decay(L->opt, t->offset, t->length, t->weight_decay, NULL, 0);
+    }
+    data_config dc;
+    data_config_default(&dc);
+    dc.path = L->cfg.data[0] ? L->cfg.data : NULL;
+    dc.seed = (uint64_t)L->cfg.seed;
+    L->src = data_source_new(&dc, err, errlen);
+    if (!L->src)
+        return CX_EINVAL;
+    int shards = (int)L->cfg.learners;
+    L->shard = data_shard_new(L->src, (int)(L->o->id % shards), shards, (int)L->cfg.context, err, errlen);
+    if (!L->shard)
+        return CX_EINVAL;
+    L->base = malloc(L->n * sizeof(float));
+    L->scratch = malloc(2 * L->n * sizeof(float)); /* delta + base of one fragment */
+    L->wire = malloc(L->n * 4 + 64);
+    L->base_version = calloc((size_t)L->P, sizeof(int64_t));
+    L->frag_steps = calloc((size_t)L->P, sizeof(int64_t));
+    L->frag_tokens = calloc((size_t)L->P, sizeof(int64_t));
+    L->inflight = calloc((size_t)L->P, sizeof(int));
+    L->pending = calloc((size_t)L->P, sizeof(int));
+    L->in = malloc((size_t)L->cfg.batch * (size_t)L->cfg.context);
+    L->tg = malloc((size_t)L->cfg.batch);
+    if (!L->base || !L->scratch || !L->wire || !L->base_version || !L->frag_steps || !L->frag_tokens ||
+        !L->inflight || !L->pending || !L->in || !L->tg)
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    return 0;
+}
+
+/* Apply the local checkpoint read at start (moments, cursor, step). */
+static void apply_restored(learner *L)
+{
+    ckpt_learner *c = L->restored;
+    char why[CX_ERRLEN];
+    if (!c)
+        return;
+    if (c->n != L->n || c->P != L->P || c->table_digest != fragment_table_digest(L->ft) ||
+        c->cursor_len != sizeof(data_cursor)) {
+        cx_warn("local checkpoint is for another model; starting this learner fresh");
+        return;
+    }
+    if (data_shard_set_cursor(L->shard, (const data_cursor *)c->cursor, why, sizeof why) != 0) {
+        cx_warn("local checkpoint: data cursor refused (%s); starting the shard over", why);
+    }
+    memcpy(adamw_m(L->opt), c->adam_m, L->n * sizeof(float));
+    memcpy(adamw_v(L->opt), c->adam_v, L->n * sizeof(float));
+    adamw_set_steps(L->opt, (uint64_t)c->adam_steps);
+    memcpy(model_params(L->m), c->params, L->n * sizeof(float));
+    L->step = c->step;
+    L->tokens = c->tokens;
+    L->ckpt_step = c->step;
+    cx_info("resumed from local checkpoint: step=%lld tokens=%lld", (long long)c->step, (long long)c->tokens);
+}
+
+/* POST /v1/join; on the first join also build everything. */
+static int join(learner *L, cx_http_client *c, int first, char *err, size_t errlen)
+{
+    int status;
+    pthread_mutex_lock(&L->mu);
+    json_t *body = json_pack("{s:I, s:I, s:I}", "learner", (json_int_t)L->o->id, "incarnation",
+                             (json_int_t)L->incarnation, "step", (json_int_t)L->step);
+    pthread_mutex_unlock(&L->mu);
+    json_t *ans = NULL;
+    for (;;) {
+        ans = call_json(L, c, "POST", "/v1/join", body, &status);
+        if (status == 200 && ans)
+            break;
+        json_decref(ans);
+        ans = NULL;
+        if (status == 0) {
+            json_decref(body);
+            return cx_fail(err, errlen, CX_EUNAVAIL, "syncer %s unreachable for more than %.0f s",
+                           L->o->syncer_url, L->o->give_up_s);
+        }
+        if (status >= 400 && status < 500) {
+            json_decref(body);
+            return cx_fail(err, errlen, CX_ECONFLICT, "join refused by the syncer (HTTP %d)", status);
+        }
+        cx_sleep_ms(500);
+        if (gave_up(L) || *L->stop) {
+            json_decref(body);
+            return cx_fail(err, errlen, CX_EUNAVAIL, "cannot join %s", L->o->syncer_url);
+        }
+    }
+    json_decref(body);
+    json_int_t inc = 0, n_params = 0, ddp_step = 0, merges = 0, who = 0;
+    int digest = 0;
+    json_t *cfgj = NULL, *frags = NULL;
+    const char *mode = NULL;
+    char why[CX_ERRLEN];
+    if (cx_json_unpack(ans, "join answer", why, sizeof why, "{s:I, s:I, s:o, s:o, s:I, s:i, s:I, s:s, s:I}",
+                       "learner", &who, "incarnation", &inc, "config", &cfgj, "fragments", &frags, "n_params",
+                       &n_params, "table_digest", &digest, "step", &ddp_step, "mode", &mode, "merges",
+                       &merges) != 0) {
+        json_decref(ans);
+        return cx_fail(err, errlen, CX_EINVAL, "bad join answer: %s", why);
+    }
+    if (first) {
+        config_defaults(&L->cfg);
+        if (config_from_json(&L->cfg, cfgj, "syncer config", why, sizeof why) != 0) {
+            json_decref(ans);
+            return cx_fail(err, errlen, CX_EINVAL, "%s", why);
+        }
+        L->sched_steps = L->cfg.steps;
+        for (int i = 0; i < L->o->n_overrides; i++)
+            if (config_set_flag(&L->cfg, L->o->override_name[i], L->o->override_value[i], why, sizeof why) !=
+                0) {
+                json_decref(ans);
+                return cx_fail(err, errlen, CX_EINVAL, "%s", why);
+            }
+        char line[4096];
+        config_format(&L->cfg, line, sizeof line);
+        cx_info("config learner=%lld syncer=%s state_dir=%s %s", (long long)L->o->id, L->o->syncer_url,
+                L->o->state_dir, line);
+        int rc = build(L, err, errlen);
+        if (rc) {
+            json_decref(ans);
+            return rc;
+        }
+        cx_info("data %s loss_floor=%.4f nats", data_source_describe(L->src), data_entropy_rate(L->src));
+        if ((size_t)n_params != L->n || (uint32_t)digest != fragment_table_digest(L->ft)) {
+            json_decref(ans);
+            return cx_fail(err, errlen, CX_EINVAL, "the syncer's model (%lld params) differs from ours (%zu)",
+                           (long long)n_params, L->n);
+        }
+        apply_restored(L);
+    }
+    pthread_mutex_lock(&L->mu);
+    L->incarnation = inc;
+    if (L->cfg.mode == CONFIG_MODE_DDP || L->cfg.mode == CONFIG_MODE_DDP_ELASTIC)
+        L->step = ddp_step; /* ddp learners move in lockstep with the syncer's step */
+    L->need_rejoin = 0;
+    pthread_mutex_unlock(&L->mu);
+    cx_info("joined as incarnation %lld (mode %s, syncer merges %lld, step %lld)", (long long)inc, mode,
+            (long long)merges, (long long)L->step);
+    json_decref(ans);
+    return 0;
+}
+
+/* GET fragment p (newer than `newer`, or any when < 0). Returns 1 with the
+ * values decoded into out and *version set, 0 when nothing newer came in
+ * the wait, negative on failure. */
+static int pull_one(learner *L, cx_http_client *c, int p, int64_t newer, long wait_ms, float *out,
+                    int64_t *version)
+{
+    char path[128], lines[PROTO_MAX_LINES][PROTO_LINE], crcbuf[16];
+    const char *hdrs[PROTO_MAX_LINES + 1];
+    cx_http_result r;
+    proto_hdr h;
+    memset(&h, 0xff, sizeof h);
+    pthread_mutex_lock(&L->mu);
+    h.learner = L->o->id;
+    h.incarnation = L->incarnation;
+    pthread_mutex_unlock(&L->mu);
+    h.crc32c = 0;
+    proto_hdr_format(&h, lines, hdrs);
+    /* no body: drop the CRC line (the last one) */
+    for (int i = 0; hdrs[i]; i++)
+        if (strncmp(hdrs[i], PROTO_H_CRC32C, strlen(PROTO_H_CRC32C)) == 0)
+            hdrs[i] = NULL;
+    if (newer >= 0)
+        snprintf(path, sizeof path, "/v1/fragments/%d?newer-than=%lld&wait-ms=%ld", p, (long long)newer,
+                 wait_ms);
+    else
+        snprintf(path, sizeof path, "/v1/fragments/%d", p);
+    cx_http_result_init(&r);
+    int rc = call(L, c, "GET", path, hdrs, NULL, 0, NULL, HTTP_TIMEOUT_MS + wait_ms, &r);
+    if (rc) {
+        cx_http_result_cleanup(&r);
+        return rc;
+    }
+    if (r.status == 204) {
+        cx_http_result_cleanup(&r);
+        return 0;
+    }
+    size_t len = fragment_length(L->ft, p);
+    char vbuf[32];
+    uint32_t crc;
+    int64_t v = -1;
+    if (r.status != 200 || cx_http_result_header(&r, PROTO_H_CRC32C, crcbuf, sizeof crcbuf) != 0 ||
+        proto_crc_parse(crcbuf, &crc) != 0 ||
+        cx_http_result_header(&r, PROTO_H_VERSION, vbuf, sizeof vbuf) != 0 ||
+        cx_parse_i64(vbuf, PROTO_H_VERSION, 0, INT64_MAX / 2, &v, NULL, 0) != 0 ||
+        proto_check_body(r.body.data, r.body.len, len * 4, crc, NULL, 0) != PROTO_OK) {
+        cx_warn("bad answer to GET %s: HTTP %d, %zu bytes", path, r.status, r.body.len);
+        cx_http_result_cleanup(&r);
+        return CX_ECORRUPT;
+    }
+    proto_f32_decode(r.body.data, len, out);
+    cx_http_result_cleanup(&r);
+    *version = v;
+    return 1;
+}
+
+/* Take fragment p from payload: θ_p = Θ_base_p = payload; counters reset. */
+static void adopt(learner *L, int p, const float *payload, int64_t version)
+{
+    fragment_scatter(L->ft, p, payload, model_params(L->m));
+    fragment_scatter(L->ft, p, payload, L->base);
+    L->base_version[p] = version;
+    L->frag_steps[p] = 0;
+    L->frag_tokens[p] = 0;
+}
+
+/* Main thread: pull every fragment at its current version. */
+static int pull_all(learner *L)
+{
+    for (int p = 0; p < L->P; p++) {
+        int64_t v;
+        int rc;
+        while ((rc = pull_one(L, L->http, p, -1, 0, L->scratch, &v)) != 1) {
+            if (rc == CX_EUNAVAIL)
+                return rc;
+            cx_sleep_ms(200);
+        }
+        adopt(L, p, L->scratch, v);
+    }
+    return 0;
+}
+
+/* ---- learner: hooks and checkpoints ---- */
+
+/* The NaN hook (contracts.md): 1 when this contribution must carry NaN. */
+static int nan_hook(learner *L)
+{
+    char *data = NULL, why[CX_ERRLEN];
+    size_t len;
+    int64_t n = 0;
+    if (!L->hook_path[0])
+        return 0;
+    if (cx_file_read(L->hook_path, 64, &data, &len, why, sizeof why) != 0)
+        return 0;
+    while (len > 0 && (data[len - 1] == '\n' || data[len - 1] == ' '))
+        data[--len] = 0;
+    if (cx_parse_i64(data, "nan hook", 0, INT64_MAX, &n, why, sizeof why) != 0 || n <= 0) {
+        free(data);
+        return 0;
+    }
+    free(data);
+    char next[32];
+    snprintf(next, sizeof next, "%lld\n", (long long)(n - 1));
+    if (cx_file_write_atomic(L->hook_path, next, strlen(next), why, sizeof why) != 0)
+        cx_warn("nan hook: cannot rewrite %s: %s", L->hook_path, why);
+    cx_warn("nan hook: poisoning this contribution (%lld left)", (long long)(n - 1));
+    return 1;
+}
+
+static void save_checkpoint(learner *L)
+{
+    ckpt_learner c;
+    data_cursor cur;
+    char why[CX_ERRLEN];
+    memset(&c, 0, sizeof c);
+    data_shard_get_cursor(L->shard, &cur);
+    pthread_mutex_lock(&L->mu);
+    c.incarnation = L->incarnation;
+    c.step = L->step;
+    c.tokens = L->tokens;
+    pthread_mutex_unlock(&L->mu);
+    c.learner = L->o->id;
+    c.n = L->n;
+    c.P = L->P;
+    c.table_digest = fragment_table_digest(L->ft);
+    c.params = model_params(L->m);
+    c.adam_steps = (int64_t)adamw_steps(L->opt);
+    c.adam_m = adamw_m(L->opt);
+    c.adam_v = adamw_v(L->opt);
+    c.base_version = L->base_version;
+    c.frag_steps = L->frag_steps;
+    c.frag_tokens = L->frag_tokens;
+    c.cursor_len = sizeof cur;
+    c.cursor = &cur;
+    L->ckpt_step = c.step;
+    if (ckpt_learner_save(L->o->state_dir, &c, why, sizeof why) != 0)
+        cx_warn("checkpoint at step %lld failed, keeping the previous one and training on: %s",
+                (long long)c.step, why);
+}
+
+/* ---- learner: heartbeat thread ---- */
+
+static void *heartbeat_main(void *arg)
+{
+    learner *L = arg;
+    cx_http_opts ho;
+    memset(&ho, 0, sizeof ho);
+    ho.connect_timeout_ms = 1000;
+    ho.timeout_ms = 2000;
+    cx_http_client *c = cx_http_client_new(L->o->syncer_url, &ho);
+    while (c && !*L->stop) {
+        pthread_mutex_lock(&L->mu);
+        int done = L->comm_stop;
+        json_t *b = json_pack("{s:I, s:I, s:I, s:f, s:I, s:f, s:I, s:I}", "learner", (json_int_t)L->o->id,
+                              "incarnation", (json_int_t)L->incarnation, "step", (json_int_t)L->step,
+                              "train_loss", isfinite(L->train_loss) ? (double)L->train_loss : 0.0, "tokens",
+                              (json_int_t)L->tokens, "step_ms", L->step_ms_ema, "t_real_ms",
+                              (json_int_t)(cx_real_ns() / 1000000), "cursor", (json_int_t)L->tokens);
+        pthread_mutex_unlock(&L->mu);
+        if (done) {
+            json_decref(b);
+            break;
+        }
+        int status = 0;
+        json_t *ans = NULL;
+        char why[CX_ERRLEN];
+        if (cx_http_json(c, "POST", "/v1/heartbeat", b, &status, &ans, why, sizeof why) == 0) {
+            mark_ok(L);
+            if (status == 409 || status == 403) {
+                pthread_mutex_lock(&L->mu);
+                L->need_rejoin = 1;
+                pthread_mutex_unlock(&L->mu);
+            }
+        }
+        json_decref(ans);
+        json_decref(b);
+        for (int i = 0; i < 10 && !*L->stop; i++) {
+            pthread_mutex_lock(&L->mu);
+            done = L->comm_stop;
+            pthread_mutex_unlock(&L->mu);
+            if (done)
+                break;
+            cx_sleep_ms(100);
+        }
+    }
+    cx_http_client_free(c);
+    return NULL;
+}
+
+/* ---- learner: contributions ---- */
+
+/* Δ_p = Θ_base_p − θ_p into L->scratch, encoded into a malloc'd buffer. */
+static unsigned char *make_contribution(learner *L, int p, size_t *len, uint32_t *crc)
+{
+    size_t n = fragment_length(L->ft, p);
+    float *theta = L->scratch, *base = L->scratch + n;
+    encoding_kind enc = (encoding_kind)L->cfg.encoding;
+    fragment_gather(L->ft, p, model_params(L->m), theta);
+    fragment_gather(L->ft, p, L->base, base);
+    for (size_t i = 0; i < n; i++)
+        theta[i] = base[i] - theta[i];
+    if (nan_hook(L))
+        theta[0] = NAN;
+    *len = encoding_size(enc, n);
+    unsigned char *out = malloc(*len);
+    if (!out)
+        return NULL;
+    encoding_encode(enc, theta, n, out, *len, NULL, 0);
+    *crc = cx_crc32c(0, out, *len);
+    return out;
+}
+
+/* POST one contribution. Returns the HTTP status (0 = no answer). */
+static int post_contribution(learner *L, cx_http_client *c, const frag_msg *m)
+{
+    char path[96], lines[PROTO_MAX_LINES][PROTO_LINE];
+    const char *hdrs[PROTO_MAX_LINES + 1];
+    proto_hdr h;
+    cx_http_result r;
+    pthread_mutex_lock(&L->mu);
+    h.incarnation = L->incarnation;
+    pthread_mutex_unlock(&L->mu);
+    h.learner = L->o->id;
+    h.fragment = m->p;
+    h.base_version = m->version;
+    h.tokens = m->tokens;
+    h.steps = m->steps;
+    h.encoding = L->cfg.encoding;
+    h.crc32c = m->crc;
+    proto_hdr_format(&h, lines, hdrs);
+    snprintf(path, sizeof path, "/v1/fragments/%d/contributions", m->p);
+    cx_http_result_init(&r);
+    int status = 0;
+    if (call(L, c, "POST", path, hdrs, m->buf, m->len, "application/octet-stream", HTTP_TIMEOUT_MS, &r) == 0)
+        status = r.status;
+    if (status != 202 && status != 0) {
+        int level_warn = status != 409;
+        if (level_warn)
+            cx_warn("contribution fragment=%d base=%lld refused: HTTP %d %s", m->p, (long long)m->version,
+                    status, r.body.data ? r.body.data : "");
+        else
+            cx_info("contribution fragment=%d base=%lld refused: HTTP %d %s", m->p, (long long)m->version,
+                    status, r.body.data ? r.body.data : "");
+        if (status == 409 && r.body.data && strstr(r.body.data, "stale_incarnation")) {
+            pthread_mutex_lock(&L->mu);
+            L->need_rejoin = 1;
+            pthread_mutex_unlock(&L->mu);
+        }
+        if (status == 403) {
+            pthread_mutex_lock(&L->mu);
+            L->need_rejoin = 1;
+            pthread_mutex_unlock(&L->mu);
+        }
+    }
+    cx_http_result_cleanup(&r);
+    return status;
+}
+
+/* ---- learner: one inner step ---- */
+
+static int params_finite(learner *L)
+{
+    return isfinite(L->train_loss) && proto_first_nonfinite(model_params(L->m), L->n) < 0;
+}
+
+static float lr_now(learner *L, int64_t step)
+{
+    /* the syncer's horizon, so that ddp learners and the syncer apply the
+     * same step even when a learner runs more or fewer --steps */
+    return optim_lr_at(step, L->cfg.warmup, L->sched_steps, (float)L->cfg.inner_lr,
+                       (float)(L->cfg.inner_lr * 0.1));
+}
+
+/* Forward/backward on the next batch; grads in model_grads(). */
+static void compute_grads(learner *L)
+{
+    data_shard_next_batch(L->shard, (int)L->cfg.batch, L->in, L->tg);
+    L->train_loss = model_forward_backward(L->m, L->in, L->tg, (int)L->cfg.batch);
+}
+
+/* compute_ns: the step's own compute time (forward, backward, AdamW),
+ * without any wait for the syncer; --slowdown pads that. */
+static void after_step(learner *L, int64_t compute_ns)
+{
+    double ms = (double)compute_ns / 1e6;
+    if (L->cfg.slowdown > 1.0) {
+        int64_t pad = (int64_t)((L->cfg.slowdown - 1.0) * ms);
+        if (pad > 0)
+            cx_sleep_ms(pad);
+        ms *= L->cfg.slowdown;
+    }
+    pthread_mutex_lock(&L->mu);
+    L->step_ms_ema = L->step_ms_ema > 0 ? 0.9 * L->step_ms_ema + 0.1 * ms : ms;
+    L->step++;
+    L->tokens += L->cfg.batch;
+    int64_t step = L->step;
+    pthread_mutex_unlock(&L->mu);
+    for (int p = 0; p < L->P; p++) {
+        L->frag_steps[p]++;
+        L->frag_tokens[p] += L->cfg.batch;
+    }
+    if (step % 50 == 0)
+        cx_info("step=%lld loss=%.4f step_ms=%.1f", (long long)step, L->train_loss, L->step_ms_ema);
+    if (L->cfg.learner_checkpoint_every > 0 && step - L->ckpt_step >= L->cfg.learner_checkpoint_every)
+        save_checkpoint(L);
+}
+
+/* ---- learner: ddp ---- */
+
+static int ddp_loop(learner *L, char *err, size_t errlen)
+{
+    while (!*L->stop && L->step < L->cfg.steps) {
+        int64_t t0 = cx_mono_ns();
+        compute_grads(L);
+        int64_t compute_ns = cx_mono_ns() - t0;
+        float *g = model_grads(L->m);
+        if (nan_hook(L))
+            g[0] = NAN;
+        proto_f32_encode(g, L->n, L->wire);
+        proto_hdr h;
+        char lines[PROTO_MAX_LINES][PROTO_LINE], path[96];
+        const char *hdrs[PROTO_MAX_LINES + 1];
+        memset(&h, 0xff, sizeof h);
+        h.learner = L->o->id;
+        pthread_mutex_lock(&L->mu);
+        h.incarnation = L->incarnation;
+        int64_t t = L->step;
+        pthread_mutex_unlock(&L->mu);
+        h.encoding = CONFIG_ENC_F32;
+        h.crc32c = cx_crc32c(0, L->wire, L->n * 4);
+        proto_hdr_format(&h, lines, hdrs);
+        snprintf(path, sizeof path, "/v1/steps/%lld/gradients", (long long)t);
+        int done = 0;
+        while (!done && !*L->stop) {
+            cx_http_result r;
+            cx_http_result_init(&r);
+            if (call(L, L->http, "POST", path, hdrs, L->wire, L->n * 4, "application/octet-stream",
+                     HTTP_TIMEOUT_MS, &r) != 0) {
+                cx_http_result_cleanup(&r);
+                return cx_fail(err, errlen, CX_EUNAVAIL, "syncer %s unreachable for more than %.0f s",
+                               L->o->syncer_url, L->o->give_up_s);
+            }
+            char crcbuf[16];
+            uint32_t crc;
+            if (r.status == 200 && cx_http_result_header(&r, PROTO_H_CRC32C, crcbuf, sizeof crcbuf) == 0 &&
+                proto_crc_parse(crcbuf, &crc) == 0 &&
+                proto_check_body(r.body.data, r.body.len, L->n * 4, crc, NULL, 0) == PROTO_OK) {
+                proto_f32_decode(r.body.data, L->n, L->scratch);
+                int64_t t1 = cx_mono_ns();
+                adamw_step(L->opt, model_params(L->m), L->scratch, lr_now(L, t));
+                done = 1;
+                after_step(L, compute_ns + (cx_mono_ns() - t1));
+            } else if (r.status == 503) {
+                /* the barrier is still waiting for someone: send again */
+            } else if (r.status == 409 && r.body.data && strstr(r.body.data, "\"step\"") &&
+                       !strstr(r.body.data, "stale_incarnation")) {
+                json_t *j = json_loadb(r.body.data, r.body.len, 0, NULL);
+                json_int_t s = json_integer_value(json_object_get(j, "step"));
+                json_decref(j);
+                cx_warn("ddp step %lld closed without us; resyncing to step %lld", (long long)t,
+                        (long long)s);
+                if (pull_all(L) != 0) {
+                    cx_http_result_cleanup(&r);
+                    return cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable while resyncing");
+                }
+                pthread_mutex_lock(&L->mu);
+                L->step = s;
+                pthread_mutex_unlock(&L->mu);
+                done = 1;
+            } else if (r.status == 409 || r.status == 403) {
+                cx_warn("syncer does not know incarnation %lld any more; rejoining",
+                        (long long)h.incarnation);
+                int rc = join(L, L->http, 0, err, errlen);
+                if (rc == 0)
+                    rc = pull_all(L);
+                cx_http_result_cleanup(&r);
+                if (rc)
+                    return rc ? rc : CX_EUNAVAIL;
+                done = 1;
+                continue;
+            } else {
+                cx_warn("gradient for step %lld refused: HTTP %d %s", (long long)t, r.status,
+                        r.body.data ? r.body.data : "");
+                done = 1; /* skip this batch */
+            }
+            cx_http_result_cleanup(&r);
+        }
+        if (!params_finite(L)) {
+            cx_warn("own parameters are not finite; discarding them and pulling the global ones");
+            adamw_reset_range(L->opt, 0, L->n, NULL, 0);
+            if (pull_all(L) != 0)
+                return cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable");
+        }
+        pthread_mutex_lock(&L->mu);
+        int rj = L->need_rejoin;
+        pthread_mutex_unlock(&L->mu);
+        if (rj) {
+            int rc = join(L, L->http, 0, err, errlen);
+            if (rc == 0)
+                rc = pull_all(L);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* ---- learner: diloco ---- */
+
+static int diloco_sync(learner *L, char *err, size_t errlen)
+{
+    for (int p = 0; p < L->P; p++) {
+        frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0};
+        int status = 400;
+        /* a refused (400) payload is rebuilt and sent again: the barrier
+         * waits for every learner, so a lost contribution would stall it */
+        for (int attempt = 0; attempt < 3 && status == 400; attempt++) {
+            m.buf = make_contribution(L, p, &m.len, &m.crc);
+            if (!m.buf)
+                return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+            status = post_contribution(L, L->http, &m);
+            free(m.buf);
+        }
+        if (status == 0)
+            return cx_fail(err, errlen, CX_EUNAVAIL, "syncer %s unreachable for more than %.0f s",
+                           L->o->syncer_url, L->o->give_up_s);
+        pthread_mutex_lock(&L->mu);
+        int rj = L->need_rejoin;
+        pthread_mutex_unlock(&L->mu);
+        if (rj) {
+            int rc = join(L, L->http, 0, err, errlen);
+            return rc ? rc : pull_all(L);
+        }
+    }
+    /* wait for every merged fragment (the barrier) */
+    for (int p = 0; p < L->P && !*L->stop; p++) {
+        int64_t v;
+        int rc;
+        while ((rc = pull_one(L, L->http, p, L->base_version[p], POLL_WAIT_MS, L->scratch, &v)) != 1) {
+            if (rc == CX_EUNAVAIL)
+                return cx_fail(err, errlen, CX_EUNAVAIL, "syncer %s unreachable for more than %.0f s",
+                               L->o->syncer_url, L->o->give_up_s);
+            if (*L->stop)
+                return 0;
+            pthread_mutex_lock(&L->mu);
+            int rj = L->need_rejoin;
+            pthread_mutex_unlock(&L->mu);
+            if (rj) {
+                int rc2 = join(L, L->http, 0, err, errlen);
+                return rc2 ? rc2 : pull_all(L);
+            }
+        }
+        adopt(L, p, L->scratch, v);
+    }
+    return 0;
+}
+
+static int diloco_loop(learner *L, char *err, size_t errlen)
+{
+    while (!*L->stop && L->step < L->cfg.steps) {
+        int64_t t0 = cx_mono_ns();
+        compute_grads(L);
+        adamw_step(L->opt, model_params(L->m), model_grads(L->m), lr_now(L, L->step));
+        after_step(L, cx_mono_ns() - t0);
+        if (!params_finite(L)) {
+            cx_warn("own parameters are not finite; discarding them and pulling the global ones");
+            adamw_reset_range(L->opt, 0, L->n, NULL, 0);
+            if (pull_all(L) != 0)
+                return cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable");
+            continue;
+        }
+        if (L->step % L->cfg.H == 0 || L->step >= L->cfg.steps) {
+            int rc = diloco_sync(L, err, errlen);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* ---- learner: decoupled (comm thread) ---- */
+
+static void *comm_main(void *arg)
+{
+    learner *L = arg;
+    cx_http_client *c = new_client(L);
+    int64_t *awaiting = malloc((size_t)L->P * sizeof(int64_t)); /* base version waited on, -1 none */
+    size_t maxlen = 0;
+    for (int p = 0; p < L->P; p++)
+        if (fragment_length(L->ft, p) > maxlen)
+            maxlen = fragment_length(L->ft, p);
+    float *buf = malloc(maxlen * sizeof(float));
+    char err[CX_ERRLEN];
+    int64_t seen_merges = 0; /* merge counter at our last look */
+    if (!c || !awaiting || !buf) {
+        pthread_mutex_lock(&L->mu);
+        L->fatal = 1;
+        pthread_mutex_unlock(&L->mu);
+        goto out;
+    }
+    for (int p = 0; p < L->P; p++)
+        awaiting[p] = -1;
+    for (;;) {
+        pthread_mutex_lock(&L->mu);
+        if (L->comm_stop && L->n_out == 0) {
+            pthread_mutex_unlock(&L->mu);
+            break;
+        }
+        int rejoin = L->need_rejoin, pull = L->pull_all;
+        frag_msg m = {0};
+        int have = 0;
+        if (!rejoin && !pull && L->n_out > 0) {
+            m = L->outbox[0];
+            memmove(&L->outbox[0], &L->outbox[1], (size_t)(L->n_out - 1) * sizeof m);
+            L->n_out--;
+            have = 1;
+            L->sending = 1;
+        }
+        pthread_mutex_unlock(&L->mu);
+        if (*L->stop && !L->comm_stop) {
+            if (have)
+                free(m.buf);
+            break;
+        }
+
+        if (rejoin || pull) {
+            /* rejoin (if needed) and hand every fragment to the main thread */
+            if (rejoin && join(L, c, 0, err, sizeof err) != 0) {
+                cx_error("rejoin failed: %s", err);
+                pthread_mutex_lock(&L->mu);
+                L->fatal = 1;
+                pthread_mutex_unlock(&L->mu);
+                break;
+            }
+            int ok = 1;
+            frag_msg got[MAX_QUEUE];
+            int ng = 0;
+            for (int p = 0; p < L->P && ok; p++) {
+                int64_t v;
+                size_t len = fragment_length(L->ft, p);
+                int rc = pull_one(L, c, p, -1, 0, buf, &v);
+                if (rc != 1) {
+                    ok = 0;
+                    break;
+                }
+                got[ng] = (frag_msg){p, v, 0, 0, malloc(len * 4), len * 4, 0};
+                if (got[ng].buf)
+                    memcpy(got[ng].buf, buf, len * 4);
+                ng++;
+            }
+            pthread_mutex_lock(&L->mu);
+            if (ok) {
+                for (int i = 0; i < L->n_in; i++)
+                    free(L->inbox[i].buf);
+                for (int i = 0; i < ng; i++)
+                    L->inbox[i] = got[i];
+                L->n_in = ng;
+                L->reset_all = 1;
+                L->pull_all = 0;
+                for (int p = 0; p < L->P; p++)
+                    awaiting[p] = -1;
+            } else {
+                for (int i = 0; i < ng; i++)
+                    free(got[i].buf);
+            }
+            pthread_mutex_unlock(&L->mu);
+            if (!ok && gave_up(L))
+                break;
+            continue;
+        }
+        if (have) {
+            int status = post_contribution(L, c, &m);
+            free(m.buf);
+            pthread_mutex_lock(&L->mu);
+            L->sending = 0;
+            if (status == 202 || status == 409)
+                awaiting[m.p] = m.version; /* wait for a version newer than our base */
+            else {
+                if (L->inflight[m.p]) {
+                    L->inflight[m.p] = 0;
+                    L->n_inflight--;
+                }
+            }
+            pthread_mutex_unlock(&L->mu);
+            if (status == 0 && gave_up(L))
+                break;
+            continue;
+        }
+        /* long-poll what we wait for: one wait on the merge counter for all
+         * fragments, then fetch the ones that moved past our base */
+        int n_await = 0;
+        for (int p = 0; p < L->P; p++)
+            n_await += awaiting[p] >= 0;
+        if (n_await == 0) {
+            pthread_mutex_lock(&L->mu);
+            if (L->n_out == 0 && !L->comm_stop && !L->need_rejoin && !L->pull_all) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 100 * 1000000L;
+                ts.tv_sec += ts.tv_nsec / 1000000000L;
+                ts.tv_nsec %= 1000000000L;
+                pthread_cond_timedwait(&L->cv, &L->mu, &ts);
+            }
+            pthread_mutex_unlock(&L->mu);
+            continue;
+        }
+        {
+            char path[96];
+            cx_http_result r;
+            int64_t vers[FRAGMENT_MAX < 256 ? FRAGMENT_MAX : 256];
+            int nv = 0;
+            snprintf(path, sizeof path, "/v1/versions?merges-above=%lld&wait-ms=50", (long long)seen_merges);
+            cx_http_result_init(&r);
+            if (call(L, c, "GET", path, NULL, NULL, 0, NULL, HTTP_TIMEOUT_MS, &r) == 0 && r.status == 200) {
+                json_t *j = json_loadb(r.body.data, r.body.len, 0, NULL);
+                json_t *va = json_object_get(j, "versions");
+                seen_merges = json_integer_value(json_object_get(j, "merges"));
+                for (size_t i = 0; i < json_array_size(va) && nv < 256; i++)
+                    vers[nv++] = json_integer_value(json_array_get(va, i));
+                json_decref(j);
+            }
+            cx_http_result_cleanup(&r);
+            for (int p = 0; p < L->P && p < nv; p++) {
+                if (awaiting[p] < 0 || vers[p] <= awaiting[p])
+                    continue;
+                int64_t v;
+                if (pull_one(L, c, p, awaiting[p], 0, buf, &v) != 1)
+                    continue;
+                size_t len = fragment_length(L->ft, p);
+                frag_msg in = {p, v, 0, 0, malloc(len * 4), len * 4, 0};
+                if (in.buf)
+                    memcpy(in.buf, buf, len * 4);
+                pthread_mutex_lock(&L->mu);
+                if (L->n_in < MAX_QUEUE && in.buf)
+                    L->inbox[L->n_in++] = in;
+                else
+                    free(in.buf);
+                pthread_mutex_unlock(&L->mu);
+                awaiting[p] = -1;
+            }
+        }
+        if (gave_up(L))
+            break;
+    }
+out:
+    free(awaiting);
+    free(buf);
+    cx_http_client_free(c);
+    return NULL;
+}
+
+/* Main thread, between two steps: take what the comm thread received. */
+static void apply_inbox(learner *L)
+{
+    pthread_mutex_lock(&L->mu);
+    if (L->reset_all) {
+        for (int p = 0; p < L->P; p++)
+            L->inflight[p] = 0;
+        L->n_inflight = 0;
+        L->reset_all = 0;
+        cx_info("took every fragment after a (re)join or a resync");
+    }
+    for (int i = 0; i < L->n_in; i++) {
+        frag_msg *m = &L->inbox[i];
+        size_t len = fragment_length(L->ft, m->p);
+        proto_f32_decode(m->buf, len, L->scratch);
+        adopt(L, m->p, L->scratch, m->version);
+        if (L->inflight[m->p]) {
+            L->inflight[m->p] = 0;
+            L->n_inflight--;
+        }
+        L->pending[m->p] = 0; /* just received: its next turn comes on schedule */
+        free(m->buf);
+    }
+    L->n_in = 0;
+    pthread_mutex_unlock(&L->mu);
+}
+
+/* Fragments due by the stagger schedule are sent at once unless tau
+ * contributions are already queued or on the wire; then they wait (pending)
+ * for a free slot, and go with the delta of that moment. A fragment still
+ * waiting for its merged version is not sent again: its next turn comes. */
+static void enqueue_due(learner *L)
+{
+    int due[64];
+    int nd = fragment_due(L->step, (int)L->cfg.H, L->P, due, 64);
+    if (nd > 64)
+        nd = 64;
+    for (int i = 0; i < nd; i++)
+        if (!L->inflight[due[i]])
+            L->pending[due[i]] = 1;
+    for (int p = 0; p < L->P; p++) {
+        if (!L->pending[p])
+            continue;
+        pthread_mutex_lock(&L->mu);
+        int blocked = L->n_out + L->sending >= L->cfg.tau || L->n_out >= MAX_QUEUE || L->reset_all ||
+                      L->pull_all || L->need_rejoin;
+        int busy = L->inflight[p];
+        pthread_mutex_unlock(&L->mu);
+        if (busy) {
+            L->pending[p] = 0;
+            continue;
+        }
+        if (blocked)
+            break;
+        frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0};
+        m.buf = make_contribution(L, p, &m.len, &m.crc);
+        if (!m.buf)
+            continue;
+        L->pending[p] = 0;
+        pthread_mutex_lock(&L->mu);
+        L->outbox[L->n_out++] = m;
+        L->inflight[p] = 1;
+        L->n_inflight++;
+        pthread_cond_broadcast(&L->cv);
+        pthread_mutex_unlock(&L->mu);
+    }
+}
+
+static int decoupled_loop(learner *L, char *err, size_t errlen)
+{
+    pthread_t comm;
+    if (pthread_create(&comm, NULL, comm_main, L) != 0)
+        return cx_fail(err, errlen, CX_ESYS, "cannot start the comm thread");
+    int rc = 0;
+    while (!*L->stop && L->step < L->cfg.steps) {
+        apply_inbox(L);
+        pthread_mutex_lock(&L->mu);
+        int fatal = L->fatal, resetting = L->need_rejoin || L->pull_all;
+        pthread_mutex_unlock(&L->mu);
+        if (fatal) {
+            rc = cx_fail(err, errlen, CX_EUNAVAIL, "syncer %s unreachable for more than %.0f s",
+                         L->o->syncer_url, L->o->give_up_s);
+            break;
+        }
+        (void)resetting; /* training goes on while the comm thread rejoins */
+        int64_t t0 = cx_mono_ns();
+        compute_grads(L);
+        adamw_step(L->opt, model_params(L->m), model_grads(L->m), lr_now(L, L->step));
+        after_step(L, cx_mono_ns() - t0);
+        if (!params_finite(L)) {
+            cx_warn("own parameters are not finite; discarding them and pulling the global ones");
+            adamw_reset_range(L->opt, 0, L->n, NULL, 0);
+            memcpy(model_params(L->m), L->base, L->n * sizeof(float));
+            pthread_mutex_lock(&L->mu);
+            L->pull_all = 1;
+            pthread_cond_broadcast(&L->cv);
+            pthread_mutex_unlock(&L->mu);
+            continue;
+        }
+        enqueue_due(L);
+    }
+    /* flush: let the comm thread send what is queued (bounded) */
+    int64_t end = cx_mono_ms() + 10000;
+    for (;;) {
+        pthread_mutex_lock(&L->mu);
+        int pending = L->n_out + L->sending;
+        pthread_mutex_unlock(&L->mu);
+        if (pending == 0 || cx_mono_ms() > end || rc != 0)
+            break;
+        cx_sleep_ms(20);
+    }
+    apply_inbox(L);
+    pthread_mutex_lock(&L->mu);
+    L->comm_stop = 1;
+    for (int i = 0; i < L->n_out; i++) /* anything still queued after the bound is dropped */
+        free(L->outbox[i].buf);
+    L->n_out = 0;
+    pthread_cond_broadcast(&L->cv);
+    pthread_mutex_unlock(&L->mu);
+    pthread_join(comm, NULL);
+    for (int i = 0; i < L->n_in; i++)
+        free(L->inbox[i].buf);
+    L->n_in = 0;
+    return rc;
+}
+
+/* ---- learner: run ---- */
+
+int learner_run(const learner_opts *o, volatile sig_atomic_t *stop, char *err, size_t errlen)
+{
+    learner *L = calloc(1, sizeof *L);
+    int rc = 0;
+    pthread_t hb;
+    int hb_started = 0;
+    if (!L)
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    L->o = o;
+    L->stop = stop;
+    L->train_loss = NAN;
+    pthread_mutex_init(&L->mu, NULL);
+    pthread_cond_init(&L->cv, NULL);
+    L->last_ok_ms = cx_mono_ms();
+    const char *hook = getenv("CHAOSLOCO_HOOK_DIR");
+    if (hook && *hook)
+        snprintf(L->hook_path, sizeof L->hook_path, "%s/nan", hook);
+    if ((rc = cx_mkdir_p(o->state_dir, err, errlen)) != 0)
+        goto out;
+    L->http = new_client(L);
+    if (!L->http) {
+        rc = cx_fail(err, errlen, CX_ENOMEM, "cannot create an HTTP client");
+        goto out;
+    }
+    /* the local checkpoint (if any) says which incarnation and step we were */
+    L->restored = calloc(1, sizeof *L->restored);
+    char why[CX_ERRLEN];
+    int lrc =
+        L->restored ? ckpt_learner_load(o->state_dir, L->restored, 0, 0, 0, why, sizeof why) : CX_ENOMEM;
+    if (lrc != 0) {
+        if (lrc != CX_ENOTFOUND)
+            cx_warn("no usable local checkpoint: %s", why);
+        free(L->restored);
+        L->restored = NULL;
+    } else {
+        if (L->restored->learner != o->id) {
+            cx_warn("local checkpoint belongs to learner %lld, not %lld; ignoring it",
+                    (long long)L->restored->learner, (long long)o->id);
+            ckpt_learner_cleanup(L->restored);
+            free(L->restored);
+            L->restored = NULL;
+        } else {
+            L->incarnation = L->restored->incarnation;
+            L->step = L->restored->step;
+        }
+    }
+    if ((rc = join(L, L->http, 1, err, errlen)) != 0)
+        goto out;
+    if ((rc = pull_all(L)) != 0) {
+        rc = cx_fail(err, errlen, CX_EUNAVAIL, "syncer %s unreachable while pulling", o->syncer_url);
+        goto out;
+    }
+    if (pthread_create(&hb, NULL, heartbeat_main, L) == 0)
+        hb_started = 1;
+    switch (L->cfg.mode) {
+    case CONFIG_MODE_DDP:
+    case CONFIG_MODE_DDP_ELASTIC:
+        rc = ddp_loop(L, err, errlen);
+        break;
+    case CONFIG_MODE_DILOCO:
+        rc = diloco_loop(L, err, errlen);
+        break;
+    default:
+        rc = decoupled_loop(L, err, errlen);
+        break;
+    }
+    if (*stop && L->m) {
+        rc = 0; /* a signal is a clean shutdown, whatever was in progress */
+    }
+    if (rc == 0 && L->m)
+        save_checkpoint(L);
+    if (rc == 0 && !*stop) {
+        int status;
+        pthread_mutex_lock(&L->mu);
+        json_t *b =
+            json_pack("{s:I, s:I}", "learner", (json_int_t)o->id, "incarnation", (json_int_t)L->incarnation);
+        pthread_mutex_unlock(&L->mu);
+        json_decref(call_json(L, L->http, "POST", "/v1/leave", b, &status));
+        json_decref(b);
+        cx_info("done: %lld steps, %lld tokens, last train loss %.4f", (long long)L->step,
+                (long long)L->tokens, L->train_loss);
+    }
+out:
+    pthread_mutex_lock(&L->mu);
+    L->comm_stop = 1;
+    pthread_mutex_unlock(&L->mu);
+    if (hb_started)
+        pthread_join(hb, NULL);
+    if (L->restored) {
+        ckpt_learner_cleanup(L->restored);
+        free(L->restored);
+    }
+    cx_http_client_free(L->http);
+    model_free(L->m);
+    adamw_free(L->opt);
+    data_shard_free(L->shard);
+    data_source_free(L->src);
+    fragment_table_free(L->ft);
+    free(L->base), free(L->scratch), free(L->wire), free(L->base_version), free(L->frag_steps);
+    free(L->frag_tokens), free(L->inflight), free(L->pending), free(L->in), free(L->tg);
+    pthread_cond_destroy(&L->cv);
+    pthread_mutex_destroy(&L->mu);
+    free(L);
+    return rc;
+}

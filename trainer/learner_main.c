@@ -1,0 +1,124 @@
+/* learner_main.c - `chaosloco learner`: parse flags, run one learner unit
+ * until its steps are done (exit 0), SIGTERM/SIGINT (checkpoint, exit 0), or
+ * the syncer is gone longer than --give-up-s (exit 1). */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "trainer/config.h"
+#include "trainer/learner.h"
+
+static volatile sig_atomic_t stop_flag;
+static void on_signal(int sig)
+{
+    stop_flag = sig;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f,
+        "usage: chaosloco learner --syncer http://HOST:PORT --id N --state-dir DIR [FLAGS]\n\n"
+        "One learner unit: trains on its data shard and exchanges with the syncer per the run's mode.\n"
+        "The training config comes from the syncer at join; a learner may override only the flags below.\n\n"
+        "  --syncer URL                       the syncer's base URL (required)\n"
+        "  --id N                             learner id, 0..1000000 (required; selects the data shard)\n"
+        "  --state-dir DIR                    local checkpoints (required)\n"
+        "  --give-up-s S                      exit 1 when the syncer has not answered for S seconds (default "
+        "60)\n"
+        "  --help                             this text\n\nper-learner overrides:\n");
+    config_print_help(f, 1);
+    fprintf(f, "\nenvironment: CHAOSLOCO_HOOK_DIR=DIR enables the NaN hook (DIR/nan holds a count, see "
+               "docs/training.md)\n");
+}
+
+int learner_main(int argc, char **argv)
+{
+    learner_opts o;
+    char err[CX_ERRLEN];
+    int64_t id = -1;
+    double give_up = 60;
+    config probe;
+    memset(&o, 0, sizeof o);
+    config_defaults(&probe);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            fprintf(stderr, "chaosloco learner: unexpected argument '%s' (see --help)\n", a);
+            return 64;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "chaosloco learner: %s needs a value\n", a);
+            return 64;
+        }
+        const char *v = argv[++i];
+        if (strcmp(a, "--syncer") == 0) {
+            if (strncmp(v, "http://", 7) != 0) {
+                fprintf(stderr, "chaosloco learner: --syncer: '%s' is not an http:// URL\n", v);
+                return 64;
+            }
+            o.syncer_url = v;
+        } else if (strcmp(a, "--id") == 0) {
+            if (cx_parse_i64(v, "--id", 0, 1000000, &id, err, sizeof err) != 0) {
+                fprintf(stderr, "chaosloco learner: %s\n", err);
+                return 64;
+            }
+        } else if (strcmp(a, "--state-dir") == 0) {
+            o.state_dir = v;
+        } else if (strcmp(a, "--give-up-s") == 0) {
+            if (cx_parse_double(v, "--give-up-s", 1, 86400, &give_up, err, sizeof err) != 0) {
+                fprintf(stderr, "chaosloco learner: %s\n", err);
+                return 64;
+            }
+        } else if (config_learner_may_override(a)) {
+            if (config_set_flag(&probe, a, v, err, sizeof err) != 0) {
+                fprintf(stderr, "chaosloco learner: %s\n", err);
+                return 64;
+            }
+            if (o.n_overrides >= LEARNER_MAX_OVERRIDES) {
+                fprintf(stderr, "chaosloco learner: too many overrides\n");
+                return 64;
+            }
+            o.override_name[o.n_overrides] = a;
+            o.override_value[o.n_overrides++] = v;
+        } else {
+            fprintf(stderr,
+                    "chaosloco learner: unknown option '%s' (the training config comes from the syncer; "
+                    "see --help)\n",
+                    a);
+            return 64;
+        }
+    }
+    if (!o.syncer_url || id < 0 || !o.state_dir) {
+        fprintf(stderr, "chaosloco learner: --syncer, --id and --state-dir are required (see --help)\n");
+        return 64;
+    }
+    o.id = id;
+    o.give_up_s = give_up;
+    char comp[48];
+    snprintf(comp, sizeof comp, "learner-%lld", (long long)id);
+    cx_log_init(comp, CX_LOG_INFO);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int rc = learner_run(&o, &stop_flag, err, sizeof err);
+    if (rc != 0) {
+        cx_error("%s", err);
+        return 1;
+    }
+    if (stop_flag)
+        cx_info("signal %d: checkpointed, exiting", (int)stop_flag);
+    return 0;
+}

@@ -1,0 +1,1764 @@
+/* syncer.c - the synchronizer: global state, HTTP API, merges (syncer.h).
+ *
+ * ---- NOTES ON THE DESIGN OF THE SYNCER ----
+ *
+ * One mutex (s->mu) guards everything below the "shared state" line of
+ * struct syncer. Handlers block on condition variables with bounded waits:
+ *   s->frag_cv  broadcast when any fragment version changes (long polls,
+ *               diloco/decoupled learners waiting for the merged fragment);
+ *   s->step_cv  broadcast when a ddp step completes;
+ *   s->tick_cv  wakes the ticker early (a round reached its quorum, ...).
+ * The ticker thread closes deadlines (ddp-elastic steps, diloco elastic
+ * rounds, decoupled grace windows), marks silent learners absent, and runs
+ * eval and checkpoints on snapshots taken under the lock and used outside it.
+ *
+ * The per-fragment round (diloco and decoupled):
+ *
+ *        h_contribution(): first accepted contribution
+ *   IDLE ──────────────────────────────────────────► COLLECTING
+ *    ▲                                                 │   │
+ *    │   round_merge(): merge, outer Nesterov,         │   │ n >= need (round_check):
+ *    │   version++, wake long-polls                    │   │ decoupled: grace computed
+ *    │                                                 │   ▼
+ *    ├─────────────────── n >= need, no grace ─────────┘  GRACE
+ *    │                    or elastic deadline (ticker)     │
+ *    └──────────── grace over, or every live learner ──────┘
+ *                  contributed (round_check / ticker)
+ *
+ *   IDLE        no contribution held; opened_ms = 0.
+ *   COLLECTING  1 <= n < need contributions held (need: diloco = every
+ *               expected learner, decoupled = quorum K).
+ *   GRACE       n >= K; grace_end_ms set; contributions still accepted.
+ * A contribution from a learner already in the round replaces its previous
+ * one (its newer delta includes the older progress: the learner has not
+ * received the fragment in between). At merge, contributions of learners
+ * marked absent get no weight (they are dropped); if none is left the round
+ * stays open.
+ *
+ * ddp steps: step t collects one gradient per learner; it completes when
+ * every expected learner has sent one (ddp: all M; ddp-elastic: every live
+ * learner, or at elastic_deadline_ms after the first arrival with whoever
+ * came). Completion averages, applies AdamW to the global parameters (the
+ * source of truth for eval and rejoin) and wakes the waiting handlers, which
+ * answer the mean; each learner applies the same AdamW step.
+ */
+#include "trainer/syncer.h"
+
+#include <assert.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/crc32c.h"
+#include "common/err.h"
+#include "common/file.h"
+#include "common/http_server.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "trainer/checkpoint.h"
+#include "trainer/data.h"
+#include "trainer/encoding.h"
+#include "trainer/events.h"
+#include "trainer/fragment.h"
+#include "trainer/merge.h"
+#include "trainer/model.h"
+#include "trainer/optim.h"
+#include "trainer/protocol.h"
+
+#define MAX_LEARNERS 64
+#define RECENT_MERGES 16
+#define BARRIER_WAIT_MS 5000   /* a ddp handler answers 503 "retry" after this */
+#define LONG_POLL_MAX_MS 30000 /* cap on ?wait-ms */
+#define TICK_MS 20
+
+typedef enum learner_state { LS_ACTIVE = 0, LS_ABSENT, LS_LEFT } learner_state;
+static const char *const learner_state_names[] = {"active", "absent", "left"};
+
+typedef struct learner_rec {
+    int64_t id;          /* learner id (-1 = free slot) */
+    int64_t incarnation; /* current incarnation (0 = never joined this run) */
+    learner_state state;
+    int64_t joined_ms;        /* mono ms of the last join */
+    int64_t last_seen_ms;     /* mono ms of the last request from it */
+    int64_t last_hb_event_ms; /* mono ms of the last heartbeat event */
+    int64_t step;             /* inner steps it reported */
+    int64_t tokens;           /* tokens it reported */
+    double train_loss;        /* nats, last reported */
+    double step_ms;           /* ms per inner step, last reported */
+    int64_t clock_skew_ms;    /* its realtime minus ours */
+    int64_t accepted;         /* contributions/gradients accepted */
+    int64_t rejected;         /* contributions/gradients rejected */
+    int64_t ddp_arrived;      /* last ddp step it sent a gradient for (-1 none) */
+    int64_t ddp_dropped;      /* last ddp step closed without it (-1 none) */
+} learner_rec;
+
+typedef enum round_state { RS_IDLE = 0, RS_COLLECTING, RS_GRACE } round_state;
+static const char *const round_state_names[] = {"idle", "collecting", "grace"};
+
+typedef struct contrib {
+    int slot;             /* learner slot */
+    int64_t learner;      /* id */
+    int64_t incarnation;  /* its incarnation */
+    int64_t base_version; /* version the delta is against */
+    int64_t tokens;       /* since it last received the fragment */
+    int64_t steps;        /* since it last received the fragment */
+    float *delta;         /* [fragment_length] decoded outer gradient */
+} contrib;
+
+typedef struct frag_round {
+    round_state state;
+    contrib c[MAX_LEARNERS]; /* held contributions, [0, n) */
+    int n;                   /* contributions held */
+    int64_t opened_ms;       /* mono ms of the first contribution */
+    int64_t quorum_ms;       /* mono ms the quorum was reached */
+    int64_t grace_end_ms;    /* mono ms the grace window ends */
+    double grace_ms;         /* ms of the grace window granted */
+    merge_ema t_quorum;      /* ms from open to quorum */
+    merge_ema t_sync;        /* ms of a merge */
+} frag_round;
+
+typedef struct merge_note {
+    int64_t fragment;               /* -1 for a ddp step */
+    int64_t version;                /* version produced */
+    int64_t t_mono_ms;              /* when */
+    int n;                          /* participants */
+    int64_t learners[MAX_LEARNERS]; /* ids */
+} merge_note;
+
+struct syncer {
+    config cfg;           /* effective config (never changes) */
+    char state_dir[1024]; /* checkpoints, events, listen.addr */
+    model *eval_model;    /* ticker only: params are a snapshot of theta */
+    data_source *data;    /* corpus (eval split) */
+    uint8_t *eval_in;     /* [eval_n, C] */
+    uint8_t *eval_tg;     /* [eval_n] */
+    int eval_n;           /* eval examples */
+    double entropy_floor; /* nats, NAN for a file */
+    fragment_table *ft;   /* fragments of the model */
+    size_t n;             /* parameters */
+    int P;                /* fragments */
+    events *ev;           /* the event log */
+    cx_http_server *http; /* the API */
+    pthread_t ticker;     /* deadlines, absent learners */
+    pthread_t worker;     /* eval, checkpoints */
+    int ticker_started;   /* 1 once ticker and worker run */
+    int64_t start_ms;     /* mono ms at start */
+
+    /* ---- shared state (under mu) ---- */
+    pthread_mutex_t mu;
+    pthread_cond_t frag_cv, step_cv, tick_cv, work_cv;
+    int stopping;                       /* 1: handlers return, ticker exits */
+    float *theta;                       /* [n] global parameters */
+    float *momentum;                    /* [n] outer Nesterov buffer */
+    adamw *opt;                         /* ddp modes: AdamW state of the global params */
+    int64_t *versions;                  /* [P] */
+    frag_round *rounds;                 /* [P] diloco/decoupled */
+    learner_rec learners[MAX_LEARNERS]; /* slots, id -1 = free */
+    int64_t merges;                     /* merges (ddp: completed steps) */
+    int64_t tokens_merged;              /* tokens of merged contributions (whole-model equivalent) */
+    int64_t tokens_frag_raw;            /* sum of the tokens of merged fragment contributions */
+    int64_t bytes_in;                   /* tensor bytes received */
+    int64_t bytes_out;                  /* tensor bytes sent */
+    int64_t rejects[PROTO_R_COUNT];     /* by reason */
+    int64_t accepted_total;             /* accepted contributions/gradients */
+    double eval_loss;                   /* nats, NAN before the first eval */
+    int64_t eval_merges;                /* merges at the last eval */
+    int64_t eval_tokens;                /* tokens_merged at the last eval */
+    int64_t last_eval_ms;               /* mono ms of the last eval */
+    int eval_pending;                   /* 1: a merge happened since the last eval */
+    int64_t last_ckpt_merges;           /* merges at the last checkpoint */
+    int64_t last_merge_ms;              /* mono ms of the last merge */
+    int64_t longest_gap_ms;             /* longest gap between two merges */
+    merge_note recent[RECENT_MERGES];   /* ring of recent merges */
+    int64_t recent_n;                   /* merges noted (ring index = n % RECENT_MERGES) */
+    /* ddp */
+    int64_t ddp_step;             /* step being collected */
+    float *ddp_sum;               /* [n] sum of gradients of ddp_step */
+    int ddp_count;                /* gradients in ddp_sum */
+    int64_t ddp_first_ms;         /* mono ms of the first gradient of ddp_step */
+    float *ddp_mean;              /* [n] mean gradient of step ddp_mean_step */
+    int64_t ddp_mean_step;        /* step whose mean is in ddp_mean (-1 none) */
+    unsigned char *ddp_mean_wire; /* [4n] ddp_mean as sent */
+    uint32_t ddp_mean_crc;        /* CRC32C of ddp_mean_wire */
+};
+
+static int is_ddp(const syncer *s)
+{
+    return s->cfg.mode == CONFIG_MODE_DDP || s->cfg.mode == CONFIG_MODE_DDP_ELASTIC;
+}
+static const char *mode_name(const syncer *s)
+{
+    return config_mode_name(s->cfg.mode);
+}
+
+/* ---- syncer: learners ---- */
+
+static int find_slot(syncer *s, int64_t id)
+{
+    for (int i = 0; i < MAX_LEARNERS; i++)
+        if (s->learners[i].id == id)
+            return i;
+    return -1;
+}
+
+static int count_learners(const syncer *s, int only_active)
+{
+    int n = 0;
+    for (int i = 0; i < MAX_LEARNERS; i++) {
+        const learner_rec *l = &s->learners[i];
+        if (l->id < 0 || l->incarnation == 0)
+            continue;
+        if (only_active ? l->state == LS_ACTIVE : l->state != LS_LEFT)
+            n++;
+    }
+    return n;
+}
+
+/* How many learners a barrier waits for. Strict barriers (ddp, diloco
+ * without deadline) wait for all M except those that finished; elastic ones
+ * for the learners currently alive. */
+static int barrier_need(const syncer *s)
+{
+    int elastic = s->cfg.mode == CONFIG_MODE_DDP_ELASTIC ||
+                  (s->cfg.mode == CONFIG_MODE_DILOCO && s->cfg.elastic_deadline_ms > 0);
+    if (elastic) {
+        int a = count_learners(s, 1);
+        return a > 0 ? a : 1;
+    }
+    int left = 0;
+    for (int i = 0; i < MAX_LEARNERS; i++)
+        if (s->learners[i].id >= 0 && s->learners[i].incarnation > 0 && s->learners[i].state == LS_LEFT)
+            left++;
+    int need = (int)s->cfg.learners - left;
+    return need > 0 ? need : 1;
+}
+
+/* Check learner + incarnation of a request. Returns PROTO_OK and *slot, or
+ * the reject reason. */
+static proto_reason check_learner(syncer *s, int64_t id, int64_t inc, int *slot)
+{
+    int i = find_slot(s, id);
+    if (i < 0 || s->learners[i].incarnation == 0)
+        return PROTO_R_UNKNOWN_LEARNER;
+    if (inc != s->learners[i].incarnation)
+        return PROTO_R_STALE_INCARNATION;
+    *slot = i;
+    return PROTO_OK;
+}
+
+static void touch(syncer *s, int slot)
+{
+    learner_rec *l = &s->learners[slot];
+    l->last_seen_ms = cx_mono_ms();
+    if (l->state == LS_ABSENT)
+        l->state = LS_ACTIVE;
+}
+
+static int reason_status(proto_reason r)
+{
+    switch (r) {
+    case PROTO_R_UNKNOWN_LEARNER:
+        return 403;
+    case PROTO_R_STALE_INCARNATION:
+    case PROTO_R_STALE_VERSION:
+        return 409;
+    case PROTO_R_HALTED:
+        return 503;
+    default:
+        return 400;
+    }
+}
+
+/* Count, log and answer a rejection (called with mu held or not: takes it). */
+static void reject(syncer *s, cx_http_resp *resp, proto_reason r, int64_t learner, int64_t inc,
+                   int64_t fragment, const char *detail, int locked)
+{
+    if (!locked)
+        pthread_mutex_lock(&s->mu);
+    s->rejects[r]++;
+    int slot = learner >= 0 ? find_slot(s, learner) : -1;
+    if (slot >= 0)
+        s->learners[slot].rejected++;
+    if (!locked)
+        pthread_mutex_unlock(&s->mu);
+    json_t *f =
+        json_pack("{s:I, s:I, s:I, s:s, s:s}", "learner", (json_int_t)learner, "incarnation", (json_int_t)inc,
+                  "fragment", (json_int_t)fragment, "reason", proto_reason_name(r), "detail", detail);
+    events_emit(s->ev, "reject", f);
+    cx_warn("reject learner=%lld incarnation=%lld fragment=%lld reason=%s: %s", (long long)learner,
+            (long long)inc, (long long)fragment, proto_reason_name(r), detail);
+    json_t *body = json_pack("{s:s, s:i, s:s}", "error", detail, "status", reason_status(r), "reason",
+                             proto_reason_name(r));
+    if (r == PROTO_R_STALE_VERSION || r == PROTO_R_STALE_INCARNATION) {
+        /* tell the learner where the syncer is */
+        if (fragment >= 0 && fragment < s->P) {
+            if (!locked)
+                pthread_mutex_lock(&s->mu);
+            json_object_set_new(body, "version", json_integer(s->versions[fragment]));
+            if (!locked)
+                pthread_mutex_unlock(&s->mu);
+        }
+    }
+    cx_http_reply_json(resp, reason_status(r), body);
+}
+
+/* ---- syncer: merge bookkeeping shared by every mode ---- */
+
+static void note_merge(syncer *s, int64_t fragment, int64_t version, const int64_t *ids, int n)
+{
+    merge_note *m = &s->recent[s->recent_n % RECENT_MERGES];
+    int64_t now = cx_mono_ms();
+    m->fragment = fragment;
+    m->version = version;
+    m->t_mono_ms = now;
+    m->n = n;
+    for (int i = 0; i < n && i < MAX_LEARNERS; i++)
+        m->learners[i] = ids[i];
+    s->recent_n++;
+    if (s->last_merge_ms > 0 && now - s->last_merge_ms > s->longest_gap_ms)
+        s->longest_gap_ms = now - s->last_merge_ms;
+    s->last_merge_ms = now;
+    s->merges++;
+    s->eval_pending = 1;
+    pthread_cond_broadcast(&s->work_cv);
+}
+
+/* ---- syncer: per-fragment rounds (diloco, decoupled) ---- */
+
+#ifndef NDEBUG
+static void assert_round_state(const syncer *s, const frag_round *r)
+{
+    switch (r->state) {
+    case RS_IDLE:
+        assert(r->n == 0);
+        break;
+    case RS_COLLECTING:
+        assert(r->n >= 1 && r->opened_ms > 0);
+        break;
+    case RS_GRACE:
+        assert(r->n >= 1 && s->cfg.mode == CONFIG_MODE_DECOUPLED && r->grace_end_ms > 0);
+        break;
+    }
+}
+#else
+#define assert_round_state(s, r) ((void)0)
+#endif
+
+static double mean_step_ms(const syncer *s)
+{
+    double sum = 0;
+    int n = 0;
+    for (int i = 0; i < MAX_LEARNERS; i++) {
+        const learner_rec *l = &s->learners[i];
+        if (l->id >= 0 && l->state == LS_ACTIVE && l->step_ms > 0) {
+            sum += l->step_ms;
+            n++;
+        }
+    }
+    return n ? sum / n : 0;
+}
+
+/* Merge what round p holds (mu held). Contributions of absent learners get
+ * no weight; returns 0 when merged, 1 when nothing was mergeable (round stays
+ * open). */
+static int round_merge(syncer *s, int p, const char *why)
+{
+    frag_round *r = &s->rounds[p];
+    size_t len = fragment_length(s->ft, p);
+    merge_contrib mc[MAX_LEARNERS];
+    int idx[MAX_LEARNERS];
+    double w[MAX_LEARNERS];
+    int k = 0;
+    int64_t t0 = cx_mono_ms();
+    char err[CX_ERRLEN];
+
+    for (int i = 0; i < r->n; i++) {
+        learner_rec *l = &s->learners[r->c[i].slot];
+        if (l->state == LS_ABSENT || l->incarnation != r->c[i].incarnation)
+            continue;
+        mc[k].delta = r->c[i].delta;
+        mc[k].tokens = (uint64_t)r->c[i].tokens;
+        mc[k].steps = (uint64_t)r->c[i].steps;
+        idx[k++] = i;
+    }
+    if (k == 0)
+        return 1;
+    float *out = malloc(len * sizeof *out), *th = malloc(len * sizeof *th), *mo = malloc(len * sizeof *mo);
+    if (!out || !th || !mo) {
+        free(out), free(th), free(mo);
+        cx_error("merge fragment=%d: out of memory", p);
+        return 1;
+    }
+    merge_rule rule = MERGE_RULE_MEAN;
+    merge_weighting weighting = MERGE_WEIGHTS_UNIFORM;
+    if (s->cfg.mode == CONFIG_MODE_DECOUPLED) {
+        rule = s->cfg.merge == CONFIG_MERGE_RDA ? MERGE_RULE_RDA : MERGE_RULE_MEAN;
+        weighting = s->cfg.weights == CONFIG_WEIGHTS_TOKEN ? MERGE_WEIGHTS_TOKEN : MERGE_WEIGHTS_UNIFORM;
+    }
+    int rc = merge_fragment(out, s->ft, p, mc, k, rule, weighting, w, err, sizeof err);
+    if (rc != 0 && weighting == MERGE_WEIGHTS_TOKEN) /* all steps 0: fall back to uniform */
+        rc = merge_fragment(out, s->ft, p, mc, k, rule, MERGE_WEIGHTS_UNIFORM, w, err, sizeof err);
+    if (rc != 0) {
+        cx_error("merge fragment=%d failed: %s", p, err);
+        free(out), free(th), free(mo);
+        return 1;
+    }
+    /* A decoupled round merged from k of the M live learners applies k/M of
+     * the merged outer gradient: over one period (every learner sending the
+     * fragment once) Θ then moves about as far as in one synchronous round.
+     * Without it K=1 applies a full outer Nesterov step M times per period
+     * and diverges (docs/internals/syncer.md). */
+    double scale = 1.0;
+    if (s->cfg.mode == CONFIG_MODE_DECOUPLED) {
+        int live = count_learners(s, 1);
+        if (live < k)
+            live = k;
+        scale = (double)k / live;
+        for (size_t i = 0; i < len; i++)
+            out[i] = (float)(out[i] * scale);
+    }
+    double norm = merge_l2norm(out, len);
+    fragment_gather(s->ft, p, s->theta, th);
+    fragment_gather(s->ft, p, s->momentum, mo);
+    nesterov_step(th, mo, out, len, (float)s->cfg.outer_lr, (float)s->cfg.outer_momentum);
+    fragment_scatter(s->ft, p, th, s->theta);
+    fragment_scatter(s->ft, p, mo, s->momentum);
+    free(out), free(th), free(mo);
+
+    int64_t version = ++s->versions[p];
+    json_t *parts = json_array();
+    int64_t ids[MAX_LEARNERS];
+    int64_t tokens = 0;
+    for (int j = 0; j < k; j++) {
+        contrib *c = &r->c[idx[j]];
+        ids[j] = c->learner;
+        tokens += c->tokens;
+        json_array_append_new(parts,
+                              json_pack("{s:I, s:I, s:f, s:I, s:I, s:I}", "learner", (json_int_t)c->learner,
+                                        "incarnation", (json_int_t)c->incarnation, "weight", w[j], "tokens",
+                                        (json_int_t)c->tokens, "steps", (json_int_t)c->steps, "base_version",
+                                        (json_int_t)c->base_version));
+    }
+    /* a contribution's tokens were trained on the whole model; this merge
+     * moves 1/P of it, so the run's merged-token count grows by tokens/P */
+    s->tokens_frag_raw += tokens;
+    s->tokens_merged = s->tokens_frag_raw / s->P;
+    for (int i = 0; i < r->n; i++) {
+        learner_rec *l = &s->learners[r->c[i].slot];
+        int used = 0;
+        for (int j = 0; j < k; j++)
+            used |= idx[j] == i;
+        if (!used)
+            events_emit(s->ev, "drop",
+                        json_pack("{s:I, s:I, s:s, s:i}", "learner", (json_int_t)l->id, "incarnation",
+                                  (json_int_t)r->c[i].incarnation, "reason", "absent", "fragment", p));
+        free(r->c[i].delta);
+        r->c[i].delta = NULL;
+    }
+    /* elastic diloco: expected learners that did not make it */
+    if (s->cfg.mode == CONFIG_MODE_DILOCO && strcmp(why, "deadline") == 0) {
+        for (int i = 0; i < MAX_LEARNERS; i++) {
+            learner_rec *l = &s->learners[i];
+            int in = 0;
+            if (l->id < 0 || l->incarnation == 0 || l->state == LS_LEFT)
+                continue;
+            for (int j = 0; j < r->n; j++)
+                in |= r->c[j].slot == i;
+            if (!in)
+                events_emit(s->ev, "drop",
+                            json_pack("{s:I, s:I, s:s, s:i}", "learner", (json_int_t)l->id, "incarnation",
+                                      (json_int_t)l->incarnation, "reason", "deadline", "fragment", p));
+        }
+    }
+    double sync_ms = (double)(cx_mono_ms() - t0);
+    merge_ema_add(&r->t_sync, sync_ms);
+    events_emit(s->ev, "merge",
+                json_pack("{s:i, s:I, s:o, s:f, s:f, s:s, s:s, s:I, s:f}", "fragment", p, "version",
+                          (json_int_t)version, "participants", parts, "grace_ms", r->grace_ms, "update_norm",
+                          norm, "mode", mode_name(s), "trigger", why, "tokens", (json_int_t)tokens, "scale",
+                          scale));
+    cx_info("merge fragment=%d version=%lld participants=%d trigger=%s grace_ms=%.0f norm=%.4g", p,
+            (long long)version, k, why, r->grace_ms, norm);
+    note_merge(s, p, version, ids, k);
+    r->n = 0;
+    r->state = RS_IDLE;
+    r->opened_ms = r->quorum_ms = r->grace_end_ms = 0;
+    r->grace_ms = 0;
+    assert_round_state(s, r);
+    pthread_cond_broadcast(&s->frag_cv);
+    return 0;
+}
+
+/* Move round p along its state machine after a contribution arrived or
+ * time passed (mu held). */
+static void round_check(syncer *s, int p, int64_t now)
+{
+    frag_round *r = &s->rounds[p];
+    if (r->state == RS_IDLE)
+        return;
+    int live = count_learners(s, 1);
+    if (s->cfg.mode == CONFIG_MODE_DILOCO) {
+        int need = barrier_need(s);
+        if (r->n >= need)
+            round_merge(s, p, "barrier");
+        else if (s->cfg.elastic_deadline_ms > 0 && now - r->opened_ms >= s->cfg.elastic_deadline_ms)
+            round_merge(s, p, "deadline");
+        return;
+    }
+    /* decoupled */
+    if (r->state == RS_COLLECTING && r->n >= s->cfg.quorum) {
+        r->quorum_ms = now;
+        merge_ema_add(&r->t_quorum, (double)(now - r->opened_ms));
+        r->grace_ms = merge_grace_ms(s->cfg.grace_gamma, (int)s->cfg.tau, mean_step_ms(s),
+                                     merge_ema_get(&r->t_quorum, 0), merge_ema_get(&r->t_sync, 0),
+                                     (double)s->cfg.grace_cap_ms);
+        r->grace_end_ms = now + (int64_t)ceil(r->grace_ms);
+        r->state = RS_GRACE;
+    }
+    if (r->state == RS_GRACE) {
+        int all = r->n >= live;
+        if (all || now >= r->grace_end_ms)
+            round_merge(s, p, all ? "all" : (r->grace_ms > 0 ? "grace" : "quorum"));
+    }
+}
+
+/* ---- syncer: ddp steps ---- */
+
+static void ddp_complete(syncer *s, const char *why)
+{
+    int64_t t = s->ddp_step;
+    int count = s->ddp_count;
+    float inv = 1.0f / (float)count;
+    for (size_t i = 0; i < s->n; i++)
+        s->ddp_mean[i] = s->ddp_sum[i] * inv;
+    float lr =
+        optim_lr_at(t, s->cfg.warmup, s->cfg.steps, (float)s->cfg.inner_lr, (float)(s->cfg.inner_lr * 0.1));
+    adamw_step(s->opt, s->theta, s->ddp_mean, lr);
+    proto_f32_encode(s->ddp_mean, s->n, s->ddp_mean_wire);
+    s->ddp_mean_crc = cx_crc32c(0, s->ddp_mean_wire, s->n * 4);
+    s->ddp_mean_step = t;
+    s->ddp_step = t + 1;
+    s->ddp_count = 0;
+    s->ddp_first_ms = 0;
+    memset(s->ddp_sum, 0, s->n * sizeof *s->ddp_sum);
+    for (int p = 0; p < s->P; p++)
+        s->versions[p]++;
+
+    json_t *parts = json_array();
+    int64_t ids[MAX_LEARNERS];
+    int k = 0;
+    for (int i = 0; i < MAX_LEARNERS; i++) {
+        learner_rec *l = &s->learners[i];
+        if (l->id < 0 || l->incarnation == 0)
+            continue;
+        if (l->ddp_arrived == t) {
+            ids[k++] = l->id;
+            json_array_append_new(parts,
+                                  json_pack("{s:I, s:I, s:f, s:I, s:I}", "learner", (json_int_t)l->id,
+                                            "incarnation", (json_int_t)l->incarnation, "weight", 1.0 / count,
+                                            "tokens", (json_int_t)s->cfg.batch, "steps", (json_int_t)1));
+        } else if (l->state != LS_LEFT) {
+            l->ddp_dropped = t;
+            events_emit(s->ev, "drop",
+                        json_pack("{s:I, s:I, s:s, s:I}", "learner", (json_int_t)l->id, "incarnation",
+                                  (json_int_t)l->incarnation, "reason",
+                                  l->state == LS_ABSENT ? "absent" : "deadline", "step", (json_int_t)t));
+        }
+    }
+    s->tokens_merged += (int64_t)count * s->cfg.batch;
+    events_emit(s->ev, "merge",
+                json_pack("{s:i, s:I, s:I, s:o, s:f, s:f, s:s, s:s}", "fragment", -1, "version",
+                          (json_int_t)s->versions[0], "step", (json_int_t)t, "participants", parts,
+                          "grace_ms", 0.0, "update_norm", merge_l2norm(s->ddp_mean, s->n), "mode",
+                          mode_name(s), "trigger", why));
+    if (t % 50 == 0)
+        cx_info("ddp step=%lld participants=%d trigger=%s lr=%.3g", (long long)t, count, why, lr);
+    note_merge(s, -1, s->versions[0], ids, k);
+    pthread_cond_broadcast(&s->step_cv);
+    pthread_cond_broadcast(&s->frag_cv);
+}
+
+static void ddp_check(syncer *s, int64_t now)
+{
+    if (s->ddp_count == 0)
+        return;
+    if (s->ddp_count >= barrier_need(s))
+        ddp_complete(s, "barrier");
+    else if (s->cfg.mode == CONFIG_MODE_DDP_ELASTIC && now - s->ddp_first_ms >= s->cfg.elastic_deadline_ms)
+        ddp_complete(s, "deadline");
+}
+
+/* ---- syncer: HTTP helpers ---- */
+
+static const char *req_header(const void *ctx, const char *name)
+{
+    return cx_http_header((const cx_http_req *)ctx, name);
+}
+
+static int path_int(const char *s, int64_t max, int64_t *out)
+{
+    char *end;
+    if (!s || !*s || *s == '-' || *s == '+')
+        return CX_EINVAL;
+    long long v = strtoll(s, &end, 10);
+    if (*end || v < 0 || v > max)
+        return CX_EINVAL;
+    *out = v;
+    return 0;
+}
+
+static json_t *fragments_json(syncer *s)
+{
+    json_t *a = json_array();
+    for (int p = 0; p < s->P; p++) {
+        const fragment_range *rg = fragment_ranges(s->ft, p);
+        json_array_append_new(
+            a, json_pack("{s:i, s:I, s:I, s:I}", "id", p, "offset", (json_int_t)rg[0].offset, "length",
+                         (json_int_t)fragment_length(s->ft, p), "version", (json_int_t)s->versions[p]));
+    }
+    return a;
+}
+
+/* ---- syncer: POST /v1/join ---- */
+
+static int h_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    json_t *body;
+    json_int_t id = -1, inc = 0, step = 0;
+    char err[CX_ERRLEN];
+    if (cx_http_body_json(req, resp, 0, &body) != 0)
+        return 0;
+    if (cx_json_unpack(body, "body", err, sizeof err, "{s:I, s:I, s?I}", "learner", &id, "incarnation", &inc,
+                       "step", &step) != 0) {
+        json_decref(body);
+        cx_http_reply_error(resp, 400, "%s", err);
+        return 0;
+    }
+    json_decref(body);
+    if (id < 0 || id > PROTO_MAX_LEARNER_ID || inc < 0 || step < 0) {
+        cx_http_reply_error(resp, 400, "body: learner must be 0..%d, incarnation and step >= 0",
+                            PROTO_MAX_LEARNER_ID);
+        return 0;
+    }
+    pthread_mutex_lock(&s->mu);
+    int slot = find_slot(s, id);
+    if (slot < 0) {
+        int known = 0;
+        for (int i = 0; i < MAX_LEARNERS; i++)
+            if (s->learners[i].id >= 0)
+                known++;
+        for (int i = 0; i < MAX_LEARNERS && slot < 0; i++)
+            if (s->learners[i].id < 0 && known < s->cfg.learners)
+                slot = i;
+        if (slot < 0) {
+            pthread_mutex_unlock(&s->mu);
+            cx_http_reply_error(resp, 409, "the run expects %lld learners and %d other ids have joined",
+                                (long long)s->cfg.learners, known);
+            return 0;
+        }
+        memset(&s->learners[slot], 0, sizeof s->learners[slot]);
+        s->learners[slot].id = id;
+        s->learners[slot].ddp_arrived = s->learners[slot].ddp_dropped = -1;
+    }
+    learner_rec *l = &s->learners[slot];
+    int64_t new_inc = (l->incarnation > inc ? l->incarnation : inc) + 1;
+    l->incarnation = new_inc;
+    l->state = LS_ACTIVE;
+    l->joined_ms = l->last_seen_ms = cx_mono_ms();
+    l->step = step;
+    l->ddp_arrived = -1;
+    json_t *ans =
+        json_pack("{s:I, s:I, s:o, s:o, s:I, s:i, s:I, s:s, s:I}", "learner", id, "incarnation",
+                  (json_int_t)new_inc, "config", config_to_json(&s->cfg), "fragments", fragments_json(s),
+                  "n_params", (json_int_t)s->n, "table_digest", (int)fragment_table_digest(s->ft), "step",
+                  (json_int_t)s->ddp_step, "mode", mode_name(s), "merges", (json_int_t)s->merges);
+    pthread_mutex_unlock(&s->mu);
+    events_emit(s->ev, "join",
+                json_pack("{s:I, s:I, s:I}", "learner", id, "incarnation", (json_int_t)new_inc,
+                          "resumed_step", step));
+    cx_info("join learner=%lld incarnation=%lld resumed_step=%lld", (long long)id, (long long)new_inc,
+            (long long)step);
+    cx_http_reply_json(resp, 200, ans);
+    return 0;
+}
+
+/* ---- syncer: POST /v1/leave ---- */
+
+static int h_leave(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    json_t *body;
+    json_int_t id = -1, inc = 0;
+    char err[CX_ERRLEN];
+    int slot;
+    if (cx_http_body_json(req, resp, 0, &body) != 0)
+        return 0;
+    if (cx_json_unpack(body, "body", err, sizeof err, "{s:I, s:I}", "learner", &id, "incarnation", &inc) !=
+        0) {
+        json_decref(body);
+        cx_http_reply_error(resp, 400, "%s", err);
+        return 0;
+    }
+    json_decref(body);
+    pthread_mutex_lock(&s->mu);
+    proto_reason r = check_learner(s, id, inc, &slot);
+    if (r != PROTO_OK) {
+        pthread_mutex_unlock(&s->mu);
+        cx_http_reply_error(resp, reason_status(r), "leave: %s", proto_reason_name(r));
+        return 0;
+    }
+    s->learners[slot].state = LS_LEFT;
+    /* barriers waiting for it may now be complete */
+    pthread_cond_broadcast(&s->tick_cv);
+    pthread_mutex_unlock(&s->mu);
+    cx_info("leave learner=%lld incarnation=%lld", (long long)id, (long long)inc);
+    cx_http_reply_json(resp, 200, json_pack("{s:b}", "ok", 1));
+    return 0;
+}
+
+/* ---- syncer: POST /v1/heartbeat ---- */
+
+static int h_heartbeat(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    json_t *body;
+    json_int_t id = -1, inc = 0, step = 0, tokens = 0, t_real_ms = 0, cursor = 0;
+    double loss = 0, step_ms = 0;
+    char err[CX_ERRLEN];
+    int slot;
+    if (cx_http_body_json(req, resp, 0, &body) != 0)
+        return 0;
+    if (cx_json_unpack(body, "body", err, sizeof err, "{s:I, s:I, s:I, s:F, s:I, s:F, s:I, s?I}", "learner",
+                       &id, "incarnation", &inc, "step", &step, "train_loss", &loss, "tokens", &tokens,
+                       "step_ms", &step_ms, "t_real_ms", &t_real_ms, "cursor", &cursor) != 0) {
+        json_decref(body);
+        cx_http_reply_error(resp, 400, "%s", err);
+        return 0;
+    }
+    json_decref(body);
+    int64_t skew = t_real_ms - cx_real_ns() / 1000000;
+    pthread_mutex_lock(&s->mu);
+    proto_reason r = check_learner(s, id, inc, &slot);
+    if (r != PROTO_OK) {
+        pthread_mutex_unlock(&s->mu);
+        cx_http_reply_error(resp, reason_status(r), "heartbeat: %s (learner %lld incarnation %lld)",
+                            proto_reason_name(r), (long long)id, (long long)inc);
+        return 0;
+    }
+    learner_rec *l = &s->learners[slot];
+    touch(s, slot);
+    l->step = step;
+    l->tokens = tokens;
+    l->train_loss = loss;
+    l->step_ms = step_ms;
+    l->clock_skew_ms = skew;
+    int64_t now = cx_mono_ms();
+    int emit = now - l->last_hb_event_ms >= 1000;
+    if (emit)
+        l->last_hb_event_ms = now;
+    pthread_mutex_unlock(&s->mu);
+    if (emit)
+        events_emit(s->ev, "heartbeat",
+                    json_pack("{s:I, s:I, s:I, s:o, s:I, s:f, s:I}", "learner", id, "incarnation", inc,
+                              "step", step, "train_loss", isfinite(loss) ? json_real(loss) : json_null(),
+                              "tokens", tokens, "step_ms", step_ms, "clock_skew_ms", (json_int_t)skew));
+    cx_http_reply_json(resp, 200, json_pack("{s:b}", "ok", 1));
+    return 0;
+}
+
+/* ---- syncer: GET /v1/fragments/{p} ---- */
+
+static int h_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    int64_t p, newer = -1, wait_ms = 0;
+    char why[CX_ERRLEN];
+    proto_hdr h;
+    const char *q;
+    if (path_int(req->params[0], s->P - 1, &p) != 0) {
+        cx_http_reply_error(resp, 404, "no fragment '%s' (fragments are 0..%d)", req->params[0], s->P - 1);
+        return 0;
+    }
+    if ((q = cx_http_query(req, "newer-than")) &&
+        cx_parse_i64(q, "newer-than", 0, INT64_MAX / 2, &newer, why, sizeof why) != 0) {
+        cx_http_reply_error(resp, 400, "%s", why);
+        return 0;
+    }
+    if ((q = cx_http_query(req, "wait-ms")) &&
+        cx_parse_i64(q, "wait-ms", 0, LONG_POLL_MAX_MS, &wait_ms, why, sizeof why) != 0) {
+        cx_http_reply_error(resp, 400, "%s", why);
+        return 0;
+    }
+    /* Learner headers are optional here: with them the pull is recorded. */
+    if (proto_hdr_parse(&h, req_header, req, 0, why, sizeof why) != 0)
+        h.learner = h.incarnation = -1;
+    size_t len = fragment_length(s->ft, p);
+    unsigned char *wire = malloc(len * 4);
+    float *tmp = malloc(len * sizeof *tmp);
+    if (!wire || !tmp) {
+        free(wire), free(tmp);
+        cx_http_reply_err(resp, CX_ENOMEM, "out of memory");
+        return 0;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (newer >= 0 && wait_ms > 0) {
+        int64_t end = cx_mono_ms() + wait_ms;
+        while (!s->stopping && s->versions[p] <= newer) {
+            int64_t left = end - cx_mono_ms();
+            if (left <= 0)
+                break;
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            int64_t w = left > 200 ? 200 : left; /* re-check: the realtime clock may be skewed */
+            ts.tv_nsec += (long)(w % 1000) * 1000000L;
+            ts.tv_sec += w / 1000 + ts.tv_nsec / 1000000000L;
+            ts.tv_nsec %= 1000000000L;
+            pthread_cond_timedwait(&s->frag_cv, &s->mu, &ts);
+        }
+    }
+    int64_t version = s->versions[p];
+    if (newer >= 0 && version <= newer) {
+        pthread_mutex_unlock(&s->mu);
+        free(wire), free(tmp);
+        resp->status = 204;
+        cx_http_add_header(resp, PROTO_H_VERSION, "%lld", (long long)version);
+        return 0;
+    }
+    fragment_gather(s->ft, (int)p, s->theta, tmp);
+    int record = 0;
+    if (h.learner >= 0 && h.incarnation > 0) {
+        int slot;
+        if (check_learner(s, h.learner, h.incarnation, &slot) == PROTO_OK) {
+            touch(s, slot);
+            record = 1;
+        }
+    }
+    s->bytes_out += (int64_t)len * 4;
+    pthread_mutex_unlock(&s->mu);
+    proto_f32_encode(tmp, len, wire);
+    uint32_t crc = cx_crc32c(0, wire, len * 4);
+    char crchex[9];
+    proto_crc_format(crc, crchex);
+    if (record)
+        events_emit(s->ev, "pull",
+                    json_pack("{s:I, s:I, s:I, s:I}", "learner", (json_int_t)h.learner, "incarnation",
+                              (json_int_t)h.incarnation, "fragment", (json_int_t)p, "version",
+                              (json_int_t)version));
+    cx_http_reply_bytes(resp, 200, "application/octet-stream", wire, len * 4);
+    cx_http_add_header(resp, PROTO_H_VERSION, "%lld", (long long)version);
+    cx_http_add_header(resp, PROTO_H_FRAGMENT, "%lld", (long long)p);
+    cx_http_add_header(resp, PROTO_H_ENCODING, "f32");
+    cx_http_add_header(resp, PROTO_H_CRC32C, "%s", crchex);
+    free(wire), free(tmp);
+    return 0;
+}
+
+/* ---- syncer: GET /v1/versions ---- */
+
+/* Every fragment's version and the merge counter; with
+ * ?merges-above=M&wait-ms=T it long-polls until some merge happened after
+ * the learner's last look (one wait for all the fragments it waits on). */
+static int h_versions(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    int64_t above = -1, wait_ms = 0;
+    char why[CX_ERRLEN];
+    const char *q;
+    if ((q = cx_http_query(req, "merges-above")) &&
+        cx_parse_i64(q, "merges-above", 0, INT64_MAX / 2, &above, why, sizeof why) != 0) {
+        cx_http_reply_error(resp, 400, "%s", why);
+        return 0;
+    }
+    if ((q = cx_http_query(req, "wait-ms")) &&
+        cx_parse_i64(q, "wait-ms", 0, LONG_POLL_MAX_MS, &wait_ms, why, sizeof why) != 0) {
+        cx_http_reply_error(resp, 400, "%s", why);
+        return 0;
+    }
+    pthread_mutex_lock(&s->mu);
+    int64_t end = cx_mono_ms() + wait_ms;
+    while (above >= 0 && !s->stopping && s->merges <= above) {
+        int64_t left = end - cx_mono_ms();
+        if (left <= 0)
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t w = left > 200 ? 200 : left;
+        ts.tv_nsec += (long)(w % 1000) * 1000000L;
+        ts.tv_sec += w / 1000 + ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&s->frag_cv, &s->mu, &ts);
+    }
+    json_t *v = json_array();
+    for (int p = 0; p < s->P; p++)
+        json_array_append_new(v, json_integer(s->versions[p]));
+    json_t *o = json_pack("{s:o, s:I}", "versions", v, "merges", (json_int_t)s->merges);
+    pthread_mutex_unlock(&s->mu);
+    cx_http_reply_json(resp, 200, o);
+    return 0;
+}
+
+/* ---- syncer: POST /v1/fragments/{p}/contributions ---- */
+
+static int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    int64_t p;
+    proto_hdr h;
+    char why[CX_ERRLEN];
+    int slot;
+    if (path_int(req->params[0], s->P - 1, &p) != 0) {
+        cx_http_reply_error(resp, 404, "no fragment '%s' (fragments are 0..%d)", req->params[0], s->P - 1);
+        return 0;
+    }
+    if (is_ddp(s)) {
+        cx_http_reply_error(
+            resp, 409, "mode %s takes gradients at /v1/steps/{t}/gradients, not contributions", mode_name(s));
+        return 0;
+    }
+    if (proto_hdr_parse(&h, req_header, req, PROTO_NEED_CONTRIBUTION, why, sizeof why) != 0) {
+        reject(s, resp, PROTO_R_BAD_HEADER, h.learner, h.incarnation, p, why, 0);
+        return 0;
+    }
+    if (h.fragment != p) {
+        snprintf(why, sizeof why, "header %s is %lld but the path names fragment %lld", PROTO_H_FRAGMENT,
+                 (long long)h.fragment, (long long)p);
+        reject(s, resp, PROTO_R_BAD_HEADER, h.learner, h.incarnation, p, why, 0);
+        return 0;
+    }
+    size_t len = fragment_length(s->ft, (int)p);
+    size_t want = encoding_size((encoding_kind)h.encoding, len);
+    proto_reason r = proto_check_body(req->body, req->body_len, want, h.crc32c, why, sizeof why);
+    if (r != PROTO_OK) {
+        reject(s, resp, r, h.learner, h.incarnation, p, why, 0);
+        return 0;
+    }
+    float *delta = malloc(len * sizeof *delta);
+    if (!delta) {
+        cx_http_reply_err(resp, CX_ENOMEM, "out of memory");
+        return 0;
+    }
+    if (encoding_decode((encoding_kind)h.encoding, (const uint8_t *)req->body, req->body_len, delta, len, why,
+                        sizeof why) != 0 ||
+        proto_first_nonfinite(delta, len) >= 0) {
+        free(delta);
+        reject(s, resp, PROTO_R_NONFINITE, h.learner, h.incarnation, p, why[0] ? why : "non-finite value", 0);
+        return 0;
+    }
+    pthread_mutex_lock(&s->mu);
+    r = check_learner(s, h.learner, h.incarnation, &slot);
+    int64_t version = s->versions[p];
+    if (r == PROTO_OK) {
+        int64_t lag = version - h.base_version;
+        if (h.base_version > version)
+            r = PROTO_R_STALE_VERSION,
+            snprintf(why, sizeof why, "base version %lld is newer than the syncer's %lld",
+                     (long long)h.base_version, (long long)version);
+        else if (s->cfg.mode == CONFIG_MODE_DILOCO && lag != 0)
+            r = PROTO_R_STALE_VERSION,
+            snprintf(why, sizeof why, "diloco round %lld is closed (current version %lld)",
+                     (long long)h.base_version, (long long)version);
+        else if (lag > s->cfg.max_staleness)
+            r = PROTO_R_STALE_VERSION,
+            snprintf(why, sizeof why, "base version %lld is %lld behind %lld (max staleness %lld)",
+                     (long long)h.base_version, (long long)lag, (long long)version,
+                     (long long)s->cfg.max_staleness);
+    } else {
+        snprintf(why, sizeof why, "%s: learner %lld incarnation %lld", proto_reason_name(r),
+                 (long long)h.learner, (long long)h.incarnation);
+    }
+    if (r != PROTO_OK) {
+        s->bytes_in += (int64_t)req->body_len;
+        free(delta);
+        reject(s, resp, r, h.learner, h.incarnation, p, why, 1);
+        pthread_mutex_unlock(&s->mu);
+        return 0;
+    }
+    touch(s, slot);
+    s->bytes_in += (int64_t)req->body_len;
+    s->learners[slot].accepted++;
+    s->accepted_total++;
+    frag_round *rd = &s->rounds[p];
+    int at = -1;
+    for (int i = 0; i < rd->n; i++)
+        if (rd->c[i].slot == slot)
+            at = i;
+    if (at < 0)
+        at = rd->n++;
+    else
+        free(rd->c[at].delta);
+    rd->c[at] = (contrib){slot, h.learner, h.incarnation, h.base_version, h.tokens, h.steps, delta};
+    int64_t now = cx_mono_ms();
+    if (rd->state == RS_IDLE) {
+        rd->state = RS_COLLECTING;
+        rd->opened_ms = now;
+    }
+    int64_t round = version + 1;
+    pthread_mutex_unlock(&s->mu);
+    /* the event goes out before a merge it may trigger, so the log reads in order */
+    events_emit(s->ev, "contribution",
+                json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I}", "learner", (json_int_t)h.learner,
+                          "incarnation", (json_int_t)h.incarnation, "fragment", (json_int_t)p, "base_version",
+                          (json_int_t)h.base_version, "tokens", (json_int_t)h.tokens, "steps",
+                          (json_int_t)h.steps, "encoding", config_encoding_name(h.encoding), "bytes",
+                          (json_int_t)req->body_len));
+    pthread_mutex_lock(&s->mu);
+    round_check(s, (int)p, cx_mono_ms());
+    assert_round_state(s, &s->rounds[p]);
+    pthread_mutex_unlock(&s->mu);
+    cx_http_reply_json(resp, 202,
+                       json_pack("{s:I, s:I, s:I}", "round", (json_int_t)round, "fragment", (json_int_t)p,
+                                 "version", (json_int_t)version));
+    return 0;
+}
+
+/* ---- syncer: POST /v1/steps/{t}/gradients (ddp modes) ---- */
+
+static void reply_mean(syncer *s, cx_http_resp *resp, int64_t t)
+{
+    char crchex[9];
+    proto_crc_format(s->ddp_mean_crc, crchex);
+    s->bytes_out += (int64_t)s->n * 4;
+    cx_http_reply_bytes(resp, 200, "application/octet-stream", s->ddp_mean_wire, s->n * 4);
+    cx_http_add_header(resp, PROTO_H_STEP, "%lld", (long long)t);
+    cx_http_add_header(resp, PROTO_H_CRC32C, "%s", crchex);
+    cx_http_add_header(resp, PROTO_H_VERSION, "%lld", (long long)s->versions[0]);
+}
+
+static void reply_step_conflict(syncer *s, cx_http_resp *resp, int64_t t, const char *what)
+{
+    json_t *b = json_pack("{s:s, s:i, s:I, s:I}", "error", what, "status", 409, "step",
+                          (json_int_t)s->ddp_step, "requested", (json_int_t)t);
+    cx_http_reply_json(resp, 409, b);
+}
+
+static int h_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    int64_t t;
+    proto_hdr h;
+    char why[CX_ERRLEN];
+    int slot;
+    if (!is_ddp(s)) {
+        cx_http_reply_error(resp, 409, "mode %s takes contributions, not per-step gradients", mode_name(s));
+        return 0;
+    }
+    if (path_int(req->params[0], INT64_MAX / 2, &t) != 0) {
+        cx_http_reply_error(resp, 404, "bad step '%s'", req->params[0]);
+        return 0;
+    }
+    if (proto_hdr_parse(&h, req_header, req, PROTO_NEED_GRADIENT, why, sizeof why) != 0) {
+        reject(s, resp, PROTO_R_BAD_HEADER, h.learner, h.incarnation, -1, why, 0);
+        return 0;
+    }
+    if (h.encoding >= 0 && h.encoding != CONFIG_ENC_F32) {
+        reject(s, resp, PROTO_R_BAD_HEADER, h.learner, h.incarnation, -1, "ddp gradients are f32", 0);
+        return 0;
+    }
+    proto_reason r = proto_check_body(req->body, req->body_len, s->n * 4, h.crc32c, why, sizeof why);
+    if (r != PROTO_OK) {
+        reject(s, resp, r, h.learner, h.incarnation, -1, why, 0);
+        return 0;
+    }
+    float *g = malloc(s->n * sizeof *g);
+    if (!g) {
+        cx_http_reply_err(resp, CX_ENOMEM, "out of memory");
+        return 0;
+    }
+    proto_f32_decode(req->body, s->n, g);
+    ptrdiff_t bad = proto_first_nonfinite(g, s->n);
+    if (bad >= 0) {
+        free(g);
+        snprintf(why, sizeof why, "gradient element %td is not finite", bad);
+        reject(s, resp, PROTO_R_NONFINITE, h.learner, h.incarnation, -1, why, 0);
+        return 0;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->bytes_in += (int64_t)req->body_len;
+    r = check_learner(s, h.learner, h.incarnation, &slot);
+    if (r != PROTO_OK) {
+        free(g);
+        snprintf(why, sizeof why, "%s: learner %lld incarnation %lld", proto_reason_name(r),
+                 (long long)h.learner, (long long)h.incarnation);
+        reject(s, resp, r, h.learner, h.incarnation, -1, why, 1);
+        pthread_mutex_unlock(&s->mu);
+        return 0;
+    }
+    learner_rec *l = &s->learners[slot];
+    touch(s, slot);
+    if (t == s->ddp_mean_step && l->ddp_arrived == t) {
+        /* a retry after its step completed: answer the mean again */
+        reply_mean(s, resp, t);
+        pthread_mutex_unlock(&s->mu);
+        free(g);
+        return 0;
+    }
+    if (t != s->ddp_step) {
+        reply_step_conflict(s, resp, t,
+                            t < s->ddp_step ? "step closed without this learner; resync"
+                                            : "step is ahead of the syncer; resync");
+        pthread_mutex_unlock(&s->mu);
+        free(g);
+        return 0;
+    }
+    if (l->ddp_arrived != t) {
+        for (size_t i = 0; i < s->n; i++)
+            s->ddp_sum[i] += g[i];
+        l->ddp_arrived = t;
+        l->accepted++;
+        s->accepted_total++;
+        if (s->ddp_count++ == 0)
+            s->ddp_first_ms = cx_mono_ms();
+    }
+    free(g);
+    ddp_check(s, cx_mono_ms());
+    int64_t end = cx_mono_ms() + BARRIER_WAIT_MS;
+    while (!s->stopping && s->ddp_mean_step < t) {
+        int64_t left = end - cx_mono_ms();
+        if (left <= 0)
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t w = left > 200 ? 200 : left;
+        ts.tv_nsec += (long)(w % 1000) * 1000000L;
+        ts.tv_sec += w / 1000 + ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&s->step_cv, &s->mu, &ts);
+    }
+    if (s->ddp_mean_step == t && l->ddp_arrived == t && l->incarnation == h.incarnation) {
+        reply_mean(s, resp, t);
+    } else if (s->ddp_mean_step >= t) {
+        reply_step_conflict(s, resp, t, "step closed without this learner; resync");
+    } else {
+        json_t *b =
+            json_pack("{s:s, s:i, s:I, s:i, s:i}", "error", "barrier still waiting for learners; retry",
+                      "status", 503, "step", (json_int_t)t, "arrived", s->ddp_count, "need", barrier_need(s));
+        cx_http_reply_json(resp, 503, b);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+/* ---- syncer: GET /v1/status ---- */
+
+static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    int64_t now = cx_mono_ms();
+    pthread_mutex_lock(&s->mu);
+    json_t *frags = json_array(), *ls = json_array(), *merges = json_array(), *rej = json_object();
+    for (int p = 0; p < s->P; p++) {
+        json_t *f = json_pack("{s:i, s:I, s:I}", "id", p, "version", (json_int_t)s->versions[p], "length",
+                              (json_int_t)fragment_length(s->ft, p));
+        if (!is_ddp(s))
+            json_object_set_new(f, "round",
+                                json_pack("{s:s, s:i}", "state", round_state_names[s->rounds[p].state],
+                                          "contributions", s->rounds[p].n));
+        json_array_append_new(frags, f);
+    }
+    for (int i = 0; i < MAX_LEARNERS; i++) {
+        learner_rec *l = &s->learners[i];
+        if (l->id < 0)
+            continue;
+        json_array_append_new(
+            ls, json_pack("{s:I, s:s, s:I, s:I, s:I, s:f, s:f, s:I, s:f, s:{s:I, s:I}}", "id",
+                          (json_int_t)l->id, "state", learner_state_names[l->state], "incarnation",
+                          (json_int_t)l->incarnation, "step", (json_int_t)l->step, "tokens",
+                          (json_int_t)l->tokens, "train_loss", isfinite(l->train_loss) ? l->train_loss : 0.0,
+                          "step_ms", l->step_ms, "clock_skew_ms", (json_int_t)l->clock_skew_ms, "last_seen_s",
+                          l->last_seen_ms ? (double)(now - l->last_seen_ms) / 1000.0 : -1.0, "contributions",
+                          "accepted", (json_int_t)l->accepted, "rejected", (json_int_t)l->rejected));
+    }
+    int64_t first = s->recent_n > RECENT_MERGES ? s->recent_n - RECENT_MERGES : 0;
+    for (int64_t i = first; i < s->recent_n; i++) {
+        merge_note *m = &s->recent[i % RECENT_MERGES];
+        json_t *parts = json_array();
+        for (int j = 0; j < m->n; j++)
+            json_array_append_new(parts, json_integer(m->learners[j]));
+        json_array_append_new(merges, json_pack("{s:I, s:I, s:I, s:o}", "fragment", (json_int_t)m->fragment,
+                                                "version", (json_int_t)m->version, "t_mono_ms",
+                                                (json_int_t)m->t_mono_ms, "participants", parts));
+    }
+    int64_t rejected = 0;
+    for (int r = 1; r < PROTO_R_COUNT; r++) {
+        json_object_set_new(rej, proto_reason_name((proto_reason)r), json_integer(s->rejects[r]));
+        rejected += s->rejects[r];
+    }
+    json_t *eval = json_pack("{s:o, s:I, s:I, s:I}", "loss",
+                             isfinite(s->eval_loss) ? json_real(s->eval_loss) : json_null(), "step",
+                             (json_int_t)s->eval_merges, "merges", (json_int_t)s->eval_merges, "tokens",
+                             (json_int_t)s->eval_tokens);
+    json_t *o = json_pack(
+        "{s:s, s:o, s:I, s:I, s:o, s:o, s:o, s:{s:I, s:I}, s:{s:I, s:I, s:o}, s:I, s:I, s:I, s:i, s:o}",
+        "mode", mode_name(s), "eval", eval, "merges", (json_int_t)s->merges, "tokens_merged",
+        (json_int_t)s->tokens_merged, "fragments", frags, "learners", ls, "recent_merges", merges, "bytes",
+        "in", (json_int_t)s->bytes_in, "out", (json_int_t)s->bytes_out, "contributions", "accepted",
+        (json_int_t)s->accepted_total, "rejected", (json_int_t)rejected, "rejected_by_reason", rej,
+        "ddp_step", (json_int_t)s->ddp_step, "longest_merge_gap_ms", (json_int_t)s->longest_gap_ms,
+        "uptime_ms", (json_int_t)(now - s->start_ms), "learners_expected", (int)s->cfg.learners, "loss_floor",
+        isfinite(s->entropy_floor) ? json_real(s->entropy_floor) : json_null());
+    json_object_set_new(o, "n_params", json_integer((json_int_t)s->n));
+    json_object_set_new(o, "ms_since_last_merge",
+                        json_integer(s->last_merge_ms ? (json_int_t)(now - s->last_merge_ms) : -1));
+    pthread_mutex_unlock(&s->mu);
+    cx_http_reply_json(resp, 200, o);
+    return 0;
+}
+
+/* ---- syncer: GET /v1/events ---- */
+
+static int h_events(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    int64_t since = 0, limit = 10000;
+    char why[CX_ERRLEN];
+    const char *q;
+    if ((q = cx_http_query(req, "since")) &&
+        cx_parse_i64(q, "since", 0, INT64_MAX / 2, &since, why, sizeof why)) {
+        cx_http_reply_error(resp, 400, "%s", why);
+        return 0;
+    }
+    if ((q = cx_http_query(req, "limit")) && cx_parse_i64(q, "limit", 1, 100000, &limit, why, sizeof why)) {
+        cx_http_reply_error(resp, 400, "%s", why);
+        return 0;
+    }
+    cx_buf out;
+    cx_buf_init(&out, (size_t)64 << 20);
+    events_since(s->ev, since, (size_t)limit, &out);
+    cx_http_reply_bytes(resp, 200, "application/x-ndjson", out.data ? out.data : "", out.len);
+    cx_buf_cleanup(&out);
+    return 0;
+}
+
+/* ---- syncer: GET /metrics ---- */
+
+static int h_metrics(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    cx_buf *b = &resp->body;
+    int64_t now = cx_mono_ms();
+    pthread_mutex_lock(&s->mu);
+    cx_buf_printf(b,
+                  "# HELP chaosloco_syncer_merges_total Merges done (ddp: averaged steps).\n"
+                  "# TYPE chaosloco_syncer_merges_total counter\nchaosloco_syncer_merges_total %lld\n",
+                  (long long)s->merges);
+    cx_buf_printf(b,
+                  "# HELP chaosloco_syncer_contributions_total Contributions and gradients by result and "
+                  "reason.\n# TYPE chaosloco_syncer_contributions_total counter\n"
+                  "chaosloco_syncer_contributions_total{result=\"accepted\",reason=\"\"} %lld\n",
+                  (long long)s->accepted_total);
+    for (int r = 1; r < PROTO_R_COUNT; r++)
+        cx_buf_printf(b, "chaosloco_syncer_contributions_total{result=\"rejected\",reason=\"%s\"} %lld\n",
+                      proto_reason_name((proto_reason)r), (long long)s->rejects[r]);
+    cx_buf_printf(b,
+                  "# HELP chaosloco_syncer_bytes_total Tensor payload bytes by direction.\n"
+                  "# TYPE chaosloco_syncer_bytes_total counter\n"
+                  "chaosloco_syncer_bytes_total{direction=\"in\"} %lld\n"
+                  "chaosloco_syncer_bytes_total{direction=\"out\"} %lld\n",
+                  (long long)s->bytes_in, (long long)s->bytes_out);
+    cx_buf_printf(
+        b,
+        "# HELP chaosloco_syncer_tokens_merged_total Tokens of merged contributions.\n"
+        "# TYPE chaosloco_syncer_tokens_merged_total counter\nchaosloco_syncer_tokens_merged_total %lld\n",
+        (long long)s->tokens_merged);
+    cx_buf_printf(b,
+                  "# HELP chaosloco_syncer_eval_loss Eval loss of the global model, nats per byte.\n"
+                  "# TYPE chaosloco_syncer_eval_loss gauge\nchaosloco_syncer_eval_loss %s%.6f\n",
+                  "", isfinite(s->eval_loss) ? s->eval_loss : NAN);
+    cx_buf_printf(b,
+                  "# HELP chaosloco_syncer_longest_merge_gap_seconds Longest gap between two merges.\n"
+                  "# TYPE chaosloco_syncer_longest_merge_gap_seconds gauge\n"
+                  "chaosloco_syncer_longest_merge_gap_seconds %.3f\n",
+                  (double)s->longest_gap_ms / 1000.0);
+    cx_buf_printf(b, "# HELP chaosloco_syncer_fragment_version Current version of each fragment.\n"
+                     "# TYPE chaosloco_syncer_fragment_version gauge\n");
+    for (int p = 0; p < s->P; p++)
+        cx_buf_printf(b, "chaosloco_syncer_fragment_version{fragment=\"%d\"} %lld\n", p,
+                      (long long)s->versions[p]);
+    static const char *const lm[][3] = {
+        {"learner_step", "gauge", "Inner steps a learner reported."},
+        {"learner_tokens_total", "counter", "Tokens a learner reported."},
+        {"learner_last_seen_seconds", "gauge", "Seconds since the learner was last heard from."},
+        {"learner_incarnation", "gauge", "Current incarnation of the learner."},
+        {"learner_up", "gauge", "1 while the learner is active (not absent or left)."},
+        {"learner_clock_skew_seconds", "gauge", "Learner realtime minus syncer realtime."},
+    };
+    for (size_t m = 0; m < sizeof lm / sizeof lm[0]; m++) {
+        cx_buf_printf(b, "# HELP chaosloco_syncer_%s %s\n# TYPE chaosloco_syncer_%s %s\n", lm[m][0], lm[m][2],
+                      lm[m][0], lm[m][1]);
+        for (int i = 0; i < MAX_LEARNERS; i++) {
+            learner_rec *l = &s->learners[i];
+            double v;
+            if (l->id < 0 || l->incarnation == 0)
+                continue;
+            switch (m) {
+            case 0:
+                v = (double)l->step;
+                break;
+            case 1:
+                v = (double)l->tokens;
+                break;
+            case 2:
+                v = (double)(now - l->last_seen_ms) / 1000.0;
+                break;
+            case 3:
+                v = (double)l->incarnation;
+                break;
+            case 4:
+                v = l->state == LS_ACTIVE;
+                break;
+            default:
+                v = (double)l->clock_skew_ms / 1000.0;
+                break;
+            }
+            cx_buf_printf(b, "chaosloco_syncer_%s{learner=\"%lld\"} %.17g\n", lm[m][0], (long long)l->id, v);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    resp->status = 200;
+    resp->content_type = "text/plain; version=0.0.4";
+    return 0;
+}
+
+static const cx_http_route routes[] = {
+    {"POST", "/v1/join", h_join},
+    {"POST", "/v1/leave", h_leave},
+    {"POST", "/v1/heartbeat", h_heartbeat},
+    {"GET", "/v1/fragments/{}", h_fragment_get},
+    {"GET", "/v1/versions", h_versions},
+    {"POST", "/v1/fragments/{}/contributions", h_contribution},
+    {"POST", "/v1/steps/{}/gradients", h_gradient},
+    {"GET", "/v1/status", h_status},
+    {"GET", "/v1/events", h_events},
+    {"GET", "/metrics", h_metrics},
+};
+
+/* ---- syncer: eval and checkpoints (ticker thread, outside the lock) ---- */
+
+static void run_eval(syncer *s)
+{
+    pthread_mutex_lock(&s->mu);
+    memcpy(model_params(s->eval_model), s->theta, s->n * sizeof(float));
+    int64_t merges = s->merges, tokens = s->tokens_merged;
+    s->eval_pending = 0;
+    pthread_mutex_unlock(&s->mu);
+    double loss = model_loss(s->eval_model, s->eval_in, s->eval_tg, s->eval_n);
+    pthread_mutex_lock(&s->mu);
+    s->eval_loss = loss;
+    s->eval_merges = merges;
+    s->eval_tokens = tokens;
+    s->last_eval_ms = cx_mono_ms();
+    pthread_mutex_unlock(&s->mu);
+    events_emit(s->ev, "eval",
+                json_pack("{s:o, s:I, s:I}", "loss", isfinite(loss) ? json_real(loss) : json_null(), "merges",
+                          (json_int_t)merges, "tokens", (json_int_t)tokens));
+    cx_info("eval loss=%.4f merges=%lld tokens=%lld", loss, (long long)merges, (long long)tokens);
+}
+
+/* Snapshot under the lock, write outside it. */
+static int write_checkpoint(syncer *s, char *err, size_t errlen)
+{
+    ckpt_syncer c;
+    int rc = CX_ENOMEM;
+    memset(&c, 0, sizeof c);
+    c.n = s->n;
+    c.P = s->P;
+    c.params = malloc(s->n * sizeof(float));
+    c.momentum = malloc(s->n * sizeof(float));
+    c.versions = malloc((size_t)s->P * sizeof(int64_t));
+    c.learners = calloc(MAX_LEARNERS, sizeof *c.learners);
+    if (s->opt) {
+        c.adam_m = malloc(s->n * sizeof(float));
+        c.adam_v = malloc(s->n * sizeof(float));
+    }
+    if (!c.params || !c.momentum || !c.versions || !c.learners || (s->opt && (!c.adam_m || !c.adam_v)))
+        goto out;
+    pthread_mutex_lock(&s->mu);
+    c.mode = s->cfg.mode;
+    c.table_digest = fragment_table_digest(s->ft);
+    c.merges = s->merges;
+    c.tokens_merged = s->tokens_merged;
+    c.ddp_step = s->ddp_step;
+    c.event_seq = events_last_seq(s->ev);
+    memcpy(c.params, s->theta, s->n * sizeof(float));
+    memcpy(c.momentum, s->momentum, s->n * sizeof(float));
+    memcpy(c.versions, s->versions, (size_t)s->P * sizeof(int64_t));
+    if (s->opt) {
+        memcpy(c.adam_m, adamw_m(s->opt), s->n * sizeof(float));
+        memcpy(c.adam_v, adamw_v(s->opt), s->n * sizeof(float));
+        c.adam_steps = (int64_t)adamw_steps(s->opt);
+    }
+    for (int i = 0; i < MAX_LEARNERS; i++)
+        if (s->learners[i].id >= 0 && s->learners[i].incarnation > 0)
+            c.learners[c.n_learners++] = (ckpt_learner_inc){s->learners[i].id, s->learners[i].incarnation};
+    s->last_ckpt_merges = s->merges;
+    pthread_mutex_unlock(&s->mu);
+    rc = ckpt_syncer_save(s->state_dir, &c, err, errlen);
+    if (rc == 0) {
+        size_t bytes = s->n * 4 * (s->opt ? 4 : 2);
+        events_emit(s->ev, "checkpoint",
+                    json_pack("{s:I, s:I, s:I}", "merges", (json_int_t)c.merges, "bytes", (json_int_t)bytes,
+                              "generation", (json_int_t)c.generation));
+    }
+out:
+    ckpt_syncer_cleanup(&c);
+    return rc;
+}
+
+static void *ticker_main(void *arg)
+{
+    syncer *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += TICK_MS * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&s->tick_cv, &s->mu, &ts);
+        if (s->stopping)
+            break;
+        int64_t now = cx_mono_ms();
+        /* silent learners become absent */
+        for (int i = 0; i < MAX_LEARNERS; i++) {
+            learner_rec *l = &s->learners[i];
+            if (l->id >= 0 && l->incarnation > 0 && l->state == LS_ACTIVE &&
+                now - l->last_seen_ms > s->cfg.heartbeat_timeout_ms) {
+                l->state = LS_ABSENT;
+                cx_warn("learner %lld incarnation %lld absent (no heartbeat for %lld ms)", (long long)l->id,
+                        (long long)l->incarnation, (long long)(now - l->last_seen_ms));
+                events_emit(s->ev, "drop",
+                            json_pack("{s:I, s:I, s:s}", "learner", (json_int_t)l->id, "incarnation",
+                                      (json_int_t)l->incarnation, "reason", "absent"));
+            }
+        }
+        if (is_ddp(s))
+            ddp_check(s, now);
+        else
+            for (int p = 0; p < s->P; p++)
+                round_check(s, p, now);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* The worker thread: eval and checkpoints, so that a slow eval never delays
+ * a deadline or a grace window the ticker must close. */
+static void *worker_main(void *arg)
+{
+    syncer *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&s->work_cv, &s->mu, &ts);
+        if (s->stopping)
+            break;
+        int64_t now = cx_mono_ms();
+        int do_eval = s->eval_pending && now - s->last_eval_ms >= s->cfg.eval_every_ms;
+        int do_ckpt =
+            s->cfg.checkpoint_every > 0 && s->merges - s->last_ckpt_merges >= s->cfg.checkpoint_every;
+        if (do_eval || do_ckpt) {
+            pthread_mutex_unlock(&s->mu);
+            if (do_eval)
+                run_eval(s);
+            if (do_ckpt) {
+                char err[CX_ERRLEN];
+                if (write_checkpoint(s, err, sizeof err) != 0)
+                    cx_error("checkpoint failed: %s", err);
+            }
+            pthread_mutex_lock(&s->mu);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---- syncer: start-up ---- */
+
+typedef struct seen_versions {
+    int64_t *v;  /* [P] newest version seen in merge events */
+    int P;       /* fragments */
+    int64_t ddp; /* newest ddp merge version */
+} seen_versions;
+
+static int scan_event(void *ctx, json_t *e)
+{
+    seen_versions *sv = ctx;
+    json_t *type = json_object_get(e, "type");
+    if (!json_is_string(type) || strcmp(json_string_value(type), "merge") != 0)
+        return 0;
+    json_int_t f = json_integer_value(json_object_get(e, "fragment"));
+    json_int_t v = json_integer_value(json_object_get(e, "version"));
+    if (f == -1 && v > sv->ddp)
+        sv->ddp = v;
+    else if (f >= 0 && f < sv->P && v > sv->v[f])
+        sv->v[f] = v;
+    return 0;
+}
+
+static int restore(syncer *s, char *err, size_t errlen)
+{
+    ckpt_syncer c;
+    char why[CX_ERRLEN];
+    int rc = ckpt_syncer_load(s->state_dir, &c, s->n, s->P, fragment_table_digest(s->ft), why, sizeof why);
+    if (rc == CX_ENOTFOUND)
+        return 0;
+    if (rc == CX_ECORRUPT) {
+        cx_warn("ignoring damaged checkpoints: %s", why);
+        return 0;
+    }
+    if (rc)
+        return cx_fail(err, errlen, rc, "%s", why);
+    if (c.mode != s->cfg.mode) {
+        ckpt_syncer_cleanup(&c);
+        return cx_fail(err, errlen, CX_EINVAL, "the checkpoint in %s is of a %s run, not %s", s->state_dir,
+                       config_mode_name(c.mode), mode_name(s));
+    }
+    memcpy(s->theta, c.params, s->n * sizeof(float));
+    memcpy(s->momentum, c.momentum, s->n * sizeof(float));
+    memcpy(s->versions, c.versions, (size_t)s->P * sizeof(int64_t));
+    if (s->opt && c.adam_m) {
+        memcpy(adamw_m(s->opt), c.adam_m, s->n * sizeof(float));
+        memcpy(adamw_v(s->opt), c.adam_v, s->n * sizeof(float));
+        adamw_set_steps(s->opt, (uint64_t)c.adam_steps);
+    }
+    s->merges = s->last_ckpt_merges = c.merges;
+    s->tokens_merged = c.tokens_merged;
+    s->tokens_frag_raw = c.tokens_merged * s->P;
+    s->ddp_step = c.ddp_step;
+    for (int64_t i = 0; i < c.n_learners && i < MAX_LEARNERS; i++) {
+        learner_rec *l = &s->learners[i];
+        memset(l, 0, sizeof *l);
+        l->id = c.learners[i].learner;
+        l->incarnation = c.learners[i].incarnation;
+        l->state = LS_ABSENT; /* until it is heard from */
+        l->last_seen_ms = cx_mono_ms();
+        l->ddp_arrived = l->ddp_dropped = -1;
+    }
+    events_set_seq_floor(s->ev, c.event_seq);
+    cx_info("restored checkpoint generation=%lld merges=%lld ddp_step=%lld", (long long)c.generation,
+            (long long)c.merges, (long long)c.ddp_step);
+    ckpt_syncer_cleanup(&c);
+    return 1;
+}
+
+/* Versions never go backwards: merges published after the checkpoint (and
+ * lost with the process) were logged; restart above them. */
+static void bump_versions(syncer *s)
+{
+    seen_versions sv = {calloc((size_t)s->P, sizeof(int64_t)), s->P, -1};
+    if (!sv.v)
+        return;
+    for (int p = 0; p < s->P; p++)
+        sv.v[p] = -1;
+    events_foreach_file(s->ev, scan_event, &sv);
+    for (int p = 0; p < s->P; p++) {
+        int64_t seen = is_ddp(s) ? sv.ddp : sv.v[p];
+        if (seen >= s->versions[p]) {
+            cx_warn(
+                "fragment %d: version %lld was published after the checkpoint (at %lld); continuing at %lld",
+                p, (long long)seen, (long long)s->versions[p], (long long)(seen + 1));
+            s->versions[p] = seen + 1;
+        }
+    }
+    free(sv.v);
+}
+
+syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
+{
+    syncer *s = calloc(1, sizeof *s);
+    char path[1200], why[CX_ERRLEN];
+    if (!s) {
+        cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->cfg = o->cfg;
+    s->start_ms = cx_mono_ms();
+    s->eval_loss = NAN;
+    s->ddp_mean_step = -1;
+    snprintf(s->state_dir, sizeof s->state_dir, "%s", o->state_dir);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->frag_cv, NULL);
+    pthread_cond_init(&s->step_cv, NULL);
+    pthread_cond_init(&s->tick_cv, NULL);
+    pthread_cond_init(&s->work_cv, NULL);
+    for (int i = 0; i < MAX_LEARNERS; i++)
+        s->learners[i].id = -1;
+    if (cx_mkdir_p(o->state_dir, err, errlen) != 0)
+        goto fail;
+
+    model_config mc;
+    model_config_default(&mc);
+    mc.context = (int)s->cfg.context;
+    mc.embed = (int)s->cfg.embed;
+    mc.hidden = (int)s->cfg.hidden;
+    mc.max_batch = 256;
+    s->eval_model = model_new("mlp", &mc, (uint64_t)s->cfg.seed, err, errlen);
+    if (!s->eval_model)
+        goto fail;
+    s->n = model_num_params(s->eval_model);
+    s->P = (int)s->cfg.fragments;
+    s->ft =
+        fragment_table_new(model_tensors(s->eval_model), model_num_tensors(s->eval_model), s->P, err, errlen);
+    if (!s->ft)
+        goto fail;
+
+    data_config dc;
+    data_config_default(&dc);
+    dc.path = s->cfg.data[0] ? s->cfg.data : NULL;
+    dc.seed = (uint64_t)s->cfg.seed;
+    s->data = data_source_new(&dc, err, errlen);
+    if (!s->data)
+        goto fail;
+    s->entropy_floor = data_entropy_rate(s->data);
+    size_t cap = data_eval_capacity(s->data, (int)s->cfg.context);
+    s->eval_n = (int)((size_t)s->cfg.eval_tokens < cap ? (size_t)s->cfg.eval_tokens : cap);
+    s->eval_in = malloc((size_t)s->eval_n * (size_t)s->cfg.context);
+    s->eval_tg = malloc((size_t)s->eval_n);
+    s->theta = malloc(s->n * sizeof(float));
+    s->momentum = calloc(s->n, sizeof(float));
+    s->versions = calloc((size_t)s->P, sizeof(int64_t));
+    s->rounds = calloc((size_t)s->P, sizeof *s->rounds);
+    if (!s->eval_in || !s->eval_tg || !s->theta || !s->momentum || !s->versions || !s->rounds) {
+        cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (data_eval_examples(s->data, (int)s->cfg.context, (size_t)s->eval_n, s->eval_in, s->eval_tg, err,
+                           errlen))
+        goto fail;
+    memcpy(s->theta, model_params(s->eval_model), s->n * sizeof(float));
+    for (int p = 0; p < s->P; p++) {
+        merge_ema_init(&s->rounds[p].t_quorum, 0.2);
+        merge_ema_init(&s->rounds[p].t_sync, 0.2);
+    }
+    if (is_ddp(s)) {
+        adamw_config ac;
+        adamw_config_default(&ac);
+        ac.weight_decay = (float)s->cfg.weight_decay;
+        s->opt = adamw_new(s->n, &ac, err, errlen);
+        if (!s->opt)
+            goto fail;
+        for (int i = 0; i < model_num_tensors(s->eval_model); i++) {
+            const model_tensor *t = model_tensor_get(s->eval_model, i);
+            adamw_set_decay(s->opt, t->offset, t->length, t->weight_decay, NULL, 0);
+        }
+        s->ddp_sum = calloc(s->n, sizeof(float));
+        s->ddp_mean = calloc(s->n, sizeof(float));
+        s->ddp_mean_wire = malloc(s->n * 4);
+        if (!s->ddp_sum || !s->ddp_mean || !s->ddp_mean_wire) {
+            cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+            goto fail;
+        }
+    }
+    snprintf(path, sizeof path, "%s/events.jsonl", o->state_dir);
+    s->ev = events_new(path, 65536, err, errlen);
+    if (!s->ev)
+        goto fail;
+    int restored = restore(s, err, errlen);
+    if (restored < 0)
+        goto fail;
+    bump_versions(s);
+
+    json_t *vers = json_array();
+    for (int p = 0; p < s->P; p++)
+        json_array_append_new(vers, json_integer(s->versions[p]));
+    events_emit(s->ev, "start",
+                json_pack("{s:s, s:b, s:I, s:o, s:I, s:I}", "mode", mode_name(s), "restored", restored,
+                          "merges", (json_int_t)s->merges, "versions", vers, "learners",
+                          (json_int_t)s->cfg.learners, "n_params", (json_int_t)s->n));
+    cx_info("model mlp params=%zu fragments=%d data=%s loss_floor=%.4f nats", s->n, s->P,
+            data_source_describe(s->data), s->entropy_floor);
+    run_eval(s);
+
+    size_t body_max = s->n * 4 + (1 << 20);
+    s->http =
+        cx_http_server_new(o->listen, routes, sizeof routes / sizeof routes[0], s, body_max, why, sizeof why);
+    if (!s->http) {
+        cx_fail(err, errlen, CX_EUNAVAIL, "--listen %s: %s", o->listen, why);
+        goto fail;
+    }
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", cx_http_server_port(s->http));
+    snprintf(path, sizeof path, "%s/listen.addr", o->state_dir);
+    if (cx_file_write_atomic(path, addr, strlen(addr), err, errlen) != 0)
+        goto fail;
+    if (pthread_create(&s->ticker, NULL, ticker_main, s) != 0) {
+        cx_fail(err, errlen, CX_ESYS, "cannot start the ticker thread");
+        goto fail;
+    }
+    if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
+        pthread_mutex_lock(&s->mu);
+        s->stopping = 1;
+        pthread_cond_broadcast(&s->tick_cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->ticker, NULL);
+        cx_fail(err, errlen, CX_ESYS, "cannot start the worker thread");
+        goto fail;
+    }
+    s->ticker_started = 1;
+    cx_info("listening on %s (mode %s, %lld learners expected)", addr, mode_name(s),
+            (long long)s->cfg.learners);
+    return s;
+fail:
+    syncer_free(s);
+    return NULL;
+}
+
+void syncer_run(syncer *s, volatile sig_atomic_t *stop)
+{
+    while (!*stop)
+        cx_sleep_ms(50);
+}
+
+void syncer_free(syncer *s)
+{
+    if (!s)
+        return;
+    int was_running = s->ticker_started;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    pthread_cond_broadcast(&s->frag_cv);
+    pthread_cond_broadcast(&s->step_cv);
+    pthread_cond_broadcast(&s->tick_cv);
+    pthread_cond_broadcast(&s->work_cv);
+    pthread_mutex_unlock(&s->mu);
+    if (s->ticker_started) {
+        pthread_join(s->ticker, NULL);
+        pthread_join(s->worker, NULL);
+    }
+    cx_http_server_free(s->http);
+    if (was_running) {
+        if (s->eval_pending)
+            run_eval(s);
+        char err[CX_ERRLEN];
+        if (write_checkpoint(s, err, sizeof err) != 0)
+            cx_error("final checkpoint failed: %s", err);
+        else
+            cx_info("final checkpoint written (merges=%lld)", (long long)s->merges);
+    }
+    for (int p = 0; s->rounds && p < s->P; p++)
+        for (int i = 0; i < s->rounds[p].n; i++)
+            free(s->rounds[p].c[i].delta);
+    events_free(s->ev);
+    model_free(s->eval_model);
+    data_source_free(s->data);
+    fragment_table_free(s->ft);
+    adamw_free(s->opt);
+    free(s->eval_in), free(s->eval_tg), free(s->theta), free(s->momentum), free(s->versions), free(s->rounds);
+    free(s->ddp_sum), free(s->ddp_mean), free(s->ddp_mean_wire);
+    pthread_cond_destroy(&s->frag_cv);
+    pthread_cond_destroy(&s->step_cv);
+    pthread_cond_destroy(&s->tick_cv);
+    pthread_cond_destroy(&s->work_cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}

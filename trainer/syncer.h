@@ -1,0 +1,42 @@
+/* syncer.h - the synchronizer of a chaosloco training run.
+ *
+ * What it is: the owner of the global model (parameters, outer Nesterov
+ * momentum, per-fragment versions; in ddp modes also the AdamW state), the
+ * HTTP API of DESIGN.md §3.1 that learners join, pull from and contribute
+ * to, the merge logic of every mode (ddp barrier, ddp-elastic deadline,
+ * diloco barrier, decoupled per-fragment rounds with quorum and grace), the
+ * eval loss of the global model, the event log and checkpoints.
+ * What it is not: a learner. It never trains; the global state is initialised
+ * from the seed before any learner joins, so no learner ever seeds it.
+ *
+ * Threads: MHD handler threads (one per connection) and one ticker thread
+ * (deadlines, absent learners, eval, checkpoints) share the state under one
+ * mutex with condition variables; eval and checkpoint writes run outside the
+ * lock on snapshots. See docs/internals/syncer.md.
+ */
+#ifndef TRN_SYNCER_H
+#define TRN_SYNCER_H
+
+#include <signal.h>
+#include <stddef.h>
+
+#include "trainer/config.h"
+
+typedef struct syncer syncer;
+
+typedef struct syncer_opts {
+    config cfg;            /* effective training config */
+    const char *listen;    /* "127.0.0.1:7070" */
+    const char *state_dir; /* checkpoints, events.jsonl, listen.addr */
+} syncer_opts;
+
+/* Build the model from the seed (or restore the newest valid checkpoint in
+ * state_dir), open the event log, start serving and write listen.addr.
+ * NULL with err on failure. */
+syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen);
+/* Block until *stop becomes non-zero (set by a signal handler). */
+void syncer_run(syncer *s, volatile sig_atomic_t *stop);
+/* Stop serving, write a final checkpoint, free. NULL is a no-op. */
+void syncer_free(syncer *s);
+
+#endif

@@ -1,0 +1,137 @@
+/* syncer_main.c - `chaosloco syncer`: parse flags, run the syncer until
+ * SIGTERM/SIGINT, then checkpoint and exit. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "trainer/config.h"
+#include "trainer/syncer.h"
+
+static volatile sig_atomic_t stop_flag;
+static void on_signal(int sig)
+{
+    stop_flag = sig;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: chaosloco syncer --state-dir DIR [--listen HOST:PORT] [--config FILE.json] [TRAINING "
+               "FLAGS]\n\n"
+               "The synchronizer of a training run: holds the global model, merges what learners send,\n"
+               "serves the HTTP API (docs/api.md). Flags override --config, which overrides defaults.\n\n"
+               "  --listen HOST:PORT                 address to serve on; port 0 = ephemeral (default "
+               "127.0.0.1:7070)\n"
+               "  --state-dir DIR                    checkpoints, events.jsonl and listen.addr (required)\n"
+               "  --config FILE.json                 training config (keys = flag names with '_' for '-')\n"
+               "  --help                             this text\n\ntraining flags:\n");
+    config_print_help(f, 0);
+}
+
+int syncer_main(int argc, char **argv)
+{
+    syncer_opts o;
+    const char *listen = "127.0.0.1:7070", *state_dir = NULL, *config_path = NULL;
+    char err[CX_ERRLEN], host[256];
+    int port;
+    config cfg;
+    config_defaults(&cfg);
+
+    /* pass 0: our own flags, --config, and the mode (file, then flag);
+     * pass 1: mode defaults, then the file, then the training flags */
+    int64_t mode = cfg.mode;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            config probe;
+            config_defaults(&probe);
+            if (config_path && config_load_file(&probe, config_path, err, sizeof err) != 0) {
+                fprintf(stderr, "chaosloco syncer: %s\n", err);
+                return 64;
+            }
+            if (probe.mode != cfg.mode)
+                mode = probe.mode;
+            for (int i = 1; i + 1 < argc; i++)
+                if (strcmp(argv[i], "--mode") == 0)
+                    config_parse_mode(argv[i + 1], &mode);
+            config_mode_defaults(&cfg, mode);
+            if (config_path && config_load_file(&cfg, config_path, err, sizeof err) != 0) {
+                fprintf(stderr, "chaosloco syncer: %s\n", err);
+                return 64;
+            }
+        }
+        for (int i = 1; i < argc; i++) {
+            const char *a = argv[i];
+            if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+                usage(stdout);
+                return 0;
+            }
+            if (strncmp(a, "--", 2) != 0) {
+                fprintf(stderr, "chaosloco syncer: unexpected argument '%s' (see --help)\n", a);
+                return 64;
+            }
+            if (i + 1 >= argc) {
+                fprintf(stderr, "chaosloco syncer: %s needs a value\n", a);
+                return 64;
+            }
+            const char *v = argv[++i];
+            if (strcmp(a, "--listen") == 0)
+                listen = v;
+            else if (strcmp(a, "--state-dir") == 0)
+                state_dir = v;
+            else if (strcmp(a, "--config") == 0)
+                config_path = v;
+            else if (pass == 1) {
+                int rc = config_set_flag(&cfg, a, v, err, sizeof err);
+                if (rc) {
+                    fprintf(stderr, "chaosloco syncer: %s\n", err);
+                    return 64;
+                }
+            } else {
+                config tmp = cfg;
+                int rc = config_set_flag(&tmp, a, v, err, sizeof err);
+                if (rc) {
+                    fprintf(stderr, "chaosloco syncer: %s (see --help)\n", err);
+                    return 64;
+                }
+            }
+        }
+    }
+    if (!state_dir) {
+        fprintf(stderr, "chaosloco syncer: --state-dir is required (see --help)\n");
+        return 64;
+    }
+    if (cx_parse_hostport(listen, "--listen", host, sizeof host, &port, err, sizeof err) != 0) {
+        fprintf(stderr, "chaosloco syncer: %s\n", err);
+        return 64;
+    }
+    if (config_validate(&cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "chaosloco syncer: %s\n", err);
+        return 64;
+    }
+    cx_log_init("syncer", CX_LOG_INFO);
+    char line[4096];
+    config_format(&cfg, line, sizeof line);
+    cx_info("config listen=%s state_dir=%s %s", listen, state_dir, line);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    o.cfg = cfg;
+    o.listen = listen;
+    o.state_dir = state_dir;
+    syncer *s = syncer_new(&o, err, sizeof err);
+    if (!s) {
+        cx_error("cannot start: %s", err);
+        return 1;
+    }
+    syncer_run(s, &stop_flag);
+    cx_info("signal %d: shutting down", (int)stop_flag);
+    syncer_free(s);
+    return 0;
+}
