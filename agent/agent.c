@@ -24,6 +24,7 @@
 #include "common/parse.h"
 #include "common/proc.h"
 #include "injectors/cgroup.h"
+#include "injectors/clock.h"
 
 #define AGENT_STOP_GRACE_MS 5000
 
@@ -180,6 +181,28 @@ static void on_spawn(void *ctx, pid_t pid)
     }
 }
 
+/* libfaketime leaves /dev/shm/faketime_shm_<pid> and sem.faketime_sem_<pid>
+ * behind when a faked process is killed: remove those whose owner is dead
+ * (live owners' files are left alone). Only when the unit runs under
+ * libfaketime. when: "start", "exit", "spawn" (for the log). */
+static void clean_faketime_shm(agent *a, const char *when)
+{
+    if (!a->faketime_lib[0])
+        return;
+    int n = 0;
+    char err[CX_ERRLEN] = "";
+    if (inj_clock_clean_shm(NULL, &n, err, sizeof err) < 0)
+        cx_warn("libfaketime shm cleanup (%s): %s", when, err);
+    else if (n > 0)
+        cx_info("libfaketime shm cleanup (%s): %d stale file(s) of dead processes removed", when, n);
+}
+
+/* Supervisor hook (its lock held): after each reaped exit, before each spawn. */
+static void on_cleanup(void *ctx, pid_t dead_pid)
+{
+    clean_faketime_shm(ctx, dead_pid > 0 ? "exit" : "spawn");
+}
+
 /* ---- agent: construction ---- */
 
 /* Copy argv with every "{proxy.NAME}" replaced by that proxy's listen
@@ -275,6 +298,7 @@ agent *agent_new(const agent_opts *o, char *err, size_t errlen)
 
     find_faketime(a);
     find_shim(a);
+    clean_faketime_shm(a, "start");
     /* Both control files get their neutral content before anything else:
      * whatever a previous agent left skewed or failing is undone here too. */
     if (a->faketime_lib[0]) {
@@ -353,6 +377,8 @@ agent *agent_new(const agent_opts *o, char *err, size_t errlen)
             .restart_backoff_ms = o->restart_backoff_ms,
             .on_spawn = on_spawn,
             .on_spawn_ctx = a,
+            .on_cleanup = on_cleanup,
+            .on_cleanup_ctx = a,
         };
         a->sup = sup_new(&so, err, errlen);
         for (char **p = env; *p; p++)
@@ -583,8 +609,9 @@ shutdown:
             cx_info("shutdown: %d fault(s) reverted", n);
     }
     if (a->sup) {
-        sup_stop(a->sup, AGENT_STOP_GRACE_MS);
+        sup_stop(a->sup, AGENT_STOP_GRACE_MS); /* its cleanup hook runs after the reap */
         cx_info("unit stopped");
     }
+    clean_faketime_shm(a, "shutdown");
     return rc;
 }

@@ -3,12 +3,15 @@
  *
  * NOTES ON THE DESIGN OF A FAULT'S LIFECYCLE
  *
- *   reg_create(): validate ──► prepare() ──► persist(applying) ──► apply()
- *        │ bad input: nothing                          │ ok           │ fails
- *        │ changed, 400                                ▼              ▼
- *        ▼                                    ┌────────┐          ┌────────┐ persist(without it)
- *     rejected                                │ active │          │ failed │
- *                                             └────────┘          └────────┘
+ *   reg_create(): validate ──► prepare() ──► stop rule ──► persist(applying) ──► apply()
+ *        │ bad input: nothing          │ conflict: 409,               │ ok           │ fails
+ *        │ changed, 400                │ nothing changed              ▼              ▼
+ *        ▼                             ▼                         ┌────────┐     ┌────────┐ persist(without it)
+ *     rejected ◄───────────────────────┘                         │ active │     │ failed │
+ *                                                                └────────┘     └────────┘
+ *   (stop rule: see "faults that stop the unit" below; a kill/preempt
+ *   ends the stopping faults there, before it is persisted and applied)
+ *
  *     reg_tick(): tick()     │ expiry: end_fault("expiry")   → expired
  *                            │ reg_revert(): end_fault(reason) → reverted
  *                            │ reg_revert_all(): halt, lease, shutdown, unit_exit
@@ -239,6 +242,121 @@ static void push_ended(reg *r, fault *f)
     }
 }
 
+static void end_fault(reg *r, fault *f, const char *reason, fault_state final);
+
+/* ---- registry: faults that stop the unit ----
+ *
+ * THE RULE (user docs: docs/faults.md, "Faults that stop the unit")
+ *
+ * Some kinds stop and resume the unit's processes: pause (freezer or
+ * SIGSTOP), straggle (SIGSTOP/SIGCONT duty cycle) and cpu when it runs its
+ * duty-cycle fallback. Two of them at once do not compose: one's SIGCONT
+ * (or thaw) resumes what the other holds stopped, and whichever reverts
+ * first lets the unit run while the other still says "active". So:
+ *
+ *   1. At most one active stopping fault per agent (the agent has one
+ *      unit, whatever the target names). A second is refused with 409,
+ *      naming the active fault. A cpu fault with method "auto" is stopping
+ *      only if it falls back to its duty cycle; while another stopping
+ *      fault is active it is prepared with method "cgroup" instead, and
+ *      refused (409) if there is no writable cpu cgroup.
+ *   2. A stopping fault is also refused while a preempt is in its grace
+ *      period (until started + grace_ms): freezing the unit then would
+ *      hold back the preempt's SIGKILL (a v1-frozen task acts on SIGKILL
+ *      only after thaw) and its SIGTERM handler.
+ *   3. kill and preempt end every active stopping fault first (revert:
+ *      thaw / SIGCONT, revert_reason "unit_exit"; their ids go into the
+ *      kill's evidence.ended_first), then send their signal, so it lands at
+ *      once and the exit is reaped promptly. The restarted unit runs
+ *      unstopped; a new pause/straggle may be requested for it.
+ *
+ * All of it lives here, in reg_create, keyed by type name; the injectors
+ * know nothing of each other.
+ */
+
+typedef struct stop_kind {
+    const char *type;           /* fault type that may stop the unit */
+    const char *nonstop_method; /* params.method / evidence.method under which it does not, or NULL */
+} stop_kind;
+
+static const stop_kind stop_kinds[] = {
+    {"pause", NULL},
+    {"straggle", NULL},
+    {"cpu", "cgroup"}, /* "duty" stops; "auto" stops only when it falls back */
+};
+
+/* Kinds whose signal must land on a running (not stopped/frozen) unit. */
+static const char *const terminating_kinds[] = {"kill", "preempt", NULL};
+
+static const stop_kind *stop_kind_of(const char *type)
+{
+    for (size_t i = 0; i < sizeof stop_kinds / sizeof stop_kinds[0]; i++)
+        if (strcmp(stop_kinds[i].type, type) == 0)
+            return &stop_kinds[i];
+    return NULL;
+}
+
+static int is_terminating(const char *type)
+{
+    for (const char *const *k = terminating_kinds; *k; k++)
+        if (strcmp(*k, type) == 0)
+            return 1;
+    return 0;
+}
+
+/* A request: 0 never stops the unit, 1 stops it, 2 stops it only if its
+ * method "auto" falls back (it may be steered to nonstop_method). */
+static int request_stops(const char *type, json_t *params)
+{
+    const stop_kind *k = stop_kind_of(type);
+    if (!k)
+        return 0;
+    if (!k->nonstop_method)
+        return 1;
+    const char *m = json_string_value(json_object_get(params, "method"));
+    if (!m || strcmp(m, "auto") == 0)
+        return 2;
+    return strcmp(m, k->nonstop_method) == 0 ? 0 : 1;
+}
+
+/* An active fault stops the unit (by the method its apply used). */
+static int active_stops(const fault *f)
+{
+    const stop_kind *k = stop_kind_of(f->type);
+    if (!k)
+        return 0;
+    if (!k->nonstop_method)
+        return 1;
+    const char *m = json_string_value(json_object_get(f->evidence, "method"));
+    return !(m && strcmp(m, k->nonstop_method) == 0);
+}
+
+/* The active fault a new stopping fault conflicts with (rules 1 and 2), or
+ * NULL. Writes the 409 message into msg. Lock held. */
+static const fault *stop_conflict(reg *r, int64_t now, char *msg, size_t msglen)
+{
+    for (const fault *f = r->active; f; f = f->next) {
+        if (active_stops(f)) {
+            snprintf(msg, msglen,
+                     "conflict: fault %s (%s) is active and stops the unit's processes; only one of "
+                     "pause, straggle and a cpu duty cycle may be active at a time (DELETE /v1/faults/%s "
+                     "first, or wait for its expiry)",
+                     f->id, f->type, f->id);
+            return f;
+        }
+        json_t *g = json_object_get(f->evidence, "grace_ms");
+        if (is_terminating(f->type) && json_is_integer(g) &&
+            now < f->started_mono_ms + (int64_t)json_integer_value(g)) {
+            snprintf(msg, msglen,
+                     "conflict: fault %s (%s) is in its grace period (SIGKILL due in %" PRId64
+                     " ms); stopping the unit now would hold it back",
+                     f->id, f->type, f->started_mono_ms + (int64_t)json_integer_value(g) - now);
+            return f;
+        }
+    }
+    return NULL;
+}
+
 /* ---- registry: the crash sweep ---- */
 
 int reg_sweep_previous(reg *r, int *nswept, char *err, size_t errlen)
@@ -395,6 +513,27 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
     }
     void *ctx = NULL;
     rc = inj->prepare(params, seed, &ctx, err, errlen);
+    /* Faults that stop the unit: rules 1 and 2 (see above). Checked after
+     * prepare so that bad params are a 400 whatever else is active. */
+    char steered[CX_ERRLEN] = ""; /* cpu "auto" steered away from its duty cycle: why */
+    char steered_by[32] = "";     /* ... by this active fault */
+    int stops = rc == 0 ? request_stops(spec->type, params) : 0;
+    if (stops) {
+        char msg[CX_ERRLEN];
+        const fault *c = stop_conflict(r, cx_mono_ms(), msg, sizeof msg);
+        if (c && stops == 2) {
+            inj->free(ctx);
+            ctx = NULL;
+            json_object_set_new(params, "method", json_string(stop_kind_of(spec->type)->nonstop_method));
+            rc = inj->prepare(params, seed, &ctx, err, errlen);
+            snprintf(steered, sizeof steered, "%s", msg);
+            snprintf(steered_by, sizeof steered_by, "%s", c->id);
+        } else if (c) {
+            inj->free(ctx);
+            ctx = NULL;
+            rc = cx_fail(err, errlen, CX_ECONFLICT, "%s", msg);
+        }
+    }
     if (rc < 0) {
         r->hooks.target_put(r->hooks.ctx, &t);
         pthread_mutex_unlock(&r->lock);
@@ -407,6 +546,23 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
         }
         goto rejected_nolock;
     }
+    /* Rule 3: a kill/preempt ends the stopping faults first, so that its
+     * signal lands on a running unit (only when there is a unit to hit:
+     * otherwise apply refuses with 409 and nothing must change). */
+    json_t *ended_first = NULL;
+    if (is_terminating(spec->type) && t.pid > 0) {
+        for (fault *g = r->active, *nx; g; g = nx) {
+            nx = g->next;
+            if (!active_stops(g))
+                continue;
+            if (!ended_first)
+                ended_first = json_array();
+            json_array_append_new(ended_first, json_string(g->id));
+            cx_info("%s: ending %s (%s) first so that the signal lands on a running unit", spec->type,
+                    g->id, g->type);
+            end_fault(r, g, "unit_exit", F_REVERTED);
+        }
+    }
 
     fault *f = calloc(1, sizeof *f);
     if (!f) {
@@ -414,6 +570,7 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
         r->hooks.target_put(r->hooks.ctx, &t);
         pthread_mutex_unlock(&r->lock);
         json_decref(params);
+        json_decref(ended_first);
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     }
     snprintf(f->id, sizeof f->id, "f-%" PRIu64, r->next_id++);
@@ -431,6 +588,10 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
     f->tag = dup_or_null(spec->tag);
     f->ctx = ctx;
     f->evidence = json_object();
+    if (ended_first)
+        json_object_set_new(f->evidence, "ended_first", ended_first);
+    if (steered_by[0])
+        json_object_set_new(f->evidence, "auto_method_steered_by", json_string(steered_by));
     f->undo = inj->undo_record ? inj->undo_record(ctx) : NULL;
     cx_iso_time(f->created_real, sizeof f->created_real, cx_real_ns());
 
@@ -447,6 +608,13 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
     f->started_mono_ms = cx_mono_ms();
     rc = inj->apply(ctx, &t, f->evidence, err, errlen);
     r->hooks.target_put(r->hooks.ctx, &t);
+    if (rc == CX_ENOTSUP && steered[0]) {
+        /* "auto" could only have fallen back to its duty cycle. */
+        char why[CX_ERRLEN];
+        snprintf(why, sizeof why, "%s", err);
+        rc = cx_fail(err, errlen, CX_ECONFLICT, "%s (method auto would fall back to its duty cycle: %s)",
+                     steered, why);
+    }
     if (rc < 0) {
         f->state = F_FAILED;
         f->error = strdup(err);

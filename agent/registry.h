@@ -75,8 +75,13 @@ int reg_sweep_previous(reg *r, int *nswept, char *err, size_t errlen);
 
 /* Validate, persist, apply. Returns 0 and *record (new reference) with
  * state "active". On a validation failure CX_EINVAL + err and nothing
- * changed (*record NULL). When apply fails: the fault's code + err and
- * *record holds the "failed" record (nothing left active). */
+ * changed (*record NULL). A fault that stops the unit (pause, straggle,
+ * cpu duty cycle) while another one is active, or while a preempt is in
+ * its grace period: CX_ECONFLICT + err naming that fault, nothing changed
+ * (*record NULL). A kill/preempt first reverts the active stopping faults
+ * (revert_reason "unit_exit"). When apply fails: the fault's code + err
+ * and *record holds the "failed" record (nothing left active). The rule
+ * is spelled out in registry.c and docs/faults.md. */
 int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t errlen);
 
 /* New reference to one record / all records (active first, then ended,

@@ -31,6 +31,10 @@
  * sup_stop() ends every state in exited (or killed) with stopped = 1, after
  * which nothing respawns.
  *
+ * Cleanup hook (opts.on_cleanup): called after every reaped exit (reap_exit
+ * and sup_stop) and right before every spawn (respawn), so whatever a
+ * killed unit leaves behind is removed before the next incarnation runs.
+ *
  * Output capture: one pipe for the unit's stdout and stderr, kept across
  * restarts; a writer thread appends to unit.log and rotates it to unit.log.1
  * when it would grow past log_max_bytes (so disk use ≤ 2 × log_max_bytes).
@@ -70,6 +74,8 @@ struct sup {
     int64_t startup_ms;       /* ms alive before "running" */
     void (*on_spawn)(void *, pid_t);
     void *on_spawn_ctx;
+    void (*on_cleanup)(void *, pid_t);
+    void *on_cleanup_ctx;
 
     sup_state state;          /* see the diagram */
     pid_t pid;                /* > 0 while a process exists */
@@ -257,6 +263,8 @@ sup *sup_new(const sup_opts *o, char *err, size_t errlen)
     s->log_max_bytes = o->log_max_bytes > 0 ? o->log_max_bytes : 10 * 1024 * 1024;
     s->on_spawn = o->on_spawn;
     s->on_spawn_ctx = o->on_spawn_ctx;
+    s->on_cleanup = o->on_cleanup;
+    s->on_cleanup_ctx = o->on_cleanup_ctx;
     s->argv = strv_dup(o->argv);
     s->env = o->extra_env ? strv_dup(o->extra_env) : NULL;
     s->log_path = strdup(o->log_path);
@@ -323,6 +331,13 @@ void sup_free(sup *s, int64_t grace_ms)
 
 /* ---- supervisor: transitions ---- */
 
+/* The cleanup hook (lock held): after a reaped exit, before a spawn. */
+static void cleanup_hook(sup *s, pid_t dead_pid)
+{
+    if (s->on_cleanup)
+        s->on_cleanup(s->on_cleanup_ctx, dead_pid);
+}
+
 /* exited | killed | restarting(waiting) → starting | restarting(alive).
  * Called with the lock held; releases it around on_spawn. */
 static int respawn(sup *s, sup_state next, char *err, size_t errlen)
@@ -336,6 +351,7 @@ static int respawn(sup *s, sup_state next, char *err, size_t errlen)
         .die_with_parent = 1,
     };
     pid_t pid = 0;
+    cleanup_hook(s, 0);
     int rc = cx_spawn((const char *const *)s->argv, &so, &pid, err, errlen);
     if (rc < 0)
         return rc;
@@ -398,6 +414,7 @@ static void reap_exit(sup *s, int status, int64_t now)
                              (json_int_t)ran_ms);
     if (s->last_exit && code < 0)
         json_object_set_new(s->last_exit, "code", json_null());
+    pid_t dead = s->pid;
     if (s->pidfd >= 0)
         close(s->pidfd);
     s->pidfd = -1;
@@ -405,6 +422,7 @@ static void reap_exit(sup *s, int status, int64_t now)
     s->restart_at_ms = 0;
     s->expect_exit = 0;
     s->paused = 0;
+    cleanup_hook(s, dead);
     if (expected) {
         s->state = SUP_KILLED;
         cx_info("unit exited (injected) code=%d signal=%d ran_ms=%lld", code, sig, (long long)ran_ms);
@@ -510,6 +528,7 @@ void sup_stop(sup *s, int64_t grace_ms)
         s->paused = 0;
         s->state = SUP_KILLED;
         assert_supervisor_state(s);
+        cleanup_hook(s, pid);
     }
     pthread_mutex_unlock(&s->lock);
 }

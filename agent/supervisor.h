@@ -43,6 +43,13 @@ typedef struct sup_opts {
      * pid, e.g. to put the unit into its cgroups; may be NULL. */
     void (*on_spawn)(void *ctx, pid_t pid);
     void *on_spawn_ctx;
+    /* Called with the supervisor lock held after every exit of the unit
+     * has been reaped (dead_pid = the reaped pid; sup_stop included) and
+     * right before every spawn (dead_pid 0), to remove what a killed unit
+     * leaves behind (the agent: libfaketime's /dev/shm files). Must be
+     * quick and must not call back into the supervisor; may be NULL. */
+    void (*on_cleanup)(void *ctx, pid_t dead_pid);
+    void *on_cleanup_ctx;
 } sup_opts;
 
 typedef struct sup sup;

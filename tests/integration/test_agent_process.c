@@ -250,3 +250,67 @@ Test(agent_process, clock_nan_disk_control_files)
     }
     ag_stop(&a);
 }
+
+/* ---- libfaketime's shared memory of a killed unit ---- */
+
+static int shm_files_of(pid_t pid)
+{
+    char path[128];
+    int n = 0;
+    snprintf(path, sizeof path, "/dev/shm/faketime_shm_%d", (int)pid);
+    n += access(path, F_OK) == 0;
+    snprintf(path, sizeof path, "/dev/shm/sem.faketime_sem_%d", (int)pid);
+    n += access(path, F_OK) == 0;
+    return n;
+}
+
+static int wait_shm_files(pid_t pid, int want, long timeout_ms)
+{
+    int64_t end = cx_mono_ms() + timeout_ms;
+    while (cx_mono_ms() < end) {
+        if (shm_files_of(pid) == want)
+            return 1;
+        cx_sleep_ms(10);
+    }
+    return shm_files_of(pid) == want;
+}
+
+Test(agent_process, killed_faked_unit_leaves_no_faketime_shm)
+{
+    ag a;
+    ag_start(&a, "shm", NULL, NULL, NULL);
+    pid_t pid = ag_wait_running(&a, 5000);
+    json_t *s = ag_status(&a);
+    int faked = json_is_string(json_object_get(json_object_get(s, "hooks"), "faketime_lib"));
+    json_decref(s);
+    if (!faked) {
+        ag_stop(&a);
+        cr_skip_test("libfaketime not installed (no /usr/lib/*/faketime/libfaketimeMT.so.1): nothing to clean");
+    }
+    /* libfaketime 0.9.x creates both files when the unit loads it. */
+    if (!wait_shm_files(pid, 2, 2000)) {
+        ag_stop(&a);
+        cr_skip_test("this libfaketime creates no /dev/shm/faketime_shm_<pid> (%d file(s) found)", shm_files_of(pid));
+    }
+
+    /* SIGKILL: libfaketime's destructor never runs, the agent cleans up at
+     * the exit (and before the restart); the new unit's files stay. */
+    json_decref(ag_fault(&a, "{\"type\":\"kill\",\"duration_ms\":30000,\"params\":{\"signal\":\"KILL\","
+                             "\"restart_after_ms\":100}}"));
+    cr_assert(ag_wait_gone(pid, 2000), "old unit reaped");
+    cr_assert(wait_shm_files(pid, 0, 2000), "the killed unit's shm files are gone (%d left)", shm_files_of(pid));
+    pid_t pid2 = 0;
+    int64_t end = cx_mono_ms() + 5000;
+    while (cx_mono_ms() < end && (pid2 <= 0 || pid2 == pid)) {
+        pid2 = ag_unit_pid(&a);
+        cx_sleep_ms(10);
+    }
+    cr_assert(pid2 > 0 && pid2 != pid, "restarted");
+    cr_assert(wait_shm_files(pid2, 2, 2000), "the live unit keeps its files (%d)", shm_files_of(pid2));
+
+    /* Shutdown: SIGTERM kills `sleep` without libfaketime's destructor
+     * either; the agent cleans after the reap. */
+    ag_stop(&a);
+    cr_assert_eq(ag_proc_state(pid2), 0);
+    cr_assert_eq(shm_files_of(pid2), 0, "no shm files left after the agent stopped");
+}

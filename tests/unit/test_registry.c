@@ -119,9 +119,112 @@ static const injector fake_inj = {
     .free = fake_free,
 };
 
+/* ---- fakes named like the kinds the stop rule knows ----
+ *
+ * "pause", "straggle", "cpu", "kill", "preempt": nothing is signalled; each
+ * call is appended to g_log ("apply:pause revert:pause ...") so a test can
+ * check the order. cpu's evidence.method is its params.method, and "auto"
+ * falls back to "duty" unless g_cpu_cgroup is set; preempt's evidence
+ * carries grace_ms like the real one. */
+
+static char g_log[512];
+static int g_cpu_cgroup;   /* 1: cpu "auto"/"cgroup" find a writable cgroup */
+static pid_t g_pid;        /* pid the fake target lends (0: no unit) */
+
+typedef struct stop_ctx {
+    char type[16];
+    char method[16];
+    int64_t grace_ms;
+} stop_ctx;
+
+static void log_call(const char *what, const char *type)
+{
+    size_t n = strlen(g_log);
+    snprintf(g_log + n, sizeof g_log - n, "%s%s:%s", n ? " " : "", what, type);
+}
+
+static int stop_prepare_as(const char *type, json_t *params, void **ctx, char *err, size_t errlen)
+{
+    const char *method = "auto";
+    json_int_t grace = 5000;
+    json_error_t je;
+    if (json_unpack_ex(params, &je, JSON_STRICT, "{s?:s,s?:I}", "method", &method, "grace_ms", &grace) < 0)
+        return cx_fail(err, errlen, CX_EINVAL, "params: %s", je.text);
+    stop_ctx *c = calloc(1, sizeof *c);
+    snprintf(c->type, sizeof c->type, "%s", type);
+    snprintf(c->method, sizeof c->method, "%s", method);
+    c->grace_ms = grace;
+    *ctx = c;
+    return 0;
+}
+
+#define STOP_PREPARE(name)                                                                                 \
+    static int prepare_##name(json_t *params, uint64_t seed, void **ctx, char *err, size_t errlen)        \
+    {                                                                                                      \
+        (void)seed;                                                                                        \
+        return stop_prepare_as(#name, params, ctx, err, errlen);                                           \
+    }
+STOP_PREPARE(pause)
+STOP_PREPARE(straggle)
+STOP_PREPARE(cpu)
+STOP_PREPARE(kill)
+STOP_PREPARE(preempt)
+
+static int stop_apply(void *ctx, inj_target *t, json_t *evidence, char *err, size_t errlen)
+{
+    stop_ctx *c = ctx;
+    if (t->pid <= 0)
+        return cx_fail(err, errlen, CX_ECONFLICT, "unit is not running");
+    if (strcmp(c->type, "cpu") == 0) {
+        const char *m = c->method;
+        if (strcmp(m, "cgroup") == 0 && !g_cpu_cgroup)
+            return cx_fail(err, errlen, CX_ENOTSUP, "no writable cpu cgroup: fake");
+        if (strcmp(m, "auto") == 0)
+            m = g_cpu_cgroup ? "cgroup" : "duty";
+        json_object_set_new(evidence, "method", json_string(m));
+    }
+    if (strcmp(c->type, "preempt") == 0)
+        json_object_set_new(evidence, "grace_ms", json_integer(c->grace_ms));
+    log_call("apply", c->type);
+    return 0;
+}
+
+static int stop_revert(void *ctx, inj_target *t, char *err, size_t errlen)
+{
+    (void)t, (void)err, (void)errlen;
+    log_call("revert", ((stop_ctx *)ctx)->type);
+    return 0;
+}
+
+static json_t *stop_undo(void *ctx)
+{
+    (void)ctx;
+    return NULL;
+}
+
+#define STOP_INJ(name)                                                                                     \
+    static const injector stop_##name = {.type = #name,                                                    \
+                                         .summary = "test double",                                         \
+                                         .params = "method, grace_ms",                                     \
+                                         .prepare = prepare_##name,                                        \
+                                         .apply = stop_apply,                                              \
+                                         .revert = stop_revert,                                            \
+                                         .undo_record = stop_undo,                                         \
+                                         .free = fake_free};
+STOP_INJ(pause)
+STOP_INJ(straggle)
+STOP_INJ(cpu)
+STOP_INJ(kill)
+STOP_INJ(preempt)
+
 static const injector *fake_find(const char *type)
 {
-    return strcmp(type, "fake") == 0 ? &fake_inj : NULL;
+    static const injector *const all[] = {&fake_inj, &stop_pause, &stop_straggle, &stop_cpu, &stop_kill,
+                                          &stop_preempt, NULL};
+    for (const injector *const *p = all; *p; p++)
+        if (strcmp(type, (*p)->type) == 0)
+            return *p;
+    return NULL;
 }
 
 static int tget(void *ctx, const char *name, inj_target *t, char *err, size_t errlen)
@@ -131,6 +234,7 @@ static int tget(void *ctx, const char *name, inj_target *t, char *err, size_t er
     if (strcmp(name, "unit") != 0)
         return cx_fail(err, errlen, CX_EINVAL, "target: unknown target '%s'", name);
     t->pidfd = -1;
+    t->pid = g_pid;
     t->state_dir = g_dir;
     return 0;
 }
@@ -149,6 +253,9 @@ static void setup(void)
     cr_assert_not_null(mkdtemp(g_dir));
     n_apply = n_revert = n_sweep = n_tick = persisted_at_apply = 0;
     sweep_marker[0] = '\0';
+    g_log[0] = '\0';
+    g_cpu_cgroup = 0;
+    g_pid = 0;
 }
 
 static void teardown(void)
@@ -377,5 +484,158 @@ Test(registry, corrupt_file_is_moved_aside)
     cr_assert(strstr(err, "faults.json"), "%s", err);
     snprintf(path, sizeof path, "%s/faults.json.corrupt", g_dir);
     cr_assert_eq(access(path, F_OK), 0);
+    reg_free(r);
+}
+
+/* ---- the stop rule (registry.c "faults that stop the unit") ---- */
+
+/* Create type with params (JSON text or NULL); returns rc, id into id. */
+static int create_json(reg *r, const char *type, const char *params, char *id, char *err)
+{
+    json_t *p = params ? json_loads(params, 0, NULL) : NULL;
+    json_t *rec = NULL;
+    err[0] = '\0';
+    int rc = create(r, type, 30000, p, &rec, err);
+    json_decref(p);
+    if (id)
+        snprintf(id, 32, "%s", rec ? json_string_value(json_object_get(rec, "id")) : "");
+    json_decref(rec);
+    return rc;
+}
+
+static json_t *record(reg *r, const char *id)
+{
+    json_t *rec = NULL;
+    cr_assert_eq(reg_get(r, id, &rec), 0, "no record %s", id);
+    return rec;
+}
+
+Test(registry, second_stopping_fault_is_a_conflict_naming_the_active_one)
+{
+    g_pid = getpid();
+    reg *r = mk();
+    char err[CX_ERRLEN], pause_id[32], id[32];
+    cr_assert_eq(create_json(r, "pause", NULL, pause_id, err), 0, "%s", err);
+    int before = persisted_count();
+
+    const char *refused[][2] = {{"straggle", NULL}, {"pause", NULL}, {"cpu", "{\"method\":\"duty\"}"}};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        int rc = create_json(r, refused[i][0], refused[i][1], id, err);
+        cr_assert_eq(rc, CX_ECONFLICT, "%s while a pause is active: rc %d (%s)", refused[i][0], rc, err);
+        cr_assert(strstr(err, pause_id), "the 409 names the active fault %s: %s", pause_id, err);
+        cr_assert_str_eq(id, "", "no record for a refused request");
+    }
+    /* Bad params are still a 400, whatever is active. */
+    cr_assert_eq(create_json(r, "straggle", "{\"bogus\":1}", NULL, err), CX_EINVAL);
+    cr_assert_eq(reg_active(r, NULL), 1);
+    cr_assert_eq(persisted_count(), before, "nothing persisted for refused requests");
+    cr_assert_str_eq(g_log, "apply:pause", "no injector ran for refused requests: %s", g_log);
+    json_t *c = reg_counters(r);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(c, "faults_total"), "straggle|rejected")), 2);
+    json_decref(c);
+
+    /* Once the pause is gone the straggle is welcome. */
+    cr_assert_eq(reg_revert(r, pause_id, "delete", NULL, err, sizeof err), 0);
+    cr_assert_eq(create_json(r, "straggle", NULL, id, err), 0, "%s", err);
+    cr_assert_eq(create_json(r, "pause", NULL, NULL, err), CX_ECONFLICT);
+    cr_assert(strstr(err, id), "now the straggle %s is named: %s", id, err);
+    reg_revert_all(r, "halt", 0);
+    reg_free(r);
+}
+
+Test(registry, cpu_counts_as_stopping_only_in_its_duty_cycle)
+{
+    g_pid = getpid();
+    reg *r = mk();
+    char err[CX_ERRLEN], cpu_id[32], id[32];
+
+    /* auto without a cgroup falls back to the duty cycle: stopping. */
+    cr_assert_eq(create_json(r, "cpu", NULL, cpu_id, err), 0, "%s", err);
+    cr_assert_eq(create_json(r, "pause", NULL, NULL, err), CX_ECONFLICT);
+    cr_assert(strstr(err, cpu_id), "%s", err);
+    cr_assert_eq(reg_revert(r, cpu_id, "delete", NULL, err, sizeof err), 0);
+
+    /* A cgroup quota stops nothing: a pause and a quota coexist. */
+    g_cpu_cgroup = 1;
+    cr_assert_eq(create_json(r, "cpu", "{\"method\":\"cgroup\"}", cpu_id, err), 0, "%s", err);
+    cr_assert_eq(create_json(r, "pause", NULL, id, err), 0, "%s", err);
+
+    /* auto while the pause is active is steered to the cgroup... */
+    char id2[32];
+    cr_assert_eq(create_json(r, "cpu", "{\"method\":\"auto\"}", id2, err), 0, "%s", err);
+    json_t *rec = record(r, id2);
+    json_t *ev = json_object_get(rec, "evidence");
+    cr_assert_str_eq(json_string_value(json_object_get(ev, "method")), "cgroup");
+    cr_assert_str_eq(json_string_value(json_object_get(ev, "auto_method_steered_by")), id);
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(rec, "params"), "method")), "auto",
+                     "the record keeps the params as requested");
+    json_decref(rec);
+
+    /* ...and refused with 409 (not 501) when there is no cgroup to steer to. */
+    g_cpu_cgroup = 0;
+    rec = NULL;
+    json_t *p = json_pack("{s:s}", "method", "auto");
+    int rc = create(r, "cpu", 30000, p, &rec, err);
+    json_decref(p);
+    cr_assert_eq(rc, CX_ECONFLICT, "rc %d: %s", rc, err);
+    cr_assert(strstr(err, id) && strstr(err, "duty cycle"), "%s", err);
+    cr_assert_str_eq(json_string_value(json_object_get(rec, "state")), "failed");
+    json_decref(rec);
+    cr_assert_eq(reg_active(r, "pause"), 1, "the pause is untouched");
+    reg_revert_all(r, "halt", 0);
+    reg_free(r);
+}
+
+Test(registry, kill_and_preempt_end_stopping_faults_before_their_signal)
+{
+    g_pid = getpid();
+    reg *r = mk();
+    char err[CX_ERRLEN], pause_id[32], kill_id[32], cpu_id[32];
+    g_cpu_cgroup = 1;
+    cr_assert_eq(create_json(r, "cpu", "{\"method\":\"cgroup\"}", cpu_id, err), 0, "%s", err);
+    cr_assert_eq(create_json(r, "pause", NULL, pause_id, err), 0, "%s", err);
+    g_log[0] = '\0';
+    cr_assert_eq(create_json(r, "kill", NULL, kill_id, err), 0, "%s", err);
+    cr_assert_str_eq(g_log, "revert:pause apply:kill", "the pause is reverted before the kill: %s", g_log);
+    json_t *rec = record(r, pause_id);
+    cr_assert_str_eq(json_string_value(json_object_get(rec, "state")), "reverted");
+    cr_assert_str_eq(json_string_value(json_object_get(rec, "revert_reason")), "unit_exit");
+    json_decref(rec);
+    rec = record(r, kill_id);
+    json_t *ended = json_object_get(json_object_get(rec, "evidence"), "ended_first");
+    cr_assert_eq(json_array_size(ended), 1);
+    cr_assert_str_eq(json_string_value(json_array_get(ended, 0)), pause_id);
+    json_decref(rec);
+    cr_assert_eq(reg_active(r, "cpu"), 1, "a cgroup quota does not stop the unit: kept");
+
+    /* preempt does the same with a straggle; then its grace period holds
+     * off any stopping fault. */
+    char str_id[32], pre_id[32];
+    cr_assert_eq(create_json(r, "straggle", NULL, str_id, err), 0, "%s", err);
+    g_log[0] = '\0';
+    cr_assert_eq(create_json(r, "preempt", "{\"grace_ms\":300}", pre_id, err), 0, "%s", err);
+    cr_assert_str_eq(g_log, "revert:straggle apply:preempt", "%s", g_log);
+    int64_t t0 = cx_mono_ms();
+    cr_assert_eq(create_json(r, "pause", NULL, NULL, err), CX_ECONFLICT);
+    cr_assert(strstr(err, pre_id) && strstr(err, "grace"), "%s", err);
+    while (cx_mono_ms() - t0 < 320)
+        cx_sleep_ms(10);
+    cr_assert_eq(create_json(r, "pause", NULL, NULL, err), 0, "after the grace period: %s", err);
+    reg_revert_all(r, "halt", 0);
+    reg_free(r);
+}
+
+Test(registry, kill_without_a_unit_leaves_the_pause_alone)
+{
+    g_pid = getpid();
+    reg *r = mk();
+    char err[CX_ERRLEN], pause_id[32];
+    cr_assert_eq(create_json(r, "pause", NULL, pause_id, err), 0, "%s", err);
+    g_pid = 0; /* the unit is gone (restart pending) */
+    json_t *rec = NULL;
+    cr_assert_eq(create(r, "kill", 30000, NULL, &rec, err), CX_ECONFLICT);
+    json_decref(rec);
+    cr_assert_eq(reg_active(r, "pause"), 1, "a refused kill changes nothing");
+    reg_revert_all(r, "halt", 0);
     reg_free(r);
 }

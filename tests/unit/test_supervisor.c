@@ -218,3 +218,65 @@ Test(supervisor, output_is_captured_capped_and_rotated)
     cr_assert_gt(bytes, 32768, "every byte was counted (%lld)", (long long)bytes);
     sup_free(s, 100);
 }
+
+/* ---- the cleanup hook ---- */
+
+static pid_t g_cleanup_pids[16];
+static int g_ncleanup;
+
+static void record_cleanup(void *ctx, pid_t dead_pid)
+{
+    (void)ctx;
+    if (g_ncleanup < 16)
+        g_cleanup_pids[g_ncleanup++] = dead_pid;
+}
+
+Test(supervisor, cleanup_hook_runs_after_each_exit_and_before_each_spawn)
+{
+    g_ncleanup = 0;
+    const char *argv[] = {"sleep", "1000", NULL};
+    sup_opts o = {.argv = argv,
+                  .log_path = g_log,
+                  .log_max_bytes = 1 << 20,
+                  .restart = SUP_RESTART_NEVER,
+                  .restart_backoff_ms = 20,
+                  .startup_ms = 50,
+                  .on_cleanup = record_cleanup};
+    char err[CX_ERRLEN] = "";
+    sup *s = sup_new(&o, err, sizeof err);
+    cr_assert_not_null(s, "%s", err);
+    cr_assert_eq(g_ncleanup, 0, "nothing before the first start");
+    cr_assert_eq(sup_start(s, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(g_ncleanup, 1);
+    cr_assert_eq(g_cleanup_pids[0], 0, "before the spawn: no dead pid");
+    pid_t pid;
+    int pfd;
+    sup_target(s, &pid, &pfd);
+    close(pfd);
+
+    /* An injected exit with a restart: after the reap (the dead pid), then
+     * before the respawn. */
+    sup_expect_exit(s, 50);
+    kill(-pid, SIGKILL);
+    int64_t end = cx_mono_ms() + 5000;
+    pid_t pid2 = 0;
+    while (cx_mono_ms() < end && (pid2 == 0 || pid2 == pid)) {
+        sup_poll(s, cx_mono_ms());
+        int fd2;
+        sup_target(s, &pid2, &fd2);
+        if (fd2 >= 0)
+            close(fd2);
+        cx_sleep_ms(5);
+    }
+    cr_assert(pid2 > 0 && pid2 != pid, "restarted");
+    cr_assert_eq(g_ncleanup, 3, "start, exit, respawn (%d calls)", g_ncleanup);
+    cr_assert_eq(g_cleanup_pids[1], pid, "after the exit: the reaped pid");
+    cr_assert_eq(g_cleanup_pids[2], 0, "before the respawn");
+
+    /* Stop (agent shutdown) reaps too. */
+    sup_stop(s, 1000);
+    cr_assert_eq(g_ncleanup, 4);
+    cr_assert_eq(g_cleanup_pids[3], pid2);
+    sup_free(s, 100);
+    cr_assert_eq(g_ncleanup, 4, "free after stop: nothing more to clean");
+}
