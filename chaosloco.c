@@ -7,6 +7,16 @@ typedef int (*subcommand_fn)(int argc, char **argv);
 
 /* Each folder's *_main.c defines these; argv[0] is the subcommand name. */
 /* ---- subcommand declarations (one line per subcommand) ---- */
+int syncer_main(int argc, char **argv);
+int learner_main(int argc, char **argv);
+int simulate_main(int argc, char **argv);
+int dashboard_main(int argc, char **argv);
+int validate_main(int argc, char **argv);
+int agent_main(int argc, char **argv);
+int run_main(int argc, char **argv);
+int halt_main(int argc, char **argv);
+int report_main(int argc, char **argv);
+int compare_main(int argc, char **argv);
 
 static const struct subcommand {
     const char *name;
@@ -14,6 +24,16 @@ static const struct subcommand {
     const char *summary;
 } subcommands[] = {
     /* ---- subcommand table (one line per subcommand) ---- */
+    {"syncer", syncer_main, "the synchronizer of a training run (global model, merges, HTTP API)"},
+    {"learner", learner_main, "one learner unit: trains its shard, exchanges with the syncer"},
+    {"simulate", simulate_main, "discrete-event goodput simulator at cluster scale (paper Table 1)"},
+    {"dashboard", dashboard_main, "serve the operator dashboard of a live run (syncer + agents)"},
+    {"validate", validate_main, "check experiment files strictly (every error with its JSON path)"},
+    {"agent", agent_main, "sidecar: supervise one learner unit and inject faults into it"},
+    {"run", run_main, "run a chaos experiment against a live training run (default: kill one, reintegrate)"},
+    {"halt", halt_main, "revert every fault on every given agent at once (POST /v1/halt)"},
+    {"report", report_main, "re-render a run directory's report.html"},
+    {"compare", compare_main, "the same experiment and fault schedule in several training modes, one table"},
     {NULL, NULL, NULL},
 };
 

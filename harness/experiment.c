@@ -92,6 +92,27 @@ static void check_fault_params(jv_diag *d, const char *path, const char *type, j
         inj->free(ctx);
 }
 
+/* ---- the runner's own faults (harness/run.c) ---- */
+
+int exp_harness_fault(const char *type)
+{
+    return type && strcmp(type, EXP_SYNCER_RESTART) == 0;
+}
+
+/* syncer_restart params: signal "KILL" (default) | "TERM"; down_ms 0..600000
+ * (default: the action's duration_ms). */
+static void check_harness_params(jv_diag *d, const char *path, const json_t *params)
+{
+    static const char *const keys[] = {"signal", "down_ms", NULL};
+    static const char *const sigs[] = {"KILL", "TERM", NULL};
+    if (jv_check_keys(d, path, params, keys) < 0)
+        return;
+    const char *sig;
+    int64_t down;
+    jv_get_string(d, path, params, "signal", 0, sigs, &sig);
+    jv_get_int(d, path, params, "down_ms", 0, 0, 600000, "a down time in ms", &down);
+}
+
 /* ---- merge patch (RFC 7386) ---- */
 
 json_t *exp_merge_patch(const json_t *target, const json_t *patch)
@@ -358,7 +379,8 @@ static void parse_action(experiment *e, int idx, const json_t *a, const char *pa
     if (nonempty_string(d, path, a, "fault", 1, &s) == 1) {
         char p[JV_PATHLEN];
         jv_path_key(p, sizeof(p), path, "fault");
-        check_fault_type(d, p, s);
+        if (!exp_harness_fault(s)) /* the runner's own faults are not the agents' */
+            check_fault_type(d, p, s);
         x->fault = strdup(s);
     }
     json_t *t = NULL;
@@ -394,6 +416,11 @@ static void parse_action(experiment *e, int idx, const json_t *a, const char *pa
         x->has_seed = 1;
     } else
         x->seed = exp_action_seed(e->seed, idx);
+    if (x->fault && rp >= 0 && x->params && exp_harness_fault(x->fault)) {
+        char p[JV_PATHLEN];
+        jv_path_key(p, sizeof(p), path, "params");
+        check_harness_params(d, p, x->params);
+    }
     if (x->fault && rp >= 0 && x->params && exp_fault_known(x->fault)) {
         char p[JV_PATHLEN];
         jv_path_key(p, sizeof(p), path, "params");

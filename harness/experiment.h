@@ -168,6 +168,13 @@ const char *const *exp_fault_types(void);
 /* "injector_table" or "builtin" (DESIGN §4 list; the registry was empty). */
 const char *exp_fault_source(void);
 int exp_fault_known(const char *type);
+/* Faults the runner performs itself, not an agent (method actions only):
+ * "syncer_restart" kills the launched syncer (params.signal KILL|TERM,
+ * default KILL) and starts it again after params.down_ms (default the
+ * action's duration_ms) on the same port and state dir. Targets are
+ * required like any action's but ignored (one restart per action). */
+#define EXP_SYNCER_RESTART "syncer_restart"
+int exp_harness_fault(const char *type);
 
 /* RFC 7386 merge patch: a new document = target with patch applied. */
 json_t *exp_merge_patch(const json_t *target, const json_t *patch);

@@ -1,0 +1,112 @@
+/* compare_main.c - `chaosloco compare EXPERIMENT.json --modes a,b,...`. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "harness/compare.h"
+#include "harness/run.h"
+
+int compare_main(int argc, char **argv);
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: chaosloco compare EXPERIMENT.json [--modes ddp,ddp-elastic,diloco,decoupled] [--ci]\n"
+            "                         [--out DIR] [--seed N] [--time-limit S]\n\n"
+            "Run the same experiment, seed and fault schedule once per training mode and print one table:\n"
+            "goodput, time to target loss (the worst final loss over the modes), bytes per token, final\n"
+            "loss, longest merge gap. Also written as OUT/compare.csv and OUT/compare.json; each run's\n"
+            "directory is OUT/<mode>/.\n\n"
+            "  --modes LIST       comma-separated modes (default ddp,ddp-elastic,diloco,decoupled)\n"
+            "  --ci               use the experiment's \"ci\" variant\n"
+            "  --out DIR          output directory (default out/compare-<experiment>-<UTC time>)\n"
+            "  --seed N           run seed for every mode (default: the file's)\n"
+            "  --time-limit S     per-run bound on the training phase, s\n"
+            "  --help             this text\n\n"
+            "exit: 0 every mode ran (its hypotheses may deviate: that is a result), 2 interrupted,\n"
+            "      3 a run hit a harness error, 64 usage error\n");
+}
+
+int compare_main(int argc, char **argv)
+{
+    cx_log_init("compare", CX_LOG_INFO);
+    compare_opts o;
+    memset(&o, 0, sizeof o);
+    char modes_buf[256] = "ddp,ddp-elastic,diloco,decoupled";
+    char err[CX_ERRLEN];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--ci") == 0) {
+            o.ci = 1;
+        } else if (strcmp(a, "--modes") == 0 || strcmp(a, "--out") == 0 || strcmp(a, "--seed") == 0 ||
+                   strcmp(a, "--time-limit") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "chaosloco compare: %s needs a value\n", a);
+                return 64;
+            }
+            const char *v = argv[++i];
+            if (strcmp(a, "--modes") == 0) {
+                snprintf(modes_buf, sizeof modes_buf, "%s", v);
+            } else if (strcmp(a, "--out") == 0) {
+                o.out_dir = v;
+            } else if (strcmp(a, "--seed") == 0) {
+                int64_t s;
+                if (cx_parse_i64(v, "--seed", 0, INT64_MAX, &s, err, sizeof err) < 0) {
+                    fprintf(stderr, "chaosloco compare: %s\n", err);
+                    return 64;
+                }
+                o.has_seed = 1;
+                o.seed = (uint64_t)s;
+            } else if (cx_parse_double(v, "--time-limit", 1, 86400, &o.time_limit_s, err, sizeof err) < 0) {
+                fprintf(stderr, "chaosloco compare: %s\n", err);
+                return 64;
+            }
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "chaosloco compare: unknown flag '%s' (see --help)\n", a);
+            return 64;
+        } else if (o.experiment) {
+            fprintf(stderr, "chaosloco compare: one EXPERIMENT only\n");
+            return 64;
+        } else {
+            o.experiment = a;
+        }
+    }
+    if (!o.experiment) {
+        fprintf(stderr, "chaosloco compare: EXPERIMENT.json is required (see --help)\n");
+        return 64;
+    }
+    char *save = NULL;
+    for (char *m = strtok_r(modes_buf, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
+        if (strcmp(m, "ddp") && strcmp(m, "ddp-elastic") && strcmp(m, "diloco") && strcmp(m, "decoupled")) {
+            fprintf(stderr, "chaosloco compare: --modes: '%s' is not ddp|ddp-elastic|diloco|decoupled\n", m);
+            return 64;
+        }
+        for (int k = 0; k < o.nmodes; k++)
+            if (strcmp(o.modes[k], m) == 0) {
+                fprintf(stderr, "chaosloco compare: --modes: '%s' given twice\n", m);
+                return 64;
+            }
+        if (o.nmodes == COMPARE_MAX_MODES) {
+            fprintf(stderr, "chaosloco compare: --modes: at most %d\n", COMPARE_MAX_MODES);
+            return 64;
+        }
+        o.modes[o.nmodes++] = m;
+    }
+    if (o.nmodes == 0) {
+        fprintf(stderr, "chaosloco compare: --modes: empty list\n");
+        return 64;
+    }
+    run_install_signals();
+    int code = 0;
+    if (compare_run(&o, &code, err, sizeof err) < 0) {
+        fprintf(stderr, "chaosloco compare: %s\n", err);
+        return 64;
+    }
+    return code;
+}

@@ -1,0 +1,51 @@
+/* report_main.c - `chaosloco report RUN_DIR`: re-render report.html from
+ * the run directory's files (report.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "harness/report.h"
+
+int report_main(int argc, char **argv);
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: chaosloco report RUN_DIR\n\n"
+               "Re-render RUN_DIR/report.html (self-contained: loss curve with the fault windows shaded,\n"
+               "hypotheses and actions tables) from RUN_DIR/journal.json and RUN_DIR/events.jsonl.\n\n"
+               "  --help   this text\n\n"
+               "exit: 0 written, 1 the run directory could not be read, 64 usage error\n");
+}
+
+int report_main(int argc, char **argv)
+{
+    cx_log_init("report", CX_LOG_INFO);
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (argv[i][0] == '-') {
+            fprintf(stderr, "chaosloco report: unknown flag '%s' (see --help)\n", argv[i]);
+            return 64;
+        }
+        if (dir) {
+            fprintf(stderr, "chaosloco report: one RUN_DIR only (got '%s' and '%s')\n", dir, argv[i]);
+            return 64;
+        }
+        dir = argv[i];
+    }
+    if (!dir) {
+        fprintf(stderr, "chaosloco report: RUN_DIR is required (see --help)\n");
+        return 64;
+    }
+    char err[CX_ERRLEN];
+    if (report_render(dir, err, sizeof err) < 0) {
+        fprintf(stderr, "chaosloco report: %s\n", err);
+        return 1;
+    }
+    printf("%s/report.html\n", dir);
+    return 0;
+}

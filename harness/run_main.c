@@ -1,0 +1,133 @@
+/* run_main.c - `chaosloco run [EXPERIMENT.json] [flags]`: parse the flags,
+ * hand them to the runner (run.h), exit with its code. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "harness/run.h"
+
+int run_main(int argc, char **argv);
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f, "usage: chaosloco run [EXPERIMENT.json] [--out DIR] [--seed N] [--junit FILE] [--mode MODE]\n"
+           "                     [--dashboard HOST:PORT] [--dry-run] [--ci] [--keep] [--time-limit S]\n\n"
+           "Run a chaos experiment against a live training run: launch a syncer and one agent per\n"
+           "learner on 127.0.0.1 (ephemeral ports) or attach to the URLs in topology.attach, check the\n"
+           "steady state, inject the method's faults and the chaos schedule, wait for training to end,\n"
+           "judge the verify hypotheses, revert every fault and stop every process.\n"
+           "With no EXPERIMENT, runs the built-in default (4 learners, decoupled, learner 2 killed and\n"
+           "restarted; = experiments/kill-one-reintegrate.json) and serves the dashboard.\n\n"
+           "  --out DIR            run directory (default out/<experiment>-<UTC time>; must not hold a run)\n"
+           "  --seed N             run seed, 0..2^63-1 (default: the file's \"seed\")\n"
+           "  --junit FILE         write the JUnit report here instead of RUN/junit.xml\n"
+           "  --mode MODE          override topology.training.mode: ddp|ddp-elastic|diloco|decoupled\n"
+           "  --dashboard H:P      serve the live dashboard on H:P (port 0 = ephemeral) and print its URL\n"
+           "  --dry-run            validate and print the resolved fault timeline; launch nothing\n"
+           "  --ci                 use the experiment's \"ci\" variant (shorter)\n"
+           "  --keep               after the run, keep the processes (and dashboard) up until Ctrl-C\n"
+           "  --time-limit S       bound on the training phase in s (default 600; 300 with --ci); when it\n"
+           "                       passes the harness verifies what ran\n"
+           "  --help               this text\n\n"
+           "outputs in the run directory: journal.json, junit.xml, events.jsonl, report.html, faults.json,\n"
+           "summary.json, timeline.json, pids.json, logs/, syncer/, agents/, learners/\n\n"
+           "exit: 0 every hypothesis held, 1 a hypothesis deviated (or the steady state did not hold),\n"
+           "      2 aborted (stop condition, SIGINT/SIGTERM, halt), 3 harness or injection error,\n"
+           "      64 usage error (bad flag, bad experiment file)\n");
+}
+
+/* The value of flag argv[*i] (advances *i), or NULL with a message. */
+static const char *value(int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "chaosloco run: %s needs a value (see --help)\n", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int run_main(int argc, char **argv)
+{
+    cx_log_init("run", CX_LOG_INFO);
+    run_opts o;
+    memset(&o, 0, sizeof o);
+    o.progress = -1;
+    char err[CX_ERRLEN] = "";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--dry-run") == 0) {
+            o.dry_run = 1;
+        } else if (strcmp(a, "--ci") == 0) {
+            o.ci = 1;
+        } else if (strcmp(a, "--keep") == 0) {
+            o.keep = 1;
+        } else if (strcmp(a, "--out") == 0 || strcmp(a, "--junit") == 0 || strcmp(a, "--mode") == 0 ||
+                   strcmp(a, "--dashboard") == 0 || strcmp(a, "--seed") == 0 ||
+                   strcmp(a, "--time-limit") == 0) {
+            if (!(v = value(argc, argv, &i)))
+                return RUN_EXIT_USAGE;
+            if (!v[0]) {
+                fprintf(stderr, "chaosloco run: %s: empty value\n", a);
+                return RUN_EXIT_USAGE;
+            }
+            if (strcmp(a, "--out") == 0) {
+                o.out_dir = v;
+            } else if (strcmp(a, "--junit") == 0) {
+                o.junit = v;
+            } else if (strcmp(a, "--mode") == 0) {
+                if (strcmp(v, "ddp") && strcmp(v, "ddp-elastic") && strcmp(v, "diloco") &&
+                    strcmp(v, "decoupled")) {
+                    fprintf(stderr, "chaosloco run: --mode: '%s' is not ddp|ddp-elastic|diloco|decoupled\n",
+                            v);
+                    return RUN_EXIT_USAGE;
+                }
+                o.mode = v;
+            } else if (strcmp(a, "--dashboard") == 0) {
+                char host[256];
+                int port;
+                if (cx_parse_hostport(v, "--dashboard", host, sizeof host, &port, err, sizeof err) < 0) {
+                    fprintf(stderr, "chaosloco run: %s\n", err);
+                    return RUN_EXIT_USAGE;
+                }
+                o.dashboard = v;
+            } else if (strcmp(a, "--seed") == 0) {
+                int64_t s;
+                if (cx_parse_i64(v, "--seed", 0, INT64_MAX, &s, err, sizeof err) < 0) {
+                    fprintf(stderr, "chaosloco run: %s\n", err);
+                    return RUN_EXIT_USAGE;
+                }
+                o.has_seed = 1;
+                o.seed = (uint64_t)s;
+            } else {
+                if (cx_parse_double(v, "--time-limit", 1, 86400, &o.time_limit_s, err, sizeof err) < 0) {
+                    fprintf(stderr, "chaosloco run: %s\n", err);
+                    return RUN_EXIT_USAGE;
+                }
+            }
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "chaosloco run: unknown flag '%s' (see --help)\n", a);
+            return RUN_EXIT_USAGE;
+        } else if (o.experiment) {
+            fprintf(stderr, "chaosloco run: one EXPERIMENT only (got '%s' and '%s')\n", o.experiment, a);
+            return RUN_EXIT_USAGE;
+        } else {
+            o.experiment = a;
+        }
+    }
+    run_install_signals();
+    run_result res;
+    int rc = run_experiment(&o, &res, err, sizeof err);
+    if (rc < 0 || res.exit_code == RUN_EXIT_USAGE)
+        fprintf(stderr, "chaosloco run: %s\n", err[0] ? err : "invalid experiment");
+    int code = res.exit_code;
+    run_result_cleanup(&res);
+    return code;
+}

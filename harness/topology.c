@@ -1,0 +1,527 @@
+/* topology.c - launch (or attach to) a syncer and M agents with learners.
+ *
+ * A launched process's lifecycle, as seen from here:
+ *
+ *   (none) --spawn_logged()--> started --wait_ready()--> ready
+ *   started|ready --topo_stop()/topo_syncer_kill()--> reaped (pid 0)
+ *   reaped (syncer only) --topo_syncer_start()--> started --> ready
+ *
+ * pid != 0 holds exactly while a child is started and not yet reaped.
+ */
+#include "harness/topology.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/file.h"
+#include "common/http_client.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "common/proc.h"
+
+#define TOPO_PATH 1024
+#define TOPO_URL 256
+
+typedef struct topo_proc {
+    pid_t pid;             /* child pid, 0 once reaped / never started */
+    char state[TOPO_PATH]; /* its state dir (listen.addr) */
+    char log[TOPO_PATH];   /* its log file */
+    char url[TOPO_URL];    /* http://127.0.0.1:PORT once ready */
+    pid_t unit_pid;        /* agents: the learner pid last reported, 0 none */
+} topo_proc;
+
+struct topo {
+    int launched;      /* 1 launch mode */
+    int m;             /* learners */
+    char run_dir[512]; /* RUN */
+    char exe[TOPO_PATH];
+    char token[128]; /* bearer token, "" none */
+    char token_file[TOPO_PATH];
+    char syncer_addr[64]; /* "127.0.0.1:PORT" of the syncer (fixed across restarts) */
+    topo_proc syncer;
+    topo_proc *agents; /* m entries */
+    pid_t all[512];    /* every pid ever started or reported (pids.json "all") */
+    int nall;
+};
+
+static void remember(topo *t, pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    for (int i = 0; i < t->nall; i++)
+        if (t->all[i] == pid)
+            return;
+    if (t->nall < (int)(sizeof t->all / sizeof t->all[0]))
+        t->all[t->nall++] = pid;
+}
+
+/* ---- topology: small helpers ---- */
+
+static void remember(topo *t, pid_t pid);
+
+static int write_pids(topo *t)
+{
+    if (!t->launched)
+        return 0;
+    json_t *o = json_object();
+    json_t *ag = json_array();
+    json_t *un = json_array();
+    json_object_set_new(o, "harness", json_integer(getpid()));
+    json_object_set_new(o, "syncer", json_integer(t->syncer.pid));
+    for (int i = 0; i < t->m; i++) {
+        json_array_append_new(ag, json_integer(t->agents[i].pid));
+        json_array_append_new(un, json_integer(t->agents[i].unit_pid));
+    }
+    json_object_set_new(o, "agents", ag);
+    json_object_set_new(o, "learners", un);
+    json_t *all = json_array();
+    remember(t, t->syncer.pid);
+    for (int i = 0; i < t->m; i++) {
+        remember(t, t->agents[i].pid);
+        remember(t, t->agents[i].unit_pid);
+    }
+    for (int i = 0; i < t->nall; i++)
+        json_array_append_new(all, json_integer(t->all[i]));
+    json_object_set_new(o, "all", all); /* every pid this run started or saw, alive or not */
+    char *s = json_dumps(o, JSON_SORT_KEYS);
+    json_decref(o);
+    if (!s)
+        return CX_ENOMEM;
+    char path[TOPO_PATH + 16];
+    snprintf(path, sizeof path, "%s/pids.json", t->run_dir);
+    int rc = cx_file_write_atomic(path, s, strlen(s), NULL, 0);
+    free(s);
+    return rc;
+}
+
+static int make_token(topo *t, char *err, size_t errlen)
+{
+    unsigned char raw[24];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return cx_fail(err, errlen, CX_ESYS, "open /dev/urandom: %s", strerror(errno));
+    ssize_t n = read(fd, raw, sizeof raw);
+    int e = errno;
+    close(fd);
+    if (n != (ssize_t)sizeof raw)
+        return cx_fail(err, errlen, CX_ESYS, "read /dev/urandom: %s", strerror(e));
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(t->token + 2 * i, 3, "%02x", raw[i]);
+    snprintf(t->token_file, sizeof t->token_file, "%s/token", t->run_dir);
+    char line[80];
+    int len = snprintf(line, sizeof line, "%s\n", t->token);
+    int rc = cx_file_write_atomic(t->token_file, line, (size_t)len, err, errlen);
+    if (rc == 0)
+        chmod(t->token_file, 0600);
+    return rc;
+}
+
+static int spawn_logged(topo_proc *p, const char *const *argv, char *err, size_t errlen)
+{
+    int fd = open(p->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return cx_fail(err, errlen, CX_ESYS, "open %s: %s", p->log, strerror(errno));
+    cx_spawn_opts o = {.new_pgrp = 1,
+                       .stdout_fd = fd,
+                       .stderr_fd = fd,
+                       .extra_env = NULL,
+                       .cwd = NULL,
+                       .die_with_parent = 0};
+    int rc = cx_spawn(argv, &o, &p->pid, err, errlen);
+    close(fd);
+    return rc;
+}
+
+/* Last line of a log, for error messages. */
+static void log_tail(const char *path, char *out, size_t len)
+{
+    char *data = NULL;
+    size_t n = 0;
+    out[0] = '\0';
+    if (cx_file_read(path, 1 << 24, &data, &n, NULL, 0) < 0)
+        return;
+    while (n > 0 && (data[n - 1] == '\n' || data[n - 1] == '\r'))
+        data[--n] = '\0';
+    char *nl = strrchr(data, '\n');
+    snprintf(out, len, "%s", nl ? nl + 1 : data);
+    free(data);
+}
+
+/* Wait for listen.addr and a 200 on /v1/status. Fails early when the
+ * child exits. */
+static int wait_ready(topo_proc *p, const char *what, long timeout_ms, char *err, size_t errlen)
+{
+    char path[TOPO_PATH + 16];
+    snprintf(path, sizeof path, "%s/listen.addr", p->state);
+    int64_t end = cx_mono_ms() + timeout_ms;
+    while (cx_mono_ms() < end) {
+        int st;
+        if (p->pid > 0 && waitpid(p->pid, &st, WNOHANG) == p->pid) {
+            p->pid = 0;
+            char tail[300];
+            log_tail(p->log, tail, sizeof tail);
+            return cx_fail(err, errlen, CX_EUNAVAIL, "%s exited during start-up (%s%d); log %s: %s", what,
+                           WIFSIGNALED(st) ? "signal " : "status ",
+                           WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), p->log, tail);
+        }
+        if (!p->url[0]) {
+            char *addr = NULL;
+            size_t n = 0;
+            if (cx_file_read(path, 256, &addr, &n, NULL, 0) == 0) {
+                while (n > 0 && (addr[n - 1] == '\n' || addr[n - 1] == ' '))
+                    addr[--n] = '\0';
+                if (n > 0)
+                    snprintf(p->url, sizeof p->url, "http://%s", addr);
+                free(addr);
+            }
+        }
+        if (p->url[0]) {
+            cx_http_opts ho = {.connect_timeout_ms = 500, .timeout_ms = 2000};
+            cx_http_client *c = cx_http_client_new(p->url, &ho);
+            cx_http_result r;
+            cx_http_result_init(&r);
+            int ok = c && cx_http_do(c, "GET", "/v1/status", NULL, NULL, 0, NULL, 0, &r, NULL, 0) == 0 &&
+                     r.status == 200;
+            cx_http_result_cleanup(&r);
+            cx_http_client_free(c);
+            if (ok)
+                return 0;
+        }
+        cx_sleep_ms(50);
+    }
+    return cx_fail(err, errlen, CX_ETIMEDOUT, "%s not ready within %ld ms (log %s)", what, timeout_ms,
+                   p->log);
+}
+
+/* ---- topology: launch ---- */
+
+static int syncer_spawn(topo *t, const char *listen, char *err, size_t errlen)
+{
+    char cfgpath[TOPO_PATH + 32];
+    snprintf(cfgpath, sizeof cfgpath, "%s/syncer-config.json", t->run_dir);
+    char lpath[TOPO_PATH + 16];
+    snprintf(lpath, sizeof lpath, "%s/listen.addr", t->syncer.state);
+    unlink(lpath); /* a stale address must not be mistaken for the new one */
+    t->syncer.url[0] = '\0';
+    const char *argv[] = {t->exe,          "syncer",   "--listen", listen, "--state-dir",
+                          t->syncer.state, "--config", cfgpath,    NULL};
+    return spawn_logged(&t->syncer, argv, err, errlen);
+}
+
+int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!cfg || !cfg->run_dir || !cfg->exe || cfg->learners < 1 || !cfg->syncer_cfg || !cfg->unit_prefix)
+        return cx_fail(err, errlen, CX_EINVAL, "topology: incomplete launch config");
+    topo *t = calloc(1, sizeof *t);
+    if (!t)
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    t->agents = calloc((size_t)cfg->learners, sizeof *t->agents);
+    if (!t->agents) {
+        free(t);
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    }
+    t->launched = 1;
+    t->m = cfg->learners;
+    if (strlen(cfg->run_dir) >= sizeof t->run_dir) {
+        free(t->agents);
+        free(t);
+        return cx_fail(err, errlen, CX_EINVAL, "topology: run dir path too long");
+    }
+    snprintf(t->run_dir, sizeof t->run_dir, "%s", cfg->run_dir);
+    snprintf(t->exe, sizeof t->exe, "%s", cfg->exe);
+    long ready = cfg->ready_timeout_ms > 0 ? cfg->ready_timeout_ms : 30000;
+    int rc;
+    char path[TOPO_PATH + 64];
+
+    snprintf(path, sizeof path, "%s/logs", t->run_dir);
+    if ((rc = cx_mkdir_p(path, err, errlen)) < 0)
+        goto fail;
+    if ((rc = make_token(t, err, errlen)) < 0)
+        goto fail;
+    snprintf(path, sizeof path, "%s/syncer-config.json", t->run_dir);
+    if (json_dump_file(cfg->syncer_cfg, path, JSON_INDENT(2) | JSON_SORT_KEYS) != 0) {
+        rc = cx_fail(err, errlen, CX_EIO, "cannot write %s", path);
+        goto fail;
+    }
+
+    /* syncer */
+    snprintf(t->syncer.state, sizeof t->syncer.state, "%s/syncer", t->run_dir);
+    snprintf(t->syncer.log, sizeof t->syncer.log, "%s/logs/syncer.log", t->run_dir);
+    if ((rc = cx_mkdir_p(t->syncer.state, err, errlen)) < 0)
+        goto fail;
+    if ((rc = syncer_spawn(t, "127.0.0.1:0", err, errlen)) < 0)
+        goto fail;
+    write_pids(t);
+    if ((rc = wait_ready(&t->syncer, "syncer", ready, err, errlen)) < 0)
+        goto fail;
+    snprintf(t->syncer_addr, sizeof t->syncer_addr, "%s", t->syncer.url + strlen("http://"));
+    cx_info("syncer ready url=%s", t->syncer.url);
+
+    /* agents, each with its learner behind its proxy */
+    char proxy[128];
+    snprintf(proxy, sizeof proxy, "syncer=127.0.0.1:0->%s", t->syncer_addr);
+    for (int i = 0; i < t->m; i++) {
+        topo_proc *a = &t->agents[i];
+        char id[64], num[16], lstate[TOPO_PATH + 32];
+        snprintf(id, sizeof id, "%s-%d", cfg->unit_prefix, i);
+        snprintf(num, sizeof num, "%d", i);
+        snprintf(a->state, sizeof a->state, "%s/agents/%d", t->run_dir, i);
+        snprintf(a->log, sizeof a->log, "%s/logs/agent-%d.log", t->run_dir, i);
+        snprintf(lstate, sizeof lstate, "%s/learners/%d", t->run_dir, i);
+        if ((rc = cx_mkdir_p(a->state, err, errlen)) < 0 || (rc = cx_mkdir_p(lstate, err, errlen)) < 0)
+            goto fail;
+        const char *argv[] = {t->exe,
+                              "agent",
+                              "--listen",
+                              "127.0.0.1:0",
+                              "--id",
+                              id,
+                              "--state-dir",
+                              a->state,
+                              "--token-file",
+                              t->token_file,
+                              "--proxy",
+                              proxy,
+                              "--restart",
+                              "on-failure",
+                              "--",
+                              t->exe,
+                              "learner",
+                              "--syncer",
+                              "http://{proxy.syncer}",
+                              "--id",
+                              num,
+                              "--state-dir",
+                              lstate,
+                              NULL};
+        if ((rc = spawn_logged(a, argv, err, errlen)) < 0)
+            goto fail;
+    }
+    write_pids(t);
+    for (int i = 0; i < t->m; i++) {
+        char what[32];
+        snprintf(what, sizeof what, "agent %d", i);
+        if ((rc = wait_ready(&t->agents[i], what, ready, err, errlen)) < 0)
+            goto fail;
+    }
+    cx_info("topology launched learners=%d syncer=%s agents=%s..", t->m, t->syncer.url, t->agents[0].url);
+    *out = t;
+    return 0;
+fail:
+    topo_free(t);
+    return rc;
+}
+
+int topo_attach(const char *syncer_url, char *const *agents, int n, const char *token_file, topo **out,
+                char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!syncer_url || n < 1 || !agents)
+        return cx_fail(err, errlen, CX_EINVAL, "attach: a syncer URL and at least one agent URL are needed");
+    topo *t = calloc(1, sizeof *t);
+    if (!t)
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    t->agents = calloc((size_t)n, sizeof *t->agents);
+    if (!t->agents) {
+        free(t);
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    }
+    t->m = n;
+    snprintf(t->syncer.url, sizeof t->syncer.url, "%s", syncer_url);
+    for (int i = 0; i < n; i++) {
+        if (!agents[i]) {
+            topo_free(t);
+            return cx_fail(err, errlen, CX_EINVAL, "attach: agent %d has no URL", i);
+        }
+        snprintf(t->agents[i].url, sizeof t->agents[i].url, "%s", agents[i]);
+    }
+    if (token_file) {
+        char *data = NULL;
+        size_t len = 0;
+        int rc = cx_file_read(token_file, 4096, &data, &len, err, errlen);
+        if (rc < 0) {
+            topo_free(t);
+            return rc;
+        }
+        char *nl = strpbrk(data, "\r\n");
+        if (nl)
+            *nl = '\0';
+        snprintf(t->token, sizeof t->token, "%s", data);
+        snprintf(t->token_file, sizeof t->token_file, "%s", token_file);
+        free(data);
+    }
+    *out = t;
+    return 0;
+}
+
+/* ---- topology: stop ---- */
+
+static int pid_alive(pid_t pid)
+{
+    return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+int topo_stop(topo *t, long grace_ms)
+{
+    if (!t || !t->launched)
+        return 0;
+    int killed = 0;
+    /* Agents first (in parallel): each reverts its faults and stops its
+     * learner on SIGTERM. */
+    for (int i = 0; i < t->m; i++)
+        if (t->agents[i].pid > 0)
+            kill(t->agents[i].pid, SIGTERM);
+    int64_t end = cx_mono_ms() + grace_ms;
+    for (;;) {
+        int left = 0;
+        for (int i = 0; i < t->m; i++) {
+            topo_proc *a = &t->agents[i];
+            int st;
+            if (a->pid > 0 && waitpid(a->pid, &st, WNOHANG) == a->pid)
+                a->pid = 0;
+            if (a->pid > 0)
+                left++;
+        }
+        if (!left || cx_mono_ms() >= end)
+            break;
+        cx_sleep_ms(50);
+    }
+    for (int i = 0; i < t->m; i++) {
+        topo_proc *a = &t->agents[i];
+        if (a->pid > 0) {
+            cx_warn("agent %d did not stop within %ld ms; SIGKILL pid=%d", i, grace_ms, (int)a->pid);
+            kill(-a->pid, SIGKILL);
+            kill(a->pid, SIGKILL);
+            waitpid(a->pid, NULL, 0);
+            a->pid = 0;
+            killed++;
+        }
+    }
+    if (t->syncer.pid > 0) {
+        if (cx_stop(t->syncer.pid, 1, grace_ms) == 0)
+            t->syncer.pid = 0;
+    }
+    /* A learner whose agent died abruptly would be orphaned: its group goes. */
+    for (int i = 0; i < t->m; i++) {
+        topo_proc *a = &t->agents[i];
+        if (pid_alive(a->unit_pid)) {
+            cx_warn("learner %d (pid %d) outlived its agent; SIGKILL its group", i, (int)a->unit_pid);
+            kill(-a->unit_pid, SIGKILL);
+            kill(a->unit_pid, SIGKILL);
+            killed++;
+        }
+        a->unit_pid = 0;
+    }
+    write_pids(t);
+    return killed;
+}
+
+void topo_free(topo *t)
+{
+    if (!t)
+        return;
+    topo_stop(t, 10000);
+    free(t->agents);
+    free(t);
+}
+
+/* ---- topology: accessors ---- */
+
+int topo_launched(const topo *t)
+{
+    return t->launched;
+}
+
+int topo_learners(const topo *t)
+{
+    return t->m;
+}
+
+const char *topo_syncer_url(const topo *t)
+{
+    return t->syncer.url;
+}
+
+const char *topo_agent_url(const topo *t, int i)
+{
+    return i >= 0 && i < t->m ? t->agents[i].url : NULL;
+}
+
+const char *topo_token(const topo *t)
+{
+    return t->token[0] ? t->token : NULL;
+}
+
+const char *topo_token_file(const topo *t)
+{
+    return t->token_file[0] ? t->token_file : NULL;
+}
+
+void topo_note_unit(topo *t, int i, pid_t pid)
+{
+    if (i < 0 || i >= t->m || t->agents[i].unit_pid == pid || pid <= 0)
+        return;
+    t->agents[i].unit_pid = pid;
+    write_pids(t);
+}
+
+/* ---- topology: the syncer fault ---- */
+
+int topo_syncer_running(const topo *t)
+{
+    return t->launched && t->syncer.pid > 0;
+}
+
+int topo_syncer_kill(topo *t, int sig, char *err, size_t errlen)
+{
+    if (!t->launched)
+        return cx_fail(err, errlen, CX_ENOTSUP, "attach mode: the harness did not start the syncer");
+    if (t->syncer.pid <= 0)
+        return cx_fail(err, errlen, CX_ECONFLICT, "the syncer is not running");
+    pid_t pid = t->syncer.pid;
+    kill(-pid, sig);
+    kill(pid, sig);
+    int st;
+    if (cx_wait_timeout(pid, sig == SIGKILL ? 10000 : 30000, &st) < 0) {
+        kill(-pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
+    t->syncer.pid = 0;
+    write_pids(t);
+    return 0;
+}
+
+int topo_syncer_start(topo *t, long ready_timeout_ms, char *err, size_t errlen)
+{
+    if (!t->launched)
+        return cx_fail(err, errlen, CX_ENOTSUP, "attach mode: the harness did not start the syncer");
+    if (t->syncer.pid > 0)
+        return cx_fail(err, errlen, CX_ECONFLICT, "the syncer is already running");
+    int rc = CX_EUNAVAIL;
+    /* The port was just released; a few tries cover a slow TIME_WAIT/bind. */
+    for (int attempt = 0; attempt < 5; attempt++) {
+        if ((rc = syncer_spawn(t, t->syncer_addr, err, errlen)) < 0)
+            return rc;
+        write_pids(t);
+        rc = wait_ready(&t->syncer, "restarted syncer", ready_timeout_ms, err, errlen);
+        if (rc == 0)
+            return 0;
+        if (t->syncer.pid > 0) {
+            cx_stop(t->syncer.pid, 1, 2000);
+            t->syncer.pid = 0;
+        }
+        cx_warn("syncer restart attempt %d failed: %s", attempt + 1, err ? err : "");
+        cx_sleep_ms(500);
+    }
+    return rc;
+}

@@ -1,0 +1,83 @@
+/* topology.h - the processes an experiment runs against: launched here on
+ * loopback, or attached to by URL.
+ *
+ * Launch mode starts, with fork/execve (common/proc.h, never a shell), each
+ * in its own process group and with its output in RUN/logs/:
+ *
+ *   chaosloco syncer --listen 127.0.0.1:0 --state-dir RUN/syncer
+ *                    --config RUN/syncer-config.json
+ *   chaosloco agent  --listen 127.0.0.1:0 --id <unit-prefix>-N
+ *                    --state-dir RUN/agents/N --token-file RUN/token
+ *                    --proxy syncer=127.0.0.1:0->SYNCER --restart on-failure
+ *                    -- chaosloco learner --syncer http://{proxy.syncer}
+ *                       --id N --state-dir RUN/learners/N          (N = 0..M-1)
+ *
+ * and waits until each wrote listen.addr and answers GET /v1/status. Every
+ * pid it starts (and every learner pid the agents report, topo_note_unit)
+ * is recorded in RUN/pids.json (atomically rewritten; "all" keeps every pid
+ * ever recorded, also after the stop), so a test or an
+ * operator can find whatever a killed harness left behind. Agents are not
+ * tied to the harness's life on purpose: if the harness dies, its lease
+ * lapses and each agent reverts its faults (the dead-man's switch).
+ *
+ * Attach mode only records the URLs and the token; it starts and stops
+ * nothing.
+ *
+ * Ownership: a topo owns its strings and children; topo_free stops every
+ * process it started (SIGTERM, grace, SIGKILL) — agents first, so they
+ * stop their learners, then the syncer.
+ */
+#ifndef HARNESS_TOPOLOGY_H
+#define HARNESS_TOPOLOGY_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct topo topo;
+
+typedef struct topo_launch_cfg {
+    const char *run_dir;      /* RUN: logs/, syncer/, agents/, learners/, token, pids.json */
+    const char *exe;          /* the chaosloco binary (/proc/self/exe) */
+    int learners;             /* M, 1..EXP_MAX_LEARNERS */
+    const json_t *syncer_cfg; /* the syncer's --config object (borrowed, written to RUN) */
+    const char *unit_prefix;  /* agent --id prefix, unique on the host (cgroup names) */
+    long ready_timeout_ms;    /* ms to wait for every listen.addr + /v1/status */
+} topo_launch_cfg;
+
+int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen);
+/* agents: n URLs (learner i = agents[i]). token_file may be NULL (no token:
+ * mutating calls will be refused by agents that require one). */
+int topo_attach(const char *syncer_url, char *const *agents, int n, const char *token_file, topo **out,
+                char *err, size_t errlen);
+/* Stops everything it started, then frees. NULL is a no-op. */
+void topo_free(topo *t);
+
+/* Stop every started process: agents (grace_ms each, in parallel), then
+ * the syncer, then any recorded learner pid still alive (SIGKILL to its
+ * group). Idempotent. Returns how many needed SIGKILL. */
+int topo_stop(topo *t, long grace_ms);
+
+int topo_launched(const topo *t); /* 1 launch mode, 0 attach mode */
+int topo_learners(const topo *t);
+const char *topo_syncer_url(const topo *t);       /* "http://127.0.0.1:PORT" */
+const char *topo_agent_url(const topo *t, int i); /* learner i's agent */
+const char *topo_token(const topo *t);            /* bearer token or NULL */
+const char *topo_token_file(const topo *t);       /* or NULL */
+
+/* Remember learner i's current unit pid (from its agent's status) in
+ * pids.json, so leftovers can be found. 0 = none. */
+void topo_note_unit(topo *t, int i, pid_t pid);
+
+/* ---- the harness's own syncer fault (launch mode only) ---- */
+
+/* Send sig to the syncer's process group and reap it. CX_ENOTSUP in attach
+ * mode, CX_ECONFLICT when it is not running. */
+int topo_syncer_kill(topo *t, int sig, char *err, size_t errlen);
+/* Start the syncer again on the same port with the same state dir (so the
+ * agents' proxies still reach it and it restores its checkpoint); waits
+ * for it to answer. */
+int topo_syncer_start(topo *t, long ready_timeout_ms, char *err, size_t errlen);
+int topo_syncer_running(const topo *t);
+
+#endif

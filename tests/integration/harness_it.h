@@ -1,0 +1,129 @@
+/* harness_it.h - helpers for tests/integration/test_harness_*.c: run
+ * `chaosloco run` as a real process, write experiment files, read run
+ * directories, and clean up what a killed harness left behind (its
+ * pids.json). Header-only (static inline): these belong to the harness's
+ * tests only. */
+#ifndef IT_HARNESS_IT_H
+#define IT_HARNESS_IT_H
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/file.h"
+#include "support.h"
+
+static inline void hx_write(const char *path, const char *text)
+{
+    cr_assert_eq(cx_file_write_atomic(path, text, strlen(text), NULL, 0), 0, "write %s", path);
+}
+
+/* Whole file (malloc'd, NUL-terminated) or NULL. */
+static inline char *hx_read(const char *path)
+{
+    char *d = NULL;
+    size_t n = 0;
+    if (cx_file_read(path, 64u << 20, &d, &n, NULL, 0) < 0)
+        return NULL;
+    return d;
+}
+
+/* Exit code of a started process (it_wait_exit), -1 on timeout, 128+sig
+ * when signalled. */
+static inline int hx_exit_code(pid_t pid, long timeout_ms)
+{
+    int st = it_wait_exit(pid, timeout_ms);
+    if (st == -1)
+        return -1;
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    if (WIFSIGNALED(st))
+        return 128 + WTERMSIG(st);
+    return -1;
+}
+
+/* Run chaosloco with args to completion; its output in dir/name.log. */
+static inline int hx_run(const char *dir, const char *name, const char *const *args, long timeout_ms)
+{
+    pid_t pid = it_start(dir, name, args, NULL);
+    int rc = hx_exit_code(pid, timeout_ms);
+    if (rc != 0)
+        it_dump_log(dir, name);
+    return rc;
+}
+
+/* Wait until path contains needle; 1 found, 0 timeout. */
+static inline int hx_wait_contains(const char *path, const char *needle, long timeout_ms)
+{
+    int64_t end = cx_mono_ms() + timeout_ms;
+    while (cx_mono_ms() < end) {
+        char *d = hx_read(path);
+        int found = d && strstr(d, needle);
+        free(d);
+        if (found)
+            return 1;
+        cx_sleep_ms(100);
+    }
+    return 0;
+}
+
+static inline int hx_alive(pid_t pid)
+{
+    if (pid <= 0)
+        return 0;
+    if (kill(pid, 0) != 0)
+        return errno == EPERM;
+    /* a zombie is not alive */
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    return !(p && p[1] == ' ' && p[2] == 'Z');
+}
+
+/* The run dir's pids.json "all" list (new reference) or NULL. */
+static inline json_t *hx_pids(const char *run_dir)
+{
+    char path[2048];
+    snprintf(path, sizeof path, "%s/pids.json", run_dir);
+    json_t *o = json_load_file(path, 0, NULL);
+    json_t *all = json_incref(json_object_get(o, "all"));
+    json_decref(o);
+    return all;
+}
+
+/* SIGKILL every pid (and its group) a run recorded. */
+static inline void hx_kill_leftovers(const char *run_dir)
+{
+    json_t *all = hx_pids(run_dir);
+    size_t i;
+    json_t *v;
+    json_array_foreach(all, i, v)
+    {
+        pid_t p = (pid_t)json_integer_value(v);
+        if (p > 1 && hx_alive(p)) {
+            kill(-p, SIGKILL);
+            kill(p, SIGKILL);
+        }
+    }
+    json_decref(all);
+}
+
+/* An experiment for tests: small model, 2 learners unless told. */
+#define HX_TRAIN(mode, steps)                                                                                \
+    "{\"mode\": \"" mode "\", \"quorum\": 1, \"fragments\": 2, \"H\": 8, \"steps\": " #steps                 \
+    ", \"hidden\": 32, \"batch\": 4, \"eval_every_ms\": 200, \"eval_tokens\": 1024}"
+
+#endif

@@ -1,0 +1,100 @@
+/* test_harness_attach.c - `chaosloco run` against processes it did not
+ * start (topology.attach): it injects through the given agents with the
+ * given token, judges, reverts, and leaves the processes running. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness_it.h"
+
+static void fini(void)
+{
+    it_cleanup();
+}
+
+TestSuite(harness_attach, .fini = fini, .timeout = 120);
+
+Test(harness_attach, runs_against_existing_syncer_and_agents)
+{
+    char *dir = it_mkdtemp("hatt");
+    char sstate[1100], saddr[128], tok[1100];
+    snprintf(sstate, sizeof sstate, "%s/syncer", dir);
+    snprintf(tok, sizeof tok, "%s/token", dir);
+    hx_write(tok, "attach-test-token-5d2c\n");
+    const char *sargs[] = {"syncer",    "--listen",        "127.0.0.1:0", "--state-dir",   sstate, "--mode",
+                           "decoupled", "--learners",      "2",           "--fragments",   "2",    "--H",
+                           "8",         "--hidden",        "32",          "--batch",       "4",    "--steps",
+                           "400",       "--eval-every-ms", "200",         "--eval-tokens", "1024", NULL};
+    pid_t spid = it_start(dir, "syncer", sargs, NULL);
+    cr_assert_eq(it_wait_addr(sstate, saddr, sizeof saddr, 20000), 0, "syncer listen.addr");
+    char aurl[2][200];
+    pid_t apid[2];
+    for (int i = 0; i < 2; i++) {
+        char astate[1100], lstate[1100], id[64], num[8], proxy[200], name[16];
+        snprintf(astate, sizeof astate, "%s/agent%d", dir, i);
+        snprintf(lstate, sizeof lstate, "%s/learner%d", dir, i);
+        snprintf(id, sizeof id, "hatt-%d-%d", (int)getpid(), i);
+        snprintf(num, sizeof num, "%d", i);
+        snprintf(proxy, sizeof proxy, "syncer=127.0.0.1:0->%s", saddr);
+        snprintf(name, sizeof name, "agent%d", i);
+        const char *args[] = {"agent",
+                              "--listen",
+                              "127.0.0.1:0",
+                              "--id",
+                              id,
+                              "--state-dir",
+                              astate,
+                              "--token-file",
+                              tok,
+                              "--proxy",
+                              proxy,
+                              "--",
+                              CHAOSLOCO_BIN,
+                              "learner",
+                              "--syncer",
+                              "http://{proxy.syncer}",
+                              "--id",
+                              num,
+                              "--state-dir",
+                              lstate,
+                              NULL};
+        apid[i] = it_start(dir, name, args, NULL);
+        char addr[128];
+        cr_assert_eq(it_wait_addr(astate, addr, sizeof addr, 20000), 0, "agent %d listen.addr", i);
+        snprintf(aurl[i], sizeof aurl[i], "http://%s", addr);
+    }
+    char path[1100], out[1100], doc[4096];
+    snprintf(path, sizeof path, "%s/attach.json", dir);
+    snprintf(out, sizeof out, "%s/run", dir);
+    snprintf(
+        doc, sizeof doc,
+        "{\"title\": \"attach\", \"seed\": 4,"
+        " \"topology\": {\"learners\": 2, \"attach\": {\"syncer\": \"http://%s\","
+        " \"agents\": [\"%s\", \"%s\"], \"token_file\": \"%s\"}},"
+        " \"method\": [{\"name\": \"nan-1\", \"fault\": \"nan\", \"targets\": {\"ids\": [1]},"
+        " \"at_s\": 0, \"params\": {\"count\": 1}, \"duration_ms\": 20000}],"
+        " \"verify\": [{\"hypothesis\": \"fault_effective\"}, {\"hypothesis\": \"versions_monotonic\"}]}",
+        saddr, aurl[0], aurl[1], tok);
+    hx_write(path, doc);
+    const char *args[] = {"run", path, "--out", out, "--time-limit", "60", NULL};
+    pid_t pid = it_start(dir, "run", args, NULL);
+    int rc = hx_exit_code(pid, 100000);
+    if (rc != 0)
+        it_dump_log(dir, "run");
+    cr_assert_eq(rc, 0, "attach run exits 0 (got %d)", rc);
+    /* the harness started nothing, so it stopped nothing */
+    cr_expect(hx_alive(spid), "the attached syncer is still running");
+    cr_expect(hx_alive(apid[0]) && hx_alive(apid[1]), "the attached agents are still running");
+    char url[300];
+    snprintf(url, sizeof url, "%s/v1/faults", aurl[1]);
+    int st = 0;
+    json_t *ans = it_http_json("GET", url, NULL, NULL, &st);
+    json_t *rec = json_array_get(json_object_get(ans, "faults"), 0);
+    cr_assert_not_null(rec, "agent 1 holds the nan fault record");
+    cr_expect_str_neq(json_string_value(json_object_get(rec, "state")), "active", "no fault left active");
+    json_decref(ans);
+    free(dir);
+}

@@ -1,0 +1,109 @@
+/* test_harness_compare.c - `chaosloco compare` runs one experiment in two
+ * modes with the same seed and fault timeline and writes one table
+ * (stdout, compare.csv, compare.json) with a row per mode. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/compare.h"
+#include "harness_it.h"
+
+static void fini(void)
+{
+    it_cleanup();
+}
+
+TestSuite(harness_compare, .fini = fini, .timeout = 120);
+
+Test(harness_compare, two_modes_one_table)
+{
+    char *dir = it_mkdtemp("hcmp");
+    char path[1024], out[1100];
+    snprintf(path, sizeof path, "%s/small.json", dir);
+    snprintf(out, sizeof out, "%s/out", dir);
+    hx_write(path,
+             "{\"title\": \"small compare\", \"seed\": 2,"
+             " \"topology\": {\"learners\": 2, \"training\": " HX_TRAIN(
+                 "decoupled",
+                 800) "},"
+                      " \"method\": [{\"name\": \"nan-0\", \"fault\": \"nan\", \"targets\": {\"random\": 1},"
+                      " \"at_s\": 0, \"params\": {\"count\": 1}, \"duration_ms\": 5000}],"
+                      " \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}");
+    const char *args[] = {"compare", path, "--modes", "ddp,decoupled", "--out", out, NULL};
+    pid_t pid = it_start(dir, "compare", args, NULL);
+    int rc = hx_exit_code(pid, 110000);
+    if (rc != 0)
+        it_dump_log(dir, "compare");
+    cr_assert_eq(rc, 0, "compare exits 0 when every mode ran (got %d)", rc);
+
+    char p[1200];
+    snprintf(p, sizeof p, "%s/compare.csv", out);
+    char *csv = hx_read(p);
+    cr_assert_not_null(csv);
+    cr_expect(strncmp(csv,
+                      "mode,exit_code,status,goodput,time_to_target_s,bytes_per_token,final_loss,"
+                      "longest_merge_gap_s\n",
+                      86) == 0,
+              "CSV header");
+    cr_expect(strstr(csv, "\nddp,") && strstr(csv, "\ndecoupled,"), "one row per mode");
+    free(csv);
+
+    snprintf(p, sizeof p, "%s/compare.json", out);
+    json_t *t = json_load_file(p, 0, NULL);
+    cr_assert_not_null(t);
+    json_t *rows = json_object_get(t, "rows");
+    cr_assert_eq(json_array_size(rows), 2);
+    double target = json_number_value(json_object_get(t, "target_loss"));
+    cr_expect(isfinite(target) && target > 0, "a target loss");
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row)
+    {
+        cr_expect(json_is_number(json_object_get(row, "final_loss")), "final loss");
+        cr_expect_leq(json_number_value(json_object_get(row, "final_loss")), target + 1e-9,
+                      "the target is the worst final loss");
+        cr_expect(json_is_number(json_object_get(row, "time_to_target_s")), "every mode reaches the target");
+        cr_expect_gt(json_number_value(json_object_get(row, "bytes_per_token")), 0);
+    }
+    /* the same fault timeline in both modes */
+    char t1[1200], t2[1200];
+    snprintf(t1, sizeof t1, "%s/ddp/timeline.json", out);
+    snprintf(t2, sizeof t2, "%s/decoupled/timeline.json", out);
+    json_t *a = json_load_file(t1, 0, NULL), *b = json_load_file(t2, 0, NULL);
+    cr_assert(a && b);
+    cr_expect(json_equal(a, b), "same seed, same timeline");
+    json_decref(a);
+    json_decref(b);
+    json_decref(t);
+    free(dir);
+}
+
+Test(harness_compare, table_from_summaries)
+{
+    json_t *runs =
+        json_loads("[{\"mode\": \"ddp\", \"exit_code\": 1, \"run_dir\": \"a\", \"summary\": {\"status\": "
+                   "\"completed\", \"final_loss\": 3.0, \"goodput\": 0.2, \"eval_curve\": [[1, 4.0], [2, "
+                   "3.5], [3, 3.0]]}},"
+                   " {\"mode\": \"decoupled\", \"exit_code\": 0, \"run_dir\": \"b\", \"summary\": "
+                   "{\"status\": \"completed\", \"final_loss\": 3.4, \"eval_curve\": [[1, 3.9], [1.5, "
+                   "null], [2.5, 3.4]]}}]",
+                   0, NULL);
+    cr_assert_not_null(runs);
+    json_t *t = compare_table(runs);
+    cr_expect_float_eq(json_number_value(json_object_get(t, "target_loss")), 3.4, 1e-9);
+    json_t *r0 = json_array_get(json_object_get(t, "rows"), 0),
+           *r1 = json_array_get(json_object_get(t, "rows"), 1);
+    cr_expect_float_eq(json_number_value(json_object_get(r0, "time_to_target_s")), 3.0, 1e-9,
+                       "ddp first at or below 3.4 at t=3");
+    cr_expect_float_eq(json_number_value(json_object_get(r1, "time_to_target_s")), 2.5, 1e-9);
+    cr_expect(json_is_null(json_object_get(r1, "goodput")), "a missing figure stays null");
+    char *csv = compare_csv(t);
+    cr_expect(strstr(csv, "decoupled,0,completed,,2.50,,3.4000,\n") != NULL,
+              "CSV leaves missing figures empty: %s", csv);
+    free(csv);
+    json_decref(t);
+    json_decref(runs);
+}

@@ -1,0 +1,208 @@
+/* test_harness_signals.c - the harness's safety: SIGINT mid-run reverts
+ * every fault, stops every process, journals "aborted" and exits 2;
+ * SIGKILL mid-run leaves the agents to their lease: within the lease ttl
+ * (10 s) each reverts what the harness injected (revert_reason "lease").
+ * The test then kills what the dead harness left behind itself. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness_it.h"
+
+static void fini(void)
+{
+    it_cleanup();
+}
+
+TestSuite(harness_signals, .fini = fini, .timeout = 120);
+
+/* A long run with a long pause fault on learner 1 at 1 s. */
+static void write_long_experiment(const char *path)
+{
+    hx_write(path, "{\"title\": \"long pause\", \"seed\": 5,"
+                   " \"topology\": {\"learners\": 2, \"training\": " HX_TRAIN(
+                       "decoupled", 1000000) "},"
+                                             " \"method\": [{\"name\": \"pause-1\", \"fault\": \"pause\", "
+                                             "\"targets\": {\"ids\": [1]},"
+                                             " \"at_s\": 1, \"duration_ms\": 120000}],"
+                                             " \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}");
+}
+
+static char *token_of(const char *run)
+{
+    char p[1200];
+    snprintf(p, sizeof p, "%s/token", run);
+    char *t = hx_read(p);
+    cr_assert_not_null(t);
+    char *nl = strchr(t, '\n');
+    if (nl)
+        *nl = '\0';
+    return t;
+}
+
+Test(harness_signals, sigint_reverts_everything_and_exits_2)
+{
+    char *dir = it_mkdtemp("hsig");
+    char path[1024], out[1100], ev[1200];
+    snprintf(path, sizeof path, "%s/long.json", dir);
+    snprintf(out, sizeof out, "%s/run", dir);
+    snprintf(ev, sizeof ev, "%s/events.jsonl", out);
+    write_long_experiment(path);
+    const char *args[] = {"run", path, "--out", out, NULL};
+    pid_t pid = it_start(dir, "run", args, NULL);
+    int ok = hx_wait_contains(ev, "\"phase\":\"ok\"", 60000);
+    if (!ok)
+        it_dump_log(dir, "run");
+    cr_assert(ok, "the pause fault was injected");
+    it_signal(pid, SIGINT, 0);
+    int rc = hx_exit_code(pid, 60000);
+    if (rc != 2)
+        it_dump_log(dir, "run");
+    cr_assert_eq(rc, 2, "SIGINT exits 2 (got %d)", rc);
+
+    char jp[1200];
+    snprintf(jp, sizeof jp, "%s/journal.json", out);
+    json_t *j = json_load_file(jp, 0, NULL);
+    cr_assert_not_null(j);
+    cr_expect_str_eq(json_string_value(json_object_get(j, "status")), "aborted");
+    json_decref(j);
+
+    /* every fault the agents held ended reverted (the harness's last look,
+     * after its revert) and the agent's own persisted registry agrees */
+    snprintf(jp, sizeof jp, "%s/faults.json", out);
+    json_t *fl = json_load_file(jp, 0, NULL);
+    cr_assert(json_array_size(fl) >= 1, "faults.json lists the pause");
+    size_t i;
+    json_t *f;
+    json_array_foreach(fl, i, f)
+    {
+        json_t *rec = json_object_get(f, "record");
+        cr_expect_str_eq(json_string_value(json_object_get(rec, "state")), "reverted", "fault %s reverted",
+                         json_string_value(json_object_get(rec, "id")));
+    }
+    json_decref(fl);
+    /* every process from the run is gone */
+    json_t *all = hx_pids(out);
+    cr_assert_geq(json_array_size(all), 3);
+    json_t *p;
+    json_array_foreach(all, i, p) cr_expect(!hx_alive((pid_t)json_integer_value(p)), "pid %lld is gone",
+                                            (long long)json_integer_value(p));
+    json_decref(all);
+    hx_kill_leftovers(out);
+    free(dir);
+}
+
+Test(harness_signals, sigkill_leaves_the_revert_to_the_lease)
+{
+    char *dir = it_mkdtemp("hsig");
+    char path[1024], out[1100], ev[1200];
+    snprintf(path, sizeof path, "%s/long.json", dir);
+    snprintf(out, sizeof out, "%s/run", dir);
+    snprintf(ev, sizeof ev, "%s/events.jsonl", out);
+    write_long_experiment(path);
+    const char *args[] = {"run", path, "--out", out, NULL};
+    pid_t pid = it_start(dir, "run", args, NULL);
+    int ok = hx_wait_contains(ev, "\"phase\":\"ok\"", 60000);
+    if (!ok)
+        it_dump_log(dir, "run");
+    cr_assert(ok, "the pause fault was injected");
+    int64_t killed_at = cx_mono_ms();
+    it_signal(pid, SIGKILL, 0);
+    hx_exit_code(pid, 10000);
+
+    /* agent 1's address and the run's token, as the harness left them */
+    char la[1200], addr[128], url[200];
+    snprintf(la, sizeof la, "%s/agents/1", out);
+    cr_assert_eq(it_wait_addr(la, addr, sizeof addr, 1000), 0);
+    snprintf(url, sizeof url, "http://%s/v1/faults", addr);
+    char *token = token_of(out);
+    int reverted = 0;
+    const char *reason = "";
+    json_t *ans = NULL;
+    while (cx_mono_ms() - killed_at < 25000 && !reverted) {
+        int st = 0;
+        json_decref(ans);
+        ans = it_http_json("GET", url, NULL, token, &st);
+        json_t *rec = json_array_get(json_object_get(ans, "faults"), 0);
+        if (rec && strcmp(json_string_value(json_object_get(rec, "state")), "active") != 0) {
+            reverted = 1;
+            reason = json_string_value(json_object_get(rec, "revert_reason"));
+        } else {
+            cx_sleep_ms(200);
+        }
+    }
+    double after_s = (double)(cx_mono_ms() - killed_at) / 1000.0;
+    cr_assert(reverted, "the agent reverted the pause after the harness died (waited %.1f s)", after_s);
+    cr_expect_str_eq(reason ? reason : "", "lease", "revert_reason lease");
+    /* ttl 10 s, renewed every 3.3 s: it lapses 6.7..10 s after the kill; 5 s of tolerance for a loaded box */
+    cr_expect_leq(after_s, 15.0, "reverted within the lease ttl (+tolerance): %.1f s", after_s);
+    json_decref(ans);
+    free(token);
+    /* the dead harness left its syncer and agents: clean up */
+    hx_kill_leftovers(out);
+    json_t *all = hx_pids(out);
+    size_t i;
+    json_t *p;
+    cx_sleep_ms(300);
+    json_array_foreach(all, i, p) cr_expect(!hx_alive((pid_t)json_integer_value(p)),
+                                            "leftover pid %lld killed", (long long)json_integer_value(p));
+    json_decref(all);
+    free(dir);
+}
+
+Test(harness_signals, stop_condition_aborts_halts_and_exits_2)
+{
+    char *dir = it_mkdtemp("hsig");
+    char path[1024], out[1100];
+    snprintf(path, sizeof path, "%s/stop.json", dir);
+    snprintf(out, sizeof out, "%s/run", dir);
+    /* an eval loss above 0.5 nats is certain (the loss starts near ln 256) */
+    hx_write(path, "{\"title\": \"stop at once\", \"seed\": 5,"
+                   " \"topology\": {\"learners\": 2, \"training\": " HX_TRAIN(
+                       "decoupled", 1000000) "},"
+                                             " \"method\": [{\"name\": \"pause-0\", \"fault\": \"pause\", "
+                                             "\"targets\": {\"ids\": [0]},"
+                                             " \"at_s\": 0, \"duration_ms\": 120000}],"
+                                             " \"stop_conditions\": [{\"eval_loss_above\": 0.5}],"
+                                             " \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}");
+    const char *args[] = {"run", path, "--out", out, NULL};
+    pid_t pid = it_start(dir, "run", args, NULL);
+    int rc = hx_exit_code(pid, 60000);
+    if (rc != 2)
+        it_dump_log(dir, "run");
+    cr_assert_eq(rc, 2, "a stop condition exits 2 (got %d)", rc);
+    char p[1200];
+    snprintf(p, sizeof p, "%s/journal.json", out);
+    json_t *j = json_load_file(p, 0, NULL);
+    cr_assert_not_null(j);
+    cr_expect_str_eq(json_string_value(json_object_get(j, "status")), "aborted");
+    /* the abort halted every agent (recorded as rollbacks) */
+    int halts = 0;
+    size_t i;
+    json_t *a;
+    json_array_foreach(json_object_get(j, "rollbacks"), i, a)
+    {
+        const char *f = json_string_value(
+            json_object_get(json_object_get(json_object_get(a, "activity"), "provider"), "fault"));
+        if (f && strcmp(f, "halt") == 0 &&
+            strcmp(json_string_value(json_object_get(a, "status")), "succeeded") == 0)
+            halts++;
+    }
+    cr_expect_eq(halts, 2, "POST /v1/halt on both agents");
+    json_decref(j);
+    snprintf(p, sizeof p, "%s/events.jsonl", out);
+    char *ev = hx_read(p);
+    cr_assert_not_null(ev);
+    cr_expect(strstr(ev, "stop condition eval_loss_above") != NULL, "the reason is recorded");
+    free(ev);
+    json_t *all = hx_pids(out);
+    json_t *v;
+    json_array_foreach(all, i, v) cr_expect(!hx_alive((pid_t)json_integer_value(v)), "pid %lld is gone",
+                                            (long long)json_integer_value(v));
+    json_decref(all);
+    hx_kill_leftovers(out);
+    free(dir);
+}
