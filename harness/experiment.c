@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "harness/rng.h"
+#include "common/rng.h"
 #include "injectors/injector.h"
 
 /* ---- fault types ---- */
@@ -872,7 +872,7 @@ void exp_free(experiment *e)
 
 uint64_t exp_action_seed(uint64_t run_seed, int idx)
 {
-    return hx_derive(run_seed, 1000 + (uint64_t)idx) & INT64_MAX; /* JSON integers are int64 */
+    return cx_seed_derive(run_seed, 1000 + (uint64_t)idx) & INT64_MAX; /* JSON integers are int64 */
 }
 
 int exp_action_index(const experiment *e, const char *name)

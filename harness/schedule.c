@@ -8,12 +8,12 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "harness/rng.h"
+#include "common/rng.h"
 
 /* ---- targets ---- */
 
 /* k distinct ids out of 0..m-1 (partial Fisher-Yates), sorted. */
-static int pick(hx_rng *r, int m, int k, int *ids, int max)
+static int pick(cx_rng *r, int m, int k, int *ids, int max)
 {
     int *all = malloc((size_t)m * sizeof(int));
     if (!all)
@@ -23,7 +23,7 @@ static int pick(hx_rng *r, int m, int k, int *ids, int max)
     if (k > m)
         k = m;
     for (int i = 0; i < k; i++) {
-        int j = i + (int)hx_below(r, (uint64_t)(m - i));
+        int j = i + (int)cx_rng_below(r, (uint64_t)(m - i));
         int t = all[i];
         all[i] = all[j];
         all[j] = t;
@@ -47,8 +47,8 @@ static int resolve(const experiment *e, const exp_targets *t, uint64_t stream_se
         memcpy(ids, t->ids, (size_t)n * sizeof(int));
         return n;
     }
-    hx_rng r;
-    hx_rng_init(&r, stream_seed);
+    cx_rng r;
+    cx_rng_seed(&r, stream_seed);
     int k = t->kind == EXP_TARGET_RANDOM ? t->random_n : (int)ceil(t->percent / 100.0 * e->learners - 1e-9);
     if (k < 1)
         k = 1;
@@ -59,7 +59,7 @@ int sched_resolve_targets(const experiment *e, int action, uint64_t seed, int *i
 {
     if (action < 0 || action >= e->nmethod)
         return 0;
-    return resolve(e, &e->method[action].targets, hx_derive(seed, 2000 + (uint64_t)action), ids, max);
+    return resolve(e, &e->method[action].targets, cx_seed_derive(seed, 2000 + (uint64_t)action), ids, max);
 }
 
 /* ---- the timeline ---- */
@@ -141,15 +141,15 @@ static int min_live_over(const builder *b, int m, int extra_down, double a, doub
     return least;
 }
 
-static double draw_recovery(const exp_chaos *c, hx_rng *r)
+static double draw_recovery(const exp_chaos *c, cx_rng *r)
 {
     switch (c->recovery) {
     case EXP_DIST_FIXED:
         return c->mean_s;
     case EXP_DIST_UNIFORM:
-        return c->min_s + hx_uniform(r) * (c->max_s - c->min_s);
+        return c->min_s + cx_rng_uniform(r) * (c->max_s - c->min_s);
     case EXP_DIST_EXPONENTIAL: {
-        double x = hx_exponential(r, c->mean_s);
+        double x = cx_rng_exponential(r, c->mean_s);
         if (x < c->min_s)
             x = c->min_s;
         if (x > c->max_s)
@@ -160,12 +160,12 @@ static double draw_recovery(const exp_chaos *c, hx_rng *r)
     return c->mean_s;
 }
 
-static int draw_type(const exp_chaos *c, hx_rng *r)
+static int draw_type(const exp_chaos *c, cx_rng *r)
 {
     double total = 0;
     for (int i = 0; i < c->nfaults; i++)
         total += c->faults[i].weight;
-    double x = hx_uniform(r) * total;
+    double x = cx_rng_uniform(r) * total;
     for (int i = 0; i < c->nfaults; i++) {
         if (x < c->faults[i].weight)
             return i;
@@ -178,7 +178,7 @@ static int draw_chaos(builder *b, const experiment *e, uint64_t seed, char *err,
 {
     const exp_chaos *c = &e->chaos;
     int m = e->learners;
-    hx_rng *rng = calloc((size_t)m, sizeof(hx_rng));
+    cx_rng *rng = calloc((size_t)m, sizeof(cx_rng));
     double *next = calloc((size_t)m, sizeof(double));
     if (!rng || !next) {
         free(rng);
@@ -186,8 +186,8 @@ static int draw_chaos(builder *b, const experiment *e, uint64_t seed, char *err,
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     }
     for (int u = 0; u < m; u++) {
-        hx_rng_init(&rng[u], hx_derive(seed, 10000 + (uint64_t)u));
-        next[u] = c->start_s + hx_exponential(&rng[u], c->mtbf_s);
+        cx_rng_seed(&rng[u], cx_seed_derive(seed, 10000 + (uint64_t)u));
+        next[u] = c->start_s + cx_rng_exponential(&rng[u], c->mtbf_s);
     }
     int rc = 0;
     for (long draws = 0;; draws++) {
@@ -211,12 +211,12 @@ static int draw_chaos(builder *b, const experiment *e, uint64_t seed, char *err,
         double until = t + dur / 1000.0;
         if (is_busy(b, u, t, until)) {
             b->s->skipped_busy++;
-            next[u] = t + hx_exponential(&rng[u], c->mtbf_s);
+            next[u] = t + cx_rng_exponential(&rng[u], c->mtbf_s);
             continue;
         }
         if (min_live_over(b, m, u, t, until) < c->min_live) {
             b->s->skipped_floor++;
-            next[u] = t + hx_exponential(&rng[u], c->mtbf_s);
+            next[u] = t + cx_rng_exponential(&rng[u], c->mtbf_s);
             continue;
         }
         sched_entry *x = push(b);
@@ -233,9 +233,9 @@ static int draw_chaos(builder *b, const experiment *e, uint64_t seed, char *err,
         x->duration_ms = dur;
         x->params = c->faults[k].params;
         x->toxicity = 1.0;
-        x->seed = hx_derive(seed, 3000000 + (uint64_t)b->s->chaos_drawn) & INT64_MAX;
+        x->seed = cx_seed_derive(seed, 3000000 + (uint64_t)b->s->chaos_drawn) & INT64_MAX;
         b->s->chaos_drawn++;
-        next[u] = t + dur / 1000.0 + hx_exponential(&rng[u], c->mtbf_s);
+        next[u] = t + dur / 1000.0 + cx_rng_exponential(&rng[u], c->mtbf_s);
     }
     free(rng);
     free(next);
@@ -301,7 +301,7 @@ int sched_build(const experiment *e, uint64_t seed, schedule **out, char *err, s
             x->has_toxicity = a->has_toxicity;
             /* One fault per target: each gets its own seed. */
             uint64_t base = a->has_seed ? a->seed : exp_action_seed(seed, i);
-            x->seed = k == 0 ? base : hx_derive(base, (uint64_t)k) & INT64_MAX;
+            x->seed = k == 0 ? base : cx_seed_derive(base, (uint64_t)k) & INT64_MAX;
             if (a->when == EXP_AT_S && push_busy(&b, ids[k], a->at_s, a->duration_ms / 1000.0) < 0)
                 rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
         }

@@ -16,7 +16,7 @@
  * police.
  *
  * Same experiment + same seed = the same timeline on every host (harness/
- * rng.h: splitmix64 + xoshiro256**, one stream per unit and per action).
+ * common/rng.h: splitmix64 + xoshiro256**, one stream per unit and per action).
  * Pure: no I/O, no clocks.
  */
 #ifndef HARNESS_SCHEDULE_H

@@ -45,6 +45,8 @@
  */
 #include "sim/sim.h"
 
+#include "common/rng.h"
+
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
@@ -55,80 +57,10 @@
 #define SIM_SECONDS_PER_YEAR (365.25 * 86400.0)
 #define SIM_HEAP_CAP ((size_t)1 << 26) /* events; far above any sane run */
 
-/* ---- sim: random numbers (splitmix64 seeds, xoshiro256** streams) ---- */
-
-typedef struct sim_rng {
-    uint64_t s[4]; /* xoshiro256** state, never all zero */
-} sim_rng;
-
-static uint64_t rng_splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-/* Seed of independent stream `stream` under `seed`. */
-static uint64_t rng_derive(uint64_t seed, uint64_t stream)
-{
-    uint64_t x = seed ^ (stream * 0xD1B54A32D192ED03ULL);
-    rng_splitmix64(&x);
-    return rng_splitmix64(&x);
-}
-
-static void rng_init(sim_rng *r, uint64_t seed)
-{
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++)
-        r->s[i] = rng_splitmix64(&x);
-}
-
-static uint64_t rng_rotl(uint64_t v, int k)
-{
-    return (v << k) | (v >> (64 - k));
-}
-
-static uint64_t rng_next(sim_rng *r)
-{
-    uint64_t *s = r->s;
-    uint64_t result = rng_rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rng_rotl(s[3], 45);
-    return result;
-}
-
-/* Uniform in (0, 1): never 0, so log() is always finite. */
-static double rng_unit(sim_rng *r)
-{
-    return ((double)(rng_next(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-
-/* Uniform integer in [0, n), n > 0: Lemire's multiply-shift without the
- * rejection step; its bias is below n / 2^64, far under any trial noise. */
-static int64_t rng_below(sim_rng *r, int64_t n)
-{
-    return (int64_t)(((unsigned __int128)rng_next(r) * (uint64_t)n) >> 64);
-}
-
-static double rng_exp(sim_rng *r, double mean)
-{
-    return -mean * log(rng_unit(r));
-}
-
-static double rng_normal(sim_rng *r)
-{
-    double u1 = rng_unit(r), u2 = rng_unit(r);
-    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
-}
+/* ---- sim: random numbers (common/rng.h; one stream per group) ---- */
 
 /* A duration with the configured shape and the given mean. */
-static double rng_duration(sim_rng *r, const sim_params *p, double mean)
+static double rng_duration(cx_rng *r, const sim_params *p, double mean)
 {
     if (mean <= 0)
         return 0;
@@ -136,10 +68,10 @@ static double rng_duration(sim_rng *r, const sim_params *p, double mean)
     case SIM_DIST_FIXED:
         return mean;
     case SIM_DIST_EXP:
-        return rng_exp(r, mean);
+        return cx_rng_exponential(r, mean);
     case SIM_DIST_LOGNORMAL: {
         double sig = p->lognormal_sigma;
-        return exp(log(mean) - 0.5 * sig * sig + sig * rng_normal(r));
+        return exp(log(mean) - 0.5 * sig * sig + sig * cx_rng_normal(r));
     }
     }
     return mean;
@@ -245,7 +177,7 @@ typedef struct sim_group {
     double useful_chip_s;  /* committed useful work, chip-s */
     int64_t failures;      /* failures that struck an up chip */
     int64_t stops;         /* restarts / re-shards begun */
-    sim_rng rng;           /* this group's only random stream */
+    cx_rng rng;           /* this group's only random stream */
 } sim_group;
 
 typedef struct sim_run_state {
@@ -352,10 +284,10 @@ static int grp_fail(sim_run_state *st, uint32_t gi, double t)
 {
     sim_group *g = &st->groups[gi];
     const sim_params *p = st->p;
-    int rc = grp_push(st, gi, EV_FAIL, t + rng_exp(&g->rng, 1.0 / g->fail_rate), 0);
+    int rc = grp_push(st, gi, EV_FAIL, t + cx_rng_exponential(&g->rng, 1.0 / g->fail_rate), 0);
     if (rc)
         return rc;
-    int64_t chip = rng_below(&g->rng, g->chips);
+    int64_t chip = (int64_t)cx_rng_below(&g->rng, (uint64_t)g->chips);
     if (p->stop_policy == SIM_STOP_NONE && (g->state == GRP_STOPPED || g->state == GRP_WAITING))
         return 0; /* thinning: idle chips are not interrupted */
     grp_accrue(g, t);
@@ -574,7 +506,7 @@ int sim_run(const sim_params *p, sim_mode mode, int64_t chips, int learners, uin
         g->state = GRP_STOPPED; /* left by grp_run below */
         g->fail_rate = p->mtbf_years > 0 ? (double)g->chips / (p->mtbf_years * SIM_SECONDS_PER_YEAR) : 0;
         g->ckpt_interval = g->elastic ? 0 : sim_checkpoint_interval_s(p, g->chips);
-        rng_init(&g->rng, rng_derive(seed, (uint64_t)i));
+        cx_rng_seed(&g->rng, cx_seed_derive(seed, (uint64_t)i));
         if (g->elastic) {
             g->down = calloc((size_t)g->ndomains, 1);
             if (!g->down) {
@@ -584,7 +516,7 @@ int sim_run(const sim_params *p, sim_mode mode, int64_t chips, int learners, uin
         }
         rc = grp_run(&st, (uint32_t)i, 0);
         if (!rc && g->fail_rate > 0)
-            rc = grp_push(&st, (uint32_t)i, EV_FAIL, rng_exp(&g->rng, 1.0 / g->fail_rate), 0);
+            rc = grp_push(&st, (uint32_t)i, EV_FAIL, cx_rng_exponential(&g->rng, 1.0 / g->fail_rate), 0);
         if (rc) {
             cx_fail(err, errlen, rc, "event heap: %s", cx_strerror(rc));
             goto done;
@@ -665,7 +597,7 @@ int sim_run_trials(const sim_params *p, sim_mode mode, int64_t chips, int learne
     int rc = 0;
     for (int i = 0; i < trials; i++) {
         sim_result r;
-        rc = sim_run(p, mode, chips, learners, rng_derive(seed, 0x7472ULL + (uint64_t)i), &r, err, errlen);
+        rc = sim_run(p, mode, chips, learners, cx_seed_derive(seed, 0x7472ULL + (uint64_t)i), &r, err, errlen);
         if (rc)
             goto done;
         gp[i] = r.goodput;

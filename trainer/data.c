@@ -66,60 +66,15 @@ struct data_shard {
     uint64_t stride;      /* coprime to windows: visiting order */
 };
 
-/* ---- RNG: splitmix64 seeding, xoshiro256** ---- */
-
-static uint64_t data_splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static void data_rng_seed(uint64_t s[4], uint64_t seed)
-{
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++)
-        s[i] = data_splitmix64(&x);
-}
-
-static uint64_t data_rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t data_rng_next(uint64_t s[4])
-{
-    uint64_t result = data_rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = data_rotl(s[3], 45);
-    return result;
-}
-
-/* Uniform in [0, 1). */
-static double data_rng_unit(uint64_t s[4])
-{
-    return (double)(data_rng_next(s) >> 11) * 0x1.0p-53;
-}
-
-/* Uniform integer in [0, n), n >= 1 (multiply-shift; bias < 2^-32 for our n). */
-static uint64_t data_rng_below(uint64_t s[4], uint64_t n)
-{
-    return (uint64_t)(((unsigned __int128)data_rng_next(s) * n) >> 64);
-}
+/* ---- RNG: common/rng.h ---- */
 
 /* Mix a seed with a tag and an index into a stream seed. */
 static uint64_t data_stream_seed(uint64_t seed, uint64_t tag, uint64_t index)
 {
     uint64_t x = seed ^ (tag * 0xD6E8FEB86659FD93ull);
-    uint64_t a = data_splitmix64(&x);
+    uint64_t a = cx_splitmix64(&x);
     x = a ^ (index * 0x9E3779B97F4A7C15ull);
-    return data_splitmix64(&x);
+    return cx_splitmix64(&x);
 }
 
 #define DATA_TAG_CHAIN 0x636861696eull /* "chain" */
@@ -175,8 +130,8 @@ static int data_build_chain(data_source *s, char *err, size_t errlen)
 {
     int A = s->alphabet, k = s->order, Br = s->branching;
     size_t S = s->states;
-    uint64_t rng[4];
-    data_rng_seed(rng, data_stream_seed(s->seed, DATA_TAG_CHAIN, 0));
+    cx_rng rng;
+    cx_rng_seed(&rng, data_stream_seed(s->seed, DATA_TAG_CHAIN, 0));
 
     s->next = malloc(S * (size_t)Br);
     s->cdf = malloc(S * (size_t)Br * sizeof(double));
@@ -218,7 +173,7 @@ static int data_build_chain(data_source *s, char *err, size_t errlen)
             perm[a] = (uint8_t)a;
         int avail = A;
         while (nb < Br) {
-            int j = (int)data_rng_below(rng, (uint64_t)avail);
+            int j = (int)cx_rng_below(&rng, (uint64_t)avail);
             uint8_t c = perm[j];
             perm[j] = perm[--avail];
             int dup = 0;
@@ -229,7 +184,7 @@ static int data_build_chain(data_source *s, char *err, size_t errlen)
         }
         double *cd = s->cdf + st * (size_t)Br, sum = 0.0;
         for (int b = 0; b < Br; b++) {
-            cd[b] = -log(1.0 - data_rng_unit(rng)); /* Exp(1) > 0 almost surely */
+            cd[b] = -log(1.0 - cx_rng_uniform(&rng)); /* Exp(1) > 0 almost surely */
             if (cd[b] < 1e-3)
                 cd[b] = 1e-3; /* keep every successor reachable in practice */
             sum += cd[b];
@@ -314,7 +269,7 @@ static uint8_t data_chain_step(const data_source *s, data_cursor *cur)
     size_t st = data_state_of(s, cur->history);
     const uint8_t *nx = s->next + st * (size_t)s->branching;
     const double *cd = s->cdf + st * (size_t)s->branching;
-    double u = data_rng_unit(cur->rng);
+    double u = cx_rng_uniform(&cur->rng);
     int b = 0;
     while (b < s->branching - 1 && u >= cd[b])
         b++;
@@ -347,9 +302,9 @@ double data_transition_prob(const data_source *src, const uint8_t *ctx, int len,
  * random state for MODEL_MAX_CONTEXT steps (so every C sees real bytes). */
 static void data_chain_stream_init(const data_source *s, data_cursor *cur, uint64_t stream_seed)
 {
-    data_rng_seed(cur->rng, stream_seed);
+    cx_rng_seed(&cur->rng, stream_seed);
     for (int j = 0; j < MODEL_MAX_CONTEXT; j++)
-        cur->history[j] = (uint8_t)data_symbols[data_rng_below(cur->rng, (uint64_t)s->alphabet)];
+        cur->history[j] = (uint8_t)data_symbols[cx_rng_below(&cur->rng, (uint64_t)s->alphabet)];
     for (int j = 0; j < MODEL_MAX_CONTEXT; j++)
         (void)data_chain_step(s, cur);
     cur->position = 0;
@@ -604,7 +559,7 @@ int data_shard_set_cursor(data_shard *sh, const data_cursor *cur, char *err, siz
     if (!sh->src->synthetic && cur->position >= sh->windows)
         return cx_fail(err, errlen, CX_ECORRUPT, "data: cursor position %llu beyond %llu windows",
                        (unsigned long long)cur->position, (unsigned long long)sh->windows);
-    if (sh->src->synthetic && !(cur->rng[0] | cur->rng[1] | cur->rng[2] | cur->rng[3]))
+    if (sh->src->synthetic && !(cur->rng.s[0] | cur->rng.s[1] | cur->rng.s[2] | cur->rng.s[3]))
         return cx_fail(err, errlen, CX_ECORRUPT, "data: cursor has an all-zero RNG state");
     sh->cur = *cur;
     return CX_OK;

@@ -30,6 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/rng.h"
+
 #include "trainer/model.h" /* MODEL_MAX_CONTEXT */
 
 typedef struct data_source data_source; /* opaque */
@@ -57,7 +59,7 @@ typedef struct data_cursor {
     uint64_t tokens;      /* targets consumed since the start (all epochs) */
     uint64_t position;    /* file: windows consumed in the current epoch; synthetic: bytes drawn */
     uint64_t epoch;       /* file: completed passes over the slice; synthetic: 0 */
-    uint64_t rng[4];      /* synthetic: xoshiro256** state of the stream */
+    cx_rng rng;           /* synthetic: xoshiro256** state of the stream */
     uint8_t history[MODEL_MAX_CONTEXT]; /* synthetic: last 64 bytes drawn, oldest first */
 } data_cursor;
 

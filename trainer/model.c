@@ -6,6 +6,8 @@
  */
 #include "trainer/model.h"
 
+#include "common/rng.h"
+
 #include <assert.h>
 #include <cblas.h>
 #include <math.h>
@@ -61,63 +63,12 @@ static const model_ops *model_find(const char *kind)
     return NULL;
 }
 
-/* ---- deterministic RNG (splitmix64 seeding, xoshiro256**) ---- */
+/* ---- deterministic init (common/rng.h) ---- */
 
-typedef struct model_rng {
-    uint64_t s[4]; /* xoshiro256** state */
-} model_rng;
-
-static uint64_t model_splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static void model_rng_seed(model_rng *r, uint64_t seed)
-{
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++)
-        r->s[i] = model_splitmix64(&x);
-}
-
-static uint64_t model_rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t model_rng_next(model_rng *r)
-{
-    uint64_t *s = r->s;
-    uint64_t result = model_rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = model_rotl(s[3], 45);
-    return result;
-}
-
-/* Uniform in (0, 1]: never 0, so log() below is finite. */
-static double model_rng_uniform(model_rng *r)
-{
-    return ((double)(model_rng_next(r) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
-}
-
-/* Standard normal by Box-Muller (one value per call; simple and portable). */
-static double model_rng_normal(model_rng *r)
-{
-    double u1 = model_rng_uniform(r), u2 = model_rng_uniform(r);
-    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
-}
-
-static void model_fill_normal(float *p, size_t n, double std, model_rng *r)
+static void model_fill_normal(float *p, size_t n, double std, cx_rng *r)
 {
     for (size_t i = 0; i < n; i++)
-        p[i] = (float)(std * model_rng_normal(r));
+        p[i] = (float)(std * cx_rng_normal(r));
 }
 
 /* ---- layer: embedding ---- */
@@ -393,8 +344,8 @@ static int mlp_create(model *m, uint64_t seed, char *err, size_t errlen)
 
     /* Init: embeddings N(0,1); w1 N(0, 1/sqrt(fan_in)); w2 small so that the
      * initial logits are ~0 and the loss starts near ln 256. */
-    model_rng r;
-    model_rng_seed(&r, seed ^ 0x6D6C706D6F64656Cull /* "mlpmodel" */);
+    cx_rng r;
+    cx_rng_seed(&r, seed ^ 0x6D6C706D6F64656Cull /* "mlpmodel" */);
     float *P = m->params;
     model_fill_normal(P + m->tensors[MLP_WTE].offset, m->tensors[MLP_WTE].length, 1.0, &r);
     model_fill_normal(P + m->tensors[MLP_W1].offset, m->tensors[MLP_W1].length, 1.0 / sqrt((double)CE), &r);
