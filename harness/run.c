@@ -1642,11 +1642,7 @@ int run_experiment(const run_opts *o, run_result *res, char *err, size_t errlen)
         runner_cleanup(r);
         return CX_EINVAL;
     }
-    {
-        size_t n = strnlen(r->run_dir, sizeof res->run_dir - 1);
-        memcpy(res->run_dir, r->run_dir, n);
-        res->run_dir[n] = '\0';
-    }
+    snprintf(res->run_dir, sizeof res->run_dir, "%s", r->run_dir);
     char path[PATHLEN + 64];
     join_path(path, sizeof path, r->run_dir, "events.jsonl");
     if (jr_events_open(path, &r->ev, e2, sizeof e2) < 0)
