@@ -452,6 +452,7 @@ void agent_lease_renew(agent *a, int64_t ttl_ms)
     pthread_mutex_lock(&a->lock);
     a->lease_ttl_ms = ttl_ms;
     a->lease_expires_mono_ms = cx_mono_ms() + ttl_ms;
+    a->lapsed_mono_ms = 0;
     pthread_mutex_unlock(&a->lock);
 }
 
@@ -492,12 +493,25 @@ static void lease_check(agent *a, int64_t now)
     if (lapsed) {
         a->lease_ttl_ms = 0;
         a->lease_lapses++;
+        a->lapsed_mono_ms = now;
     }
     pthread_mutex_unlock(&a->lock);
     if (lapsed) {
         int n = reg_revert_all(a->reg, "lease", 1);
         cx_warn("lease lapsed: %d fault(s) created under it reverted", n);
     }
+}
+
+/* With --orphan-exit-ms: the lease lapsed (faults already reverted) and
+ * nobody took a new one in time. */
+static int orphaned(agent *a, int64_t now)
+{
+    if (a->o.orphan_exit_ms <= 0)
+        return 0;
+    pthread_mutex_lock(&a->lock);
+    int gone = a->lapsed_mono_ms > 0 && now - a->lapsed_mono_ms >= a->o.orphan_exit_ms;
+    pthread_mutex_unlock(&a->lock);
+    return gone;
 }
 
 int agent_halted(agent *a)
@@ -592,6 +606,11 @@ int agent_run(agent *a, volatile sig_atomic_t *stop)
             sup_poll(a->sup, now);
         reg_tick(a->reg, now);
         lease_check(a, now);
+        if (orphaned(a, now)) {
+            cx_warn("no lease for %lld ms after the last one lapsed: the harness is gone, shutting down",
+                    (long long)a->o.orphan_exit_ms);
+            break;
+        }
         int total = 0, paused = 0;
         if (a->sup && reg_try_active(a->reg, "pause", &total, &paused) == 0) {
             sup_set_paused(a->sup, paused > 0);

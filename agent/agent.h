@@ -53,6 +53,7 @@ typedef struct agent_opts {
     const char *shim;              /* --shim PATH or NULL (look next to the binary) */
     const char *faketime_lib;      /* --faketime-lib PATH or NULL (search /usr/lib) */
     int no_cgroup;                 /* --no-cgroup */
+    int64_t orphan_exit_ms;        /* --orphan-exit-ms: shut down this long after a lapse, 0 = never */
     const char *const *argv;       /* unit command, or NULL: no unit (tests) */
 } agent_opts;
 
@@ -81,15 +82,17 @@ typedef struct agent {
     int64_t lease_ttl_ms;          /* 0 = no lease held */
     int64_t lease_expires_mono_ms; /* when it lapses */
     int64_t lease_lapses;          /* count, for /metrics */
+    int64_t lapsed_mono_ms;        /* when the last lease lapsed; 0 while one is held or none was */
     int64_t started_mono_ms;       /* agent start */
 } agent;
 
 /* Build everything (state dir, hook files, proxies, registry + crash sweep,
  * supervisor, API server) but do not start the unit. NULL + err. */
 agent *agent_new(const agent_opts *o, char *err, size_t errlen);
-/* Start the unit (if any) and loop until *stop is set: reap, restart,
- * tick faults, expire the lease. Then revert every fault (revert_reason
- * "halt") and stop the unit. Returns 0, or 1 when the unit could not be
+/* Start the unit (if any) and loop until *stop is set (or, with
+ * orphan_exit_ms, until that long after a lease lapsed with no new lease):
+ * reap, restart, tick faults, expire the lease. Then revert every fault
+ * (revert_reason "halt") and stop the unit. Returns 0, or 1 when the unit could not be
  * started. */
 int agent_run(agent *a, volatile sig_atomic_t *stop);
 void agent_free(agent *a);

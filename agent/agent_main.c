@@ -52,6 +52,10 @@ static void usage(FILE *f)
             "                            libchaosloco_diskfault.so next to the chaosloco binary)\n"
             "  --faketime-lib PATH|none  libfaketimeMT.so.1 (default: /usr/lib/*/faketime/ when installed)\n"
             "  --no-cgroup               do not put the unit into cgroups (pause falls back to SIGSTOP)\n"
+            "  --orphan-exit-ms N        after a lease lapsed (its faults reverted), shut down (stop the\n"
+            "                            unit, exit 0) when no new lease came within N ms: what a harness\n"
+            "                            that launched this agent and died leaves behind goes away\n"
+            "                            (default 0 = never)\n"
             "  --help                    this text\n"
             "\n"
             "Exit: 0 after a clean shutdown (SIGTERM/SIGINT: every fault reverted, unit stopped),\n"
@@ -136,7 +140,7 @@ int agent_main(int argc, char **argv)
         static const char *const with_value[] = {"--listen", "--id", "--state-dir", "--token-file",
                                                  "--proxy", "--restart", "--restart-backoff-ms",
                                                  "--max-duration-ms", "--log-max-bytes", "--shim",
-                                                 "--faketime-lib", NULL};
+                                                 "--faketime-lib", "--orphan-exit-ms", NULL};
         int known = 0;
         for (const char *const *w = with_value; *w; w++)
             if (strcmp(f, *w) == 0)
@@ -191,6 +195,9 @@ int agent_main(int argc, char **argv)
             o.shim = v;
         } else if (strcmp(f, "--faketime-lib") == 0) {
             o.faketime_lib = v;
+        } else if (strcmp(f, "--orphan-exit-ms") == 0) {
+            if (cx_parse_i64(v, "--orphan-exit-ms", 0, 24LL * 3600 * 1000, &o.orphan_exit_ms, err, sizeof err) < 0)
+                return usage_error("%s%s", err, "");
         }
     }
     if (!o.id)

@@ -348,7 +348,7 @@ static int respawn(sup *s, sup_state next, char *err, size_t errlen)
         .stderr_fd = s->log_wr,
         .extra_env = (const char *const *)s->env,
         .cwd = NULL,
-        .die_with_parent = 1,
+        .die_with_parent = SIGKILL,
     };
     pid_t pid = 0;
     cleanup_hook(s, 0);

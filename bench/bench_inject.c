@@ -232,7 +232,7 @@ int main(int argc, char **argv)
                           "--token-file", tok, "--max-duration-ms", "600000", "--", "sleep", "100000", NULL};
     const char *env[] = {"CHAOSLOCO_LOG=warn", NULL};
     cx_spawn_opts so = {.new_pgrp = 1, .stdout_fd = logfd, .stderr_fd = logfd, .extra_env = env,
-                        .die_with_parent = 1};
+                        .die_with_parent = SIGKILL};
     pid_t apid = 0;
     char err[256];
     if (cx_spawn(args, &so, &apid, err, sizeof err) < 0) {

@@ -80,7 +80,7 @@ int cx_spawn(const char *const *argv, const cx_spawn_opts *opts, pid_t *pid, cha
         if (opts->new_pgrp)
             setpgid(0, 0);
         if (opts->die_with_parent) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            prctl(PR_SET_PDEATHSIG, opts->die_with_parent);
             if (getppid() != parent)
                 _exit(127);
         }

@@ -18,7 +18,8 @@ typedef struct cx_spawn_opts {
     int stderr_fd;               /* -1 inherit */
     const char *const *extra_env; /* NULL-terminated "K=V" list, or NULL */
     const char *cwd;             /* chdir in the child, or NULL */
-    int die_with_parent;         /* 1: PR_SET_PDEATHSIG SIGKILL */
+    int die_with_parent;         /* 0, or the signal the child gets when the spawning thread
+                                    exits (PR_SET_PDEATHSIG): SIGKILL, SIGTERM */
 } cx_spawn_opts;
 
 int cx_spawn(const char *const *argv, const cx_spawn_opts *opts, pid_t *pid, char *err, size_t errlen);

@@ -1029,7 +1029,6 @@ static void progress_end(runner *r)
 
 static void method(runner *r, double limit_s)
 {
-    r->method_mono = cx_mono_ms();
     r->last_merge_mono = r->last_merge_mono > r->method_mono ? r->last_merge_mono : r->method_mono;
     emit_run(r, "method_start", NULL);
     cx_info("method: %d timeline entries (%d chaos draws), time bound %.0f s", r->sched->n,
@@ -1674,6 +1673,7 @@ int run_experiment(const run_opts *o, run_result *res, char *err, size_t errlen)
             steady_state(r);
             double limit = o->time_limit_s > 0 ? o->time_limit_s : (o->ci ? 300.0 : 600.0);
             if (r->steady_ok && !r->abort && !r->error && !g_signal) {
+                r->method_mono = cx_mono_ms(); /* RS_METHOD holds: the method has a start */
                 set_state(r, RS_METHOD);
                 method(r, limit);
             } else if (!r->steady_ok) {

@@ -125,7 +125,11 @@ static int make_token(topo *t, char *err, size_t errlen)
     return rc;
 }
 
-static int spawn_logged(topo_proc *p, const char *const *argv, char *err, size_t errlen)
+/* pdeath: the signal the child gets if the harness dies (0: none). The
+ * syncer gets SIGTERM (it checkpoints and exits); agents get none: they must
+ * outlive a dead harness long enough for their lease to lapse and revert
+ * its faults, then leave by themselves (--orphan-exit-ms). */
+static int spawn_logged(topo_proc *p, const char *const *argv, int pdeath, char *err, size_t errlen)
 {
     int fd = open(p->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
@@ -135,7 +139,7 @@ static int spawn_logged(topo_proc *p, const char *const *argv, char *err, size_t
                        .stderr_fd = fd,
                        .extra_env = NULL,
                        .cwd = NULL,
-                       .die_with_parent = 0};
+                       .die_with_parent = pdeath};
     int rc = cx_spawn(argv, &o, &p->pid, err, errlen);
     close(fd);
     return rc;
@@ -204,6 +208,10 @@ static int wait_ready(topo_proc *p, const char *what, long timeout_ms, char *err
 
 /* ---- topology: launch ---- */
 
+/* How long a launched agent stays after its lease lapsed (the harness is
+ * gone) before it stops its learner and exits. */
+#define TOPO_ORPHAN_EXIT_MS "10000"
+
 static int syncer_spawn(topo *t, const char *listen, char *err, size_t errlen)
 {
     char cfgpath[TOPO_PATH + 32];
@@ -214,7 +222,7 @@ static int syncer_spawn(topo *t, const char *listen, char *err, size_t errlen)
     t->syncer.url[0] = '\0';
     const char *argv[] = {t->exe,          "syncer",   "--listen", listen, "--state-dir",
                           t->syncer.state, "--config", cfgpath,    NULL};
-    return spawn_logged(&t->syncer, argv, err, errlen);
+    return spawn_logged(&t->syncer, argv, SIGTERM, err, errlen);
 }
 
 int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen)
@@ -294,6 +302,8 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
                               proxy,
                               "--restart",
                               "on-failure",
+                              "--orphan-exit-ms",
+                              TOPO_ORPHAN_EXIT_MS,
                               "--",
                               t->exe,
                               "learner",
@@ -304,7 +314,7 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
                               "--state-dir",
                               lstate,
                               NULL};
-        if ((rc = spawn_logged(a, argv, err, errlen)) < 0)
+        if ((rc = spawn_logged(a, argv, 0, err, errlen)) < 0)
             goto fail;
     }
     write_pids(t);
