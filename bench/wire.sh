@@ -2,12 +2,16 @@
 # wire.sh - bytes on the wire per trained token and resilience of the
 # training modes, measured on real processes over loopback.
 #
-#   bench/wire.sh [BUILD_DIR]          (default build-distributed-rel)
+#   bench/wire.sh [BUILD_DIR]          (default build-wire-rel)
 #
-# Part 1: 2 learners x STEPS inner steps each, same model and tokens, in
-#   ddp, diloco (H=24, H=100) and decoupled (f32, bf16, int8, int4); bytes
-#   = tensor payload bytes in + out at the syncer (its bytes counters),
-#   divided by the tokens trained; final eval loss beside each.
+# Part 1: LEARNERS (2) learners x STEPS inner steps each, same model and
+#   tokens, in ddp, diloco (H=24, H=100) and decoupled (f32, bf16, int8,
+#   int4, int2); bytes = tensor payload bytes in + out at the syncer (its
+#   bytes counters: contributions up, fragments / delta chains down),
+#   divided by the tokens trained; final eval loss beside each, and the
+#   downstream answers: delta chains, full fragments, fallbacks (full pulls
+#   because the kept deltas did not reach back or a delta check failed).
+#   CONFIGS="mode:enc:H ..." picks a subset.
 # Part 2: 4 learners (each with --slowdown SLOWDOWN, so that four fit on
 #   two cores and stopping one does not speed up the others) for WALL
 #   seconds; learner 3 is SIGSTOPped from WALL/3 to 2*WALL/3. Reports the longest gap between two merges and goodput =
@@ -15,9 +19,11 @@
 #   the same mode and duration (measured in the same invocation).
 # Prints markdown tables. Needs curl. Every process is stopped on exit.
 set -euo pipefail
-BUILD=${1:-build-distributed-rel}
+BUILD=${1:-build-wire-rel}
 BIN=${CHAOSLOCO_BIN:-$BUILD/chaosloco}
 STEPS=${STEPS:-600}
+LEARNERS=${LEARNERS:-2}
+CONFIGS=${CONFIGS:-"ddp:f32:24 diloco:f32:24 diloco:f32:100 decoupled:f32:24 decoupled:bf16:24 decoupled:int8:24 decoupled:int4:24 decoupled:int2:24"}
 WALL=${WALL:-15}
 SLOWDOWN=${SLOWDOWN:-4} # part 2: learners sleep 3/4 of each step, so 4 fit on 2 cores without contention
 MODEL=(--hidden 128 --batch 16 --eval-tokens 4096)
@@ -67,31 +73,36 @@ final_status() { # waits for the eval to cover every merge
 
 PART=${PART:-all} # 1, 2 or all
 if [[ $PART != 2 ]]; then
-echo "## wire: bytes per trained token (2 learners x $STEPS steps x batch 16, $(date -u +%F))"
+echo "## wire: bytes per trained token ($LEARNERS learners x $STEPS steps x batch 16, $(date -u +%F))"
 echo
-echo "| mode | encoding | bytes in | bytes out | bytes/token | vs ddp | final eval loss |"
-echo "|---|---|---|---|---|---|---|"
-tokens=$((2 * STEPS * 16))
+echo "| mode | encoding | bytes in | bytes out | bytes/token | vs first row | final eval loss | down: delta / full / fallbacks |"
+echo "|---|---|---|---|---|---|---|---|"
+tokens=$((LEARNERS * STEPS * 16))
 ddp_bpt=""
-for cfg in "ddp f32 24" "diloco f32 24" "diloco f32 100" "decoupled f32 24" "decoupled bf16 24" "decoupled int8 24" "decoupled int4 24"; do
-    read -r mode enc H <<<"$cfg"
+for cfg in $CONFIGS; do
+    IFS=: read -r mode enc H <<<"$cfg"
     dir=$WORK/$mode-$enc-$H
     mkdir -p "$dir"
-    start_syncer "$dir" --mode "$mode" --learners 2 --steps "$STEPS" --H "$H" --fragments 4 --encoding "$enc" \
+    start_syncer "$dir" --mode "$mode" --learners "$LEARNERS" --quorum 1 --steps "$STEPS" --H "$H" --fragments 4 --encoding "$enc" \
         --eval-every-ms 1000 "${MODEL[@]}"
-    start_learners "$dir" 2
+    start_learners "$dir" "$LEARNERS"
     for p in "${LP[@]}"; do wait "$p"; done
     st=$(final_status)
     kill "$SPID"; wait "$SPID" || true
     bin=$(sed -n 's/.*"bytes":{"in":\([0-9]*\).*/\1/p' <<<"$st")
     bout=$(sed -n 's/.*"bytes":{"in":[0-9]*,"out":\([0-9]*\).*/\1/p' <<<"$st")
     loss=$(sed -n 's/.*"eval":{"loss":\([0-9.]*\).*/\1/p' <<<"$st")
+    nd=$(sed -n 's/.*"downstream":{[^}]*"delta":\([0-9]*\).*/\1/p' <<<"$st")
+    full=$(sed -n 's/.*"downstream":{.*"full":{\([^}]*\)}.*/\1/p' <<<"$st" | tr -d '"' | awk -F'[:,]' '{t=0; for (i=2;i<=NF;i+=2) t+=$i; print t}')
+    fb=$(sed -n 's/.*"downstream":{.*"fallbacks":\([0-9]*\).*/\1/p' <<<"$st")
     bpt=$(awk -v a="$bin" -v b="$bout" -v t="$tokens" 'BEGIN{printf "%.1f", (a+b)/t}')
     [[ -z $ddp_bpt ]] && ddp_bpt=$bpt
     ratio=$(awk -v d="$ddp_bpt" -v x="$bpt" 'BEGIN{printf "%.1fx", d/x}')
     label=$mode
     [[ $mode == diloco ]] && label="diloco H=$H"
-    printf '| %s | %s | %s | %s | %s | %s | %.4f |\n' "$label" "$enc" "$bin" "$bout" "$bpt" "$ratio" "$loss"
+    down="-"
+    [[ $mode != ddp* ]] && down="${nd:-0} / ${full:-0} / ${fb:-0}"
+    printf '| %s | %s | %s | %s | %s | %s | %.4f | %s |\n' "$label" "$enc" "$bin" "$bout" "$bpt" "$ratio" "$loss" "$down"
 done
 
 fi

@@ -33,7 +33,7 @@ typedef struct key_def {
 } key_def;
 
 static const char *const mode_names[] = {"ddp", "ddp-elastic", "diloco", "decoupled", NULL};
-static const char *const enc_names[] = {"f32", "bf16", "int8", "int4", NULL};
+static const char *const enc_names[] = {"f32", "bf16", "int8", "int4", "int2", NULL};
 static const char *const merge_names[] = {"rda", "mean", NULL};
 static const char *const weights_names[] = {"token", "uniform", NULL};
 
@@ -54,7 +54,7 @@ static const key_def keys[] = {
     {"max_staleness", KEY_INT, OFF(max_staleness), 0, 1000000, NULL, 0,
      "versions a decoupled contribution's base may lag before it is rejected"},
     {"encoding", KEY_ENUM, OFF(encoding), 0, 0, enc_names, 1,
-     "encoding of outer gradients: f32, bf16, int8 or int4"},
+     "encoding of outer gradients and downstream deltas: f32, bf16, int8, int4 or int2"},
     {"merge", KEY_ENUM, OFF(merge), 0, 0, merge_names, 0, "decoupled merge rule: rda or mean"},
     {"weights", KEY_ENUM, OFF(weights), 0, 0, weights_names, 0,
      "decoupled contribution weights: token or uniform"},
@@ -379,7 +379,7 @@ const char *config_mode_name(int64_t m)
 }
 const char *config_encoding_name(int64_t e)
 {
-    return name_of(enc_names, 4, e);
+    return name_of(enc_names, 5, e);
 }
 const char *config_merge_name(int64_t m)
 {

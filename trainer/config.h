@@ -32,6 +32,7 @@ typedef enum config_encoding {
     CONFIG_ENC_BF16 = 1,
     CONFIG_ENC_INT8 = 2,
     CONFIG_ENC_INT4 = 3,
+    CONFIG_ENC_INT2 = 4, /* where quantization breaks (for comparisons) */
 } config_encoding;
 
 typedef enum config_merge { CONFIG_MERGE_RDA = 0, CONFIG_MERGE_MEAN = 1 } config_merge;

@@ -9,7 +9,9 @@
  *              its incarnation is stale. Hands fragments to the main thread
  *              through an inbox the inner loop drains between two steps.
  * L->mu guards the fields marked "shared"; everything else is main-thread
- * only.
+ * only, except gcopy/gver (the global fragments as the syncer sent them,
+ * full or rebuilt from delta chains), which belong to whichever thread
+ * talks to the syncer (the comm thread once it runs).
  *
  * A decoupled fragment's life on the learner:
  *
@@ -90,6 +92,16 @@ typedef struct learner {
     int64_t ckpt_step;      /* step of the last checkpoint */
     ckpt_learner *restored; /* local checkpoint read at start, or NULL */
     char hook_path[1024];   /* CHAOSLOCO_HOOK_DIR/nan, "" if unset */
+    /* The copy of the global fragments exactly as the syncer sent them
+     * (full pulls and applied delta chains), owned by the thread that
+     * talks to the syncer: main before the decoupled comm thread starts
+     * and in ddp/diloco, the comm thread in decoupled mode. */
+    float *gcopy;         /* [n] */
+    int64_t *gver;        /* [P] version of gcopy per fragment (-1 none) */
+    int64_t n_delta;      /* fragments received as delta chains */
+    int64_t n_delta_vers; /* deltas applied */
+    int64_t n_full;       /* fragments received in full */
+    int64_t n_mismatch;   /* delta results that failed the CRC check (then pulled in full) */
 
     /* ---- shared (under mu) ---- */
     pthread_mutex_t mu;
@@ -98,6 +110,7 @@ typedef struct learner {
     int64_t step;        /* inner steps done */
     int64_t tokens;      /* tokens trained */
     int64_t last_ok_ms;  /* mono ms of the last answer from the syncer */
+    int64_t last_hb_ms;  /* mono ms the last heartbeat POST returned (0 none) */
     int fatal;           /* comm/heartbeat: give up (syncer gone) */
     int need_rejoin;     /* heartbeat/comm: the syncer no longer knows us */
     int comm_stop;       /* main -> comm: exit */
@@ -224,6 +237,10 @@ static int build(learner *L, char *err, size_t errlen)
     if (!L->shard)
         return CX_EINVAL;
     L->base = malloc(L->n * sizeof(float));
+    L->gcopy = malloc(L->n * sizeof(float));
+    L->gver = malloc((size_t)L->P * sizeof(int64_t));
+    for (int p = 0; L->gver && p < L->P; p++)
+        L->gver[p] = -1;
     L->scratch = malloc(2 * L->n * sizeof(float)); /* delta + base of one fragment */
     L->wire = malloc(L->n * 4 + 64);
     L->base_version = calloc((size_t)L->P, sizeof(int64_t));
@@ -233,8 +250,8 @@ static int build(learner *L, char *err, size_t errlen)
     L->pending = calloc((size_t)L->P, sizeof(int));
     L->in = malloc((size_t)L->cfg.batch * (size_t)L->cfg.context);
     L->tg = malloc((size_t)L->cfg.batch);
-    if (!L->base || !L->scratch || !L->wire || !L->base_version || !L->frag_steps || !L->frag_tokens ||
-        !L->inflight || !L->pending || !L->in || !L->tg)
+    if (!L->base || !L->gcopy || !L->gver || !L->scratch || !L->wire || !L->base_version || !L->frag_steps ||
+        !L->frag_tokens || !L->inflight || !L->pending || !L->in || !L->tg)
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     return 0;
 }
@@ -349,13 +366,69 @@ static int join(learner *L, cx_http_client *c, int first, char *err, size_t errl
     return 0;
 }
 
-/* GET fragment p (newer than `newer`, or any when < 0). Returns 1 with the
- * values decoded into out and *version set, 0 when nothing newer came in
- * the wait, negative on failure. */
-static int pull_one(learner *L, cx_http_client *c, int p, int64_t newer, long wait_ms, float *out,
-                    int64_t *version)
+enum { GET_FULL = 0, GET_DELTA, GET_RESYNC };
+#define GOT_MISMATCH 2 /* get_fragment: the delta result is not the canonical fragment */
+
+/* Apply the delta chain in body (from version `from`, ending at `v`) to
+ * this thread's copy of fragment p, into out. 1 when the result's CRC32C
+ * is `fcrc` (the canonical fragment), GOT_MISMATCH otherwise (malformed
+ * chain, undecodable delta, wrong versions or a different result). */
+static int apply_chain(learner *L, int p, const uint8_t *body, size_t blen, encoding_kind enc, int64_t from,
+                       int64_t v, uint32_t fcrc, float *out)
 {
-    char path[128], lines[PROTO_MAX_LINES][PROTO_LINE], crcbuf[16];
+    size_t len = fragment_length(L->ft, p), off = 0, plen;
+    const uint8_t *payload;
+    int64_t rv, expect = from + 1;
+    char why[CX_ERRLEN];
+    int rc;
+    float *d = malloc(len * sizeof *d);
+    if (!d)
+        return CX_ENOMEM;
+    fragment_gather(L->ft, p, L->gcopy, out);
+    while ((rc = proto_delta_next(body, blen, &off, &rv, &payload, &plen, why, sizeof why)) == 1) {
+        if (rv != expect) {
+            snprintf(why, sizeof why, "record for version %lld, expected %lld", (long long)rv,
+                     (long long)expect);
+            rc = CX_ECORRUPT;
+            break;
+        }
+        if (encoding_decode(enc, payload, plen, d, len, why, sizeof why) != 0) {
+            rc = CX_ECORRUPT;
+            break;
+        }
+        for (size_t i = 0; i < len; i++)
+            out[i] += d[i]; /* the syncer's canonical update: the same f32 add */
+        expect++;
+    }
+    free(d);
+    if (rc == 0 && expect - 1 != v) {
+        snprintf(why, sizeof why, "chain ends at version %lld, answer says %lld", (long long)(expect - 1),
+                 (long long)v);
+        rc = CX_ECORRUPT;
+    }
+    if (rc == 0 && proto_f32_crc(out, len) != fcrc) {
+        snprintf(why, sizeof why, "result CRC32C %08x, canonical fragment %08x", proto_f32_crc(out, len),
+                 fcrc);
+        rc = CX_ECORRUPT;
+    }
+    if (rc != 0) {
+        cx_warn("fragment %d: delta chain %lld -> %lld not applied (%s); pulling it in full", p,
+                (long long)from, (long long)v, why);
+        return GOT_MISMATCH;
+    }
+    return 1;
+}
+
+/* One GET of fragment p. GET_FULL: the current fragment (newer < 0) or a
+ * long-poll for one newer than `newer`; GET_DELTA: the same, accepting a
+ * delta chain against this thread's copy (at version `newer`); GET_RESYNC:
+ * the full fragment after a failed delta check. Returns 1 with out and
+ * *version set (and the copy updated), 0 when nothing newer came in the
+ * wait, GOT_MISMATCH, or negative on failure. */
+static int get_fragment(learner *L, cx_http_client *c, int p, int64_t newer, long wait_ms, int how,
+                        float *out, int64_t *version)
+{
+    char path[160], lines[PROTO_MAX_LINES][PROTO_LINE], crcbuf[16];
     const char *hdrs[PROTO_MAX_LINES + 1];
     cx_http_result r;
     proto_hdr h;
@@ -370,9 +443,11 @@ static int pull_one(learner *L, cx_http_client *c, int p, int64_t newer, long wa
     for (int i = 0; hdrs[i]; i++)
         if (strncmp(hdrs[i], PROTO_H_CRC32C, strlen(PROTO_H_CRC32C)) == 0)
             hdrs[i] = NULL;
-    if (newer >= 0)
-        snprintf(path, sizeof path, "/v1/fragments/%d?newer-than=%lld&wait-ms=%ld", p, (long long)newer,
-                 wait_ms);
+    if (how == GET_RESYNC)
+        snprintf(path, sizeof path, "/v1/fragments/%d?resync=1", p);
+    else if (newer >= 0)
+        snprintf(path, sizeof path, "/v1/fragments/%d?newer-than=%lld&wait-ms=%ld%s", p, (long long)newer,
+                 wait_ms, how == GET_DELTA ? "&delta=1" : "");
     else
         snprintf(path, sizeof path, "/v1/fragments/%d", p);
     cx_http_result_init(&r);
@@ -386,22 +461,69 @@ static int pull_one(learner *L, cx_http_client *c, int p, int64_t newer, long wa
         return 0;
     }
     size_t len = fragment_length(L->ft, p);
-    char vbuf[32];
-    uint32_t crc;
-    int64_t v = -1;
+    char vbuf[32], fbuf[32], ebuf[16], fcbuf[16];
+    uint32_t crc, fcrc = 0;
+    int64_t v = -1, from = -1, enc = -1;
+    int is_delta = cx_http_result_header(&r, PROTO_H_DELTA_FROM, fbuf, sizeof fbuf) == 0;
     if (r.status != 200 || cx_http_result_header(&r, PROTO_H_CRC32C, crcbuf, sizeof crcbuf) != 0 ||
         proto_crc_parse(crcbuf, &crc) != 0 ||
         cx_http_result_header(&r, PROTO_H_VERSION, vbuf, sizeof vbuf) != 0 ||
         cx_parse_i64(vbuf, PROTO_H_VERSION, 0, INT64_MAX / 2, &v, NULL, 0) != 0 ||
-        proto_check_body(r.body.data, r.body.len, len * 4, crc, NULL, 0) != PROTO_OK) {
+        proto_check_body(r.body.data, r.body.len, is_delta ? r.body.len : len * 4, crc, NULL, 0) !=
+            PROTO_OK ||
+        (is_delta &&
+         (how != GET_DELTA || cx_parse_i64(fbuf, PROTO_H_DELTA_FROM, 0, INT64_MAX / 2, &from, NULL, 0) != 0 ||
+          cx_http_result_header(&r, PROTO_H_FRAGMENT_CRC32C, fcbuf, sizeof fcbuf) != 0 ||
+          proto_crc_parse(fcbuf, &fcrc) != 0 ||
+          cx_http_result_header(&r, PROTO_H_ENCODING, ebuf, sizeof ebuf) != 0 ||
+          config_parse_encoding(ebuf, &enc) != 0))) {
         cx_warn("bad answer to GET %s: HTTP %d, %zu bytes", path, r.status, r.body.len);
         cx_http_result_cleanup(&r);
         return CX_ECORRUPT;
     }
-    proto_f32_decode(r.body.data, len, out);
-    cx_http_result_cleanup(&r);
+    if (is_delta) {
+        if (from != L->gver[p]) {
+            cx_warn("fragment %d: delta chain from version %lld but we hold %lld", p, (long long)from,
+                    (long long)L->gver[p]);
+            rc = GOT_MISMATCH;
+        } else {
+            rc = apply_chain(L, p, (const uint8_t *)r.body.data, r.body.len, (encoding_kind)enc, from, v,
+                             fcrc, out);
+        }
+        cx_http_result_cleanup(&r);
+        if (rc != 1)
+            return rc;
+        L->n_delta++;
+        L->n_delta_vers += v - from;
+    } else {
+        proto_f32_decode(r.body.data, len, out);
+        cx_http_result_cleanup(&r);
+        L->n_full++;
+    }
+    fragment_scatter(L->ft, p, out, L->gcopy);
+    L->gver[p] = v;
     *version = v;
     return 1;
+}
+
+/* GET fragment p (newer than `newer`, or the current one when < 0) into
+ * out. When this thread's copy of the fragment is at `newer`, the syncer
+ * may answer with a chain of encoded deltas; the result is checked against
+ * the CRC of the canonical fragment, and on a mismatch the fragment is
+ * pulled in full. Returns 1 with out and *version set, 0 when nothing newer
+ * came in the wait, negative on failure. */
+static int pull_one(learner *L, cx_http_client *c, int p, int64_t newer, long wait_ms, float *out,
+                    int64_t *version)
+{
+    int how = newer >= 0 && L->gver[p] == newer ? GET_DELTA : GET_FULL;
+    int rc = get_fragment(L, c, p, newer, wait_ms, how, out, version);
+    if (rc == GOT_MISMATCH) {
+        L->n_mismatch++;
+        rc = get_fragment(L, c, p, -1, 0, GET_RESYNC, out, version);
+        if (rc == GOT_MISMATCH) /* cannot happen for a full answer */
+            rc = CX_ECORRUPT;
+    }
+    return rc;
 }
 
 /* Take fragment p from payload: θ_p = Θ_base_p = payload; counters reset. */
@@ -516,6 +638,9 @@ static void *heartbeat_main(void *arg)
         char why[CX_ERRLEN];
         if (cx_http_json(c, "POST", "/v1/heartbeat", b, &status, &ans, why, sizeof why) == 0) {
             mark_ok(L);
+            pthread_mutex_lock(&L->mu);
+            L->last_hb_ms = cx_mono_ms();
+            pthread_mutex_unlock(&L->mu);
             if (status == 409 || status == 403) {
                 pthread_mutex_lock(&L->mu);
                 L->need_rejoin = 1;
@@ -535,6 +660,36 @@ static void *heartbeat_main(void *arg)
     }
     cx_http_client_free(c);
     return NULL;
+}
+
+/* The last heartbeat, with the final step and tokens, once the heartbeat
+ * thread has stopped: sent at least 1 s after the previous one so the
+ * syncer's one-event-per-second limit does not swallow it. One try. */
+static void final_heartbeat(learner *L)
+{
+    pthread_mutex_lock(&L->mu);
+    int64_t wait = L->last_hb_ms > 0 ? L->last_hb_ms + 1050 - cx_mono_ms() : 0;
+    pthread_mutex_unlock(&L->mu);
+    if (wait > 1050)
+        wait = 1050;
+    if (wait > 0)
+        cx_sleep_ms(wait);
+    pthread_mutex_lock(&L->mu);
+    json_t *b = json_pack("{s:I, s:I, s:I, s:f, s:I, s:f, s:I, s:I}", "learner", (json_int_t)L->o->id,
+                          "incarnation", (json_int_t)L->incarnation, "step", (json_int_t)L->step,
+                          "train_loss", isfinite(L->train_loss) ? (double)L->train_loss : 0.0, "tokens",
+                          (json_int_t)L->tokens, "step_ms", L->step_ms_ema, "t_real_ms",
+                          (json_int_t)(cx_real_ns() / 1000000), "cursor", (json_int_t)L->tokens);
+    pthread_mutex_unlock(&L->mu);
+    int status = 0;
+    json_t *ans = NULL;
+    char why[CX_ERRLEN];
+    if (cx_http_json(L->http, "POST", "/v1/heartbeat", b, &status, &ans, why, sizeof why) != 0)
+        cx_warn("final heartbeat not delivered: %s", why);
+    else if (status != 200)
+        cx_warn("final heartbeat refused: HTTP %d", status);
+    json_decref(ans);
+    json_decref(b);
 }
 
 /* ---- learner: contributions ---- */
@@ -973,8 +1128,10 @@ static void *comm_main(void *arg)
             for (int p = 0; p < L->P && p < nv; p++) {
                 if (awaiting[p] < 0 || vers[p] <= awaiting[p])
                     continue;
-                int64_t v;
-                if (pull_one(L, c, p, awaiting[p], 0, buf, &v) != 1)
+                int64_t v = L->gver[p];
+                if (vers[p] <= L->gver[p]) /* our copy is already that new (after a resync) */
+                    fragment_gather(L->ft, p, L->gcopy, buf);
+                else if (pull_one(L, c, p, L->gver[p], 0, buf, &v) != 1)
                     continue;
                 size_t len = fragment_length(L->ft, p);
                 frag_msg in = {p, v, 0, 0, malloc(len * 4), len * 4, 0};
@@ -1198,6 +1355,20 @@ int learner_run(const learner_opts *o, volatile sig_atomic_t *stop, char *err, s
     }
     if (rc == 0 && L->m)
         save_checkpoint(L);
+    if (rc == 0 && L->m) {
+        /* stop the heartbeat thread, then report the final step */
+        pthread_mutex_lock(&L->mu);
+        L->comm_stop = 1;
+        pthread_mutex_unlock(&L->mu);
+        if (hb_started)
+            pthread_join(hb, NULL);
+        hb_started = 0;
+        final_heartbeat(L);
+        cx_info("fragments received: %lld as delta chains (%lld deltas), %lld in full, %lld delta checks "
+                "failed",
+                (long long)L->n_delta, (long long)L->n_delta_vers, (long long)L->n_full,
+                (long long)L->n_mismatch);
+    }
     if (rc == 0 && !*stop) {
         int status;
         pthread_mutex_lock(&L->mu);
@@ -1225,6 +1396,7 @@ out:
     data_shard_free(L->shard);
     data_source_free(L->src);
     fragment_table_free(L->ft);
+    free(L->gcopy), free(L->gver);
     free(L->base), free(L->scratch), free(L->wire), free(L->base_version), free(L->frag_steps);
     free(L->frag_tokens), free(L->inflight), free(L->pending), free(L->in), free(L->tg);
     pthread_cond_destroy(&L->cv);

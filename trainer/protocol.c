@@ -96,7 +96,7 @@ int proto_hdr_parse(proto_hdr *h, proto_header_fn get, const void *ctx, unsigned
     if (v && config_parse_encoding(v, &h->encoding) != 0) {
         h->encoding = -1;
         if (need & PROTO_NEED_ENCODING)
-            return cx_fail(err, errlen, CX_EINVAL, "bad header %s: '%s' is not f32|bf16|int8|int4",
+            return cx_fail(err, errlen, CX_EINVAL, "bad header %s: '%s' is not f32|bf16|int8|int4|int2",
                            PROTO_H_ENCODING, v);
     } else if (!v && (need & PROTO_NEED_ENCODING)) {
         return cx_fail(err, errlen, CX_EINVAL, "missing header %s", PROTO_H_ENCODING);
@@ -195,4 +195,53 @@ void proto_f32_decode(const void *in, size_t n, float *v)
         memcpy(&v[i], &u, 4);
     }
 #endif
+}
+
+uint32_t proto_f32_crc(const float *v, size_t n)
+{
+    unsigned char chunk[4096];
+    uint32_t crc = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = n - i < sizeof chunk / 4 ? n - i : sizeof chunk / 4;
+        proto_f32_encode(v + i, k, chunk);
+        crc = cx_crc32c(crc, chunk, k * 4);
+        i += k;
+    }
+    return crc;
+}
+
+/* ---- protocol: delta chains ---- */
+
+void proto_delta_put_hdr(uint8_t out[PROTO_DELTA_REC_HDR], int64_t version, uint32_t payload_len)
+{
+    uint64_t v = (uint64_t)version;
+    for (int i = 0; i < 8; i++)
+        out[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 4; i++)
+        out[8 + i] = (uint8_t)(payload_len >> (8 * i));
+}
+
+int proto_delta_next(const uint8_t *body, size_t len, size_t *off, int64_t *version, const uint8_t **payload,
+                     size_t *plen, char *err, size_t errlen)
+{
+    size_t o = *off;
+    if (o == len)
+        return 0;
+    if (o > len || len - o < PROTO_DELTA_REC_HDR)
+        return cx_fail(err, errlen, CX_ECORRUPT, "delta chain: truncated record header at byte %zu", o);
+    uint64_t v = 0;
+    uint32_t b = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)body[o + (size_t)i] << (8 * i);
+    for (int i = 0; i < 4; i++)
+        b |= (uint32_t)body[o + 8 + (size_t)i] << (8 * i);
+    o += PROTO_DELTA_REC_HDR;
+    if (v > (uint64_t)INT64_MAX / 2 || b > len - o)
+        return cx_fail(err, errlen, CX_ECORRUPT, "delta chain: record at byte %zu claims %u bytes, %zu left",
+                       *off, b, len - o);
+    *version = (int64_t)v;
+    *payload = body + o;
+    *plen = b;
+    *off = o + b;
+    return 1;
 }

@@ -28,6 +28,11 @@
 #define PROTO_H_VERSION "X-Chaosloco-Version"
 #define PROTO_H_STEP "X-Chaosloco-Step"
 #define PROTO_H_PARTICIPANTS "X-Chaosloco-Participants"
+/* Downstream delta chains (GET /v1/fragments/{p}?newer-than=V&delta=1):
+ * the version the chain starts from, and the CRC32C of the canonical f32
+ * fragment (little-endian bytes) the chain must reproduce. */
+#define PROTO_H_DELTA_FROM "X-Chaosloco-Delta-From"
+#define PROTO_H_FRAGMENT_CRC32C "X-Chaosloco-Fragment-Crc32c"
 
 #define PROTO_MAX_LEARNER_ID 1000000
 
@@ -106,5 +111,29 @@ ptrdiff_t proto_first_nonfinite(const float *v, size_t n);
  * little-endian bytes (a copy on little-endian hosts). */
 void proto_f32_encode(const float *v, size_t n, void *out);
 void proto_f32_decode(const void *in, size_t n, float *v);
+
+/* CRC32C of v[0..n) as little-endian f32 bytes (what an f32 payload of v
+ * would carry), without materialising the payload. */
+uint32_t proto_f32_crc(const float *v, size_t n);
+
+/* ---- delta chains (syncer -> learner) ----
+ * A delta-chain body is a sequence of records, oldest first, one per
+ * version V+1 .. current:
+ *   int64 LE  version this delta produces (the previous record's + 1)
+ *   uint32 LE payload bytes b
+ *   b bytes   the encoded delta d^ (encoding.h layout, the run's encoding)
+ * Applying it: global_fragment[i] += decode(payload)[i] (one f32 add per
+ * element, record after record). The body's CRC32C is in
+ * X-Chaosloco-Crc32c as for every tensor body. */
+#define PROTO_DELTA_REC_HDR 12 /* bytes before each record's payload */
+
+/* Write one record header (version, payload length) at out[0..12). */
+void proto_delta_put_hdr(uint8_t out[PROTO_DELTA_REC_HDR], int64_t version, uint32_t payload_len);
+
+/* Read the record at body[*off..len): 1 with *version, *payload, *plen set
+ * and *off advanced; 0 at the end (*off == len); CX_ECORRUPT (message in
+ * err) for a truncated record. */
+int proto_delta_next(const uint8_t *body, size_t len, size_t *off, int64_t *version, const uint8_t **payload,
+                     size_t *plen, char *err, size_t errlen);
 
 #endif

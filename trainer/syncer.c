@@ -35,6 +35,15 @@
  * marked absent get no weight (they are dropped); if none is left the round
  * stays open.
  *
+ * Downstream deltas (diloco/decoupled, encoding != f32): each merge of
+ * fragment p quantizes its update with error feedback (downstream_encode):
+ * d' = Θ_new − Θ_V + r_p, d^ = decode(encode(d')), r_p = d' − d^, and the
+ * canonical Θ_{V+1} = Θ_V + d^ (the f32 add learners repeat bit for bit).
+ * The encoded d^ of the last DELTA_HISTORY versions are kept; a learner
+ * holding V gets the chain V+1..current (delta_chain) or, when it is not
+ * kept or not smaller, the full f32 fragment. Residuals and history live in
+ * memory; theta (canonical) is what is checkpointed.
+ *
  * ddp steps: step t collects one gradient per learner; it completes when
  * every expected learner has sent one (ddp: all M; ddp-elastic: every live
  * learner, or at elastic_deadline_ms after the first arrival with whoever
@@ -75,6 +84,34 @@
 #define BARRIER_WAIT_MS 5000   /* a ddp handler answers 503 "retry" after this */
 #define LONG_POLL_MAX_MS 30000 /* cap on ?wait-ms */
 #define TICK_MS 20
+#define DELTA_HISTORY 8      /* encoded downstream deltas kept per fragment */
+#define DELTA_HISTORY_F32X 2 /* ... and at most this many f32 fragments' worth of bytes */
+
+/* Why a GET /v1/fragments/{p} was answered with the full f32 fragment. */
+typedef enum full_reason {
+    FULL_PULL = 0,  /* plain pull (join, rejoin, resync, no delta=1) */
+    FULL_HISTORY,   /* delta asked, but the kept deltas do not reach back to V */
+    FULL_MISMATCH,  /* resync=1: the learner's delta result failed the CRC check */
+    FULL_SIZE,      /* the chain would be bigger than the f32 fragment */
+    FULL_UNENCODED, /* the run's encoding is f32: no deltas */
+    FULL_R_COUNT
+} full_reason;
+static const char *const full_reason_names[FULL_R_COUNT] = {"pull", "history", "mismatch", "size", "f32"};
+
+/* One encoded downstream delta: Θ_version = Θ_{version-1} + decode(bytes). */
+typedef struct delta_rec {
+    int64_t version; /* the version it produces */
+    uint8_t *bytes;  /* encoded d^ (the run's encoding) */
+    size_t len;      /* bytes */
+} delta_rec;
+
+/* Per-fragment downstream state (encoded runs; diloco and decoupled). */
+typedef struct frag_hist {
+    float *resid;               /* [fragment_length] error-feedback residual (in memory only) */
+    delta_rec d[DELTA_HISTORY]; /* kept deltas, oldest first, versions contiguous */
+    int n;                      /* deltas kept */
+    size_t bytes;               /* sum of d[].len */
+} frag_hist;
 
 typedef enum learner_state { LS_ACTIVE = 0, LS_ABSENT, LS_LEFT } learner_state;
 static const char *const learner_state_names[] = {"active", "absent", "left"};
@@ -185,6 +222,13 @@ struct syncer {
     int64_t ddp_mean_step;        /* step whose mean is in ddp_mean (-1 none) */
     unsigned char *ddp_mean_wire; /* [4n] ddp_mean as sent */
     uint32_t ddp_mean_crc;        /* CRC32C of ddp_mean_wire */
+    /* downstream deltas (diloco/decoupled with an encoding other than f32) */
+    frag_hist *hist;                    /* [P] */
+    int64_t answers_delta;              /* fragment answers sent as delta chains */
+    int64_t answers_delta_versions;     /* deltas in those chains */
+    int64_t bytes_out_delta;            /* bytes of those chains */
+    int64_t answers_full[FULL_R_COUNT]; /* full f32 answers by reason */
+    int64_t bytes_out_full;             /* bytes of full fragment answers */
 };
 
 static int is_ddp(const syncer *s)
@@ -363,6 +407,75 @@ static double mean_step_ms(const syncer *s)
     return n ? sum / n : 0;
 }
 
+/* ---- syncer: downstream deltas with error feedback ---- */
+
+static void hist_drop_oldest(frag_hist *h)
+{
+    if (h->n == 0)
+        return;
+    h->bytes -= h->d[0].len;
+    free(h->d[0].bytes);
+    memmove(&h->d[0], &h->d[1], (size_t)(h->n - 1) * sizeof h->d[0]);
+    h->n--;
+}
+
+static void hist_clear(frag_hist *h)
+{
+    while (h->n > 0)
+        hist_drop_oldest(h);
+}
+
+/* Quantize the update of fragment p (mu held). old = Θ_V, th = the exact
+ * Θ_new on entry; on return th = Θ_{V+1} = Θ_V + d^, the canonical value
+ * every learner reproduces by the same f32 add, where d^ = decode(encode(
+ * Θ_new − Θ_V + r)) and the residual r keeps what the encoding lost. The
+ * encoded d^ is kept (DELTA_HISTORY deltas, at most DELTA_HISTORY_F32X f32
+ * fragments of bytes). f32 runs and ddp modes: nothing to do. */
+static void downstream_encode(syncer *s, int p, const float *old, float *th, int64_t version)
+{
+    frag_hist *h = &s->hist[p];
+    encoding_kind enc = (encoding_kind)s->cfg.encoding;
+    if (enc == ENCODING_F32 || !h->resid)
+        return;
+    size_t len = fragment_length(s->ft, p), bytes = encoding_size(enc, len);
+    float *d = malloc(len * sizeof *d), *dh = malloc(len * sizeof *dh);
+    uint8_t *wire = malloc(bytes);
+    char why[CX_ERRLEN];
+    int ok = d && dh && wire;
+    if (ok) {
+        for (size_t i = 0; i < len; i++)
+            d[i] = (th[i] - old[i]) + h->resid[i];
+        ok = encoding_encode(enc, d, len, wire, bytes, why, sizeof why) == 0 &&
+             encoding_decode(enc, wire, bytes, dh, len, why, sizeof why) == 0;
+        if (!ok)
+            cx_warn("fragment %d version %lld: update not encodable (%s); sending it in f32", p,
+                    (long long)version, why);
+    } else {
+        cx_warn("fragment %d version %lld: out of memory encoding the update; sending it in f32", p,
+                (long long)version);
+    }
+    if (!ok) {
+        /* th stays exact; learners take the full fragment (reason history) */
+        hist_clear(h);
+        memset(h->resid, 0, len * sizeof *h->resid);
+        free(d), free(dh), free(wire);
+        return;
+    }
+    for (size_t i = 0; i < len; i++) {
+        h->resid[i] = d[i] - dh[i];
+        th[i] = old[i] + dh[i];
+    }
+    free(d), free(dh);
+    if (h->n > 0 && h->d[h->n - 1].version != version - 1)
+        hist_clear(h); /* never a gap in the chain */
+    if (h->n == DELTA_HISTORY)
+        hist_drop_oldest(h);
+    while (h->n > 0 && h->bytes + bytes > (size_t)DELTA_HISTORY_F32X * len * 4)
+        hist_drop_oldest(h);
+    h->d[h->n++] = (delta_rec){version, wire, bytes};
+    h->bytes += bytes;
+}
+
 /* Merge what round p holds (mu held). Contributions of absent learners get
  * no weight; returns 0 when merged, 1 when nothing was mergeable (round stays
  * open). */
@@ -389,8 +502,9 @@ static int round_merge(syncer *s, int p, const char *why)
     if (k == 0)
         return 1;
     float *out = malloc(len * sizeof *out), *th = malloc(len * sizeof *th), *mo = malloc(len * sizeof *mo);
-    if (!out || !th || !mo) {
-        free(out), free(th), free(mo);
+    float *old = malloc(len * sizeof *old);
+    if (!out || !th || !mo || !old) {
+        free(out), free(th), free(mo), free(old);
         cx_error("merge fragment=%d: out of memory", p);
         return 1;
     }
@@ -405,7 +519,7 @@ static int round_merge(syncer *s, int p, const char *why)
         rc = merge_fragment(out, s->ft, p, mc, k, rule, MERGE_WEIGHTS_UNIFORM, w, err, sizeof err);
     if (rc != 0) {
         cx_error("merge fragment=%d failed: %s", p, err);
-        free(out), free(th), free(mo);
+        free(out), free(th), free(mo), free(old);
         return 1;
     }
     /* A decoupled round merged from k of the M live learners applies k/M of
@@ -425,10 +539,12 @@ static int round_merge(syncer *s, int p, const char *why)
     double norm = merge_l2norm(out, len);
     fragment_gather(s->ft, p, s->theta, th);
     fragment_gather(s->ft, p, s->momentum, mo);
+    memcpy(old, th, len * sizeof *old);
     nesterov_step(th, mo, out, len, (float)s->cfg.outer_lr, (float)s->cfg.outer_momentum);
+    downstream_encode(s, p, old, th, s->versions[p] + 1);
     fragment_scatter(s->ft, p, th, s->theta);
     fragment_scatter(s->ft, p, mo, s->momentum);
-    free(out), free(th), free(mo);
+    free(out), free(th), free(mo), free(old);
 
     int64_t version = ++s->versions[p];
     json_t *parts = json_array();
@@ -774,10 +890,58 @@ static int h_heartbeat(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 
 /* ---- syncer: GET /v1/fragments/{p} ---- */
 
+/* 0/1 query flag: absent = 0. */
+static int query_flag(const cx_http_req *req, const char *name, int64_t *out, char *why, size_t whylen)
+{
+    const char *q = cx_http_query(req, name);
+    *out = 0;
+    return q ? cx_parse_i64(q, name, 0, 1, out, why, whylen) : 0;
+}
+
+/* The chain of kept deltas V+1..cur of fragment p as one body (mu held).
+ * NULL (and *reason) when it cannot or should not be sent. */
+static uint8_t *delta_chain(syncer *s, int p, int64_t from, int64_t cur, size_t *blen, int *count,
+                            full_reason *reason)
+{
+    frag_hist *h = &s->hist[p];
+    size_t len = fragment_length(s->ft, p), total = 0;
+    if ((encoding_kind)s->cfg.encoding == ENCODING_F32 || !h->resid) {
+        *reason = FULL_UNENCODED;
+        return NULL;
+    }
+    if (h->n == 0 || h->d[h->n - 1].version != cur || h->d[0].version > from + 1) {
+        *reason = FULL_HISTORY;
+        return NULL;
+    }
+    int first = h->n - (int)(cur - from);
+    for (int i = first; i < h->n; i++)
+        total += PROTO_DELTA_REC_HDR + h->d[i].len;
+    if (total >= len * 4) {
+        *reason = FULL_SIZE;
+        return NULL;
+    }
+    uint8_t *body = malloc(total), *o = body;
+    if (!body) {
+        *reason = FULL_SIZE;
+        return NULL;
+    }
+    for (int i = first; i < h->n; i++) {
+        proto_delta_put_hdr(o, h->d[i].version, (uint32_t)h->d[i].len);
+        memcpy(o + PROTO_DELTA_REC_HDR, h->d[i].bytes, h->d[i].len);
+        o += PROTO_DELTA_REC_HDR + h->d[i].len;
+    }
+    *blen = total;
+    *count = h->n - first;
+    return body;
+}
+
+/* The current fragment p: full f32, or with ?newer-than=V&delta=1 the
+ * chain of encoded deltas V+1..current when it is kept (see
+ * docs/internals/syncer.md "Downstream deltas"). */
 static int h_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
-    int64_t p, newer = -1, wait_ms = 0;
+    int64_t p, newer = -1, wait_ms = 0, want_delta = 0, resync = 0;
     char why[CX_ERRLEN];
     proto_hdr h;
     const char *q;
@@ -795,14 +959,21 @@ static int h_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         cx_http_reply_error(resp, 400, "%s", why);
         return 0;
     }
+    if (query_flag(req, "delta", &want_delta, why, sizeof why) != 0 ||
+        query_flag(req, "resync", &resync, why, sizeof why) != 0) {
+        cx_http_reply_error(resp, 400, "%s", why);
+        return 0;
+    }
+    if (want_delta && newer < 0) {
+        cx_http_reply_error(resp, 400, "delta=1 needs newer-than=V (the version the learner holds)");
+        return 0;
+    }
     /* Learner headers are optional here: with them the pull is recorded. */
     if (proto_hdr_parse(&h, req_header, req, 0, why, sizeof why) != 0)
         h.learner = h.incarnation = -1;
     size_t len = fragment_length(s->ft, p);
-    unsigned char *wire = malloc(len * 4);
     float *tmp = malloc(len * sizeof *tmp);
-    if (!wire || !tmp) {
-        free(wire), free(tmp);
+    if (!tmp) {
         cx_http_reply_err(resp, CX_ENOMEM, "out of memory");
         return 0;
     }
@@ -825,12 +996,18 @@ static int h_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     int64_t version = s->versions[p];
     if (newer >= 0 && version <= newer) {
         pthread_mutex_unlock(&s->mu);
-        free(wire), free(tmp);
+        free(tmp);
         resp->status = 204;
         cx_http_add_header(resp, PROTO_H_VERSION, "%lld", (long long)version);
         return 0;
     }
     fragment_gather(s->ft, (int)p, s->theta, tmp);
+    full_reason reason = resync ? FULL_MISMATCH : FULL_PULL;
+    uint8_t *chain = NULL;
+    size_t chain_len = 0;
+    int chain_n = 0;
+    if (want_delta && !resync)
+        chain = delta_chain(s, (int)p, newer, version, &chain_len, &chain_n, &reason);
     int record = 0;
     if (h.learner >= 0 && h.incarnation > 0) {
         int slot;
@@ -839,23 +1016,47 @@ static int h_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
             record = 1;
         }
     }
-    s->bytes_out += (int64_t)len * 4;
+    if (chain) {
+        s->bytes_out += (int64_t)chain_len;
+        s->bytes_out_delta += (int64_t)chain_len;
+        s->answers_delta++;
+        s->answers_delta_versions += chain_n;
+    } else {
+        s->bytes_out += (int64_t)len * 4;
+        s->bytes_out_full += (int64_t)len * 4;
+        s->answers_full[reason]++;
+    }
     pthread_mutex_unlock(&s->mu);
-    proto_f32_encode(tmp, len, wire);
-    uint32_t crc = cx_crc32c(0, wire, len * 4);
-    char crchex[9];
-    proto_crc_format(crc, crchex);
+    uint32_t frag_crc = proto_f32_crc(tmp, len);
     if (record)
         events_emit(s->ev, "pull",
-                    json_pack("{s:I, s:I, s:I, s:I}", "learner", (json_int_t)h.learner, "incarnation",
-                              (json_int_t)h.incarnation, "fragment", (json_int_t)p, "version",
-                              (json_int_t)version));
-    cx_http_reply_bytes(resp, 200, "application/octet-stream", wire, len * 4);
+                    json_pack("{s:I, s:I, s:I, s:I, s:s, s:I}", "learner", (json_int_t)h.learner,
+                              "incarnation", (json_int_t)h.incarnation, "fragment", (json_int_t)p, "version",
+                              (json_int_t)version, "kind", chain ? "delta" : full_reason_names[reason],
+                              "delta_from", (json_int_t)(chain ? newer : -1)));
+    if (chain) {
+        cx_http_reply_bytes(resp, 200, "application/octet-stream", chain, chain_len);
+        cx_http_add_header(resp, PROTO_H_CRC32C, "%08x", cx_crc32c(0, chain, chain_len));
+        cx_http_add_header(resp, PROTO_H_DELTA_FROM, "%lld", (long long)newer);
+        cx_http_add_header(resp, PROTO_H_ENCODING, "%s", config_encoding_name(s->cfg.encoding));
+        free(chain);
+    } else {
+        unsigned char *wire = malloc(len * 4);
+        if (!wire) {
+            free(tmp);
+            cx_http_reply_err(resp, CX_ENOMEM, "out of memory");
+            return 0;
+        }
+        proto_f32_encode(tmp, len, wire);
+        cx_http_reply_bytes(resp, 200, "application/octet-stream", wire, len * 4);
+        cx_http_add_header(resp, PROTO_H_CRC32C, "%08x", frag_crc);
+        cx_http_add_header(resp, PROTO_H_ENCODING, "f32");
+        free(wire);
+    }
     cx_http_add_header(resp, PROTO_H_VERSION, "%lld", (long long)version);
     cx_http_add_header(resp, PROTO_H_FRAGMENT, "%lld", (long long)p);
-    cx_http_add_header(resp, PROTO_H_ENCODING, "f32");
-    cx_http_add_header(resp, PROTO_H_CRC32C, "%s", crchex);
-    free(wire), free(tmp);
+    cx_http_add_header(resp, PROTO_H_FRAGMENT_CRC32C, "%08x", frag_crc);
+    free(tmp);
     return 0;
 }
 
@@ -1203,6 +1404,17 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         "uptime_ms", (json_int_t)(now - s->start_ms), "learners_expected", (int)s->cfg.learners, "loss_floor",
         isfinite(s->entropy_floor) ? json_real(s->entropy_floor) : json_null());
     json_object_set_new(o, "n_params", json_integer((json_int_t)s->n));
+    json_t *fr = json_object();
+    int64_t fallbacks = s->answers_full[FULL_HISTORY] + s->answers_full[FULL_MISMATCH];
+    for (int r = 0; r < FULL_R_COUNT; r++)
+        json_object_set_new(fr, full_reason_names[r], json_integer(s->answers_full[r]));
+    json_object_set_new(o, "downstream",
+                        json_pack("{s:s, s:I, s:I, s:I, s:I, s:o, s:I}", "encoding",
+                                  config_encoding_name(s->cfg.encoding), "delta",
+                                  (json_int_t)s->answers_delta, "delta_versions",
+                                  (json_int_t)s->answers_delta_versions, "delta_bytes",
+                                  (json_int_t)s->bytes_out_delta, "full_bytes", (json_int_t)s->bytes_out_full,
+                                  "full", fr, "fallbacks", (json_int_t)fallbacks));
     json_object_set_new(o, "ms_since_last_merge",
                         json_integer(s->last_merge_ms ? (json_int_t)(now - s->last_merge_ms) : -1));
     pthread_mutex_unlock(&s->mu);
@@ -1261,6 +1473,21 @@ static int h_metrics(void *ctx, const cx_http_req *req, cx_http_resp *resp)
                   "chaosloco_syncer_bytes_total{direction=\"in\"} %lld\n"
                   "chaosloco_syncer_bytes_total{direction=\"out\"} %lld\n",
                   (long long)s->bytes_in, (long long)s->bytes_out);
+    cx_buf_printf(b,
+                  "# HELP chaosloco_syncer_fragment_answers_total Fragment answers: delta chains, and full "
+                  "f32 fragments by reason (history and mismatch are fallbacks).\n"
+                  "# TYPE chaosloco_syncer_fragment_answers_total counter\n");
+    cx_buf_printf(b, "chaosloco_syncer_fragment_answers_total{kind=\"delta\",reason=\"\"} %lld\n",
+                  (long long)s->answers_delta);
+    for (int r = 0; r < FULL_R_COUNT; r++)
+        cx_buf_printf(b, "chaosloco_syncer_fragment_answers_total{kind=\"full\",reason=\"%s\"} %lld\n",
+                      full_reason_names[r], (long long)s->answers_full[r]);
+    cx_buf_printf(b,
+                  "# HELP chaosloco_syncer_fragment_answer_bytes_total Bytes of fragment answers by kind.\n"
+                  "# TYPE chaosloco_syncer_fragment_answer_bytes_total counter\n"
+                  "chaosloco_syncer_fragment_answer_bytes_total{kind=\"delta\"} %lld\n"
+                  "chaosloco_syncer_fragment_answer_bytes_total{kind=\"full\"} %lld\n",
+                  (long long)s->bytes_out_delta, (long long)s->bytes_out_full);
     cx_buf_printf(
         b,
         "# HELP chaosloco_syncer_tokens_merged_total Tokens of merged contributions.\n"
@@ -1628,7 +1855,8 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
     s->momentum = calloc(s->n, sizeof(float));
     s->versions = calloc((size_t)s->P, sizeof(int64_t));
     s->rounds = calloc((size_t)s->P, sizeof *s->rounds);
-    if (!s->eval_in || !s->eval_tg || !s->theta || !s->momentum || !s->versions || !s->rounds) {
+    s->hist = calloc((size_t)s->P, sizeof *s->hist);
+    if (!s->eval_in || !s->eval_tg || !s->theta || !s->momentum || !s->versions || !s->rounds || !s->hist) {
         cx_fail(err, errlen, CX_ENOMEM, "out of memory");
         goto fail;
     }
@@ -1640,6 +1868,14 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
         merge_ema_init(&s->rounds[p].t_quorum, 0.2);
         merge_ema_init(&s->rounds[p].t_sync, 0.2);
     }
+    /* error-feedback residuals of the downstream deltas: in memory only (a
+     * restart resets them; the canonical theta is what is checkpointed) */
+    if (!is_ddp(s) && (encoding_kind)s->cfg.encoding != ENCODING_F32)
+        for (int p = 0; p < s->P; p++)
+            if (!(s->hist[p].resid = calloc(fragment_length(s->ft, p), sizeof(float)))) {
+                cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+                goto fail;
+            }
     if (is_ddp(s)) {
         adamw_config ac;
         adamw_config_default(&ac);
@@ -1748,6 +1984,11 @@ void syncer_free(syncer *s)
     for (int p = 0; s->rounds && p < s->P; p++)
         for (int i = 0; i < s->rounds[p].n; i++)
             free(s->rounds[p].c[i].delta);
+    for (int p = 0; s->hist && p < s->P; p++) {
+        hist_clear(&s->hist[p]);
+        free(s->hist[p].resid);
+    }
+    free(s->hist);
     events_free(s->ev);
     model_free(s->eval_model);
     data_source_free(s->data);
