@@ -1,6 +1,7 @@
 /* report.c - report.html from a run directory (see report.h). */
 #include "harness/report.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,21 +11,11 @@
 #include "common/err.h"
 #include "common/file.h"
 #include "common/json.h"
+#include "dashboards/assets.h"
 
 #define REPORT_MAX_DOC (32u << 20)     /* bytes of report.html */
 #define REPORT_MAX_EVENTS (256u << 20) /* bytes of events.jsonl read */
-#define SVG_W 900
-#define SVG_H 320
-#define PAD_L 60
-#define PAD_R 20
-#define PAD_T 20
-#define PAD_B 40
-
-typedef struct window {
-    double t0, t1;     /* s since the first stamp */
-    char label[96];    /* "kill learner 2" */
-    const char *color; /* fill */
-} window;
+#define REPORT_MAX_RATES 2000          /* rate buckets on the charts */
 
 /* ---- report: helpers ---- */
 
@@ -62,97 +53,57 @@ static void esc(cx_buf *b, const char *s)
     }
 }
 
-static const char *fault_color(const char *type)
+/* JSON text inside <script type="application/json">: '<', '>' and '&' only
+ * occur inside JSON strings, where \u escapes mean the same, so the HTML
+ * parser never sees "</script" or "<!--" in it. */
+static void json_in_script(cx_buf *b, const char *s)
 {
-    static const struct {
-        const char *type, *color;
-    } map[] = {{"kill", "#e45756"},
-               {"preempt", "#f58518"},
-               {"pause", "#72b7b2"},
-               {"straggle", "#54a24b"},
-               {"partition", "#b279a2"},
-               {"blackhole", "#9d755d"},
-               {"clock", "#4c78a8"},
-               {"disk", "#bab0ac"},
-               {"nan", "#eeca3b"},
-               {"corrupt", "#ff9da6"},
-               {"bandwidth", "#88d27a"},
-               {"syncer_restart", "#222222"},
-               {NULL, NULL}};
-    for (int i = 0; map[i].type; i++)
-        if (strcmp(map[i].type, type) == 0)
-            return map[i].color;
-    return "#999999";
+    for (; *s; s++) {
+        if (*s == '<')
+            cx_buf_append(b, "\\u003c", 6);
+        else if (*s == '>')
+            cx_buf_append(b, "\\u003e", 6);
+        else if (*s == '&')
+            cx_buf_append(b, "\\u0026", 6);
+        else
+            cx_buf_append(b, s, 1);
+    }
 }
 
-/* ---- report: the chart ---- */
-
-static void chart(cx_buf *b, const double *t, const double *loss, size_t n, const window *w, size_t nw,
-                  double tmax)
+/* Case-insensitive substring test over len bytes. */
+static int has_ci(const unsigned char *p, size_t len, const char *needle)
 {
-    double lo = INFINITY, hi = -INFINITY;
-    for (size_t i = 0; i < n; i++)
-        if (isfinite(loss[i])) {
-            lo = loss[i] < lo ? loss[i] : lo;
-            hi = loss[i] > hi ? loss[i] : hi;
-        }
-    if (!isfinite(lo)) {
-        cx_buf_printf(b, "<p>No eval loss was recorded.</p>\n");
-        lo = 0;
-        hi = 1;
+    size_t n = strlen(needle);
+    for (size_t i = 0; n <= len && i <= len - n; i++) {
+        size_t k = 0;
+        while (k < n && tolower(p[i + k]) == needle[k])
+            k++;
+        if (k == n)
+            return 1;
     }
-    if (hi - lo < 1e-6)
-        hi = lo + 1e-6;
-    double pad = (hi - lo) * 0.05;
-    lo -= pad;
-    hi += pad;
-    if (tmax <= 0)
-        tmax = 1;
-    const double pw = SVG_W - PAD_L - PAD_R, ph = SVG_H - PAD_T - PAD_B;
-#define X(v) (PAD_L + (v) / tmax * pw)
-#define Y(v) (PAD_T + (1.0 - ((v)-lo) / (hi - lo)) * ph)
-    cx_buf_printf(
-        b,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-        "role=\"img\" aria-label=\"eval loss over time\">\n",
-        SVG_W, SVG_H, SVG_W, SVG_H);
-    cx_buf_printf(b,
-                  "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" fill=\"#fff\" stroke=\"#ccc\"/>\n",
-                  PAD_L, PAD_T, pw, ph);
-    for (size_t i = 0; i < nw; i++) {
-        double a = w[i].t0 < 0 ? 0 : w[i].t0, z = w[i].t1 > tmax ? tmax : w[i].t1;
-        if (z <= a)
-            z = a + tmax * 0.002;
-        cx_buf_printf(b,
-                      "<rect class=\"fault\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%.0f\" fill=\"%s\" "
-                      "fill-opacity=\"0.25\"><title>",
-                      X(a), PAD_T, X(z) - X(a), ph, w[i].color);
-        esc(b, w[i].label);
-        cx_buf_printf(b, " (%.1f-%.1f s)</title></rect>\n", w[i].t0, w[i].t1);
-    }
-    for (int k = 0; k <= 4; k++) {
-        double v = lo + (hi - lo) * k / 4.0;
-        cx_buf_printf(b, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%.3f</text>\n",
-                      PAD_L - 4, Y(v) + 4, v);
-        double tv = tmax * k / 4.0;
-        cx_buf_printf(b, "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%.0f s</text>\n",
-                      X(tv), SVG_H - PAD_B + 16, tv);
-    }
-    cx_buf_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"12\">eval loss (nats)</text>\n", PAD_L, PAD_T - 6);
-    cx_buf_printf(b, "<polyline fill=\"none\" stroke=\"#1f5fbf\" stroke-width=\"1.5\" points=\"");
-    for (size_t i = 0; i < n; i++)
-        if (isfinite(loss[i]))
-            cx_buf_printf(b, "%.1f,%.1f ", X(t[i]), Y(loss[i]));
-    cx_buf_printf(b, "\"/>\n");
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(loss[i]))
-            cx_buf_printf(b,
-                          "<circle cx=\"%.1f\" cy=\"%d\" r=\"3\" fill=\"red\"><title>non-finite eval loss"
-                          "</title></circle>\n",
-                          X(t[i]), PAD_T + 4);
-    cx_buf_printf(b, "</svg>\n");
-#undef X
-#undef Y
+    return 0;
+}
+
+/* An embedded dashboard asset inlined in a <script> or <style> element.
+ * The raw-text element ends at the first "</script"/"</style", so an asset
+ * holding one (or "<!--", which changes how a script is parsed) cannot be
+ * inlined as is: CX_EINVAL rather than a broken page. */
+static int inline_asset(cx_buf *b, const char *name, const char *open, const char *close, char *err,
+                        size_t errlen)
+{
+    const dash_asset *a = dash_asset_find(name);
+    if (!a)
+        return cx_fail(err, errlen, CX_ENOTFOUND, "embedded asset %s is missing from the build", name);
+    if (has_ci(a->data, a->len, "</script") || has_ci(a->data, a->len, "</style") ||
+        has_ci(a->data, a->len, "<!--"))
+        return cx_fail(err, errlen, CX_EINVAL,
+                       "embedded asset %s cannot be inlined (holds </script, </style "
+                       "or <!--)",
+                       name);
+    cx_buf_printf(b, "%s", open);
+    cx_buf_append(b, a->data, a->len);
+    cx_buf_printf(b, "%s\n", close);
+    return 0;
 }
 
 /* ---- report: the page ---- */
@@ -224,6 +175,163 @@ static void actions_table(cx_buf *b, const json_t *journal)
     cx_buf_printf(b, "</table>\n");
 }
 
+/* ---- report: the chart blob ---- */
+
+static void json_append_i64(json_t *row, int64_t v)
+{
+    json_array_append_new(row, json_integer(v));
+}
+
+/* The run as the dashboard's charts want it (docs/dashboard.md, snapshot):
+ * {t0_mono_ms, now_mono_ms, series: {loss, merges, rates}, faults}, from
+ * events.jsonl alone. Rates are per bucket of the syncer's events: merges/s
+ * from `merge` events, bytes in/s from the `contribution` payload sizes
+ * (the events hold no outbound byte counts: that column is null). */
+static json_t *chart_blob(const json_t *evs)
+{
+    int64_t t0 = INT64_MAX, tend = INT64_MIN;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(evs, i, ev)
+    {
+        json_t *tm = json_object_get(ev, "t_mono_ms");
+        if (json_is_integer(tm) && strcmp(jstr(ev, "kind"), "fault") != 0) {
+            int64_t v = json_integer_value(tm);
+            t0 = v < t0 ? v : t0;
+            tend = v > tend ? v : tend;
+        }
+    }
+    if (t0 == INT64_MAX)
+        t0 = tend = 0;
+    int64_t span = tend - t0, bucket = 1000;
+    if (span / bucket > REPORT_MAX_RATES)
+        bucket = span / REPORT_MAX_RATES + 1;
+    size_t nb = (size_t)(span / bucket) + 1;
+    double *mcount = calloc(nb, sizeof *mcount), *bytes = calloc(nb, sizeof *bytes);
+    json_t *loss = json_array(), *merges = json_array(), *rates = json_array(), *faults = json_array();
+    int64_t syncer_down = -1;
+    json_array_foreach(evs, i, ev)
+    {
+        const char *kind = jstr(ev, "kind"), *type = jstr(ev, "type");
+        int64_t tm = json_integer_value(json_object_get(ev, "t_mono_ms"));
+        size_t k = tm >= t0 && tm <= tend ? (size_t)((tm - t0) / bucket) : nb;
+        if (strcmp(kind, "training") == 0 && strcmp(type, "eval") == 0) {
+            json_t *l = json_object_get(ev, "loss");
+            double v = json_is_number(l) ? json_number_value(l) : NAN;
+            json_t *row = json_array();
+            json_append_i64(row, tm);
+            /* NaN is written as -1 by the syncer: a gap, not a point */
+            json_array_append_new(row, isfinite(v) && v >= 0 ? json_real(v) : json_null());
+            json_append_i64(row, json_integer_value(json_object_get(ev, "merges")));
+            json_append_i64(row, json_integer_value(json_object_get(ev, "tokens")));
+            json_array_append_new(loss, row);
+        } else if (strcmp(kind, "training") == 0 && strcmp(type, "merge") == 0) {
+            json_t *row = json_array();
+            json_append_i64(row, tm);
+            json_append_i64(row, json_integer_value(json_object_get(ev, "fragment")));
+            json_append_i64(row, json_integer_value(json_object_get(ev, "version")));
+            json_append_i64(row, (int64_t)json_array_size(json_object_get(ev, "participants")));
+            json_array_append_new(merges, row);
+            if (mcount && k < nb)
+                mcount[k] += 1;
+        } else if (strcmp(kind, "training") == 0 && strcmp(type, "contribution") == 0) {
+            if (bytes && k < nb)
+                bytes[k] += (double)json_integer_value(json_object_get(ev, "bytes"));
+        } else if (strcmp(kind, "action") == 0 && strcmp(jstr(ev, "fault"), "syncer_restart") == 0 &&
+                   strcmp(jstr(ev, "phase"), "ok") == 0) {
+            syncer_down = tm;
+        } else if (strcmp(kind, "run") == 0 && strcmp(jstr(ev, "event"), "syncer_restarted") == 0 &&
+                   syncer_down >= 0) {
+            json_array_append_new(faults,
+                                  json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:I}", "agent", "harness", "id",
+                                            "syncer", "type", "syncer_restart", "state", "reverted",
+                                            "start_mono_ms", (json_int_t)syncer_down, "end_mono_ms",
+                                            (json_int_t)tm, "duration_ms", (json_int_t)(tm - syncer_down)));
+            syncer_down = -1;
+        } else if (strcmp(kind, "fault") == 0) {
+            json_t *rec = json_object_get(ev, "record");
+            json_t *st = json_object_get(rec, "started_mono_ms"), *en = json_object_get(rec, "ended_mono_ms");
+            if (!json_is_integer(st))
+                continue;
+            char agent[48];
+            snprintf(agent, sizeof agent, "learner %lld",
+                     (long long)json_integer_value(json_object_get(ev, "learner")));
+            json_array_append_new(
+                faults,
+                json_pack(
+                    "{s:s,s:s,s:s,s:s,s:O,s:O,s:O,s:O,s:O}", "agent", agent, "id", jstr(rec, "id"), "type",
+                    jstr(rec, "type"), "state", jstr(rec, "state"), "start_mono_ms", st, "end_mono_ms",
+                    json_is_integer(en) ? en : json_null(), "duration_ms",
+                    json_object_get(rec, "duration_ms") ? json_object_get(rec, "duration_ms") : json_null(),
+                    "revert_reason",
+                    json_object_get(rec, "revert_reason") ? json_object_get(rec, "revert_reason")
+                                                          : json_null(),
+                    "params", json_object_get(rec, "params") ? json_object_get(rec, "params") : json_null()));
+        }
+    }
+    for (size_t k = 0; mcount && bytes && k < nb && span > 0; k++) {
+        int64_t tk = t0 + (int64_t)(k + 1) * bucket;
+        if (tk > tend)
+            tk = tend; /* the last bucket is partial */
+        double dt = (double)(tk - (t0 + (int64_t)k * bucket)) / 1000.0;
+        if (dt <= 0)
+            continue;
+        json_array_append_new(rates, json_pack("[I,f,f,n]", (json_int_t)tk, mcount[k] / dt, bytes[k] / dt));
+    }
+    free(mcount);
+    free(bytes);
+    return json_pack("{s:i,s:I,s:I,s:{s:o,s:o,s:o},s:o}", "version", 1, "t0_mono_ms", (json_int_t)t0,
+                     "now_mono_ms", (json_int_t)tend, "series", "loss", loss, "merges", merges, "rates",
+                     rates, "faults", faults);
+}
+
+/* The fault windows as a table (what the charts shade). */
+static void faults_table(cx_buf *b, const json_t *blob)
+{
+    int64_t t0 = json_integer_value(json_object_get(blob, "t0_mono_ms"));
+    cx_buf_printf(b, "<table class=\"faults\"><tr><th>fault</th><th>target</th><th>id</th><th>from</th>"
+                     "<th>to</th><th>state</th><th>reverted by</th></tr>\n");
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(blob, "faults"), i, f)
+    {
+        json_t *en = json_object_get(f, "end_mono_ms");
+        cx_buf_printf(b, "<tr><td>");
+        esc(b, jstr(f, "type"));
+        cx_buf_printf(b, "</td><td>");
+        esc(b, jstr(f, "agent"));
+        cx_buf_printf(b, "</td><td>");
+        esc(b, jstr(f, "id"));
+        cx_buf_printf(b, "</td><td>%.1f s</td><td>",
+                      (double)(json_integer_value(json_object_get(f, "start_mono_ms")) - t0) / 1000.0);
+        if (json_is_integer(en))
+            cx_buf_printf(b, "%.1f s", (double)(json_integer_value(en) - t0) / 1000.0);
+        else
+            cx_buf_printf(b, "-");
+        cx_buf_printf(b, "</td><td>");
+        esc(b, jstr(f, "state"));
+        cx_buf_printf(b, "</td><td>");
+        esc(b, jstr(f, "revert_reason"));
+        cx_buf_printf(b, "</td></tr>\n");
+    }
+    cx_buf_printf(b, "</table>\n");
+}
+
+/* ---- report: the document ---- */
+
+/* Renders with the dashboard's own chart code (dashboards/web/charts.js on
+ * uPlot), both inlined from the embedded assets, over the run's JSON. */
+static const char REPORT_BOOT[] =
+    "(function () {\n"
+    "  var el = document.getElementById('charts');\n"
+    "  var blob = JSON.parse(document.getElementById('run-data').textContent);\n"
+    "  if (typeof uPlot === 'undefined' || typeof ChaoslocoCharts === 'undefined') {\n"
+    "    el.textContent = 'The chart code did not load.';\n"
+    "    return;\n"
+    "  }\n"
+    "  window.__chaoslocoReport = { blob: blob, run: ChaoslocoCharts.renderRun(el, blob) };\n"
+    "})();\n";
+
 int report_html(const char *run_dir, cx_buf *b, char *err, size_t errlen)
 {
     char path[2048];
@@ -236,12 +344,6 @@ int report_html(const char *run_dir, cx_buf *b, char *err, size_t errlen)
         json_decref(journal);
         return cx_fail(err, errlen, CX_EINVAL, "%s: not a chaosloco journal (no status)", path);
     }
-    /* events: eval losses, fault records, the harness's syncer fault */
-    size_t cap = 1024, n = 0, nw = 0, capw = 64;
-    double *t = malloc(cap * sizeof *t), *loss = malloc(cap * sizeof *loss);
-    window *w = malloc(capw * sizeof *w);
-    int64_t t0 = INT64_MAX, tend = INT64_MIN;
-    int64_t syncer_down = -1;
     json_t *evs = json_array();
     snprintf(path, sizeof path, "%s/events.jsonl", run_dir);
     char *data = NULL;
@@ -256,87 +358,32 @@ int report_html(const char *run_dir, cx_buf *b, char *err, size_t errlen)
         }
         free(data);
     }
-    size_t i;
-    json_t *ev;
-    json_array_foreach(evs, i, ev)
-    {
-        json_t *tm = json_object_get(ev, "t_mono_ms");
-        if (json_is_integer(tm) && strcmp(jstr(ev, "kind"), "fault") != 0) {
-            int64_t v = json_integer_value(tm);
-            t0 = v < t0 ? v : t0;
-            tend = v > tend ? v : tend;
-        }
+    json_t *blob = chart_blob(evs);
+    json_decref(evs);
+    if (!blob) {
+        json_decref(journal);
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     }
-    if (t0 == INT64_MAX)
-        t0 = tend = 0;
-    json_array_foreach(evs, i, ev)
-    {
-        const char *kind = jstr(ev, "kind");
-        double ts = (double)(json_integer_value(json_object_get(ev, "t_mono_ms")) - t0) / 1000.0;
-        if (strcmp(kind, "training") == 0 && strcmp(jstr(ev, "type"), "eval") == 0 && t && loss) {
-            if (n == cap) {
-                cap *= 2;
-                double *nt = realloc(t, cap * sizeof *t), *nl = realloc(loss, cap * sizeof *loss);
-                if (nt)
-                    t = nt;
-                if (nl)
-                    loss = nl;
-                if (!nt || !nl)
-                    break;
-            }
-            json_t *l = json_object_get(ev, "loss");
-            double v = json_is_number(l) ? json_number_value(l) : NAN;
-            t[n] = ts;
-            loss[n++] = v >= 0 ? v : NAN;
-        } else if (w && nw < capw &&
-                   ((strcmp(kind, "fault") == 0) ||
-                    (strcmp(kind, "action") == 0 && strcmp(jstr(ev, "fault"), "syncer_restart") == 0 &&
-                     strcmp(jstr(ev, "phase"), "ok") == 0) ||
-                    (strcmp(kind, "run") == 0 && strcmp(jstr(ev, "event"), "syncer_restarted") == 0))) {
-            if (strcmp(kind, "action") == 0) {
-                syncer_down = json_integer_value(json_object_get(ev, "t_mono_ms"));
-                continue;
-            }
-            if (strcmp(kind, "run") == 0) {
-                if (syncer_down >= 0) {
-                    window *x = &w[nw++];
-                    x->t0 = (double)(syncer_down - t0) / 1000.0;
-                    x->t1 = ts;
-                    x->color = fault_color("syncer_restart");
-                    snprintf(x->label, sizeof x->label, "syncer killed and restarted");
-                    syncer_down = -1;
-                }
-                continue;
-            }
-            json_t *rec = json_object_get(ev, "record");
-            if (strcmp(jstr(rec, "state"), "failed") == 0)
-                continue;
-            int64_t s = json_integer_value(json_object_get(rec, "started_mono_ms"));
-            json_t *e = json_object_get(rec, "ended_mono_ms");
-            int64_t end = json_is_integer(e) ? json_integer_value(e)
-                                             : s + json_integer_value(json_object_get(rec, "duration_ms"));
-            window *x = &w[nw++];
-            x->t0 = (double)(s - t0) / 1000.0;
-            x->t1 = (double)(end - t0) / 1000.0;
-            x->color = fault_color(jstr(rec, "type"));
-            snprintf(x->label, sizeof x->label, "%s on learner %lld (%s)", jstr(rec, "type"),
-                     (long long)json_integer_value(json_object_get(ev, "learner")), jstr(rec, "id"));
-        }
-    }
-    double tmax = (double)(tend - t0) / 1000.0;
+    size_t npoints = json_array_size(json_object_get(json_object_get(blob, "series"), "loss"));
+    size_t nwin = json_array_size(json_object_get(blob, "faults"));
+
     json_t *exp = json_object_get(journal, "experiment");
-    cx_buf_printf(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>");
+    cx_buf_printf(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+                     "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+                     "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n<title>");
     esc(b, jstr(exp, "title"));
-    cx_buf_printf(
-        b, " - chaosloco report</title>\n<style>\n"
-           "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\n"
-           "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;"
-           "text-align:left;font-size:13px}\n"
-           "tr.pass td:nth-child(3){color:#1a7f37;font-weight:bold}"
-           "tr.fail td:nth-child(3){color:#c62828;font-weight:bold}\n"
-           ".status{font-size:18px;font-weight:bold}.legend span{display:inline-block;margin-right:1em}\n"
-           ".sw{display:inline-block;width:12px;height:12px;margin-right:4px;opacity:.5}\n"
-           "</style></head><body>\n<h1>");
+    cx_buf_printf(b, " - chaosloco report</title>\n");
+    int rc = inline_asset(b, "uPlot.min.css", "<style>\n", "</style>", err, errlen);
+    cx_buf_printf(b,
+                  "<style>\n"
+                  "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\n"
+                  "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;"
+                  "text-align:left;font-size:13px}\n"
+                  "tr.pass td:nth-child(3){color:#1a7f37;font-weight:bold}"
+                  "tr.fail td:nth-child(3){color:#c62828;font-weight:bold}\n"
+                  ".status{font-size:18px;font-weight:bold}\n"
+                  "#charts{max-width:1100px}.cl-chart{margin:0 0 12px}\n"
+                  "</style></head><body>\n<h1>");
     esc(b, jstr(exp, "title"));
     cx_buf_printf(b, "</h1>\n<p>");
     esc(b, jstr(exp, "description"));
@@ -349,41 +396,39 @@ int report_html(const char *run_dir, cx_buf *b, char *err, size_t errlen)
     cx_buf_printf(b, ", end ");
     esc(b, jstr(journal, "end"));
     cx_buf_printf(b, ", %.1f s</p>\n", json_number_value(json_object_get(journal, "duration")));
-    cx_buf_printf(b, "<h2>Global eval loss, fault windows shaded</h2>\n");
-    chart(b, t ? t : (double[]){0}, loss ? loss : (double[]){0}, t && loss ? n : 0, w, w ? nw : 0, tmax);
-    cx_buf_printf(b, "<p class=\"legend\">");
-    const char *seen[32];
-    int nseen = 0;
-    for (size_t k = 0; w && k < nw && nseen < 32; k++) {
-        int dup = 0;
-        for (int q = 0; q < nseen; q++)
-            dup |= seen[q] == w[k].color;
-        if (dup)
-            continue;
-        seen[nseen++] = w[k].color;
-        cx_buf_printf(b, "<span><i class=\"sw\" style=\"background:%s\"></i>", w[k].color);
-        char type[96];
-        snprintf(type, sizeof type, "%s", w[k].label);
-        char *sp = strchr(type, ' ');
-        if (sp && strncmp(type, "syncer killed", 13) != 0)
-            *sp = '\0';
-        esc(b, type);
-        cx_buf_printf(b, "</span>");
-    }
-    cx_buf_printf(b, "</p>\n<p>%zu eval points, %zu fault windows.</p>\n", t && loss ? n : 0, w ? nw : 0);
+    cx_buf_printf(b, "<h2>Training, fault windows shaded</h2>\n");
+    if (npoints == 0)
+        cx_buf_printf(b, "<p>No eval loss was recorded.</p>\n");
+    cx_buf_printf(b,
+                  "<div id=\"charts\"></div>\n"
+                  "<noscript><p>The charts are drawn by inline JavaScript (no network needed); the fault "
+                  "windows are listed below.</p></noscript>\n"
+                  "<p>%zu eval points, %zu fault windows.</p>\n",
+                  npoints, nwin);
+    cx_buf_printf(b, "<h2>Fault windows</h2>\n");
+    faults_table(b, blob);
     cx_buf_printf(b, "<h2>Hypotheses</h2>\n");
     probes_table(b, journal);
     cx_buf_printf(b, "<h2>Actions</h2>\n");
     actions_table(b, journal);
     cx_buf_printf(b,
-                  "<p>Files: journal.json, junit.xml, events.jsonl, faults.json, summary.json, logs/.</p>\n"
-                  "</body></html>\n");
-    free(t);
-    free(loss);
-    free(w);
-    json_decref(evs);
+                  "<p>Files: journal.json, junit.xml, events.jsonl, faults.json, summary.json, logs/.</p>\n");
+    char *text = json_dumps(blob, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    cx_buf_printf(b, "<script type=\"application/json\" id=\"run-data\">");
+    if (text)
+        json_in_script(b, text);
+    else
+        cx_buf_printf(b, "{}");
+    cx_buf_printf(b, "</script>\n");
+    free(text);
+    if (rc == 0)
+        rc = inline_asset(b, "uPlot.iife.min.js", "<script>\n", "</script>", err, errlen);
+    if (rc == 0)
+        rc = inline_asset(b, "charts.js", "<script>\n", "</script>", err, errlen);
+    cx_buf_printf(b, "<script>\n%s</script>\n</body></html>\n", REPORT_BOOT);
+    json_decref(blob);
     json_decref(journal);
-    return 0;
+    return rc;
 }
 
 int report_render(const char *run_dir, char *err, size_t errlen)

@@ -230,7 +230,12 @@
 
   function unitState(u) {
     if (u.agent && u.reachable === false) return 'unreachable';
-    if (u.unit && u.unit.state) return u.unit.state;
+    if (u.unit && u.unit.state) {
+      /* a learner that ran to its last step is done, not down */
+      const le = u.unit.last_exit;
+      if (u.unit.state === 'exited' && le && le.code === 0 && !le.signal) return 'finished';
+      return u.unit.state;
+    }
     if (u.learner && u.learner.state) return u.learner.state;
     return 'unknown';
   }
