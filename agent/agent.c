@@ -53,10 +53,10 @@ static int target_get(void *ctx, const char *name, inj_target *t, char *err, siz
             char names[512] = "";
             size_t off = 0;
             for (int j = 0; j < a->nproxies && off < sizeof names; j++)
-                off += (size_t)snprintf(names + off, sizeof names - off, ", \"%s\"",
-                                        proxy_name(a->proxies[j]));
-            return cx_fail(err, errlen, CX_EINVAL,
-                           "target: unknown target '%s' (expected \"unit\"%s)", name, names);
+                off +=
+                    (size_t)snprintf(names + off, sizeof names - off, ", \"%s\"", proxy_name(a->proxies[j]));
+            return cx_fail(err, errlen, CX_EINVAL, "target: unknown target '%s' (expected \"unit\"%s)", name,
+                           names);
         }
         t->proxies = &a->proxies[i];
         t->nproxies = 1;
@@ -151,8 +151,8 @@ static char **unit_env(agent *a)
         snprintf(buf, sizeof buf, "LD_PRELOAD=%s", preload);
         env[n++] = strdup(buf);
         const char *asan = getenv("ASAN_OPTIONS");
-        snprintf(buf, sizeof buf, "ASAN_OPTIONS=%s%sverify_asan_link_order=0",
-                 asan && asan[0] ? asan : "", asan && asan[0] ? ":" : "");
+        snprintf(buf, sizeof buf, "ASAN_OPTIONS=%s%sverify_asan_link_order=0", asan && asan[0] ? asan : "",
+                 asan && asan[0] ? ":" : "");
         env[n++] = strdup(buf);
     }
     env[n] = NULL;
@@ -319,8 +319,8 @@ agent *agent_new(const agent_opts *o, char *err, size_t errlen)
         goto fail;
 
     for (int i = 0; i < o->nproxies; i++) {
-        a->proxies[i] = proxy_new(o->proxies[i].name, o->proxies[i].listen, o->proxies[i].upstream,
-                                  err, errlen);
+        a->proxies[i] =
+            proxy_new(o->proxies[i].name, o->proxies[i].listen, o->proxies[i].upstream, err, errlen);
         if (!a->proxies[i])
             goto fail;
         a->nproxies++;
@@ -334,9 +334,9 @@ agent *agent_new(const agent_opts *o, char *err, size_t errlen)
             size_t off = 0;
             static const char *names[CG_NCTRL] = {"freezer", "cpu", "memory"};
             for (int c = 0; c < CG_NCTRL && off < sizeof a->cgroup_note; c++)
-                off += (size_t)snprintf(a->cgroup_note + off, sizeof a->cgroup_note - off, "%s%s=%s",
-                                        c ? " " : "", names[c],
-                                        cg_set_available(cg, (cg_ctrl)c) ? "v" : "no");
+                off +=
+                    (size_t)snprintf(a->cgroup_note + off, sizeof a->cgroup_note - off, "%s%s=%s",
+                                     c ? " " : "", names[c], cg_set_available(cg, (cg_ctrl)c) ? "v" : "no");
         } else {
             snprintf(a->cgroup_note, sizeof a->cgroup_note, "unavailable: %s", cerr);
         }
@@ -557,8 +557,8 @@ json_t *agent_status_json(agent *a)
     if (a->sup)
         sup_set_paused(a->sup, reg_active(a->reg, "pause") > 0);
     json_t *unit = a->sup ? sup_status_json(a->sup)
-                          : json_pack("{s:s,s:n,s:i,s:i,s:n}", "state", "exited", "pid",
-                                      "incarnation", 0, "restarts", 0, "last_exit");
+                          : json_pack("{s:s,s:n,s:i,s:i,s:n}", "state", "exited", "pid", "incarnation", 0,
+                                      "restarts", 0, "last_exit");
     json_t *proxies = json_array();
     for (int i = 0; i < a->nproxies; i++) {
         json_t *p = proxy_json(a->proxies[i]);
@@ -568,16 +568,15 @@ json_t *agent_status_json(agent *a)
         json_object_set_new(p, "stats", proxy_stats_json(a->proxies[i]));
         json_array_append_new(proxies, p);
     }
-    json_t *o = json_pack("{s:s,s:o,s:b,s:o,s:i,s:o,s:s,s:I,s:s,s:{s:s,s:s?,s:s?,s:s?,s:s?,s:s}}", "id",
-                          a->o.id, "unit", unit, "halted", agent_halted(a), "lease",
-                          agent_lease_json(a), "faults_active", reg_active(a->reg, NULL), "proxies",
-                          proxies, "version", CHAOSLOCO_VERSION, "uptime_ms",
-                          (json_int_t)(cx_mono_ms() - a->started_mono_ms), "listen", a->listen_addr,
-                          "hooks", "hook_dir", a->hook_dir, "faketime_file",
-                          a->faketime_file[0] ? a->faketime_file : NULL, "faketime_lib",
-                          a->faketime_lib[0] ? a->faketime_lib : NULL, "diskfault_file",
-                          a->diskfault_file[0] ? a->diskfault_file : NULL, "shim",
-                          a->shim_lib[0] ? a->shim_lib : NULL, "cgroup", a->cgroup_note);
+    json_t *o =
+        json_pack("{s:s,s:o,s:b,s:o,s:i,s:o,s:s,s:I,s:s,s:{s:s,s:s?,s:s?,s:s?,s:s?,s:s}}", "id", a->o.id,
+                  "unit", unit, "halted", agent_halted(a), "lease", agent_lease_json(a), "faults_active",
+                  reg_active(a->reg, NULL), "proxies", proxies, "version", CHAOSLOCO_VERSION, "uptime_ms",
+                  (json_int_t)(cx_mono_ms() - a->started_mono_ms), "listen", a->listen_addr, "hooks",
+                  "hook_dir", a->hook_dir, "faketime_file", a->faketime_file[0] ? a->faketime_file : NULL,
+                  "faketime_lib", a->faketime_lib[0] ? a->faketime_lib : NULL, "diskfault_file",
+                  a->diskfault_file[0] ? a->diskfault_file : NULL, "shim",
+                  a->shim_lib[0] ? a->shim_lib : NULL, "cgroup", a->cgroup_note);
     return o;
 }
 
@@ -621,12 +620,11 @@ int agent_run(agent *a, volatile sig_atomic_t *stop)
             }
         }
     }
-shutdown:
-    {
-        int n = reg_revert_all(a->reg, "halt", 0);
-        if (n > 0)
-            cx_info("shutdown: %d fault(s) reverted", n);
-    }
+shutdown : {
+    int n = reg_revert_all(a->reg, "halt", 0);
+    if (n > 0)
+        cx_info("shutdown: %d fault(s) reverted", n);
+}
     if (a->sup) {
         sup_stop(a->sup, AGENT_STOP_GRACE_MS); /* its cleanup hook runs after the reap */
         cx_info("unit stopped");

@@ -33,49 +33,49 @@
 #define AGENT_DEFAULT_MAX_DURATION_MS (10 * 60 * 1000)
 
 typedef struct agent_proxy_spec {
-    char name[65];       /* Toxiproxy proxy name */
-    char listen[128];    /* HOST:PORT */
-    char upstream[128];  /* HOST:PORT */
+    char name[65];      /* Toxiproxy proxy name */
+    char listen[128];   /* HOST:PORT */
+    char upstream[128]; /* HOST:PORT */
 } agent_proxy_spec;
 
 typedef struct agent_opts {
-    const char *listen;            /* API HOST:PORT */
-    const char *id;                /* --id */
-    const char *state_dir;         /* --state-dir */
-    const char *token;             /* bearer token (read from --token-file) */
+    const char *listen;    /* API HOST:PORT */
+    const char *id;        /* --id */
+    const char *state_dir; /* --state-dir */
+    const char *token;     /* bearer token (read from --token-file) */
     agent_proxy_spec proxies[AGENT_MAX_PROXIES];
     int nproxies;
-    sup_restart restart;           /* --restart */
-    int64_t restart_backoff_ms;    /* --restart-backoff-ms */
-    int toxiproxy_compat;          /* --toxiproxy-compat */
-    int64_t max_duration_ms;       /* --max-duration-ms */
-    int64_t log_max_bytes;         /* --log-max-bytes */
-    const char *shim;              /* --shim PATH or NULL (look next to the binary) */
-    const char *faketime_lib;      /* --faketime-lib PATH or NULL (search /usr/lib) */
-    int no_cgroup;                 /* --no-cgroup */
-    int64_t orphan_exit_ms;        /* --orphan-exit-ms: shut down this long after a lapse, 0 = never */
-    const char *const *argv;       /* unit command, or NULL: no unit (tests) */
+    sup_restart restart;        /* --restart */
+    int64_t restart_backoff_ms; /* --restart-backoff-ms */
+    int toxiproxy_compat;       /* --toxiproxy-compat */
+    int64_t max_duration_ms;    /* --max-duration-ms */
+    int64_t log_max_bytes;      /* --log-max-bytes */
+    const char *shim;           /* --shim PATH or NULL (look next to the binary) */
+    const char *faketime_lib;   /* --faketime-lib PATH or NULL (search /usr/lib) */
+    int no_cgroup;              /* --no-cgroup */
+    int64_t orphan_exit_ms;     /* --orphan-exit-ms: shut down this long after a lapse, 0 = never */
+    const char *const *argv;    /* unit command, or NULL: no unit (tests) */
 } agent_opts;
 
 typedef struct agent {
-    agent_opts o;                  /* borrowed strings live as long as the agent */
-    char *state_dir;               /* owned copy */
-    char *token;                   /* owned copy */
-    char hook_dir[4096];           /* <state>/hooks */
-    char faketime_file[4096];      /* <state>/faketime, or "" when libfaketime is absent */
-    char diskfault_file[4096];     /* <state>/diskfault, or "" when the shim is absent */
-    char faketime_lib[4096];       /* path or "" */
-    char shim_lib[4096];           /* path or "" */
+    agent_opts o;              /* borrowed strings live as long as the agent */
+    char *state_dir;           /* owned copy */
+    char *token;               /* owned copy */
+    char hook_dir[4096];       /* <state>/hooks */
+    char faketime_file[4096];  /* <state>/faketime, or "" when libfaketime is absent */
+    char diskfault_file[4096]; /* <state>/diskfault, or "" when the shim is absent */
+    char faketime_lib[4096];   /* path or "" */
+    char shim_lib[4096];       /* path or "" */
     proxy *proxies[AGENT_MAX_PROXIES];
     int nproxies;
     reg *reg;
-    sup *sup;                      /* NULL when there is no unit */
+    sup *sup; /* NULL when there is no unit */
     audit *audit;
-    void *cgroup;                  /* injectors/cgroup.h handle when available */
-    char cgroup_note[256];         /* why the unit is (not) in its cgroups */
-    cx_http_server *http;        /* the API server */
-    char listen_addr[160];         /* bound "127.0.0.1:PORT" */
-    int loopback;                  /* listening on a loopback address */
+    void *cgroup;          /* injectors/cgroup.h handle when available */
+    char cgroup_note[256]; /* why the unit is (not) in its cgroups */
+    cx_http_server *http;  /* the API server */
+    char listen_addr[160]; /* bound "127.0.0.1:PORT" */
+    int loopback;          /* listening on a loopback address */
 
     pthread_mutex_t lock;
     int halted;                    /* POST /v1/halt until /v1/resume */

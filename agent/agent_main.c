@@ -24,43 +24,44 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: chaosloco agent --id NAME --state-dir DIR --token-file FILE [options] -- COMMAND ARGS...\n"
-            "\n"
-            "Supervise one learner unit (COMMAND, started with fork/execve in its own process\n"
-            "group, no shell) and inject faults into it over an HTTP API.\n"
-            "\n"
-            "  --listen HOST:PORT        API address (default 127.0.0.1:0 = ephemeral); the bound\n"
-            "                            address is written to <state-dir>/listen.addr\n"
-            "  --id NAME                 unit id, 1..64 of [A-Za-z0-9._-] (names its cgroups)\n"
-            "  --state-dir DIR           faults.json, audit.jsonl, unit.log(.1), hooks/, listen.addr\n"
-            "  --token-file FILE         bearer token for every mutating call (first line, trimmed)\n"
-            "  --proxy NAME=LISTEN->UPSTREAM\n"
-            "                            a TCP proxy for the unit (repeatable, at most %d); '{proxy.NAME}'\n"
-            "                            in COMMAND ARGS becomes the proxy's listen address\n"
-            "  --restart never|on-failure\n"
-            "                            restart policy for exits the unit does by itself (default never);\n"
-            "                            a kill fault's restart_after_ms restarts whatever the policy\n"
-            "  --restart-backoff-ms N    first restart delay, doubled per quick failure, cap 30 s\n"
-            "                            (default 1000)\n"
-            "  --toxiproxy-compat        allow the Toxiproxy-compatible endpoints without a token\n"
-            "                            (only when --listen is a loopback address)\n"
-            "  --max-duration-ms N       cap on a fault's duration_ms, and the duration of toxics made\n"
-            "                            through the Toxiproxy API (default 600000 = 10 min)\n"
-            "  --log-max-bytes N         unit.log size before rotation to unit.log.1 (default 10485760)\n"
-            "  --shim PATH|none          disk-fault LD_PRELOAD shim (default: injectors/\n"
-            "                            libchaosloco_diskfault.so next to the chaosloco binary)\n"
-            "  --faketime-lib PATH|none  libfaketimeMT.so.1 (default: /usr/lib/*/faketime/ when installed)\n"
-            "  --no-cgroup               do not put the unit into cgroups (pause falls back to SIGSTOP)\n"
-            "  --orphan-exit-ms N        after a lease lapsed (its faults reverted), shut down (stop the\n"
-            "                            unit, exit 0) when no new lease came within N ms: what a harness\n"
-            "                            that launched this agent and died leaves behind goes away\n"
-            "                            (default 0 = never)\n"
-            "  --help                    this text\n"
-            "\n"
-            "Exit: 0 after a clean shutdown (SIGTERM/SIGINT: every fault reverted, unit stopped),\n"
-            "1 on a runtime failure, 64 on a usage error.\n",
-            AGENT_MAX_PROXIES);
+    fprintf(
+        f,
+        "usage: chaosloco agent --id NAME --state-dir DIR --token-file FILE [options] -- COMMAND ARGS...\n"
+        "\n"
+        "Supervise one learner unit (COMMAND, started with fork/execve in its own process\n"
+        "group, no shell) and inject faults into it over an HTTP API.\n"
+        "\n"
+        "  --listen HOST:PORT        API address (default 127.0.0.1:0 = ephemeral); the bound\n"
+        "                            address is written to <state-dir>/listen.addr\n"
+        "  --id NAME                 unit id, 1..64 of [A-Za-z0-9._-] (names its cgroups)\n"
+        "  --state-dir DIR           faults.json, audit.jsonl, unit.log(.1), hooks/, listen.addr\n"
+        "  --token-file FILE         bearer token for every mutating call (first line, trimmed)\n"
+        "  --proxy NAME=LISTEN->UPSTREAM\n"
+        "                            a TCP proxy for the unit (repeatable, at most %d); '{proxy.NAME}'\n"
+        "                            in COMMAND ARGS becomes the proxy's listen address\n"
+        "  --restart never|on-failure\n"
+        "                            restart policy for exits the unit does by itself (default never);\n"
+        "                            a kill fault's restart_after_ms restarts whatever the policy\n"
+        "  --restart-backoff-ms N    first restart delay, doubled per quick failure, cap 30 s\n"
+        "                            (default 1000)\n"
+        "  --toxiproxy-compat        allow the Toxiproxy-compatible endpoints without a token\n"
+        "                            (only when --listen is a loopback address)\n"
+        "  --max-duration-ms N       cap on a fault's duration_ms, and the duration of toxics made\n"
+        "                            through the Toxiproxy API (default 600000 = 10 min)\n"
+        "  --log-max-bytes N         unit.log size before rotation to unit.log.1 (default 10485760)\n"
+        "  --shim PATH|none          disk-fault LD_PRELOAD shim (default: injectors/\n"
+        "                            libchaosloco_diskfault.so next to the chaosloco binary)\n"
+        "  --faketime-lib PATH|none  libfaketimeMT.so.1 (default: /usr/lib/*/faketime/ when installed)\n"
+        "  --no-cgroup               do not put the unit into cgroups (pause falls back to SIGSTOP)\n"
+        "  --orphan-exit-ms N        after a lease lapsed (its faults reverted), shut down (stop the\n"
+        "                            unit, exit 0) when no new lease came within N ms: what a harness\n"
+        "                            that launched this agent and died leaves behind goes away\n"
+        "                            (default 0 = never)\n"
+        "  --help                    this text\n"
+        "\n"
+        "Exit: 0 after a clean shutdown (SIGTERM/SIGINT: every fault reverted, unit stopped),\n"
+        "1 on a runtime failure, 64 on a usage error.\n",
+        AGENT_MAX_PROXIES);
 }
 
 static int usage_error(const char *fmt, const char *a, const char *b)
@@ -137,16 +138,26 @@ int agent_main(int argc, char **argv)
             o.no_cgroup = 1;
             continue;
         }
-        static const char *const with_value[] = {"--listen", "--id", "--state-dir", "--token-file",
-                                                 "--proxy", "--restart", "--restart-backoff-ms",
-                                                 "--max-duration-ms", "--log-max-bytes", "--shim",
-                                                 "--faketime-lib", "--orphan-exit-ms", NULL};
+        static const char *const with_value[] = {"--listen",
+                                                 "--id",
+                                                 "--state-dir",
+                                                 "--token-file",
+                                                 "--proxy",
+                                                 "--restart",
+                                                 "--restart-backoff-ms",
+                                                 "--max-duration-ms",
+                                                 "--log-max-bytes",
+                                                 "--shim",
+                                                 "--faketime-lib",
+                                                 "--orphan-exit-ms",
+                                                 NULL};
         int known = 0;
         for (const char *const *w = with_value; *w; w++)
             if (strcmp(f, *w) == 0)
                 known = 1;
         if (!known)
-            return usage_error("unknown flag '%s'%s", f, f[0] == '-' ? "" : " (the unit command goes after --)");
+            return usage_error("unknown flag '%s'%s", f,
+                               f[0] == '-' ? "" : " (the unit command goes after --)");
         if (!v)
             return usage_error("%s needs a value%s", f, "");
         i++;
@@ -181,7 +192,8 @@ int agent_main(int argc, char **argv)
             else
                 return usage_error("--restart '%s': expected never or on-failure%s", v, "");
         } else if (strcmp(f, "--restart-backoff-ms") == 0) {
-            if (cx_parse_i64(v, "--restart-backoff-ms", 0, 3600000, &o.restart_backoff_ms, err, sizeof err) < 0)
+            if (cx_parse_i64(v, "--restart-backoff-ms", 0, 3600000, &o.restart_backoff_ms, err, sizeof err) <
+                0)
                 return usage_error("%s%s", err, "");
         } else if (strcmp(f, "--max-duration-ms") == 0) {
             if (cx_parse_i64(v, "--max-duration-ms", 1, 7LL * 24 * 3600 * 1000, &o.max_duration_ms, err,
@@ -196,7 +208,8 @@ int agent_main(int argc, char **argv)
         } else if (strcmp(f, "--faketime-lib") == 0) {
             o.faketime_lib = v;
         } else if (strcmp(f, "--orphan-exit-ms") == 0) {
-            if (cx_parse_i64(v, "--orphan-exit-ms", 0, 24LL * 3600 * 1000, &o.orphan_exit_ms, err, sizeof err) < 0)
+            if (cx_parse_i64(v, "--orphan-exit-ms", 0, 24LL * 3600 * 1000, &o.orphan_exit_ms, err,
+                             sizeof err) < 0)
                 return usage_error("%s%s", err, "");
         }
     }

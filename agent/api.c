@@ -44,8 +44,8 @@ void api_audit(agent *a, const cx_http_req *req, const cx_http_resp *resp, const
         body = json_loads(resp->body.data, 0, NULL);
         detail = json_string_value(json_object_get(body, "error"));
     }
-    audit_log(a->audit, req->method, req->path, resp->status, fault_id && fault_id[0] ? fault_id : NULL,
-              auth, detail);
+    audit_log(a->audit, req->method, req->path, resp->status, fault_id && fault_id[0] ? fault_id : NULL, auth,
+              detail);
     json_decref(body);
 }
 
@@ -57,8 +57,8 @@ static int decode_fault(json_t *body, reg_spec *spec, char *err, size_t errlen)
     const char *type = NULL, *target = NULL;
     json_t *params = NULL, *duration = NULL, *toxicity = NULL, *seed = NULL;
     int rc = cx_json_unpack(body, "body", err, errlen, "{s:s,s?:s,s?:o,s?:o,s?:o,s?:o}", "type", &type,
-                            "target", &target, "params", &params, "duration_ms", &duration,
-                            "toxicity", &toxicity, "seed", &seed);
+                            "target", &target, "params", &params, "duration_ms", &duration, "toxicity",
+                            &toxicity, "seed", &seed);
     if (rc < 0)
         return rc;
     memset(spec, 0, sizeof *spec);
@@ -246,7 +246,8 @@ static int h_lease(void *ctx, const cx_http_req *req, cx_http_resp *resp)
                 cx_http_reply_err(resp, CX_EINVAL, err);
             } else if (!json_is_integer(ttl) || json_integer_value(ttl) < 0 ||
                        json_integer_value(ttl) > API_LEASE_MAX_TTL_MS) {
-                cx_http_reply_error(resp, 400, "ttl_ms: must be an integer within [0, %lld] (0 releases the lease)",
+                cx_http_reply_error(resp, 400,
+                                    "ttl_ms: must be an integer within [0, %lld] (0 releases the lease)",
                                     (long long)API_LEASE_MAX_TTL_MS);
             } else {
                 if (json_integer_value(ttl) == 0)
@@ -278,8 +279,9 @@ static int h_version(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     json_t *types = json_array();
     for (const injector *const *p = injector_table; *p; p++)
         json_array_append_new(types, json_string((*p)->type));
-    cx_http_reply_json(resp, 200, json_pack("{s:s,s:s,s:s,s:o}", "name", "chaosloco-agent", "version",
-                                            CHAOSLOCO_VERSION, "api", "v1", "fault_types", types));
+    cx_http_reply_json(resp, 200,
+                       json_pack("{s:s,s:s,s:s,s:o}", "name", "chaosloco-agent", "version", CHAOSLOCO_VERSION,
+                                 "api", "v1", "fault_types", types));
     return 0;
 }
 
@@ -309,8 +311,7 @@ static int h_metrics(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     cx_buf b;
     cx_buf_init(&b, 4 * 1024 * 1024);
     metrics_render(ctx, &b);
-    cx_http_reply_bytes(resp, 200, "text/plain; version=0.0.4; charset=utf-8", b.data ? b.data : "",
-                        b.len);
+    cx_http_reply_bytes(resp, 200, "text/plain; version=0.0.4; charset=utf-8", b.data ? b.data : "", b.len);
     cx_buf_cleanup(&b);
     return 0;
 }

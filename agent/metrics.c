@@ -18,12 +18,13 @@ static void pair_map(cx_buf *b, const char *name, const char *la, const char *lb
 {
     const char *key;
     json_t *v;
-    json_object_foreach(map, key, v) {
+    json_object_foreach(map, key, v)
+    {
         const char *bar = strchr(key, '|');
         if (!bar)
             continue;
-        cx_buf_printf(b, "%s{%s=\"%.*s\",%s=\"%s\"} %lld\n", name, la, (int)(bar - key), key, lb,
-                      bar + 1, (long long)json_integer_value(v));
+        cx_buf_printf(b, "%s{%s=\"%.*s\",%s=\"%s\"} %lld\n", name, la, (int)(bar - key), key, lb, bar + 1,
+                      (long long)json_integer_value(v));
     }
 }
 
@@ -39,8 +40,7 @@ void metrics_render(agent *a, cx_buf *b)
     family(b, "chaosloco_agent_faults_total", "counter",
            "Fault requests by type and result (applied, failed, rejected).");
     pair_map(b, "chaosloco_agent_faults_total", "type", "result", json_object_get(c, "faults_total"));
-    family(b, "chaosloco_agent_fault_reverts_total", "counter",
-           "Faults ended, by type and revert reason.");
+    family(b, "chaosloco_agent_fault_reverts_total", "counter", "Faults ended, by type and revert reason.");
     pair_map(b, "chaosloco_agent_fault_reverts_total", "type", "reason",
              json_object_get(c, "reverted_total"));
     json_decref(c);
@@ -90,7 +90,8 @@ void metrics_render(agent *a, cx_buf *b)
     pthread_mutex_lock(&a->lock);
     long long lapses = (long long)a->lease_lapses;
     pthread_mutex_unlock(&a->lock);
-    family(b, "chaosloco_agent_lease_lapses_total", "counter", "Leases that lapsed (dead-man's switch fired).");
+    family(b, "chaosloco_agent_lease_lapses_total", "counter",
+           "Leases that lapsed (dead-man's switch fired).");
     cx_buf_printf(b, "chaosloco_agent_lease_lapses_total %lld\n", lapses);
     family(b, "chaosloco_agent_uptime_seconds", "gauge", "Seconds since the agent started.");
     cx_buf_printf(b, "chaosloco_agent_uptime_seconds %.3f\n",

@@ -6,11 +6,10 @@
  *   reg_create(): validate ──► prepare() ──► stop rule ──► persist(applying) ──► apply()
  *        │ bad input: nothing          │ conflict: 409,               │ ok           │ fails
  *        │ changed, 400                │ nothing changed              ▼              ▼
- *        ▼                             ▼                         ┌────────┐     ┌────────┐ persist(without it)
- *     rejected ◄───────────────────────┘                         │ active │     │ failed │
- *                                                                └────────┘     └────────┘
- *   (stop rule: see "faults that stop the unit" below; a kill/preempt
- *   ends the stopping faults there, before it is persisted and applied)
+ *        ▼                             ▼                         ┌────────┐     ┌────────┐ persist(without
+ * it) rejected ◄───────────────────────┘                         │ active │     │ failed │ └────────┘
+ * └────────┘ (stop rule: see "faults that stop the unit" below; a kill/preempt ends the stopping faults
+ * there, before it is persisted and applied)
  *
  *     reg_tick(): tick()     │ expiry: end_fault("expiry")   → expired
  *                            │ reg_revert(): end_fault(reason) → reverted
@@ -43,43 +42,43 @@
 typedef enum fault_state { F_ACTIVE, F_REVERTED, F_FAILED, F_EXPIRED } fault_state;
 
 typedef struct fault {
-    char id[32];              /* "f-<n>" */
-    char *type;               /* API type name */
-    const injector *inj;      /* its injector */
-    char *target;             /* "unit" or a proxy name */
-    json_t *params;           /* as requested */
-    int64_t duration_ms;      /* ms */
+    char id[32];         /* "f-<n>" */
+    char *type;          /* API type name */
+    const injector *inj; /* its injector */
+    char *target;        /* "unit" or a proxy name */
+    json_t *params;      /* as requested */
+    int64_t duration_ms; /* ms */
     int has_toxicity;
-    double toxicity;          /* 0..1 */
+    double toxicity; /* 0..1 */
     uint64_t seed;
-    int lease;                /* created under a lease */
-    char *origin;             /* "api" | "toxiproxy" | "sweep" */
-    char *tag;                /* reg_find_tag key or NULL */
+    int lease;    /* created under a lease */
+    char *origin; /* "api" | "toxiproxy" | "sweep" */
+    char *tag;    /* reg_find_tag key or NULL */
     fault_state state;
-    char created_real[40];    /* ISO-8601 */
-    int64_t started_mono_ms;  /* apply time, CLOCK_MONOTONIC ms */
-    int64_t ended_mono_ms;    /* 0 while active */
-    int64_t expires_mono_ms;  /* started + duration */
-    json_t *evidence;         /* object */
-    const char *revert_reason;/* static string or NULL */
-    char *error;              /* apply/revert error or NULL */
-    void *ctx;                /* injector ctx while active */
-    json_t *undo;             /* for the crash sweep (persisted), or NULL */
+    char created_real[40];     /* ISO-8601 */
+    int64_t started_mono_ms;   /* apply time, CLOCK_MONOTONIC ms */
+    int64_t ended_mono_ms;     /* 0 while active */
+    int64_t expires_mono_ms;   /* started + duration */
+    json_t *evidence;          /* object */
+    const char *revert_reason; /* static string or NULL */
+    char *error;               /* apply/revert error or NULL */
+    void *ctx;                 /* injector ctx while active */
+    json_t *undo;              /* for the crash sweep (persisted), or NULL */
     struct fault *next;
 } fault;
 
 struct reg {
     pthread_mutex_t lock;
-    char *path;               /* <state-dir>/faults.json */
-    int64_t max_duration_ms;  /* cap on duration_ms */
+    char *path;              /* <state-dir>/faults.json */
+    int64_t max_duration_ms; /* cap on duration_ms */
     reg_hooks hooks;
-    uint64_t next_id;         /* persisted so ids never repeat */
-    fault *active;            /* newest first */
+    uint64_t next_id; /* persisted so ids never repeat */
+    fault *active;    /* newest first */
     int nactive;
-    fault *ended;             /* newest first */
-    int nended;               /* <= REG_KEEP_ENDED */
-    json_t *faults_total;     /* {"type|result": n} */
-    json_t *reverted_total;   /* {"type|reason": n} */
+    fault *ended;           /* newest first */
+    int nended;             /* <= REG_KEEP_ENDED */
+    json_t *faults_total;   /* {"type|result": n} */
+    json_t *reverted_total; /* {"type|reason": n} */
 };
 
 /* ---- registry: records ---- */
@@ -87,10 +86,14 @@ struct reg {
 static const char *state_name(fault_state s)
 {
     switch (s) {
-    case F_ACTIVE: return "active";
-    case F_REVERTED: return "reverted";
-    case F_FAILED: return "failed";
-    case F_EXPIRED: return "expired";
+    case F_ACTIVE:
+        return "active";
+    case F_REVERTED:
+        return "reverted";
+    case F_FAILED:
+        return "failed";
+    case F_EXPIRED:
+        return "expired";
     }
     return "unknown";
 }
@@ -134,8 +137,7 @@ static json_t *fault_json(const fault *f, int64_t now)
                             ? json_integer(f->expires_mono_ms > now ? f->expires_mono_ms - now : 0)
                             : json_null());
     json_object_set_new(o, "evidence", f->evidence ? json_deep_copy(f->evidence) : json_object());
-    json_object_set_new(o, "revert_reason",
-                        f->revert_reason ? json_string(f->revert_reason) : json_null());
+    json_object_set_new(o, "revert_reason", f->revert_reason ? json_string(f->revert_reason) : json_null());
     json_object_set_new(o, "error", f->error ? json_string(f->error) : json_null());
     json_object_set_new(o, "lease", json_boolean(f->lease));
     json_object_set_new(o, "origin", json_string(f->origin ? f->origin : "api"));
@@ -156,15 +158,14 @@ static void count(json_t *map, const char *a, const char *b)
 static int persist(reg *r, const fault *extra, char *err, size_t errlen)
 {
     json_t *arr = json_array();
-    json_t *root = json_pack("{s:i,s:I,s:o}", "version", 1, "next_id", (json_int_t)r->next_id,
-                             "faults", arr);
+    json_t *root = json_pack("{s:i,s:I,s:o}", "version", 1, "next_id", (json_int_t)r->next_id, "faults", arr);
     if (!root)
         return cx_fail(err, errlen, CX_ENOMEM, "registry: out of memory");
     for (int pass = 0; pass < 2; pass++) {
         for (const fault *f = pass == 0 ? extra : r->active; f; f = pass == 0 ? NULL : f->next) {
-            json_t *rec = json_pack("{s:s,s:s,s:s,s:s,s:b,s:O?}", "id", f->id, "type", f->type,
-                                    "target", f->target, "created_real", f->created_real,
-                                    "lease", f->lease, "undo", f->undo);
+            json_t *rec =
+                json_pack("{s:s,s:s,s:s,s:s,s:b,s:O?}", "id", f->id, "type", f->type, "target", f->target,
+                          "created_real", f->created_real, "lease", f->lease, "undo", f->undo);
             if (rec && !f->undo)
                 json_object_set_new(rec, "undo", json_null());
             json_array_append_new(arr, rec);
@@ -181,8 +182,7 @@ static int persist(reg *r, const fault *extra, char *err, size_t errlen)
 
 /* ---- registry: construction ---- */
 
-reg *reg_new(const char *state_dir, int64_t max_duration_ms, const reg_hooks *hooks, char *err,
-             size_t errlen)
+reg *reg_new(const char *state_dir, int64_t max_duration_ms, const reg_hooks *hooks, char *err, size_t errlen)
 {
     reg *r = calloc(1, sizeof *r);
     size_t n = strlen(state_dir) + 16;
@@ -381,7 +381,8 @@ int reg_sweep_previous(reg *r, int *nswept, char *err, size_t errlen)
         r->next_id = (uint64_t)json_integer_value(nid);
     size_t i;
     json_t *rec;
-    json_array_foreach(arr, i, rec) {
+    json_array_foreach(arr, i, rec)
+    {
         const char *id = json_string_value(json_object_get(rec, "id"));
         const char *type = json_string_value(json_object_get(rec, "type"));
         const char *target = json_string_value(json_object_get(rec, "target"));
@@ -423,8 +424,7 @@ int reg_sweep_previous(reg *r, int *nswept, char *err, size_t errlen)
         } else {
             json_object_set_new(f->evidence, "swept", json_false());
             if (!f->inj)
-                cx_warn("previous agent's fault %s has unknown type '%s': nothing to sweep", f->id,
-                        f->type);
+                cx_warn("previous agent's fault %s has unknown type '%s': nothing to sweep", f->id, f->type);
         }
         count(r->reverted_total, f->type, "agent_restart");
         push_ended(r, f);
@@ -454,20 +454,17 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
         goto rejected_nolock;
     }
     if (spec->duration_ms <= 0) {
-        rc = cx_fail(err, errlen, CX_EINVAL, "duration_ms: must be > 0 (got %" PRId64 ")",
-                     spec->duration_ms);
+        rc = cx_fail(err, errlen, CX_EINVAL, "duration_ms: must be > 0 (got %" PRId64 ")", spec->duration_ms);
         goto rejected_nolock;
     }
     if (spec->duration_ms > r->max_duration_ms) {
         rc = cx_fail(err, errlen, CX_EINVAL,
-                     "duration_ms: %" PRId64 " is over the agent's cap of %" PRId64
-                     " ms (--max-duration-ms)",
+                     "duration_ms: %" PRId64 " is over the agent's cap of %" PRId64 " ms (--max-duration-ms)",
                      spec->duration_ms, r->max_duration_ms);
         goto rejected_nolock;
     }
     if (spec->has_toxicity && !(spec->toxicity >= 0.0 && spec->toxicity <= 1.0)) {
-        rc = cx_fail(err, errlen, CX_EINVAL, "toxicity: must be within [0, 1] (got %g)",
-                     spec->toxicity);
+        rc = cx_fail(err, errlen, CX_EINVAL, "toxicity: must be within [0, 1] (got %g)", spec->toxicity);
         goto rejected_nolock;
     }
     if (spec->params && !json_is_object(spec->params)) {
@@ -488,10 +485,11 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
     if (spec->has_toxicity && inj->params && strstr(inj->params, "toxicity") &&
         !json_object_get(params, "toxicity"))
         json_object_set_new(params, "toxicity", json_real(spec->toxicity));
-    else if (spec->has_toxicity && spec->toxicity < 1.0 && !(inj->params && strstr(inj->params, "toxicity"))) {
+    else if (spec->has_toxicity && spec->toxicity < 1.0 &&
+             !(inj->params && strstr(inj->params, "toxicity"))) {
         json_decref(params);
-        rc = cx_fail(err, errlen, CX_EINVAL, "toxicity: fault type '%s' does not take a toxicity",
-                     spec->type);
+        rc =
+            cx_fail(err, errlen, CX_EINVAL, "toxicity: fault type '%s' does not take a toxicity", spec->type);
         goto rejected_nolock;
     }
 
@@ -558,8 +556,8 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
             if (!ended_first)
                 ended_first = json_array();
             json_array_append_new(ended_first, json_string(g->id));
-            cx_info("%s: ending %s (%s) first so that the signal lands on a running unit", spec->type,
-                    g->id, g->type);
+            cx_info("%s: ending %s (%s) first so that the signal lands on a running unit", spec->type, g->id,
+                    g->type);
             end_fault(r, g, "unit_exit", F_REVERTED);
         }
     }
@@ -639,8 +637,7 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
     count(r->faults_total, f->type, "applied");
     char perr[CX_ERRLEN];
     if (persist(r, NULL, perr, sizeof perr) < 0)
-        cx_warn("registry: after apply of %s: %s (the record written before apply stays)", f->id,
-                perr);
+        cx_warn("registry: after apply of %s: %s (the record written before apply stays)", f->id, perr);
     char *ev = cx_json_dumps(f->evidence);
     cx_info("fault %s applied type=%s target=%s duration_ms=%" PRId64 " evidence=%s", f->id, f->type,
             f->target, f->duration_ms, ev ? ev : "{}");
@@ -832,8 +829,7 @@ int reg_active(reg *r, const char *type)
 json_t *reg_counters(reg *r)
 {
     pthread_mutex_lock(&r->lock);
-    json_t *o = json_pack("{s:O,s:O}", "faults_total", r->faults_total, "reverted_total",
-                          r->reverted_total);
+    json_t *o = json_pack("{s:O,s:O}", "faults_total", r->faults_total, "reverted_total", r->reverted_total);
     json_t *copy = json_deep_copy(o);
     json_decref(o);
     pthread_mutex_unlock(&r->lock);

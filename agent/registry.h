@@ -46,19 +46,19 @@ typedef struct reg_hooks {
 /* A fault request, already decoded from JSON (the API does the strict
  * decoding; the registry checks ranges). Borrowed. */
 typedef struct reg_spec {
-    const char *type;      /* injector type name */
-    const char *target;    /* NULL or "unit" or a proxy name */
-    json_t *params;        /* object or NULL (= {}) */
-    int64_t duration_ms;   /* > 0, <= max_duration_ms */
-    int has_toxicity;      /* toxicity given */
-    double toxicity;       /* 0..1 */
-    int has_seed;          /* seed given */
-    uint64_t seed;         /* randomness of the injector */
-    int lease;             /* created while a lease was held */
-    const char *origin;    /* "api" or "toxiproxy" (informational) */
-    const char *tag;       /* lookup key for reg_find_tag ("proxy/toxic"), or NULL */
-    const injector *inj;   /* NULL: injector_find(type); else this injector
-                              (the Toxiproxy layer's own), type only names it */
+    const char *type;    /* injector type name */
+    const char *target;  /* NULL or "unit" or a proxy name */
+    json_t *params;      /* object or NULL (= {}) */
+    int64_t duration_ms; /* > 0, <= max_duration_ms */
+    int has_toxicity;    /* toxicity given */
+    double toxicity;     /* 0..1 */
+    int has_seed;        /* seed given */
+    uint64_t seed;       /* randomness of the injector */
+    int lease;           /* created while a lease was held */
+    const char *origin;  /* "api" or "toxiproxy" (informational) */
+    const char *tag;     /* lookup key for reg_find_tag ("proxy/toxic"), or NULL */
+    const injector *inj; /* NULL: injector_find(type); else this injector
+                            (the Toxiproxy layer's own), type only names it */
 } reg_spec;
 
 /* NULL + err on failure. Reads nothing yet (see reg_sweep_previous). */

@@ -64,40 +64,40 @@
 
 struct sup {
     pthread_mutex_t lock;
-    char **argv;              /* owned copy, NULL-terminated */
-    char **env;               /* owned copy, NULL-terminated, or NULL */
-    char *log_path;           /* unit.log */
-    char *log_path1;          /* unit.log.1 */
-    int64_t log_max_bytes;    /* bytes per file */
-    sup_restart restart;      /* policy */
-    int64_t backoff_ms;       /* first backoff */
-    int64_t startup_ms;       /* ms alive before "running" */
+    char **argv;           /* owned copy, NULL-terminated */
+    char **env;            /* owned copy, NULL-terminated, or NULL */
+    char *log_path;        /* unit.log */
+    char *log_path1;       /* unit.log.1 */
+    int64_t log_max_bytes; /* bytes per file */
+    sup_restart restart;   /* policy */
+    int64_t backoff_ms;    /* first backoff */
+    int64_t startup_ms;    /* ms alive before "running" */
     void (*on_spawn)(void *, pid_t);
     void *on_spawn_ctx;
     void (*on_cleanup)(void *, pid_t);
     void *on_cleanup_ctx;
 
-    sup_state state;          /* see the diagram */
-    pid_t pid;                /* > 0 while a process exists */
-    int pidfd;                /* pidfd of pid, or -1 */
-    int64_t spawned_mono_ms;  /* when pid was spawned */
-    int64_t restart_at_ms;    /* mono ms when a scheduled restart is due, 0 = none */
-    int expect_exit;          /* next exit is injected */
-    int64_t expect_restart_ms;/* its restart delay (< 0: none) */
-    int paused;               /* a pause fault holds the unit */
-    int stopped;              /* sup_stop() called: never respawn */
-    int64_t incarnation;      /* starts so far (first = 1) */
-    int64_t restarts;         /* respawns after the first start */
-    int quick_failures;       /* consecutive crashes within SUP_STABLE_MS */
-    json_t *last_exit;        /* {code, signal, expected, t_real} or NULL */
+    sup_state state;           /* see the diagram */
+    pid_t pid;                 /* > 0 while a process exists */
+    int pidfd;                 /* pidfd of pid, or -1 */
+    int64_t spawned_mono_ms;   /* when pid was spawned */
+    int64_t restart_at_ms;     /* mono ms when a scheduled restart is due, 0 = none */
+    int expect_exit;           /* next exit is injected */
+    int64_t expect_restart_ms; /* its restart delay (< 0: none) */
+    int paused;                /* a pause fault holds the unit */
+    int stopped;               /* sup_stop() called: never respawn */
+    int64_t incarnation;       /* starts so far (first = 1) */
+    int64_t restarts;          /* respawns after the first start */
+    int quick_failures;        /* consecutive crashes within SUP_STABLE_MS */
+    json_t *last_exit;         /* {code, signal, expected, t_real} or NULL */
 
-    int log_rd, log_wr;       /* capture pipe */
-    int log_fd;               /* unit.log, O_APPEND */
-    int64_t log_size;         /* bytes in unit.log */
-    int64_t log_total;        /* bytes captured since start */
+    int log_rd, log_wr; /* capture pipe */
+    int log_fd;         /* unit.log, O_APPEND */
+    int64_t log_size;   /* bytes in unit.log */
+    int64_t log_total;  /* bytes captured since start */
     pthread_t log_thread;
     int log_thread_started;
-    volatile int log_stop;    /* ask the writer thread to finish */
+    volatile int log_stop; /* ask the writer thread to finish */
 };
 
 /* ---- supervisor: state checks ---- */
@@ -120,8 +120,8 @@ static void assert_supervisor_state(const sup *s)
         break;
     case SUP_RESTARTING:
         if ((s->pid > 0) == (s->restart_at_ms > 0))
-            cx_error("supervisor invariant broken: restarting with pid %d and restart_at %lld",
-                     (int)s->pid, (long long)s->restart_at_ms);
+            cx_error("supervisor invariant broken: restarting with pid %d and restart_at %lld", (int)s->pid,
+                     (long long)s->restart_at_ms);
         break;
     }
     if (s->paused && s->state == SUP_PAUSED && s->pid <= 0)
@@ -134,12 +134,18 @@ static void assert_supervisor_state(const sup *s)
 const char *sup_state_name(sup_state st)
 {
     switch (st) {
-    case SUP_STARTING: return "starting";
-    case SUP_RUNNING: return "running";
-    case SUP_PAUSED: return "paused";
-    case SUP_EXITED: return "exited";
-    case SUP_KILLED: return "killed";
-    case SUP_RESTARTING: return "restarting";
+    case SUP_STARTING:
+        return "starting";
+    case SUP_RUNNING:
+        return "running";
+    case SUP_PAUSED:
+        return "paused";
+    case SUP_EXITED:
+        return "exited";
+    case SUP_KILLED:
+        return "killed";
+    case SUP_RESTARTING:
+        return "restarting";
     }
     return "unknown";
 }
@@ -366,8 +372,7 @@ static int respawn(sup *s, sup_state next, char *err, size_t errlen)
     s->expect_exit = 0;
     s->incarnation++;
     s->state = next;
-    cx_info("unit started pid=%d incarnation=%lld cmd=%s", (int)pid, (long long)s->incarnation,
-            s->argv[0]);
+    cx_info("unit started pid=%d incarnation=%lld cmd=%s", (int)pid, (long long)s->incarnation, s->argv[0]);
     assert_supervisor_state(s);
     if (s->on_spawn) {
         void (*cb)(void *, pid_t) = s->on_spawn;
@@ -409,9 +414,8 @@ static void reap_exit(sup *s, int status, int64_t now)
     char when[40];
     cx_iso_time(when, sizeof when, cx_real_ns());
     json_decref(s->last_exit);
-    s->last_exit = json_pack("{s:i,s:i,s:b,s:s,s:I,s:I}", "code", code, "signal", sig, "expected",
-                             expected, "t_real", when, "pid", (json_int_t)s->pid, "ran_ms",
-                             (json_int_t)ran_ms);
+    s->last_exit = json_pack("{s:i,s:i,s:b,s:s,s:I,s:I}", "code", code, "signal", sig, "expected", expected,
+                             "t_real", when, "pid", (json_int_t)s->pid, "ran_ms", (json_int_t)ran_ms);
     if (s->last_exit && code < 0)
         json_object_set_new(s->last_exit, "code", json_null());
     pid_t dead = s->pid;
@@ -474,8 +478,8 @@ void sup_poll(sup *s, int64_t now)
             promote_running(s);
         }
     }
-    if (s->state == SUP_RESTARTING && s->pid == 0 && s->restart_at_ms > 0 &&
-        now >= s->restart_at_ms && !s->stopped) {
+    if (s->state == SUP_RESTARTING && s->pid == 0 && s->restart_at_ms > 0 && now >= s->restart_at_ms &&
+        !s->stopped) {
         char err[CX_ERRLEN] = "";
         if (respawn(s, SUP_RESTARTING, err, sizeof err) < 0) {
             cx_error("unit restart failed: %s", err);
@@ -515,10 +519,10 @@ void sup_stop(sup *s, int64_t grace_ms)
         char when[40];
         cx_iso_time(when, sizeof when, cx_real_ns());
         json_decref(s->last_exit);
-        s->last_exit = json_pack("{s:i,s:i,s:b,s:s,s:I,s:I}", "code", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-                                 "signal", WIFSIGNALED(status) ? WTERMSIG(status) : 0, "expected", 1,
-                                 "t_real", when, "pid", (json_int_t)pid,
-                                 "ran_ms", (json_int_t)(cx_mono_ms() - s->spawned_mono_ms));
+        s->last_exit =
+            json_pack("{s:i,s:i,s:b,s:s,s:I,s:I}", "code", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                      "signal", WIFSIGNALED(status) ? WTERMSIG(status) : 0, "expected", 1, "t_real", when,
+                      "pid", (json_int_t)pid, "ran_ms", (json_int_t)(cx_mono_ms() - s->spawned_mono_ms));
         if (s->last_exit && !WIFEXITED(status))
             json_object_set_new(s->last_exit, "code", json_null());
         if (s->pidfd >= 0)
@@ -546,8 +550,7 @@ void sup_set_paused(sup *s, int paused)
     pthread_mutex_lock(&s->lock);
     s->paused = paused ? 1 : 0;
     if (s->pid > 0) {
-        if (s->paused && (s->state == SUP_RUNNING || s->state == SUP_STARTING ||
-                          s->state == SUP_RESTARTING))
+        if (s->paused && (s->state == SUP_RUNNING || s->state == SUP_STARTING || s->state == SUP_RESTARTING))
             s->state = SUP_PAUSED;
         else if (!s->paused && s->state == SUP_PAUSED)
             s->state = SUP_RUNNING;

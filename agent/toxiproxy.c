@@ -21,16 +21,16 @@
 /* ---- toxiproxy: the "toxic" and "disable" injectors ---- */
 
 typedef struct tp_ctx {
-    json_t *toxic;   /* Toxiproxy toxic JSON (owned), NULL for "disable" */
-    uint64_t seed;   /* toxicity draws */
+    json_t *toxic; /* Toxiproxy toxic JSON (owned), NULL for "disable" */
+    uint64_t seed; /* toxicity draws */
 } tp_ctx;
 
 static int toxic_prepare(json_t *params, uint64_t seed, void **ctx, char *err, size_t errlen)
 {
     json_t *toxic = NULL;
     const char *proxy_name = NULL;
-    int rc = cx_json_unpack(params, "params", err, errlen, "{s:s,s:o}", "proxy", &proxy_name, "toxic",
-                            &toxic);
+    int rc =
+        cx_json_unpack(params, "params", err, errlen, "{s:s,s:o}", "proxy", &proxy_name, "toxic", &toxic);
     if (rc < 0)
         return rc;
     rc = proxy_toxic_validate(toxic, err, errlen);
@@ -172,8 +172,8 @@ static int64_t tp_duration(agent *a)
 
 /* Register a toxiproxy-origin fault. 0 and fid on success; else the reply
  * is written. */
-static int tp_create_fault(agent *a, cx_http_resp *resp, const char *type, const char *pname,
-                           json_t *params, const char *tag, const injector *inj, char *fid, size_t fidlen)
+static int tp_create_fault(agent *a, cx_http_resp *resp, const char *type, const char *pname, json_t *params,
+                           const char *tag, const injector *inj, char *fid, size_t fidlen)
 {
     if (agent_halted(a)) {
         cx_http_reply_err(resp, CX_EUNAVAIL, "agent is halted: new toxics are refused until POST /v1/resume");
@@ -229,8 +229,9 @@ static int tp_fixed(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     agent *a = ctx;
     const char *auth = "none";
     if (api_auth(a, req, resp, tp_open_ok(a), &auth) == 0)
-        cx_http_reply_error(resp, 409, "proxies are fixed by the agent's --proxy flags; create and "
-                                       "delete are not supported");
+        cx_http_reply_error(resp, 409,
+                            "proxies are fixed by the agent's --proxy flags; create and "
+                            "delete are not supported");
     api_audit(a, req, resp, NULL, auth);
     return 0;
 }
@@ -293,8 +294,8 @@ static void proxy_update(agent *a, const cx_http_req *req, cx_http_resp *resp, c
     snprintf(tag, sizeof tag, "%s/#disabled", proxy_name(p));
     if (enabled == 0 && proxy_enabled(p)) {
         json_t *params = json_pack("{s:s}", "proxy", proxy_name(p));
-        rc = tp_create_fault(a, resp, "proxy_disabled", proxy_name(p), params, tag, &tp_disable_injector,
-                             fid, fidlen);
+        rc = tp_create_fault(a, resp, "proxy_disabled", proxy_name(p), params, tag, &tp_disable_injector, fid,
+                             fidlen);
         json_decref(params);
         if (rc < 0) {
             json_decref(body);
@@ -372,8 +373,8 @@ static void toxic_create(agent *a, const cx_http_req *req, cx_http_resp *resp, c
     snprintf(tag, sizeof tag, "%s/%s", proxy_name(p), name);
     const char *type = json_string_value(json_object_get(body, "type"));
     json_t *params = json_pack("{s:s,s:O}", "proxy", proxy_name(p), "toxic", body);
-    int rc = tp_create_fault(a, resp, type ? type : "toxic", proxy_name(p), params, tag,
-                             &tp_toxic_injector, fid, fidlen);
+    int rc = tp_create_fault(a, resp, type ? type : "toxic", proxy_name(p), params, tag, &tp_toxic_injector,
+                             fid, fidlen);
     json_decref(params);
     json_decref(body);
     if (rc < 0)
@@ -458,7 +459,8 @@ int tp_reset(void *ctx, const cx_http_req *req, cx_http_resp *resp)
             json_t *toxics = proxy_toxics_json(p);
             size_t k;
             json_t *t;
-            json_array_foreach(toxics, k, t) {
+            json_array_foreach(toxics, k, t)
+            {
                 const char *name = json_string_value(json_object_get(t, "name"));
                 char tag[256];
                 snprintf(tag, sizeof tag, "%s/%s", proxy_name(p), name ? name : "");

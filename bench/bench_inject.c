@@ -86,9 +86,9 @@ typedef enum { WAIT_GONE, WAIT_STOPPED, WAIT_FROZEN } wait_kind;
 typedef struct poller {
     wait_kind kind;
     pid_t pid;
-    const char *file;     /* freezer.state for WAIT_FROZEN */
-    volatile int go;      /* set by main: start spinning */
-    int64_t seen_ns;      /* when the effect was first observed */
+    const char *file; /* freezer.state for WAIT_FROZEN */
+    volatile int go;  /* set by main: start spinning */
+    int64_t seen_ns;  /* when the effect was first observed */
 } poller;
 
 static void *poll_main(void *arg)
@@ -100,9 +100,15 @@ static void *poll_main(void *arg)
     while (cx_mono_ns() < end) {
         int done = 0;
         switch (p->kind) {
-        case WAIT_GONE: done = proc_state(p->pid) == 0; break;
-        case WAIT_STOPPED: done = proc_state(p->pid) == 'T'; break;
-        case WAIT_FROZEN: done = file_has(p->file, "FROZEN"); break;
+        case WAIT_GONE:
+            done = proc_state(p->pid) == 0;
+            break;
+        case WAIT_STOPPED:
+            done = proc_state(p->pid) == 'T';
+            break;
+        case WAIT_FROZEN:
+            done = file_has(p->file, "FROZEN");
+            break;
         }
         if (done) {
             p->seen_ns = cx_mono_ns();
@@ -161,7 +167,9 @@ static int64_t timed(cx_http_client *c, const char *body, wait_kind kind, pid_t 
     json_t *r = call(c, "POST", "/v1/faults", body, &st);
     pthread_join(th, NULL);
     if (id && r)
-        snprintf(id, idlen, "%s", json_string_value(json_object_get(r, "id")) ? json_string_value(json_object_get(r, "id")) : "");
+        snprintf(id, idlen, "%s",
+                 json_string_value(json_object_get(r, "id")) ? json_string_value(json_object_get(r, "id"))
+                                                             : "");
     json_decref(r);
     if (st != 201 || p.seen_ns < 0) {
         fprintf(stderr, "bench: injection failed (status %d)\n", st);
@@ -228,11 +236,25 @@ int main(int argc, char **argv)
     char logp[300];
     snprintf(logp, sizeof logp, "%s/agent.log", dir);
     int logfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    const char *args[] = {bin, "agent", "--listen", "127.0.0.1:0", "--id", id, "--state-dir", state,
-                          "--token-file", tok, "--max-duration-ms", "600000", "--", "sleep", "100000", NULL};
+    const char *args[] = {bin,
+                          "agent",
+                          "--listen",
+                          "127.0.0.1:0",
+                          "--id",
+                          id,
+                          "--state-dir",
+                          state,
+                          "--token-file",
+                          tok,
+                          "--max-duration-ms",
+                          "600000",
+                          "--",
+                          "sleep",
+                          "100000",
+                          NULL};
     const char *env[] = {"CHAOSLOCO_LOG=warn", NULL};
-    cx_spawn_opts so = {.new_pgrp = 1, .stdout_fd = logfd, .stderr_fd = logfd, .extra_env = env,
-                        .die_with_parent = SIGKILL};
+    cx_spawn_opts so = {
+        .new_pgrp = 1, .stdout_fd = logfd, .stderr_fd = logfd, .extra_env = env, .die_with_parent = SIGKILL};
     pid_t apid = 0;
     char err[256];
     if (cx_spawn(args, &so, &apid, err, sizeof err) < 0) {
@@ -262,8 +284,9 @@ int main(int argc, char **argv)
     pid_t pid = wait_running(c, 0);
     int nk = 0;
     for (int i = 0; i < trials; i++) {
-        int64_t d = timed(c, "{\"type\":\"kill\",\"duration_ms\":20,\"params\":{\"signal\":\"KILL\","
-                             "\"restart_after_ms\":0}}",
+        int64_t d = timed(c,
+                          "{\"type\":\"kill\",\"duration_ms\":20,\"params\":{\"signal\":\"KILL\","
+                          "\"restart_after_ms\":0}}",
                           WAIT_GONE, pid, NULL, NULL, 0);
         if (d >= 0)
             killv[nk++] = d;
@@ -288,7 +311,9 @@ int main(int argc, char **argv)
     int nf = 0;
     char frz[600] = "";
     int st = 0;
-    json_t *probe = call(c, "POST", "/v1/faults", "{\"type\":\"pause\",\"duration_ms\":60000,\"params\":{\"method\":\"freezer\"}}", &st);
+    json_t *probe =
+        call(c, "POST", "/v1/faults",
+             "{\"type\":\"pause\",\"duration_ms\":60000,\"params\":{\"method\":\"freezer\"}}", &st);
     if (st == 201) {
         json_t *ev = json_object_get(probe, "evidence");
         snprintf(frz, sizeof frz, "%s/freezer.state", json_string_value(json_object_get(ev, "cgroup")));
@@ -335,11 +360,13 @@ int main(int argc, char **argv)
     }
     if (ns) {
         double s50 = pct(stopv, ns, 0.5), s99 = pct(stopv, ns, 0.99);
-        printf("| agent pause (signal): POST → state T | %d | %.1f | %.1f | %.1f |\n", ns, s50, s99, s50 / r50);
+        printf("| agent pause (signal): POST → state T | %d | %.1f | %.1f | %.1f |\n", ns, s50, s99,
+               s50 / r50);
     }
     if (nf) {
         double z50 = pct(frzv, nf, 0.5), z99 = pct(frzv, nf, 0.99);
-        printf("| agent pause (freezer): POST → FROZEN | %d | %.1f | %.1f | %.1f |\n", nf, z50, z99, z50 / r50);
+        printf("| agent pause (freezer): POST → FROZEN | %d | %.1f | %.1f | %.1f |\n", nf, z50, z99,
+               z50 / r50);
     }
     free(ref);
     free(killv);

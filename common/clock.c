@@ -12,9 +12,18 @@ static int64_t clock_ns(clockid_t id)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-int64_t cx_mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
-int64_t cx_mono_ms(void) { return clock_ns(CLOCK_MONOTONIC) / 1000000LL; }
-int64_t cx_real_ns(void) { return clock_ns(CLOCK_REALTIME); }
+int64_t cx_mono_ns(void)
+{
+    return clock_ns(CLOCK_MONOTONIC);
+}
+int64_t cx_mono_ms(void)
+{
+    return clock_ns(CLOCK_MONOTONIC) / 1000000LL;
+}
+int64_t cx_real_ns(void)
+{
+    return clock_ns(CLOCK_REALTIME);
+}
 
 void cx_sleep_ms(int64_t ms)
 {
@@ -33,6 +42,6 @@ void cx_iso_time(char *buf, size_t len, int64_t real_ns)
         ms += 1000;
     struct tm tm;
     gmtime_r(&s, &tm);
-    snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+    snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+             tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
 }

@@ -36,8 +36,7 @@ int cx_err_http_status(int err);
 
 /* snprintf into err (if non-NULL) and return code: `return cx_fail(err,
  * errlen, CX_EINVAL, "bad --steps %s", s);` */
-int cx_fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+int cx_fail(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 #define CX_ERRLEN 256
 

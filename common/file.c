@@ -76,8 +76,7 @@ int cx_file_read(const char *path, size_t max, char **data, size_t *len, char *e
     *len = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return cx_fail(err, errlen, errno == ENOENT ? CX_ENOTFOUND : CX_EIO, "%s: %s", path,
-                       strerror(errno));
+        return cx_fail(err, errlen, errno == ENOENT ? CX_ENOTFOUND : CX_EIO, "%s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         close(fd);
@@ -158,8 +157,7 @@ int cx_file_write_blob(const char *path, const void *payload, size_t len, char *
     return rc;
 }
 
-int cx_file_read_blob(const char *path, size_t max, void **payload, size_t *len, char *err,
-                      size_t errlen)
+int cx_file_read_blob(const char *path, size_t max, void **payload, size_t *len, char *err, size_t errlen)
 {
     char *data;
     size_t n;

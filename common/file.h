@@ -18,8 +18,7 @@ int cx_file_read(const char *path, size_t max, char **data, size_t *len, char *e
  * payload, u32 CRC32C of the payload. write_blob is atomic; read_blob
  * returns CX_ECORRUPT on a bad magic, length or checksum. */
 int cx_file_write_blob(const char *path, const void *payload, size_t len, char *err, size_t errlen);
-int cx_file_read_blob(const char *path, size_t max, void **payload, size_t *len, char *err,
-                      size_t errlen);
+int cx_file_read_blob(const char *path, size_t max, void **payload, size_t *len, char *err, size_t errlen);
 
 /* mkdir -p. */
 int cx_mkdir_p(const char *path, char *err, size_t errlen);

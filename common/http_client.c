@@ -19,7 +19,10 @@ struct cx_http_client {
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+static void curl_init_once(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
 
 cx_http_client *cx_http_client_new(const char *base_url, const cx_http_opts *opts)
 {
@@ -27,8 +30,12 @@ cx_http_client *cx_http_client_new(const char *base_url, const cx_http_opts *opt
     cx_http_client *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    c->opts = (cx_http_opts){.connect_timeout_ms = 1000, .timeout_ms = 10000, .retries = 0,
-                             .backoff_ms = 100, .backoff_max_ms = 2000, .max_body = (size_t)256 << 20};
+    c->opts = (cx_http_opts){.connect_timeout_ms = 1000,
+                             .timeout_ms = 10000,
+                             .retries = 0,
+                             .backoff_ms = 100,
+                             .backoff_max_ms = 2000,
+                             .max_body = (size_t)256 << 20};
     if (opts) {
         if (opts->connect_timeout_ms > 0)
             c->opts.connect_timeout_ms = opts->connect_timeout_ms;
@@ -68,7 +75,10 @@ void cx_http_client_free(cx_http_client *c)
     free(c);
 }
 
-const char *cx_http_client_base(const cx_http_client *c) { return c->base; }
+const char *cx_http_client_base(const cx_http_client *c)
+{
+    return c->base;
+}
 
 void cx_http_result_init(cx_http_result *r)
 {

@@ -53,7 +53,7 @@ int cx_http_do(cx_http_client *c, const char *method, const char *path, const ch
 /* JSON convenience: send obj (borrowed, may be NULL) and parse the answer
  * into *out (new reference, or NULL when the body is not JSON). Returns as
  * cx_http_do; *status gets the HTTP status. */
-int cx_http_json(cx_http_client *c, const char *method, const char *path, json_t *obj,
-                 int *status, json_t **out, char *err, size_t errlen);
+int cx_http_json(cx_http_client *c, const char *method, const char *path, json_t *obj, int *status,
+                 json_t **out, char *err, size_t errlen);
 
 #endif

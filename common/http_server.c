@@ -300,8 +300,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     cx_debug("http: %s", msg);
 }
 
-cx_http_server *cx_http_server_new(const char *listen, const cx_http_route *routes, size_t nroutes,
-                                   void *ctx, size_t body_max, char *err, size_t errlen)
+cx_http_server *cx_http_server_new(const char *listen, const cx_http_route *routes, size_t nroutes, void *ctx,
+                                   size_t body_max, char *err, size_t errlen)
 {
     char host[256];
     int port;
@@ -323,13 +323,12 @@ cx_http_server *cx_http_server_new(const char *listen, const cx_http_route *rout
     s->nroutes = nroutes;
     s->ctx = ctx;
     s->body_max = body_max;
-    s->daemon = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                                     MHD_USE_ERROR_LOG,
-                                 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_CONNECTION_TIMEOUT,
-                                 (unsigned)120, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-                                 MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+    s->daemon = MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+        on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)120, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE,
+        (unsigned)1, MHD_OPTION_END);
     if (!s->daemon) {
         cx_fail(err, errlen, CX_EUNAVAIL, "cannot listen on %s (address in use or not local?)", listen);
         free(s);
@@ -340,7 +339,10 @@ cx_http_server *cx_http_server_new(const char *listen, const cx_http_route *rout
     return s;
 }
 
-int cx_http_server_port(const cx_http_server *s) { return s->port; }
+int cx_http_server_port(const cx_http_server *s)
+{
+    return s->port;
+}
 
 void cx_http_server_free(cx_http_server *s)
 {

@@ -20,13 +20,13 @@
 #define CX_HTTP_MAX_PARAMS 4
 
 typedef struct cx_http_req {
-    const char *method;                       /* "GET", "POST", ... */
-    const char *path;                         /* without the query string */
-    const char *params[CX_HTTP_MAX_PARAMS];   /* the {} segments, in order */
+    const char *method;                     /* "GET", "POST", ... */
+    const char *path;                       /* without the query string */
+    const char *params[CX_HTTP_MAX_PARAMS]; /* the {} segments, in order */
     int nparams;
-    const char *body;                         /* NUL-terminated; "" if none */
-    size_t body_len;                          /* bytes */
-    void *mhd_conn;                           /* struct MHD_Connection * */
+    const char *body; /* NUL-terminated; "" if none */
+    size_t body_len;  /* bytes */
+    void *mhd_conn;   /* struct MHD_Connection * */
 } cx_http_req;
 
 typedef struct cx_http_resp {
@@ -53,8 +53,8 @@ typedef struct cx_http_server cx_http_server;
  * "0.0.0.0:80"). routes must outlive the server. Bodies over body_max bytes
  * get 413. A path with no route gets 404, a known path with the wrong method
  * 405. Returns NULL and fills err on failure. */
-cx_http_server *cx_http_server_new(const char *listen, const cx_http_route *routes, size_t nroutes,
-                                   void *ctx, size_t body_max, char *err, size_t errlen);
+cx_http_server *cx_http_server_new(const char *listen, const cx_http_route *routes, size_t nroutes, void *ctx,
+                                   size_t body_max, char *err, size_t errlen);
 /* The bound port (useful after ":0"). */
 int cx_http_server_port(const cx_http_server *s);
 /* Stop accepting, wait for handler threads, free. NULL is a no-op. */

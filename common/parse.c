@@ -20,8 +20,8 @@ int cx_parse_i64(const char *s, const char *what, int64_t min, int64_t max, int6
     if (errno || *end)
         return cx_fail(err, errlen, CX_EINVAL, "%s: '%s' is not an integer", what, s);
     if (v < min || v > max)
-        return cx_fail(err, errlen, CX_EINVAL, "%s: %lld is out of range %lld..%lld", what, v,
-                       (long long)min, (long long)max);
+        return cx_fail(err, errlen, CX_EINVAL, "%s: %lld is out of range %lld..%lld", what, v, (long long)min,
+                       (long long)max);
     *out = v;
     return 0;
 }

@@ -13,11 +13,9 @@ extern const injector inj_latency, inj_bandwidth, inj_blackhole, inj_reset_peer,
 extern const injector inj_corrupt, inj_partition;
 
 const injector *const injector_table[] = {
-    &inj_kill, &inj_preempt, &inj_pause, &inj_straggle, &inj_cpu, &inj_memory,
+    &inj_kill,    &inj_preempt,   &inj_pause,     &inj_straggle,   &inj_cpu,    &inj_memory,
     &inj_latency, &inj_bandwidth, &inj_blackhole, &inj_reset_peer, &inj_slicer, &inj_limit_data,
-    &inj_corrupt, &inj_partition,
-    &inj_clock, &inj_disk, &inj_nan,
-    NULL,
+    &inj_corrupt, &inj_partition, &inj_clock,     &inj_disk,       &inj_nan,    NULL,
 };
 
 const injector *injector_find(const char *type)

@@ -177,7 +177,7 @@ typedef struct sim_group {
     double useful_chip_s;  /* committed useful work, chip-s */
     int64_t failures;      /* failures that struck an up chip */
     int64_t stops;         /* restarts / re-shards begun */
-    cx_rng rng;           /* this group's only random stream */
+    cx_rng rng;            /* this group's only random stream */
 } sim_group;
 
 typedef struct sim_run_state {
@@ -597,7 +597,8 @@ int sim_run_trials(const sim_params *p, sim_mode mode, int64_t chips, int learne
     int rc = 0;
     for (int i = 0; i < trials; i++) {
         sim_result r;
-        rc = sim_run(p, mode, chips, learners, cx_seed_derive(seed, 0x7472ULL + (uint64_t)i), &r, err, errlen);
+        rc =
+            sim_run(p, mode, chips, learners, cx_seed_derive(seed, 0x7472ULL + (uint64_t)i), &r, err, errlen);
         if (rc)
             goto done;
         gp[i] = r.goodput;

@@ -38,12 +38,12 @@ static char ag_ids[64][64];
 static int ag_nids;
 
 typedef struct ag {
-    char *dir;        /* temp dir (logs, token) */
-    char state[512];  /* agent state dir */
-    char id[64];      /* unit id */
-    char url[200];    /* http://127.0.0.1:PORT */
-    char name[64];    /* log name under dir */
-    pid_t pid;        /* agent pid */
+    char *dir;       /* temp dir (logs, token) */
+    char state[512]; /* agent state dir */
+    char id[64];     /* unit id */
+    char url[200];   /* http://127.0.0.1:PORT */
+    char name[64];   /* log name under dir */
+    pid_t pid;       /* agent pid */
 } ag;
 
 /* Start an agent. extra: NULL-terminated flags before "--" (or NULL);
@@ -194,7 +194,8 @@ static inline void ag_fault_state(const ag *a, const char *id, char *out, size_t
     cr_assert_eq(st, 200, "GET %s -> %d", path, st);
     snprintf(out, len, "%s", js(r, "state"));
     if (reason)
-        snprintf(reason, rlen, "%s", json_is_string(json_object_get(r, "revert_reason")) ? js(r, "revert_reason") : "");
+        snprintf(reason, rlen, "%s",
+                 json_is_string(json_object_get(r, "revert_reason")) ? js(r, "revert_reason") : "");
     json_decref(r);
 }
 
@@ -345,8 +346,8 @@ static inline void ag_cleanup_all(void)
 /* ---- a TCP echo server on 127.0.0.1 (the proxies' upstream) ---- */
 
 typedef struct ag_echo {
-    int lfd;          /* listening socket */
-    int port;         /* its port */
+    int lfd;  /* listening socket */
+    int port; /* its port */
     pthread_t thread;
     volatile int stop;
 } ag_echo;
@@ -416,8 +417,8 @@ static inline void ag_echo_stop(ag_echo *e)
 static inline int ag_connect(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in sa = {
+        .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
         int e = errno;
         close(fd);
@@ -486,7 +487,8 @@ static inline int ag_proxy_port(const ag *a, const char *name)
     size_t i;
     json_t *p;
     int port = 0;
-    json_array_foreach(json_object_get(s, "proxies"), i, p) {
+    json_array_foreach(json_object_get(s, "proxies"), i, p)
+    {
         if (strcmp(js(p, "name"), name) == 0) {
             const char *l = strrchr(js(p, "listen"), ':');
             port = l ? atoi(l + 1) : 0;

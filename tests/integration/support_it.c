@@ -46,8 +46,8 @@ pid_t it_start_prog(const char *dir, const char *name, const char *const *argv, 
         fprintf(stderr, "it_start: %s: %s\n", path, strerror(errno));
         abort();
     }
-    cx_spawn_opts o = {.new_pgrp = 1, .stdout_fd = fd, .stderr_fd = fd, .extra_env = extra_env,
-                       .die_with_parent = SIGKILL};
+    cx_spawn_opts o = {
+        .new_pgrp = 1, .stdout_fd = fd, .stderr_fd = fd, .extra_env = extra_env, .die_with_parent = SIGKILL};
     pid_t pid = 0;
     char err[256];
     if (cx_spawn(argv, &o, &pid, err, sizeof err) != 0) {

@@ -42,13 +42,15 @@ Test(agent_conflict, second_stopping_fault_is_409_and_leaves_the_pause_alone)
     cr_assert(ag_wait_proc(pid, "T", 1000), "paused unit shows T (state %c)", ag_proc_state(pid));
 
     char msg[512];
-    expect_conflict(&a, "{\"type\":\"straggle\",\"duration_ms\":30000,\"params\":{\"period_ms\":60,\"stopped_ms\":20}}",
-                    msg, sizeof msg);
+    expect_conflict(
+        &a, "{\"type\":\"straggle\",\"duration_ms\":30000,\"params\":{\"period_ms\":60,\"stopped_ms\":20}}",
+        msg, sizeof msg);
     cr_assert(strstr(msg, pause_id), "409 names the active pause %s: %s", pause_id, msg);
     expect_conflict(&a, "{\"type\":\"pause\",\"duration_ms\":1000}", msg, sizeof msg);
     cr_assert(strstr(msg, pause_id), "%s", msg);
-    expect_conflict(&a, "{\"type\":\"cpu\",\"duration_ms\":1000,\"params\":{\"cpus\":0.2,\"method\":\"duty\"}}", msg,
-                    sizeof msg);
+    expect_conflict(&a,
+                    "{\"type\":\"cpu\",\"duration_ms\":1000,\"params\":{\"cpus\":0.2,\"method\":\"duty\"}}",
+                    msg, sizeof msg);
     cr_assert(strstr(msg, pause_id), "%s", msg);
 
     /* A straggle that had been applied would SIGCONT the unit within 20 ms:
@@ -65,7 +67,8 @@ Test(agent_conflict, second_stopping_fault_is_409_and_leaves_the_pause_alone)
     /* Once the pause is deleted, the straggle is accepted. */
     ag_delete(&a, pause_id);
     cr_assert(ag_wait_proc(pid, "RS", 1000));
-    f = ag_fault(&a, "{\"type\":\"straggle\",\"duration_ms\":30000,\"params\":{\"period_ms\":100,\"stopped_ms\":50}}");
+    f = ag_fault(
+        &a, "{\"type\":\"straggle\",\"duration_ms\":30000,\"params\":{\"period_ms\":100,\"stopped_ms\":50}}");
     char str_id[32];
     snprintf(str_id, sizeof str_id, "%s", js(f, "id"));
     json_decref(f);
@@ -91,8 +94,9 @@ static json_t *kill_paused(const ag *a, pid_t pid, const char *pause_params, con
     snprintf(body, sizeof body, "{\"type\":\"kill\",\"duration_ms\":30000,\"params\":%s}", kill_params);
     int64_t t0 = cx_mono_ms();
     json_t *k = ag_fault(a, body);
-    cr_assert(ag_wait_gone(pid, 2000), "the killed paused unit was reaped within 2 s (state %c, pause method %s)",
-              ag_proc_state(pid), js(ev, "method"));
+    cr_assert(ag_wait_gone(pid, 2000),
+              "the killed paused unit was reaped within 2 s (state %c, pause method %s)", ag_proc_state(pid),
+              js(ev, "method"));
     cr_log_info("pause method %s: killed unit reaped %lld ms after the kill request", js(ev, "method"),
                 (long long)(cx_mono_ms() - t0));
     json_t *ended = json_object_get(json_object_get(k, "evidence"), "ended_first");

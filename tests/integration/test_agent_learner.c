@@ -32,7 +32,8 @@ static json_t *syncer_learner(const char *surl)
     json_t *found = NULL;
     size_t i;
     json_t *l;
-    json_array_foreach(json_object_get(s, "learners"), i, l) {
+    json_array_foreach(json_object_get(s, "learners"), i, l)
+    {
         if (json_integer_value(json_object_get(l, "id")) == 0)
             found = json_incref(l);
     }
@@ -73,10 +74,10 @@ Test(agent_learner, learner_under_agent_kill_nan_clock_partition)
     char *dir = it_mkdtemp("learner");
     char sstate[600], saddr[128], surl[200];
     snprintf(sstate, sizeof sstate, "%s/syncer", dir);
-    const char *sargs[] = {"syncer", "--listen", "127.0.0.1:0", "--state-dir", sstate, "--mode", "decoupled",
-                           "--learners", "1", "--fragments", "2", "--H", "4", "--quorum", "1",
-                           "--hidden", "32", "--batch", "4", "--steps", "100000", "--eval-every-ms", "500",
-                           NULL};
+    const char *sargs[] = {"syncer",    "--listen",   "127.0.0.1:0", "--state-dir",     sstate, "--mode",
+                           "decoupled", "--learners", "1",           "--fragments",     "2",    "--H",
+                           "4",         "--quorum",   "1",           "--hidden",        "32",   "--batch",
+                           "4",         "--steps",    "100000",      "--eval-every-ms", "500",  NULL};
     it_start(dir, "syncer", sargs, NULL);
     cr_assert_eq(it_wait_addr(sstate, saddr, sizeof saddr, 15000), 0, "syncer listen.addr");
     snprintf(surl, sizeof surl, "http://%s", saddr);
@@ -85,8 +86,9 @@ Test(agent_learner, learner_under_agent_kill_nan_clock_partition)
     snprintf(proxy, sizeof proxy, "sy=127.0.0.1:0->%s", saddr);
     snprintf(lstate, sizeof lstate, "%s/learner0", dir);
     const char *extra[] = {"--proxy", proxy, NULL};
-    const char *unit[] = {CHAOSLOCO_BIN, "learner", "--syncer", "http://{proxy.sy}", "--id", "0", "--state-dir",
-                          lstate, "--steps", "100000", NULL};
+    const char *unit[] = {CHAOSLOCO_BIN, "learner", "--syncer",    "http://{proxy.sy}",
+                          "--id",        "0",       "--state-dir", lstate,
+                          "--steps",     "100000",  NULL};
     ag a;
     ag_start(&a, "learner", extra, unit, NULL);
     ag_wait_running(&a, 10000);
@@ -121,7 +123,8 @@ Test(agent_learner, learner_under_agent_kill_nan_clock_partition)
     int have_faketime = json_is_string(json_object_get(json_object_get(s, "hooks"), "faketime_file"));
     json_decref(s);
     if (have_faketime) {
-        json_decref(ag_fault(&a, "{\"type\":\"clock\",\"duration_ms\":30000,\"params\":{\"offset_s\":3600}}"));
+        json_decref(
+            ag_fault(&a, "{\"type\":\"clock\",\"duration_ms\":30000,\"params\":{\"offset_s\":3600}}"));
         double skew = 0;
         end = cx_mono_ms() + 20000;
         while (cx_mono_ms() < end) {

@@ -154,7 +154,8 @@ Test(agent_net, toxiproxy_api_toxics_are_registered_faults)
     json_t *f0 = json_array_get(json_object_get(fl, "faults"), 0);
     cr_assert_str_eq(js(f0, "origin"), "toxiproxy");
     cr_assert_str_eq(js(f0, "state"), "active");
-    cr_assert_eq(json_integer_value(json_object_get(f0, "duration_ms")), 20000, "default = --max-duration-ms");
+    cr_assert_eq(json_integer_value(json_object_get(f0, "duration_ms")), 20000,
+                 "default = --max-duration-ms");
     char id[32];
     snprintf(id, sizeof id, "%s", js(f0, "id"));
     json_decref(fl);
@@ -162,7 +163,8 @@ Test(agent_net, toxiproxy_api_toxics_are_registered_faults)
     t = ag_call(&g_ag, "POST", "/proxies/up/toxics", "{\"name\":\"slow\",\"type\":\"latency\"}", 0, &st);
     cr_assert_eq(st, 409, "duplicate toxic name");
     json_decref(t);
-    t = ag_call(&g_ag, "POST", "/proxies/up/toxics", "{\"type\":\"latency\",\"attributes\":{\"latency\":-1}}", 0, &st);
+    t = ag_call(&g_ag, "POST", "/proxies/up/toxics", "{\"type\":\"latency\",\"attributes\":{\"latency\":-1}}",
+                0, &st);
     cr_assert_eq(st, 400);
     json_decref(t);
     t = ag_call(&g_ag, "POST", "/proxies/nope/toxics", "{\"type\":\"latency\"}", 0, &st);

@@ -175,8 +175,9 @@ Test(agent_process, cpu_and_memory_limits_in_cgroup_files)
     json_decref(f);
 
     int st = 0;
-    json_t *r = ag_call(&a, "POST", "/v1/faults",
-                        "{\"type\":\"memory\",\"duration_ms\":30000,\"params\":{\"limit_bytes\":268435456}}", 1, &st);
+    json_t *r =
+        ag_call(&a, "POST", "/v1/faults",
+                "{\"type\":\"memory\",\"duration_ms\":30000,\"params\":{\"limit_bytes\":268435456}}", 1, &st);
     if (st == 201) {
         ev = json_object_get(r, "evidence");
         snprintf(id, sizeof id, "%s", js(r, "id"));
@@ -285,12 +286,14 @@ Test(agent_process, killed_faked_unit_leaves_no_faketime_shm)
     json_decref(s);
     if (!faked) {
         ag_stop(&a);
-        cr_skip_test("libfaketime not installed (no /usr/lib/*/faketime/libfaketimeMT.so.1): nothing to clean");
+        cr_skip_test(
+            "libfaketime not installed (no /usr/lib/*/faketime/libfaketimeMT.so.1): nothing to clean");
     }
     /* libfaketime 0.9.x creates both files when the unit loads it. */
     if (!wait_shm_files(pid, 2, 2000)) {
         ag_stop(&a);
-        cr_skip_test("this libfaketime creates no /dev/shm/faketime_shm_<pid> (%d file(s) found)", shm_files_of(pid));
+        cr_skip_test("this libfaketime creates no /dev/shm/faketime_shm_<pid> (%d file(s) found)",
+                     shm_files_of(pid));
     }
 
     /* SIGKILL: libfaketime's destructor never runs, the agent cleans up at
@@ -298,7 +301,8 @@ Test(agent_process, killed_faked_unit_leaves_no_faketime_shm)
     json_decref(ag_fault(&a, "{\"type\":\"kill\",\"duration_ms\":30000,\"params\":{\"signal\":\"KILL\","
                              "\"restart_after_ms\":100}}"));
     cr_assert(ag_wait_gone(pid, 2000), "old unit reaped");
-    cr_assert(wait_shm_files(pid, 0, 2000), "the killed unit's shm files are gone (%d left)", shm_files_of(pid));
+    cr_assert(wait_shm_files(pid, 0, 2000), "the killed unit's shm files are gone (%d left)",
+              shm_files_of(pid));
     pid_t pid2 = 0;
     int64_t end = cx_mono_ms() + 5000;
     while (cx_mono_ms() < end && (pid2 <= 0 || pid2 == pid)) {

@@ -217,7 +217,8 @@ Test(agent_safety, bad_calls_get_4xx_change_nothing_and_are_audited)
     cr_assert_eq(st, 400);
     cr_assert(strstr(js(r, "error"), "extra"));
     json_decref(r);
-    r = ag_call(&a, "POST", "/v1/faults", "{\"type\":\"kill\",\"duration_ms\":1000,\"params\":{\"signal\":\"FOO\"}}", 1, &st);
+    r = ag_call(&a, "POST", "/v1/faults",
+                "{\"type\":\"kill\",\"duration_ms\":1000,\"params\":{\"signal\":\"FOO\"}}", 1, &st);
     cr_assert_eq(st, 400);
     json_decref(r);
     r = ag_call(&a, "POST", "/v1/faults", "{\"type\":\"pause\",\"duration_ms\":600001}", 1, &st);
@@ -281,15 +282,17 @@ Test(agent_safety, usage_errors_exit_64_naming_the_flag)
     } cases[] = {
         {{"agent", "--bogus", NULL}, "--bogus"},
         {{"agent", "--state-dir", st, "--token-file", tok, "--", "sleep", "1", NULL}, "--id"},
-        {{"agent", "--id", "u", "--state-dir", st, "--token-file", tok, "--restart", "sometimes", "--", "sleep", "1",
-          NULL},
+        {{"agent", "--id", "u", "--state-dir", st, "--token-file", tok, "--restart", "sometimes", "--",
+          "sleep", "1", NULL},
          "sometimes"},
-        {{"agent", "--id", "u", "--state-dir", st, "--token-file", tok, "--proxy", "p=nowhere", "--", "sleep", "1",
-          NULL},
+        {{"agent", "--id", "u", "--state-dir", st, "--token-file", tok, "--proxy", "p=nowhere", "--", "sleep",
+          "1", NULL},
          "--proxy"},
         {{"agent", "--id", "u", "--state-dir", st, "--token-file", tok, NULL}, "command"},
-        {{"agent", "--id", "bad/id", "--state-dir", st, "--token-file", tok, "--", "sleep", "1", NULL}, "--id"},
-        {{"agent", "--id", "u", "--state-dir", st, "--token-file", "/nonexistent/token", "--", "sleep", "1", NULL},
+        {{"agent", "--id", "bad/id", "--state-dir", st, "--token-file", tok, "--", "sleep", "1", NULL},
+         "--id"},
+        {{"agent", "--id", "u", "--state-dir", st, "--token-file", "/nonexistent/token", "--", "sleep", "1",
+          NULL},
          "--token-file"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -297,13 +300,14 @@ Test(agent_safety, usage_errors_exit_64_naming_the_flag)
         snprintf(name, sizeof name, "usage%zu", i);
         pid_t p = it_start(dir, name, cases[i].args, NULL);
         int status = it_wait_exit(p, 10000);
-        cr_assert(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 64, "case %zu: exit status %d", i,
-                  status);
+        cr_assert(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 64, "case %zu: exit status %d",
+                  i, status);
         snprintf(path, sizeof path, "%s/%s.log", dir, name);
         char *log = NULL;
         size_t len = 0;
         cr_assert_eq(cx_file_read(path, 1 << 20, &log, &len, NULL, 0), 0);
-        cr_assert(strstr(log, cases[i].names), "case %zu: message should name %s: %s", i, cases[i].names, log);
+        cr_assert(strstr(log, cases[i].names), "case %zu: message should name %s: %s", i, cases[i].names,
+                  log);
         free(log);
     }
     free(dir);

@@ -156,7 +156,8 @@ Test(harness_signals, sigkill_leaves_the_revert_to_the_lease)
     }
     double gone_s = (double)(cx_mono_ms() - killed_at) / 1000.0;
     hx_kill_leftovers(out); /* whatever the assertion below finds, leave nothing running */
-    cr_expect_eq(left, 0, "%d process(es) of the dead harness still alive %.1f s after it died", left, gone_s);
+    cr_expect_eq(left, 0, "%d process(es) of the dead harness still alive %.1f s after it died", left,
+                 gone_s);
     json_decref(all);
     free(dir);
 }

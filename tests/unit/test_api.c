@@ -61,8 +61,8 @@ static int call(const char *method, const char *path, const char *body, const ch
     cx_http_result r;
     cx_http_result_init(&r);
     char err[CX_ERRLEN];
-    int rc = cx_http_do(g_cli, method, path, hdrs, body, body ? strlen(body) : 0, "application/json", 0,
-                        &r, err, sizeof err);
+    int rc = cx_http_do(g_cli, method, path, hdrs, body, body ? strlen(body) : 0, "application/json", 0, &r,
+                        err, sizeof err);
     cr_assert_eq(rc, 0, "%s %s: %s", method, path, err);
     int status = r.status;
     if (out)
@@ -135,8 +135,7 @@ Test(api, bad_fault_requests_get_400_and_change_nothing)
         cr_assert_not_null(o, "case %zu: JSON error body", i);
         const char *e = json_string_value(json_object_get(o, "error"));
         cr_assert_not_null(e, "case %zu: no error text", i);
-        cr_assert(strstr(e, cases[i].names), "case %zu: error '%s' does not name '%s'", i, e,
-                  cases[i].names);
+        cr_assert(strstr(e, cases[i].names), "case %zu: error '%s' does not name '%s'", i, e, cases[i].names);
         cr_assert_eq(json_integer_value(json_object_get(o, "status")), cases[i].status);
         json_decref(o);
         assert_nothing_changed(cases[i].body);
@@ -159,8 +158,8 @@ Test(api, token_is_required_on_every_mutating_call)
         for (int wrong = 0; wrong < 2; wrong++) {
             json_t *o = NULL;
             int st = call(calls[i][0], calls[i][1], calls[i][2], wrong ? "not-the-token-at-all" : NULL, &o);
-            cr_assert_eq(st, 401, "%s %s (%s token): %d", calls[i][0], calls[i][1],
-                         wrong ? "wrong" : "no", st);
+            cr_assert_eq(st, 401, "%s %s (%s token): %d", calls[i][0], calls[i][1], wrong ? "wrong" : "no",
+                         st);
             cr_assert_not_null(json_object_get(o, "error"));
             json_decref(o);
         }
@@ -235,9 +234,9 @@ Test(api, lease_validation_and_metrics)
     cx_http_result_init(&r);
     cr_assert_eq(cx_http_do(g_cli, "GET", "/metrics", NULL, NULL, 0, NULL, 0, &r, NULL, 0), 0);
     cr_assert_eq(r.status, 200);
-    const char *want[] = {"# HELP chaosloco_agent_faults_active", "# TYPE chaosloco_agent_faults_total counter",
-                          "chaosloco_agent_unit_up 0", "# TYPE chaosloco_agent_unit_restarts_total counter",
-                          "chaosloco_agent_halted 0"};
+    const char *want[] = {"# HELP chaosloco_agent_faults_active",
+                          "# TYPE chaosloco_agent_faults_total counter", "chaosloco_agent_unit_up 0",
+                          "# TYPE chaosloco_agent_unit_restarts_total counter", "chaosloco_agent_halted 0"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_assert(strstr(r.body.data, want[i]), "metrics lack '%s'", want[i]);
     cx_http_result_cleanup(&r);

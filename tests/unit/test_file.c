@@ -9,7 +9,10 @@
 
 static char dir[] = "/tmp/cx-file-XXXXXX";
 
-static void setup(void) { cr_assert_not_null(mkdtemp(dir)); }
+static void setup(void)
+{
+    cr_assert_not_null(mkdtemp(dir));
+}
 
 TestSuite(file, .init = setup);
 

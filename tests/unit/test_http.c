@@ -53,7 +53,10 @@ static void setup(void)
     snprintf(base, sizeof base, "http://127.0.0.1:%d", cx_http_server_port(srv));
 }
 
-static void teardown(void) { cx_http_server_free(srv); }
+static void teardown(void)
+{
+    cx_http_server_free(srv);
+}
 
 TestSuite(http, .init = setup, .fini = teardown, .timeout = 30);
 
@@ -79,8 +82,9 @@ Test(http, routes_params_query_strict_json)
 
     cx_http_result r;
     cx_http_result_init(&r);
-    cr_assert_eq(cx_http_do(c, "POST", "/v1/things/1/echo", NULL, "{not json", 9, "application/json", 0, &r,
-                            NULL, 0), 0);
+    cr_assert_eq(
+        cx_http_do(c, "POST", "/v1/things/1/echo", NULL, "{not json", 9, "application/json", 0, &r, NULL, 0),
+        0);
     cr_assert_eq(r.status, 400);
     cr_assert(strstr(r.body.data, "invalid JSON"));
     cr_assert_eq(cx_http_do(c, "GET", "/v1/things/1/echo", NULL, NULL, 0, NULL, 0, &r, NULL, 0), 0);
@@ -89,8 +93,9 @@ Test(http, routes_params_query_strict_json)
     cr_assert_eq(r.status, 404);
     char big[2000];
     memset(big, ' ', sizeof big);
-    cr_assert_eq(cx_http_do(c, "POST", "/v1/things/1/echo", NULL, big, sizeof big, "application/json", 0, &r,
-                            NULL, 0), 0);
+    cr_assert_eq(
+        cx_http_do(c, "POST", "/v1/things/1/echo", NULL, big, sizeof big, "application/json", 0, &r, NULL, 0),
+        0);
     cr_assert_eq(r.status, 413);
     cx_http_result_cleanup(&r);
     cx_http_client_free(c);

@@ -27,10 +27,13 @@ Test(parse, hostport)
 {
     char err[256], host[64];
     int port;
-    cr_assert_eq(cx_parse_hostport("127.0.0.1:8080", "--listen", host, sizeof host, &port, err, sizeof err), 0);
+    cr_assert_eq(cx_parse_hostport("127.0.0.1:8080", "--listen", host, sizeof host, &port, err, sizeof err),
+                 0);
     cr_assert_str_eq(host, "127.0.0.1");
     cr_assert_eq(port, 8080);
-    cr_assert_eq(cx_parse_hostport("127.0.0.1", "--listen", host, sizeof host, &port, err, sizeof err), CX_EINVAL);
-    cr_assert_eq(cx_parse_hostport("h:70000", "--listen", host, sizeof host, &port, err, sizeof err), CX_EINVAL);
+    cr_assert_eq(cx_parse_hostport("127.0.0.1", "--listen", host, sizeof host, &port, err, sizeof err),
+                 CX_EINVAL);
+    cr_assert_eq(cx_parse_hostport("h:70000", "--listen", host, sizeof host, &port, err, sizeof err),
+                 CX_EINVAL);
     cr_assert(strstr(err, "--listen"), "%s", err);
 }

@@ -16,8 +16,8 @@
 /* ---- a fake fault kind that records what was done to it ---- */
 
 static int n_apply, n_revert, n_sweep, n_tick;
-static int persisted_at_apply;  /* faults.json held the fault when apply ran */
-static char sweep_marker[64];   /* undo record seen by sweep */
+static int persisted_at_apply; /* faults.json held the fault when apply ran */
+static char sweep_marker[64];  /* undo record seen by sweep */
 static char g_dir[256];
 
 typedef struct fake_ctx {
@@ -128,8 +128,8 @@ static const injector fake_inj = {
  * carries grace_ms like the real one. */
 
 static char g_log[512];
-static int g_cpu_cgroup;   /* 1: cpu "auto"/"cgroup" find a writable cgroup */
-static pid_t g_pid;        /* pid the fake target lends (0: no unit) */
+static int g_cpu_cgroup; /* 1: cpu "auto"/"cgroup" find a writable cgroup */
+static pid_t g_pid;      /* pid the fake target lends (0: no unit) */
 
 typedef struct stop_ctx {
     char type[16];
@@ -158,11 +158,11 @@ static int stop_prepare_as(const char *type, json_t *params, void **ctx, char *e
     return 0;
 }
 
-#define STOP_PREPARE(name)                                                                                 \
-    static int prepare_##name(json_t *params, uint64_t seed, void **ctx, char *err, size_t errlen)        \
-    {                                                                                                      \
-        (void)seed;                                                                                        \
-        return stop_prepare_as(#name, params, ctx, err, errlen);                                           \
+#define STOP_PREPARE(name)                                                                                   \
+    static int prepare_##name(json_t *params, uint64_t seed, void **ctx, char *err, size_t errlen)           \
+    {                                                                                                        \
+        (void)seed;                                                                                          \
+        return stop_prepare_as(#name, params, ctx, err, errlen);                                             \
     }
 STOP_PREPARE(pause)
 STOP_PREPARE(straggle)
@@ -202,14 +202,14 @@ static json_t *stop_undo(void *ctx)
     return NULL;
 }
 
-#define STOP_INJ(name)                                                                                     \
-    static const injector stop_##name = {.type = #name,                                                    \
-                                         .summary = "test double",                                         \
-                                         .params = "method, grace_ms",                                     \
-                                         .prepare = prepare_##name,                                        \
-                                         .apply = stop_apply,                                              \
-                                         .revert = stop_revert,                                            \
-                                         .undo_record = stop_undo,                                         \
+#define STOP_INJ(name)                                                                                       \
+    static const injector stop_##name = {.type = #name,                                                      \
+                                         .summary = "test double",                                           \
+                                         .params = "method, grace_ms",                                       \
+                                         .prepare = prepare_##name,                                          \
+                                         .apply = stop_apply,                                                \
+                                         .revert = stop_revert,                                              \
+                                         .undo_record = stop_undo,                                           \
                                          .free = fake_free};
 STOP_INJ(pause)
 STOP_INJ(straggle)
@@ -219,7 +219,7 @@ STOP_INJ(preempt)
 
 static const injector *fake_find(const char *type)
 {
-    static const injector *const all[] = {&fake_inj, &stop_pause, &stop_straggle, &stop_cpu, &stop_kill,
+    static const injector *const all[] = {&fake_inj,     &stop_pause, &stop_straggle, &stop_cpu, &stop_kill,
                                           &stop_preempt, NULL};
     for (const injector *const *p = all; *p; p++)
         if (strcmp(type, (*p)->type) == 0)
@@ -388,7 +388,8 @@ Test(registry, rejected_requests_change_nothing)
     cr_assert_eq(persisted_count(), -1, "nothing was ever persisted");
     json_t *c = reg_counters(r);
     cr_assert_eq(json_integer_value(json_object_get(json_object_get(c, "faults_total"), "fake|rejected")), 7);
-    cr_assert_eq(json_integer_value(json_object_get(json_object_get(c, "faults_total"), "unknown|rejected")), 1);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(c, "faults_total"), "unknown|rejected")),
+                 1);
     json_decref(c);
     reg_free(r);
 }
@@ -531,7 +532,8 @@ Test(registry, second_stopping_fault_is_a_conflict_naming_the_active_one)
     cr_assert_eq(persisted_count(), before, "nothing persisted for refused requests");
     cr_assert_str_eq(g_log, "apply:pause", "no injector ran for refused requests: %s", g_log);
     json_t *c = reg_counters(r);
-    cr_assert_eq(json_integer_value(json_object_get(json_object_get(c, "faults_total"), "straggle|rejected")), 2);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(c, "faults_total"), "straggle|rejected")),
+                 2);
     json_decref(c);
 
     /* Once the pause is gone the straggle is welcome. */

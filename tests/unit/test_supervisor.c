@@ -184,10 +184,11 @@ Test(supervisor, output_is_captured_capped_and_rotated)
 {
     /* ~40 KB of output with a 16 KiB cap: unit.log and unit.log.1 both
      * exist and neither exceeds the cap. */
-    const char *argv[] = {"sh", "-c",
-                          "i=0; while [ $i -lt 800 ]; do echo \"line $i 0123456789012345678901234567890123456789\"; "
-                          "i=$((i+1)); done; echo LAST-LINE",
-                          NULL};
+    const char *argv[] = {
+        "sh", "-c",
+        "i=0; while [ $i -lt 800 ]; do echo \"line $i 0123456789012345678901234567890123456789\"; "
+        "i=$((i+1)); done; echo LAST-LINE",
+        NULL};
     sup *s = mk(argv, SUP_RESTART_NEVER, 20, 16384);
     cr_assert_eq(sup_start(s, NULL, 0), 0);
     cr_assert(wait_state(s, SUP_EXITED, 10000));
