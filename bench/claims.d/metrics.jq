@@ -1,0 +1,61 @@
+# metrics.jq - the figures bench/claims reads out of one run directory.
+#
+#   jq -n --slurpfile ev RUN/syncer/events.jsonl --slurpfile sum RUN/summary.json \
+#         --slurpfile faults RUN/faults.json -L bench/claims.d 'include "metrics"; metrics'
+#
+# $ev: every syncer event (docs/api.md), $sum: [summary.json] (or [{}] for a run
+# made without the harness), $faults: [faults.json] (or [[]]).
+# Times are seconds since the syncer's first "start" event (CLOCK_MONOTONIC).
+
+def mean: if length > 0 then add / length else null end;
+
+# time (s) of the first eval at or below target, else null
+def time_to($target): map(select(.[1] <= $target)) | if length > 0 then .[0][0] else null end;
+
+# gaps (ms) between consecutive merges
+def gaps: [range(1; length) as $i | .[$i] - .[$i - 1]];
+
+def metrics:
+  ($ev // []) as $e
+  | ($sum[0] // {}) as $s
+  | (($faults // [[]])[0] // []) as $f
+  | ([$e[] | select(.type == "start")][0].t_mono_ms // 0) as $t0
+  | [$e[] | select(.type == "merge")] as $m
+  | [$e[] | select(.type == "eval" and (.loss | type) == "number" and .loss >= 0)] as $evals
+  | ([$m[].t_mono_ms] | gaps) as $g
+  | (if ($m | length) > 1 then ($m[-1].t_mono_ms - $m[0].t_mono_ms) else 0 end) as $span
+  | ([$g[] | select(. > 2000)] | add // 0) as $down
+  | [$e[] | select(.type == "join")] as $joins
+  | {
+      mode: ($s.mode // ([$e[] | select(.type == "start")][0].mode)),
+      learners: ($s.learners // ([$e[] | select(.type == "start")][0].learners)),
+      final_loss: ($evals | if length > 0 then .[-1].loss else null end),
+      eval_curve: [$evals[] | [((.t_mono_ms - $t0) / 1000), .loss, .tokens, .merges]],
+      merged_tokens: ($evals | if length > 0 then .[-1].tokens else null end),
+      merges: ($m | length),
+      merge_participants_mean: ([$m[] | .participants | length] | mean),
+      update_norm_mean: ([$m[] | .update_norm | numbers] | mean),
+      update_norm_median: ([$m[] | .update_norm | numbers] | sort | if length > 0 then .[length / 2 | floor] else null end),
+      merge_span_s: ($span / 1000),
+      longest_gap_s: (($g | max // 0) / 1000),
+      downtime_s: ($down / 1000),
+      uptime: (if $span > 0 then 1 - $down / $span else null end),
+      contributions: ([$e[] | select(.type == "contribution")] | length),
+      contribution_bytes: ([$e[] | select(.type == "contribution") | .bytes | numbers] | add // 0),
+      rejects: ([$e[] | select(.type == "reject") | .reason] | group_by(.) | map({key: .[0], value: length}) | from_entries),
+      joins: ($joins | length),
+      goodput: $s.goodput,
+      bytes_per_token: $s.bytes_per_token,
+      harness_longest_merge_gap_s: $s.longest_merge_gap_s,
+      duration_s: $s.duration_s,
+      status: $s.status,
+      # fault windows; a kill lasts until the learner's next join
+      faults: [$f[] | .learner as $l | .record
+               | select(.state != "failed" and .started_mono_ms != null)
+               | .started_mono_ms as $st
+               | (.ended_mono_ms // ($st + .duration_ms)) as $en
+               | (if .type == "kill" or .type == "preempt"
+                  then ([$joins[] | select(.learner == $l and .t_mono_ms >= $st) | .t_mono_ms][0] // $en)
+                  else $en end) as $healed
+               | {type, learner: $l, start: (($st - $t0) / 1000), end: (($healed - $t0) / 1000)}]
+    };
