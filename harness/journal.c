@@ -353,10 +353,9 @@ int journal_write(const journal *j, const char *path, char *err, size_t errlen)
 
 /* ---- junit.xml ---- */
 
-/* XML-escape s into b; characters XML 1.0 cannot hold become '?'. */
-static void xml_esc(cx_buf *b, const char *s)
+void jr_escape_markup(cx_buf *b, const char *s)
 {
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
         switch (*p) {
         case '&':
             cx_buf_append(b, "&amp;", 5);
@@ -402,7 +401,7 @@ char *journal_junit(const journal *j)
     char ts[40];
     cx_iso_time(ts, sizeof(ts), j->start_ns);
     cx_buf_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"");
-    xml_esc(&b, j->title);
+    jr_escape_markup(&b, j->title);
     cx_buf_printf(&b, "\" tests=\"%d\" failures=\"%d\" errors=\"%d\" time=\"%.3f\" timestamp=\"%s\">\n",
                   j->nprobes, failures, errors, secs(j->start_ns, j->end_ns), ts);
     for (int i = 0; i < j->nprobes; i++) {
@@ -412,7 +411,7 @@ char *journal_junit(const journal *j)
         figure(m, sizeof(m), p->v.measured);
         figure(t, sizeof(t), p->v.threshold);
         cx_buf_printf(&b, "    <testcase classname=\"%s.%s\" name=\"", cls, p->kind);
-        xml_esc(&b, p->label);
+        jr_escape_markup(&b, p->label);
         cx_buf_printf(&b, "\" time=\"%.3f\">\n", secs(p->start_ns, p->end_ns));
         if (p->v.status != HYP_PASS) {
             const char *tag = p->v.status == HYP_FAIL ? "failure" : "error";
@@ -420,10 +419,10 @@ char *journal_junit(const journal *j)
             char msg[160];
             snprintf(msg, sizeof(msg), "measured %s %s, threshold %s %s %s: ", m, p->v.unit, p->v.cmp, t,
                      p->v.unit);
-            xml_esc(&b, msg);
-            xml_esc(&b, p->v.explanation);
+            jr_escape_markup(&b, msg);
+            jr_escape_markup(&b, p->v.explanation);
             cx_buf_printf(&b, "\">");
-            xml_esc(&b, p->v.explanation);
+            jr_escape_markup(&b, p->v.explanation);
             cx_buf_printf(&b, "</%s>\n", tag);
         }
         cx_buf_printf(&b, "      <system-out>");
@@ -431,8 +430,8 @@ char *journal_junit(const journal *j)
         snprintf(line, sizeof(line),
                  "%s: measured %s %s (threshold %s %s %s): ", hyp_status_name(p->v.status), m, p->v.unit,
                  p->v.cmp, t, p->v.unit);
-        xml_esc(&b, line);
-        xml_esc(&b, p->v.explanation);
+        jr_escape_markup(&b, line);
+        jr_escape_markup(&b, p->v.explanation);
         cx_buf_printf(&b, "</system-out>\n    </testcase>\n");
     }
     if (cx_buf_printf(&b, "  </testsuite>\n</testsuites>\n") < 0) {

@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/buf.h"
+
 #include "harness/experiment.h"
 #include "harness/hypothesis.h"
 
@@ -80,5 +82,10 @@ int journal_write(const journal *j, const char *path, char *err, size_t errlen);
 int journal_write_junit(const journal *j, const char *path, char *err, size_t errlen);
 /* The JUnit document (malloc'd, caller frees) — exposed for tests. */
 char *journal_junit(const journal *j);
+
+/* Escape s (NULL = "") for XML and HTML text and attribute values into b:
+ * & < > " ' become entities, control characters XML 1.0 cannot hold '?'.
+ * Shared by junit.xml and report.html. */
+void jr_escape_markup(cx_buf *b, const char *s);
 
 #endif

@@ -1,5 +1,6 @@
 /* report.c - report.html from a run directory (see report.h). */
 #include "harness/report.h"
+#include "harness/journal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -23,34 +24,6 @@ static const char *jstr(const json_t *o, const char *key)
 {
     const char *s = json_string_value(json_object_get(o, key));
     return s ? s : "";
-}
-
-static void esc(cx_buf *b, const char *s)
-{
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '<':
-            cx_buf_append(b, "&lt;", 4);
-            break;
-        case '>':
-            cx_buf_append(b, "&gt;", 4);
-            break;
-        case '&':
-            cx_buf_append(b, "&amp;", 5);
-            break;
-        case '"':
-            cx_buf_append(b, "&quot;", 6);
-            break;
-        case '\'':
-            cx_buf_append(b, "&#39;", 5);
-            break;
-        default:
-            if ((unsigned char)*s < 0x20 && *s != '\n' && *s != '\t')
-                cx_buf_append(b, "?", 1);
-            else
-                cx_buf_append(b, s, 1);
-        }
-    }
 }
 
 /* JSON text inside <script type="application/json">: '<', '>' and '&' only
@@ -108,12 +81,12 @@ static int inline_asset(cx_buf *b, const char *name, const char *open, const cha
 
 /* ---- report: the page ---- */
 
-static void probes_table(cx_buf *b, const json_t *journal)
+static void probes_table(cx_buf *b, const json_t *jn)
 {
     cx_buf_printf(b, "<table><tr><th>phase</th><th>hypothesis</th><th>verdict</th><th>measured</th>"
                      "<th>threshold</th><th>explanation</th></tr>\n");
     const char *phases[] = {"before", "after"};
-    const json_t *ss = json_object_get(journal, "steady_states");
+    const json_t *ss = json_object_get(jn, "steady_states");
     for (int p = 0; p < 2; p++) {
         size_t i;
         json_t *pr;
@@ -123,30 +96,30 @@ static void probes_table(cx_buf *b, const json_t *journal)
             const char *verdict = jstr(out, "verdict");
             cx_buf_printf(b, "<tr class=\"%s\"><td>%s</td><td>",
                           strcmp(verdict, "pass") == 0 ? "pass" : "fail", p == 0 ? "steady state" : "verify");
-            esc(b, jstr(json_object_get(pr, "activity"), "name"));
+            jr_escape_markup(b, jstr(json_object_get(pr, "activity"), "name"));
             cx_buf_printf(b, "</td><td>");
-            esc(b, verdict);
+            jr_escape_markup(b, verdict);
             cx_buf_printf(b, "</td><td>");
             json_t *m = json_object_get(out, "measured"), *th = json_object_get(out, "threshold");
             if (json_is_number(m))
                 cx_buf_printf(b, "%.4g ", json_number_value(m));
             else
                 cx_buf_printf(b, "- ");
-            esc(b, jstr(out, "unit"));
+            jr_escape_markup(b, jstr(out, "unit"));
             cx_buf_printf(b, "</td><td>");
-            esc(b, jstr(out, "cmp"));
+            jr_escape_markup(b, jstr(out, "cmp"));
             if (json_is_number(th))
                 cx_buf_printf(b, " %.4g ", json_number_value(th));
-            esc(b, jstr(out, "unit"));
+            jr_escape_markup(b, jstr(out, "unit"));
             cx_buf_printf(b, "</td><td>");
-            esc(b, jstr(out, "explanation"));
+            jr_escape_markup(b, jstr(out, "explanation"));
             cx_buf_printf(b, "</td></tr>\n");
         }
     }
     cx_buf_printf(b, "</table>\n");
 }
 
-static void actions_table(cx_buf *b, const json_t *journal)
+static void actions_table(cx_buf *b, const json_t *jn)
 {
     cx_buf_printf(b, "<table><tr><th>action</th><th>fault</th><th>learner</th><th>status</th><th>start</th>"
                      "<th>fault id</th></tr>\n");
@@ -154,21 +127,21 @@ static void actions_table(cx_buf *b, const json_t *journal)
     for (int k = 0; k < 2; k++) {
         size_t i;
         json_t *a;
-        json_array_foreach(json_object_get(journal, lists[k]), i, a)
+        json_array_foreach(json_object_get(jn, lists[k]), i, a)
         {
             json_t *act = json_object_get(a, "activity");
             json_t *prov = json_object_get(act, "provider");
             cx_buf_printf(b, "<tr><td>");
-            esc(b, jstr(act, "name"));
+            jr_escape_markup(b, jstr(act, "name"));
             cx_buf_printf(b, "%s</td><td>", k ? " (rollback)" : "");
-            esc(b, jstr(prov, "fault"));
+            jr_escape_markup(b, jstr(prov, "fault"));
             cx_buf_printf(b, "</td><td>%lld</td><td>",
                           (long long)json_integer_value(json_object_get(prov, "learner")));
-            esc(b, jstr(a, "status"));
+            jr_escape_markup(b, jstr(a, "status"));
             cx_buf_printf(b, "</td><td>");
-            esc(b, jstr(a, "start"));
+            jr_escape_markup(b, jstr(a, "start"));
             cx_buf_printf(b, "</td><td>");
-            esc(b, jstr(json_object_get(a, "output"), "id"));
+            jr_escape_markup(b, jstr(json_object_get(a, "output"), "id"));
             cx_buf_printf(b, "</td></tr>\n");
         }
     }
@@ -297,11 +270,11 @@ static void faults_table(cx_buf *b, const json_t *blob)
     {
         json_t *en = json_object_get(f, "end_mono_ms");
         cx_buf_printf(b, "<tr><td>");
-        esc(b, jstr(f, "type"));
+        jr_escape_markup(b, jstr(f, "type"));
         cx_buf_printf(b, "</td><td>");
-        esc(b, jstr(f, "agent"));
+        jr_escape_markup(b, jstr(f, "agent"));
         cx_buf_printf(b, "</td><td>");
-        esc(b, jstr(f, "id"));
+        jr_escape_markup(b, jstr(f, "id"));
         cx_buf_printf(b, "</td><td>%.1f s</td><td>",
                       (double)(json_integer_value(json_object_get(f, "start_mono_ms")) - t0) / 1000.0);
         if (json_is_integer(en))
@@ -309,9 +282,9 @@ static void faults_table(cx_buf *b, const json_t *blob)
         else
             cx_buf_printf(b, "-");
         cx_buf_printf(b, "</td><td>");
-        esc(b, jstr(f, "state"));
+        jr_escape_markup(b, jstr(f, "state"));
         cx_buf_printf(b, "</td><td>");
-        esc(b, jstr(f, "revert_reason"));
+        jr_escape_markup(b, jstr(f, "revert_reason"));
         cx_buf_printf(b, "</td></tr>\n");
     }
     cx_buf_printf(b, "</table>\n");
@@ -337,11 +310,11 @@ int report_html(const char *run_dir, cx_buf *b, char *err, size_t errlen)
     char path[2048];
     snprintf(path, sizeof path, "%s/journal.json", run_dir);
     json_error_t je;
-    json_t *journal = json_load_file(path, 0, &je);
-    if (!journal)
+    json_t *jn = json_load_file(path, 0, &je);
+    if (!jn)
         return cx_fail(err, errlen, errno == ENOENT ? CX_ENOTFOUND : CX_EINVAL, "%s: %s", path, je.text);
-    if (!json_is_object(journal) || !json_is_string(json_object_get(journal, "status"))) {
-        json_decref(journal);
+    if (!json_is_object(jn) || !json_is_string(json_object_get(jn, "status"))) {
+        json_decref(jn);
         return cx_fail(err, errlen, CX_EINVAL, "%s: not a chaosloco journal (no status)", path);
     }
     json_t *evs = json_array();
@@ -361,17 +334,17 @@ int report_html(const char *run_dir, cx_buf *b, char *err, size_t errlen)
     json_t *blob = chart_blob(evs);
     json_decref(evs);
     if (!blob) {
-        json_decref(journal);
+        json_decref(jn);
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     }
     size_t npoints = json_array_size(json_object_get(json_object_get(blob, "series"), "loss"));
     size_t nwin = json_array_size(json_object_get(blob, "faults"));
 
-    json_t *exp = json_object_get(journal, "experiment");
+    json_t *exp = json_object_get(jn, "experiment");
     cx_buf_printf(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
                      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
                      "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n<title>");
-    esc(b, jstr(exp, "title"));
+    jr_escape_markup(b, jstr(exp, "title"));
     cx_buf_printf(b, " - chaosloco report</title>\n");
     int rc = inline_asset(b, "uPlot.min.css", "<style>\n", "</style>", err, errlen);
     cx_buf_printf(b,
@@ -384,18 +357,18 @@ int report_html(const char *run_dir, cx_buf *b, char *err, size_t errlen)
                   ".status{font-size:18px;font-weight:bold}\n"
                   "#charts{max-width:1100px}.cl-chart{margin:0 0 12px}\n"
                   "</style></head><body>\n<h1>");
-    esc(b, jstr(exp, "title"));
+    jr_escape_markup(b, jstr(exp, "title"));
     cx_buf_printf(b, "</h1>\n<p>");
-    esc(b, jstr(exp, "description"));
-    const char *status = jstr(journal, "status");
-    int deviated = json_is_true(json_object_get(journal, "deviated"));
+    jr_escape_markup(b, jstr(exp, "description"));
+    const char *status = jstr(jn, "status");
+    int deviated = json_is_true(json_object_get(jn, "deviated"));
     cx_buf_printf(b, "</p>\n<p class=\"status\">status: ");
-    esc(b, status);
+    jr_escape_markup(b, status);
     cx_buf_printf(b, "%s</p>\n<p>start ", deviated ? " (deviated)" : "");
-    esc(b, jstr(journal, "start"));
+    jr_escape_markup(b, jstr(jn, "start"));
     cx_buf_printf(b, ", end ");
-    esc(b, jstr(journal, "end"));
-    cx_buf_printf(b, ", %.1f s</p>\n", json_number_value(json_object_get(journal, "duration")));
+    jr_escape_markup(b, jstr(jn, "end"));
+    cx_buf_printf(b, ", %.1f s</p>\n", json_number_value(json_object_get(jn, "duration")));
     cx_buf_printf(b, "<h2>Training, fault windows shaded</h2>\n");
     if (npoints == 0)
         cx_buf_printf(b, "<p>No eval loss was recorded.</p>\n");
@@ -408,9 +381,9 @@ int report_html(const char *run_dir, cx_buf *b, char *err, size_t errlen)
     cx_buf_printf(b, "<h2>Fault windows</h2>\n");
     faults_table(b, blob);
     cx_buf_printf(b, "<h2>Hypotheses</h2>\n");
-    probes_table(b, journal);
+    probes_table(b, jn);
     cx_buf_printf(b, "<h2>Actions</h2>\n");
-    actions_table(b, journal);
+    actions_table(b, jn);
     cx_buf_printf(b,
                   "<p>Files: journal.json, junit.xml, events.jsonl, faults.json, summary.json, logs/.</p>\n");
     char *text = json_dumps(blob, JSON_COMPACT | JSON_REAL_PRECISION(9));
@@ -427,7 +400,7 @@ int report_html(const char *run_dir, cx_buf *b, char *err, size_t errlen)
         rc = inline_asset(b, "charts.js", "<script>\n", "</script>", err, errlen);
     cx_buf_printf(b, "<script>\n%s</script>\n</body></html>\n", REPORT_BOOT);
     json_decref(blob);
-    json_decref(journal);
+    json_decref(jn);
     return rc;
 }
 
