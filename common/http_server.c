@@ -191,8 +191,9 @@ int cx_http_body_json(const cx_http_req *req, cx_http_resp *resp, int allow_empt
 
 /* ---- libmicrohttpd glue ---- */
 
-static enum MHD_Result send_resp(struct MHD_Connection *conn, cx_http_resp *resp)
+int cx_http_send(void *mhd_conn, cx_http_resp *resp)
 {
+    struct MHD_Connection *conn = mhd_conn;
     size_t len;
     char *data = cx_buf_take(&resp->body, &len);
     struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
@@ -202,6 +203,7 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, cx_http_resp *resp
     }
     MHD_add_response_header(r, "Content-Type", resp->content_type ? resp->content_type : "application/json");
     MHD_add_response_header(r, "Cache-Control", "no-store");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     /* extra header lines "Name: value\n" */
     char *save = NULL;
     for (char *line = strtok_r(resp->headers, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -246,11 +248,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     cx_buf_init(&resp.body, (size_t)1 << 31);
     if (hc->too_big) {
         cx_http_reply_error(&resp, 413, "request body is over the %zu byte limit", s->body_max);
-        return send_resp(conn, &resp);
+        return (enum MHD_Result)cx_http_send(conn, &resp);
     }
     if (strlen(url) >= HTTP_PATH_MAX) {
         cx_http_reply_error(&resp, 414, "path too long");
-        return send_resp(conn, &resp);
+        return (enum MHD_Result)cx_http_send(conn, &resp);
     }
 
     cx_http_req req = {.method = method, .path = url, .mhd_conn = conn};
@@ -271,12 +273,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             cx_http_reply_error(&resp, 405, "method %s not allowed on %s", method, url);
         else
             cx_http_reply_error(&resp, 404, "no such endpoint: %s %s", method, url);
-        return send_resp(conn, &resp);
+        return (enum MHD_Result)cx_http_send(conn, &resp);
     }
     int rc = hit->fn(s->ctx, &req, &resp);
     if (rc < 0 && resp.body.len == 0)
         cx_http_reply_err(&resp, rc, NULL);
-    return send_resp(conn, &resp);
+    return (enum MHD_Result)cx_http_send(conn, &resp);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,

@@ -81,6 +81,11 @@ void cx_http_reply_err(cx_http_resp *resp, int code, const char *detail);
 void cx_http_reply_bytes(cx_http_resp *resp, int status, const char *content_type, const void *data,
                          size_t len);
 void cx_http_reply_text(cx_http_resp *resp, int status, const char *content_type, const char *text);
+/* Queue resp (body moved out, headers, Cache-Control: no-store, nosniff) on
+ * a libmicrohttpd connection (struct MHD_Connection *), for servers that
+ * keep their own libmicrohttpd glue (the dashboard's SSE). Returns MHD_YES
+ * or MHD_NO. */
+int cx_http_send(void *mhd_conn, cx_http_resp *resp);
 /* Add a response header line; silently truncated past 512 bytes total. */
 void cx_http_add_header(cx_http_resp *resp, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -877,30 +877,7 @@ typedef struct dash_conn {
 
 static enum MHD_Result send_resp(struct MHD_Connection *conn, cx_http_resp *resp)
 {
-    size_t len;
-    char *data = cx_buf_take(&resp->body, &len);
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(data);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", resp->content_type ? resp->content_type : "application/json");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-    char *save = NULL;
-    for (char *line = strtok_r(resp->headers, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *colon = strchr(line, ':');
-        if (!colon)
-            continue;
-        *colon = '\0';
-        const char *v = colon + 1;
-        while (*v == ' ')
-            v++;
-        MHD_add_response_header(r, line, v);
-    }
-    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)resp->status, r);
-    MHD_destroy_response(r);
-    return ret;
+    return (enum MHD_Result)cx_http_send(conn, resp);
 }
 
 static enum MHD_Result sse_start(dash_server *s, struct MHD_Connection *conn)
