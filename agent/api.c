@@ -191,22 +191,28 @@ static int h_fault_delete(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 
 /* ---- api: halt, resume, lease ---- */
 
+/* The body of a call that takes no parameters: empty or {}. Anything else
+ * gets a 400 naming what was sent, and CX_EINVAL. */
+static int no_params(const cx_http_req *req, cx_http_resp *resp)
+{
+    json_t *body = NULL;
+    if (cx_http_body_json(req, resp, 1, &body) != 0)
+        return CX_EINVAL;
+    char err[CX_ERRLEN];
+    int rc = cx_json_unpack(body, "body", err, sizeof err, "{}");
+    json_decref(body);
+    if (rc < 0)
+        cx_http_reply_err(resp, CX_EINVAL, err);
+    return rc < 0 ? CX_EINVAL : 0;
+}
+
 static int h_halt(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     agent *a = ctx;
     const char *auth = "none";
-    if (api_auth(a, req, resp, 0, &auth) == 0) {
-        json_t *body = NULL;
-        if (cx_http_body_json(req, resp, 1, &body) == 0) {
-            char err[CX_ERRLEN];
-            if (cx_json_unpack(body, "body", err, sizeof err, "{}") < 0) {
-                cx_http_reply_err(resp, CX_EINVAL, err);
-            } else {
-                int n = agent_halt(a);
-                cx_http_reply_json(resp, 200, json_pack("{s:b,s:i}", "halted", 1, "reverted", n));
-            }
-            json_decref(body);
-        }
+    if (api_auth(a, req, resp, 0, &auth) == 0 && no_params(req, resp) == 0) {
+        int n = agent_halt(a);
+        cx_http_reply_json(resp, 200, json_pack("{s:b,s:i}", "halted", 1, "reverted", n));
     }
     api_audit(a, req, resp, NULL, auth);
     return 0;
@@ -216,18 +222,9 @@ static int h_resume(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     agent *a = ctx;
     const char *auth = "none";
-    if (api_auth(a, req, resp, 0, &auth) == 0) {
-        json_t *body = NULL;
-        if (cx_http_body_json(req, resp, 1, &body) == 0) {
-            char err[CX_ERRLEN];
-            if (cx_json_unpack(body, "body", err, sizeof err, "{}") < 0) {
-                cx_http_reply_err(resp, CX_EINVAL, err);
-            } else {
-                agent_resume(a);
-                cx_http_reply_json(resp, 200, json_pack("{s:b}", "halted", 0));
-            }
-            json_decref(body);
-        }
+    if (api_auth(a, req, resp, 0, &auth) == 0 && no_params(req, resp) == 0) {
+        agent_resume(a);
+        cx_http_reply_json(resp, 200, json_pack("{s:b}", "halted", 0));
     }
     api_audit(a, req, resp, NULL, auth);
     return 0;
