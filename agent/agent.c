@@ -2,6 +2,7 @@
  * hooks the registry uses, the lease, halt, and the loop.
  */
 #include "agent/agent.h"
+#include "agent/api.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,28 +38,44 @@ static void expect_exit_cb(inj_target *t, int64_t restart_after_ms)
         sup_expect_exit(a->sup, restart_after_ms);
 }
 
+/* "unit" = the --proxy proxies (a dynamic proxy is reached by its name
+ * only); a proxy name = that one proxy, borrowed until target_put. An
+ * unknown name is CX_ENOTFOUND (the registry turns it into a 400 for a new
+ * fault, and into "nothing left to undo" for a revert). */
 static int target_get(void *ctx, const char *name, inj_target *t, char *err, size_t errlen)
 {
     agent *a = ctx;
-    memset(t, 0, sizeof *t);
+    memset(t, 0, sizeof t[0]);
     if (!name || strcmp(name, "unit") == 0) {
         t->proxies = a->proxies;
         t->nproxies = a->nproxies;
     } else {
-        int i;
-        for (i = 0; i < a->nproxies; i++)
-            if (strcmp(proxy_name(a->proxies[i]), name) == 0)
-                break;
-        if (i == a->nproxies) {
+        agent_px *x = agent_px_get(a, name);
+        if (!x) {
             char names[512] = "";
             size_t off = 0;
-            for (int j = 0; j < a->nproxies && off < sizeof names; j++)
-                off +=
-                    (size_t)snprintf(names + off, sizeof names - off, ", \"%s\"", proxy_name(a->proxies[j]));
-            return cx_fail(err, errlen, CX_EINVAL, "target: unknown target '%s' (expected \"unit\"%s)", name,
-                           names);
+            agent_px *all[AGENT_MAX_PROXIES + AGENT_MAX_DYN_PROXIES];
+            int n = agent_px_list(a, all, (int)(sizeof all / sizeof all[0]));
+            for (int j = 0; j < n; j++) {
+                if (off < sizeof names)
+                    off +=
+                        (size_t)snprintf(names + off, sizeof names - off, ", \"%s\"", proxy_name(all[j]->p));
+                agent_px_put(a, all[j]);
+            }
+            return cx_fail(err, errlen, CX_ENOTFOUND, "target: unknown target '%s' (expected \"unit\"%s)",
+                           name, names);
         }
-        t->proxies = &a->proxies[i];
+        if (x->fixed) {
+            t->proxies = &a->proxies[x - a->fixed_px];
+        } else {
+            proxy **one = malloc(sizeof *one);
+            if (!one) {
+                agent_px_put(a, x);
+                return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+            }
+            one[0] = x->p;
+            t->proxies = one;
+        }
         t->nproxies = 1;
     }
     t->unit_id = a->o.id;
@@ -77,10 +94,23 @@ static int target_get(void *ctx, const char *name, inj_target *t, char *err, siz
 
 static void target_put(void *ctx, inj_target *t)
 {
-    (void)ctx;
+    agent *a = ctx;
     if (t->pidfd >= 0)
         close(t->pidfd);
     t->pidfd = -1;
+    int fixed = t->proxies >= a->proxies && t->proxies < a->proxies + AGENT_MAX_PROXIES;
+    if (t->proxies && !fixed) {
+        pthread_mutex_lock(&a->px_lock);
+        agent_px *x = a->dyn;
+        while (x && x->p != t->proxies[0])
+            x = x->next;
+        pthread_mutex_unlock(&a->px_lock);
+        if (x)
+            agent_px_put(a, x);
+        free(t->proxies);
+    }
+    t->proxies = NULL;
+    t->nproxies = 0;
 }
 
 /* ---- agent: the unit's environment ---- */
@@ -277,6 +307,7 @@ agent *agent_new(const agent_opts *o, char *err, size_t errlen)
     }
     a->o = *o;
     pthread_mutex_init(&a->lock, NULL);
+    pthread_mutex_init(&a->px_lock, NULL);
     a->started_mono_ms = cx_mono_ms();
     a->state_dir = strdup(o->state_dir);
     a->token = strdup(o->token ? o->token : "");
@@ -323,6 +354,7 @@ agent *agent_new(const agent_opts *o, char *err, size_t errlen)
             proxy_new(o->proxies[i].name, o->proxies[i].listen, o->proxies[i].upstream, err, errlen);
         if (!a->proxies[i])
             goto fail;
+        a->fixed_px[i] = (agent_px){.p = a->proxies[i], .fixed = 1};
         a->nproxies++;
     }
 
@@ -344,7 +376,8 @@ agent *agent_new(const agent_opts *o, char *err, size_t errlen)
         snprintf(a->cgroup_note, sizeof a->cgroup_note, "disabled");
     }
 
-    reg_hooks hooks = {.target_get = target_get, .target_put = target_put, .ctx = a};
+    reg_hooks hooks = {
+        .target_get = target_get, .target_put = target_put, .sweep_check = agent_sweep_check, .ctx = a};
     int64_t maxd = o->max_duration_ms > 0 ? o->max_duration_ms : AGENT_DEFAULT_MAX_DURATION_MS;
     a->reg = reg_new(a->state_dir, maxd, &hooks, err, errlen);
     if (!a->reg)
@@ -393,9 +426,8 @@ agent *agent_new(const agent_opts *o, char *err, size_t errlen)
             goto fail;
     }
 
-    a->http = cx_http_server_new(o->listen, agent_routes, agent_nroutes, a, AGENT_BODY_MAX, err, errlen);
-    if (!a->http)
-        goto fail;
+    /* Known before the first request: the gate's Host and open-Toxiproxy
+     * rules depend on it. */
     char host[128];
     int port = 0;
     if (cx_parse_hostport(o->listen, "--listen", host, sizeof host, &port, NULL, 0) < 0)
@@ -407,6 +439,10 @@ agent *agent_new(const agent_opts *o, char *err, size_t errlen)
         a->loopback = 1;
     if (strncmp(o->listen, "0.0.0.0", 7) == 0)
         a->loopback = 0;
+    a->http = cx_http_server_new_gated(o->listen, agent_routes, agent_nroutes, a, AGENT_BODY_MAX, &agent_gate,
+                                       err, errlen);
+    if (!a->http)
+        goto fail;
     snprintf(a->listen_addr, sizeof a->listen_addr, "%s:%d", host, cx_http_server_port(a->http));
     snprintf(path, sizeof path, "%s/listen.addr", a->state_dir);
     if (write_text(path, a->listen_addr, err, errlen) < 0)
@@ -432,6 +468,13 @@ void agent_free(agent *a)
     reg_free(a->reg);
     for (int i = 0; i < a->nproxies; i++)
         proxy_free(a->proxies[i]);
+    /* Dynamic proxies left (their faults were reverted at shutdown unless
+     * a call came in after it): nothing borrows them any more. */
+    for (agent_px *x = a->dyn, *nx; x; x = nx) {
+        nx = x->next;
+        proxy_free(x->p);
+        free(x);
+    }
     if (a->cgroup) {
         char err[CX_ERRLEN] = "";
         if (cg_set_remove(a->cgroup, err, sizeof err) < 0)
@@ -439,6 +482,7 @@ void agent_free(agent *a)
         cg_set_free(a->cgroup);
     }
     audit_free(a->audit);
+    pthread_mutex_destroy(&a->px_lock);
     pthread_mutex_destroy(&a->lock);
     free(a->state_dir);
     free(a->token);
@@ -540,14 +584,6 @@ void agent_resume(agent *a)
     cx_info("resumed: faults accepted again");
 }
 
-proxy *agent_proxy(agent *a, const char *name)
-{
-    for (int i = 0; i < a->nproxies; i++)
-        if (strcmp(proxy_name(a->proxies[i]), name) == 0)
-            return a->proxies[i];
-    return NULL;
-}
-
 /* ---- agent: status ---- */
 
 json_t *agent_status_json(agent *a)
@@ -560,13 +596,17 @@ json_t *agent_status_json(agent *a)
                           : json_pack("{s:s,s:n,s:i,s:i,s:n}", "state", "exited", "pid", "incarnation", 0,
                                       "restarts", 0, "last_exit");
     json_t *proxies = json_array();
-    for (int i = 0; i < a->nproxies; i++) {
-        json_t *p = proxy_json(a->proxies[i]);
-        if (!p)
-            continue;
-        json_object_set_new(p, "partitioned", json_boolean(proxy_partitioned(a->proxies[i])));
-        json_object_set_new(p, "stats", proxy_stats_json(a->proxies[i]));
-        json_array_append_new(proxies, p);
+    agent_px *all[AGENT_MAX_PROXIES + AGENT_MAX_DYN_PROXIES];
+    int npx = agent_px_list(a, all, (int)(sizeof all / sizeof all[0]));
+    for (int i = 0; i < npx; i++) {
+        json_t *p = proxy_json(all[i]->p);
+        if (p) {
+            json_object_set_new(p, "partitioned", json_boolean(proxy_partitioned(all[i]->p)));
+            json_object_set_new(p, "dynamic", json_boolean(!all[i]->fixed));
+            json_object_set_new(p, "stats", proxy_stats_json(all[i]->p));
+            json_array_append_new(proxies, p);
+        }
+        agent_px_put(a, all[i]);
     }
     json_t *o =
         json_pack("{s:s,s:o,s:b,s:o,s:i,s:o,s:s,s:I,s:s,s:{s:s,s:s?,s:s?,s:s?,s:s?,s:s}}", "id", a->o.id,

@@ -9,9 +9,16 @@
  * What it is not: the fault kinds (injectors/) or the TCP proxy
  * (injectors/proxy/).
  *
- * Locks: `lock` guards halted and the lease; the registry and the
+ * Proxies: the --proxy ones (`proxies[]`, fixed for the agent's life: the
+ * unit was started with their addresses) and the dynamic ones created
+ * through the Toxiproxy API (each a registered fault of type "proxy",
+ * removed when it is reverted). Both are reached through agent_px_get /
+ * agent_px_put, which keep a dynamic proxy alive while it is borrowed.
+ *
+ * Locks: `lock` guards halted and the lease; `px_lock` the dynamic proxy
+ * list (a leaf: nothing is taken under it); the registry and the
  * supervisor have their own. Order: agent lock, then registry, then
- * supervisor; never the other way round.
+ * px_lock / supervisor; never the other way round.
  */
 #ifndef AGENT_AGENT_H
 #define AGENT_AGENT_H
@@ -28,7 +35,8 @@
 #include "common/http_server.h"
 #include "injectors/proxy/proxy.h"
 
-#define AGENT_MAX_PROXIES 16
+#define AGENT_MAX_PROXIES 16     /* --proxy */
+#define AGENT_MAX_DYN_PROXIES 64 /* created through the Toxiproxy API */
 #define AGENT_BODY_MAX (64 * 1024)
 #define AGENT_DEFAULT_MAX_DURATION_MS (10 * 60 * 1000)
 
@@ -57,17 +65,29 @@ typedef struct agent_opts {
     const char *const *argv;    /* unit command, or NULL: no unit (tests) */
 } agent_opts;
 
+/* One proxy as the agent holds it. */
+typedef struct agent_px {
+    proxy *p;
+    int fixed;             /* from --proxy: never removed, refs unused */
+    int refs;              /* dynamic: borrowers, plus 1 while listed */
+    int listed;            /* dynamic: in the Toxiproxy name space */
+    struct agent_px *next; /* dynamic list, oldest first (listed or still borrowed) */
+} agent_px;
+
 typedef struct agent {
-    agent_opts o;              /* borrowed strings live as long as the agent */
-    char *state_dir;           /* owned copy */
-    char *token;               /* owned copy */
-    char hook_dir[4096];       /* <state>/hooks */
-    char faketime_file[4096];  /* <state>/faketime, or "" when libfaketime is absent */
-    char diskfault_file[4096]; /* <state>/diskfault, or "" when the shim is absent */
-    char faketime_lib[4096];   /* path or "" */
-    char shim_lib[4096];       /* path or "" */
-    proxy *proxies[AGENT_MAX_PROXIES];
+    agent_opts o;                      /* borrowed strings live as long as the agent */
+    char *state_dir;                   /* owned copy */
+    char *token;                       /* owned copy */
+    char hook_dir[4096];               /* <state>/hooks */
+    char faketime_file[4096];          /* <state>/faketime, or "" when libfaketime is absent */
+    char diskfault_file[4096];         /* <state>/diskfault, or "" when the shim is absent */
+    char faketime_lib[4096];           /* path or "" */
+    char shim_lib[4096];               /* path or "" */
+    proxy *proxies[AGENT_MAX_PROXIES]; /* --proxy, in flag order */
+    agent_px fixed_px[AGENT_MAX_PROXIES];
     int nproxies;
+    pthread_mutex_t px_lock; /* dyn */
+    agent_px *dyn;           /* dynamic proxies */
     reg *reg;
     sup *sup; /* NULL when there is no unit */
     audit *audit;
@@ -113,7 +133,26 @@ void agent_resume(agent *a);
 
 /* GET /v1/status body. */
 json_t *agent_status_json(agent *a);
-/* Proxy by name or NULL. */
+/* Proxy by name or NULL: a --proxy one, or a dynamic one borrowed until
+ * agent_px_put (which frees it when it was removed meanwhile). */
+agent_px *agent_px_get(agent *a, const char *name);
+void agent_px_put(agent *a, agent_px *x);
+/* Every proxy (--proxy ones first, then the dynamic ones oldest first),
+ * each borrowed: at most max into out; returns how many. */
+int agent_px_list(agent *a, agent_px **out, int max);
+/* A new dynamic proxy (the "proxy" fault's apply): CX_ECONFLICT when the
+ * name is taken, CX_ETOOBIG past AGENT_MAX_DYN_PROXIES. On success the
+ * agent owns p. */
+int agent_px_add(agent *a, proxy *p, char *err, size_t errlen);
+/* Take a dynamic proxy out of the name space (its fault's revert); it is
+ * freed once the last borrower puts it. CX_ENOTFOUND when not listed. */
+int agent_px_remove(agent *a, const char *name);
+/* The registry's sweep_check hook (scope.c): a previous agent's undo
+ * record may only name files inside the state dir, this agent's cgroups
+ * and its own unit's processes. ctx is the agent. */
+int agent_sweep_check(void *ctx, const char *type, const json_t *undo, char *err, size_t errlen);
+
+/* A --proxy proxy by name, or NULL (no borrowing needed). */
 proxy *agent_proxy(agent *a, const char *name);
 
 /* Route table for cx_http_server (api.c + toxiproxy.c). */

@@ -1,10 +1,12 @@
 /* agent_main.c - `chaosloco agent`: parse flags, build the agent, run its
  * loop until SIGTERM/SIGINT, revert everything, stop the unit. */
 #include <ctype.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "agent/agent.h"
 #include "common/err.h"
@@ -35,7 +37,8 @@ static void usage(FILE *f)
         "                            address is written to <state-dir>/listen.addr\n"
         "  --id NAME                 unit id, 1..64 of [A-Za-z0-9._-] (names its cgroups)\n"
         "  --state-dir DIR           faults.json, audit.jsonl, unit.log(.1), hooks/, listen.addr\n"
-        "  --token-file FILE         bearer token for every mutating call (first line, trimmed)\n"
+        "  --token-file FILE         bearer token for every mutating call (first line, trimmed);\n"
+        "                            refused unless only its owner can read it (chmod 600)\n"
         "  --proxy NAME=LISTEN->UPSTREAM\n"
         "                            a TCP proxy for the unit (repeatable, at most %d); '{proxy.NAME}'\n"
         "                            in COMMAND ARGS becomes the proxy's listen address\n"
@@ -223,6 +226,19 @@ int agent_main(int argc, char **argv)
         return usage_error("no unit command: give it after --, e.g. -- chaosloco learner ...%s%s", "", "");
     o.argv = (const char *const *)(argv + i);
 
+    /* A token others can read is no secret: refuse it (like ssh with a
+     * private key). */
+    struct stat tst;
+    if (stat(token_file, &tst) != 0)
+        return usage_error("--token-file %s: %s", token_file, strerror(errno));
+    if (!S_ISREG(tst.st_mode))
+        return usage_error("--token-file %s: not a regular file%s", token_file, "");
+    if (tst.st_mode & 077) {
+        char why[96];
+        snprintf(why, sizeof why, ": mode %04o lets other users read it; chmod 600 it",
+                 (unsigned)(tst.st_mode & 07777));
+        return usage_error("--token-file %s%s", token_file, why);
+    }
     char *token = NULL;
     size_t tlen = 0;
     if (cx_file_read(token_file, 4096, &token, &tlen, err, sizeof err) < 0)

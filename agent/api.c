@@ -1,6 +1,7 @@
 /* api.c - HTTP API v1 handlers, auth, audit, and the route table. */
 #include "agent/api.h"
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include <strings.h>
 
 /* ---- api: auth and audit ---- */
 
@@ -48,6 +50,157 @@ void api_audit(agent *a, const cx_http_req *req, const cx_http_resp *resp, const
               detail);
     json_decref(body);
 }
+
+/* ---- api: the gate, before any body byte is read ----
+ *
+ * Every mutating call (any method but GET/HEAD), v1 and Toxiproxy alike:
+ *   1. Host: an agent listening on loopback answers only requests
+ *      addressed to a loopback name (127.x.y.z, localhost, [::1]), so a
+ *      web page cannot reach it through DNS rebinding (403);
+ *   2. Origin (when sent) must be this agent itself, and Sec-Fetch-Site
+ *      (when sent) same-origin or none: browsers send them, so a page on
+ *      another site is refused even if it guessed everything else (403);
+ *   3. the bearer token (api_auth; the Toxiproxy routes may go without it
+ *      with --toxiproxy-compat on loopback) (401);
+ *   4. a body, when there is one, must be declared application/json: the
+ *      content types a page can send cross-origin without a preflight
+ *      (text/plain, forms) are refused (415).
+ * All of it runs on the headers alone: nothing is buffered for a refused
+ * call. Refusals (and the router's own: bad path, 404, 405, 413) are
+ * logged and audited by api_refused.
+ */
+
+static int is_read(const char *method)
+{
+    return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+}
+
+/* The Toxiproxy-compatible routes (everything outside /v1/ and /metrics). */
+static int is_toxiproxy_route(const cx_http_route *route)
+{
+    return strncmp(route->pattern, "/v1/", 4) != 0 && strcmp(route->pattern, "/metrics") != 0;
+}
+
+/* The host part of a Host header ("[::1]:8474" -> "::1"). 0 when malformed. */
+static int host_part(const char *h, char *out, size_t len)
+{
+    const char *end;
+    if (h[0] == '[') {
+        end = strchr(h, ']');
+        if (!end || (end[1] && end[1] != ':'))
+            return 0;
+        h++;
+    } else {
+        end = strchr(h, ':');
+        if (!end)
+            end = h + strlen(h);
+    }
+    size_t n = (size_t)(end - h);
+    if (n == 0 || n >= len)
+        return 0;
+    memcpy(out, h, n);
+    out[n] = '\0';
+    return 1;
+}
+
+static int host_is_loopback(const char *h)
+{
+    char host[256];
+    if (!host_part(h, host, sizeof host))
+        return 0;
+    if (strcasecmp(host, "localhost") == 0 || strcmp(host, "::1") == 0)
+        return 1;
+    /* 127.0.0.0/8, dotted quad only */
+    unsigned o[4];
+    char tail;
+    return sscanf(host, "%3u.%3u.%3u.%3u%c", &o[0], &o[1], &o[2], &o[3], &tail) == 4 && o[0] == 127 &&
+           o[1] < 256 && o[2] < 256 && o[3] < 256;
+}
+
+/* "application/json" (any case), with optional parameters. */
+static int is_json_type(const char *ct)
+{
+    while (*ct == ' ')
+        ct++;
+    size_t n = strlen("application/json");
+    if (strncasecmp(ct, "application/json", n) != 0)
+        return 0;
+    ct += n;
+    while (*ct == ' ')
+        ct++;
+    return *ct == '\0' || *ct == ';';
+}
+
+static void refuse(cx_http_resp *resp, int status, const char *what, const char *value, const char *why)
+{
+    char v[256];
+    cx_utf8_sanitize(value ? value : "(none)", v, sizeof v);
+    cx_http_reply_error(resp, status, "%s: %s: %s", what, v, why);
+}
+
+static int api_gate(void *ctx, cx_http_req *req, const cx_http_route *route, cx_http_resp *resp)
+{
+    agent *a = ctx;
+    req->auth = "none";
+    if (is_read(req->method))
+        return 0;
+    const char *host = cx_http_header(req, "Host");
+    if (a->loopback && (!host || !host_is_loopback(host))) {
+        refuse(resp, 403, "Host", host,
+               "not a loopback name; this agent listens on loopback and answers only 127.0.0.1, localhost "
+               "or [::1] (a web page could otherwise reach it through DNS rebinding)");
+        return CX_EAUTH;
+    }
+    const char *origin = cx_http_header(req, "Origin");
+    if (origin) {
+        char self[300];
+        snprintf(self, sizeof self, "http://%s", host ? host : "");
+        if (!host || strcasecmp(origin, self) != 0) {
+            refuse(resp, 403, "Origin", origin,
+                   "not this agent; calls from web pages of other origins are refused");
+            return CX_EAUTH;
+        }
+    }
+    const char *site = cx_http_header(req, "Sec-Fetch-Site");
+    if (site && strcmp(site, "same-origin") != 0 && strcmp(site, "none") != 0) {
+        refuse(resp, 403, "Sec-Fetch-Site", site, "calls from web pages of other sites are refused");
+        return CX_EAUTH;
+    }
+    int open_ok = is_toxiproxy_route(route) && a->o.toxiproxy_compat && a->loopback;
+    if (api_auth(a, req, resp, open_ok, &req->auth) < 0)
+        return CX_EAUTH;
+    const char *cl = cx_http_header(req, "Content-Length");
+    const char *te = cx_http_header(req, "Transfer-Encoding");
+    int has_body = (te && te[0]) || (cl && strtoll(cl, NULL, 10) != 0);
+    const char *ct = cx_http_header(req, "Content-Type");
+    if (has_body && (!ct || !is_json_type(ct))) {
+        refuse(resp, 415, "Content-Type", ct, "request bodies must be application/json");
+        return CX_EINVAL;
+    }
+    return 0;
+}
+
+/* Answers the router gave without a handler: logged (with the path made
+ * printable), and audited when the call would have changed something. */
+static void api_refused(void *ctx, const cx_http_req *req, const cx_http_route *route,
+                        const cx_http_resp *resp)
+{
+    agent *a = ctx;
+    (void)route;
+    int hostile = resp->status == 400 || resp->status == 403 || resp->status == 413 || resp->status == 414 ||
+                  resp->status == 415;
+    if (is_read(req->method) && !hostile)
+        return;
+    char path[512];
+    cx_utf8_sanitize(req->path, path, sizeof path);
+    json_t *body = resp->body.data ? json_loads(resp->body.data, 0, NULL) : NULL;
+    const char *detail = json_string_value(json_object_get(body, "error"));
+    cx_warn("http: refused %s %s -> %d: %s", req->method, path, resp->status, detail ? detail : "");
+    json_decref(body);
+    api_audit(a, req, resp, NULL, req->auth ? req->auth : "none");
+}
+
+const cx_http_gate agent_gate = {.check = api_gate, .refused = api_refused};
 
 /* ---- api: faults ---- */
 
@@ -138,11 +291,9 @@ static void faults_post(agent *a, const cx_http_req *req, cx_http_resp *resp, ch
 static int h_faults_post(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     agent *a = ctx;
-    const char *auth = "none";
     char fid[64] = "";
-    if (api_auth(a, req, resp, 0, &auth) == 0)
-        faults_post(a, req, resp, fid, sizeof fid);
-    api_audit(a, req, resp, fid, auth);
+    faults_post(a, req, resp, fid, sizeof fid);
+    api_audit(a, req, resp, fid, req->auth);
     return 0;
 }
 
@@ -170,22 +321,35 @@ static int h_fault_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 static int h_fault_delete(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     agent *a = ctx;
-    const char *auth = "none";
-    if (api_auth(a, req, resp, 0, &auth) == 0) {
-        json_t *rec = NULL;
-        char err[CX_ERRLEN] = "";
-        int rc = reg_revert(a->reg, req->params[0], "delete", &rec, err, sizeof err);
-        if (rc == 0) {
-            cx_http_reply_json(resp, 200, rec);
-        } else if (rc == CX_ECONFLICT && rec) {
-            /* Already over: deleting is idempotent, the record says how it ended. */
-            cx_http_reply_json(resp, 200, rec);
-        } else {
-            json_decref(rec);
-            cx_http_reply_err(resp, rc, err);
-        }
+    json_t *rec = NULL;
+    char err[CX_ERRLEN] = "";
+    int rc = reg_revert(a->reg, req->params[0], "delete", &rec, err, sizeof err);
+    if (rc == 0) {
+        cx_http_reply_json(resp, 200, rec);
+    } else if (rc == CX_ECONFLICT && rec) {
+        /* Already over: deleting is idempotent, the record says how it ended. */
+        cx_http_reply_json(resp, 200, rec);
+    } else {
+        json_decref(rec);
+        cx_http_reply_err(resp, rc, err);
     }
-    api_audit(a, req, resp, req->params[0], auth);
+    api_audit(a, req, resp, req->params[0], req->auth);
+    return 0;
+}
+
+static int no_params(const cx_http_req *req, cx_http_resp *resp);
+
+/* DELETE /v1/faults: revert every active fault now (revert_reason
+ * "delete"), new ones stay welcome (unlike halt). */
+static int h_faults_delete(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    agent *a = ctx;
+    if (no_params(req, resp) == 0) {
+        int n = reg_revert_all(a->reg, "delete", 0);
+        cx_info("DELETE /v1/faults: %d fault(s) reverted", n);
+        cx_http_reply_json(resp, 200, json_pack("{s:i}", "reverted", n));
+    }
+    api_audit(a, req, resp, NULL, req->auth);
     return 0;
 }
 
@@ -209,54 +373,49 @@ static int no_params(const cx_http_req *req, cx_http_resp *resp)
 static int h_halt(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     agent *a = ctx;
-    const char *auth = "none";
-    if (api_auth(a, req, resp, 0, &auth) == 0 && no_params(req, resp) == 0) {
+    if (no_params(req, resp) == 0) {
         int n = agent_halt(a);
         cx_http_reply_json(resp, 200, json_pack("{s:b,s:i}", "halted", 1, "reverted", n));
     }
-    api_audit(a, req, resp, NULL, auth);
+    api_audit(a, req, resp, NULL, req->auth);
     return 0;
 }
 
 static int h_resume(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     agent *a = ctx;
-    const char *auth = "none";
-    if (api_auth(a, req, resp, 0, &auth) == 0 && no_params(req, resp) == 0) {
+    if (no_params(req, resp) == 0) {
         agent_resume(a);
         cx_http_reply_json(resp, 200, json_pack("{s:b}", "halted", 0));
     }
-    api_audit(a, req, resp, NULL, auth);
+    api_audit(a, req, resp, NULL, req->auth);
     return 0;
 }
 
 static int h_lease(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     agent *a = ctx;
-    const char *auth = "none";
-    if (api_auth(a, req, resp, 0, &auth) == 0) {
-        json_t *body = NULL;
-        if (cx_http_body_json(req, resp, 0, &body) == 0) {
-            char err[CX_ERRLEN];
-            json_t *ttl = NULL;
-            if (cx_json_unpack(body, "body", err, sizeof err, "{s:o}", "ttl_ms", &ttl) < 0) {
-                cx_http_reply_err(resp, CX_EINVAL, err);
-            } else if (!json_is_integer(ttl) || json_integer_value(ttl) < 0 ||
-                       json_integer_value(ttl) > API_LEASE_MAX_TTL_MS) {
-                cx_http_reply_error(resp, 400,
-                                    "ttl_ms: must be an integer within [0, %lld] (0 releases the lease)",
-                                    (long long)API_LEASE_MAX_TTL_MS);
-            } else {
-                if (json_integer_value(ttl) == 0)
-                    agent_lease_release(a);
-                else
-                    agent_lease_renew(a, json_integer_value(ttl));
-                cx_http_reply_json(resp, 200, json_pack("{s:o}", "lease", agent_lease_json(a)));
-            }
-            json_decref(body);
+    json_t *body = NULL;
+    if (cx_http_body_json(req, resp, 0, &body) == 0) {
+        char err[CX_ERRLEN];
+        json_t *ttl = NULL;
+        if (cx_json_unpack(body, "body", err, sizeof err, "{s:o}", "ttl_ms", &ttl) < 0) {
+            cx_http_reply_err(resp, CX_EINVAL, err);
+        } else if (!json_is_integer(ttl) || json_integer_value(ttl) < 0 ||
+                   json_integer_value(ttl) > API_LEASE_MAX_TTL_MS) {
+            cx_http_reply_error(resp, 400,
+                                "ttl_ms: must be an integer within [0, %lld] (0 releases the lease)",
+                                (long long)API_LEASE_MAX_TTL_MS);
+        } else {
+            if (json_integer_value(ttl) == 0)
+                agent_lease_release(a);
+            else
+                agent_lease_renew(a, json_integer_value(ttl));
+            cx_http_reply_json(resp, 200, json_pack("{s:o}", "lease", agent_lease_json(a)));
         }
+        json_decref(body);
     }
-    api_audit(a, req, resp, NULL, auth);
+    api_audit(a, req, resp, NULL, req->auth);
     return 0;
 }
 
@@ -319,6 +478,7 @@ const cx_http_route agent_routes[] = {
     {"GET", "/v1/status", h_status},
     {"GET", "/v1/faults", h_faults_list},
     {"POST", "/v1/faults", h_faults_post},
+    {"DELETE", "/v1/faults", h_faults_delete},
     {"GET", "/v1/faults/{}", h_fault_get},
     {"DELETE", "/v1/faults/{}", h_fault_delete},
     {"POST", "/v1/halt", h_halt},
@@ -327,16 +487,19 @@ const cx_http_route agent_routes[] = {
     {"GET", "/v1/version", h_version},
     {"GET", "/v1/logs", h_logs},
     {"GET", "/metrics", h_metrics},
-    /* Toxiproxy-compatible subset (toxiproxy.c) */
+    /* Toxiproxy 2.x API (toxiproxy.c) */
     {"GET", "/proxies", tp_proxies_list},
     {"POST", "/proxies", tp_proxies_create},
+    {"POST", "/populate", tp_populate},
     {"GET", "/proxies/{}", tp_proxy_get},
     {"POST", "/proxies/{}", tp_proxy_update},
+    {"PATCH", "/proxies/{}", tp_proxy_update},
     {"DELETE", "/proxies/{}", tp_proxy_delete},
     {"GET", "/proxies/{}/toxics", tp_toxics_list},
     {"POST", "/proxies/{}/toxics", tp_toxic_create},
     {"GET", "/proxies/{}/toxics/{}", tp_toxic_get},
     {"POST", "/proxies/{}/toxics/{}", tp_toxic_update},
+    {"PATCH", "/proxies/{}/toxics/{}", tp_toxic_update},
     {"DELETE", "/proxies/{}/toxics/{}", tp_toxic_delete},
     {"POST", "/reset", tp_reset},
     {"GET", "/version", tp_version},

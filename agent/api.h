@@ -9,6 +9,7 @@
  *   GET    /v1/status            agent + unit + lease + proxies
  *   GET    /v1/faults            every record, active first
  *   POST   /v1/faults            {type, target?, params?, duration_ms, toxicity?, seed?} → 201
+ *   DELETE /v1/faults            revert every active fault (revert_reason "delete")
  *   GET    /v1/faults/{id}
  *   DELETE /v1/faults/{id}       revert now (revert_reason "delete")
  *   POST   /v1/halt              revert all, refuse new faults (503) until:
@@ -28,10 +29,16 @@
 #define API_LOG_TAIL_MAX_BYTES (1024 * 1024)
 #define API_LEASE_MAX_TTL_MS (24LL * 3600 * 1000)
 
+/* The server's gate (api.c): Host, Origin, bearer token and content type
+ * of every mutating call, checked before its body is read; every refusal
+ * logged and audited. Handlers find how the call was authorized in
+ * req->auth ("token", "open", or "none" for reads). */
+extern const cx_http_gate agent_gate;
+
 /* Check the bearer token of a mutating call. 0 when allowed (*auth gets
  * "token" or "open"); otherwise a 401 JSON error is written into resp and
  * CX_EAUTH returned (*auth "none" or "bad"). open_ok: the call may go
- * unauthenticated (Toxiproxy compat on loopback). */
+ * unauthenticated (Toxiproxy compat on loopback). Called by the gate. */
 int api_auth(agent *a, const cx_http_req *req, cx_http_resp *resp, int open_ok, const char **auth);
 
 /* Append the finished call to the audit log. */

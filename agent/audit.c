@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/parse.h"
 
 struct audit {
     int fd; /* O_APPEND */
@@ -48,9 +49,17 @@ void audit_log(audit *a, const char *method, const char *path, int status, const
         return;
     char when[40];
     cx_iso_time(when, sizeof when, cx_real_ns());
+    /* A hostile path (invalid UTF-8, control bytes) is exactly what an
+     * audit line must keep: escaped, so the JSON line is always written. */
+    char m[64], pth[4200], fid[128], au[32], det[2048];
+    cx_utf8_sanitize(method, m, sizeof m);
+    cx_utf8_sanitize(path, pth, sizeof pth);
+    cx_utf8_sanitize(fault_id, fid, sizeof fid);
+    cx_utf8_sanitize(auth ? auth : "none", au, sizeof au);
+    cx_utf8_sanitize(detail, det, sizeof det);
     json_t *o = json_pack("{s:s,s:I,s:s,s:s,s:i,s:s?,s:s,s:s?}", "t_real", when, "t_mono_ms",
-                          (json_int_t)cx_mono_ms(), "method", method, "path", path, "status", status,
-                          "fault_id", fault_id, "auth", auth ? auth : "none", "detail", detail);
+                          (json_int_t)cx_mono_ms(), "method", m, "path", pth, "status", status, "fault_id",
+                          fault_id ? fid : NULL, "auth", au, "detail", detail ? det : NULL);
     if (!o)
         return;
     if (!fault_id)

@@ -2,7 +2,10 @@
  *
  * One JSON object per line in <state-dir>/audit.jsonl:
  *   {"t_real", "t_mono_ms", "method", "path", "status", "fault_id" (or null),
- *    "auth": "token"|"none"|"bad", "detail" (or null)}
+ *    "auth": "token"|"open"|"none"|"bad", "detail" (or null)}
+ * Strings are written as received when they are well-formed UTF-8; any
+ * other byte (and every control character) appears as the text \xHH, so
+ * a request with a hostile path is still audited.
  * Each line is written with one write(2) on an O_APPEND descriptor, so
  * concurrent handlers never interleave and a crash loses at most the line
  * being written. Never rewritten, never truncated by the agent.

@@ -408,10 +408,21 @@ int reg_sweep_previous(reg *r, int *nswept, char *err, size_t errlen)
             inj_target t;
             memset(&t, 0, sizeof t);
             char serr[CX_ERRLEN] = "";
-            int rc = r->hooks.target_get(r->hooks.ctx, "unit", &t, serr, sizeof serr);
-            if (rc == 0) {
-                rc = f->inj->sweep(undo, &t, serr, sizeof serr);
-                r->hooks.target_put(r->hooks.ctx, &t);
+            /* A forged record must not make the sweep write or signal
+             * outside what this agent owns. */
+            int rc = r->hooks.sweep_check
+                         ? r->hooks.sweep_check(r->hooks.ctx, f->type, undo, serr, sizeof serr)
+                         : 0;
+            if (rc < 0) {
+                char why[CX_ERRLEN];
+                snprintf(why, sizeof why, "%s", serr);
+                snprintf(serr, sizeof serr, "sweep refused: %s", why);
+            } else {
+                rc = r->hooks.target_get(r->hooks.ctx, "unit", &t, serr, sizeof serr);
+                if (rc == 0) {
+                    rc = f->inj->sweep(undo, &t, serr, sizeof serr);
+                    r->hooks.target_put(r->hooks.ctx, &t);
+                }
             }
             json_object_set_new(f->evidence, "swept", json_boolean(rc == 0));
             if (rc < 0) {
@@ -507,6 +518,8 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
     if (rc < 0) {
         pthread_mutex_unlock(&r->lock);
         json_decref(params);
+        if (rc == CX_ENOTFOUND)
+            rc = CX_EINVAL; /* an unknown target is bad input here */
         goto rejected_nolock;
     }
     void *ctx = NULL;
@@ -672,6 +685,10 @@ static void end_fault(reg *r, fault *f, const char *reason, fault_state final)
     if (rc == 0) {
         rc = f->inj->revert(f->ctx, &t, err, sizeof err);
         r->hooks.target_put(r->hooks.ctx, &t);
+    } else if (rc == CX_ENOTFOUND) {
+        /* The target went away with whatever this fault did to it. */
+        json_object_set_new(f->evidence, "target_gone", json_true());
+        rc = 0;
     }
     f->ended_mono_ms = cx_mono_ms();
     f->revert_reason = reason;
@@ -742,6 +759,24 @@ int reg_revert_all(reg *r, const char *reason, int lease_only)
     for (fault *f = r->active, *nx; f; f = nx) {
         nx = f->next;
         if (lease_only && !f->lease)
+            continue;
+        end_fault(r, f, reason, F_REVERTED);
+        n++;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return n;
+}
+
+int reg_revert_match(reg *r, const char *target, const char *origin, const char *except_type,
+                     const char *reason)
+{
+    int n = 0;
+    pthread_mutex_lock(&r->lock);
+    for (fault *f = r->active, *nx; f; f = nx) {
+        nx = f->next;
+        if ((target && strcmp(f->target, target) != 0) ||
+            (origin && strcmp(f->origin ? f->origin : "api", origin) != 0) ||
+            (except_type && strcmp(f->type, except_type) == 0))
             continue;
         end_fault(r, f, reason, F_REVERTED);
         n++;

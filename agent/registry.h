@@ -33,13 +33,24 @@ typedef struct reg reg;
 
 /* How the registry borrows the unit. target_get fills t for a fault whose
  * target is target_name ("unit" = the unit and all its proxies, or one
- * proxy's name = the unit with just that proxy); CX_EINVAL + err when the
- * name is unknown. target_put releases what target_get acquired. */
+ * proxy's name = the unit with just that proxy); CX_ENOTFOUND (or
+ * CX_EINVAL) + err when the name is unknown. target_put releases what
+ * target_get acquired. A fault whose target is gone when it is reverted
+ * (a proxy created through the Toxiproxy API and deleted since, with
+ * everything on it) has nothing left to undo: it ends as reverted, with
+ * evidence.target_gone. */
 typedef struct reg_hooks {
     int (*target_get)(void *ctx, const char *target_name, inj_target *t, char *err, size_t errlen);
     void (*target_put)(void *ctx, inj_target *t);
     /* Injector by type name; NULL means injector_find (tests plug their own). */
     const injector *(*find)(const char *type);
+    /* Crash sweep: may the undo record of a previous agent's fault of this
+     * type be handed to its injector's sweep()? 0 yes; otherwise err says
+     * why and the record is not swept (it ends "failed", logged). NULL =
+     * every record is swept (unit tests). The agent confines it to its own
+     * state dir, cgroups and unit (faults.json is a file anyone with write
+     * access to the state dir can forge). */
+    int (*sweep_check)(void *ctx, const char *type, const json_t *undo, char *err, size_t errlen);
     void *ctx;
 } reg_hooks;
 
@@ -96,6 +107,11 @@ int reg_revert(reg *r, const char *id, const char *reason, json_t **out, char *e
 /* Revert every active fault (lease_only: only those created under a
  * lease). Returns how many were reverted. */
 int reg_revert_all(reg *r, const char *reason, int lease_only);
+/* Revert, newest first, every active fault matching all given filters
+ * (NULL = any): its target, its origin, and a type other than
+ * except_type. Returns how many were reverted. */
+int reg_revert_match(reg *r, const char *target, const char *origin, const char *except_type,
+                     const char *reason);
 
 /* Tick every active fault's injector, expire what is due. Skips (returns
  * CX_EBUSY at once) when another thread holds the registry, e.g. an HTTP

@@ -1,163 +1,62 @@
-/* toxiproxy.c - Toxiproxy-compatible endpoints over the agent's proxies.
+/* toxiproxy.c - the Toxiproxy 2.x REST API over the agent's proxies (see
+ * toxiproxy.h; the fault kinds are in tp_faults.c).
  *
- * Toxics go through the fault registry with two agent-private injectors
- * (not in injector_table: they exist only for this API): "toxic" adds one
- * Toxiproxy toxic to one proxy and removes it on revert; "disable" turns a
- * proxy off (Toxiproxy "enabled": false) and on again on revert. Neither
- * outlives the agent process (the proxies die with it), so neither needs an
- * undo record for the crash sweep.
+ * Tags: every fault made here carries a registry tag so that the Toxiproxy
+ * name of a thing finds its fault: "<proxy>/<toxic>", "<proxy>/#disabled",
+ * "<proxy>/#upstream", "<proxy>/#proxy" (a dynamic proxy). Proxy and toxic
+ * names are [A-Za-z0-9_.-], so "#" never clashes with a toxic name.
  */
 #include "agent/toxiproxy.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "agent/api.h"
+#include "agent/tp_faults.h"
 #include "common/err.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/parse.h"
 
-/* ---- toxiproxy: the "toxic" and "disable" injectors ---- */
+#define TP_MAX_PROXIES (AGENT_MAX_PROXIES + AGENT_MAX_DYN_PROXIES)
 
-typedef struct tp_ctx {
-    json_t *toxic; /* Toxiproxy toxic JSON (owned), NULL for "disable" */
-    uint64_t seed; /* toxicity draws */
-} tp_ctx;
+/* An error to answer with: status and message. */
+typedef struct tp_err {
+    int status;
+    char msg[CX_ERRLEN];
+} tp_err;
 
-static int toxic_prepare(json_t *params, uint64_t seed, void **ctx, char *err, size_t errlen)
+static int tp_fail(tp_err *e, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int tp_fail(tp_err *e, int status, const char *fmt, ...)
 {
-    json_t *toxic = NULL;
-    const char *proxy_name = NULL;
-    int rc =
-        cx_json_unpack(params, "params", err, errlen, "{s:s,s:o}", "proxy", &proxy_name, "toxic", &toxic);
-    if (rc < 0)
-        return rc;
-    rc = proxy_toxic_validate(toxic, err, errlen);
-    if (rc < 0)
-        return rc;
-    tp_ctx *c = calloc(1, sizeof *c);
-    if (!c)
-        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-    c->toxic = json_deep_copy(toxic);
-    c->seed = seed;
-    *ctx = c;
-    return 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    e->status = status;
+    return -1;
 }
 
-static int toxic_apply(void *ctx, inj_target *t, json_t *evidence, char *err, size_t errlen)
+static void reply_tp_err(cx_http_resp *resp, const tp_err *e)
 {
-    tp_ctx *c = ctx;
-    if (t->nproxies != 1)
-        return cx_fail(err, errlen, CX_EINVAL, "target: a toxic needs exactly one proxy");
-    json_t *out = NULL;
-    int rc = proxy_toxic_add(t->proxies[0], c->toxic, c->seed, &out, err, errlen);
-    if (rc < 0)
-        return rc;
-    json_object_set_new(evidence, "proxy", json_string(proxy_name(t->proxies[0])));
-    json_object_set_new(evidence, "toxic", out);
-    json_object_set_new(evidence, "proxy_stats", proxy_stats_json(t->proxies[0]));
-    return 0;
+    cx_http_reply_error(resp, e->status, "%s", e->msg);
 }
-
-static const char *toxic_name_of(json_t *toxic, char *buf, size_t len)
-{
-    const char *name = json_string_value(json_object_get(toxic, "name"));
-    if (name && name[0])
-        return name;
-    const char *type = json_string_value(json_object_get(toxic, "type"));
-    const char *stream = json_string_value(json_object_get(toxic, "stream"));
-    snprintf(buf, len, "%s_%s", type ? type : "toxic", stream ? stream : "downstream");
-    return buf;
-}
-
-static int toxic_revert(void *ctx, inj_target *t, char *err, size_t errlen)
-{
-    tp_ctx *c = ctx;
-    if (t->nproxies != 1)
-        return 0;
-    char buf[160];
-    int rc = proxy_toxic_remove(t->proxies[0], toxic_name_of(c->toxic, buf, sizeof buf), err, errlen);
-    return rc == CX_ENOTFOUND ? 0 : rc;
-}
-
-static void tp_free(void *ctx)
-{
-    tp_ctx *c = ctx;
-    if (!c)
-        return;
-    json_decref(c->toxic);
-    free(c);
-}
-
-static int disable_prepare(json_t *params, uint64_t seed, void **ctx, char *err, size_t errlen)
-{
-    const char *proxy_name = NULL;
-    int rc = cx_json_unpack(params, "params", err, errlen, "{s:s}", "proxy", &proxy_name);
-    if (rc < 0)
-        return rc;
-    tp_ctx *c = calloc(1, sizeof *c);
-    if (!c)
-        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-    c->seed = seed;
-    *ctx = c;
-    return 0;
-}
-
-static int disable_apply(void *ctx, inj_target *t, json_t *evidence, char *err, size_t errlen)
-{
-    (void)ctx;
-    if (t->nproxies != 1)
-        return cx_fail(err, errlen, CX_EINVAL, "target: needs exactly one proxy");
-    int rc = proxy_set_enabled(t->proxies[0], false, err, errlen);
-    if (rc < 0)
-        return rc;
-    json_object_set_new(evidence, "proxy", json_string(proxy_name(t->proxies[0])));
-    json_object_set_new(evidence, "enabled", json_boolean(proxy_enabled(t->proxies[0])));
-    return 0;
-}
-
-static int disable_revert(void *ctx, inj_target *t, char *err, size_t errlen)
-{
-    (void)ctx;
-    if (t->nproxies != 1)
-        return 0;
-    return proxy_set_enabled(t->proxies[0], true, err, errlen);
-}
-
-static const injector tp_toxic_injector = {
-    .type = "toxic",
-    .summary = "a Toxiproxy toxic on one proxy (Toxiproxy API)",
-    .params = "proxy, toxic (Toxiproxy toxic JSON)",
-    .prepare = toxic_prepare,
-    .apply = toxic_apply,
-    .revert = toxic_revert,
-    .free = tp_free,
-};
-
-static const injector tp_disable_injector = {
-    .type = "proxy_disabled",
-    .summary = "a proxy turned off (Toxiproxy enabled=false)",
-    .params = "proxy",
-    .prepare = disable_prepare,
-    .apply = disable_apply,
-    .revert = disable_revert,
-    .free = tp_free,
-};
 
 /* ---- toxiproxy: helpers ---- */
 
-static int tp_open_ok(agent *a)
+static agent_px *find_px(agent *a, const cx_http_req *req, cx_http_resp *resp)
 {
-    return a->o.toxiproxy_compat && a->loopback;
-}
-
-static proxy *find_proxy(agent *a, const cx_http_req *req, cx_http_resp *resp)
-{
-    proxy *p = agent_proxy(a, req->params[0]);
-    if (!p)
+    agent_px *x = agent_px_get(a, req->params[0]);
+    if (!x)
         cx_http_reply_error(resp, 404, "proxy not found");
-    return p;
+    return x;
 }
 
 static void reply_no_content(cx_http_resp *resp)
@@ -170,18 +69,65 @@ static int64_t tp_duration(agent *a)
     return a->o.max_duration_ms > 0 ? a->o.max_duration_ms : AGENT_DEFAULT_MAX_DURATION_MS;
 }
 
-/* Register a toxiproxy-origin fault. 0 and fid on success; else the reply
- * is written. */
-static int tp_create_fault(agent *a, cx_http_resp *resp, const char *type, const char *pname, json_t *params,
-                           const char *tag, const injector *inj, char *fid, size_t fidlen)
+static int is_open(const cx_http_req *req)
 {
-    if (agent_halted(a)) {
-        cx_http_reply_err(resp, CX_EUNAVAIL, "agent is halted: new toxics are refused until POST /v1/resume");
-        return CX_EUNAVAIL;
+    return req->auth && strcmp(req->auth, "open") == 0;
+}
+
+/* "HOST:PORT" with HOST resolved to a dotted IPv4 ("localhost:0" ->
+ * "127.0.0.1:0"), as the proxy will bind or dial it. */
+static int norm_addr(const char *in, const char *what, char *out, size_t len, tp_err *e)
+{
+    char host[256], err[CX_ERRLEN] = "";
+    int port = 0;
+    if (cx_parse_hostport(in, what, host, sizeof host, &port, err, sizeof err) != 0)
+        return tp_fail(e, 400, "%s", err);
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *ai = NULL;
+    int g = getaddrinfo(host[0] ? host : "0.0.0.0", NULL, &hints, &ai);
+    if (g != 0 || !ai) {
+        char h[256];
+        cx_utf8_sanitize(host, h, sizeof h);
+        return tp_fail(e, 400, "%s: cannot resolve '%s': %s", what, h, gai_strerror(g));
     }
+    char ip[INET_ADDRSTRLEN] = "";
+    inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)ai->ai_addr)->sin_addr, ip, sizeof ip);
+    freeaddrinfo(ai);
+    snprintf(out, len, "%s:%d", ip, port);
+    return 0;
+}
+
+static int is_loopback_addr(const char *norm)
+{
+    return strncmp(norm, "127.", 4) == 0;
+}
+
+/* Toxiproxy's proxy name rule here: a path segment and a registry target. */
+static int name_check(const char *name, tp_err *e)
+{
+    size_t n = strlen(name);
+    int ok = n > 0 && n <= 64 && strcmp(name, "unit") != 0;
+    for (size_t i = 0; ok && i < n; i++) {
+        char c = name[i];
+        ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+             c == '-' || c == '.';
+    }
+    if (ok)
+        return 0;
+    char v[128];
+    cx_utf8_sanitize(name, v, sizeof v);
+    return tp_fail(e, 400, "name: '%s' must be 1..64 characters of [A-Za-z0-9_.-] and not \"unit\"", v);
+}
+
+/* Register a Toxiproxy-origin fault. 0 and its id in fid; else e. */
+static int tp_fault(agent *a, const char *type, const char *target, json_t *params, const char *tag,
+                    const injector *inj, char *fid, size_t fidlen, tp_err *e)
+{
+    if (agent_halted(a))
+        return tp_fail(e, 503, "agent is halted: Toxiproxy changes are refused until POST /v1/resume");
     reg_spec spec = {
         .type = type,
-        .target = pname,
+        .target = target,
         .params = params,
         .duration_ms = tp_duration(a),
         .lease = agent_lease_held(a),
@@ -192,15 +138,15 @@ static int tp_create_fault(agent *a, cx_http_resp *resp, const char *type, const
     json_t *rec = NULL;
     char err[CX_ERRLEN] = "";
     int rc = reg_create(a->reg, &spec, &rec, err, sizeof err);
-    if (rec)
+    if (rec && fid)
         snprintf(fid, fidlen, "%s", json_string_value(json_object_get(rec, "id")));
     json_decref(rec);
     if (rc < 0)
-        cx_http_reply_err(resp, rc, err);
-    return rc;
+        return tp_fail(e, cx_err_http_status(rc), "%s", err[0] ? err : cx_strerror(rc));
+    return 0;
 }
 
-/* Revert the fault behind a tag; CX_ENOTFOUND when none. */
+/* Revert the active fault behind a tag; CX_ENOTFOUND when none. */
 static int tp_revert_tag(agent *a, const char *tag, char *fid, size_t fidlen)
 {
     char id[64];
@@ -211,112 +157,369 @@ static int tp_revert_tag(agent *a, const char *tag, char *fid, size_t fidlen)
     return reg_revert(a->reg, id, "delete", NULL, NULL, 0);
 }
 
-/* ---- toxiproxy: proxies ---- */
-
-int tp_proxies_list(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+static void tag_of(char *buf, size_t len, const char *proxy_name_, const char *what)
 {
-    agent *a = ctx;
-    (void)req;
-    json_t *o = json_object();
-    for (int i = 0; i < a->nproxies; i++)
-        json_object_set_new(o, proxy_name(a->proxies[i]), proxy_json(a->proxies[i]));
-    cx_http_reply_json(resp, 200, o);
+    snprintf(buf, len, "%s/%s", proxy_name_, what);
+}
+
+/* A string member: NULL when absent or null; CX_EINVAL when another type. */
+static int opt_string(json_t *body, const char *key, const char **out, tp_err *e)
+{
+    json_t *v = json_object_get(body, key);
+    *out = NULL;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v))
+        return tp_fail(e, 400, "bad request body: %s: must be a string", key);
+    *out = json_string_value(v);
     return 0;
 }
 
-static int tp_fixed(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+static int opt_bool(json_t *body, const char *key, int *out, tp_err *e)
 {
-    agent *a = ctx;
-    const char *auth = "none";
-    if (api_auth(a, req, resp, tp_open_ok(a), &auth) == 0)
-        cx_http_reply_error(resp, 409,
-                            "proxies are fixed by the agent's --proxy flags; create and "
-                            "delete are not supported");
-    api_audit(a, req, resp, NULL, auth);
+    json_t *v = json_object_get(body, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_boolean(v))
+        return tp_fail(e, 400, "bad request body: %s: must be a boolean", key);
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* ---- toxiproxy: dynamic proxies ---- */
+
+/* Create a proxy through the registry ("proxy" fault). 0 and *out
+ * borrowed; else e. */
+static int dyn_create(agent *a, const cx_http_req *req, const char *name, const char *listen,
+                      const char *upstream, int enabled, agent_px **out, char *fid, size_t fidlen, tp_err *e)
+{
+    *out = NULL;
+    if (name_check(name, e) < 0)
+        return -1;
+    agent_px *x = agent_px_get(a, name);
+    if (x) {
+        agent_px_put(a, x);
+        return tp_fail(e, 409, "proxy already exists");
+    }
+    char lis[96], up[96];
+    if (norm_addr(listen && listen[0] ? listen : "127.0.0.1:0", "listen", lis, sizeof lis, e) < 0 ||
+        norm_addr(upstream, "upstream", up, sizeof up, e) < 0)
+        return -1;
+    if (is_open(req) && !is_loopback_addr(lis))
+        return tp_fail(e, 403,
+                       "listen: %s: a call without the token may only create proxies on loopback addresses "
+                       "(send Authorization: Bearer <token> for others)",
+                       lis);
+    char tag[128];
+    tag_of(tag, sizeof tag, name, "#proxy");
+    json_t *params =
+        json_pack("{s:s,s:s,s:s,s:b}", "name", name, "listen", lis, "upstream", upstream, "enabled", enabled);
+    int rc = tp_fault(a, "proxy", "unit", params, tag, &tp_proxy_injector, fid, fidlen, e);
+    json_decref(params);
+    if (rc < 0)
+        return rc;
+    *out = agent_px_get(a, name);
+    if (!*out)
+        return tp_fail(e, 500, "proxy %s vanished right after it was created", name);
+    return 0;
+}
+
+/* Delete a dynamic proxy: every fault on it first (toxics, disabling, ...),
+ * then the proxy's own fault. */
+static void dyn_delete(agent *a, const char *name, char *fid, size_t fidlen)
+{
+    int n = reg_revert_match(a->reg, name, NULL, NULL, "delete");
+    char tag[128];
+    tag_of(tag, sizeof tag, name, "#proxy");
+    if (tp_revert_tag(a, tag, fid, fidlen) == CX_ENOTFOUND)
+        agent_px_remove(a, name);
+    cx_info("toxiproxy: proxy %s deleted (%d fault(s) on it reverted first)", name, n);
+}
+
+/* ---- toxiproxy: proxies ---- */
+
+static json_t *all_proxies_json(agent *a)
+{
+    agent_px *all[TP_MAX_PROXIES];
+    int n = agent_px_list(a, all, TP_MAX_PROXIES);
+    json_t *o = json_object();
+    for (int i = 0; i < n; i++) {
+        json_object_set_new(o, proxy_name(all[i]->p), proxy_json(all[i]->p));
+        agent_px_put(a, all[i]);
+    }
+    return o;
+}
+
+int tp_proxies_list(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    (void)req;
+    cx_http_reply_json(resp, 200, all_proxies_json(ctx));
     return 0;
 }
 
 int tp_proxies_create(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
-    return tp_fixed(ctx, req, resp);
+    agent *a = ctx;
+    char fid[64] = "";
+    json_t *body = NULL;
+    if (cx_http_body_json(req, resp, 0, &body) == 0) {
+        tp_err e = {0};
+        const char *name = NULL, *listen = NULL, *upstream = NULL;
+        int enabled = 1;
+        agent_px *x = NULL;
+        int rc = opt_string(body, "name", &name, &e);
+        if (rc == 0)
+            rc = opt_string(body, "listen", &listen, &e);
+        if (rc == 0)
+            rc = opt_string(body, "upstream", &upstream, &e);
+        if (rc == 0)
+            rc = opt_bool(body, "enabled", &enabled, &e);
+        if (rc == 0 && (!name || !name[0]))
+            rc = tp_fail(&e, 400, "missing required field: name");
+        if (rc == 0 && (!upstream || !upstream[0]))
+            rc = tp_fail(&e, 400, "missing required field: upstream");
+        if (rc == 0)
+            rc = dyn_create(a, req, name, listen, upstream, enabled, &x, fid, sizeof fid, &e);
+        if (rc == 0)
+            cx_http_reply_json(resp, 201, proxy_json(x->p));
+        else
+            reply_tp_err(resp, &e);
+        agent_px_put(a, x);
+        json_decref(body);
+    }
+    api_audit(a, req, resp, fid, req->auth);
+    return 0;
 }
 
-int tp_proxy_delete(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+/* The answer of /populate: Toxiproxy's shape, an error beside the proxies
+ * done so far. */
+static void reply_populate(cx_http_resp *resp, const tp_err *e, json_t *done)
 {
-    return tp_fixed(ctx, req, resp);
+    json_t *o = e ? json_pack("{s:s,s:i,s:o}", "error", e->msg, "status", e->status, "proxies",
+                              done ? done : json_null())
+                  : json_pack("{s:o}", "proxies", done ? done : json_array());
+    cx_http_reply_json(resp, e ? e->status : 201, o);
+}
+
+/* Does a populate entry differ from the proxy of that name (Toxiproxy:
+ * listen, resolved, or upstream)? */
+static int populate_differs(agent_px *x, const char *listen, const char *upstream)
+{
+    char cur[96], up[256], want[96];
+    tp_err ignore;
+    proxy_listen(x->p, cur, sizeof cur);
+    proxy_upstream(x->p, up, sizeof up);
+    if (!listen || !listen[0] || norm_addr(listen, "listen", want, sizeof want, &ignore) < 0)
+        return 1;
+    return strcmp(want, cur) != 0 || strcmp(upstream, up) != 0;
+}
+
+static int populate_one(agent *a, const cx_http_req *req, json_t *item, size_t idx, json_t *done, tp_err *e)
+{
+    const char *name = NULL, *listen = NULL, *upstream = NULL;
+    int enabled = 1;
+    if (opt_string(item, "name", &name, e) < 0 || opt_string(item, "listen", &listen, e) < 0 ||
+        opt_string(item, "upstream", &upstream, e) < 0 || opt_bool(item, "enabled", &enabled, e) < 0)
+        return -1;
+    agent_px *x = agent_px_get(a, name);
+    if (x && !populate_differs(x, listen, upstream)) {
+        json_array_append_new(done, proxy_json(x->p)); /* consistent: left untouched */
+        agent_px_put(a, x);
+        return 0;
+    }
+    if (x && x->fixed) {
+        agent_px_put(a, x);
+        return tp_fail(e, 409,
+                       "proxy %s (at proxy %zu) comes from the agent's --proxy flags and cannot be replaced "
+                       "(its listen and upstream must match)",
+                       name, idx + 1);
+    }
+    if (x) {
+        agent_px_put(a, x);
+        dyn_delete(a, name, NULL, 0);
+    }
+    if (dyn_create(a, req, name, listen, upstream, enabled, &x, NULL, 0, e) < 0)
+        return -1;
+    json_array_append_new(done, proxy_json(x->p));
+    agent_px_put(a, x);
+    return 0;
+}
+
+int tp_populate(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    agent *a = ctx;
+    tp_err e = {0};
+    json_error_t je;
+    json_t *arr = req->body_len ? json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je) : NULL;
+    int rc = 0;
+    if (!arr)
+        rc = req->body_len ? tp_fail(&e, 400, "bad request body: invalid JSON at line %d column %d: %s",
+                                     je.line, je.column, je.text)
+                           : tp_fail(&e, 400, "bad request body: expected a JSON array of proxies");
+    else if (!json_is_array(arr))
+        rc = tp_fail(&e, 400, "bad request body: expected a JSON array of proxies");
+    /* Check every entry before creating anything, as Toxiproxy does. */
+    size_t i;
+    json_t *item;
+    json_array_foreach(arr, i, item)
+    {
+        if (rc < 0)
+            break;
+        const char *name = NULL, *upstream = NULL;
+        if (!json_is_object(item))
+            rc = tp_fail(&e, 400, "bad request body: proxy %zu is not an object", i + 1);
+        else if (opt_string(item, "name", &name, &e) < 0 || opt_string(item, "upstream", &upstream, &e) < 0)
+            rc = -1;
+        else if (!name || !name[0])
+            rc = tp_fail(&e, 400, "missing required field: name at proxy %zu", i + 1);
+        else if (!upstream || !upstream[0])
+            rc = tp_fail(&e, 400, "missing required field: upstream at proxy %zu", i + 1);
+    }
+    if (rc < 0) {
+        reply_populate(resp, &e, NULL);
+    } else {
+        json_t *done = json_array();
+        json_array_foreach(arr, i, item)
+        {
+            rc = populate_one(a, req, item, i, done, &e);
+            if (rc < 0)
+                break;
+        }
+        reply_populate(resp, rc < 0 ? &e : NULL, done);
+    }
+    json_decref(arr);
+    api_audit(a, req, resp, NULL, req->auth);
+    return 0;
 }
 
 int tp_proxy_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     agent *a = ctx;
-    proxy *p = find_proxy(a, req, resp);
-    if (p)
-        cx_http_reply_json(resp, 200, proxy_json(p));
+    agent_px *x = find_px(a, req, resp);
+    if (x)
+        cx_http_reply_json(resp, 200, proxy_json(x->p));
+    agent_px_put(a, x);
     return 0;
 }
 
-static void proxy_update(agent *a, const cx_http_req *req, cx_http_resp *resp, char *fid, size_t fidlen)
+/* A --proxy proxy's upstream: a registered fault ("<p>/#upstream"); asking
+ * for the upstream it had before reverts that fault. */
+static int fixed_upstream(agent *a, agent_px *x, const char *upstream, char *fid, size_t fidlen, tp_err *e)
 {
-    proxy *p = find_proxy(a, req, resp);
-    if (!p)
-        return;
-    json_t *body = NULL;
-    if (cx_http_body_json(req, resp, 0, &body) < 0)
-        return;
-    char err[CX_ERRLEN] = "";
-    int enabled = -1;
-    json_t *jen = NULL;
-    const char *upstream = NULL, *name = NULL, *listen = NULL;
-    int rc = cx_json_unpack(body, "body", err, sizeof err, "{s?:o,s?:s,s?:s,s?:s}", "enabled", &jen,
-                            "upstream", &upstream, "name", &name, "listen", &listen);
-    if (rc == 0 && jen) {
-        if (!json_is_boolean(jen))
-            rc = cx_fail(err, sizeof err, CX_EINVAL, "enabled: must be a boolean");
-        else
-            enabled = json_is_true(jen);
-    }
-    if (rc == 0 && name && strcmp(name, proxy_name(p)) != 0)
-        rc = cx_fail(err, sizeof err, CX_EINVAL, "name: a proxy cannot be renamed");
-    if (rc == 0 && listen && strcmp(listen, proxy_listen_addr(p)) != 0)
-        rc = cx_fail(err, sizeof err, CX_EINVAL, "listen: a proxy's listen address is fixed (%s)",
-                     proxy_listen_addr(p));
-    if (rc < 0) {
-        cx_http_reply_err(resp, rc, err);
-        json_decref(body);
-        return;
-    }
-    if (upstream && proxy_set_upstream(p, upstream, err, sizeof err) < 0) {
-        cx_http_reply_err(resp, CX_EINVAL, err);
-        json_decref(body);
-        return;
-    }
-    char tag[160];
-    snprintf(tag, sizeof tag, "%s/#disabled", proxy_name(p));
-    if (enabled == 0 && proxy_enabled(p)) {
-        json_t *params = json_pack("{s:s}", "proxy", proxy_name(p));
-        rc = tp_create_fault(a, resp, "proxy_disabled", proxy_name(p), params, tag, &tp_disable_injector, fid,
-                             fidlen);
+    const char *name = proxy_name(x->p);
+    char tag[128], cur[256];
+    tag_of(tag, sizeof tag, name, "#upstream");
+    proxy_upstream(x->p, cur, sizeof cur);
+    if (strcmp(cur, upstream) == 0)
+        return 0;
+    if (agent_halted(a))
+        return tp_fail(e, 503, "agent is halted: Toxiproxy changes are refused until POST /v1/resume");
+    tp_revert_tag(a, tag, fid, fidlen); /* back to the original first */
+    proxy_upstream(x->p, cur, sizeof cur);
+    if (strcmp(cur, upstream) == 0)
+        return 0;
+    json_t *params = json_pack("{s:s,s:s}", "proxy", name, "upstream", upstream);
+    int rc = tp_fault(a, "proxy_upstream", name, params, tag, &tp_upstream_injector, fid, fidlen, e);
+    json_decref(params);
+    return rc;
+}
+
+static int set_enabled(agent *a, agent_px *x, int enabled, char *fid, size_t fidlen, tp_err *e)
+{
+    const char *name = proxy_name(x->p);
+    char tag[128];
+    tag_of(tag, sizeof tag, name, "#disabled");
+    if (!enabled && proxy_enabled(x->p)) {
+        json_t *params = json_pack("{s:s}", "proxy", name);
+        int rc = tp_fault(a, "proxy_disabled", name, params, tag, &tp_disable_injector, fid, fidlen, e);
         json_decref(params);
-        if (rc < 0) {
-            json_decref(body);
-            return;
-        }
-    } else if (enabled == 1) {
-        if (tp_revert_tag(a, tag, fid, fidlen) == CX_ENOTFOUND && !proxy_enabled(p))
-            proxy_set_enabled(p, true, NULL, 0);
+        return rc;
     }
-    json_decref(body);
-    cx_http_reply_json(resp, 200, proxy_json(p));
+    if (enabled && tp_revert_tag(a, tag, fid, fidlen) == CX_ENOTFOUND && !proxy_enabled(x->p))
+        proxy_set_enabled(x->p, true, NULL, 0); /* created disabled, or disabled by a reset race */
+    return 0;
+}
+
+/* POST|PATCH /proxies/{name}: listen, then upstream, then enabled, each
+ * checked before anything changes. */
+static int proxy_update(agent *a, const cx_http_req *req, agent_px *x, json_t *body, char *fid, size_t fidlen,
+                        tp_err *e)
+{
+    const char *listen = NULL, *upstream = NULL;
+    int enabled = -1;
+    if (opt_string(body, "listen", &listen, e) < 0 || opt_string(body, "upstream", &upstream, e) < 0 ||
+        opt_bool(body, "enabled", &enabled, e) < 0)
+        return -1;
+    char lis[96] = "", cur[96], up[96];
+    proxy_listen(x->p, cur, sizeof cur);
+    if (listen && listen[0] && norm_addr(listen, "listen", lis, sizeof lis, e) < 0)
+        return -1;
+    int relisten = lis[0] && strcmp(lis, cur) != 0;
+    if (upstream && !upstream[0])
+        upstream = NULL;
+    if (upstream && norm_addr(upstream, "upstream", up, sizeof up, e) < 0)
+        return -1;
+    if (relisten && x->fixed)
+        return tp_fail(e, 409,
+                       "listen: proxy %s comes from the agent's --proxy flags and the unit was started with "
+                       "its address %s; it cannot be re-bound",
+                       proxy_name(x->p), cur);
+    if (relisten && is_open(req) && !is_loopback_addr(lis))
+        return tp_fail(e, 403, "listen: %s: a call without the token may only use loopback addresses", lis);
+    if ((relisten || upstream) && agent_halted(a))
+        return tp_fail(e, 503, "agent is halted: Toxiproxy changes are refused until POST /v1/resume");
+    char err[CX_ERRLEN] = "";
+    if (relisten && proxy_set_listen(x->p, lis, err, sizeof err) < 0)
+        return tp_fail(e, 500, "%s", err);
+    if (upstream && x->fixed && fixed_upstream(a, x, upstream, fid, fidlen, e) < 0)
+        return -1;
+    if (upstream && !x->fixed && proxy_set_upstream(x->p, upstream, err, sizeof err) < 0)
+        return tp_fail(e, 400, "%s", err);
+    if (enabled >= 0 && set_enabled(a, x, enabled, fid, fidlen, e) < 0)
+        return -1;
+    return 0;
 }
 
 int tp_proxy_update(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     agent *a = ctx;
-    const char *auth = "none";
     char fid[64] = "";
-    if (api_auth(a, req, resp, tp_open_ok(a), &auth) == 0)
-        proxy_update(a, req, resp, fid, sizeof fid);
-    api_audit(a, req, resp, fid, auth);
+    agent_px *x = find_px(a, req, resp);
+    json_t *body = NULL;
+    if (x && cx_http_body_json(req, resp, 0, &body) == 0) {
+        tp_err e = {0};
+        if (proxy_update(a, req, x, body, fid, sizeof fid, &e) == 0)
+            cx_http_reply_json(resp, 200, proxy_json(x->p));
+        else
+            reply_tp_err(resp, &e);
+        json_decref(body);
+    }
+    agent_px_put(a, x);
+    api_audit(a, req, resp, fid, req->auth);
+    return 0;
+}
+
+int tp_proxy_delete(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    agent *a = ctx;
+    char fid[64] = "";
+    agent_px *x = find_px(a, req, resp);
+    if (x && x->fixed) {
+        cx_http_reply_error(
+            resp, 409,
+            "proxy %s comes from the agent's --proxy flags (the unit's own link) and cannot be "
+            "deleted; disable it with {\"enabled\": false} (a revertible fault) instead",
+            proxy_name(x->p));
+    } else if (x) {
+        char name[80];
+        snprintf(name, sizeof name, "%s", proxy_name(x->p));
+        agent_px_put(a, x);
+        x = NULL;
+        dyn_delete(a, name, fid, sizeof fid);
+        reply_no_content(resp);
+    }
+    agent_px_put(a, x);
+    api_audit(a, req, resp, fid, req->auth);
     return 0;
 }
 
@@ -325,156 +528,166 @@ int tp_proxy_update(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 int tp_toxics_list(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     agent *a = ctx;
-    proxy *p = find_proxy(a, req, resp);
-    if (p)
-        cx_http_reply_json(resp, 200, proxy_toxics_json(p));
+    agent_px *x = find_px(a, req, resp);
+    if (x)
+        cx_http_reply_json(resp, 200, proxy_toxics_json(x->p));
+    agent_px_put(a, x);
     return 0;
 }
 
 int tp_toxic_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     agent *a = ctx;
-    proxy *p = find_proxy(a, req, resp);
-    if (!p)
-        return 0;
-    json_t *t = proxy_toxic_json(p, req->params[1]);
-    if (!t)
-        cx_http_reply_error(resp, 404, "toxic not found");
-    else
+    agent_px *x = find_px(a, req, resp);
+    json_t *t = x ? proxy_toxic_json(x->p, req->params[1]) : NULL;
+    if (t)
         cx_http_reply_json(resp, 200, t);
+    else if (x)
+        cx_http_reply_error(resp, 404, "toxic not found");
+    agent_px_put(a, x);
     return 0;
 }
 
-static void toxic_create(agent *a, const cx_http_req *req, cx_http_resp *resp, char *fid, size_t fidlen)
+/* Toxiproxy ignores keys it does not know; say which ones were. */
+static json_t *lenient(json_t *body, const char *type, const char *what)
 {
-    proxy *p = find_proxy(a, req, resp);
-    if (!p)
-        return;
-    json_t *body = NULL;
-    if (cx_http_body_json(req, resp, 0, &body) < 0)
-        return;
+    json_t *ignored = json_array();
+    json_t *out = proxy_toxic_lenient(body, type, ignored);
+    if (json_array_size(ignored) > 0) {
+        char *list = json_dumps(ignored, JSON_COMPACT);
+        char safe[512];
+        cx_utf8_sanitize(list ? list : "", safe, sizeof safe);
+        cx_info("toxiproxy: %s: ignored unknown keys %s (as Toxiproxy does)", what, safe);
+        free(list);
+    }
+    json_decref(ignored);
+    return out;
+}
+
+static int toxic_create(agent *a, agent_px *x, json_t *body, char *fid, size_t fidlen, json_t **out,
+                        tp_err *e)
+{
     char err[CX_ERRLEN] = "";
-    if (proxy_toxic_validate(body, err, sizeof err) < 0) {
-        cx_http_reply_err(resp, CX_EINVAL, err);
-        json_decref(body);
-        return;
-    }
+    json_t *toxic = lenient(body, NULL, "toxic create");
+    if (!toxic)
+        return tp_fail(e, 500, "out of memory");
+    int rc = proxy_toxic_validate(toxic, err, sizeof err);
     char buf[160], name[160];
-    /* Copied: the body is released before the name is used again. */
-    snprintf(name, sizeof name, "%s", toxic_name_of(body, buf, sizeof buf));
-    json_t *existing = proxy_toxic_json(p, name);
-    if (existing) {
-        json_decref(existing);
-        cx_http_reply_error(resp, 409, "toxic already exists");
-        json_decref(body);
-        return;
+    snprintf(name, sizeof name, "%s", tp_toxic_name(toxic, buf, sizeof buf));
+    json_t *existing = rc == 0 ? proxy_toxic_json(x->p, name) : NULL;
+    if (rc < 0) {
+        rc = tp_fail(e, 400, "%s", err);
+    } else if (existing) {
+        rc = tp_fail(e, 409, "toxic already exists");
+    } else {
+        char tag[256];
+        tag_of(tag, sizeof tag, proxy_name(x->p), name);
+        const char *type = json_string_value(json_object_get(toxic, "type"));
+        json_t *params = json_pack("{s:s,s:O}", "proxy", proxy_name(x->p), "toxic", toxic);
+        rc = tp_fault(a, type ? type : "toxic", proxy_name(x->p), params, tag, &tp_toxic_injector, fid,
+                      fidlen, e);
+        json_decref(params);
+        *out = rc == 0 ? proxy_toxic_json(x->p, name) : NULL;
+        if (rc == 0 && !*out)
+            rc = tp_fail(e, 500, "toxic vanished right after it was added");
     }
-    char tag[256];
-    snprintf(tag, sizeof tag, "%s/%s", proxy_name(p), name);
-    const char *type = json_string_value(json_object_get(body, "type"));
-    json_t *params = json_pack("{s:s,s:O}", "proxy", proxy_name(p), "toxic", body);
-    int rc = tp_create_fault(a, resp, type ? type : "toxic", proxy_name(p), params, tag, &tp_toxic_injector,
-                             fid, fidlen);
-    json_decref(params);
-    json_decref(body);
-    if (rc < 0)
-        return;
-    json_t *t = proxy_toxic_json(p, name);
-    if (t)
-        cx_http_reply_json(resp, 200, t);
-    else
-        cx_http_reply_error(resp, 500, "toxic vanished right after it was added");
+    json_decref(existing);
+    json_decref(toxic);
+    return rc;
 }
 
 int tp_toxic_create(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     agent *a = ctx;
-    const char *auth = "none";
     char fid[64] = "";
-    if (api_auth(a, req, resp, tp_open_ok(a), &auth) == 0)
-        toxic_create(a, req, resp, fid, sizeof fid);
-    api_audit(a, req, resp, fid, auth);
+    agent_px *x = find_px(a, req, resp);
+    json_t *body = NULL, *out = NULL;
+    if (x && cx_http_body_json(req, resp, 0, &body) == 0) {
+        tp_err e = {0};
+        if (toxic_create(a, x, body, fid, sizeof fid, &out, &e) == 0)
+            cx_http_reply_json(resp, 200, out);
+        else
+            reply_tp_err(resp, &e);
+        json_decref(body);
+    }
+    agent_px_put(a, x);
+    api_audit(a, req, resp, fid, req->auth);
     return 0;
 }
 
 int tp_toxic_update(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     agent *a = ctx;
-    const char *auth = "none";
     char fid[64] = "";
-    if (api_auth(a, req, resp, tp_open_ok(a), &auth) == 0) {
-        proxy *p = find_proxy(a, req, resp);
-        json_t *body = NULL;
-        if (p && cx_http_body_json(req, resp, 0, &body) == 0) {
-            char err[CX_ERRLEN] = "";
-            json_t *out = NULL;
-            int rc = proxy_toxic_update(p, req->params[1], body, &out, err, sizeof err);
-            if (rc == 0) {
-                char tag[256];
-                snprintf(tag, sizeof tag, "%s/%s", proxy_name(p), req->params[1]);
-                reg_find_tag(a->reg, tag, fid, sizeof fid);
-                cx_http_reply_json(resp, 200, out);
-            } else if (rc == CX_ENOTFOUND) {
-                cx_http_reply_error(resp, 404, "toxic not found");
-            } else {
-                cx_http_reply_err(resp, rc, err);
-            }
-            json_decref(body);
+    agent_px *x = find_px(a, req, resp);
+    json_t *cur = x ? proxy_toxic_json(x->p, req->params[1]) : NULL;
+    json_t *body = NULL;
+    if (x && !cur) {
+        cx_http_reply_error(resp, 404, "toxic not found");
+    } else if (x && cx_http_body_json(req, resp, 0, &body) == 0) {
+        const char *type = json_string_value(json_object_get(cur, "type"));
+        json_t *upd = lenient(body, type ? type : "noop", "toxic update");
+        char err[CX_ERRLEN] = "";
+        json_t *out = NULL;
+        int rc = upd ? proxy_toxic_update(x->p, req->params[1], upd, &out, err, sizeof err) : CX_ENOMEM;
+        if (rc == 0) {
+            char tag[256];
+            tag_of(tag, sizeof tag, proxy_name(x->p), req->params[1]);
+            reg_find_tag(a->reg, tag, fid, sizeof fid);
+            cx_http_reply_json(resp, 200, out);
+        } else if (rc == CX_ENOTFOUND) {
+            cx_http_reply_error(resp, 404, "toxic not found");
+        } else {
+            cx_http_reply_err(resp, rc, err);
         }
+        json_decref(upd);
+        json_decref(body);
     }
-    api_audit(a, req, resp, fid, auth);
+    json_decref(cur);
+    agent_px_put(a, x);
+    api_audit(a, req, resp, fid, req->auth);
     return 0;
 }
 
 int tp_toxic_delete(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     agent *a = ctx;
-    const char *auth = "none";
     char fid[64] = "";
-    if (api_auth(a, req, resp, tp_open_ok(a), &auth) == 0) {
-        proxy *p = find_proxy(a, req, resp);
-        if (p) {
-            char tag[256];
-            snprintf(tag, sizeof tag, "%s/%s", proxy_name(p), req->params[1]);
-            if (tp_revert_tag(a, tag, fid, sizeof fid) == 0 ||
-                proxy_toxic_remove(p, req->params[1], NULL, 0) == 0)
-                reply_no_content(resp);
-            else
-                cx_http_reply_error(resp, 404, "toxic not found");
-        }
+    agent_px *x = find_px(a, req, resp);
+    if (x) {
+        char tag[256];
+        tag_of(tag, sizeof tag, proxy_name(x->p), req->params[1]);
+        if (tp_revert_tag(a, tag, fid, sizeof fid) == 0 ||
+            proxy_toxic_remove(x->p, req->params[1], NULL, 0) == 0)
+            reply_no_content(resp);
+        else
+            cx_http_reply_error(resp, 404, "toxic not found");
     }
-    api_audit(a, req, resp, fid, auth);
+    agent_px_put(a, x);
+    api_audit(a, req, resp, fid, req->auth);
     return 0;
 }
 
 /* ---- toxiproxy: reset and version ---- */
 
+/* Toxiproxy: every proxy enabled, every toxic removed. Here that is every
+ * Toxiproxy-made fault on a proxy reverted (toxics, disabling, and a
+ * --proxy proxy's redirected upstream), then each proxy reset (toxics the
+ * v1 API put there go too, as in Toxiproxy). Proxies created through the
+ * API stay. */
 int tp_reset(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     agent *a = ctx;
-    const char *auth = "none";
-    if (api_auth(a, req, resp, tp_open_ok(a), &auth) == 0) {
-        for (int i = 0; i < a->nproxies; i++) {
-            proxy *p = a->proxies[i];
-            json_t *toxics = proxy_toxics_json(p);
-            size_t k;
-            json_t *t;
-            json_array_foreach(toxics, k, t)
-            {
-                const char *name = json_string_value(json_object_get(t, "name"));
-                char tag[256];
-                snprintf(tag, sizeof tag, "%s/%s", proxy_name(p), name ? name : "");
-                tp_revert_tag(a, tag, NULL, 0);
-            }
-            json_decref(toxics);
-            char tag[160];
-            snprintf(tag, sizeof tag, "%s/#disabled", proxy_name(p));
-            tp_revert_tag(a, tag, NULL, 0);
-            proxy_reset(p);
-        }
-        reply_no_content(resp);
+    int n = reg_revert_match(a->reg, NULL, "toxiproxy", "proxy", "delete");
+    agent_px *all[TP_MAX_PROXIES];
+    int np = agent_px_list(a, all, TP_MAX_PROXIES);
+    for (int i = 0; i < np; i++) {
+        proxy_reset(all[i]->p);
+        agent_px_put(a, all[i]);
     }
-    api_audit(a, req, resp, NULL, auth);
+    cx_info("toxiproxy: reset: %d fault(s) reverted, %d proxies reset", n, np);
+    reply_no_content(resp);
+    api_audit(a, req, resp, NULL, req->auth);
     return 0;
 }
 
@@ -482,6 +695,7 @@ int tp_version(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     (void)ctx;
     (void)req;
-    cx_http_reply_json(resp, 200, json_pack("{s:s}", "version", "chaosloco-" CHAOSLOCO_VERSION));
+    cx_http_reply_json(resp, 200,
+                       json_pack("{s:s,s:s}", "version", TP_COMPAT_VERSION, "chaosloco", CHAOSLOCO_VERSION));
     return 0;
 }

@@ -1,34 +1,53 @@
-/* toxiproxy.h - the Toxiproxy-compatible subset of the agent's HTTP API.
+/* toxiproxy.h - the Toxiproxy 2.x REST API on the agent.
  *
- * Field names and units are Toxiproxy's (README "HTTP API"), so existing
- * Toxiproxy clients drive the agent's proxies unchanged:
+ * Paths, fields, status codes and error bodies are Toxiproxy's (its
+ * README "HTTP API" and api.go), so existing Toxiproxy clients drive the
+ * agent's proxies unchanged:
  *
- *   GET    /proxies                       {name: proxy}
- *   POST   /proxies                       409: proxies come from --proxy only
- *   GET    /proxies/{name}                {name, listen, upstream, enabled, toxics}
- *   POST   /proxies/{name}                {enabled?, upstream?, listen? (must match)}
- *   DELETE /proxies/{name}                409: proxies come from --proxy only
- *   GET    /proxies/{name}/toxics         [toxic]
- *   POST   /proxies/{name}/toxics         {name?, type, stream?, toxicity?, attributes?} → toxic
- *   GET    /proxies/{name}/toxics/{toxic}
- *   POST   /proxies/{name}/toxics/{toxic} {attributes?, toxicity?} → toxic
- *   DELETE /proxies/{name}/toxics/{toxic} 204
- *   POST   /reset                         every proxy enabled, every toxic removed, 204
- *   GET    /version                       {"version": "..."}
+ *   GET          /proxies                        200 {name: proxy}
+ *   POST         /proxies                        {name, upstream, listen?, enabled?} 201 proxy; 409 exists
+ *   POST         /populate                       [proxy...] 201 {"proxies": [...]}
+ *   GET          /proxies/{name}                 200 {name, listen, upstream, enabled, toxics}
+ *   POST|PATCH   /proxies/{name}                 {enabled?, upstream?, listen?} 200 proxy
+ *   DELETE       /proxies/{name}                 204; 404 unknown
+ *   GET          /proxies/{name}/toxics          200 [toxic]
+ *   POST         /proxies/{name}/toxics          {name?, type, stream?, toxicity?, attributes?} 200 toxic
+ *   GET          /proxies/{name}/toxics/{toxic}  200 toxic
+ *   POST|PATCH   /proxies/{name}/toxics/{toxic}  {attributes?, toxicity?} 200 toxic
+ *   DELETE       /proxies/{name}/toxics/{toxic}  204
+ *   POST         /reset                          204: every proxy enabled, every toxic removed
+ *   GET          /version                        200 {"version": "2.12.0", "chaosloco": "..."}
  *
- * Every toxic created here, and every disabling of a proxy, is a registered
- * fault (origin "toxiproxy", duration --max-duration-ms), so lease lapse,
- * halt and agent shutdown revert it like any other. Mutating calls need the
- * bearer token unless the agent runs with --toxiproxy-compat on a loopback
- * address (Toxiproxy clients send no token).
+ * Errors are {"error": "...", "status": N}. As in Toxiproxy, unknown keys
+ * of a body (and unknown attributes of a toxic) are ignored; values are
+ * still range-checked (400 naming the field).
+ *
+ * Everything a call changes is a registered fault (tp_faults.h): toxics,
+ * disabled proxies, a --proxy proxy's redirected upstream, and every
+ * proxy created here, so DELETE of the fault, expiry (--max-duration-ms),
+ * halt, lease lapse and shutdown undo it; while halted, such changes are
+ * refused (503). The --proxy proxies are the unit's own links: they cannot
+ * be deleted (409), replaced by /populate (409) or re-bound to another
+ * listen address (409); everything else about them works. See
+ * docs/api.md, "Toxiproxy compatibility", for the table.
+ *
+ * Auth: the gate (api.c) checks Host, Origin and the token of every
+ * mutating call before its body is read; the token may be left out only
+ * with --toxiproxy-compat on a loopback address (req->auth "open"), and
+ * such an unauthenticated call may create or re-bind proxies on loopback
+ * addresses only.
  */
 #ifndef AGENT_TOXIPROXY_H
 #define AGENT_TOXIPROXY_H
 
 #include "common/http_server.h"
 
+/* The Toxiproxy release whose API this implements (GET /version). */
+#define TP_COMPAT_VERSION "2.12.0"
+
 int tp_proxies_list(void *ctx, const cx_http_req *req, cx_http_resp *resp);
 int tp_proxies_create(void *ctx, const cx_http_req *req, cx_http_resp *resp);
+int tp_populate(void *ctx, const cx_http_req *req, cx_http_resp *resp);
 int tp_proxy_get(void *ctx, const cx_http_req *req, cx_http_resp *resp);
 int tp_proxy_update(void *ctx, const cx_http_req *req, cx_http_resp *resp);
 int tp_proxy_delete(void *ctx, const cx_http_req *req, cx_http_resp *resp);

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -233,6 +234,7 @@ int main(int argc, char **argv)
     FILE *f = fopen(tok, "w");
     fprintf(f, "%s\n", TOKEN);
     fclose(f);
+    chmod(tok, 0600); /* the agent refuses a token others can read */
     char logp[300];
     snprintf(logp, sizeof logp, "%s/agent.log", dir);
     int logfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

@@ -43,10 +43,18 @@ static int fsync_dir_of(const char *path)
 
 int cx_file_write_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen)
 {
+    return cx_file_write_atomic_mode(path, data, len, 0644, err, errlen);
+}
+
+int cx_file_write_atomic_mode(const char *path, const void *data, size_t len, unsigned mode, char *err,
+                              size_t errlen)
+{
     char tmp[4096];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= sizeof tmp)
         return cx_fail(err, errlen, CX_EINVAL, "%s: path too long", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* A fresh file (a stale temp file would keep its old mode). */
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, (mode_t)mode);
     if (fd < 0)
         return cx_fail(err, errlen, CX_EIO, "%s: open: %s", tmp, strerror(errno));
     if (write_all(fd, data, len) != 0 || fsync(fd) != 0) {

@@ -9,6 +9,10 @@
 /* Write data to path atomically: temp file in the same directory, fsync,
  * rename over path, fsync the directory. Never leaves a partial path. */
 int cx_file_write_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
+/* The same with the file's mode from its creation on (e.g. 0600 for a
+ * secret: no moment at which another user could open it). */
+int cx_file_write_atomic_mode(const char *path, const void *data, size_t len, unsigned mode, char *err,
+                              size_t errlen);
 
 /* Read a whole file into a malloc'd buffer (NUL-terminated; *len excludes
  * the NUL). Fails with CX_ETOOBIG over max bytes. */

@@ -26,13 +26,21 @@ struct cx_http_server {
     void *ctx;
     size_t body_max; /* bytes */
     int port;
+    cx_http_gate gate; /* hooks, zeroed when none */
 };
 
-/* Per-request state kept between libmicrohttpd's calls of the handler. */
+/* Per-request state kept between libmicrohttpd's calls of the handler;
+ * created once the request passed the checks of the first call. */
 typedef struct http_conn {
     cx_buf body;
-    int too_big; /* body went over body_max: answer 413 */
+    int too_big;      /* body went over body_max: answer 413 */
+    const char *auth; /* what the gate left in req->auth */
 } http_conn;
+
+/* The URI log callback's verdict on the raw URI (before libmicrohttpd
+ * unescapes it, which would cut the path at a %00): the address of this
+ * static marker when it holds a NUL byte. Never freed. */
+static char uri_has_nul;
 
 /* ---- routing ---- */
 
@@ -65,6 +73,22 @@ static int route_match(const char *pattern, const char *path, cx_http_req *req, 
         return 0;
     req->nparams = np;
     return 1;
+}
+
+/* The first route whose pattern and method match; *path_known when some
+ * pattern matched the path. */
+static const cx_http_route *route_find(const cx_http_server *s, const char *url, const char *method,
+                                       cx_http_req *req, char *storage, size_t slen, int *path_known)
+{
+    *path_known = 0;
+    for (size_t i = 0; i < s->nroutes; i++) {
+        if (!route_match(s->routes[i].pattern, url, req, storage, slen))
+            continue;
+        *path_known = 1;
+        if (strcmp(s->routes[i].method, "*") == 0 || strcmp(s->routes[i].method, method) == 0)
+            return &s->routes[i];
+    }
+    return NULL;
 }
 
 /* ---- responses ---- */
@@ -221,20 +245,74 @@ int cx_http_send(void *mhd_conn, cx_http_resp *resp)
     return ret;
 }
 
+/* The raw URI, before libmicrohttpd unescapes it: a %00 would silently cut
+ * the path (POST /proxies/sy%00/toxics would act on proxy "sy"). Its
+ * return value is the request's first *con_cls. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    (void)cls;
+    (void)conn;
+    for (const char *p = uri; p && *p; p++)
+        if (p[0] == '%' && p[1] == '0' && p[2] == '0')
+            return &uri_has_nul;
+    return NULL;
+}
+
+/* Headers are in, no body byte read yet: refuse a bad path, an unknown
+ * route, or what the gate refuses, before anything is buffered. */
+static enum MHD_Result on_first_call(cx_http_server *s, struct MHD_Connection *conn, const char *url,
+                                     const char *method, void **con_cls)
+{
+    int nul = *con_cls == &uri_has_nul;
+    *con_cls = NULL;
+    cx_http_resp resp = {.status = 200, .content_type = "application/json"};
+    cx_buf_init(&resp.body, (size_t)1 << 31);
+    cx_http_req req = {.method = method, .path = url, .body = "", .mhd_conn = conn};
+    char storage[HTTP_PATH_MAX];
+    const cx_http_route *hit = NULL;
+    size_t ulen = strlen(url);
+    if (nul) {
+        cx_http_reply_error(&resp, 400, "path: contains a NUL byte (%%00)");
+    } else if (ulen >= HTTP_PATH_MAX) {
+        cx_http_reply_error(&resp, 414, "path too long");
+    } else if (!cx_utf8_valid(url, ulen)) {
+        cx_http_reply_error(&resp, 400, "path: not valid UTF-8");
+    } else {
+        int path_known = 0;
+        hit = route_find(s, url, method, &req, storage, sizeof storage, &path_known);
+        if (!hit && path_known) {
+            cx_http_reply_error(&resp, 405, "method %s not allowed on %s", method, url);
+        } else if (!hit) {
+            cx_http_reply_error(&resp, 404, "no such endpoint: %s %s", method, url);
+        } else if (!s->gate.check || s->gate.check(s->ctx, &req, hit, &resp) == 0) {
+            http_conn *hc = calloc(1, sizeof *hc);
+            cx_buf_cleanup(&resp.body);
+            if (!hc)
+                return MHD_NO;
+            cx_buf_init(&hc->body, s->body_max);
+            hc->auth = req.auth;
+            *con_cls = hc;
+            return MHD_YES;
+        } else if (resp.status < 400) {
+            cx_http_reply_error(&resp, 403, "request refused");
+        }
+    }
+    if (s->gate.refused)
+        s->gate.refused(s->ctx, &req, hit, &resp);
+    /* Queued before the body: libmicrohttpd reads none of it and closes
+     * the connection after the answer. */
+    return (enum MHD_Result)cx_http_send(conn, &resp);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
 {
+    (void)version;
     cx_http_server *s = cls;
     http_conn *hc = *con_cls;
-    if (!hc) {
-        hc = calloc(1, sizeof *hc);
-        if (!hc)
-            return MHD_NO;
-        cx_buf_init(&hc->body, s->body_max);
-        *con_cls = hc;
-        return MHD_YES;
-    }
+    if (!hc || *con_cls == &uri_has_nul)
+        return on_first_call(s, conn, url, method, con_cls);
     if (*upload_data_size) {
         if (!hc->too_big && cx_buf_append(&hc->body, upload_data, *upload_data_size) != 0) {
             hc->too_big = 1;
@@ -246,33 +324,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
     cx_http_resp resp = {.status = 200, .content_type = "application/json"};
     cx_buf_init(&resp.body, (size_t)1 << 31);
-    if (hc->too_big) {
-        cx_http_reply_error(&resp, 413, "request body is over the %zu byte limit", s->body_max);
-        return (enum MHD_Result)cx_http_send(conn, &resp);
-    }
-    if (strlen(url) >= HTTP_PATH_MAX) {
-        cx_http_reply_error(&resp, 414, "path too long");
-        return (enum MHD_Result)cx_http_send(conn, &resp);
-    }
-
-    cx_http_req req = {.method = method, .path = url, .mhd_conn = conn};
+    cx_http_req req = {.method = method, .path = url, .mhd_conn = conn, .auth = hc->auth};
     req.body = hc->body.data ? hc->body.data : "";
     req.body_len = hc->body.len;
     char storage[HTTP_PATH_MAX];
     int path_known = 0;
-    const cx_http_route *hit = NULL;
-    for (size_t i = 0; i < s->nroutes && !hit; i++) {
-        if (!route_match(s->routes[i].pattern, url, &req, storage, sizeof storage))
-            continue;
-        path_known = 1;
-        if (strcmp(s->routes[i].method, "*") == 0 || strcmp(s->routes[i].method, method) == 0)
-            hit = &s->routes[i];
-    }
-    if (!hit) {
-        if (path_known)
-            cx_http_reply_error(&resp, 405, "method %s not allowed on %s", method, url);
-        else
+    const cx_http_route *hit = route_find(s, url, method, &req, storage, sizeof storage, &path_known);
+    if (hc->too_big || !hit) {
+        if (hc->too_big)
+            cx_http_reply_error(&resp, 413, "request body is over the %zu byte limit", s->body_max);
+        else /* cannot happen: the first call matched it */
             cx_http_reply_error(&resp, 404, "no such endpoint: %s %s", method, url);
+        req.body = "";
+        req.body_len = 0;
+        if (s->gate.refused)
+            s->gate.refused(s->ctx, &req, hit, &resp);
         return (enum MHD_Result)cx_http_send(conn, &resp);
     }
     int rc = hit->fn(s->ctx, &req, &resp);
@@ -284,8 +350,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+    (void)cls;
+    (void)conn;
+    (void)toe;
     http_conn *hc = *con_cls;
-    if (hc) {
+    if (hc && *con_cls != &uri_has_nul) {
         cx_buf_cleanup(&hc->body);
         free(hc);
         *con_cls = NULL;
@@ -304,6 +373,13 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 
 cx_http_server *cx_http_server_new(const char *listen, const cx_http_route *routes, size_t nroutes, void *ctx,
                                    size_t body_max, char *err, size_t errlen)
+{
+    return cx_http_server_new_gated(listen, routes, nroutes, ctx, body_max, NULL, err, errlen);
+}
+
+cx_http_server *cx_http_server_new_gated(const char *listen, const cx_http_route *routes, size_t nroutes,
+                                         void *ctx, size_t body_max, const cx_http_gate *gate, char *err,
+                                         size_t errlen)
 {
     char host[256];
     int port;
@@ -325,12 +401,14 @@ cx_http_server *cx_http_server_new(const char *listen, const cx_http_route *rout
     s->nroutes = nroutes;
     s->ctx = ctx;
     s->body_max = body_max;
+    if (gate)
+        s->gate = *gate;
     s->daemon = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
         on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)120, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE,
-        (unsigned)1, MHD_OPTION_END);
+        on_completed, NULL, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)512, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+        NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     if (!s->daemon) {
         cx_fail(err, errlen, CX_EUNAVAIL, "cannot listen on %s (address in use or not local?)", listen);
         free(s);

@@ -6,6 +6,10 @@
  * thread (MHD thread-per-connection), so a handler MAY block (long polls,
  * the ddp barrier) as long as it bounds its wait; handlers of one server run
  * concurrently, so the ctx they share needs its own lock.
+ * Before any body byte is read, the router refuses a path with a NUL byte
+ * (%00) or invalid UTF-8 (400), an unknown route (404) or method (405), and
+ * runs the server's gate (auth, Host/Origin checks: see cx_http_gate), so
+ * nothing is buffered for a request that will be refused.
  * What it is not: a framework. No middleware, no TLS.
  */
 #ifndef CX_HTTP_SERVER_H
@@ -27,6 +31,7 @@ typedef struct cx_http_req {
     const char *body; /* NUL-terminated; "" if none */
     size_t body_len;  /* bytes */
     void *mhd_conn;   /* struct MHD_Connection * */
+    const char *auth; /* static string a gate left for the handler (how the call was authorized), or NULL */
 } cx_http_req;
 
 typedef struct cx_http_resp {
@@ -49,12 +54,35 @@ typedef struct cx_http_route {
 
 typedef struct cx_http_server cx_http_server;
 
+/* Checks a server runs before it reads any body byte, and a hook for the
+ * answers it gives without a handler. Both get the server's ctx. */
+typedef struct cx_http_gate {
+    /* Called once per request when its line and headers are in and a route
+     * matched (req has method, path, params, no body yet; it may set
+     * req->auth, which the handler then sees). 0 lets the request go on
+     * (the body is read, the handler runs); anything else answers with
+     * resp as the gate filled it, and the body is never read. */
+    int (*check)(void *ctx, cx_http_req *req, const cx_http_route *route, cx_http_resp *resp);
+    /* Called after every answer the router gives itself instead of a
+     * handler: a path with a NUL byte (%00) or invalid UTF-8 (400), too
+     * long (414), unknown (404), wrong method (405), a body over the cap
+     * (413), a gate refusal. For audit logs; may be NULL. route is NULL
+     * when none matched; req->body is empty. */
+    void (*refused)(void *ctx, const cx_http_req *req, const cx_http_route *route, const cx_http_resp *resp);
+} cx_http_gate;
+
 /* Start serving on listen ("127.0.0.1:8080", "127.0.0.1:0" = ephemeral,
  * "0.0.0.0:80"). routes must outlive the server. Bodies over body_max bytes
  * get 413. A path with no route gets 404, a known path with the wrong method
  * 405. Returns NULL and fills err on failure. */
 cx_http_server *cx_http_server_new(const char *listen, const cx_http_route *routes, size_t nroutes, void *ctx,
                                    size_t body_max, char *err, size_t errlen);
+/* The same with a gate (copied; NULL = none). Without a gate the router
+ * still refuses NUL/invalid UTF-8 paths, unknown routes and wrong methods
+ * before it reads a body. */
+cx_http_server *cx_http_server_new_gated(const char *listen, const cx_http_route *routes, size_t nroutes,
+                                         void *ctx, size_t body_max, const cx_http_gate *gate, char *err,
+                                         size_t errlen);
 /* The bound port (useful after ":0"). */
 int cx_http_server_port(const cx_http_server *s);
 /* Stop accepting, wait for handler threads, free. NULL is a no-op. */

@@ -69,3 +69,73 @@ int cx_parse_hostport(const char *s, const char *what, char *host, size_t hostle
     host[hl] = '\0';
     return 0;
 }
+
+/* Length of the well-formed UTF-8 sequence at s (n bytes left), 0 if none. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    if (c < 0x80)
+        return 1;
+    size_t len;
+    unsigned min;
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+        min = 0x80;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        min = 0x10000;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    unsigned cp = c & (0x7Fu >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3Fu);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return len;
+}
+
+int cx_utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t l = utf8_seq(p + i, n - i);
+        if (l == 0)
+            return 0;
+        i += l;
+    }
+    return 1;
+}
+
+void cx_utf8_sanitize(const char *s, char *out, size_t outlen)
+{
+    if (outlen == 0)
+        return;
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    size_t n = strlen((const char *)p), o = 0;
+    for (size_t i = 0; i < n;) {
+        size_t l = utf8_seq(p + i, n - i);
+        if (l == 0 || (l == 1 && (p[i] < 0x20 || p[i] == 0x7F))) {
+            if (o + 4 >= outlen)
+                break;
+            snprintf(out + o, outlen - o, "\\x%02X", p[i]);
+            o += 4;
+            i++;
+            continue;
+        }
+        if (o + l >= outlen)
+            break;
+        memcpy(out + o, p + i, l);
+        o += l;
+        i += l;
+    }
+    out[o] = '\0';
+}

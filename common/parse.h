@@ -16,4 +16,13 @@ int cx_parse_double(const char *s, const char *what, double min, double max, dou
 int cx_parse_hostport(const char *s, const char *what, char *host, size_t hostlen, int *port, char *err,
                       size_t errlen);
 
+/* 1 when the n bytes at s are well-formed UTF-8 (no overlong forms, no
+ * surrogates, nothing above U+10FFFF), else 0. */
+int cx_utf8_valid(const char *s, size_t n);
+/* Copy s into out (always NUL-terminated, truncated to outlen) with every
+ * byte that is not part of a well-formed UTF-8 sequence, and every control
+ * character, written as the four characters \xHH: for logs and audit
+ * lines that must keep a hostile path visible. */
+void cx_utf8_sanitize(const char *s, char *out, size_t outlen);
+
 #endif

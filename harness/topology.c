@@ -119,10 +119,8 @@ static int make_token(topo *t, char *err, size_t errlen)
     snprintf(t->token_file, sizeof t->token_file, "%s/token", t->run_dir);
     char line[80];
     int len = snprintf(line, sizeof line, "%s\n", t->token);
-    int rc = cx_file_write_atomic(t->token_file, line, (size_t)len, err, errlen);
-    if (rc == 0)
-        chmod(t->token_file, 0600);
-    return rc;
+    /* 0600 from creation on: never readable by others, not even briefly. */
+    return cx_file_write_atomic_mode(t->token_file, line, (size_t)len, 0600, err, errlen);
 }
 
 /* pdeath: the signal the child gets if the harness dies (0: none). The

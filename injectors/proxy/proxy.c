@@ -122,8 +122,8 @@ typedef enum pump_result { PUMP_OK, PUMP_CLOSE, PUMP_RESET } pump_result;
 
 struct proxy {
     char name[TOXIC_NAME_MAX + 1];
-    char listen_addr[64]; /* "127.0.0.1:PORT", bound */
-    struct sockaddr_in listen_sa;
+    char listen_addr[64];         /* "127.0.0.1:PORT", bound; written under mu (proxy_set_listen) */
+    struct sockaddr_in listen_sa; /* loop thread (and proxy_new) */
     pthread_t thread;
     bool thread_started;
     int epfd;
@@ -144,7 +144,9 @@ struct proxy {
     uint64_t gen;         /* bumped by every change */
     uint64_t applied_gen; /* last gen the loop applied */
     bool stop;
-    bool loop_dead; /* loop thread exited */
+    bool loop_dead;                /* loop thread exited */
+    int pending_lfd;               /* proxy_set_listen: new listener for the loop to take, or -1 */
+    struct sockaddr_in pending_sa; /* its address */
 
     /* ---- loop thread only ---- */
     plink *links;
@@ -713,7 +715,10 @@ static void proxy_listen_set(proxy *p, bool on)
         return;
     if (on) {
         if (listen(p->lend.fd, 128) != 0) {
-            cx_warn("proxy %s: listen again on %s failed: %s", p->name, p->listen_addr, strerror(errno));
+            char ip[INET_ADDRSTRLEN] = "?";
+            inet_ntop(AF_INET, &p->listen_sa.sin_addr, ip, sizeof ip);
+            cx_warn("proxy %s: listen again on %s:%d failed: %s", p->name, ip, ntohs(p->listen_sa.sin_port),
+                    strerror(errno));
             return;
         }
         end_watch(p, &p->lend, EPOLLIN);
@@ -759,8 +764,25 @@ static void proxy_sync(proxy *p, int64_t now)
     }
     p->snap_up_sa = p->up_sa;
     p->snap_up_len = p->up_len;
+    int new_lfd = p->pending_lfd;
+    struct sockaddr_in new_sa = p->pending_sa;
+    p->pending_lfd = -1;
     pthread_mutex_unlock(&p->mu);
 
+    if (new_lfd >= 0 && stop) {
+        close(new_lfd);
+    } else if (new_lfd >= 0) {
+        /* Re-listen (Toxiproxy: a changed listen restarts the proxy and
+         * drops its connections). The new socket already listens. */
+        end_watch(p, &p->lend, 0);
+        close(p->lend.fd);
+        close_all_links(p, false);
+        p->lend.fd = new_lfd;
+        p->lend.events = 0;
+        p->listen_sa = new_sa;
+        p->listening = true;
+        end_watch(p, &p->lend, EPOLLIN);
+    }
     if (!stop) {
         if (epoch != p->seen_partition_epoch && partitioned) {
             cx_info("proxy %s: partition: dropping all links", p->name);
@@ -969,6 +991,7 @@ proxy *proxy_new(const char *name, const char *listen_s, const char *upstream, c
     }
     snprintf(p->name, sizeof p->name, "%s", name);
     p->epfd = p->lend.fd = p->evend.fd = p->tend.fd = -1;
+    p->pending_lfd = -1;
     pthread_mutex_init(&p->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -1040,6 +1063,8 @@ void proxy_free(proxy *p)
         toxic_unref(p->toxics[i]);
     if (p->lend.fd >= 0)
         close(p->lend.fd);
+    if (p->pending_lfd >= 0)
+        close(p->pending_lfd);
     if (p->evend.fd >= 0)
         close(p->evend.fd);
     if (p->tend.fd >= 0)
@@ -1066,6 +1091,39 @@ void proxy_upstream(proxy *p, char *buf, size_t len)
     pthread_mutex_lock(&p->mu);
     snprintf(buf, len, "%s", p->upstream);
     pthread_mutex_unlock(&p->mu);
+}
+
+void proxy_listen(proxy *p, char *buf, size_t len)
+{
+    pthread_mutex_lock(&p->mu);
+    snprintf(buf, len, "%s", p->listen_addr);
+    pthread_mutex_unlock(&p->mu);
+}
+
+int proxy_set_listen(proxy *p, const char *listen_s, char *err, size_t errlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    int rc = resolve_hostport(listen_s ? listen_s : "", "listen", &ss, &sl, err, errlen);
+    if (rc != 0)
+        return rc;
+    struct sockaddr_in sa;
+    memcpy(&sa, &ss, sizeof sa);
+    int fd = bind_listener(&sa, err, errlen);
+    if (fd < 0)
+        return fd;
+    pthread_mutex_lock(&p->mu);
+    if (p->pending_lfd >= 0)
+        close(p->pending_lfd);
+    p->pending_lfd = fd;
+    p->pending_sa = sa;
+    char ip[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
+    snprintf(p->listen_addr, sizeof p->listen_addr, "%s:%d", ip, ntohs(sa.sin_port));
+    cx_info("proxy %s: listening on %s now", p->name, p->listen_addr);
+    proxy_commit_locked(p);
+    pthread_mutex_unlock(&p->mu);
+    return CX_OK;
 }
 
 /* ---- proxy: switches ---- */
@@ -1261,10 +1319,54 @@ json_t *proxy_toxics_json(proxy *p)
 json_t *proxy_json(proxy *p)
 {
     json_t *toxics = proxy_toxics_json(p);
-    char up[256];
+    char up[256], lis[64];
     proxy_upstream(p, up, sizeof up);
-    return json_pack("{s:s, s:s, s:s, s:b, s:o*}", "name", p->name, "listen", p->listen_addr, "upstream", up,
-                     "enabled", proxy_enabled(p), "toxics", toxics);
+    proxy_listen(p, lis, sizeof lis);
+    return json_pack("{s:s, s:s, s:s, s:b, s:o*}", "name", p->name, "listen", lis, "upstream", up, "enabled",
+                     proxy_enabled(p), "toxics", toxics);
+}
+
+json_t *proxy_toxic_lenient(json_t *body, const char *type, json_t *ignored)
+{
+    if (!json_is_object(body))
+        return json_incref(body);
+    json_t *out = json_object();
+    if (!out)
+        return NULL;
+    static const char *const create_keys[] = {"name", "type", "stream", "toxicity", "attributes", NULL};
+    static const char *const update_keys[] = {"toxicity", "attributes", NULL};
+    const char *const *keys = type ? update_keys : create_keys;
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v)
+    {
+        int known = 0;
+        for (const char *const *k = keys; *k; k++)
+            known |= strcmp(*k, key) == 0;
+        if (known && strcmp(key, "attributes") != 0)
+            json_object_set(out, key, v);
+        else if (!known && ignored)
+            json_array_append_new(ignored, json_string(key));
+    }
+    json_t *attrs = json_object_get(body, "attributes");
+    int t = toxic_type_from_name(type ? type : json_string_value(json_object_get(body, "type")));
+    if (attrs && (t < 0 || !json_is_object(attrs))) {
+        json_object_set(out, "attributes", attrs); /* the strict check names what is wrong */
+    } else if (attrs) {
+        json_t *kept = json_object();
+        json_object_foreach(attrs, key, v)
+        {
+            if (toxic_attr_known((toxic_type)t, key)) {
+                json_object_set(kept, key, v);
+            } else if (ignored) {
+                char path[300];
+                snprintf(path, sizeof path, "attributes.%s", key);
+                json_array_append_new(ignored, json_string(path));
+            }
+        }
+        json_object_set_new(out, "attributes", kept);
+    }
+    return out;
 }
 
 /* ---- proxy: counters ---- */

@@ -98,11 +98,15 @@ proxy *proxy_new(const char *name, const char *listen, const char *upstream, cha
 void proxy_free(proxy *p);
 
 /* Borrowed strings, valid until proxy_free. listen_addr is the bound
- * address "127.0.0.1:PORT" (the real port when 0 was asked). */
+ * address "127.0.0.1:PORT" (the real port when 0 was asked); it is only
+ * stable for a proxy nobody calls proxy_set_listen on (use proxy_listen
+ * for one that may be re-bound). */
 const char *proxy_name(const proxy *p);
 const char *proxy_listen_addr(const proxy *p);
-/* Copy of the current upstream into buf (it can change, see below). */
+/* Copies of the current upstream / bound listen address into buf (both
+ * can change, see below). */
 void proxy_upstream(proxy *p, char *buf, size_t len);
+void proxy_listen(proxy *p, char *buf, size_t len);
 
 /* ---- switches ---- */
 
@@ -114,6 +118,12 @@ bool proxy_enabled(proxy *p);
 /* Toxiproxy POST /proxies/{name} {"upstream": ...}: new links go to the new
  * upstream; open links keep theirs. CX_EINVAL on a bad address. */
 int proxy_set_upstream(proxy *p, const char *upstream, char *err, size_t errlen);
+/* Toxiproxy POST /proxies/{name} {"listen": ...}: bind the new address
+ * first (CX_EINVAL bad address, CX_ESYS bind failed: nothing changed),
+ * then the loop swaps listeners and closes every open link, as Toxiproxy
+ * restarts a proxy whose listen changed. Toxics, enabled and partition
+ * state are kept. */
+int proxy_set_listen(proxy *p, const char *listen, char *err, size_t errlen);
 
 /* Network partition, counted so that overlapping partition faults compose:
  * while the count is > 0 new clients are refused (ECONNREFUSED, like
@@ -129,6 +139,17 @@ bool proxy_partitioned(proxy *p);
 void proxy_reset(proxy *p);
 
 /* ---- toxics ---- */
+
+/* Toxiproxy's lenient decoding, for its API only (the agent's own API
+ * stays strict): a new reference to a copy of body keeping the keys
+ * Toxiproxy reads, and of "attributes" only the keys of the toxic's type.
+ * type NULL: a create body (name, type, stream, toxicity, attributes; the
+ * type is the body's); else an update of a toxic of that type (only
+ * toxicity and attributes are read, as in Toxiproxy). Dropped keys are
+ * appended to ignored (an array; may be NULL) as "key" or
+ * "attributes.key". An unknown type or a non-object "attributes" is kept
+ * as is, for the strict check to name. */
+json_t *proxy_toxic_lenient(json_t *body, const char *type, json_t *ignored);
 
 /* Check a toxic object without a proxy (same rules as proxy_toxic_add).
  * For callers that validate before they create (fault prepare). */

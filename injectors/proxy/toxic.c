@@ -70,6 +70,19 @@ static const attr_def *attr_find(toxic_type t, const char *key)
     return NULL;
 }
 
+int toxic_attr_known(toxic_type t, const char *key)
+{
+    return attr_find(t, key) != NULL;
+}
+
+int toxic_type_from_name(const char *name)
+{
+    for (int i = 0; name && i < TOXIC_NTYPES; i++)
+        if (strcmp(name, toxic_type_names[i]) == 0)
+            return i;
+    return -1;
+}
+
 static double attr_get(const toxic_attrs *a, const attr_def *d)
 {
     const char *base = (const char *)a + d->off;
@@ -200,10 +213,7 @@ int toxic_spec_parse(json_t *j, toxic_spec *out, char *err, size_t errlen)
     const char *type = json_string_value(jt);
     if (!type)
         return cx_fail(err, errlen, CX_EINVAL, "toxic.type: required string");
-    int t = -1;
-    for (int i = 0; i < TOXIC_NTYPES; i++)
-        if (strcmp(type, toxic_type_names[i]) == 0)
-            t = i;
+    int t = toxic_type_from_name(type);
     if (t < 0)
         return cx_fail(err, errlen, CX_EINVAL,
                        "toxic.type: unknown type '%s' (known: latency, bandwidth, slow_close, timeout, "

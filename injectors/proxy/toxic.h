@@ -78,6 +78,10 @@ int toxic_spec_parse(json_t *j, toxic_spec *out, char *err, size_t errlen);
 /* Apply an update body ({attributes?, toxicity?, name/type/stream equal})
  * to *s. On error *s is unchanged. */
 int toxic_spec_update(toxic_spec *s, json_t *body, char *err, size_t errlen);
+/* The type named name, or -1. */
+int toxic_type_from_name(const char *name);
+/* 1 when key is an attribute of type t. */
+int toxic_attr_known(toxic_type t, const char *key);
 /* New reference, Toxiproxy shape. */
 json_t *toxic_spec_json(const toxic_spec *s);
 

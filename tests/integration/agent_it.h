@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <jansson.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +72,7 @@ static inline void ag_start(ag *a, const char *tag, const char *const *extra, co
     cr_assert_not_null(f);
     fprintf(f, "%s\n", AG_TOKEN);
     fclose(f);
+    chmod(tok, 0600); /* the agent refuses a token others can read */
     /* A stale listen.addr from a previous agent must not be mistaken. */
     char la[600];
     snprintf(la, sizeof la, "%s/listen.addr", a->state);

@@ -276,6 +276,7 @@ Test(agent_safety, usage_errors_exit_64_naming_the_flag)
     FILE *f = fopen(tok, "w");
     fprintf(f, "%s\n", AG_TOKEN);
     fclose(f);
+    chmod(tok, 0600);
     struct {
         const char *args[16];
         const char *names;

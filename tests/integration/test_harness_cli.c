@@ -213,6 +213,7 @@ Test(harness_cli, halt_reverts_on_a_real_agent)
     snprintf(state, sizeof state, "%s/agent", dir);
     snprintf(id, sizeof id, "hcli-%d", (int)getpid());
     hx_write(tok, "halt-test-token-91ab\n");
+    chmod(tok, 0600); /* agents refuse a token others can read */
     hx_write(bad, "not-the-token-0000\n");
     const char *args[] = {"agent",        "--listen", "127.0.0.1:0", "--id", id,      "--state-dir", state,
                           "--token-file", tok,        "--no-cgroup", "--",   "sleep", "100",         NULL};

@@ -93,7 +93,7 @@ async function main() {
   if (!bin || !fs.existsSync(bin)) fail("CHAOSLOCO_BIN is not set to the chaosloco binary");
   const { Toxiproxy } = ensureClient();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "chaosloco-e2e-toxiproxy-"));
-  fs.writeFileSync(path.join(dir, "token"), TOKEN + "\n");
+  fs.writeFileSync(path.join(dir, "token"), TOKEN + "\n", { mode: 0o600 }); // agents refuse others-readable tokens
   const echo = await echoServer();
   const upstream = "127.0.0.1:" + echo.address().port;
   const log = fs.openSync(path.join(dir, "agent.log"), "a");
