@@ -501,6 +501,72 @@ static inline int ag_proxy_port(const ag *a, const char *name)
     return port;
 }
 
+/* One raw HTTP/1.1 request to the agent, for what a client library would
+ * not send (a %00 or invalid UTF-8 in the path, a foreign Host or Origin,
+ * a body announced but never sent). head: the request line and headers
+ * without the final blank line, e.g. "POST /x HTTP/1.1\r\nHost: h". body
+ * (may be NULL) is sent after the blank line. Waits up to timeout_ms for
+ * the whole answer (connection close or Content-Length). Returns the
+ * status (0 when none came); the answer's body goes into out. */
+static inline int ag_raw(const ag *a, const char *head, const char *body, char *out, size_t outlen,
+                         long timeout_ms)
+{
+    const char *colon = strrchr(a->url, ':');
+    int fd = ag_connect(colon ? atoi(colon + 1) : 0);
+    cr_assert_geq(fd, 0, "connect to the agent");
+    char req[8192];
+    int n = snprintf(req, sizeof req, "%s\r\n\r\n%s", head, body ? body : "");
+    cr_assert(n > 0 && (size_t)n < sizeof req);
+    cr_assert_eq(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    char buf[16384];
+    size_t got = 0;
+    int64_t end = cx_mono_ms() + timeout_ms;
+    for (;;) {
+        int64_t left = end - cx_mono_ms();
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            break;
+        ssize_t r = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+        buf[got] = '\0';
+        const char *hdr_end = strstr(buf, "\r\n\r\n");
+        const char *cl = hdr_end ? strcasestr(buf, "\r\nContent-Length:") : NULL;
+        if (hdr_end && cl && cl < hdr_end && got >= (size_t)(hdr_end + 4 - buf) + (size_t)atol(cl + 17))
+            break;
+        if (got >= sizeof buf - 1)
+            break;
+    }
+    close(fd);
+    buf[got] = '\0';
+    int status = 0;
+    if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+        status = 0;
+    const char *b = strstr(buf, "\r\n\r\n");
+    if (out && outlen)
+        snprintf(out, outlen, "%s", b ? b + 4 : "");
+    return status;
+}
+
+/* Every line of the agent's audit.jsonl (new reference: an array). */
+static inline json_t *ag_audit(const ag *a)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/audit.jsonl", a->state);
+    json_t *arr = json_array();
+    FILE *f = fopen(path, "r");
+    char line[8192];
+    while (f && fgets(line, sizeof line, f)) {
+        json_t *o = json_loads(line, 0, NULL);
+        cr_assert_not_null(o, "audit.jsonl line is JSON: %s", line);
+        json_array_append_new(arr, o);
+    }
+    if (f)
+        fclose(f);
+    return arr;
+}
+
 /* 1 when the agent offers fault type t (GET /v1/version). */
 static inline int ag_has_type(const ag *a, const char *t)
 {

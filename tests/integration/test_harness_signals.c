@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "harness_it.h"
 
@@ -35,6 +36,10 @@ static char *token_of(const char *run)
 {
     char p[1200];
     snprintf(p, sizeof p, "%s/token", run);
+    struct stat st;
+    cr_assert_eq(stat(p, &st), 0, "%s", p);
+    cr_assert_eq(st.st_mode & 077, 0, "the run's token is readable by its owner only (mode %o)",
+                 (unsigned)(st.st_mode & 0777));
     char *t = hx_read(p);
     cr_assert_not_null(t);
     char *nl = strchr(t, '\n');

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -61,4 +62,33 @@ Test(file, atomic_write_replaces_and_caps_reads)
     cr_assert_str_eq(d, "two!");
     free(d);
     cr_assert_eq(cx_file_read(path, 3, &d, &n, err, sizeof err), CX_ETOOBIG);
+}
+
+Test(file, atomic_write_mode_holds_from_creation)
+{
+    char path[256], tmp[300], err[256];
+    snprintf(path, sizeof path, "%s/secret", dir);
+    /* a stale temp file of a crashed writer, readable by everyone */
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    cr_assert_not_null(f);
+    fputs("old", f);
+    fclose(f);
+    chmod(tmp, 0666);
+    mode_t old = umask(0);
+    int rc = cx_file_write_atomic_mode(path, "tok\n", 4, 0600, err, sizeof err);
+    umask(old);
+    cr_assert_eq(rc, 0, "%s", err);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0600, "mode %o", (unsigned)(st.st_mode & 0777));
+    char *data;
+    size_t n;
+    cr_assert_eq(cx_file_read(path, 64, &data, &n, err, sizeof err), 0);
+    cr_assert_str_eq(data, "tok\n");
+    free(data);
+    /* the plain writer keeps 0644 (minus the umask) */
+    cr_assert_eq(cx_file_write_atomic(path, "x", 1, err, sizeof err), 0);
+    cr_assert_eq(stat(path, &st), 0);
+    cr_assert_eq(st.st_mode & 0600, 0600);
 }

@@ -37,3 +37,26 @@ Test(parse, hostport)
                  CX_EINVAL);
     cr_assert(strstr(err, "--listen"), "%s", err);
 }
+
+Test(parse, utf8_valid_and_sanitized)
+{
+    cr_assert(cx_utf8_valid("", 0));
+    cr_assert(cx_utf8_valid("/proxies/up", 11));
+    const char *ok = "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80";
+    cr_assert(cx_utf8_valid(ok, strlen(ok)));
+    cr_assert(!cx_utf8_valid("\xFF", 1), "never valid");
+    cr_assert(!cx_utf8_valid("\xC3\x28", 2), "bad continuation");
+    cr_assert(!cx_utf8_valid("\xC0\xAF", 2), "overlong '/'");
+    cr_assert(!cx_utf8_valid("\xED\xA0\x80", 3), "surrogate");
+    cr_assert(!cx_utf8_valid("\xF4\x90\x80\x80", 4), "above U+10FFFF");
+    cr_assert(!cx_utf8_valid("\xE2\x82", 2), "truncated");
+    char out[64];
+    cx_utf8_sanitize("/p/\xFF\xFEup\x01"
+                     "caf\xC3\xA9",
+                     out, sizeof out);
+    cr_assert_str_eq(out, "/p/\\xFF\\xFEup\\x01caf\xC3\xA9");
+    cx_utf8_sanitize("\xFF\xFF\xFF", out, 6); /* truncated on an escape boundary */
+    cr_assert_str_eq(out, "\\xFF");
+    cx_utf8_sanitize(NULL, out, sizeof out);
+    cr_assert_str_eq(out, "");
+}

@@ -1,9 +1,13 @@
 // run.js - the stock Toxiproxy Node client (toxiproxy-node-client, pinned in
-// package-lock.json) drives a real `chaosloco agent --toxiproxy-compat`:
-// it lists the agent's proxy, adds a latency toxic and the test observes the
-// delay through the proxy with a TCP echo server behind it, updates and
-// removes the toxic, disables the proxy and resets it. The toxic must also
-// show up as a registered fault in the agent's own API.
+// package-lock.json) drives the whole Toxiproxy API of a real
+// `chaosloco agent --toxiproxy-compat`, with a TCP echo server upstream:
+// it reads the version (SemVer), lists the agent's --proxy proxy, adds a
+// latency toxic and the test observes the delay through the proxy, updates
+// and removes the toxic, disables the proxy and resets it; then it creates
+// a proxy, re-binds it and changes its upstream, adds a toxic with an
+// attribute Toxiproxy would ignore, populates two more, deletes them, and
+// is refused deleting the --proxy one. Every toxic and proxy made must show
+// up as a registered fault in the agent's own API, reverted when deleted.
 //
 // Run from the build tree (tests/e2e/CMakeLists.txt copies this file and the
 // lockfile there and runs `npm ci --ignore-scripts`). Env: CHAOSLOCO_BIN.
@@ -109,8 +113,8 @@ async function main() {
     const base = "http://" + addr;
     const client = new Toxiproxy(base);
 
-    const version = await client.getVersion();
-    if (!version.includes("chaosloco")) fail("GET /version: " + version);
+    const version = JSON.parse(await client.getVersion()).version;
+    if (!/^\d+\.\d+\.\d+$/.test(version)) fail("GET /version is not SemVer: " + version);
     const all = await client.getAll();
     if (!all.e2e) fail("getAll() has no proxy e2e: " + Object.keys(all));
     const proxy = await client.get("e2e");
@@ -149,9 +153,61 @@ async function main() {
     await client.reset();
     await rtt(port, 8, 3000);
 
+    // ---- dynamic proxies: create, re-bind, upstream, toxic, populate, delete ----
+    const dyn = await client.createProxy({ name: "e2e_dyn", listen: "127.0.0.1:0", upstream });
+    const dport = Number(dyn.listen.split(":").pop());
+    await rtt(dport, 32, 3000);
+    const moved = await dyn.update({ listen: "127.0.0.1:0", upstream, enabled: true });
+    const dport2 = Number(moved.listen.split(":").pop());
+    if (dport2 === dport) fail("re-listen kept the port " + dport);
+    await rtt(dport2, 32, 3000);
+    const away = await moved.update({ listen: moved.listen, upstream: "127.0.0.1:1", enabled: true });
+    if (away.upstream !== "127.0.0.1:1") fail("upstream update: " + away.upstream);
+    await moved.update({ listen: moved.listen, upstream, enabled: true });
+    const lag = await moved.addToxic({
+      name: "dyn_lag", type: "latency", stream: "downstream", toxicity: 1,
+      attributes: { latency: 200, jitter: 0, not_a_toxiproxy_attribute: 1 },
+    });
+    if ("not_a_toxiproxy_attribute" in lag.attributes) fail("unknown attribute kept: " + JSON.stringify(lag.attributes));
+    const slow = await rtt(dport2, 32, 5000);
+    if (slow < 180) fail("toxic on the created proxy not observed: " + slow.toFixed(1) + " ms");
+    let fl = (await agentJson(base, "/v1/faults")).faults;
+    const pf = fl.find((x) => x.type === "proxy" && x.state === "active" && x.evidence.proxy === "e2e_dyn");
+    if (!pf || pf.origin !== "toxiproxy") fail("created proxy is not a registered fault: " + JSON.stringify(fl.slice(0, 4)));
+
+    const pop = await client.populate([
+      { name: "e2e_p1", listen: "127.0.0.1:0", upstream, enabled: true },
+      { name: "e2e_p2", listen: "127.0.0.1:0", upstream, enabled: true },
+    ]);
+    for (const n of ["e2e_p1", "e2e_p2"]) {
+      if (!pop[n]) fail("populate did not return " + n + ": " + Object.keys(pop));
+      await rtt(Number(pop[n].listen.split(":").pop()), 16, 3000);
+    }
+    const names = Object.keys(await client.getAll()).sort().join(",");
+    if (names !== "e2e,e2e_dyn,e2e_p1,e2e_p2") fail("getAll after populate: " + names);
+
+    await moved.remove();
+    await pop.e2e_p1.remove();
+    await pop.e2e_p2.remove();
+    let gone = false;
+    try { await client.get("e2e_dyn"); } catch (e) { gone = /404/.test(String(e.message)); }
+    if (!gone) fail("a deleted proxy still answers GET");
+    let closed = false;
+    try { await rtt(dport2, 8, 500); } catch (e) { closed = true; }
+    if (!closed) fail("a deleted proxy still relays");
+    fl = (await agentJson(base, "/v1/faults")).faults;
+    const still = fl.filter((x) => x.state === "active");
+    if (still.length) fail("faults left after deleting everything: " + JSON.stringify(still));
+    const pfEnd = fl.find((x) => x.id === pf.id);
+    if (pfEnd.state !== "reverted" || pfEnd.revert_reason !== "delete") fail("proxy fault after remove: " + JSON.stringify(pfEnd));
+    let protectedFixed = false;
+    try { await proxy.remove(); } catch (e) { protectedFixed = /409/.test(String(e.message)); }
+    if (!protectedFixed) fail("the --proxy proxy could be deleted");
+
     console.log(`toxiproxy-node-client ${require("./node_modules/toxiproxy-node-client/package.json").version}: ` +
       `rtt before ${before.toFixed(1)} ms, with latency 300 ms ${during.toFixed(1)} ms, ` +
-      `after update to 100 ms ${lower.toFixed(1)} ms, after remove ${after.toFixed(1)} ms`);
+      `after update to 100 ms ${lower.toFixed(1)} ms, after remove ${after.toFixed(1)} ms; ` +
+      `created proxy re-bound ${dport} -> ${dport2}, its toxic ${slow.toFixed(1)} ms, populate + delete ok`);
     console.log("e2e toxiproxy: 1 passed, 0 failed");
   } finally {
     if (!exited) agent.kill("SIGTERM");
