@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/file.h"
+#include "harness/ctk.h"
 
 #define JR_MAX_LINE (1 << 20)  /* bytes per events.jsonl line */
 #define JR_MAX_DOC (64u << 20) /* bytes of a journal or junit document */
@@ -120,7 +121,9 @@ typedef struct jr_act {
 } jr_act;
 
 struct journal {
-    json_t *experiment; /* copy of the validated document */
+    json_t *experiment; /* copy of the validated document (journal "chaosloco".experiment) */
+    json_t *ctk;        /* its Chaos Toolkit translation (journal "experiment"), ctk.h */
+    json_t *used;       /* ctk activities already matched to run records (borrowed refs) */
     char *title;
     int64_t start_ns, end_ns;
     jr_status status;
@@ -136,8 +139,10 @@ journal *journal_new(const experiment *e)
     if (!j)
         return NULL;
     j->experiment = json_deep_copy(e->doc);
+    j->ctk = ctk_experiment(e, NULL);
+    j->used = json_array();
     j->title = strdup(e->title ? e->title : "experiment");
-    if (!j->experiment || !j->title) {
+    if (!j->experiment || !j->ctk || !j->used || !j->title) {
         journal_free(j);
         return NULL;
     }
@@ -150,6 +155,8 @@ void journal_free(journal *j)
     if (!j)
         return;
     json_decref(j->experiment);
+    json_decref(j->ctk);
+    json_decref(j->used);
     free(j->title);
     for (int i = 0; i < j->nprobes; i++) {
         free(j->probes[i].label);
@@ -161,6 +168,22 @@ void journal_free(journal *j)
         json_decref(j->acts[i].rec);
     free(j->acts);
     free(j);
+}
+
+int journal_set_plan(journal *j, const experiment *e, const schedule *s)
+{
+    json_t *x = ctk_experiment(e, s);
+    if (!x)
+        return CX_ENOMEM;
+    json_decref(j->ctk);
+    j->ctk = x;
+    json_array_clear(j->used);
+    return 0;
+}
+
+void journal_set_endpoints(journal *j, const char *syncer_url, const char *const *agent_urls, int n)
+{
+    ctk_set_endpoints(j->ctk, syncer_url, agent_urls, n);
 }
 
 void journal_set_start(journal *j, int64_t real_ns)
@@ -225,11 +248,12 @@ int journal_add_action(journal *j, int rollback, const char *name, const char *f
         j->acts = p;
         j->capacts = ncap;
     }
-    json_t *rec = json_pack("{s:{s:s, s:s, s:{s:s, s:s, s:i}}, s:s, s:o, s:o, s:f, s:O}", "activity", "type",
-                            "action", "name", name ? name : "", "provider", "type", "chaosloco", "fault",
-                            fault ? fault : "", "learner", learner, "status", status ? status : "failed",
+    json_t *activity = ctk_activity_for(j->ctk, rollback, name, fault, learner, j->used);
+    json_t *rec = json_pack("{s:o, s:s, s:o, s:o, s:f, s:O, s:{s:s, s:s, s:i}}", "activity",
+                            activity ? activity : json_object(), "status", status ? status : "failed",
                             "start", iso_json(start_ns), "end", iso_json(end_ns), "duration",
-                            secs(start_ns, end_ns), "output", output ? output : json_null());
+                            secs(start_ns, end_ns), "output", output ? output : json_null(), "chaosloco",
+                            "action", name ? name : "", "fault", fault ? fault : "", "learner", learner);
     if (!rec)
         return CX_ENOMEM;
     j->acts[j->nacts].rollback = rollback;
@@ -276,12 +300,12 @@ static json_t *probe_json(const jr_probe *p)
     json_t *out = json_pack("{s:s, s:o, s:o, s:s, s:s, s:s}", "verdict", hyp_status_name(v->status),
                             "measured", num_or_null(v->measured), "threshold", num_or_null(v->threshold),
                             "cmp", v->cmp, "unit", v->unit, "explanation", v->explanation);
-    return json_pack("{s:{s:s, s:s, s:{s:s, s:s, s:O}}, s:s, s:o, s:o, s:o, s:f, s:b}", "activity", "type",
-                     "probe", "name", p->label, "provider", "type", "chaosloco", "hypothesis", p->kind,
-                     "arguments", p->spec, "status", v->status == HYP_ERROR ? "failed" : "succeeded",
-                     "output", out ? out : json_null(), "start", iso_json(p->start_ns), "end",
-                     iso_json(p->end_ns), "duration", secs(p->start_ns, p->end_ns), "tolerance_met",
-                     v->status == HYP_PASS);
+    json_t *activity =
+        ctk_probe(p->label, p->kind, p->spec, p->phase == JR_BEFORE ? "steady_state" : "verify");
+    return json_pack("{s:o, s:s, s:o, s:o, s:o, s:f, s:b}", "activity", activity ? activity : json_object(),
+                     "status", v->status == HYP_ERROR ? "failed" : "succeeded", "output",
+                     out ? out : json_null(), "start", iso_json(p->start_ns), "end", iso_json(p->end_ns),
+                     "duration", secs(p->start_ns, p->end_ns), "tolerance_met", v->status == HYP_PASS);
 }
 
 static json_t *steady_json(const journal *j, jr_phase phase)
@@ -297,8 +321,14 @@ static json_t *steady_json(const journal *j, jr_phase phase)
         if (pj)
             json_array_append_new(probes, pj);
     }
-    if (phase == JR_DURING)
-        return probes;
+    if (phase == JR_DURING) { /* Chaos Toolkit: a list of steady-state checks */
+        json_t *during = json_array();
+        if (any)
+            json_array_append_new(during, json_pack("{s:b, s:o}", "steady_state_met", met, "probes", probes));
+        else
+            json_decref(probes);
+        return during;
+    }
     if (!any) {
         json_decref(probes);
         return json_null();
@@ -328,13 +358,14 @@ json_t *journal_json(const journal *j)
         json_array_append(j->acts[i].rollback ? rb : run, j->acts[i].rec);
     json_t *steady = json_pack("{s:o, s:o, s:o}", "before", steady_json(j, JR_BEFORE), "after",
                                steady_json(j, JR_AFTER), "during", steady_json(j, JR_DURING));
-    return json_pack("{s:s, s:o, s:s, s:O, s:o, s:o, s:f, s:s, s:b, s:o, s:o, s:o}", "chaoslib-version",
-                     "chaosloco " CHAOSLOCO_VERSION, "platform", platform ? platform : json_null(), "node",
-                     node, "experiment", j->experiment, "start", iso_json(j->start_ns), "end",
+    return json_pack("{s:s, s:o, s:s, s:O, s:o, s:o, s:f, s:s, s:b, s:o, s:o, s:o, s:{s:s, s:O}}",
+                     "chaoslib-version", JR_CHAOSLIB_VERSION, "platform", platform ? platform : json_null(),
+                     "node", node, "experiment", j->ctk, "start", iso_json(j->start_ns), "end",
                      iso_json(j->end_ns), "duration", secs(j->start_ns, j->end_ns), "status",
                      jr_status_name(journal_status(j)), "deviated", journal_deviated(j), "steady_states",
                      steady ? steady : json_null(), "run", run ? run : json_array(), "rollbacks",
-                     rb ? rb : json_array());
+                     rb ? rb : json_array(), "chaosloco", "version", CHAOSLOCO_VERSION, "experiment",
+                     j->experiment);
 }
 
 int journal_write(const journal *j, const char *path, char *err, size_t errlen)

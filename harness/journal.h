@@ -1,10 +1,14 @@
 /* journal.h - the run's outputs: journal.json, junit.xml, events.jsonl.
  *
- * journal.json is shaped like a Chaos Toolkit journal (chaoslib-version,
- * platform, node, experiment, start, end, duration, status, deviated,
- * steady_states {before, after, during}, run [...], rollbacks [...]) so that
- * tools reading those journals can read ours; every hypothesis is a "probe"
- * activity whose output carries the measured figure beside its threshold.
+ * journal.json is a Chaos Toolkit journal (docs/journal.schema.json):
+ * chaoslib-version (the chaoslib release whose format it follows, SemVer),
+ * platform, node, experiment (a Chaos Toolkit experiment: ctk.h translates
+ * ours), start, end, duration, status, deviated, steady_states {before,
+ * after, during}, run [...], rollbacks [...], and chaosloco's own
+ * {version, experiment (the file as validated)} under "chaosloco". Every
+ * hypothesis is a probe run whose output carries the measured figure beside
+ * its threshold; every harness call a run record whose activity is the
+ * experiment's activity for it.
  * junit.xml has one testcase per hypothesis. events.jsonl gets one line per
  * action phase (invoke, then ok or fail), stamped with realtime and
  * monotonic clocks, written with one write(2) each so concurrent writers
@@ -25,6 +29,7 @@
 
 #include "harness/experiment.h"
 #include "harness/hypothesis.h"
+#include "harness/schedule.h"
 
 /* ---- events.jsonl ---- */
 
@@ -46,20 +51,32 @@ json_t *jr_action_event(const char *phase, const char *action, const char *fault
 
 /* ---- journal.json and junit.xml ---- */
 
+/* Chaos Toolkit's statuses, with its meanings (chaoslib run.py). */
 typedef enum jr_status {
     JR_COMPLETED,   /* ran to the end (hypotheses may still have deviated) */
     JR_FAILED,      /* the steady state before the method did not hold */
-    JR_ABORTED,     /* a stop condition or a halt ended it */
-    JR_INTERRUPTED, /* SIGINT/SIGTERM */
+    JR_ABORTED,     /* broke for an unforeseen reason: a harness or injection error */
+    JR_INTERRUPTED, /* stopped from outside or by a guard: SIGINT/SIGTERM, a stop condition, a halt */
 } jr_status;
+
+/* The chaostoolkit-lib release whose journal format journal.json follows
+ * (its "chaoslib-version"; chaosloco's own is chaosloco.version). */
+#define JR_CHAOSLIB_VERSION "1.45.0"
 
 typedef enum jr_phase { JR_BEFORE, JR_AFTER, JR_DURING } jr_phase;
 
 typedef struct journal journal;
 
-/* Borrows nothing: the experiment's document is copied. */
+/* Borrows nothing: the experiment's document is copied and translated
+ * (with an empty method until journal_set_plan). */
 journal *journal_new(const experiment *e);
 void journal_free(journal *j);
+/* The run's timeline: the translated experiment's method gets one activity
+ * per scheduled fault. Call before the first journal_add_action. */
+int journal_set_plan(journal *j, const experiment *e, const schedule *s);
+/* The run's addresses, for the translated experiment's configuration
+ * (agent_urls: learner i's, n of them). */
+void journal_set_endpoints(journal *j, const char *syncer_url, const char *const *agent_urls, int n);
 /* Realtime ns of the start and end (cx_real_ns()); set_end also the status. */
 void journal_set_start(journal *j, int64_t real_ns);
 void journal_set_end(journal *j, int64_t real_ns, jr_status status);

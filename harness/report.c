@@ -130,13 +130,13 @@ static void actions_table(cx_buf *b, const json_t *jn)
         json_array_foreach(json_object_get(jn, lists[k]), i, a)
         {
             json_t *act = json_object_get(a, "activity");
-            json_t *prov = json_object_get(act, "provider");
+            json_t *cl = json_object_get(a, "chaosloco"); /* fault and learner of the call */
             cx_buf_printf(b, "<tr><td>");
             jr_escape_markup(b, jstr(act, "name"));
             cx_buf_printf(b, "%s</td><td>", k ? " (rollback)" : "");
-            jr_escape_markup(b, jstr(prov, "fault"));
+            jr_escape_markup(b, jstr(cl, "fault"));
             cx_buf_printf(b, "</td><td>%lld</td><td>",
-                          (long long)json_integer_value(json_object_get(prov, "learner")));
+                          (long long)json_integer_value(json_object_get(cl, "learner")));
             jr_escape_markup(b, jstr(a, "status"));
             cx_buf_printf(b, "</td><td>");
             jr_escape_markup(b, jstr(a, "start"));

@@ -1283,6 +1283,16 @@ static void append_collected(runner *r)
     json_decref(fl);
 }
 
+/* The addresses the journal's translated experiment calls. */
+static void journal_endpoints(runner *r)
+{
+    const char *urls[EXP_MAX_LEARNERS];
+    for (int i = 0; i < r->m && i < EXP_MAX_LEARNERS; i++)
+        urls[i] = topo_agent_url(r->t, i);
+    journal_set_endpoints(r->j, topo_syncer_url(r->t), urls,
+                          r->m < EXP_MAX_LEARNERS ? r->m : EXP_MAX_LEARNERS);
+}
+
 static void print_verdicts(runner *r, const run_result *res)
 {
     json_t *jj = journal_json(r->j);
@@ -1628,6 +1638,10 @@ int run_experiment(const run_opts *o, run_result *res, char *err, size_t errlen)
     }
     r->fx = calloc((size_t)(r->sched->n ? r->sched->n : 1), sizeof *r->fx);
     r->j = journal_new(r->e);
+    if (r->j && journal_set_plan(r->j, r->e, r->sched) < 0) {
+        journal_free(r->j);
+        r->j = NULL;
+    }
     if (!r->fx || !r->j) {
         res->exit_code = RUN_EXIT_ERROR;
         snprintf(err, errlen, "out of memory");
@@ -1660,10 +1674,12 @@ int run_experiment(const run_opts *o, run_result *res, char *err, size_t errlen)
     emit_run(r, "start", r->e->title);
 
     if (!r->error && !g_signal) {
-        if (start_topology(r, e2, sizeof e2) < 0)
+        if (start_topology(r, e2, sizeof e2) < 0) {
             set_error(r, "starting the topology: %s", e2);
-        else
+        } else {
             set_state(r, RS_LAUNCHED);
+            journal_endpoints(r);
+        }
     }
     r->start_mono = cx_mono_ms();
     if (r->t && !r->error) {
@@ -1715,11 +1731,15 @@ int run_experiment(const run_opts *o, run_result *res, char *err, size_t errlen)
     set_state(r, RS_STOPPED);
 
     /* outputs */
+    /* Chaos Toolkit's meanings: a signal, a stop condition or a halt
+     * interrupts the run; an error nobody planned for aborts it. */
     jr_status js = JR_COMPLETED;
-    if (r->abort || g_signal)
-        js = JR_ABORTED;
+    if (g_signal)
+        js = JR_INTERRUPTED;
     else if (r->error)
         js = JR_ABORTED;
+    else if (r->abort)
+        js = JR_INTERRUPTED;
     journal_set_end(r->j, cx_real_ns(), js);
     if (r->why[0]) {
         emit_run(r, r->error ? "error" : "aborted", r->why);

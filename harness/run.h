@@ -12,7 +12,7 @@
  * hypotheses are); it only schedules, collects and records.
  *
  * Signals: run_install_signals() makes SIGINT/SIGTERM request an orderly
- * abort (revert, stop, journal "aborted", exit 2); a second signal is
+ * abort (revert, stop, journal "interrupted", exit 2); a second signal is
  * ignored so the cleanup always finishes.
  */
 #ifndef HARNESS_RUN_H
@@ -50,7 +50,7 @@ typedef struct run_opts {
 
 typedef struct run_result {
     int exit_code;      /* run_exit */
-    char status[16];    /* journal status: completed|failed|aborted|... ("" before a journal) */
+    char status[16];    /* journal status: completed|failed|aborted|interrupted ("" before a journal) */
     char run_dir[1024]; /* where the outputs are ("" for a dry run) */
     json_t *summary;    /* figures for compare (owned; NULL when the run did not train) */
 } run_result;

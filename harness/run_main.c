@@ -36,7 +36,7 @@ static void usage(FILE *f)
            "outputs in the run directory: journal.json, junit.xml, events.jsonl, report.html, faults.json,\n"
            "summary.json, timeline.json, pids.json, logs/, syncer/, agents/, learners/\n\n"
            "exit: 0 every hypothesis held, 1 a hypothesis deviated (or the steady state did not hold),\n"
-           "      2 aborted (stop condition, SIGINT/SIGTERM, halt), 3 harness or injection error,\n"
+           "      2 interrupted (stop condition, SIGINT/SIGTERM, halt), 3 harness or injection error,\n"
            "      64 usage error (bad flag, bad experiment file)\n");
 }
 

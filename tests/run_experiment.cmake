@@ -1,9 +1,18 @@
 # run_experiment.cmake - one experiments/*.json as a ctest case:
-#   cmake -DBIN=chaosloco -DEXP=file.json -DOUT=dir -P run_experiment.cmake
+#   cmake -DBIN=chaosloco -DEXP=file.json -DOUT=dir [-DVALIDATE=cmd|args] -P run_experiment.cmake
 # Starts from an empty run directory (`chaosloco run --out` refuses one that
-# already holds a run) and fails unless `chaosloco run --ci` exits 0.
+# already holds a run) and fails unless `chaosloco run --ci` exits 0 and,
+# with VALIDATE (the journal validator's command line, '|'-separated), its
+# journal.json validates against docs/journal.schema.json.
 file(REMOVE_RECURSE ${OUT})
 execute_process(COMMAND ${BIN} run --ci ${EXP} --out ${OUT} --time-limit 240 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "chaosloco run --ci ${EXP} exited ${rc} (0 wanted); see ${OUT}/journal.json, ${OUT}/logs/")
+endif()
+if(VALIDATE)
+  string(REPLACE "|" ";" validate_cmd "${VALIDATE}")
+  execute_process(COMMAND ${validate_cmd} ${OUT}/journal.json RESULT_VARIABLE vrc)
+  if(NOT vrc EQUAL 0)
+    message(FATAL_ERROR "${OUT}/journal.json does not validate against docs/journal.schema.json (exit ${vrc})")
+  endif()
 endif()

@@ -49,6 +49,22 @@ static inline int hx_exit_code(pid_t pid, long timeout_ms)
     return -1;
 }
 
+/* journal.json at path validates against docs/journal.schema.json (the
+ * Chaos Toolkit journal and experiment schemas), checked with the node
+ * validator tests/CMakeLists.txt installs into the build tree. */
+static inline void hx_journal_valid(const char *dir, const char *path)
+{
+    char validator[1200], schemas[1200];
+    snprintf(validator, sizeof validator, "%s/tests/schema/validate.js", CHAOSLOCO_BUILD);
+    snprintf(schemas, sizeof schemas, "%s/docs", CHAOSLOCO_SRC);
+    const char *argv[] = {"node", validator, "--schemas", schemas, path, NULL};
+    pid_t pid = it_start_prog(dir, "validate", argv, NULL);
+    int rc = hx_exit_code(pid, 30000);
+    if (rc != 0)
+        it_dump_log(dir, "validate");
+    cr_assert_eq(rc, 0, "%s validates against docs/journal.schema.json (validator exit %d)", path, rc);
+}
+
 /* Run chaosloco with args to completion; its output in dir/name.log. */
 static inline int hx_run(const char *dir, const char *name, const char *const *args, long timeout_ms)
 {

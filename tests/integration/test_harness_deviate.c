@@ -58,6 +58,7 @@ Test(harness_deviate, ddp_with_a_kill_deviates_with_the_figure_in_junit)
     cr_assert_not_null(j);
     cr_expect_str_eq(json_string_value(json_object_get(j, "status")), "completed");
     cr_expect(json_is_true(json_object_get(j, "deviated")));
+    hx_journal_valid(dir, jp);
     json_t *probes = json_object_get(json_object_get(json_object_get(j, "steady_states"), "after"), "probes");
     int found = 0;
     size_t i;

@@ -1,5 +1,5 @@
 /* test_harness_signals.c - the harness's safety: SIGINT mid-run reverts
- * every fault, stops every process, journals "aborted" and exits 2;
+ * every fault, stops every process, journals "interrupted" and exits 2;
  * SIGKILL mid-run leaves the agents to their lease: within the lease ttl
  * (10 s) each reverts what the harness injected (revert_reason "lease").
  * The test then kills what the dead harness left behind itself. */
@@ -72,7 +72,9 @@ Test(harness_signals, sigint_reverts_everything_and_exits_2)
     snprintf(jp, sizeof jp, "%s/journal.json", out);
     json_t *j = json_load_file(jp, 0, NULL);
     cr_assert_not_null(j);
-    cr_expect_str_eq(json_string_value(json_object_get(j, "status")), "aborted");
+    cr_expect_str_eq(json_string_value(json_object_get(j, "status")), "interrupted",
+                     "Chaos Toolkit's status for a run stopped from outside or by a guard");
+    hx_journal_valid(dir, jp);
     json_decref(j);
 
     /* every fault the agents held ended reverted (the harness's last look,
@@ -192,15 +194,16 @@ Test(harness_signals, stop_condition_aborts_halts_and_exits_2)
     snprintf(p, sizeof p, "%s/journal.json", out);
     json_t *j = json_load_file(p, 0, NULL);
     cr_assert_not_null(j);
-    cr_expect_str_eq(json_string_value(json_object_get(j, "status")), "aborted");
+    cr_expect_str_eq(json_string_value(json_object_get(j, "status")), "interrupted",
+                     "Chaos Toolkit's status for a run stopped from outside or by a guard");
+    hx_journal_valid(dir, p);
     /* the abort halted every agent (recorded as rollbacks) */
     int halts = 0;
     size_t i;
     json_t *a;
     json_array_foreach(json_object_get(j, "rollbacks"), i, a)
     {
-        const char *f = json_string_value(
-            json_object_get(json_object_get(json_object_get(a, "activity"), "provider"), "fault"));
+        const char *f = json_string_value(json_object_get(json_object_get(a, "chaosloco"), "fault"));
         if (f && strcmp(f, "halt") == 0 &&
             strcmp(json_string_value(json_object_get(a, "status")), "succeeded") == 0)
             halts++;

@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "harness/journal.h"
+#include "harness/schedule.h"
 
 static experiment *parse(const char *text)
 {
@@ -124,6 +125,127 @@ Test(journal, chaos_toolkit_shape_and_status)
     free(dir);
     json_decref(out);
     journal_free(j);
+    exp_free(e);
+}
+
+static const char *ctk_text =
+    "{\"title\": \"two faults\", \"tags\": [\"ci\", \"kill\"], \"topology\": {\"learners\": 3},"
+    " \"steady_state\": [{\"hypothesis\": \"loss_target\", \"max\": 5}],"
+    " \"method\": [{\"name\": \"k\", \"fault\": \"kill\", \"targets\": {\"ids\": [1, 2]}, \"at_s\": 2,"
+    "   \"duration_ms\": 100, \"params\": {\"signal\": \"KILL\"}},"
+    "  {\"name\": \"s\", \"fault\": \"syncer_restart\", \"targets\": {\"ids\": [0, 1]}, \"after\": \"k\","
+    "   \"duration_ms\": 100}],"
+    " \"rollbacks\": [{\"name\": \"undo\", \"action\": \"revert_faults\"}],"
+    " \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}";
+
+static json_t *find_named(json_t *arr, const char *name)
+{
+    size_t i;
+    json_t *a;
+    json_array_foreach(arr, i,
+                       a) if (strcmp(json_string_value(json_object_get(a, "name")), name) == 0) return a;
+    return NULL;
+}
+
+Test(journal, embeds_a_chaos_toolkit_experiment_and_keeps_ours)
+{
+    experiment *e = parse(ctk_text);
+    schedule *s = NULL;
+    char err[CX_ERRLEN];
+    cr_assert_eq(sched_build(e, 7, &s, err, sizeof err), 0, "%s", err);
+    journal *j = journal_new(e);
+    cr_assert_eq(journal_set_plan(j, e, s), 0);
+    const char *urls[] = {"http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3"};
+    journal_set_endpoints(j, "http://127.0.0.1:9", urls, 3);
+    int64_t t0 = 1000000000000000000LL;
+    journal_set_start(j, t0);
+    json_t *out = json_pack("{s:s}", "id", "f-1");
+    cr_assert_eq(journal_add_action(j, 0, "k", "kill", 2, "succeeded", out, t0, t0), 0);
+    cr_assert_eq(journal_add_action(j, 1, "undo", "revert_faults", 0, "succeeded", NULL, t0, t0), 0);
+    cr_assert_eq(journal_add_action(j, 1, "halt-on-abort", "halt", 1, "succeeded", NULL, t0, t0), 0);
+    journal_set_end(j, t0 + 1000000000LL, JR_INTERRUPTED);
+    json_t *doc = journal_json(j);
+
+    /* SemVer versions, ours beside chaoslib's; our file under its own key */
+    cr_assert_str_eq(json_string_value(json_object_get(doc, "chaoslib-version")), JR_CHAOSLIB_VERSION);
+    json_t *cl = json_object_get(doc, "chaosloco");
+    cr_assert_str_eq(json_string_value(json_object_get(cl, "version")), CHAOSLOCO_VERSION);
+    cr_assert(json_equal(json_object_get(cl, "experiment"), e->doc));
+    cr_assert_str_eq(json_string_value(json_object_get(doc, "status")), "interrupted");
+
+    /* the experiment: what chaoslib's validation requires */
+    json_t *x = json_object_get(doc, "experiment");
+    cr_assert_str_eq(json_string_value(json_object_get(x, "title")), "two faults");
+    cr_assert_str_eq(json_string_value(json_object_get(x, "description")), "two faults", "title stands in");
+    cr_assert_eq(json_array_size(json_object_get(x, "tags")), 2);
+    json_t *conf = json_object_get(x, "configuration");
+    cr_assert_str_eq(json_string_value(json_object_get(conf, "chaosloco_agent_2")), "http://127.0.0.1:3");
+    cr_assert_str_eq(json_string_value(json_object_get(conf, "chaosloco_syncer")), "http://127.0.0.1:9");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(conf, "chaosloco_token"), "type")),
+                     "env");
+    json_t *ssh = json_object_get(x, "steady-state-hypothesis");
+    cr_assert_not_null(json_object_get(ssh, "title"));
+    json_t *probes = json_object_get(ssh, "probes");
+    cr_assert_eq(json_array_size(probes), 2, "steady_state and verify hypotheses");
+    json_t *p0 = json_array_get(probes, 0);
+    cr_assert_str_eq(json_string_value(json_object_get(p0, "type")), "probe");
+    cr_assert_eq(json_integer_value(json_object_get(p0, "tolerance")), 200);
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(p0, "provider"), "type")), "http");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(p0, "chaosloco"), "phase")),
+                     "steady_state");
+
+    json_t *method = json_object_get(x, "method");
+    cr_assert_eq(json_array_size(method), 3, "kill on 2 learners, one syncer restart");
+    json_t *k2 = find_named(method, "k (learner 2)");
+    cr_assert_not_null(k2);
+    cr_assert_str_eq(json_string_value(json_object_get(k2, "type")), "action");
+    json_t *prov = json_object_get(k2, "provider");
+    cr_assert_str_eq(json_string_value(json_object_get(prov, "type")), "http");
+    cr_assert_str_eq(json_string_value(json_object_get(prov, "method")), "POST");
+    cr_assert_str_eq(json_string_value(json_object_get(prov, "url")), "${chaosloco_agent_2}/v1/faults");
+    json_t *args = json_object_get(prov, "arguments");
+    cr_assert_str_eq(json_string_value(json_object_get(args, "type")), "kill");
+    cr_assert_eq(json_integer_value(json_object_get(args, "duration_ms")), 100);
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(args, "params"), "signal")), "KILL");
+    cr_assert(json_is_integer(json_object_get(args, "seed")));
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(prov, "headers"), "Content-Type")),
+                     "application/json");
+    /* the timeline's waits: 2 s before the first kill, none between the two */
+    json_t *k1 = find_named(method, "k (learner 1)");
+    cr_assert_not_null(k1);
+    cr_assert(json_equal(json_array_get(method, 0), k1), "timeline order");
+    cr_assert_float_eq(json_number_value(json_object_get(json_object_get(k1, "pauses"), "before")), 2.0,
+                       1e-9);
+    cr_assert_null(json_object_get(k2, "pauses"));
+    json_t *sr = find_named(method, "s");
+    cr_assert_not_null(sr, "one syncer restart whatever its targets");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(sr, "provider"), "type")), "process");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(sr, "chaosloco"), "after")), "k");
+    json_t *rbs = json_object_get(x, "rollbacks");
+    cr_assert_eq(json_array_size(rbs), 3, "revert_faults on every learner");
+    json_t *u1 = find_named(rbs, "undo (learner 1)");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(u1, "provider"), "method")), "DELETE");
+
+    /* run records carry the experiment's activity and ours */
+    json_t *r0 = json_array_get(json_object_get(doc, "run"), 0);
+    cr_assert(json_equal(json_object_get(r0, "activity"), k2), "the run record's activity is the method's");
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(r0, "chaosloco"), "learner")), 2);
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(r0, "chaosloco"), "fault")), "kill");
+    json_t *rb = json_object_get(doc, "rollbacks");
+    cr_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(json_array_get(rb, 0), "activity"), "name")),
+        "undo (learner 0)");
+    json_t *halt = json_object_get(json_array_get(rb, 1), "activity");
+    cr_assert_str_eq(json_string_value(json_object_get(halt, "type")), "action",
+                     "an undeclared call gets one");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(halt, "provider"), "url")),
+                     "${chaosloco_agent_1}/v1/halt");
+    json_t *during = json_object_get(json_object_get(doc, "steady_states"), "during");
+    cr_assert(json_is_array(during) && json_array_size(during) == 0);
+    json_decref(doc);
+    json_decref(out);
+    journal_free(j);
+    sched_free(s);
     exp_free(e);
 }
 
