@@ -340,3 +340,55 @@ Test(agent_toxiproxy, upstream_of_a_fixed_proxy_is_a_fault)
     cr_assert_geq(ag_echo_rtt(port, 10, 2000), 0);
     stop();
 }
+
+Test(agent_toxiproxy, created_proxies_end_with_expiry_and_agent_crash)
+{
+    ag_echo_start(&g_echo);
+    snprintf(g_upstream, sizeof g_upstream, "127.0.0.1:%d", g_echo.port);
+    const char *flags[] = {"--toxiproxy-compat", "--max-duration-ms", "1500", NULL};
+    ag_start(&g_ag, "tpexp", flags, NULL, NULL);
+    char body[256];
+    snprintf(body, sizeof body, "{\"name\":\"short\",\"listen\":\"127.0.0.1:0\",\"upstream\":\"%s\"}",
+             g_upstream);
+    json_t *p = tp("POST", "/proxies", body, 201);
+    int port = port_of(p);
+    json_decref(p);
+    cx_sleep_ms(500); /* so that the proxy's fault expires before the toxic's */
+    json_t *t =
+        tp("POST", "/proxies/short/toxics", "{\"type\":\"latency\",\"attributes\":{\"latency\":10}}", 200);
+    json_decref(t);
+    json_t *tf = active_fault("latency", "short");
+    cr_assert_not_null(tf);
+    char toxic_fault[32];
+    snprintf(toxic_fault, sizeof toxic_fault, "%s", js(tf, "id"));
+    json_decref(tf);
+    /* the proxy's own fault expires first and takes the proxy; the toxic's
+     * fault then finds nothing left to undo */
+    cr_assert(ag_wait_fault(&g_ag, toxic_fault, "expired", 10000), "the toxic's fault expired");
+    int st = 0;
+    char path[64];
+    snprintf(path, sizeof path, "/v1/faults/%s", toxic_fault);
+    json_t *rec = ag_call(&g_ag, "GET", path, NULL, 0, &st);
+    cr_assert(json_is_null(json_object_get(rec, "error")), "no revert error");
+    cr_assert(json_is_true(json_object_get(json_object_get(rec, "evidence"), "target_gone")),
+              "its proxy went first, with the toxic");
+    json_decref(rec);
+    json_decref(tp("GET", "/proxies/short", NULL, 404));
+    cr_assert_lt(ag_echo_rtt(port, 10, 300), 0, "an expired proxy listens no more");
+
+    /* a crash: the proxy dies with the agent, the next agent records it swept */
+    json_decref(tp("POST", "/proxies", body, 201));
+    json_t *f = active_fault("proxy", "unit");
+    cr_assert_not_null(f);
+    char proxy_fault[32];
+    snprintf(proxy_fault, sizeof proxy_fault, "%s", js(f, "id"));
+    json_decref(f);
+    it_signal(g_ag.pid, SIGKILL, 0);
+    it_wait_exit(g_ag.pid, 10000);
+    ag_start(&g_ag, "tpexp", flags, NULL, &g_ag);
+    char state[32], reason[32];
+    ag_fault_state(&g_ag, proxy_fault, state, sizeof state, reason, sizeof reason);
+    cr_assert_str_eq(reason, "agent_restart");
+    json_decref(tp("GET", "/proxies/short", NULL, 404));
+    stop();
+}
