@@ -297,6 +297,55 @@ static int write_text(const char *path, const char *text, char *err, size_t errl
     return cx_file_write_atomic(path, text, strlen(text), err, errlen);
 }
 
+/* The unit's cgroups (none without a unit or with --no-cgroup), and the
+ * note /v1/status shows about them. */
+static void open_cgroups(agent *a)
+{
+    if (a->o.no_cgroup || !a->o.argv) {
+        snprintf(a->cgroup_note, sizeof a->cgroup_note, "disabled");
+        return;
+    }
+    cg_set *cg = NULL;
+    char cerr[CX_ERRLEN] = "";
+    if (cg_set_open(NULL, a->o.id, &cg, cerr, sizeof cerr) != 0) {
+        snprintf(a->cgroup_note, sizeof a->cgroup_note, "unavailable: %s", cerr);
+        return;
+    }
+    a->cgroup = cg;
+    size_t off = 0;
+    static const char *names[CG_NCTRL] = {"freezer", "cpu", "memory"};
+    for (int c = 0; c < CG_NCTRL && off < sizeof a->cgroup_note; c++)
+        off += (size_t)snprintf(a->cgroup_note + off, sizeof a->cgroup_note - off, "%s%s=%s", c ? " " : "",
+                                names[c], cg_set_available(cg, (cg_ctrl)c) ? "v" : "no");
+}
+
+/* The HTTP API, and <state>/listen.addr once it listens. */
+static int start_api(agent *a, char *err, size_t errlen)
+{
+    const agent_opts *o = &a->o;
+    /* Known before the first request: the gate's Host and open-Toxiproxy
+     * rules depend on it. */
+    char host[128];
+    int port = 0;
+    if (cx_parse_hostport(o->listen, "--listen", host, sizeof host, &port, NULL, 0) < 0)
+        snprintf(host, sizeof host, "127.0.0.1");
+    if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "localhost") == 0 || host[0] == '\0')
+        snprintf(host, sizeof host, "127.0.0.1");
+    a->loopback = strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0;
+    if (strcmp(o->listen, "localhost") == 0 || strncmp(o->listen, "localhost:", 10) == 0)
+        a->loopback = 1;
+    if (strncmp(o->listen, "0.0.0.0", 7) == 0)
+        a->loopback = 0;
+    a->http = cx_http_server_new_gated(o->listen, agent_routes, agent_nroutes, a, AGENT_BODY_MAX, &agent_gate,
+                                       err, errlen);
+    if (!a->http)
+        return CX_EUNAVAIL;
+    snprintf(a->listen_addr, sizeof a->listen_addr, "%s:%d", host, cx_http_server_port(a->http));
+    char path[4200];
+    snprintf(path, sizeof path, "%s/listen.addr", a->state_dir);
+    return write_text(path, a->listen_addr, err, errlen);
+}
+
 agent *agent_new(const agent_opts *o, char *err, size_t errlen)
 {
     agent *a = calloc(1, sizeof *a);
@@ -358,23 +407,7 @@ agent *agent_new(const agent_opts *o, char *err, size_t errlen)
         a->nproxies++;
     }
 
-    if (!o->no_cgroup && o->argv) {
-        cg_set *cg = NULL;
-        char cerr[CX_ERRLEN] = "";
-        if (cg_set_open(NULL, o->id, &cg, cerr, sizeof cerr) == 0) {
-            a->cgroup = cg;
-            size_t off = 0;
-            static const char *names[CG_NCTRL] = {"freezer", "cpu", "memory"};
-            for (int c = 0; c < CG_NCTRL && off < sizeof a->cgroup_note; c++)
-                off +=
-                    (size_t)snprintf(a->cgroup_note + off, sizeof a->cgroup_note - off, "%s%s=%s",
-                                     c ? " " : "", names[c], cg_set_available(cg, (cg_ctrl)c) ? "v" : "no");
-        } else {
-            snprintf(a->cgroup_note, sizeof a->cgroup_note, "unavailable: %s", cerr);
-        }
-    } else {
-        snprintf(a->cgroup_note, sizeof a->cgroup_note, "disabled");
-    }
+    open_cgroups(a);
 
     reg_hooks hooks = {
         .target_get = target_get, .target_put = target_put, .sweep_check = agent_sweep_check, .ctx = a};
@@ -426,26 +459,7 @@ agent *agent_new(const agent_opts *o, char *err, size_t errlen)
             goto fail;
     }
 
-    /* Known before the first request: the gate's Host and open-Toxiproxy
-     * rules depend on it. */
-    char host[128];
-    int port = 0;
-    if (cx_parse_hostport(o->listen, "--listen", host, sizeof host, &port, NULL, 0) < 0)
-        snprintf(host, sizeof host, "127.0.0.1");
-    if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "localhost") == 0 || host[0] == '\0')
-        snprintf(host, sizeof host, "127.0.0.1");
-    a->loopback = strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0;
-    if (strcmp(o->listen, "localhost") == 0 || strncmp(o->listen, "localhost:", 10) == 0)
-        a->loopback = 1;
-    if (strncmp(o->listen, "0.0.0.0", 7) == 0)
-        a->loopback = 0;
-    a->http = cx_http_server_new_gated(o->listen, agent_routes, agent_nroutes, a, AGENT_BODY_MAX, &agent_gate,
-                                       err, errlen);
-    if (!a->http)
-        goto fail;
-    snprintf(a->listen_addr, sizeof a->listen_addr, "%s:%d", host, cx_http_server_port(a->http));
-    snprintf(path, sizeof path, "%s/listen.addr", a->state_dir);
-    if (write_text(path, a->listen_addr, err, errlen) < 0)
+    if (start_api(a, err, errlen) < 0)
         goto fail;
     return a;
 fail:
