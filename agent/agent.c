@@ -336,11 +336,15 @@ static int start_api(agent *a, char *err, size_t errlen)
         a->loopback = 1;
     if (strncmp(o->listen, "0.0.0.0", 7) == 0)
         a->loopback = 0;
-    a->http = cx_http_server_new_gated(o->listen, agent_routes, agent_nroutes, a, AGENT_BODY_MAX, &agent_gate,
-                                       err, errlen);
+    cx_http_server_opts hopts = {.reserved = agent_reserved_routes, .gate = &agent_gate};
+    a->http = cx_http_server_new_opts(o->listen, agent_routes, agent_nroutes, a, AGENT_BODY_MAX, &hopts, err,
+                                      errlen);
     if (!a->http)
         return CX_EUNAVAIL;
+    /* handlers may already run: listen_addr is read under the lock */
+    pthread_mutex_lock(&a->lock);
     snprintf(a->listen_addr, sizeof a->listen_addr, "%s:%d", host, cx_http_server_port(a->http));
+    pthread_mutex_unlock(&a->lock);
     char path[4200];
     snprintf(path, sizeof path, "%s/listen.addr", a->state_dir);
     return write_text(path, a->listen_addr, err, errlen);
@@ -602,6 +606,10 @@ void agent_resume(agent *a)
 
 json_t *agent_status_json(agent *a)
 {
+    char listen[sizeof a->listen_addr];
+    pthread_mutex_lock(&a->lock);
+    snprintf(listen, sizeof listen, "%s", a->listen_addr);
+    pthread_mutex_unlock(&a->lock);
     /* The loop syncs paused every ~10 ms; sync here too so that a status
      * read right after POST /v1/faults already says "paused". */
     if (a->sup)
@@ -626,9 +634,9 @@ json_t *agent_status_json(agent *a)
         json_pack("{s:s,s:o,s:b,s:o,s:i,s:o,s:s,s:I,s:s,s:{s:s,s:s?,s:s?,s:s?,s:s?,s:s}}", "id", a->o.id,
                   "unit", unit, "halted", agent_halted(a), "lease", agent_lease_json(a), "faults_active",
                   reg_active(a->reg, NULL), "proxies", proxies, "version", CHAOSLOCO_VERSION, "uptime_ms",
-                  (json_int_t)(cx_mono_ms() - a->started_mono_ms), "listen", a->listen_addr, "hooks",
-                  "hook_dir", a->hook_dir, "faketime_file", a->faketime_file[0] ? a->faketime_file : NULL,
-                  "faketime_lib", a->faketime_lib[0] ? a->faketime_lib : NULL, "diskfault_file",
+                  (json_int_t)(cx_mono_ms() - a->started_mono_ms), "listen", listen, "hooks", "hook_dir",
+                  a->hook_dir, "faketime_file", a->faketime_file[0] ? a->faketime_file : NULL, "faketime_lib",
+                  a->faketime_lib[0] ? a->faketime_lib : NULL, "diskfault_file",
                   a->diskfault_file[0] ? a->diskfault_file : NULL, "shim",
                   a->shim_lib[0] ? a->shim_lib : NULL, "cgroup", a->cgroup_note);
     return o;

@@ -158,5 +158,8 @@ proxy *agent_proxy(agent *a, const char *name);
 /* Route table for cx_http_server (api.c + toxiproxy.c). */
 extern const cx_http_route agent_routes[];
 extern const size_t agent_nroutes;
+/* "METHOD PATTERN" of the routes admitted through a connection flood (halt,
+ * lease), NULL-terminated. */
+extern const char *const agent_reserved_routes[];
 
 #endif

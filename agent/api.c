@@ -204,8 +204,7 @@ const cx_http_gate agent_gate = {.check = api_gate, .refused = api_refused};
 
 /* ---- api: faults ---- */
 
-/* Decode and check a fault request. Fills spec (borrowing from body). */
-static int decode_fault(json_t *body, reg_spec *spec, char *err, size_t errlen)
+int api_decode_fault(json_t *body, reg_spec *spec, char *err, size_t errlen)
 {
     const char *type = NULL, *target = NULL;
     json_t *params = NULL, *duration = NULL, *toxicity = NULL, *seed = NULL;
@@ -260,7 +259,7 @@ static void faults_post(agent *a, const cx_http_req *req, cx_http_resp *resp, ch
         return;
     reg_spec spec;
     char err[CX_ERRLEN] = "";
-    if (decode_fault(body, &spec, err, sizeof err) < 0) {
+    if (api_decode_fault(body, &spec, err, sizeof err) < 0) {
         cx_http_reply_err(resp, CX_EINVAL, err);
         json_decref(body);
         return;
@@ -505,3 +504,5 @@ const cx_http_route agent_routes[] = {
     {"GET", "/version", tp_version},
 };
 const size_t agent_nroutes = sizeof agent_routes / sizeof agent_routes[0];
+/* Control calls that get through a connection flood (http_guard.h). */
+const char *const agent_reserved_routes[] = {"POST /v1/halt", "POST /v1/lease", NULL};

@@ -41,6 +41,12 @@ extern const cx_http_gate agent_gate;
  * unauthenticated (Toxiproxy compat on loopback). Called by the gate. */
 int api_auth(agent *a, const cx_http_req *req, cx_http_resp *resp, int open_ok, const char **auth);
 
+/* Decode and check a POST /v1/faults body (a JSON object, strictly: an
+ * unknown key is CX_EINVAL naming it). Fills spec, borrowing from body; the
+ * registry checks the ranges and the injector the params. Exposed for the
+ * fuzz target tests/fuzz/fuzz_fault_request.c. */
+int api_decode_fault(json_t *body, reg_spec *spec, char *err, size_t errlen);
+
 /* Append the finished call to the audit log. */
 void api_audit(agent *a, const cx_http_req *req, const cx_http_resp *resp, const char *fault_id,
                const char *auth);

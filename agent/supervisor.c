@@ -97,7 +97,7 @@ struct sup {
     int64_t log_total;  /* bytes captured since start */
     pthread_t log_thread;
     int log_thread_started;
-    volatile int log_stop; /* ask the writer thread to finish */
+    int log_stop; /* ask the writer thread to finish (__atomic: read by it) */
 };
 
 /* ---- supervisor: state checks ---- */
@@ -204,7 +204,7 @@ static void *log_thread_main(void *arg)
                 continue;
             }
         }
-        if (s->log_stop)
+        if (__atomic_load_n(&s->log_stop, __ATOMIC_ACQUIRE))
             break;
     }
     /* Drain what is left without blocking. */
@@ -317,7 +317,7 @@ void sup_free(sup *s, int64_t grace_ms)
         return;
     sup_stop(s, grace_ms);
     if (s->log_thread_started) {
-        s->log_stop = 1;
+        __atomic_store_n(&s->log_stop, 1, __ATOMIC_RELEASE);
         pthread_join(s->log_thread, NULL);
     }
     if (s->log_rd >= 0)
@@ -588,9 +588,12 @@ sup_state sup_get_state(sup *s)
 json_t *sup_status_json(sup *s)
 {
     pthread_mutex_lock(&s->lock);
-    json_t *o = json_pack("{s:s,s:I,s:I,s:I,s:O?}", "state", sup_state_name(s->state), "pid",
-                          (json_int_t)s->pid, "incarnation", (json_int_t)s->incarnation, "restarts",
-                          (json_int_t)s->restarts, "last_exit", s->last_exit);
+    /* a copy, not a shared reference: the caller serialises it on another
+     * thread while reap_exit() may replace and free ours (ThreadSanitizer) */
+    json_t *o =
+        json_pack("{s:s,s:I,s:I,s:I,s:o?}", "state", sup_state_name(s->state), "pid", (json_int_t)s->pid,
+                  "incarnation", (json_int_t)s->incarnation, "restarts", (json_int_t)s->restarts, "last_exit",
+                  s->last_exit ? json_deep_copy(s->last_exit) : NULL);
     if (o && !s->last_exit)
         json_object_set_new(o, "last_exit", json_null());
     if (o && s->pid == 0)

@@ -1,8 +1,10 @@
 /* file.c - atomic writes, checksummed blobs, mkdir -p. */
 #include "common/file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 
 #include "common/crc32c.h"
 #include "common/err.h"
+#include "common/log.h"
 
 static int write_all(int fd, const void *data, size_t len)
 {
@@ -76,6 +79,55 @@ int cx_file_write_atomic_mode(const char *path, const void *data, size_t len, un
     if (fsync_dir_of(path) != 0)
         return cx_fail(err, errlen, CX_EIO, "%s: fsync dir: %s", path, strerror(errno));
     return 0;
+}
+
+/* PID of a "<base>.tmp.<PID>" entry name, or 0 when it is not one. */
+static pid_t tmp_owner(const char *entry, const char *base)
+{
+    size_t bl = strlen(base);
+    if (strncmp(entry, base, bl) != 0 || strncmp(entry + bl, ".tmp.", 5) != 0)
+        return 0;
+    const char *d = entry + bl + 5;
+    long long pid = 0;
+    if (!*d)
+        return 0;
+    for (; *d; d++) {
+        if (*d < '0' || *d > '9' || pid > 4194304) /* above any pid_max */
+            return 0;
+        pid = pid * 10 + (*d - '0');
+    }
+    return (pid_t)pid;
+}
+
+int cx_file_remove_stale_tmp(const char *path, char *err, size_t errlen)
+{
+    char dir[4096], base[4096];
+    if ((size_t)snprintf(dir, sizeof dir, "%s", path) >= sizeof dir)
+        return cx_fail(err, errlen, CX_EINVAL, "%s: path too long", path);
+    snprintf(base, sizeof base, "%s", path);
+    const char *dn = dirname(dir), *bn = basename(base);
+    DIR *dp = opendir(dn);
+    if (!dp)
+        return cx_fail(err, errlen, errno == ENOENT ? CX_ENOTFOUND : CX_EIO, "%s: %s", dn, strerror(errno));
+    int removed = 0;
+    struct dirent *de;
+    while ((de = readdir(dp))) {
+        pid_t pid = tmp_owner(de->d_name, bn);
+        if (pid <= 0)
+            continue;
+        if (pid != getpid() && (kill(pid, 0) == 0 || errno != ESRCH))
+            continue; /* a live writer (or one we may not signal): not ours to judge */
+        char full[8192];
+        snprintf(full, sizeof full, "%s/%s", dn, de->d_name);
+        if (unlink(full) == 0) {
+            removed++;
+            cx_info("removed %s, a partial write left by a crash of pid %d", full, (int)pid);
+        } else if (errno != ENOENT) {
+            cx_warn("cannot remove the partial write %s: %s", full, strerror(errno));
+        }
+    }
+    closedir(dp);
+    return removed;
 }
 
 int cx_file_read(const char *path, size_t max, char **data, size_t *len, char *err, size_t errlen)

@@ -14,6 +14,14 @@ int cx_file_write_atomic(const char *path, const void *data, size_t len, char *e
 int cx_file_write_atomic_mode(const char *path, const void *data, size_t len, unsigned mode, char *err,
                               size_t errlen);
 
+/* Remove the temp files a crash in cx_file_write_atomic left beside path:
+ * "<path>.tmp.<PID>" where PID is no running process, or is this process
+ * (call it before this process writes path, e.g. at start: PIDs repeat
+ * across restarts in containers). A temp file of another live process is
+ * left alone. Returns the number removed (>= 0) or a negative CX_E* when
+ * the directory cannot be read. */
+int cx_file_remove_stale_tmp(const char *path, char *err, size_t errlen);
+
 /* Read a whole file into a malloc'd buffer (NUL-terminated; *len excludes
  * the NUL). Fails with CX_ETOOBIG over max bytes. */
 int cx_file_read(const char *path, size_t max, char **data, size_t *len, char *err, size_t errlen);

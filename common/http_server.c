@@ -27,6 +27,8 @@ struct cx_http_server {
     size_t body_max; /* bytes */
     int port;
     cx_http_gate gate; /* hooks, zeroed when none */
+    cx_http_guard *guard;    /* connection admission */
+    unsigned char *reserved; /* [nroutes] 1: a reserved route */
 };
 
 /* Per-request state kept between libmicrohttpd's calls of the handler;
@@ -268,7 +270,7 @@ static enum MHD_Result on_first_call(cx_http_server *s, struct MHD_Connection *c
     cx_http_resp resp = {.status = 200, .content_type = "application/json"};
     cx_buf_init(&resp.body, (size_t)1 << 31);
     cx_http_req req = {.method = method, .path = url, .body = "", .mhd_conn = conn};
-    char storage[HTTP_PATH_MAX];
+    char storage[HTTP_PATH_MAX], why[256];
     const cx_http_route *hit = NULL;
     size_t ulen = strlen(url);
     if (nul) {
@@ -284,6 +286,11 @@ static enum MHD_Result on_first_call(cx_http_server *s, struct MHD_Connection *c
             cx_http_reply_error(&resp, 405, "method %s not allowed on %s", method, url);
         } else if (!hit) {
             cx_http_reply_error(&resp, 404, "no such endpoint: %s %s", method, url);
+        } else if (cx_http_guard_begin(s->guard, conn, s->reserved[hit - s->routes], why, sizeof why) != 0) {
+            /* over the connection caps: refused before the gate, so a flood
+             * costs no auth work; the reserved routes always get through */
+            cx_http_reply_error(&resp, 503, "%s", why);
+            cx_http_add_header(&resp, "Retry-After", "1");
         } else if (!s->gate.check || s->gate.check(s->ctx, &req, hit, &resp) == 0) {
             http_conn *hc = calloc(1, sizeof *hc);
             cx_buf_cleanup(&resp.body);
@@ -322,6 +329,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
 
+    cx_http_guard_handling(s->guard, conn);
     cx_http_resp resp = {.status = 200, .content_type = "application/json"};
     cx_buf_init(&resp.body, (size_t)1 << 31);
     cx_http_req req = {.method = method, .path = url, .mhd_conn = conn, .auth = hc->auth};
@@ -350,9 +358,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
-    (void)conn;
-    (void)toe;
+    cx_http_server *s = cls;
+    cx_http_guard_end(s->guard, conn);
     http_conn *hc = *con_cls;
     if (hc && *con_cls != &uri_has_nul) {
         cx_buf_cleanup(&hc->body);
@@ -374,12 +381,31 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 cx_http_server *cx_http_server_new(const char *listen, const cx_http_route *routes, size_t nroutes, void *ctx,
                                    size_t body_max, char *err, size_t errlen)
 {
-    return cx_http_server_new_gated(listen, routes, nroutes, ctx, body_max, NULL, err, errlen);
+    return cx_http_server_new_opts(listen, routes, nroutes, ctx, body_max, NULL, err, errlen);
 }
 
-cx_http_server *cx_http_server_new_gated(const char *listen, const cx_http_route *routes, size_t nroutes,
-                                         void *ctx, size_t body_max, const cx_http_gate *gate, char *err,
-                                         size_t errlen)
+/* Mark the routes opts->reserved names; 0, or CX_EINVAL naming the entry. */
+static int mark_reserved(cx_http_server *s, const cx_http_server_opts *opts, char *err, size_t errlen)
+{
+    for (const char *const *r = opts && opts->reserved ? opts->reserved : NULL; r && *r; r++) {
+        int found = 0;
+        for (size_t i = 0; i < s->nroutes; i++) {
+            size_t ml = strlen(s->routes[i].method);
+            if (strncmp(*r, s->routes[i].method, ml) == 0 && (*r)[ml] == ' ' &&
+                strcmp(*r + ml + 1, s->routes[i].pattern) == 0) {
+                s->reserved[i] = 1;
+                found = 1;
+            }
+        }
+        if (!found)
+            return cx_fail(err, errlen, CX_EINVAL, "reserved route '%s' is not in the route table", *r);
+    }
+    return 0;
+}
+
+cx_http_server *cx_http_server_new_opts(const char *listen, const cx_http_route *routes, size_t nroutes,
+                                        void *ctx, size_t body_max, const cx_http_server_opts *opts,
+                                        char *err, size_t errlen)
 {
     char host[256];
     int port;
@@ -401,22 +427,39 @@ cx_http_server *cx_http_server_new_gated(const char *listen, const cx_http_route
     s->nroutes = nroutes;
     s->ctx = ctx;
     s->body_max = body_max;
-    if (gate)
-        s->gate = *gate;
-    s->daemon = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-        on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, NULL, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)512, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
-        NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+    if (opts && opts->gate)
+        s->gate = *opts->gate;
+    cx_http_limits defaults;
+    cx_http_limits_default(&defaults);
+    s->guard = cx_http_guard_new(opts && opts->limits ? opts->limits : &defaults, "http");
+    s->reserved = calloc(nroutes ? nroutes : 1, 1);
+    if (!s->guard || !s->reserved) {
+        cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (mark_reserved(s, opts, err, errlen) != 0)
+        goto fail;
+    const cx_http_limits *lim = cx_http_guard_limits(s->guard); /* normalised */
+    s->daemon =
+        MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
+                         0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+                         MHD_OPTION_NOTIFY_CONNECTION,
+                         cx_http_guard_notify, s->guard, MHD_OPTION_CONNECTION_LIMIT, lim->conn_max,
+                         MHD_OPTION_CONNECTION_TIMEOUT, lim->idle_timeout_s, MHD_OPTION_EXTERNAL_LOGGER,
+                         on_mhd_log, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     if (!s->daemon) {
         cx_fail(err, errlen, CX_EUNAVAIL, "cannot listen on %s (address in use or not local?)", listen);
-        free(s);
-        return NULL;
+        goto fail;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : port;
     return s;
+fail:
+    cx_http_guard_free(s->guard);
+    free(s->reserved);
+    free(s);
+    return NULL;
 }
 
 int cx_http_server_port(const cx_http_server *s)
@@ -429,5 +472,12 @@ void cx_http_server_free(cx_http_server *s)
     if (!s)
         return;
     MHD_stop_daemon(s->daemon);
+    cx_http_guard_free(s->guard);
+    free(s->reserved);
     free(s);
+}
+
+cx_http_guard *cx_http_server_guard(cx_http_server *s)
+{
+    return s->guard;
 }

@@ -10,6 +10,10 @@
  * (%00) or invalid UTF-8 (400), an unknown route (404) or method (405), and
  * runs the server's gate (auth, Host/Origin checks: see cx_http_gate), so
  * nothing is buffered for a request that will be refused.
+ * Connections pass through a cx_http_guard (common/http_guard.h): held and
+ * slow connections are evicted near the limits, requests beyond the caps
+ * get 503 before their body is read, and the routes named reserved (halt,
+ * lease, status) always get through.
  * What it is not: a framework. No middleware, no TLS.
  */
 #ifndef CX_HTTP_SERVER_H
@@ -20,6 +24,7 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "common/http_guard.h"
 
 #define CX_HTTP_MAX_PARAMS 4
 
@@ -52,11 +57,24 @@ typedef struct cx_http_route {
     cx_http_handler fn;
 } cx_http_route;
 
+typedef struct cx_http_gate cx_http_gate; /* below */
+
+/* Optional settings of a server. */
+typedef struct cx_http_server_opts {
+    const cx_http_limits *limits; /* NULL: cx_http_limits_default() */
+    /* Control calls that must get through a connection flood: admitted over
+     * the request caps (see http_guard.h). "METHOD PATTERN" exactly as in
+     * the route table ("POST /v1/halt"), NULL-terminated; each must name a
+     * route. Keep their handlers quick and their answers small. */
+    const char *const *reserved;
+    const cx_http_gate *gate; /* checks before any body byte (copied); NULL: none */
+} cx_http_server_opts;
+
 typedef struct cx_http_server cx_http_server;
 
 /* Checks a server runs before it reads any body byte, and a hook for the
  * answers it gives without a handler. Both get the server's ctx. */
-typedef struct cx_http_gate {
+struct cx_http_gate {
     /* Called once per request when its line and headers are in and a route
      * matched (req has method, path, params, no body yet; it may set
      * req->auth, which the handler then sees). 0 lets the request go on
@@ -69,20 +87,24 @@ typedef struct cx_http_gate {
      * (413), a gate refusal. For audit logs; may be NULL. route is NULL
      * when none matched; req->body is empty. */
     void (*refused)(void *ctx, const cx_http_req *req, const cx_http_route *route, const cx_http_resp *resp);
-} cx_http_gate;
+};
 
 /* Start serving on listen ("127.0.0.1:8080", "127.0.0.1:0" = ephemeral,
  * "0.0.0.0:80"). routes must outlive the server. Bodies over body_max bytes
  * get 413. A path with no route gets 404, a known path with the wrong method
- * 405. Returns NULL and fills err on failure. */
+ * 405. Connection limits are cx_http_limits_default()'s. Returns NULL and
+ * fills err on failure. */
 cx_http_server *cx_http_server_new(const char *listen, const cx_http_route *routes, size_t nroutes, void *ctx,
                                    size_t body_max, char *err, size_t errlen);
-/* The same with a gate (copied; NULL = none). Without a gate the router
- * still refuses NUL/invalid UTF-8 paths, unknown routes and wrong methods
- * before it reads a body. */
-cx_http_server *cx_http_server_new_gated(const char *listen, const cx_http_route *routes, size_t nroutes,
-                                         void *ctx, size_t body_max, const cx_http_gate *gate, char *err,
-                                         size_t errlen);
+/* The same with options (gate, reserved routes, limits); opts may be NULL.
+ * Without a gate the router still refuses NUL/invalid UTF-8 paths, unknown
+ * routes and wrong methods before it reads a body. A reserved entry that
+ * names no route is an error (CX_EINVAL). */
+cx_http_server *cx_http_server_new_opts(const char *listen, const cx_http_route *routes, size_t nroutes,
+                                        void *ctx, size_t body_max, const cx_http_server_opts *opts,
+                                        char *err, size_t errlen);
+/* The server's connection guard (stats; borrowed). */
+cx_http_guard *cx_http_server_guard(cx_http_server *s);
 /* The bound port (useful after ":0"). */
 int cx_http_server_port(const cx_http_server *s);
 /* Stop accepting, wait for handler threads, free. NULL is a no-op. */

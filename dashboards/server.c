@@ -10,6 +10,14 @@
  *   SSE streams  one HTTP thread each, blocked in sse_read() on s->cond
  *                (at most 1 s at a time, so stopping is noticed).
  *
+ * Connection limits (common/http_guard.h): held connections are evicted
+ * near the limit, requests over the caps get 503, POST /api/halt (HALT ALL)
+ * is reserved and always gets through. Event streams: at most
+ * DASH_SSE_PER_CLIENT per client address (loopback: one pool) and
+ * DASH_SSE_MAX in all; a new stream over a cap ends the oldest stream of
+ * the client with the most (its EventSource reconnects), so a new viewer
+ * always gets a live view.
+ *
  * Why our own libmicrohttpd glue instead of common/http_server.h: SSE needs
  * a streamed (callback) response, and cx_http_server only sends buffered
  * bodies. The request/response helpers of common/http_server.h
@@ -47,6 +55,7 @@
 #include "common/err.h"
 #include "common/file.h"
 #include "common/http_client.h"
+#include "common/http_guard.h"
 #include "common/http_server.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -62,6 +71,7 @@
 #define DASH_FAULTS_MAX 1000             /* fault windows kept */
 #define DASH_MSGS_MAX 256                /* SSE messages kept for slow readers */
 #define DASH_SSE_MAX 32                  /* concurrent SSE streams */
+#define DASH_SSE_PER_CLIENT 8            /* SSE streams per client address (not loopback) */
 #define DASH_LEARNERS_MAX 256            /* learner ids tracked */
 #define DASH_EVENTS_PAGE 2000            /* events asked per poll */
 #define DASH_LOG_TAIL_MAX 5000           /* lines: cap on ?tail= */
@@ -111,6 +121,7 @@ struct dash_server {
     int port;
 
     struct MHD_Daemon *daemon;
+    cx_http_guard *guard; /* connection admission */
     pthread_t poller;
     int poller_started;
     pthread_mutex_t mu;  /* guards everything below */
@@ -148,8 +159,9 @@ struct dash_server {
 
     /* SSE */
     dash_msg msgs[DASH_MSGS_MAX];
-    uint64_t msg_seq; /* seq of the newest message, 0 none */
-    int nsse;         /* open streams */
+    uint64_t msg_seq;         /* seq of the newest message, 0 none */
+    int nsse;                 /* open streams */
+    struct sse_conn *streams; /* open streams, oldest first */
 };
 
 /* ---- small helpers ---- */
@@ -784,10 +796,13 @@ static void *poller_main(void *arg)
 
 typedef struct sse_conn {
     dash_server *s;
-    uint64_t cursor;       /* last message seq sent */
-    cx_buf pending;        /* bytes not yet handed to MHD */
-    size_t off;            /* bytes of pending already handed */
-    int64_t last_write_ms; /* mono ms of the last bytes written */
+    uint64_t cursor;              /* last message seq sent */
+    cx_buf pending;               /* bytes not yet handed to MHD */
+    size_t off;                   /* bytes of pending already handed */
+    int64_t last_write_ms;        /* mono ms of the last bytes written */
+    uint32_t client;              /* client IPv4 address, host order */
+    int evicted;                  /* ended to make room for a newer stream */
+    struct sse_conn *prev, *next; /* s->streams, oldest first */
 } sse_conn;
 
 /* Build the `snapshot` message into b. Caller holds s->mu. */
@@ -831,7 +846,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
             ts.tv_sec += 1;
             pthread_cond_timedwait(&s->cond, &s->mu, &ts);
         }
-        if (s->stopping) {
+        if (s->stopping || c->evicted) {
             pthread_mutex_unlock(&s->mu);
             return MHD_CONTENT_READER_END_OF_STREAM;
         }
@@ -862,6 +877,12 @@ static void sse_free(void *cls)
     sse_conn *c = cls;
     pthread_mutex_lock(&c->s->mu);
     c->s->nsse--;
+    if (c->prev)
+        c->prev->next = c->next;
+    else if (c->s->streams == c)
+        c->s->streams = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
     pthread_cond_broadcast(&c->s->cond); /* dash_server_free may be waiting for it */
     pthread_mutex_unlock(&c->s->mu);
     cx_buf_cleanup(&c->pending);
@@ -880,6 +901,49 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, cx_http_resp *resp
     return (enum MHD_Result)cx_http_send(conn, resp);
 }
 
+/* The oldest live stream of the client with the most live streams (of
+ * client only, when only_client). Caller holds s->mu. */
+static sse_conn *sse_victim(dash_server *s, int only_client, uint32_t client)
+{
+    sse_conn *victim = NULL;
+    int victim_n = 0;
+    for (sse_conn *c = s->streams; c; c = c->next) {
+        if (c->evicted || (only_client && c->client != client))
+            continue;
+        int n = 0;
+        for (sse_conn *d = s->streams; d; d = d->next)
+            n += !d->evicted && d->client == c->client;
+        if (n > victim_n) { /* oldest first: ties keep the earlier one */
+            victim = c;
+            victim_n = n;
+        }
+    }
+    return victim;
+}
+
+/* Make room for a new stream from client: end the oldest stream of that
+ * client when it has its share, else the oldest of the heaviest client
+ * when all DASH_SSE_MAX are taken. Caller holds s->mu. */
+static void sse_make_room(dash_server *s, uint32_t client)
+{
+    int live = 0, mine = 0;
+    for (sse_conn *c = s->streams; c; c = c->next)
+        if (!c->evicted) {
+            live++;
+            mine += c->client == client;
+        }
+    sse_conn *v = NULL;
+    if ((client >> 24) != 127 && mine >= DASH_SSE_PER_CLIENT)
+        v = sse_victim(s, 1, client);
+    else if (live >= DASH_SSE_MAX)
+        v = sse_victim(s, 0, 0);
+    if (v) {
+        v->evicted = 1;
+        pthread_cond_broadcast(&s->cond);
+        cx_debug("dashboard: ended an event stream to make room for a newer one");
+    }
+}
+
 static enum MHD_Result sse_start(dash_server *s, struct MHD_Connection *conn)
 {
     sse_conn *c = calloc(1, sizeof *c);
@@ -888,17 +952,18 @@ static enum MHD_Result sse_start(dash_server *s, struct MHD_Connection *conn)
     c->s = s;
     cx_buf_init(&c->pending, DASH_RESP_MAX);
     c->last_write_ms = cx_mono_ms();
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET)
+        c->client = ntohl(((const struct sockaddr_in *)ci->client_addr)->sin_addr.s_addr);
     pthread_mutex_lock(&s->mu);
-    if (s->nsse >= DASH_SSE_MAX) {
-        pthread_mutex_unlock(&s->mu);
-        cx_buf_cleanup(&c->pending);
-        free(c);
-        cx_http_resp resp = {.status = 503};
-        cx_buf_init(&resp.body, DASH_RESP_MAX);
-        cx_http_reply_error(&resp, 503, "too many event streams open (max %d)", DASH_SSE_MAX);
-        return send_resp(conn, &resp);
-    }
+    sse_make_room(s, c->client);
     s->nsse++;
+    sse_conn **tail = &s->streams; /* append: the list stays oldest first */
+    while (*tail) {
+        c->prev = *tail;
+        tail = &(*tail)->next;
+    }
+    *tail = c;
     /* the client's EventSource reconnects itself after 2 s */
     int rc = cx_buf_printf(&c->pending, "retry: 2000\n\n");
     if (rc == 0)
@@ -1265,6 +1330,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     dash_server *s = cls;
     dash_conn *dc = *con_cls;
     if (!dc) {
+        /* headers are in: admit or refuse before reading any body */
+        char why[256];
+        int reserved = strcmp(method, "POST") == 0 && strcmp(url, "/api/halt") == 0;
+        if (cx_http_guard_begin(s->guard, conn, reserved, why, sizeof why) != 0) {
+            cx_http_resp resp = {.status = 503, .content_type = "application/json"};
+            cx_buf_init(&resp.body, 4096);
+            cx_http_reply_error(&resp, 503, "%s", why);
+            cx_http_add_header(&resp, "Retry-After", "1");
+            return send_resp(conn, &resp);
+        }
         dc = calloc(1, sizeof *dc);
         if (!dc)
             return MHD_NO;
@@ -1280,6 +1355,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return MHD_YES;
     }
+    cx_http_guard_handling(s->guard, conn);
     cx_http_resp resp = {.status = 200, .content_type = "application/json"};
     cx_buf_init(&resp.body, DASH_RESP_MAX);
     if (!host_allowed(s, conn)) {
@@ -1308,6 +1384,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+    dash_server *s = cls;
+    cx_http_guard_end(s->guard, conn);
     dash_conn *dc = *con_cls;
     if (dc) {
         cx_buf_cleanup(&dc->body);
@@ -1424,12 +1502,24 @@ dash_server *dash_server_new(const dash_config *cfg, char *err, size_t errlen)
             goto err;
         }
 
-    s->daemon = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-        on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)256, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)120, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE,
-        (unsigned)1, MHD_OPTION_END);
+    /* half of the services' limits: a dashboard serves a few viewers */
+    cx_http_limits lim;
+    cx_http_limits_default(&lim);
+    lim.conn_max = 256;
+    lim.conn_soft = 224;
+    lim.active_max = 160;
+    s->guard = cx_http_guard_new(&lim, "dashboard");
+    if (!s->guard) {
+        cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+        goto err;
+    }
+    s->daemon =
+        MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
+                         0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+                         cx_http_guard_notify, s->guard, MHD_OPTION_CONNECTION_LIMIT, lim.conn_max,
+                         MHD_OPTION_CONNECTION_TIMEOUT, lim.idle_timeout_s, MHD_OPTION_EXTERNAL_LOGGER,
+                         on_mhd_log, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     if (!s->daemon) {
         cx_fail(err, errlen, CX_EUNAVAIL, "cannot listen on %s (address in use or not local?)", listen);
         goto err;
@@ -1500,6 +1590,7 @@ void dash_server_free(dash_server *s)
     pthread_mutex_unlock(&s->mu);
     if (s->daemon)
         MHD_stop_daemon(s->daemon); /* joins the connection threads, SSE streams included */
+    cx_http_guard_free(s->guard);
     cx_http_client_free(s->syncer_cli);
     for (int i = 0; i < s->nagents; i++) {
         cx_http_client_free(s->agents[i].cli);

@@ -317,15 +317,20 @@ static void parse_targets(const experiment *e, const json_t *t, const char *path
         out->ids = calloc(n, sizeof(int));
         if (!out->ids)
             return;
+        /* ids are 0..m-1 with m <= EXP_MAX_LEARNERS: one flag each keeps the
+         * duplicate check linear, one error per repeated element */
+        unsigned char seen[EXP_MAX_LEARNERS] = {0};
         for (size_t i = 0; i < n; i++) {
             char pi[JV_PATHLEN];
             jv_path_idx(pi, sizeof(pi), p, i);
             int64_t id;
             if (jv_int_value(d, pi, json_array_get(ids, i), 0, m - 1, what, &id) != 1)
                 continue;
-            for (int j = 0; j < out->nids; j++)
-                if (out->ids[j] == id)
-                    jv_diag_add(d, pi, "expected distinct learner ids, got %lld twice", (long long)id);
+            if (seen[id]) {
+                jv_diag_add(d, pi, "expected distinct learner ids, got %lld twice", (long long)id);
+                continue;
+            }
+            seen[id] = 1;
             out->ids[out->nids++] = (int)id;
         }
         return;
@@ -428,23 +433,38 @@ static void parse_action(experiment *e, int idx, const json_t *a, const char *pa
     }
 }
 
+/* Names must be unique and every `after` must name another action, with no
+ * cycle. Linear in the number of actions: a name -> first index map (a JSON
+ * object is Jansson's hash table), and one walk per chain for cycles. */
 static void resolve_after(experiment *e, const json_t *method, jv_diag *d)
 {
+    json_t *first = json_object(); /* name -> index of its first action */
     for (int i = 0; i < e->nmethod; i++) {
         char p[JV_PATHLEN], pa[JV_PATHLEN];
         jv_path_idx(p, sizeof(p), "$.method", (size_t)i);
-        if (e->method[i].name)
-            for (int j = 0; j < i; j++)
-                if (e->method[j].name && strcmp(e->method[j].name, e->method[i].name) == 0) {
-                    jv_path_key(pa, sizeof(pa), p, "name");
-                    jv_diag_add(d, pa, "expected a unique action name, \"%s\" is also $.method[%d]",
-                                e->method[i].name, j);
-                }
+        const char *name = e->method[i].name;
+        json_t *seen = name && first ? json_object_get(first, name) : NULL;
+        if (seen) {
+            jv_path_key(pa, sizeof(pa), p, "name");
+            jv_diag_add(d, pa, "expected a unique action name, \"%s\" is also $.method[%lld]", name,
+                        (long long)json_integer_value(seen));
+        } else if (name && first) {
+            json_object_set_new(first, name, json_integer(i));
+        }
+    }
+    for (int i = 0; i < e->nmethod; i++) {
         json_t *after = json_object_get(json_array_get(method, (size_t)i), "after");
         if (e->method[i].when != EXP_AFTER || !json_is_string(after) || !json_string_length(after))
             continue;
-        jv_path_key(pa, sizeof(pa), p, "after");
-        int k = exp_action_index(e, json_string_value(after));
+        char pa[JV_PATHLEN];
+        snprintf(pa, sizeof(pa), "$.method[%d].after", i);
+        int k;
+        if (first) {
+            json_t *hit = json_object_get(first, json_string_value(after));
+            k = hit ? (int)json_integer_value(hit) : -1;
+        } else { /* out of memory for the map: the linear lookup */
+            k = exp_action_index(e, json_string_value(after));
+        }
         if (k < 0)
             jv_diag_add(d, pa, "expected the name of another action in $.method, got \"%s\" (no such action)",
                         json_string_value(after));
@@ -454,21 +474,41 @@ static void resolve_after(experiment *e, const json_t *method, jv_diag *d)
         else
             e->method[i].after = k;
     }
-    /* Each action waits for at most one other: a cycle shows as a chain
-     * longer than the method. */
+    json_decref(first);
+    /* Each action waits for at most one other, so the `after` links form
+     * chains. Colour each action once: 0 unseen, 1 on the chain being
+     * walked, 2 settled and starts, 3 settled and never starts. Reaching a 1
+     * closes a cycle, reaching a 3 joins one; every action of such a walk
+     * waits forever and is reported, each once. */
+    unsigned char *mark = calloc((size_t)e->nmethod + 1, 1);
+    int *chain = calloc((size_t)e->nmethod + 1, sizeof(int));
+    if (!mark || !chain) {
+        free(mark);
+        free(chain);
+        jv_diag_add(d, "$.method", "out of memory while checking `after` for cycles");
+        return;
+    }
     for (int i = 0; i < e->nmethod; i++) {
-        int k = i, hops = 0;
-        while (k >= 0 && e->method[k].when == EXP_AFTER && e->method[k].after >= 0 && hops <= e->nmethod) {
-            k = e->method[k].after;
-            hops++;
+        int n = 0, k = i;
+        while (k >= 0 && mark[k] == 0) {
+            mark[k] = 1;
+            chain[n++] = k;
+            k = e->method[k].when == EXP_AFTER ? e->method[k].after : -1;
         }
-        if (hops > e->nmethod) {
-            char pa[JV_PATHLEN];
-            snprintf(pa, sizeof(pa), "$.method[%d].after", i);
-            jv_diag_add(
-                d, pa, "expected an action that eventually starts at a time or step, got a cycle of `after`");
+        int cyclic = k >= 0 && (mark[k] == 1 || mark[k] == 3);
+        for (int j = 0; j < n; j++) {
+            mark[chain[j]] = cyclic ? 3 : 2;
+            if (cyclic) {
+                char pa[JV_PATHLEN];
+                snprintf(pa, sizeof(pa), "$.method[%d].after", chain[j]);
+                jv_diag_add(
+                    d, pa,
+                    "expected an action that eventually starts at a time or step, got a cycle of `after`");
+            }
         }
     }
+    free(mark);
+    free(chain);
 }
 
 /* ---- chaos ---- */

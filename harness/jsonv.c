@@ -8,10 +8,10 @@
 #include <string.h>
 
 struct jv_diag {
-    char **msg;  /* n messages, each malloc'd */
-    size_t n;    /* messages stored */
-    size_t cap;  /* slots allocated */
-    size_t lost; /* messages dropped on allocation failure (still counted) */
+    char **msg;     /* n messages, each malloc'd */
+    size_t n;       /* messages stored, <= JV_DIAG_KEEP */
+    size_t cap;     /* slots allocated */
+    size_t dropped; /* messages counted but not stored (over the cap, out of memory) */
 };
 
 /* ---- diag ---- */
@@ -33,20 +33,32 @@ void jv_diag_free(jv_diag *d)
 
 size_t jv_diag_count(const jv_diag *d)
 {
-    return d ? d->n + d->lost : 0;
+    return d ? d->n + d->dropped : 0;
+}
+
+size_t jv_diag_kept(const jv_diag *d)
+{
+    return d ? d->n : 0;
 }
 
 const char *jv_diag_get(const jv_diag *d, size_t i)
 {
     if (!d || i >= d->n)
-        return "(message lost: out of memory)";
+        return "(message not kept)";
     return d->msg[i];
+}
+
+/* 1 when one more message would be stored (so worth formatting). */
+static int diag_room(const jv_diag *d)
+{
+    return d->n < JV_DIAG_KEEP;
 }
 
 static void diag_push(jv_diag *d, char *m)
 {
-    if (!m) {
-        d->lost++;
+    if (!m || !diag_room(d)) {
+        free(m);
+        d->dropped++;
         return;
     }
     if (d->n == d->cap) {
@@ -54,7 +66,7 @@ static void diag_push(jv_diag *d, char *m)
         char **nm = realloc(d->msg, ncap * sizeof(*nm));
         if (!nm) {
             free(m);
-            d->lost++;
+            d->dropped++;
             return;
         }
         d->msg = nm;
@@ -67,6 +79,10 @@ void jv_diag_add(jv_diag *d, const char *path, const char *fmt, ...)
 {
     if (!d)
         return;
+    if (!diag_room(d)) {
+        d->dropped++;
+        return;
+    }
     char body[768];
     va_list ap;
     va_start(ap, fmt);
@@ -85,12 +101,22 @@ void jv_diag_merge(jv_diag *d, const jv_diag *src, const char *prefix)
         return;
     for (size_t i = 0; i < src->n; i++) {
         size_t len = strlen(prefix) + strlen(src->msg[i]) + 1;
-        char *m = malloc(len);
+        char *m = diag_room(d) ? malloc(len) : NULL;
         if (m)
             snprintf(m, len, "%s%s", prefix, src->msg[i]);
         diag_push(d, m);
     }
-    d->lost += src->lost;
+    d->dropped += src->dropped;
+}
+
+void jv_diag_print(FILE *f, const jv_diag *d, const char *prefix)
+{
+    if (!d)
+        return;
+    for (size_t i = 0; i < d->n; i++)
+        fprintf(f, "%s%s\n", prefix, d->msg[i]);
+    if (d->dropped)
+        fprintf(f, "%s... and %zu more error%s\n", prefix, d->dropped, d->dropped == 1 ? "" : "s");
 }
 
 /* ---- paths and descriptions ---- */

@@ -15,21 +15,37 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define JV_PATHLEN 256
 
-/* A list of error messages (each owned by the diag). */
+/* A list of error messages (each owned by the diag). Only the first
+ * JV_DIAG_KEEP messages are kept; every later one is still counted, so a
+ * hostile file costs memory and output bounded by the cap, not by the
+ * number of its errors. */
 typedef struct jv_diag jv_diag;
+
+#define JV_DIAG_KEEP 50 /* messages kept per diag */
 
 jv_diag *jv_diag_new(void);
 void jv_diag_free(jv_diag *d); /* NULL is a no-op */
+/* Every error reported, kept or not. */
 size_t jv_diag_count(const jv_diag *d);
+/* Messages kept: min(count, JV_DIAG_KEEP) less any lost to out-of-memory;
+ * jv_diag_get(d, i) is valid for i below it. */
+size_t jv_diag_kept(const jv_diag *d);
 const char *jv_diag_get(const jv_diag *d, size_t i); /* borrowed */
-/* Append "<path>: <message>". Allocation failure drops the message but
- * still counts it, so a document is never reported valid by mistake. */
+/* Append "<path>: <message>". Over the cap, or on allocation failure, the
+ * message is dropped but still counted, so a document is never reported
+ * valid by mistake. */
 void jv_diag_add(jv_diag *d, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Append every message of src, each prefixed by prefix (may be ""). */
+/* Append every message of src, each prefixed by prefix (may be ""); src's
+ * dropped messages stay counted. */
 void jv_diag_merge(jv_diag *d, const jv_diag *src, const char *prefix);
+/* Print the kept messages to f, one per line as "<prefix><message>"
+ * (prefix may be ""), then "<prefix>... and N more errors" when some were
+ * dropped. */
+void jv_diag_print(FILE *f, const jv_diag *d, const char *prefix);
 
 /* Child paths: "$.a" + "b" -> "$.a.b"; "$.a" + 3 -> "$.a[3]". Truncated
  * (never overflowed) beyond JV_PATHLEN. */

@@ -1432,8 +1432,9 @@ static int load(runner *r, char *err, size_t errlen)
     int rc = r->o->experiment ? exp_load(r->o->experiment, flags, &r->e, d, err, errlen)
                               : exp_load_string(run_default_experiment(), flags, &r->e, d, err, errlen);
     if (rc < 0) {
-        for (size_t i = 0; i < jv_diag_count(d); i++)
-            fprintf(stderr, "%s: %s\n", r->o->experiment ? r->o->experiment : "(default)", jv_diag_get(d, i));
+        char pre[600];
+        snprintf(pre, sizeof pre, "%s: ", r->o->experiment ? r->o->experiment : "(default)");
+        jv_diag_print(stderr, d, pre);
         jv_diag_free(d);
         return rc;
     }

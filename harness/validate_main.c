@@ -69,7 +69,8 @@ static int check(const char *path, unsigned flags, int want_schedule, int has_se
     int rc = exp_load(path, flags, &e, d, err, sizeof(err));
     const char *variant = (flags & EXP_CI) ? " (ci variant)" : "";
     if (rc < 0) {
-        for (size_t i = 0; i < jv_diag_count(d); i++) {
+        /* The first JV_DIAG_KEEP messages, then how many more there were. */
+        for (size_t i = 0; i < jv_diag_kept(d); i++) {
             const char *m = jv_diag_get(d, i);
             /* Syntax errors already start with "FILE:LINE:COL". */
             if (strncmp(m, path, strlen(path)) == 0)
@@ -77,6 +78,9 @@ static int check(const char *path, unsigned flags, int want_schedule, int has_se
             else
                 fprintf(stderr, "%s: %s\n", path, m);
         }
+        size_t more = jv_diag_count(d) - jv_diag_kept(d);
+        if (more)
+            fprintf(stderr, "%s: ... and %zu more error%s\n", path, more, more == 1 ? "" : "s");
         if (jv_diag_count(d) == 0)
             fprintf(stderr, "%s: %s\n", path, err);
         fprintf(stderr, "%s%s: INVALID, %zu error%s\n", path, variant, jv_diag_count(d),

@@ -41,7 +41,10 @@ static int straggle_prepare(json_t *params, uint64_t seed, void **ctx, char *err
         rc = inj_param_int(params, "stopped_ms", 1, 0, 1, period - 1, &stopped, err, errlen);
     } else {
         rc = inj_param_number(params, "slowdown", 1, 0, 1.001, 100, &slowdown, err, errlen);
-        stopped = (int64_t)((double)period * (1.0 - 1.0 / slowdown) + 0.5);
+        /* only a valid slowdown is converted: 0 (the default of a rejected
+         * value) gave -inf, and casting that to int64 is undefined */
+        if (!rc)
+            stopped = (int64_t)((double)period * (1.0 - 1.0 / slowdown) + 0.5);
         if (!rc && (stopped < 1 || stopped > period - 1))
             rc = cx_fail(err, errlen, CX_EINVAL,
                          "params.slowdown: %g over period_ms %lld gives a stopped time of %lld ms, outside "

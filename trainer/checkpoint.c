@@ -190,6 +190,8 @@ static int load_newest(const char *dir, const char *name, uint32_t magic, decode
         void *p = NULL;
         size_t len = 0;
         slot_path(dir, name, s, path, sizeof path);
+        /* a crash mid-save leaves "<slot>.tmp.PID"; loading is the start */
+        cx_file_remove_stale_tmp(path, NULL, 0);
         int rc = cx_file_read_blob(path, CKPT_MAX_BYTES, &p, &len, why[s], sizeof why[s]);
         if (rc == CX_ENOTFOUND) {
             free(p);

@@ -71,7 +71,10 @@ typedef struct ckpt_learner {
 /* Write to the slot after the newest one in dir/<name>.{a,b}; sets
  * c->generation to newest + 1 first (so pass a mutable struct). */
 int ckpt_syncer_save(const char *dir, ckpt_syncer *c, char *err, size_t errlen);
-/* Load the newest valid slot. CX_ENOTFOUND when neither slot exists,
+/* Load the newest valid slot. Loading is what a process does at start, so
+ * it first removes the temp files of saves a crash interrupted
+ * ("<name>.{a,b}.tmp.PID", see cx_file_remove_stale_tmp); call it before
+ * any save of this process. CX_ENOTFOUND when neither slot exists,
  * CX_ECORRUPT when they exist but none is valid, CX_EINVAL on a shape
  * mismatch (expect_n, expect_P, expect_digest; 0 = don't check). */
 int ckpt_syncer_load(const char *dir, ckpt_syncer *c, uint64_t expect_n, int64_t expect_P,

@@ -780,7 +780,10 @@ static float lr_now(learner *L, int64_t step)
 static void compute_grads(learner *L)
 {
     data_shard_next_batch(L->shard, (int)L->cfg.batch, L->in, L->tg);
-    L->train_loss = model_forward_backward(L->m, L->in, L->tg, (int)L->cfg.batch);
+    float loss = model_forward_backward(L->m, L->in, L->tg, (int)L->cfg.batch);
+    pthread_mutex_lock(&L->mu); /* the heartbeat thread reads it (ThreadSanitizer) */
+    L->train_loss = loss;
+    pthread_mutex_unlock(&L->mu);
 }
 
 /* compute_ns: the step's own compute time (forward, backward, AdamW),

@@ -1564,6 +1564,8 @@ static const cx_http_route routes[] = {
     {"GET", "/v1/events", h_events},
     {"GET", "/metrics", h_metrics},
 };
+/* Control calls that get through a connection flood (http_guard.h). */
+static const char *const reserved_routes[] = {"GET /v1/status", NULL};
 
 /* ---- syncer: eval and checkpoints (ticker thread, outside the lock) ---- */
 
@@ -1916,8 +1918,9 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
     run_eval(s);
 
     size_t body_max = s->n * 4 + (1 << 20);
-    s->http =
-        cx_http_server_new(o->listen, routes, sizeof routes / sizeof routes[0], s, body_max, why, sizeof why);
+    cx_http_server_opts hopts = {.reserved = reserved_routes};
+    s->http = cx_http_server_new_opts(o->listen, routes, sizeof routes / sizeof routes[0], s, body_max,
+                                      &hopts, why, sizeof why);
     if (!s->http) {
         cx_fail(err, errlen, CX_EUNAVAIL, "--listen %s: %s", o->listen, why);
         goto fail;

@@ -11,6 +11,14 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* The chaosloco binary the tests start: this build's (CHAOSLOCO_BIN_BUILT),
+ * unless CHAOSLOCO_IT_BIN names another one. scripts/tsan runs these tests
+ * against the ThreadSanitizer build that way (Criterion itself cannot run
+ * under TSan: Snaipe/Criterion#274). Every test says CHAOSLOCO_BIN. */
+const char *it_bin(void);
+#undef CHAOSLOCO_BIN
+#define CHAOSLOCO_BIN it_bin()
+
 /* A fresh temporary directory (malloc'd path; caller frees). */
 char *it_mkdtemp(const char *tag);
 /* Start CHAOSLOCO_BIN with args (NULL-terminated, without argv[0]) in its

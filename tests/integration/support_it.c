@@ -60,6 +60,12 @@ pid_t it_start_prog(const char *dir, const char *name, const char *const *argv, 
     return pid;
 }
 
+const char *it_bin(void)
+{
+    const char *b = getenv("CHAOSLOCO_IT_BIN");
+    return b && *b ? b : CHAOSLOCO_BIN_BUILT;
+}
+
 pid_t it_start(const char *dir, const char *name, const char *const *args, const char *const *extra_env)
 {
     const char *argv[64];

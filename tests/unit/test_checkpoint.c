@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -180,4 +182,89 @@ Test(checkpoint, learner_round_trip)
     cr_assert_eq(back.cursor_len, sizeof cursor);
     cr_assert_eq(memcmp(back.cursor, cursor, sizeof cursor), 0);
     ckpt_learner_cleanup(&back);
+}
+
+/* ---- partial saves left by a crash ---- */
+
+static void touch(const char *name)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    cr_assert_geq(fd, 0, "%s", p);
+    cr_assert_eq(write(fd, "partial", 7), 7);
+    close(fd);
+}
+
+static int exists(const char *name)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return access(p, F_OK) == 0;
+}
+
+static void rm(const char *name)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    unlink(p);
+}
+
+/* A pid that has just exited (reaped), so no process has it. */
+static pid_t dead_pid(void)
+{
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0)
+        _exit(0);
+    cr_assert_eq(waitpid(pid, NULL, 0), pid);
+    return pid;
+}
+
+Test(checkpoint, load_removes_partial_saves_of_dead_writers)
+{
+    char dead_a[64], dead_b[64], mine[64], live[64], learner_dead[64];
+    pid_t dead = dead_pid();
+    snprintf(dead_a, sizeof dead_a, "syncer.ckpt.a.tmp.%d", (int)dead);
+    snprintf(dead_b, sizeof dead_b, "syncer.ckpt.b.tmp.%d", (int)dead);
+    snprintf(mine, sizeof mine, "syncer.ckpt.a.tmp.%d", (int)getpid());  /* a pid reused after a restart */
+    snprintf(live, sizeof live, "syncer.ckpt.b.tmp.%d", (int)getppid()); /* someone else is writing */
+    snprintf(learner_dead, sizeof learner_dead, "learner.ckpt.b.tmp.%d", (int)dead);
+    const char *keep[] = {live, "syncer.ckpt.a.tmp.12x", "syncer.ckpt.a.tmp.", "syncer.ckpt.c.tmp.1",
+                          "notes.tmp.1"};
+    touch(dead_a);
+    touch(dead_b);
+    touch(mine);
+    touch(learner_dead);
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+        touch(keep[i]);
+
+    /* no checkpoint yet: still not found, but the debris is gone */
+    ckpt_syncer c;
+    char err[CX_ERRLEN];
+    cr_assert_eq(ckpt_syncer_load(dir, &c, 0, 0, 0, err, sizeof err), CX_ENOTFOUND, "%s", err);
+    cr_expect(!exists(dead_a) && !exists(dead_b), "a dead writer's partial saves are removed");
+    cr_expect(!exists(mine), "a partial save under this process's own pid is removed");
+    cr_expect(exists(learner_dead), "the syncer's load leaves the learner's files alone");
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+        cr_expect(exists(keep[i]), "%s is kept", keep[i]);
+
+    ckpt_learner l;
+    cr_assert_eq(ckpt_learner_load(dir, &l, 0, 0, 0, err, sizeof err), CX_ENOTFOUND, "%s", err);
+    cr_expect(!exists(learner_dead), "the learner's load removes its own partial saves");
+
+    /* with a real checkpoint the partial one beside it goes too, the load still works */
+    static float params[NN], mom[NN];
+    int64_t vers[NP];
+    ckpt_learner_inc ls[2];
+    fill_syncer(&c, params, mom, vers, ls, 1.0f);
+    cr_assert_eq(ckpt_syncer_save(dir, &c, err, sizeof err), 0, "%s", err);
+    touch(dead_b);
+    ckpt_syncer back;
+    cr_assert_eq(ckpt_syncer_load(dir, &back, NN, NP, 0x1234, err, sizeof err), 0, "%s", err);
+    cr_expect(!exists(dead_b));
+    cr_expect_eq(back.merges, 77);
+    ckpt_syncer_cleanup(&back);
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+        rm(keep[i]);
 }

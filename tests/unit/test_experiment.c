@@ -1,5 +1,6 @@
 /* test_experiment.c - experiment loading and strict validation. */
 #include <criterion/criterion.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -561,4 +562,125 @@ Test(experiment, validate_command)
     unlink(bad);
     unlink(out);
     rmdir(dir);
+}
+
+/* ---- hostile sizes: validation stays linear and its output capped ---- */
+
+/* A growable text for generated documents. */
+typedef struct gen {
+    char *s;
+    size_t n, cap;
+} gen;
+
+static void gen_add(gen *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void gen_add(gen *g, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int w = vsnprintf(g->s ? g->s + g->n : NULL, g->s ? g->cap - g->n : 0, fmt, ap);
+        va_end(ap);
+        cr_assert_geq(w, 0);
+        if (g->s && g->n + (size_t)w < g->cap) {
+            g->n += (size_t)w;
+            return;
+        }
+        g->cap = (g->cap + (size_t)w + 1) * 2;
+        g->s = realloc(g->s, g->cap);
+        cr_assert_not_null(g->s);
+    }
+}
+
+/* Load generated text expecting exactly want errors, at most JV_DIAG_KEEP
+ * of them kept, the first one starting with first. */
+static void expect_many(const char *text, size_t want, const char *first)
+{
+    experiment *e = NULL;
+    jv_diag *d;
+    int rc = load(text, 0, &e, &d);
+    cr_assert_eq(rc, CX_EINVAL);
+    cr_expect_eq(jv_diag_count(d), want, "errors counted: %zu, want %zu", jv_diag_count(d), want);
+    cr_expect_eq(jv_diag_kept(d), want < JV_DIAG_KEEP ? want : JV_DIAG_KEEP, "kept: %zu", jv_diag_kept(d));
+    cr_expect(strncmp(jv_diag_get(d, 0), first, strlen(first)) == 0, "first: %s", jv_diag_get(d, 0));
+    jv_diag_free(d);
+}
+
+Test(experiment, repeated_ids_one_error_each_capped)
+{
+    /* 20000 copies of id 0 once cost 2e8 messages (every pair) */
+    gen g = {0};
+    gen_add(&g, "{\"title\": \"t\", \"topology\": {\"learners\": 4}, \"method\": [{\"name\": \"a\", "
+                "\"fault\": \"pause\", \"at_s\": 1, \"duration_ms\": 5, \"targets\": {\"ids\": [0");
+    for (int i = 1; i < 20000; i++)
+        gen_add(&g, ",0");
+    gen_add(&g, "]}}]}");
+    expect_many(g.s, 19999, "$.method[0].targets.ids[1]: expected distinct learner ids, got 0 twice");
+    free(g.s);
+}
+
+Test(experiment, repeated_names_one_error_each_capped)
+{
+    gen g = {0};
+    gen_add(&g, "{\"title\": \"t\", \"topology\": {\"learners\": 2}, \"method\": [");
+    for (int i = 0; i < 3000; i++)
+        gen_add(&g,
+                "%s{\"name\": \"a\", \"fault\": \"pause\", \"targets\": {\"ids\": [0]}, \"at_s\": 1, "
+                "\"duration_ms\": 5}",
+                i ? "," : "");
+    gen_add(&g, "]}");
+    expect_many(g.s, 2999, "$.method[1].name: expected a unique action name, \"a\" is also $.method[0]");
+    free(g.s);
+}
+
+Test(experiment, after_cycles_reported_once_per_action)
+{
+    /* a ring of 3000 actions, each after the next */
+    int n = 3000;
+    gen g = {0};
+    gen_add(&g, "{\"title\": \"t\", \"topology\": {\"learners\": 2}, \"method\": [");
+    for (int i = 0; i < n; i++)
+        gen_add(
+            &g,
+            "%s{\"name\": \"a%d\", \"fault\": \"pause\", \"targets\": {\"ids\": [0]}, \"after\": \"a%d\", "
+            "\"duration_ms\": 5}",
+            i ? "," : "", i, (i + 1) % n);
+    gen_add(&g, "]}");
+    expect_many(g.s, (size_t)n, "$.method[0].after: expected an action that eventually starts");
+    free(g.s);
+    /* a tail leading into a cycle waits forever too: a0 -> a1 -> a2 -> a1 */
+    expect_many("{\"title\": \"t\", \"topology\": {\"learners\": 2}, \"method\": ["
+                "{\"name\": \"a2\", \"fault\": \"pause\", \"targets\": {\"ids\": [0]}, \"after\": \"a1\", "
+                "\"duration_ms\": 5},"
+                "{\"name\": \"a1\", \"fault\": \"pause\", \"targets\": {\"ids\": [0]}, \"after\": \"a2\", "
+                "\"duration_ms\": 5},"
+                "{\"name\": \"a0\", \"fault\": \"pause\", \"targets\": {\"ids\": [0]}, \"after\": \"a1\", "
+                "\"duration_ms\": 5},"
+                "{\"name\": \"ok\", \"fault\": \"pause\", \"targets\": {\"ids\": [0]}, \"after\": \"b\", "
+                "\"duration_ms\": 5},"
+                "{\"name\": \"b\", \"fault\": \"pause\", \"targets\": {\"ids\": [1]}, \"at_s\": 1, "
+                "\"duration_ms\": 5}]}",
+                3, "$.method[0].after: expected an action that eventually starts");
+}
+
+Test(experiment, diag_keeps_the_first_and_counts_the_rest)
+{
+    jv_diag *d = jv_diag_new(), *src = jv_diag_new();
+    for (int i = 0; i < 70; i++)
+        jv_diag_add(src, "$", "error %d", i);
+    cr_assert_eq(jv_diag_count(src), 70);
+    cr_assert_eq(jv_diag_kept(src), JV_DIAG_KEEP);
+    jv_diag_add(d, "$.x", "before");
+    jv_diag_merge(d, src, "[ci] ");
+    cr_assert_eq(jv_diag_count(d), 71, "merged counts include the dropped");
+    cr_assert_eq(jv_diag_kept(d), JV_DIAG_KEEP);
+    cr_assert_str_eq(jv_diag_get(d, 1), "[ci] $: error 0");
+    char buf[8192] = "";
+    FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+    cr_assert_not_null(f);
+    jv_diag_print(f, d, "x.json: ");
+    fclose(f);
+    cr_assert(strstr(buf, "x.json: $.x: before\n") == buf, "got: %.80s", buf);
+    cr_assert(strstr(buf, "x.json: ... and 21 more errors\n") != NULL, "got: %s", buf);
+    jv_diag_free(src);
+    jv_diag_free(d);
 }

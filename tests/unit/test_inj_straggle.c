@@ -22,6 +22,11 @@ Test(inj_straggle, params_are_strict)
     injt_bad(&inj_straggle, "{\"slowdown\":2,\"jitter\":0.6}", "jitter");
     injt_bad(&inj_straggle, "{\"slowdown\":1.0015,\"period_ms\":50}", "slowdown"); /* < 1 ms stopped */
     injt_bad(&inj_straggle, "{\"slowdown\":2,\"speed\":1}", "speed");
+    /* libFuzzer: a rejected slowdown left 0 behind, and 1/0 made the
+     * stopped-time conversion cast -inf to int64 (undefined; caught with
+     * -fsanitize=float-cast-overflow) */
+    injt_bad(&inj_straggle, "{\"slowdown\":0}", "slowdown");
+    injt_bad(&inj_straggle, "{\"slowdown\":-1e308}", "slowdown");
 }
 
 Test(inj_straggle, slowdown_converts_to_a_duty_cycle)

@@ -1,0 +1,184 @@
+/* gen_seeds.c - writes the generated seed corpora of the fuzz targets:
+ * real payloads and delta chains made by the real encoder
+ * (trainer/encoding.c, protocol.c) into DIR/payload/, the header sets a
+ * learner sends (proto_hdr_format) into DIR/proto_headers/, and the fault
+ * requests the harness would send for every action and chaos fault of the
+ * experiments in EXPERIMENTS_DIR into DIR/fault_request/.
+ * usage: gen_seeds DIR EXPERIMENTS_DIR   (directories made as needed) */
+#include <dirent.h>
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/file.h"
+#include "fuzz_payload.h"
+#include "trainer/encoding.h"
+#include "trainer/protocol.h"
+
+static int write_file(const char *dir, const char *sub, const char *name, const void *data, size_t len)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s/%s", dir, sub, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, len, f) != len) {
+        fprintf(stderr, "gen_seeds: cannot write %s\n", path);
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* A deterministic vector with zeros, a ragged block and mixed magnitudes. */
+static void fill(float *v, size_t n, unsigned salt)
+{
+    uint32_t x = 2463534242u ^ salt;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        v[i] = (i % 17 == 0) ? 0.0f : ((float)(x % 20001) - 10000.0f) * 1e-4f * (float)(1 + i % 3);
+    }
+}
+
+static int payloads(const char *dir)
+{
+    static const size_t ns[] = {1, 63, 64, 65, 200};
+    int rc = 0;
+    for (int k = 0; k < ENCODING_COUNT; k++)
+        for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) {
+            size_t n = ns[j], es = encoding_size((encoding_kind)k, n);
+            float v[200];
+            fill(v, n, (unsigned)(k * 100 + (int)j));
+            /* one vector */
+            uint8_t *b = malloc(FUZZ_PAYLOAD_HDR + 3 * (PROTO_DELTA_REC_HDR + es));
+            if (!b)
+                return -1;
+            b[0] = (uint8_t)k;
+            b[1] = 0;
+            b[2] = (uint8_t)((n - 1) & 0xff);
+            b[3] = (uint8_t)((n - 1) >> 8);
+            encoding_encode((encoding_kind)k, v, n, b + FUZZ_PAYLOAD_HDR, es, NULL, 0);
+            char name[64];
+            snprintf(name, sizeof name, "%s-n%zu", encoding_name((encoding_kind)k), n);
+            rc |= write_file(dir, "payload", name, b, FUZZ_PAYLOAD_HDR + es);
+            /* a delta chain of three records, versions 7, 8, 9 */
+            b[1] = 1;
+            size_t off = FUZZ_PAYLOAD_HDR;
+            for (int r = 0; r < 3; r++) {
+                fill(v, n, (unsigned)(k * 100 + (int)j + 7 * r + 1));
+                proto_delta_put_hdr(b + off, 7 + r, (uint32_t)es);
+                encoding_encode((encoding_kind)k, v, n, b + off + PROTO_DELTA_REC_HDR, es, NULL, 0);
+                off += PROTO_DELTA_REC_HDR + es;
+            }
+            snprintf(name, sizeof name, "chain-%s-n%zu", encoding_name((encoding_kind)k), n);
+            rc |= write_file(dir, "payload", name, b, off);
+            free(b);
+        }
+    return rc;
+}
+
+static int headers(const char *dir)
+{
+    struct {
+        const char *name;
+        unsigned need;
+        proto_hdr h;
+    } sets[] = {
+        {"contribution", PROTO_NEED_CONTRIBUTION, {3, 2, 5, 41, 6144, 24, ENCODING_INT8, 0x1a2b3c4du}},
+        {"contribution-f32", PROTO_NEED_CONTRIBUTION, {0, 1, 0, 0, 1, 1, ENCODING_F32, 0}},
+        {"gradient", PROTO_NEED_GRADIENT, {1, 7, -1, -1, -1, -1, -1, 0xdeadbeefu}},
+        {"fragment-get", 0, {2, 3, -1, -1, -1, -1, ENCODING_BF16, 0}},
+    };
+    int rc = 0;
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+        char lines[PROTO_MAX_LINES][PROTO_LINE], text[1024];
+        const char *ptrs[PROTO_MAX_LINES + 1];
+        proto_hdr_format(&sets[i].h, lines, ptrs);
+        size_t used = 0;
+        text[used++] = (char)sets[i].need;
+        for (int l = 0; ptrs[l] && used < sizeof text; l++)
+            used += (size_t)snprintf(text + used, sizeof text - used, "%s\n", ptrs[l]);
+        rc |= write_file(dir, "proto_headers", sets[i].name, text, used);
+    }
+    return rc;
+}
+
+/* One POST /v1/faults body per method action and chaos fault of file. */
+static int fault_requests(const char *dir, const char *expdir, const char *file)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", expdir, file);
+    json_t *doc = json_load_file(path, 0, NULL);
+    if (!doc)
+        return 0; /* not ours to judge: the validator test does */
+    int rc = 0, k = 0;
+    const char *lists[] = {"method", "chaos"};
+    for (int l = 0; l < 2; l++) {
+        json_t *arr = l == 0 ? json_object_get(doc, "method")
+                             : json_object_get(json_object_get(doc, "chaos"), "faults");
+        size_t i;
+        json_t *a;
+        json_array_foreach(arr, i, a)
+        {
+            json_t *type = json_object_get(a, l == 0 ? "fault" : "type");
+            if (!json_is_string(type))
+                continue;
+            json_t *req = json_pack("{s:O,s:I}", "type", type, "duration_ms",
+                                    json_is_integer(json_object_get(a, "duration_ms"))
+                                        ? json_integer_value(json_object_get(a, "duration_ms"))
+                                        : (json_int_t)10000);
+            const char *opt[] = {"params", "toxicity", "seed", "target"};
+            for (int o = 0; o < 4; o++)
+                if (json_object_get(a, opt[o]))
+                    json_object_set(req, opt[o], json_object_get(a, opt[o]));
+            char *text = json_dumps(req, JSON_COMPACT | JSON_SORT_KEYS);
+            char name[512];
+            snprintf(name, sizeof name, "%.*s-%s%d", (int)(strlen(file) - 5), file, lists[l], k++);
+            if (text)
+                rc |= write_file(dir, "fault_request", name, text, strlen(text));
+            free(text);
+            json_decref(req);
+        }
+    }
+    json_decref(doc);
+    return rc;
+}
+
+static int experiments(const char *dir, const char *expdir)
+{
+    DIR *d = opendir(expdir);
+    if (!d) {
+        fprintf(stderr, "gen_seeds: cannot read %s\n", expdir);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n > 5 && strcmp(e->d_name + n - 5, ".json") == 0)
+            rc |= fault_requests(dir, expdir, e->d_name);
+    }
+    closedir(d);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: gen_seeds DIR EXPERIMENTS_DIR\n");
+        return 64;
+    }
+    char sub[1024], err[256];
+    const char *subs[] = {"payload", "proto_headers", "fault_request"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(sub, sizeof sub, "%s/%s", argv[1], subs[i]);
+        if (cx_mkdir_p(sub, err, sizeof err) != 0) {
+            fprintf(stderr, "gen_seeds: %s\n", err);
+            return 1;
+        }
+    }
+    return payloads(argv[1]) == 0 && headers(argv[1]) == 0 && experiments(argv[1], argv[2]) == 0 ? 0 : 1;
+}
