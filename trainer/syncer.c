@@ -687,11 +687,12 @@ static void ddp_complete(syncer *s, const char *why)
         }
     }
     s->tokens_merged += (int64_t)count * s->cfg.batch;
+    /* bytes: the step's gradients in (ddp has no contribution events) */
     events_emit(s->ev, "merge",
-                json_pack("{s:i, s:I, s:I, s:o, s:f, s:f, s:s, s:s}", "fragment", -1, "version",
+                json_pack("{s:i, s:I, s:I, s:o, s:f, s:f, s:s, s:s, s:I}", "fragment", -1, "version",
                           (json_int_t)s->versions[0], "step", (json_int_t)t, "participants", parts,
                           "grace_ms", 0.0, "update_norm", merge_l2norm(s->ddp_mean, s->n), "mode",
-                          mode_name(s), "trigger", why));
+                          mode_name(s), "trigger", why, "bytes", (json_int_t)((int64_t)count * (int64_t)s->n * 4)));
     if (t % 50 == 0)
         cx_info("ddp step=%lld participants=%d trigger=%s lr=%.3g", (long long)t, count, why, lr);
     note_merge(s, -1, s->versions[0], ids, k);
