@@ -11,6 +11,13 @@
  * (atomic rewrite of a faults.json-sized file, file + dir fsync, same dir).
  * Prints p50/p99 and, per agent row, its p99 excess over raw p99 + durable p99.
  *
+ * Every timed sample, reference or agent, starts after the same idle gap
+ * (GAP_MS of sleep): on a VM an fsync issued right after another one costs
+ * ~0.35 ms, one issued after a few ms of idle ~1.1 ms (the host's halt
+ * polling and the disk's power state), so a back-to-back reference would
+ * make every agent row whose trials follow a wait look ~0.8 ms slower than
+ * it is. That was the "unexplained" kill gap of docs/benchmarks.md.
+ *
  *   bench_inject [--trials N] [--chaosloco PATH]
  *
  * A poller thread (pidfd wait, then /proc or the freezer file every ~0.1 ms,
@@ -105,6 +112,9 @@ typedef struct poller {
  * checks run every POLL_NS with a 1 ns timer slack (resolution ~0.1 ms). */
 #define POLL_NS 20000
 
+/* Idle before every timed sample (see the top of the file). */
+#define GAP_MS 5
+
 static int effect_seen(const poller *p)
 {
     switch (p->kind) {
@@ -181,6 +191,7 @@ static pid_t wait_running(cx_http_client *c, pid_t old)
 static int64_t timed(cx_http_client *c, const char *body, wait_kind kind, pid_t pid, const char *file,
                      char *id, size_t idlen)
 {
+    cx_sleep_ms(GAP_MS); /* idle first, then the poller (it spins until go) */
     poller p = {.kind = kind, .pid = pid, .file = file};
     pthread_t th;
     pthread_create(&th, NULL, poll_main, &p);
@@ -230,6 +241,7 @@ static pid_t idle_child(void)
  * runs. ns, or -1. */
 static int64_t raw_stop(pid_t pid)
 {
+    cx_sleep_ms(GAP_MS); /* idle first, then the poller (it spins until go) */
     poller p = {.kind = WAIT_STOPPED, .pid = pid};
     pthread_t th;
     pthread_create(&th, NULL, poll_main, &p);
@@ -251,6 +263,7 @@ static int64_t raw_freeze(const char *dir)
     snprintf(st, sizeof st, "%s/freezer.state", dir);
     while (!file_has(st, "THAWED"))
         sched_yield();
+    cx_sleep_ms(GAP_MS); /* idle first, then the poller (it spins until go) */
     poller p = {.kind = WAIT_FROZEN, .file = st};
     pthread_t th;
     pthread_create(&th, NULL, poll_main, &p);
@@ -332,7 +345,7 @@ int main(int argc, char **argv)
             for (;;)
                 pause();
         }
-        cx_sleep_ms(1);
+        cx_sleep_ms(GAP_MS);
         int64_t t0 = cx_mono_ns();
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
@@ -418,6 +431,7 @@ int main(int argc, char **argv)
      * an agent row's time goes that is neither the write nor the effect. */
     int64_t *rtt = calloc((size_t)trials, sizeof *rtt);
     for (int i = 0; i < trials; i++) {
+        cx_sleep_ms(GAP_MS);
         int64_t t0 = cx_mono_ns();
         json_decref(call(c, "GET", "/v1/version", NULL, NULL));
         rtt[i] = cx_mono_ns() - t0;
@@ -501,6 +515,7 @@ int main(int argc, char **argv)
     snprintf(wpath, sizeof wpath, "%s/bench-persist.json", state);
     memset(blob, 'x', sizeof blob);
     for (int i = 0; i < trials; i++) {
+        cx_sleep_ms(GAP_MS);
         int64_t t0 = cx_mono_ns();
         cx_file_write_atomic(wpath, blob, sizeof blob, NULL, 0);
         wrv[i] = cx_mono_ns() - t0;
