@@ -4,22 +4,24 @@
  * NOTES ON THE DESIGN OF A FAULT'S LIFECYCLE
  *
  *   reg_create(): validate ──► prepare() ──► stop rule ──► persist(applying) ──► apply()
- *        │ bad input: nothing          │ conflict: 409,               │ ok           │ fails
- *        │ changed, 400                │ nothing changed              ▼              ▼
- *        ▼                             ▼                         ┌────────┐     ┌────────┐ persist(without
- * it) rejected ◄───────────────────────┘                         │ active │     │ failed │ └────────┘
- * └────────┘ (stop rule: see "faults that stop the unit" below; a kill/preempt ends the stopping faults
- * there, before it is persisted and applied)
+ *        │ bad input: nothing     │ conflict: 409,            │ written under           │ ok       │ fails
+ *        │ changed, 400           │ nothing changed           │ the lock                ▼          ▼
+ *        ▼                        ▼                                                 ┌────────┐ ┌────────┐
+ *   ┌──────────┐◄─────────────────┘                                                 │ active │ │ failed │
+ *   │ rejected │   (stop rule: see "faults that stop the unit" below; a kill or     └────────┘ └────────┘
+ *   └──────────┘    preempt ends the stopping faults there, before it is persisted and applied)
  *
  *     reg_tick(): tick()     │ expiry: end_fault("expiry")   → expired
  *                            │ reg_revert(): end_fault(reason) → reverted
  *                            │ reg_revert_all(): halt, lease, shutdown, unit_exit
  *                            ▼
- *                 revert() ──► persist(without it) ──► ended list (last 1000)
+ *                 revert() ──► ended list (last 1000) ──► unlock ──► write the snapshot (without it)
  *
  * Invariant: every fault in the active list is in faults.json with its
- * latest undo record; faults.json is rewritten (atomically) before apply
- * and after each revert, so a crash at any point leaves a file from which
+ * undo record; faults.json is rewritten (atomically) before apply, while
+ * the lock is held, and again after the apply and after each revert, from
+ * a snapshot taken under the lock and written once it is released (see
+ * "registry: persistence"). A crash at any point leaves a file from which
  * sweep() can undo everything that may have been done.
  */
 #include "agent/registry.h"
@@ -70,6 +72,9 @@ typedef struct fault {
 struct reg {
     pthread_mutex_t lock;
     char *path;              /* <state-dir>/faults.json */
+    uint64_t gen;            /* snapshot generation, bumped under lock */
+    pthread_mutex_t wlock;   /* one writer of faults.json at a time (order: lock, then wlock) */
+    uint64_t written_gen;    /* newest generation written (wlock) */
     int64_t max_duration_ms; /* cap on duration_ms */
     reg_hooks hooks;
     uint64_t next_id; /* persisted so ids never repeat */
@@ -154,13 +159,24 @@ static void count(json_t *map, const char *a, const char *b)
 
 /* ---- registry: persistence ---- */
 
-/* Rewrite faults.json from the active list. Lock held. */
-static int persist(reg *r, const fault *extra, char *err, size_t errlen)
+/* Who may wait for whom: the registry lock is held across the one write
+ * that must land before an apply (reg_create's), never across any other.
+ * Every other change (a revert, the record after an apply) takes a
+ * snapshot of the active list under the lock, releases the lock, then
+ * writes it: a POST, a GET or the agent loop never waits for that fsync
+ * on the registry lock. Writers take wlock, and a snapshot older than
+ * the newest one written is dropped, so the file never goes back in time.
+ * A crash before a revert's write leaves the reverted fault in the file:
+ * the next start sweeps it again (sweeps are idempotent). */
+
+/* The active list (and extra, a fault about to be applied) as faults.json
+ * text, and its generation. Lock held. NULL on out of memory. */
+static char *snapshot(reg *r, const fault *extra, uint64_t *gen)
 {
     json_t *arr = json_array();
     json_t *root = json_pack("{s:i,s:I,s:o}", "version", 1, "next_id", (json_int_t)r->next_id, "faults", arr);
     if (!root)
-        return cx_fail(err, errlen, CX_ENOMEM, "registry: out of memory");
+        return NULL;
     for (int pass = 0; pass < 2; pass++) {
         for (const fault *f = pass == 0 ? extra : r->active; f; f = pass == 0 ? NULL : f->next) {
             json_t *rec =
@@ -173,11 +189,57 @@ static int persist(reg *r, const fault *extra, char *err, size_t errlen)
     }
     char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
     json_decref(root);
+    *gen = ++r->gen;
+    return text;
+}
+
+/* Write a snapshot (taken) unless a newer one is already written. Any
+ * thread, registry lock held or not. */
+static int write_snapshot(reg *r, char *text, uint64_t gen, char *err, size_t errlen)
+{
     if (!text)
         return cx_fail(err, errlen, CX_ENOMEM, "registry: out of memory");
-    int rc = cx_file_write_atomic(r->path, text, strlen(text), err, errlen);
+    int rc = 0;
+    pthread_mutex_lock(&r->wlock);
+    if (gen > r->written_gen) {
+        rc = cx_file_write_atomic(r->path, text, strlen(text), err, errlen);
+        if (rc == 0)
+            r->written_gen = gen;
+    }
+    pthread_mutex_unlock(&r->wlock);
     free(text);
     return rc;
+}
+
+/* Rewrite faults.json now, lock held: the write before an apply. */
+static int persist(reg *r, const fault *extra, char *err, size_t errlen)
+{
+    uint64_t gen = 0;
+    char *text = snapshot(r, extra, &gen);
+    return write_snapshot(r, text, gen, err, errlen);
+}
+
+/* A snapshot taken under the lock, written after it was released. */
+typedef struct pending {
+    char *text;
+    uint64_t gen;
+} pending;
+
+/* Lock held: take the snapshot of the active list as it is now. */
+static pending pending_take(reg *r)
+{
+    pending p = {NULL, 0};
+    p.text = snapshot(r, NULL, &p.gen);
+    return p;
+}
+
+/* Lock released: write it; a failure is logged with what (after a revert
+ * of ..., after the apply of ...). */
+static void pending_write(reg *r, pending p, const char *what)
+{
+    char err[CX_ERRLEN];
+    if (write_snapshot(r, p.text, p.gen, err, sizeof err) < 0)
+        cx_warn("registry: %s: %s", what, err);
 }
 
 /* ---- registry: construction ---- */
@@ -195,6 +257,7 @@ reg *reg_new(const char *state_dir, int64_t max_duration_ms, const reg_hooks *ho
     }
     snprintf(r->path, n, "%s/faults.json", state_dir);
     pthread_mutex_init(&r->lock, NULL);
+    pthread_mutex_init(&r->wlock, NULL);
     r->max_duration_ms = max_duration_ms;
     r->hooks = *hooks;
     if (!r->hooks.find)
@@ -220,6 +283,7 @@ void reg_free(reg *r)
     json_decref(r->faults_total);
     json_decref(r->reverted_total);
     pthread_mutex_destroy(&r->lock);
+    pthread_mutex_destroy(&r->wlock);
     free(r->path);
     free(r);
 }
@@ -579,7 +643,9 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
     if (!f) {
         inj->free(ctx);
         r->hooks.target_put(r->hooks.ctx, &t);
+        pending p = pending_take(r); /* the faults rule 3 ended */
         pthread_mutex_unlock(&r->lock);
+        pending_write(r, p, "after ending the stopping faults");
         json_decref(params);
         json_decref(ended_first);
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
@@ -631,13 +697,12 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
         f->error = strdup(err);
         f->ended_mono_ms = cx_mono_ms();
         count(r->faults_total, f->type, "failed");
-        char perr[CX_ERRLEN];
-        if (persist(r, NULL, perr, sizeof perr) < 0)
-            cx_warn("registry: %s", perr);
+        pending p = pending_take(r);
         *record = fault_json(f, f->ended_mono_ms);
         cx_warn("fault %s (%s) failed to apply: %s", f->id, f->type, err);
         push_ended(r, f);
         pthread_mutex_unlock(&r->lock);
+        pending_write(r, p, "after a failed apply");
         return rc;
     }
     f->expires_mono_ms = f->started_mono_ms + f->duration_ms;
@@ -648,15 +713,16 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
     r->active = f;
     r->nactive++;
     count(r->faults_total, f->type, "applied");
-    char perr[CX_ERRLEN];
-    if (persist(r, NULL, perr, sizeof perr) < 0)
-        cx_warn("registry: after apply of %s: %s (the record written before apply stays)", f->id, perr);
+    /* The record with the undo after apply; written once the lock is
+     * released (if it fails, the one written before apply stays). */
+    pending p = pending_take(r);
     char *ev = cx_json_dumps(f->evidence);
     cx_info("fault %s applied type=%s target=%s duration_ms=%" PRId64 " evidence=%s", f->id, f->type,
             f->target, f->duration_ms, ev ? ev : "{}");
     free(ev);
     *record = fault_json(f, cx_mono_ms());
     pthread_mutex_unlock(&r->lock);
+    pending_write(r, p, "after an apply (the record written before it stays)");
     return 0;
 
 rejected_nolock:
@@ -668,8 +734,9 @@ rejected_nolock:
 
 /* ---- registry: revert ---- */
 
-/* Unlink f from the active list, revert it, persist, move it to ended.
- * Lock held. */
+/* Unlink f from the active list, revert it, move it to ended. Lock held;
+ * the caller writes faults.json (pending_take, then pending_write once the
+ * lock is released). */
 static void end_fault(reg *r, fault *f, const char *reason, fault_state final)
 {
     fault **pp = &r->active;
@@ -703,9 +770,6 @@ static void end_fault(reg *r, fault *f, const char *reason, fault_state final)
                 f->ended_mono_ms - f->started_mono_ms);
     }
     count(r->reverted_total, f->type, reason);
-    char perr[CX_ERRLEN];
-    if (persist(r, NULL, perr, sizeof perr) < 0)
-        cx_warn("registry: after revert of %s: %s", f->id, perr);
     push_ended(r, f);
 }
 
@@ -748,7 +812,9 @@ int reg_revert(reg *r, const char *id, const char *reason, json_t **out, char *e
         *out = fault_json(f, cx_mono_ms());
     if (f->state == F_FAILED)
         rc = cx_fail(err, errlen, CX_ESYS, "revert failed: %s", f->error ? f->error : "");
+    pending p = pending_take(r);
     pthread_mutex_unlock(&r->lock);
+    pending_write(r, p, "after a revert");
     return rc;
 }
 
@@ -763,7 +829,12 @@ int reg_revert_all(reg *r, const char *reason, int lease_only)
         end_fault(r, f, reason, F_REVERTED);
         n++;
     }
+    pending p = {NULL, 0};
+    if (n > 0)
+        p = pending_take(r);
     pthread_mutex_unlock(&r->lock);
+    if (n > 0)
+        pending_write(r, p, "after a revert");
     return n;
 }
 
@@ -781,7 +852,12 @@ int reg_revert_match(reg *r, const char *target, const char *origin, const char 
         end_fault(r, f, reason, F_REVERTED);
         n++;
     }
+    pending p = {NULL, 0};
+    if (n > 0)
+        p = pending_take(r);
     pthread_mutex_unlock(&r->lock);
+    if (n > 0)
+        pending_write(r, p, "after a revert");
     return n;
 }
 
@@ -789,10 +865,12 @@ int reg_tick(reg *r, int64_t now)
 {
     if (pthread_mutex_trylock(&r->lock) != 0)
         return CX_EBUSY;
+    int expired = 0;
     for (fault *f = r->active, *nx; f; f = nx) {
         nx = f->next;
         if (now >= f->expires_mono_ms) {
             end_fault(r, f, "expiry", F_EXPIRED);
+            expired++;
             continue;
         }
         if (f->inj->tick) {
@@ -805,7 +883,12 @@ int reg_tick(reg *r, int64_t now)
             }
         }
     }
+    pending p = {NULL, 0};
+    if (expired)
+        p = pending_take(r);
     pthread_mutex_unlock(&r->lock);
+    if (expired)
+        pending_write(r, p, "after an expiry");
     return 0;
 }
 
