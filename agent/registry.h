@@ -16,6 +16,9 @@
  * Threading: one mutex; every function may be called from any thread.
  * Injector calls run under it (they are bounded to a few ms), and the hooks
  * are called under it, so a hook must never call back into the registry.
+ * Only the faults.json write before an apply is made under it; every other
+ * write (after a revert, an expiry, an apply) is made by the calling thread
+ * after it released the mutex, before the function returns.
  */
 #ifndef AGENT_REGISTRY_H
 #define AGENT_REGISTRY_H
