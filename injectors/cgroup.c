@@ -297,6 +297,12 @@ int cg_set_attach_group(cg_set *s, cg_ctrl c, pid_t pgid, char *err, size_t errl
         return cx_fail(err, errlen, CX_ENOTFOUND, "unit is not running");
     if (c == CG_MEMORY && s->h[c].version == 1)
         (void)cg_write(s->h[c].dir, "memory.move_charge_at_immigrate", "3", NULL, 0);
+    /* The leader first, with one write: a unit just spawned is usually all
+     * of its group, and the scan below (every /proc entry) takes ~1 ms. A
+     * failure here is judged by the scan, which visits the leader again. */
+    char lv[32];
+    snprintf(lv, sizeof lv, "%d", (int)pgid);
+    (void)cg_write(s->h[c].dir, "cgroup.procs", lv, NULL, 0);
     DIR *d = opendir("/proc");
     if (!d) {
         int e = errno;

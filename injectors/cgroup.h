@@ -56,7 +56,8 @@ int cg_set_version(const cg_set *s, cg_ctrl c);
 const char *cg_set_root(const cg_set *s);
 
 /* Move every process whose process group is pgid into the unit's cgroup of
- * controller c (cgroup.procs). CX_ENOTFOUND if no such process,
+ * controller c (cgroup.procs): the leader pgid first, then the others found
+ * by a scan of /proc. CX_ENOTFOUND if no such process,
  * CX_ENOTSUP if c is unavailable. For v1 memory it first asks the kernel to
  * move the processes' existing charges along (memory.move_charge_at_immigrate
  * = 3, best effort: newer kernels may refuse, then only new allocations
