@@ -219,6 +219,7 @@ struct syncer {
     pthread_t worker;     /* eval, checkpoints */
     int ticker_started;   /* 1 once ticker and worker run */
     int64_t start_ms;     /* mono ms at start */
+    int64_t ckpt_event_seq; /* event seq the restored checkpoint was taken at (0: none) */
 
     /* ---- shared state (under mu) ---- */
     pthread_mutex_t mu;
@@ -2019,6 +2020,7 @@ static int restore(syncer *s, char *err, size_t errlen)
         l->steps_total = s->cfg.steps;
     }
     events_set_seq_floor(s->ev, c.event_seq);
+    s->ckpt_event_seq = c.event_seq;
     cx_info("restored checkpoint generation=%lld merges=%lld ddp_step=%lld", (long long)c.generation,
             (long long)c.merges, (long long)c.ddp_step);
     ckpt_syncer_cleanup(&c);
@@ -2026,7 +2028,10 @@ static int restore(syncer *s, char *err, size_t errlen)
 }
 
 /* Versions never go backwards: merges published after the checkpoint (and
- * lost with the process) were logged; restart above them. */
+ * lost with the process) were logged; restart above them. Only the events
+ * after the checkpoint's seq are read (events_foreach_file bisects to
+ * them), so a restart costs the history since the last checkpoint, not the
+ * run's. */
 static void bump_versions(syncer *s)
 {
     seen_versions sv = {calloc((size_t)s->P, sizeof(int64_t)), s->P, -1};
@@ -2034,7 +2039,7 @@ static void bump_versions(syncer *s)
         return;
     for (int p = 0; p < s->P; p++)
         sv.v[p] = -1;
-    events_foreach_file(s->ev, scan_event, &sv);
+    events_foreach_file(s->ev, s->ckpt_event_seq, scan_event, &sv);
     for (int p = 0; p < s->P; p++) {
         int64_t seen = is_ddp(s) ? sv.ddp : sv.v[p];
         if (seen >= s->versions[p]) {
@@ -2157,9 +2162,10 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
     for (int p = 0; p < s->P; p++)
         json_array_append_new(vers, json_integer(s->versions[p]));
     events_emit(s->ev, "start",
-                json_pack("{s:s, s:b, s:I, s:o, s:I, s:I}", "mode", mode_name(s), "restored", restored,
+                json_pack("{s:s, s:b, s:I, s:o, s:I, s:I, s:I}", "mode", mode_name(s), "restored", restored,
                           "merges", (json_int_t)s->merges, "versions", vers, "learners",
-                          (json_int_t)s->cfg.learners, "n_params", (json_int_t)s->n));
+                          (json_int_t)s->cfg.learners, "n_params", (json_int_t)s->n, "log_bytes_read",
+                          (json_int_t)events_read_bytes(s->ev)));
     cx_info("model mlp params=%zu fragments=%d data=%s loss_floor=%.4f nats", s->n, s->P,
             data_source_describe(s->data), s->entropy_floor);
     run_eval(s);
