@@ -1337,6 +1337,39 @@ static double max_abs(const float *v, size_t n)
     return m;
 }
 
+/* Whether a well-formed contribution to fragment p may join its round
+ * (mu held): a current learner, a base version the mode accepts, a
+ * possible claim and a bounded norm. PROTO_OK and *slot, or the reason with
+ * the detail in why. */
+static proto_reason admit(syncer *s, int p, const proto_hdr *h, double l2, double mx, int *slot, char *why,
+                          size_t len)
+{
+    proto_reason r = check_learner(s, h->learner, h->incarnation, slot);
+    int64_t version = s->versions[p], lag = version - h->base_version;
+    if (r != PROTO_OK) {
+        snprintf(why, len, "%s: learner %lld incarnation %lld", proto_reason_name(r), (long long)h->learner,
+                 (long long)h->incarnation);
+        return r;
+    }
+    if (h->base_version > version) {
+        snprintf(why, len, "base version %lld is newer than the syncer's %lld", (long long)h->base_version,
+                 (long long)version);
+        return PROTO_R_STALE_VERSION;
+    }
+    if (s->cfg.mode == CONFIG_MODE_DILOCO && lag != 0) {
+        snprintf(why, len, "diloco round %lld is closed (current version %lld)", (long long)h->base_version,
+                 (long long)version);
+        return PROTO_R_STALE_VERSION;
+    }
+    if (lag > s->cfg.max_staleness) {
+        snprintf(why, len, "base version %lld is %lld behind %lld (max staleness %lld)",
+                 (long long)h->base_version, (long long)lag, (long long)version, (long long)s->cfg.max_staleness);
+        return PROTO_R_STALE_VERSION;
+    }
+    r = claim_check(s, *slot, p, h, why, len);
+    return r != PROTO_OK ? r : norm_check(s, p, l2, mx, why, len);
+}
+
 static int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
@@ -1385,31 +1418,8 @@ static int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     double per = h.steps > 0 ? (double)h.steps : 1.0;
     double l2 = merge_l2norm(delta, len) / per, mx = max_abs(delta, len) / per;
     pthread_mutex_lock(&s->mu);
-    r = check_learner(s, h.learner, h.incarnation, &slot);
     int64_t version = s->versions[p];
-    if (r == PROTO_OK) {
-        int64_t lag = version - h.base_version;
-        if (h.base_version > version)
-            r = PROTO_R_STALE_VERSION,
-            snprintf(why, sizeof why, "base version %lld is newer than the syncer's %lld",
-                     (long long)h.base_version, (long long)version);
-        else if (s->cfg.mode == CONFIG_MODE_DILOCO && lag != 0)
-            r = PROTO_R_STALE_VERSION,
-            snprintf(why, sizeof why, "diloco round %lld is closed (current version %lld)",
-                     (long long)h.base_version, (long long)version);
-        else if (lag > s->cfg.max_staleness)
-            r = PROTO_R_STALE_VERSION,
-            snprintf(why, sizeof why, "base version %lld is %lld behind %lld (max staleness %lld)",
-                     (long long)h.base_version, (long long)lag, (long long)version,
-                     (long long)s->cfg.max_staleness);
-        if (r == PROTO_OK)
-            r = claim_check(s, slot, (int)p, &h, why, sizeof why);
-        if (r == PROTO_OK)
-            r = norm_check(s, (int)p, l2, mx, why, sizeof why);
-    } else {
-        snprintf(why, sizeof why, "%s: learner %lld incarnation %lld", proto_reason_name(r),
-                 (long long)h.learner, (long long)h.incarnation);
-    }
+    r = admit(s, (int)p, &h, l2, mx, &slot, why, sizeof why);
     if (r != PROTO_OK) {
         s->bytes_in += (int64_t)req->body_len;
         free(delta);
