@@ -74,7 +74,7 @@ typedef struct config {
 } config;
 
 #define CONFIG_STEPS_MAX 100000000LL /* bound of --steps (any learner's own too) */
-#define CONFIG_BATCH_MAX 65536LL      /* bound of --batch (any learner's own too) */
+#define CONFIG_BATCH_MAX 65536LL     /* bound of --batch (any learner's own too) */
 
 /* Defaults (see docs/training.md for the reasoning behind each). */
 void config_defaults(config *c);

@@ -29,19 +29,19 @@ typedef struct ev_line {
 
 struct events {
     pthread_mutex_t mu;
-    char *path;     /* events.jsonl */
-    int fd;         /* O_APPEND, -1 if the file could not be opened later */
-    ev_line *ring;  /* [cap] */
-    size_t cap;     /* slots */
-    size_t head;    /* next slot to write */
-    int64_t seq;    /* last seq handed out */
-    int64_t oldest; /* smallest seq still in the ring (0 = ring empty) */
-    int warned;     /* 1 after the first write failure was logged */
+    char *path;         /* events.jsonl */
+    int fd;             /* O_APPEND, -1 if the file could not be opened later */
+    ev_line *ring;      /* [cap] */
+    size_t cap;         /* slots */
+    size_t head;        /* next slot to write */
+    int64_t seq;        /* last seq handed out */
+    int64_t oldest;     /* smallest seq still in the ring (0 = ring empty) */
+    int warned;         /* 1 after the first write failure was logged */
     int64_t read_bytes; /* bytes read by recovery and events_foreach_file (restart cost) */
 };
 
 #define RECOVER_TAIL_BYTES (256 * 1024) /* recovery reads this much of the end first */
-#define BISECT_MIN_BYTES 4096            /* bisection stops below this; a scan does the rest */
+#define BISECT_MIN_BYTES 4096           /* bisection stops below this; a scan does the rest */
 
 /* seq of a line written by us ({"seq":N,...}), or -1. */
 static int64_t line_seq(const char *s)

@@ -625,13 +625,13 @@ static void *heartbeat_main(void *arg)
         pthread_mutex_lock(&L->mu);
         int done = L->comm_stop;
         /* batch and steps_total: what the syncer bounds our token/step claims by */
-        json_t *b = json_pack("{s:I, s:I, s:I, s:f, s:I, s:f, s:I, s:I, s:I, s:I}", "learner",
-                              (json_int_t)L->o->id, "incarnation", (json_int_t)L->incarnation, "step",
-                              (json_int_t)L->step, "train_loss",
-                              isfinite(L->train_loss) ? (double)L->train_loss : 0.0, "tokens",
-                              (json_int_t)L->tokens, "step_ms", L->step_ms_ema, "t_real_ms",
-                              (json_int_t)(cx_real_ns() / 1000000), "cursor", (json_int_t)L->tokens, "batch",
-                              (json_int_t)L->cfg.batch, "steps_total", (json_int_t)L->cfg.steps);
+        json_t *b =
+            json_pack("{s:I, s:I, s:I, s:f, s:I, s:f, s:I, s:I, s:I, s:I}", "learner", (json_int_t)L->o->id,
+                      "incarnation", (json_int_t)L->incarnation, "step", (json_int_t)L->step, "train_loss",
+                      isfinite(L->train_loss) ? (double)L->train_loss : 0.0, "tokens", (json_int_t)L->tokens,
+                      "step_ms", L->step_ms_ema, "t_real_ms", (json_int_t)(cx_real_ns() / 1000000), "cursor",
+                      (json_int_t)L->tokens, "batch", (json_int_t)L->cfg.batch, "steps_total",
+                      (json_int_t)L->cfg.steps);
         pthread_mutex_unlock(&L->mu);
         if (done) {
             json_decref(b);

@@ -368,9 +368,9 @@ static void reject_flush(syncer *s, proto_reason r, int64_t now)
                 json_pack("{s:I, s:I, s:I, s:s, s:s, s:I}", "learner", (json_int_t)a->learner, "incarnation",
                           (json_int_t)a->incarnation, "fragment", (json_int_t)a->fragment, "reason",
                           proto_reason_name(r), "detail", a->detail, "count", (json_int_t)a->pending));
-    cx_warn("reject learner=%lld incarnation=%lld fragment=%lld reason=%s count=%lld: %s", (long long)a->learner,
-            (long long)a->incarnation, (long long)a->fragment, proto_reason_name(r), (long long)a->pending,
-            a->detail);
+    cx_warn("reject learner=%lld incarnation=%lld fragment=%lld reason=%s count=%lld: %s",
+            (long long)a->learner, (long long)a->incarnation, (long long)a->fragment, proto_reason_name(r),
+            (long long)a->pending, a->detail);
     a->pending = 0;
     a->window_ms = now;
 }
@@ -767,7 +767,8 @@ static void ddp_complete(syncer *s, const char *why)
                 json_pack("{s:i, s:I, s:I, s:o, s:f, s:f, s:s, s:s, s:I}", "fragment", -1, "version",
                           (json_int_t)s->versions[0], "step", (json_int_t)t, "participants", parts,
                           "grace_ms", 0.0, "update_norm", merge_l2norm(s->ddp_mean, s->n), "mode",
-                          mode_name(s), "trigger", why, "bytes", (json_int_t)((int64_t)count * (int64_t)s->n * 4)));
+                          mode_name(s), "trigger", why, "bytes",
+                          (json_int_t)((int64_t)count * (int64_t)s->n * 4)));
     if (t % 50 == 0)
         cx_info("ddp step=%lld participants=%d trigger=%s lr=%.3g", (long long)t, count, why, lr);
     note_merge(s, -1, s->versions[0], ids, k);
@@ -884,9 +885,9 @@ static int h_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     int64_t cur = slot >= 0 ? s->learners[slot].incarnation : 0;
     if (inc > cur + INCARNATION_MAX_STEP) {
         pthread_mutex_unlock(&s->mu);
-        cx_http_reply_error(resp, 400,
-                            "join: field 'incarnation' is %lld, more than %d above learner %lld's current %lld",
-                            (long long)inc, INCARNATION_MAX_STEP, (long long)id, (long long)cur);
+        cx_http_reply_error(
+            resp, 400, "join: field 'incarnation' is %lld, more than %d above learner %lld's current %lld",
+            (long long)inc, INCARNATION_MAX_STEP, (long long)id, (long long)cur);
         return 0;
     }
     if (slot < 0) {
@@ -973,7 +974,8 @@ static int h_heartbeat(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
     json_t *body;
-    json_int_t id = -1, inc = 0, step = 0, tokens = 0, t_real_ms = 0, cursor = 0, batch = -1, steps_total = -1;
+    json_int_t id = -1, inc = 0, step = 0, tokens = 0, t_real_ms = 0, cursor = 0, batch = -1,
+               steps_total = -1;
     double loss = 0, step_ms = 0;
     char err[CX_ERRLEN];
     int slot;
@@ -996,7 +998,8 @@ static int h_heartbeat(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         check_field(resp, "heartbeat", "t_real_ms", t_real_ms, 0, T_REAL_MAX_MS) ||
         check_field(resp, "heartbeat", "cursor", cursor, 0, INT64_MAX / 2) ||
         (batch != -1 && check_field(resp, "heartbeat", "batch", batch, 1, CONFIG_BATCH_MAX)) ||
-        (steps_total != -1 && check_field(resp, "heartbeat", "steps_total", steps_total, 1, CONFIG_STEPS_MAX)) ||
+        (steps_total != -1 &&
+         check_field(resp, "heartbeat", "steps_total", steps_total, 1, CONFIG_STEPS_MAX)) ||
         check_real(resp, "heartbeat", "train_loss", loss, 0, 1e9) ||
         check_real(resp, "heartbeat", "step_ms", step_ms, 0, 1e9))
         return 0;
@@ -1268,8 +1271,8 @@ static proto_reason claim_check(syncer *s, int slot, int p, const proto_hdr *h, 
         snprintf(why, len,
                  "header %s is %lld: learner %lld cannot have trained more than %lld steps since it pulled "
                  "fragment %d (at step %lld of %lld, +H)",
-                 PROTO_H_STEPS, (long long)h->steps, (long long)l->id, (long long)max_steps, p, (long long)since,
-                 (long long)l->steps_total);
+                 PROTO_H_STEPS, (long long)h->steps, (long long)l->id, (long long)max_steps, p,
+                 (long long)since, (long long)l->steps_total);
         return PROTO_R_CLAIM;
     }
     if (h->tokens > h->steps * l->batch) { /* steps <= CONFIG_STEPS_MAX + H: no overflow */
@@ -1363,7 +1366,8 @@ static proto_reason admit(syncer *s, int p, const proto_hdr *h, double l2, doubl
     }
     if (lag > s->cfg.max_staleness) {
         snprintf(why, len, "base version %lld is %lld behind %lld (max staleness %lld)",
-                 (long long)h->base_version, (long long)lag, (long long)version, (long long)s->cfg.max_staleness);
+                 (long long)h->base_version, (long long)lag, (long long)version,
+                 (long long)s->cfg.max_staleness);
         return PROTO_R_STALE_VERSION;
     }
     r = claim_check(s, *slot, p, h, why, len);

@@ -50,8 +50,8 @@ static int contribute(tr_run *r, json_int_t inc, json_int_t base, long long toke
     cx_http_result res;
     char err[256];
     cx_http_result_init(&res);
-    int rc = cx_http_do(c, "POST", "/v1/fragments/0/contributions", h.p, d, len * 4, "application/octet-stream",
-                        10000, &res, err, sizeof err);
+    int rc = cx_http_do(c, "POST", "/v1/fragments/0/contributions", h.p, d, len * 4,
+                        "application/octet-stream", 10000, &res, err, sizeof err);
     cr_assert_eq(rc, 0, "%s", err);
     json_t *j = res.body.data ? json_loadb(res.body.data, res.body.len, 0, NULL) : NULL;
     const char *why = json_string_value(json_object_get(j, "reason"));
@@ -148,17 +148,17 @@ Test(syncer_bounds, forged_integers_get_a_400_naming_the_field, .timeout = 60)
         json_int_t inc, step;
         const char *field;
     } joins[] = {
-        {INT64_MAX, 0, "incarnation"},               /* once an ASan abort (signed overflow) */
+        {INT64_MAX, 0, "incarnation"},                 /* once an ASan abort (signed overflow) */
         {((json_int_t)1 << 62) - 1, 0, "incarnation"}, /* once locked the id out for good */
-        {1001, 0, "incarnation"},                    /* more than INCARNATION_MAX_STEP above 0 */
+        {1001, 0, "incarnation"},                      /* more than INCARNATION_MAX_STEP above 0 */
         {0, -1, "step"},
         {0, INT64_MAX, "step"},
     };
     for (size_t k = 0; k < sizeof joins / sizeof joins[0]; k++) {
-        int st = post_json(&r, "/v1/join",
-                           json_pack("{s:i, s:I, s:I}", "learner", 1, "incarnation", joins[k].inc, "step",
-                                     joins[k].step),
-                           err, sizeof err);
+        int st = post_json(
+            &r, "/v1/join",
+            json_pack("{s:i, s:I, s:I}", "learner", 1, "incarnation", joins[k].inc, "step", joins[k].step),
+            err, sizeof err);
         cr_assert_eq(st, 400, "join %zu: HTTP %d %s", k, st, err);
         cr_assert(strstr(err, joins[k].field), "join %zu names '%s': %s", k, joins[k].field, err);
     }
@@ -168,9 +168,9 @@ Test(syncer_bounds, forged_integers_get_a_400_naming_the_field, .timeout = 60)
     json_decref(st0);
     json_int_t inc = join0(&r, 1000, NULL); /* the bound itself is accepted */
     cr_assert_eq(inc, 1001);
-    cr_assert_eq(post_json(&r, "/v1/join", json_pack("{s:i, s:i}", "learner", 1, "incarnation", 0), err,
-                           sizeof err),
-                 200, "%s", err);
+    cr_assert_eq(
+        post_json(&r, "/v1/join", json_pack("{s:i, s:i}", "learner", 1, "incarnation", 0), err, sizeof err),
+        200, "%s", err);
 
     /* heartbeats: every field range-checked before the skew arithmetic */
     struct {
@@ -191,8 +191,8 @@ Test(syncer_bounds, forged_integers_get_a_400_naming_the_field, .timeout = 60)
         cr_assert_eq(st, 400, "heartbeat %s=%lld: HTTP %d %s", hb[k].field, (long long)hb[k].v, st, err);
         cr_assert(strstr(err, hb[k].field), "names '%s': %s", hb[k].field, err);
     }
-    json_t *b = json_pack("{s:i, s:I, s:i, s:f, s:i, s:f, s:I, s:i}", "learner", 0, "incarnation", inc, "step",
-                          0, "train_loss", -1.0, "tokens", 0, "step_ms", 5.0, "t_real_ms",
+    json_t *b = json_pack("{s:i, s:I, s:i, s:f, s:i, s:f, s:I, s:i}", "learner", 0, "incarnation", inc,
+                          "step", 0, "train_loss", -1.0, "tokens", 0, "step_ms", 5.0, "t_real_ms",
                           (json_int_t)(cx_real_ns() / 1000000), "cursor", 0);
     cr_assert_eq(post_json(&r, "/v1/heartbeat", b, err, sizeof err), 400, "negative loss");
     cr_assert(strstr(err, "train_loss"), "%s", err);
@@ -212,8 +212,8 @@ Test(syncer_bounds, token_claims_and_huge_updates_are_refused, .timeout = 90)
 {
     tr_run r = {0};
     /* one learner in diloco: every accepted contribution merges at once */
-    const char *args[] = {"--mode", "diloco", "--learners", "1", "--fragments", "4", "--steps", "600", TR_MODEL,
-                          NULL};
+    const char *args[] = {"--mode", "diloco",  "--learners", "1",      "--fragments",
+                          "4",      "--steps", "600",        TR_MODEL, NULL};
     tr_syncer_start(&r, "bounds-claims", args);
     size_t len;
     json_int_t inc = join0(&r, 0, &len);
@@ -274,10 +274,11 @@ Test(syncer_bounds, token_claims_and_huge_updates_are_refused, .timeout = 90)
     char err[256];
     cx_http_result_init(&res);
     cr_assert_eq(cx_http_do(c, "GET", "/metrics", NULL, NULL, 0, NULL, 5000, &res, err, sizeof err), 0);
-    cr_assert(strstr(res.body.data, "chaosloco_syncer_contributions_total{result=\"rejected\",reason=\"norm\"} 2"),
-              "%s", res.body.data);
     cr_assert(
-        strstr(res.body.data, "chaosloco_syncer_contributions_total{result=\"rejected\",reason=\"claim\"} 4"));
+        strstr(res.body.data, "chaosloco_syncer_contributions_total{result=\"rejected\",reason=\"norm\"} 2"),
+        "%s", res.body.data);
+    cr_assert(strstr(res.body.data,
+                     "chaosloco_syncer_contributions_total{result=\"rejected\",reason=\"claim\"} 4"));
     cx_http_result_cleanup(&res);
     cx_http_client_free(c);
     free(big);
@@ -401,8 +402,9 @@ Test(syncer_bounds, a_restart_does_not_reread_the_history, .timeout = 120)
 Test(syncer_bounds, a_decoupled_learner_exits_promptly_on_sigterm_with_its_checkpoint, .timeout = 120)
 {
     tr_run r = {0};
-    const char *args[] = {"--mode", "decoupled", "--learners", "1", "--steps", "100000",
-                          "--learner-checkpoint-every", "0", TR_MODEL, NULL};
+    const char *args[] = {
+        "--mode", "decoupled", "--learners", "1", "--steps", "100000", "--learner-checkpoint-every",
+        "0",      TR_MODEL,    NULL};
     tr_syncer_start(&r, "bounds-sigterm", args);
     pid_t a = tr_learner_start(&r, 0, NULL, NULL);
     cr_assert_geq(tr_wait_merges(&r, 8, 60000), 8, "training runs");
