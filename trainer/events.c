@@ -335,8 +335,11 @@ int events_since(events *ev, int64_t since, size_t limit, cx_buf *out)
     return rc;
 }
 
-int events_foreach_file(events *ev, int64_t since, int (*fn)(void *ctx, json_t *event), void *ctx)
+int events_foreach_file(events *ev, int64_t since, const char *type, int (*fn)(void *ctx, json_t *event),
+                        void *ctx)
 {
+    char want[64];
+    snprintf(want, sizeof want, "\"type\":\"%s\"", type ? type : "");
     FILE *f = fopen(ev->path, "r");
     char *line = NULL;
     size_t cap = 0;
@@ -351,8 +354,8 @@ int events_foreach_file(events *ev, int64_t since, int (*fn)(void *ctx, json_t *
         pthread_mutex_lock(&ev->mu);
         ev->read_bytes += n;
         pthread_mutex_unlock(&ev->mu);
-        if (line_seq(line) <= since)
-            continue;
+        if (line_seq(line) <= since || (type && !strstr(line, want)))
+            continue; /* the cheap tests first: most lines are never parsed */
         json_t *j = json_loadb(line, (size_t)n, 0, NULL);
         if (j) {
             rc = fn(ctx, j);

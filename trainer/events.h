@@ -50,11 +50,13 @@ int events_since(events *ev, int64_t since, size_t limit, cx_buf *out);
 
 int64_t events_last_seq(events *ev);
 
-/* Call fn on every event of the file with seq > since, oldest first (fn
- * gets a borrowed, parsed object; a non-zero return stops the scan). Used
- * at start-up, e.g. to find the fragment versions published after the
- * checkpoint (since = its seq). */
-int events_foreach_file(events *ev, int64_t since, int (*fn)(void *ctx, json_t *event), void *ctx);
+/* Call fn on every event of the file with seq > since and (unless type is
+ * NULL) of that type, oldest first (fn gets a borrowed, parsed object; a
+ * non-zero return stops the scan; lines of other types are not parsed).
+ * Used at start-up, e.g. to find the fragment versions published after the
+ * checkpoint (since = its seq, type "merge"). */
+int events_foreach_file(events *ev, int64_t since, const char *type, int (*fn)(void *ctx, json_t *event),
+                        void *ctx);
 
 /* Bytes of the file read by recovery and events_foreach_file so far: what a
  * restart cost (tests bound it against the file's size). */

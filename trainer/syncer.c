@@ -2053,7 +2053,7 @@ static void bump_versions(syncer *s)
         return;
     for (int p = 0; p < s->P; p++)
         sv.v[p] = -1;
-    events_foreach_file(s->ev, s->ckpt_event_seq, scan_event, &sv);
+    events_foreach_file(s->ev, s->ckpt_event_seq, "merge", scan_event, &sv);
     for (int p = 0; p < s->P; p++) {
         int64_t seen = is_ddp(s) ? sv.ddp : sv.v[p];
         if (seen >= s->versions[p]) {

@@ -169,12 +169,15 @@ Test(events, reopen_and_old_reads_do_not_scan_the_history)
     for (size_t k = 0; k < sizeof probes / sizeof probes[0]; k++) {
         int64_t seen[2] = {probes[k], 0};
         int64_t before = events_read_bytes(ev);
-        cr_assert_eq(events_foreach_file(ev, probes[k], count_events, seen), 0);
+        cr_assert_eq(events_foreach_file(ev, probes[k], NULL, count_events, seen), 0);
         cr_assert_eq(seen[1], n + 1 - probes[k], "since %lld: %lld events", (long long)probes[k],
                      (long long)seen[1]);
         if (probes[k] > n / 2)
             cr_assert_lt(events_read_bytes(ev) - before, size / 2, "since %lld read the whole file",
                          (long long)probes[k]);
+        int64_t only[2] = {n, 0}; /* the one "start" event */
+        cr_assert_eq(events_foreach_file(ev, probes[k], "start", count_events, only), 0);
+        cr_assert_eq(only[1], probes[k] <= n ? 1 : 0, "type filter");
         cx_buf out;
         cx_buf_init(&out, 8 << 20);
         cr_assert_eq(events_since(ev, probes[k], 100000, &out), 0);
