@@ -53,6 +53,9 @@ static const key_def keys[] = {
     {"grace_cap_ms", KEY_INT, OFF(grace_cap_ms), 0, 600000, NULL, 0, "upper bound of the grace window, ms"},
     {"max_staleness", KEY_INT, OFF(max_staleness), 0, 1000000, NULL, 0,
      "versions a decoupled contribution's base may lag before it is rejected"},
+    {"norm_bound", KEY_DOUBLE, OFF(norm_bound), 0, 1e6, NULL, 0,
+     "reject a contribution whose L2 or max-abs norm exceeds this multiple of its fragment's running "
+     "median (after a warm-up of accepted ones; 0: off)"},
     {"encoding", KEY_ENUM, OFF(encoding), 0, 0, enc_names, 1,
      "encoding of outer gradients and downstream deltas: f32, bf16, int8, int4 or int2"},
     {"merge", KEY_ENUM, OFF(merge), 0, 0, merge_names, 0, "decoupled merge rule: rda or mean"},
@@ -64,9 +67,9 @@ static const key_def keys[] = {
     {"inner_lr", KEY_DOUBLE, OFF(inner_lr), 1e-7, 1, NULL, 0, "AdamW peak learning rate"},
     {"warmup", KEY_INT, OFF(warmup), 0, 10000000, NULL, 0, "AdamW linear warmup steps"},
     {"weight_decay", KEY_DOUBLE, OFF(weight_decay), 0, 1, NULL, 0, "AdamW weight decay"},
-    {"steps", KEY_INT, OFF(steps), 1, 100000000, NULL, 1,
+    {"steps", KEY_INT, OFF(steps), 1, CONFIG_STEPS_MAX, NULL, 1,
      "inner steps per learner (also the cosine decay horizon)"},
-    {"batch", KEY_INT, OFF(batch), 1, 65536, NULL, 1, "sequences per inner step"},
+    {"batch", KEY_INT, OFF(batch), 1, CONFIG_BATCH_MAX, NULL, 1, "sequences per inner step"},
     {"context", KEY_INT, OFF(context), 1, 256, NULL, 0, "C, context bytes of the MLP LM"},
     {"embed", KEY_INT, OFF(embed), 1, 1024, NULL, 0, "E, embedding dims per byte"},
     {"hidden", KEY_INT, OFF(hidden), 1, 16384, NULL, 0, "Hd, hidden units of the MLP LM"},
@@ -102,6 +105,7 @@ void config_defaults(config *c)
     c->grace_gamma = 0.5;
     c->grace_cap_ms = 2000;
     c->max_staleness = 4;
+    c->norm_bound = 10.0;
     c->encoding = CONFIG_ENC_F32;
     c->merge = CONFIG_MERGE_RDA;
     c->weights = CONFIG_WEIGHTS_TOKEN;

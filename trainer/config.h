@@ -48,6 +48,7 @@ typedef struct config {
     double grace_gamma;               /* gamma in [0,1): share of existing slack used as grace */
     int64_t grace_cap_ms;             /* ms, upper bound of the grace window */
     int64_t max_staleness;            /* versions a decoupled contribution's base may lag */
+    double norm_bound;                /* x running median norm a contribution may reach (0 = off) */
     int64_t encoding;                 /* config_encoding of contributions */
     int64_t merge;                    /* config_merge (decoupled) */
     int64_t weights;                  /* config_weights (decoupled) */
@@ -71,6 +72,9 @@ typedef struct config {
     int64_t heartbeat_timeout_ms;     /* ms without heartbeat before a learner is absent */
     double slowdown;                  /* learner compute padding factor (>= 1) */
 } config;
+
+#define CONFIG_STEPS_MAX 100000000LL /* bound of --steps (any learner's own too) */
+#define CONFIG_BATCH_MAX 65536LL     /* bound of --batch (any learner's own too) */
 
 /* Defaults (see docs/training.md for the reasoning behind each). */
 void config_defaults(config *c);

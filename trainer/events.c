@@ -2,7 +2,10 @@
  *
  * Lines are written as {"seq":N,"t_real":...,"t_mono_ms":...,"type":...,...}
  * with seq first (JSON_PRESERVE_ORDER), so a reader of the file can find a
- * line's seq from its prefix without parsing the whole object.
+ * line's seq from its prefix without parsing the whole object. Seqs grow
+ * down the file, so the first line after a seq is found by bisection on
+ * byte offsets (find_after): neither a restart nor a reader of old events
+ * reads the history before what it needs.
  */
 #include "trainer/events.h"
 
@@ -26,15 +29,19 @@ typedef struct ev_line {
 
 struct events {
     pthread_mutex_t mu;
-    char *path;     /* events.jsonl */
-    int fd;         /* O_APPEND, -1 if the file could not be opened later */
-    ev_line *ring;  /* [cap] */
-    size_t cap;     /* slots */
-    size_t head;    /* next slot to write */
-    int64_t seq;    /* last seq handed out */
-    int64_t oldest; /* smallest seq still in the ring (0 = ring empty) */
-    int warned;     /* 1 after the first write failure was logged */
+    char *path;         /* events.jsonl */
+    int fd;             /* O_APPEND, -1 if the file could not be opened later */
+    ev_line *ring;      /* [cap] */
+    size_t cap;         /* slots */
+    size_t head;        /* next slot to write */
+    int64_t seq;        /* last seq handed out */
+    int64_t oldest;     /* smallest seq still in the ring (0 = ring empty) */
+    int warned;         /* 1 after the first write failure was logged */
+    int64_t read_bytes; /* bytes read by recovery and events_foreach_file (restart cost) */
 };
+
+#define RECOVER_TAIL_BYTES (256 * 1024) /* recovery reads this much of the end first */
+#define BISECT_MIN_BYTES 4096           /* bisection stops below this; a scan does the rest */
 
 /* seq of a line written by us ({"seq":N,...}), or -1. */
 static int64_t line_seq(const char *s)
@@ -68,30 +75,70 @@ static void ring_put(events *ev, int64_t seq, char *text)
 
 /* ---- events: recovery ---- */
 
-static int recover(events *ev, char *err, size_t errlen)
+/* seq of the first readable line at or after the current position of f
+ * (which is at a line start), with *end set past it; -1 at EOF. */
+static int64_t next_seq(FILE *f, char **line, size_t *cap, off_t *end)
 {
-    FILE *f = fopen(ev->path, "r");
+    ssize_t n;
+    while ((n = getline(line, cap, f)) > 0) {
+        if ((*line)[n - 1] != '\n')
+            return -1; /* torn */
+        int64_t s = line_seq(*line);
+        if (s >= 0) {
+            *end = ftello(f);
+            return s;
+        }
+    }
+    return -1;
+}
+
+/* Byte offset, at a line start, from which a forward scan finds every line
+ * with seq > since (those before it all have seq <= since): bisection on
+ * the file's sizes, O(log size) short reads. */
+static off_t find_after(FILE *f, off_t size, int64_t since, char **line, size_t *cap)
+{
+    off_t lo = 0, hi = size;
+    while (since > 0 && hi - lo > BISECT_MIN_BYTES) {
+        off_t mid = lo + (hi - lo) / 2, end = 0;
+        if (fseeko(f, mid - 1, SEEK_SET) != 0 || getline(line, cap, f) < 0)
+            break; /* mid-1 so that a line starting exactly at mid is not skipped */
+        int64_t s = next_seq(f, line, cap, &end);
+        if (s >= 0 && s <= since)
+            lo = end;
+        else
+            hi = mid;
+    }
+    fseeko(f, lo, SEEK_SET);
+    return lo;
+}
+
+/* Read the lines from byte from to the end into the ring: the last seq and
+ * the end of the last complete line (*good). */
+static void read_tail(events *ev, FILE *f, off_t from, off_t *good, int64_t *found)
+{
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
-    off_t good = 0, pos = 0;
-    if (!f) {
-        if (errno == ENOENT)
-            return 0;
-        return cx_fail(err, errlen, CX_EIO, "open %s: %s", ev->path, strerror(errno));
-    }
+    off_t pos = from;
+    *good = from;
+    *found = 0;
+    fseeko(f, from, SEEK_SET);
+    if (from > 0 && (n = getline(&line, &cap, f)) > 0) /* from is mid-line: skip to the next start */
+        pos += n;
+    *good = pos;
     while ((n = getline(&line, &cap, f)) > 0) {
         pos += n;
+        ev->read_bytes += n;
         if (line[n - 1] != '\n')
             break; /* torn last line */
         line[n - 1] = 0;
+        *good = pos;
         int64_t s = line_seq(line);
         if (s < 0) {
             cx_warn("events: skipping unreadable line at byte %lld of %s", (long long)(pos - n), ev->path);
-            good = pos;
             continue;
         }
-        good = pos;
+        *found = 1;
         if (s > ev->seq)
             ev->seq = s;
         char *copy = strdup(line);
@@ -99,9 +146,34 @@ static int recover(events *ev, char *err, size_t errlen)
             ring_put(ev, s, copy);
     }
     free(line);
-    fclose(f);
+}
+
+/* Recover the last seq and the ring from the end of the file: the last
+ * RECOVER_TAIL_BYTES (doubled until a complete line is in it), never the
+ * whole history. Older events stay in the file for from_file. */
+static int recover(events *ev, char *err, size_t errlen)
+{
+    FILE *f = fopen(ev->path, "r");
     struct stat st;
-    if (stat(ev->path, &st) == 0 && st.st_size > good) {
+    off_t good = 0;
+    int64_t found = 0;
+    if (!f) {
+        if (errno == ENOENT)
+            return 0;
+        return cx_fail(err, errlen, CX_EIO, "open %s: %s", ev->path, strerror(errno));
+    }
+    if (fstat(fileno(f), &st) != 0) {
+        fclose(f);
+        return cx_fail(err, errlen, CX_EIO, "stat %s: %s", ev->path, strerror(errno));
+    }
+    for (off_t tail = RECOVER_TAIL_BYTES;; tail *= 2) {
+        off_t from = st.st_size > tail ? st.st_size - tail : 0;
+        read_tail(ev, f, from, &good, &found);
+        if (found || from == 0)
+            break;
+    }
+    fclose(f);
+    if (st.st_size > good) {
         cx_warn("events: truncating torn tail of %s (%lld -> %lld bytes)", ev->path, (long long)st.st_size,
                 (long long)good);
         if (truncate(ev->path, good) != 0)
@@ -222,8 +294,11 @@ static int from_file(events *ev, int64_t since, int64_t upto, size_t *limit, cx_
     size_t cap = 0;
     ssize_t n;
     int rc = 0;
+    struct stat st;
     if (!f)
         return 0;
+    if (fstat(fileno(f), &st) == 0)
+        find_after(f, st.st_size, since, &line, &cap);
     while (*limit > 0 && (n = getline(&line, &cap, f)) > 0) {
         if (line[n - 1] != '\n')
             break;
@@ -260,16 +335,27 @@ int events_since(events *ev, int64_t since, size_t limit, cx_buf *out)
     return rc;
 }
 
-int events_foreach_file(events *ev, int (*fn)(void *ctx, json_t *event), void *ctx)
+int events_foreach_file(events *ev, int64_t since, const char *type, int (*fn)(void *ctx, json_t *event),
+                        void *ctx)
 {
+    char want[64];
+    snprintf(want, sizeof want, "\"type\":\"%s\"", type ? type : "");
     FILE *f = fopen(ev->path, "r");
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
     int rc = 0;
+    struct stat st;
     if (!f)
         return 0;
+    if (fstat(fileno(f), &st) == 0)
+        find_after(f, st.st_size, since, &line, &cap);
     while (rc == 0 && (n = getline(&line, &cap, f)) > 0) {
+        pthread_mutex_lock(&ev->mu);
+        ev->read_bytes += n;
+        pthread_mutex_unlock(&ev->mu);
+        if (line_seq(line) <= since || (type && !strstr(line, want)))
+            continue; /* the cheap tests first: most lines are never parsed */
         json_t *j = json_loadb(line, (size_t)n, 0, NULL);
         if (j) {
             rc = fn(ctx, j);
@@ -279,4 +365,12 @@ int events_foreach_file(events *ev, int (*fn)(void *ctx, json_t *event), void *c
     free(line);
     fclose(f);
     return rc;
+}
+
+int64_t events_read_bytes(events *ev)
+{
+    pthread_mutex_lock(&ev->mu);
+    int64_t b = ev->read_bytes;
+    pthread_mutex_unlock(&ev->mu);
+    return b;
 }

@@ -7,10 +7,13 @@
  * (flushed per event) and kept in an in-memory ring for GET /v1/events;
  * requests older than the ring are served from the file.
  *
- * Recovery: events_new() reads the existing file, drops a torn last line
- * (a crash in the middle of a write) by truncating the file to the last
- * complete line, and continues from the last seq + 1 (or from a floor the
- * caller knows from its checkpoint, whichever is larger).
+ * Recovery: events_new() reads the end of the existing file only (a few
+ * hundred KB, whatever its size: a restart does not re-read the history),
+ * drops a torn last line (a crash in the middle of a write) by truncating
+ * the file to the last complete line, and continues from the last seq + 1
+ * (or from a floor the caller knows from its checkpoint, whichever is
+ * larger). Reads of old events find their start by bisection on the file
+ * (seqs grow down it), so they too cost what they return, not the history.
  *
  * Thread-safe: one internal mutex; never call back into the caller.
  */
@@ -47,9 +50,16 @@ int events_since(events *ev, int64_t since, size_t limit, cx_buf *out);
 
 int64_t events_last_seq(events *ev);
 
-/* Call fn on every event of the file, oldest first (fn gets a borrowed,
- * parsed object; a non-zero return stops the scan). Used at start-up, e.g.
- * to find the newest fragment versions ever published. */
-int events_foreach_file(events *ev, int (*fn)(void *ctx, json_t *event), void *ctx);
+/* Call fn on every event of the file with seq > since and (unless type is
+ * NULL) of that type, oldest first (fn gets a borrowed, parsed object; a
+ * non-zero return stops the scan; lines of other types are not parsed).
+ * Used at start-up, e.g. to find the fragment versions published after the
+ * checkpoint (since = its seq, type "merge"). */
+int events_foreach_file(events *ev, int64_t since, const char *type, int (*fn)(void *ctx, json_t *event),
+                        void *ctx);
+
+/* Bytes of the file read by recovery and events_foreach_file so far: what a
+ * restart cost (tests bound it against the file's size). */
+int64_t events_read_bytes(events *ev);
 
 #endif

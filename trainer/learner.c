@@ -124,6 +124,7 @@ typedef struct learner {
     int *pending;   /* [P] main only: due, waiting for a free slot (tau) */
     int n_inflight; /* sum of inflight */
     int sending;    /* comm is posting a contribution */
+    int comm_done;  /* comm -> main: the comm thread left its loop (nothing more will be sent) */
 } learner;
 
 /* ---- learner: syncer calls with give-up ---- */
@@ -623,11 +624,14 @@ static void *heartbeat_main(void *arg)
     while (c && !*L->stop) {
         pthread_mutex_lock(&L->mu);
         int done = L->comm_stop;
-        json_t *b = json_pack("{s:I, s:I, s:I, s:f, s:I, s:f, s:I, s:I}", "learner", (json_int_t)L->o->id,
-                              "incarnation", (json_int_t)L->incarnation, "step", (json_int_t)L->step,
-                              "train_loss", isfinite(L->train_loss) ? (double)L->train_loss : 0.0, "tokens",
-                              (json_int_t)L->tokens, "step_ms", L->step_ms_ema, "t_real_ms",
-                              (json_int_t)(cx_real_ns() / 1000000), "cursor", (json_int_t)L->tokens);
+        /* batch and steps_total: what the syncer bounds our token/step claims by */
+        json_t *b =
+            json_pack("{s:I, s:I, s:I, s:f, s:I, s:f, s:I, s:I, s:I, s:I}", "learner", (json_int_t)L->o->id,
+                      "incarnation", (json_int_t)L->incarnation, "step", (json_int_t)L->step, "train_loss",
+                      isfinite(L->train_loss) ? (double)L->train_loss : 0.0, "tokens", (json_int_t)L->tokens,
+                      "step_ms", L->step_ms_ema, "t_real_ms", (json_int_t)(cx_real_ns() / 1000000), "cursor",
+                      (json_int_t)L->tokens, "batch", (json_int_t)L->cfg.batch, "steps_total",
+                      (json_int_t)L->cfg.steps);
         pthread_mutex_unlock(&L->mu);
         if (done) {
             json_decref(b);
@@ -1026,6 +1030,8 @@ static void *comm_main(void *arg)
         }
         pthread_mutex_unlock(&L->mu);
         if (*L->stop && !L->comm_stop) {
+            /* a signal: leave now, what is queued is dropped (the flush
+             * does not wait for it, see comm_done) */
             if (have)
                 free(m.buf);
             break;
@@ -1153,6 +1159,10 @@ static void *comm_main(void *arg)
             break;
     }
 out:
+    pthread_mutex_lock(&L->mu);
+    L->sending = 0;
+    L->comm_done = 1;
+    pthread_mutex_unlock(&L->mu);
     free(awaiting);
     free(buf);
     cx_http_client_free(c);
@@ -1260,13 +1270,16 @@ static int decoupled_loop(learner *L, char *err, size_t errlen)
         }
         enqueue_due(L);
     }
-    /* flush: let the comm thread send what is queued (bounded) */
+    /* flush: let the comm thread send what is queued (bounded). Only while
+     * it still runs: on a signal it leaves its loop at once and nobody
+     * would empty the queue, so waiting would only spend the stop grace
+     * (the SIGTERM checkpoint comes after this). */
     int64_t end = cx_mono_ms() + 10000;
     for (;;) {
         pthread_mutex_lock(&L->mu);
-        int pending = L->n_out + L->sending;
+        int pending = L->n_out + L->sending, gone = L->comm_done;
         pthread_mutex_unlock(&L->mu);
-        if (pending == 0 || cx_mono_ms() > end || rc != 0)
+        if (pending == 0 || gone || *L->stop || cx_mono_ms() > end || rc != 0)
             break;
         cx_sleep_ms(20);
     }

@@ -12,7 +12,7 @@
 
 static const char *const reason_names[PROTO_R_COUNT] = {
     "ok",         "checksum", "length", "nonfinite", "unknown_learner", "stale_incarnation", "stale_version",
-    "bad_header", "halted",
+    "bad_header", "halted",   "norm",   "claim",
 };
 
 const char *proto_reason_name(proto_reason r)

@@ -47,6 +47,8 @@ typedef enum proto_reason {
     PROTO_R_STALE_VERSION,
     PROTO_R_BAD_HEADER,
     PROTO_R_HALTED,
+    PROTO_R_NORM,  /* max-abs or L2 norm above the fragment's bound (syncer.c) */
+    PROTO_R_CLAIM, /* tokens/steps beyond what could have been trained since the pull */
     PROTO_R_COUNT
 } proto_reason;
 

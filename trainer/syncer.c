@@ -93,6 +93,11 @@
 #define DDP_AUTO_FLOOR_MS 20     /* ... never below */
 #define DELTA_HISTORY 8      /* encoded downstream deltas kept per fragment */
 #define DELTA_HISTORY_F32X 2 /* ... and at most this many f32 fragments' worth of bytes */
+#define INCARNATION_MAX_STEP 1000 /* a join may name an incarnation at most this far above the current */
+#define T_REAL_MAX_MS 253402300799999LL /* 9999-12-31T23:59:59.999Z: bound of heartbeat t_real_ms */
+#define NORM_SAMPLES 32  /* accepted contribution norms kept per fragment (running median) */
+#define NORM_WARMUP 4    /* accepted contributions before the norm bound applies */
+#define REJECT_EVENT_MS 1000 /* at most one reject event per reason per this interval */
 
 /* Why a GET /v1/fragments/{p} was answered with the full f32 fragment. */
 typedef enum full_reason {
@@ -139,6 +144,8 @@ typedef struct learner_rec {
     int64_t rejected;         /* contributions/gradients rejected */
     int64_t ddp_arrived;      /* last ddp step it sent a gradient for (-1 none) */
     int64_t ddp_dropped;      /* last ddp step closed without it (-1 none) */
+    int64_t batch;            /* sequences per step it reported (its --batch; cfg.batch until then) */
+    int64_t steps_total;      /* inner steps it runs (its --steps; cfg.steps until reported) */
 } learner_rec;
 
 typedef enum round_state { RS_IDLE = 0, RS_COLLECTING, RS_GRACE } round_state;
@@ -154,8 +161,28 @@ typedef struct contrib {
     float *delta;         /* [fragment_length] decoded outer gradient */
 } contrib;
 
+/* The norms of the last accepted contributions of one fragment: the
+ * running median a new one is bounded by (cfg.norm_bound). */
+typedef struct norm_hist {
+    double l2[NORM_SAMPLES];     /* L2 norms, ring */
+    double maxabs[NORM_SAMPLES]; /* max |x|, ring */
+    int64_t n;                   /* accepted so far (ring index = n % NORM_SAMPLES) */
+} norm_hist;
+
+/* Rejections of one reason not yet in an event (the log gets one event per
+ * reason per REJECT_EVENT_MS with their count, not one line per request). */
+typedef struct reject_agg {
+    int64_t window_ms;   /* mono ms the last reject event of this reason was written (0 none) */
+    int64_t pending;     /* rejections since, not yet in an event */
+    int64_t learner;     /* the first pending one's learner id (-1 unknown) */
+    int64_t incarnation; /* ... its incarnation */
+    int64_t fragment;    /* ... its fragment (-1 none) */
+    char detail[200];    /* ... its detail */
+} reject_agg;
+
 typedef struct frag_round {
     round_state state;
+    norm_hist norms;         /* accepted contributions' norms */
     contrib c[MAX_LEARNERS]; /* held contributions, [0, n) */
     int n;                   /* contributions held */
     int64_t opened_ms;       /* mono ms of the first contribution */
@@ -192,6 +219,7 @@ struct syncer {
     pthread_t worker;     /* eval, checkpoints */
     int ticker_started;   /* 1 once ticker and worker run */
     int64_t start_ms;     /* mono ms at start */
+    int64_t ckpt_event_seq; /* event seq the restored checkpoint was taken at (0: none) */
 
     /* ---- shared state (under mu) ---- */
     pthread_mutex_t mu;
@@ -209,6 +237,8 @@ struct syncer {
     int64_t bytes_in;                   /* tensor bytes received */
     int64_t bytes_out;                  /* tensor bytes sent */
     int64_t rejects[PROTO_R_COUNT];     /* by reason */
+    reject_agg ragg[PROTO_R_COUNT];     /* rejections not yet logged, by reason */
+    int64_t *pull_step;                 /* [MAX_LEARNERS * P] learner's reported step at its last pull of p */
     int64_t accepted_total;             /* accepted contributions/gradients */
     double eval_loss;                   /* nats, NAN before the first eval */
     int64_t eval_merges;                /* merges at the last eval */
@@ -328,36 +358,69 @@ static int reason_status(proto_reason r)
     }
 }
 
+/* Write the reject event of reason r for its pending rejections (mu held). */
+static void reject_flush(syncer *s, proto_reason r, int64_t now)
+{
+    reject_agg *a = &s->ragg[r];
+    if (a->pending == 0)
+        return;
+    events_emit(s->ev, "reject",
+                json_pack("{s:I, s:I, s:I, s:s, s:s, s:I}", "learner", (json_int_t)a->learner, "incarnation",
+                          (json_int_t)a->incarnation, "fragment", (json_int_t)a->fragment, "reason",
+                          proto_reason_name(r), "detail", a->detail, "count", (json_int_t)a->pending));
+    cx_warn("reject learner=%lld incarnation=%lld fragment=%lld reason=%s count=%lld: %s",
+            (long long)a->learner, (long long)a->incarnation, (long long)a->fragment, proto_reason_name(r),
+            (long long)a->pending, a->detail);
+    a->pending = 0;
+    a->window_ms = now;
+}
+
+/* Flush every reason whose interval is over (mu held; the ticker, and
+ * syncer_free with force). */
+static void reject_flush_due(syncer *s, int64_t now, int force)
+{
+    for (int r = 1; r < PROTO_R_COUNT; r++)
+        if (s->ragg[r].pending > 0 && (force || now - s->ragg[r].window_ms >= REJECT_EVENT_MS))
+            reject_flush(s, (proto_reason)r, now);
+}
+
+/* Count a rejection and log it (mu held): the first of a reason in an
+ * interval is written at once, the others are counted into one event when
+ * the interval ends, so a flood of bad requests grows events.jsonl and the
+ * log by O(1) lines per second. */
+static void reject_note(syncer *s, proto_reason r, int64_t learner, int64_t inc, int64_t fragment,
+                        const char *detail)
+{
+    int64_t now = cx_mono_ms();
+    reject_agg *a = &s->ragg[r];
+    s->rejects[r]++;
+    int slot = learner >= 0 ? find_slot(s, learner) : -1;
+    if (slot >= 0)
+        s->learners[slot].rejected++;
+    if (a->pending++ == 0) {
+        a->learner = learner;
+        a->incarnation = inc;
+        a->fragment = fragment;
+        snprintf(a->detail, sizeof a->detail, "%s", detail);
+    }
+    if (a->window_ms == 0 || now - a->window_ms >= REJECT_EVENT_MS)
+        reject_flush(s, r, now);
+}
+
 /* Count, log and answer a rejection (called with mu held or not: takes it). */
 static void reject(syncer *s, cx_http_resp *resp, proto_reason r, int64_t learner, int64_t inc,
                    int64_t fragment, const char *detail, int locked)
 {
     if (!locked)
         pthread_mutex_lock(&s->mu);
-    s->rejects[r]++;
-    int slot = learner >= 0 ? find_slot(s, learner) : -1;
-    if (slot >= 0)
-        s->learners[slot].rejected++;
-    if (!locked)
-        pthread_mutex_unlock(&s->mu);
-    json_t *f =
-        json_pack("{s:I, s:I, s:I, s:s, s:s}", "learner", (json_int_t)learner, "incarnation", (json_int_t)inc,
-                  "fragment", (json_int_t)fragment, "reason", proto_reason_name(r), "detail", detail);
-    events_emit(s->ev, "reject", f);
-    cx_warn("reject learner=%lld incarnation=%lld fragment=%lld reason=%s: %s", (long long)learner,
-            (long long)inc, (long long)fragment, proto_reason_name(r), detail);
+    reject_note(s, r, learner, inc, fragment, detail);
     json_t *body = json_pack("{s:s, s:i, s:s}", "error", detail, "status", reason_status(r), "reason",
                              proto_reason_name(r));
-    if (r == PROTO_R_STALE_VERSION || r == PROTO_R_STALE_INCARNATION) {
-        /* tell the learner where the syncer is */
-        if (fragment >= 0 && fragment < s->P) {
-            if (!locked)
-                pthread_mutex_lock(&s->mu);
-            json_object_set_new(body, "version", json_integer(s->versions[fragment]));
-            if (!locked)
-                pthread_mutex_unlock(&s->mu);
-        }
-    }
+    /* tell the learner where the syncer is */
+    if ((r == PROTO_R_STALE_VERSION || r == PROTO_R_STALE_INCARNATION) && fragment >= 0 && fragment < s->P)
+        json_object_set_new(body, "version", json_integer(s->versions[fragment]));
+    if (!locked)
+        pthread_mutex_unlock(&s->mu);
     cx_http_reply_json(resp, reason_status(r), body);
 }
 
@@ -572,7 +635,8 @@ static int round_merge(syncer *s, int p, const char *why)
     }
     /* a contribution's tokens were trained on the whole model; this merge
      * moves 1/P of it, so the run's merged-token count grows by tokens/P */
-    s->tokens_frag_raw += tokens;
+    if (__builtin_add_overflow(s->tokens_frag_raw, tokens, &s->tokens_frag_raw))
+        s->tokens_frag_raw = INT64_MAX; /* unreachable with bounded claims; saturate, never wrap */
     s->tokens_merged = s->tokens_frag_raw / s->P;
     for (int i = 0; i < r->n; i++) {
         learner_rec *l = &s->learners[r->c[i].slot];
@@ -703,7 +767,8 @@ static void ddp_complete(syncer *s, const char *why)
                 json_pack("{s:i, s:I, s:I, s:o, s:f, s:f, s:s, s:s, s:I}", "fragment", -1, "version",
                           (json_int_t)s->versions[0], "step", (json_int_t)t, "participants", parts,
                           "grace_ms", 0.0, "update_norm", merge_l2norm(s->ddp_mean, s->n), "mode",
-                          mode_name(s), "trigger", why, "bytes", (json_int_t)((int64_t)count * (int64_t)s->n * 4)));
+                          mode_name(s), "trigger", why, "bytes",
+                          (json_int_t)((int64_t)count * (int64_t)s->n * 4)));
     if (t % 50 == 0)
         cx_info("ddp step=%lld participants=%d trigger=%s lr=%.3g", (long long)t, count, why, lr);
     note_merge(s, -1, s->versions[0], ids, k);
@@ -773,6 +838,25 @@ static json_t *fragments_json(syncer *s)
     return a;
 }
 
+/* 0 when lo <= v <= hi, else a 400 naming the call and the field. */
+static int check_field(cx_http_resp *resp, const char *call, const char *field, int64_t v, int64_t lo,
+                       int64_t hi)
+{
+    if (v >= lo && v <= hi)
+        return 0;
+    cx_http_reply_error(resp, 400, "%s: field '%s' is %lld, expected %lld..%lld", call, field, (long long)v,
+                        (long long)lo, (long long)hi);
+    return -1;
+}
+
+static int check_real(cx_http_resp *resp, const char *call, const char *field, double v, double lo, double hi)
+{
+    if (isfinite(v) && v >= lo && v <= hi)
+        return 0;
+    cx_http_reply_error(resp, 400, "%s: field '%s' is %g, expected %g..%g", call, field, v, lo, hi);
+    return -1;
+}
+
 /* ---- syncer: POST /v1/join ---- */
 
 static int h_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
@@ -790,13 +874,22 @@ static int h_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         return 0;
     }
     json_decref(body);
-    if (id < 0 || id > PROTO_MAX_LEARNER_ID || inc < 0 || step < 0) {
-        cx_http_reply_error(resp, 400, "body: learner must be 0..%d, incarnation and step >= 0",
-                            PROTO_MAX_LEARNER_ID);
+    if (check_field(resp, "join", "learner", id, 0, PROTO_MAX_LEARNER_ID) ||
+        check_field(resp, "join", "incarnation", inc, 0, INT64_MAX / 2) ||
+        check_field(resp, "join", "step", step, 0, CONFIG_STEPS_MAX))
         return 0;
-    }
     pthread_mutex_lock(&s->mu);
     int slot = find_slot(s, id);
+    /* an incarnation grows by at most INCARNATION_MAX_STEP per join, so one
+     * request cannot push a learner id out of reach (nor near overflow) */
+    int64_t cur = slot >= 0 ? s->learners[slot].incarnation : 0;
+    if (inc > cur + INCARNATION_MAX_STEP) {
+        pthread_mutex_unlock(&s->mu);
+        cx_http_reply_error(
+            resp, 400, "join: field 'incarnation' is %lld, more than %d above learner %lld's current %lld",
+            (long long)inc, INCARNATION_MAX_STEP, (long long)id, (long long)cur);
+        return 0;
+    }
     if (slot < 0) {
         int known = 0;
         for (int i = 0; i < MAX_LEARNERS; i++)
@@ -814,8 +907,12 @@ static int h_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         memset(&s->learners[slot], 0, sizeof s->learners[slot]);
         s->learners[slot].id = id;
         s->learners[slot].ddp_arrived = s->learners[slot].ddp_dropped = -1;
+        s->learners[slot].batch = s->cfg.batch;
+        s->learners[slot].steps_total = s->cfg.steps;
     }
     learner_rec *l = &s->learners[slot];
+    for (int p = 0; p < s->P; p++) /* it pulls every fragment after a join */
+        s->pull_step[slot * s->P + p] = step;
     int64_t new_inc = (l->incarnation > inc ? l->incarnation : inc) + 1;
     l->incarnation = new_inc;
     l->state = LS_ACTIVE;
@@ -877,20 +974,35 @@ static int h_heartbeat(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
     json_t *body;
-    json_int_t id = -1, inc = 0, step = 0, tokens = 0, t_real_ms = 0, cursor = 0;
+    json_int_t id = -1, inc = 0, step = 0, tokens = 0, t_real_ms = 0, cursor = 0, batch = -1,
+               steps_total = -1;
     double loss = 0, step_ms = 0;
     char err[CX_ERRLEN];
     int slot;
     if (cx_http_body_json(req, resp, 0, &body) != 0)
         return 0;
-    if (cx_json_unpack(body, "body", err, sizeof err, "{s:I, s:I, s:I, s:F, s:I, s:F, s:I, s?I}", "learner",
-                       &id, "incarnation", &inc, "step", &step, "train_loss", &loss, "tokens", &tokens,
-                       "step_ms", &step_ms, "t_real_ms", &t_real_ms, "cursor", &cursor) != 0) {
+    if (cx_json_unpack(body, "body", err, sizeof err, "{s:I, s:I, s:I, s:F, s:I, s:F, s:I, s?I, s?I, s?I}",
+                       "learner", &id, "incarnation", &inc, "step", &step, "train_loss", &loss, "tokens",
+                       &tokens, "step_ms", &step_ms, "t_real_ms", &t_real_ms, "cursor", &cursor, "batch",
+                       &batch, "steps_total", &steps_total) != 0) {
         json_decref(body);
         cx_http_reply_error(resp, 400, "%s", err);
         return 0;
     }
     json_decref(body);
+    /* every field in range before any arithmetic on it (the skew below) */
+    if (check_field(resp, "heartbeat", "learner", id, 0, PROTO_MAX_LEARNER_ID) ||
+        check_field(resp, "heartbeat", "incarnation", inc, 1, INT64_MAX / 2) ||
+        check_field(resp, "heartbeat", "step", step, 0, CONFIG_STEPS_MAX) ||
+        check_field(resp, "heartbeat", "tokens", tokens, 0, CONFIG_STEPS_MAX * CONFIG_BATCH_MAX) ||
+        check_field(resp, "heartbeat", "t_real_ms", t_real_ms, 0, T_REAL_MAX_MS) ||
+        check_field(resp, "heartbeat", "cursor", cursor, 0, INT64_MAX / 2) ||
+        (batch != -1 && check_field(resp, "heartbeat", "batch", batch, 1, CONFIG_BATCH_MAX)) ||
+        (steps_total != -1 &&
+         check_field(resp, "heartbeat", "steps_total", steps_total, 1, CONFIG_STEPS_MAX)) ||
+        check_real(resp, "heartbeat", "train_loss", loss, 0, 1e9) ||
+        check_real(resp, "heartbeat", "step_ms", step_ms, 0, 1e9))
+        return 0;
     int64_t skew = t_real_ms - cx_real_ns() / 1000000;
     pthread_mutex_lock(&s->mu);
     proto_reason r = check_learner(s, id, inc, &slot);
@@ -907,6 +1019,10 @@ static int h_heartbeat(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     l->train_loss = loss;
     l->step_ms = step_ms;
     l->clock_skew_ms = skew;
+    if (batch > 0)
+        l->batch = batch;
+    if (steps_total > 0)
+        l->steps_total = steps_total;
     int64_t now = cx_mono_ms();
     int emit = now - l->last_hb_event_ms >= 1000;
     if (emit)
@@ -1046,6 +1162,7 @@ static int h_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         int slot;
         if (check_learner(s, h.learner, h.incarnation, &slot) == PROTO_OK) {
             touch(s, slot);
+            s->pull_step[slot * s->P + p] = s->learners[slot].step;
             record = 1;
         }
     }
@@ -1139,6 +1256,124 @@ static int h_versions(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 
 /* ---- syncer: POST /v1/fragments/{p}/contributions ---- */
 
+/* PROTO_OK when the tokens/steps claim of a contribution to fragment p is
+ * possible (mu held): no more steps than the learner's run has left after
+ * the step it reported when it last pulled p (+ H of slack: reported steps
+ * lag, which only loosens the bound), no more tokens than its batch per
+ * step. Both bounds keep every sum of claims far from overflow. */
+static proto_reason claim_check(syncer *s, int slot, int p, const proto_hdr *h, char *why, size_t len)
+{
+    const learner_rec *l = &s->learners[slot];
+    int64_t since = s->pull_step[slot * s->P + p];
+    int64_t left = l->steps_total > since ? l->steps_total - since : 0;
+    int64_t max_steps = left + s->cfg.H;
+    if (h->steps > max_steps) {
+        snprintf(why, len,
+                 "header %s is %lld: learner %lld cannot have trained more than %lld steps since it pulled "
+                 "fragment %d (at step %lld of %lld, +H)",
+                 PROTO_H_STEPS, (long long)h->steps, (long long)l->id, (long long)max_steps, p,
+                 (long long)since, (long long)l->steps_total);
+        return PROTO_R_CLAIM;
+    }
+    if (h->tokens > h->steps * l->batch) { /* steps <= CONFIG_STEPS_MAX + H: no overflow */
+        snprintf(why, len, "header %s is %lld, more than %s %lld x batch %lld", PROTO_H_TOKENS,
+                 (long long)h->tokens, PROTO_H_STEPS, (long long)h->steps, (long long)l->batch);
+        return PROTO_R_CLAIM;
+    }
+    return PROTO_OK;
+}
+
+static double ring_median(const double *ring, int64_t n)
+{
+    double v[NORM_SAMPLES];
+    int k = n < NORM_SAMPLES ? (int)n : NORM_SAMPLES;
+    memcpy(v, ring, (size_t)k * sizeof v[0]);
+    for (int i = 1; i < k; i++) /* insertion sort: k <= 32 */
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
+}
+
+/* PROTO_OK when the per-step norms of a contribution (L2 / steps and
+ * max-abs / steps) are within cfg.norm_bound x the medians of fragment p's
+ * last NORM_SAMPLES accepted ones (mu held). Per step, because a delta
+ * grows with the steps it covers (a learner back after a long partition).
+ * No bound before NORM_WARMUP accepted, with norm_bound 0, or while a
+ * median is 0. */
+static proto_reason norm_check(syncer *s, int p, double l2, double maxabs, char *why, size_t len)
+{
+    const norm_hist *nh = &s->rounds[p].norms;
+    double b = s->cfg.norm_bound;
+    if (b <= 0 || nh->n < NORM_WARMUP)
+        return PROTO_OK;
+    double ml2 = ring_median(nh->l2, nh->n), mmax = ring_median(nh->maxabs, nh->n);
+    int k = nh->n < NORM_SAMPLES ? (int)nh->n : NORM_SAMPLES;
+    if (ml2 > 0 && l2 > b * ml2) {
+        snprintf(why, len, "L2 norm per step %.4g is more than %g x the median %.4g of fragment %d's last %d",
+                 l2, b, ml2, p, k);
+        return PROTO_R_NORM;
+    }
+    if (mmax > 0 && maxabs > b * mmax) {
+        snprintf(why, len, "max-abs per step %.4g is more than %g x the median %.4g of fragment %d's last %d",
+                 maxabs, b, mmax, p, k);
+        return PROTO_R_NORM;
+    }
+    return PROTO_OK;
+}
+
+static void norm_add(syncer *s, int p, double l2, double maxabs)
+{
+    norm_hist *nh = &s->rounds[p].norms;
+    nh->l2[nh->n % NORM_SAMPLES] = l2;
+    nh->maxabs[nh->n % NORM_SAMPLES] = maxabs;
+    nh->n++;
+}
+
+static double max_abs(const float *v, size_t n)
+{
+    float m = 0;
+    for (size_t i = 0; i < n; i++)
+        m = fabsf(v[i]) > m ? fabsf(v[i]) : m;
+    return m;
+}
+
+/* Whether a well-formed contribution to fragment p may join its round
+ * (mu held): a current learner, a base version the mode accepts, a
+ * possible claim and a bounded norm. PROTO_OK and *slot, or the reason with
+ * the detail in why. */
+static proto_reason admit(syncer *s, int p, const proto_hdr *h, double l2, double mx, int *slot, char *why,
+                          size_t len)
+{
+    proto_reason r = check_learner(s, h->learner, h->incarnation, slot);
+    int64_t version = s->versions[p], lag = version - h->base_version;
+    if (r != PROTO_OK) {
+        snprintf(why, len, "%s: learner %lld incarnation %lld", proto_reason_name(r), (long long)h->learner,
+                 (long long)h->incarnation);
+        return r;
+    }
+    if (h->base_version > version) {
+        snprintf(why, len, "base version %lld is newer than the syncer's %lld", (long long)h->base_version,
+                 (long long)version);
+        return PROTO_R_STALE_VERSION;
+    }
+    if (s->cfg.mode == CONFIG_MODE_DILOCO && lag != 0) {
+        snprintf(why, len, "diloco round %lld is closed (current version %lld)", (long long)h->base_version,
+                 (long long)version);
+        return PROTO_R_STALE_VERSION;
+    }
+    if (lag > s->cfg.max_staleness) {
+        snprintf(why, len, "base version %lld is %lld behind %lld (max staleness %lld)",
+                 (long long)h->base_version, (long long)lag, (long long)version,
+                 (long long)s->cfg.max_staleness);
+        return PROTO_R_STALE_VERSION;
+    }
+    r = claim_check(s, *slot, p, h, why, len);
+    return r != PROTO_OK ? r : norm_check(s, p, l2, mx, why, len);
+}
+
 static int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
@@ -1184,28 +1419,11 @@ static int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         reject(s, resp, PROTO_R_NONFINITE, h.learner, h.incarnation, p, why[0] ? why : "non-finite value", 0);
         return 0;
     }
+    double per = h.steps > 0 ? (double)h.steps : 1.0;
+    double l2 = merge_l2norm(delta, len) / per, mx = max_abs(delta, len) / per;
     pthread_mutex_lock(&s->mu);
-    r = check_learner(s, h.learner, h.incarnation, &slot);
     int64_t version = s->versions[p];
-    if (r == PROTO_OK) {
-        int64_t lag = version - h.base_version;
-        if (h.base_version > version)
-            r = PROTO_R_STALE_VERSION,
-            snprintf(why, sizeof why, "base version %lld is newer than the syncer's %lld",
-                     (long long)h.base_version, (long long)version);
-        else if (s->cfg.mode == CONFIG_MODE_DILOCO && lag != 0)
-            r = PROTO_R_STALE_VERSION,
-            snprintf(why, sizeof why, "diloco round %lld is closed (current version %lld)",
-                     (long long)h.base_version, (long long)version);
-        else if (lag > s->cfg.max_staleness)
-            r = PROTO_R_STALE_VERSION,
-            snprintf(why, sizeof why, "base version %lld is %lld behind %lld (max staleness %lld)",
-                     (long long)h.base_version, (long long)lag, (long long)version,
-                     (long long)s->cfg.max_staleness);
-    } else {
-        snprintf(why, sizeof why, "%s: learner %lld incarnation %lld", proto_reason_name(r),
-                 (long long)h.learner, (long long)h.incarnation);
-    }
+    r = admit(s, (int)p, &h, l2, mx, &slot, why, sizeof why);
     if (r != PROTO_OK) {
         s->bytes_in += (int64_t)req->body_len;
         free(delta);
@@ -1214,6 +1432,7 @@ static int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         return 0;
     }
     touch(s, slot);
+    norm_add(s, (int)p, l2, mx);
     s->bytes_in += (int64_t)req->body_len;
     s->learners[slot].accepted++;
     s->accepted_total++;
@@ -1704,6 +1923,7 @@ static void *ticker_main(void *arg)
                                       (json_int_t)l->incarnation, "reason", "absent"));
             }
         }
+        reject_flush_due(s, now, 0);
         if (is_ddp(s))
             ddp_check(s, now);
         else
@@ -1810,8 +2030,11 @@ static int restore(syncer *s, char *err, size_t errlen)
         l->state = LS_ABSENT; /* until it is heard from */
         l->last_seen_ms = cx_mono_ms();
         l->ddp_arrived = l->ddp_dropped = -1;
+        l->batch = s->cfg.batch;
+        l->steps_total = s->cfg.steps;
     }
     events_set_seq_floor(s->ev, c.event_seq);
+    s->ckpt_event_seq = c.event_seq;
     cx_info("restored checkpoint generation=%lld merges=%lld ddp_step=%lld", (long long)c.generation,
             (long long)c.merges, (long long)c.ddp_step);
     ckpt_syncer_cleanup(&c);
@@ -1819,7 +2042,10 @@ static int restore(syncer *s, char *err, size_t errlen)
 }
 
 /* Versions never go backwards: merges published after the checkpoint (and
- * lost with the process) were logged; restart above them. */
+ * lost with the process) were logged; restart above them. Only the events
+ * after the checkpoint's seq are read (events_foreach_file bisects to
+ * them), so a restart costs the history since the last checkpoint, not the
+ * run's. */
 static void bump_versions(syncer *s)
 {
     seen_versions sv = {calloc((size_t)s->P, sizeof(int64_t)), s->P, -1};
@@ -1827,7 +2053,7 @@ static void bump_versions(syncer *s)
         return;
     for (int p = 0; p < s->P; p++)
         sv.v[p] = -1;
-    events_foreach_file(s->ev, scan_event, &sv);
+    events_foreach_file(s->ev, s->ckpt_event_seq, "merge", scan_event, &sv);
     for (int p = 0; p < s->P; p++) {
         int64_t seen = is_ddp(s) ? sv.ddp : sv.v[p];
         if (seen >= s->versions[p]) {
@@ -1896,7 +2122,9 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
     s->versions = calloc((size_t)s->P, sizeof(int64_t));
     s->rounds = calloc((size_t)s->P, sizeof *s->rounds);
     s->hist = calloc((size_t)s->P, sizeof *s->hist);
-    if (!s->eval_in || !s->eval_tg || !s->theta || !s->momentum || !s->versions || !s->rounds || !s->hist) {
+    s->pull_step = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->pull_step);
+    if (!s->eval_in || !s->eval_tg || !s->theta || !s->momentum || !s->versions || !s->rounds || !s->hist ||
+        !s->pull_step) {
         cx_fail(err, errlen, CX_ENOMEM, "out of memory");
         goto fail;
     }
@@ -1948,9 +2176,10 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
     for (int p = 0; p < s->P; p++)
         json_array_append_new(vers, json_integer(s->versions[p]));
     events_emit(s->ev, "start",
-                json_pack("{s:s, s:b, s:I, s:o, s:I, s:I}", "mode", mode_name(s), "restored", restored,
+                json_pack("{s:s, s:b, s:I, s:o, s:I, s:I, s:I}", "mode", mode_name(s), "restored", restored,
                           "merges", (json_int_t)s->merges, "versions", vers, "learners",
-                          (json_int_t)s->cfg.learners, "n_params", (json_int_t)s->n));
+                          (json_int_t)s->cfg.learners, "n_params", (json_int_t)s->n, "log_bytes_read",
+                          (json_int_t)events_read_bytes(s->ev)));
     cx_info("model mlp params=%zu fragments=%d data=%s loss_floor=%.4f nats", s->n, s->P,
             data_source_describe(s->data), s->entropy_floor);
     run_eval(s);
@@ -2013,6 +2242,11 @@ void syncer_free(syncer *s)
         pthread_join(s->worker, NULL);
     }
     cx_http_server_free(s->http);
+    if (s->ev) {
+        pthread_mutex_lock(&s->mu);
+        reject_flush_due(s, cx_mono_ms(), 1);
+        pthread_mutex_unlock(&s->mu);
+    }
     if (was_running) {
         if (s->eval_pending)
             run_eval(s);
@@ -2030,6 +2264,7 @@ void syncer_free(syncer *s)
         free(s->hist[p].resid);
     }
     free(s->hist);
+    free(s->pull_step);
     events_free(s->ev);
     model_free(s->eval_model);
     data_source_free(s->data);

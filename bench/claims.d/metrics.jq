@@ -42,7 +42,8 @@ def metrics:
       uptime: (if $span > 0 then 1 - $down / $span else null end),
       contributions: ([$e[] | select(.type == "contribution")] | length),
       contribution_bytes: ([$e[] | select(.type == "contribution") | .bytes | numbers] | add // 0),
-      rejects: ([$e[] | select(.type == "reject") | .reason] | group_by(.) | map({key: .[0], value: length}) | from_entries),
+      # reject events are aggregated per reason per second: .count says how many each stands for
+      rejects: ([$e[] | select(.type == "reject") | {reason, n: (.count // 1)}] | group_by(.reason) | map({key: .[0].reason, value: (map(.n) | add)}) | from_entries),
       joins: ($joins | length),
       goodput: $s.goodput,
       bytes_per_token: $s.bytes_per_token,

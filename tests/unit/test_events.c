@@ -129,3 +129,66 @@ Test(events, seq_floor_from_a_checkpoint)
     cr_assert_eq(events_emit(ev, "c", NULL), 42);
     events_free(ev);
 }
+
+static int count_events(void *ctx, json_t *e)
+{
+    int64_t *seen = ctx;
+    json_int_t s = json_integer_value(json_object_get(e, "seq"));
+    cr_assert_eq(s, seen[0] + 1, "in order, from the asked seq: %lld after %lld", (long long)s,
+                 (long long)seen[0]);
+    seen[0] = s;
+    seen[1]++;
+    return 0;
+}
+
+/* A long history: reopening reads the tail only, and reads of old events
+ * (the API, the start-up scan) find their start by bisection, with the
+ * same lines a full scan gives. */
+Test(events, reopen_and_old_reads_do_not_scan_the_history)
+{
+    char err[CX_ERRLEN];
+    events *ev = events_new(path, 16, err, sizeof err);
+    cr_assert(ev);
+    int n = 20000; /* ~2.4 MB, about ten times the recovery tail */
+    for (int i = 0; i < n; i++)
+        events_emit(ev, "heartbeat", json_pack("{s:i, s:s}", "i", i, "pad", "0123456789abcdef0123456789abcdef"));
+    events_free(ev);
+    FILE *f = fopen(path, "r");
+    cr_assert(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fclose(f);
+    ev = events_new(path, 16, err, sizeof err);
+    cr_assert(ev, "%s", err);
+    cr_assert_eq(events_last_seq(ev), n, "the last seq is found from the tail");
+    int64_t read = events_read_bytes(ev);
+    cr_assert_lt(read, size / 4, "reopen read %lld of %ld bytes", (long long)read, size);
+    cr_assert_eq(events_emit(ev, "start", NULL), n + 1);
+    /* every since, from the first line to past the last */
+    int64_t probes[] = {0, 1, 2, 777, 12345, n - 1, n, n + 1};
+    for (size_t k = 0; k < sizeof probes / sizeof probes[0]; k++) {
+        int64_t seen[2] = {probes[k], 0};
+        int64_t before = events_read_bytes(ev);
+        cr_assert_eq(events_foreach_file(ev, probes[k], NULL, count_events, seen), 0);
+        cr_assert_eq(seen[1], n + 1 - probes[k], "since %lld: %lld events", (long long)probes[k],
+                     (long long)seen[1]);
+        if (probes[k] > n / 2)
+            cr_assert_lt(events_read_bytes(ev) - before, size / 2, "since %lld read the whole file",
+                         (long long)probes[k]);
+        int64_t only[2] = {n, 0}; /* the one "start" event */
+        cr_assert_eq(events_foreach_file(ev, probes[k], "start", count_events, only), 0);
+        cr_assert_eq(only[1], probes[k] <= n ? 1 : 0, "type filter");
+        cx_buf out;
+        cx_buf_init(&out, 8 << 20);
+        cr_assert_eq(events_since(ev, probes[k], 100000, &out), 0);
+        cr_assert_eq(count_lines(out.data), n + 1 - probes[k]);
+        if (probes[k] <= n) {
+            char want[32];
+            snprintf(want, sizeof want, "{\"seq\":%lld,", (long long)probes[k] + 1);
+            cr_assert(strncmp(out.data, want, strlen(want)) == 0, "since %lld: %.40s", (long long)probes[k],
+                      out.data);
+        }
+        cx_buf_cleanup(&out);
+    }
+    events_free(ev);
+}

@@ -1,0 +1,425 @@
+/* test_syncer_bounds.c - issue 13's syncer findings as regressions, against
+ * a real syncer on 127.0.0.1: forged or overflowing integers get a 400
+ * naming the field and change nothing; token/step claims and contribution
+ * norms are bounded; a flood of bad requests grows events.jsonl by O(1)
+ * lines; a restart does not re-read the history; a decoupled learner exits
+ * promptly on SIGTERM with its checkpoint written. */
+#include "trainer_it.h"
+
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "common/crc32c.h"
+#include "trainer/protocol.h"
+
+/* ---- helpers ---- */
+
+typedef struct hdrs {
+    char lines[10][96];
+    const char *p[11];
+    int n;
+} hdrs;
+
+static void add(hdrs *h, const char *name, const char *fmt, long long v)
+{
+    char val[48];
+    snprintf(val, sizeof val, fmt, v); /* fmt takes one long long */
+    snprintf(h->lines[h->n], 96, "%s: %s", name, val);
+    h->p[h->n] = h->lines[h->n];
+    h->n++;
+    h->p[h->n] = NULL;
+}
+
+/* POST a contribution of d[0..len) to fragment 0 with these claims; the
+ * HTTP status, the answer's "reason" (or "") into reason. */
+static int contribute(tr_run *r, json_int_t inc, json_int_t base, long long tokens, long long steps,
+                      const float *d, size_t len, char *reason, size_t rlen)
+{
+    hdrs h = {.n = 0};
+    add(&h, PROTO_H_LEARNER, "%lld", 0);
+    add(&h, PROTO_H_INCARNATION, "%lld", (long long)inc);
+    add(&h, PROTO_H_FRAGMENT, "%lld", 0);
+    add(&h, PROTO_H_BASE_VERSION, "%lld", (long long)base);
+    add(&h, PROTO_H_TOKENS, "%lld", tokens);
+    add(&h, PROTO_H_STEPS, "%lld", steps);
+    add(&h, PROTO_H_CRC32C, "%08llx", (long long)cx_crc32c(0, d, len * 4));
+    snprintf(h.lines[h.n], 96, "%s: f32", PROTO_H_ENCODING);
+    h.p[h.n] = h.lines[h.n];
+    h.p[++h.n] = NULL;
+    cx_http_client *c = cx_http_client_new(r->url, NULL);
+    cx_http_result res;
+    char err[256];
+    cx_http_result_init(&res);
+    int rc = cx_http_do(c, "POST", "/v1/fragments/0/contributions", h.p, d, len * 4,
+                        "application/octet-stream", 10000, &res, err, sizeof err);
+    cr_assert_eq(rc, 0, "%s", err);
+    json_t *j = res.body.data ? json_loadb(res.body.data, res.body.len, 0, NULL) : NULL;
+    const char *why = json_string_value(json_object_get(j, "reason"));
+    snprintf(reason, rlen, "%s", why ? why : "");
+    int st = res.status;
+    if (st >= 400)
+        cr_log_info("contribution: HTTP %d %s", st, res.body.data ? res.body.data : "");
+    json_decref(j);
+    cx_http_result_cleanup(&res);
+    cx_http_client_free(c);
+    return st;
+}
+
+/* POST body (stolen) to path; the HTTP status, the error text into err. */
+static int post_json(tr_run *r, const char *path, json_t *body, char *err, size_t elen)
+{
+    char url[160];
+    int status = 0;
+    snprintf(url, sizeof url, "%s%s", r->url, path);
+    json_t *ans = it_http_json("POST", url, body, NULL, &status);
+    const char *e = json_string_value(json_object_get(ans, "error"));
+    snprintf(err, elen, "%s", e ? e : "");
+    json_decref(ans);
+    json_decref(body);
+    return status;
+}
+
+static json_int_t join0(tr_run *r, json_int_t inc, size_t *len)
+{
+    char url[160];
+    int status = 0;
+    snprintf(url, sizeof url, "%s/v1/join", r->url);
+    json_t *b = json_pack("{s:i, s:I}", "learner", 0, "incarnation", inc);
+    json_t *ans = it_http_json("POST", url, b, NULL, &status);
+    json_decref(b);
+    cr_assert_eq(status, 200);
+    json_int_t got = tr_int(ans, "incarnation");
+    if (len)
+        *len = (size_t)tr_int(json_array_get(json_object_get(ans, "fragments"), 0), "length");
+    json_decref(ans);
+    return got;
+}
+
+static json_int_t rejected(tr_run *r, const char *reason)
+{
+    json_t *st = tr_get(r, "/v1/status");
+    json_int_t n =
+        tr_int(json_object_get(json_object_get(st, "contributions"), "rejected_by_reason"), reason);
+    json_decref(st);
+    return n;
+}
+
+static json_int_t learner0_incarnation(tr_run *r)
+{
+    json_t *st = tr_get(r, "/v1/status");
+    json_int_t inc = tr_int(json_array_get(json_object_get(st, "learners"), 0), "incarnation");
+    json_decref(st);
+    return inc;
+}
+
+static json_int_t version0(tr_run *r)
+{
+    json_t *st = tr_get(r, "/v1/status");
+    json_int_t v = tr_int(json_array_get(json_object_get(st, "fragments"), 0), "version");
+    json_decref(st);
+    return v;
+}
+
+static long file_lines(const char *path, long *bytes)
+{
+    FILE *f = fopen(path, "r");
+    long n = 0, b = 0;
+    int c;
+    cr_assert(f, "%s", path);
+    while ((c = fgetc(f)) != EOF) {
+        n += c == '\n';
+        b++;
+    }
+    fclose(f);
+    if (bytes)
+        *bytes = b;
+    return n;
+}
+
+/* ---- checked integers at join and heartbeat ---- */
+
+Test(syncer_bounds, forged_integers_get_a_400_naming_the_field, .timeout = 60)
+{
+    tr_run r = {0};
+    const char *args[] = {"--mode", "diloco", "--learners", "2", "--fragments", "4", TR_MODEL, NULL};
+    tr_syncer_start(&r, "bounds-int", args);
+    char err[512];
+    struct {
+        json_int_t inc, step;
+        const char *field;
+    } joins[] = {
+        {INT64_MAX, 0, "incarnation"},                 /* once an ASan abort (signed overflow) */
+        {((json_int_t)1 << 62) - 1, 0, "incarnation"}, /* once locked the id out for good */
+        {1001, 0, "incarnation"},                      /* more than INCARNATION_MAX_STEP above 0 */
+        {0, -1, "step"},
+        {0, INT64_MAX, "step"},
+    };
+    for (size_t k = 0; k < sizeof joins / sizeof joins[0]; k++) {
+        int st = post_json(
+            &r, "/v1/join",
+            json_pack("{s:i, s:I, s:I}", "learner", 1, "incarnation", joins[k].inc, "step", joins[k].step),
+            err, sizeof err);
+        cr_assert_eq(st, 400, "join %zu: HTTP %d %s", k, st, err);
+        cr_assert(strstr(err, joins[k].field), "join %zu names '%s': %s", k, joins[k].field, err);
+    }
+    /* none of them took a seat: both learners still join */
+    json_t *st0 = tr_get(&r, "/v1/status");
+    cr_assert_eq(json_array_size(json_object_get(st0, "learners")), 0, "no seat taken by a refused join");
+    json_decref(st0);
+    json_int_t inc = join0(&r, 1000, NULL); /* the bound itself is accepted */
+    cr_assert_eq(inc, 1001);
+    cr_assert_eq(
+        post_json(&r, "/v1/join", json_pack("{s:i, s:i}", "learner", 1, "incarnation", 0), err, sizeof err),
+        200, "%s", err);
+
+    /* heartbeats: every field range-checked before the skew arithmetic */
+    struct {
+        const char *field;
+        json_int_t v;
+    } hb[] = {
+        {"t_real_ms", -INT64_MAX}, /* once an ASan abort */
+        {"t_real_ms", INT64_MAX},  {"step", -1},   {"tokens", -5},
+        {"tokens", INT64_MAX},     {"cursor", -1}, {"batch", 0},
+        {"steps_total", -3},
+    };
+    for (size_t k = 0; k < sizeof hb / sizeof hb[0]; k++) {
+        json_t *b = json_pack("{s:i, s:I, s:i, s:f, s:i, s:f, s:I, s:i}", "learner", 0, "incarnation", inc,
+                              "step", 3, "train_loss", 2.0, "tokens", 48, "step_ms", 5.0, "t_real_ms",
+                              (json_int_t)(cx_real_ns() / 1000000), "cursor", 48);
+        json_object_set_new(b, hb[k].field, json_integer(hb[k].v));
+        int st = post_json(&r, "/v1/heartbeat", b, err, sizeof err);
+        cr_assert_eq(st, 400, "heartbeat %s=%lld: HTTP %d %s", hb[k].field, (long long)hb[k].v, st, err);
+        cr_assert(strstr(err, hb[k].field), "names '%s': %s", hb[k].field, err);
+    }
+    json_t *b = json_pack("{s:i, s:I, s:i, s:f, s:i, s:f, s:I, s:i}", "learner", 0, "incarnation", inc,
+                          "step", 0, "train_loss", -1.0, "tokens", 0, "step_ms", 5.0, "t_real_ms",
+                          (json_int_t)(cx_real_ns() / 1000000), "cursor", 0);
+    cr_assert_eq(post_json(&r, "/v1/heartbeat", b, err, sizeof err), 400, "negative loss");
+    cr_assert(strstr(err, "train_loss"), "%s", err);
+    /* nothing changed: the learner's record is as the join left it */
+    json_t *st = tr_get(&r, "/v1/status");
+    json_t *l0 = json_array_get(json_object_get(st, "learners"), 0);
+    cr_assert_eq(tr_int(l0, "incarnation"), inc);
+    cr_assert_eq(tr_int(l0, "step"), 0);
+    cr_assert_eq(tr_int(l0, "tokens"), 0);
+    json_decref(st);
+    tr_done(&r);
+}
+
+/* ---- claims and norms of contributions ---- */
+
+Test(syncer_bounds, token_claims_and_huge_updates_are_refused, .timeout = 90)
+{
+    tr_run r = {0};
+    /* one learner in diloco: every accepted contribution merges at once */
+    const char *args[] = {"--mode", "diloco",  "--learners", "1",      "--fragments",
+                          "4",      "--steps", "600",        TR_MODEL, NULL};
+    tr_syncer_start(&r, "bounds-claims", args);
+    size_t len;
+    json_int_t inc = join0(&r, 0, &len);
+    float *d = calloc(len, sizeof(float));
+    cr_assert_not_null(d);
+    for (size_t i = 0; i < len; i++)
+        d[i] = 1e-3f * (float)((int)(i % 7) - 3);
+    char why[64];
+    json_int_t v = version0(&r);
+    /* the finding: weight 8.9e35 from one header; and sums that wrapped */
+    cr_assert_eq(contribute(&r, inc, v, 4611686018427387903LL, 24, d, len, why, sizeof why), 400);
+    cr_assert_str_eq(why, "claim");
+    cr_assert_eq(contribute(&r, inc, v, 384, 4611686018427387903LL, d, len, why, sizeof why), 400);
+    cr_assert_str_eq(why, "claim");
+    /* steps beyond the run's 600 (+H) since the pull */
+    cr_assert_eq(contribute(&r, inc, v, 16 * 700, 700, d, len, why, sizeof why), 400);
+    cr_assert_str_eq(why, "claim");
+    /* more tokens than batch (16) x steps */
+    cr_assert_eq(contribute(&r, inc, v, 24 * 16 + 1, 24, d, len, why, sizeof why), 400);
+    cr_assert_str_eq(why, "claim");
+    cr_assert_eq(rejected(&r, "claim"), 4);
+    cr_assert_eq(learner0_incarnation(&r), inc, "the learner keeps its seat and incarnation");
+    cr_assert_eq(version0(&r), v, "no merge from a refused claim");
+
+    /* warm-up: NORM_WARMUP honest contributions, each merged */
+    for (int k = 0; k < 4; k++) {
+        cr_assert_eq(contribute(&r, inc, version0(&r), 384, 24, d, len, why, sizeof why), 202, "%s", why);
+        cr_assert_eq(version0(&r), v + k + 1, "merged");
+    }
+    v = version0(&r);
+    double loss = tr_eval_loss(&r, NULL);
+    /* one finite 3e38 per element once made the fragment non-finite for good */
+    float *big = malloc(len * sizeof(float));
+    cr_assert_not_null(big);
+    for (size_t i = 0; i < len; i++)
+        big[i] = 3e38f;
+    cr_assert_eq(contribute(&r, inc, v, 384, 24, big, len, why, sizeof why), 400);
+    cr_assert_str_eq(why, "norm");
+    /* 20x the honest update in one element: max-abs bound */
+    for (size_t i = 0; i < len; i++)
+        big[i] = d[i];
+    big[len / 2] = 0.6f; /* 200x the honest max-abs */
+    cr_assert_eq(contribute(&r, inc, v, 384, 24, big, len, why, sizeof why), 400);
+    cr_assert_str_eq(why, "norm");
+    cr_assert_eq(rejected(&r, "norm"), 2);
+    cr_assert_eq(version0(&r), v, "nothing merged");
+    cr_assert_float_eq(tr_eval_loss(&r, NULL), loss, 1e-9, "the model is unchanged");
+    /* an honest one (a bit larger, well within 10x) still goes through */
+    for (size_t i = 0; i < len; i++)
+        big[i] = 3 * d[i];
+    cr_assert_eq(contribute(&r, inc, v, 384, 24, big, len, why, sizeof why), 202, "%s", why);
+    cr_assert_eq(version0(&r), v + 1);
+    double l2 = tr_final_eval(&r);
+    cr_assert(isfinite(l2), "the model stayed finite: %f", l2);
+    /* counted in /metrics too */
+    cx_http_client *c = cx_http_client_new(r.url, NULL);
+    cx_http_result res;
+    char err[256];
+    cx_http_result_init(&res);
+    cr_assert_eq(cx_http_do(c, "GET", "/metrics", NULL, NULL, 0, NULL, 5000, &res, err, sizeof err), 0);
+    cr_assert(
+        strstr(res.body.data, "chaosloco_syncer_contributions_total{result=\"rejected\",reason=\"norm\"} 2"),
+        "%s", res.body.data);
+    cr_assert(strstr(res.body.data,
+                     "chaosloco_syncer_contributions_total{result=\"rejected\",reason=\"claim\"} 4"));
+    cx_http_result_cleanup(&res);
+    cx_http_client_free(c);
+    free(big);
+    free(d);
+    tr_done(&r);
+}
+
+/* ---- the event log: bounded growth, restart reads the tail ---- */
+
+Test(syncer_bounds, a_flood_of_bad_requests_adds_o1_event_lines, .timeout = 90)
+{
+    tr_run r = {0};
+    const char *args[] = {"--mode", "diloco", "--learners", "1", "--fragments", "4", TR_MODEL, NULL};
+    tr_syncer_start(&r, "bounds-flood", args);
+    size_t len;
+    json_int_t inc = join0(&r, 0, &len);
+    float *d = calloc(len, sizeof(float));
+    cr_assert_not_null(d);
+    char path[700], why[64];
+    snprintf(path, sizeof path, "%s/events.jsonl", r.state);
+    cx_sleep_ms(200);
+    long before = file_lines(path, NULL);
+    int64_t t0 = cx_mono_ms();
+    int n = 600;
+    for (int k = 0; k < n; k++) /* a stale incarnation: rejected after the body is checked */
+        cr_assert_eq(contribute(&r, inc + 1, 0, 384, 24, d, len, why, sizeof why), 409);
+    int64_t secs = (cx_mono_ms() - t0) / 1000 + 1;
+    cx_sleep_ms(1500); /* the last interval's aggregate is written */
+    long after = file_lines(path, NULL);
+    cr_log_info("%d rejected requests in ~%lld s: events.jsonl grew by %ld lines", n, (long long)secs,
+                after - before);
+    /* one event per reason per second (+1 for the interval that was open) */
+    cr_assert_leq(after - before, secs + 2, "%ld lines for %d rejects in %lld s", after - before, n,
+                  (long long)secs);
+    cr_assert_eq(rejected(&r, "stale_incarnation"), n, "every reject still counted");
+    json_t *evs = tr_events(&r, 0);
+    json_int_t counted = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(evs, i, e) if (strcmp(tr_type(e), "reject") == 0) counted += tr_int(e, "count");
+    json_decref(evs);
+    cr_assert_eq(counted, n, "the aggregated events' counts add up");
+    free(d);
+    tr_done(&r);
+}
+
+/* Start event of the syncer's latest start (seq > since): its log_bytes_read. */
+static json_int_t last_start_read(tr_run *r, long long since)
+{
+    json_t *evs = tr_events(r, since);
+    json_int_t b = -1;
+    size_t i;
+    json_t *e;
+    json_array_foreach(evs, i, e) if (strcmp(tr_type(e), "start") == 0) b = tr_int(e, "log_bytes_read");
+    json_decref(evs);
+    return b;
+}
+
+Test(syncer_bounds, a_restart_does_not_reread_the_history, .timeout = 120)
+{
+    tr_run r = {0};
+    const char *args[] = {"--mode", "diloco", "--learners", "1", "--fragments", "4", TR_MODEL, NULL};
+    /* 200k lines (~30 MB) of history, as a long flood once left */
+    char *dir = it_mkdtemp("bounds-restart");
+    r.dir = NULL;
+    char state[700], path[760];
+    snprintf(state, sizeof state, "%s/syncer", dir);
+    mkdir(state, 0755);
+    snprintf(path, sizeof path, "%s/events.jsonl", state);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    int lines = 200000;
+    for (int k = 1; k <= lines; k++)
+        fprintf(f,
+                "{\"seq\":%d,\"t_real\":\"2026-01-01T00:00:00.000Z\",\"t_mono_ms\":%d,\"type\":\"reject\","
+                "\"learner\":0,\"incarnation\":7,\"fragment\":0,\"reason\":\"checksum\",\"detail\":\"crc32c "
+                "mismatch: header 00000001, body 9a3b2c1d\",\"count\":1}\n",
+                k, k);
+    fclose(f);
+    long size = 0;
+    file_lines(path, &size);
+    /* the run uses that state dir */
+    r.dir = dir;
+    snprintf(r.state, sizeof r.state, "%s", state);
+    r.nargs = 0;
+    r.args[r.nargs++] = "syncer";
+    r.args[r.nargs++] = "--listen";
+    r.args[r.nargs++] = "127.0.0.1:0";
+    r.args[r.nargs++] = "--state-dir";
+    r.args[r.nargs++] = r.state;
+    for (int i = 0; args[i]; i++)
+        r.args[r.nargs++] = args[i];
+    r.args[r.nargs] = NULL;
+    tr_syncer_start(&r, "unused", NULL);
+    /* first start, no checkpoint: recovery reads only the tail (the version
+     * scan, with no checkpoint to start from, reads all of it) */
+    json_t *evs = tr_events(&r, (long long)lines);
+    cr_assert_eq(tr_int(json_array_get(evs, 0), "seq"), lines + 1, "seq continues after the history");
+    json_decref(evs);
+    json_int_t first = last_start_read(&r, lines);
+    cr_log_info("history %ld bytes; first start (no checkpoint) read %lld bytes", size, (long long)first);
+    cr_assert_geq(first, size / 2, "the measure is real: a scan from seq 0 reads the file");
+    /* a clean stop writes the final checkpoint; the restart starts after it */
+    it_signal(r.syncer, SIGTERM, 0);
+    int st = it_wait_exit(r.syncer, 30000);
+    cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "clean stop (status %d)", st);
+    tr_syncer_start(&r, "unused", NULL);
+    json_int_t second = last_start_read(&r, lines);
+    cr_log_info("restart read %lld bytes of %ld", (long long)second, size);
+    cr_assert_geq(second, 1, "the restart read its tail");
+    cr_assert_leq(second, 1 << 20, "a restart reads the tail, not the %ld bytes of history", size);
+    /* old events are still served (bisection finds them) */
+    json_t *old = tr_events(&r, 190000);
+    cr_assert_eq(tr_int(json_array_get(old, 0), "seq"), 190001);
+    json_decref(old);
+    tr_done(&r);
+}
+
+/* ---- learner SIGTERM ---- */
+
+Test(syncer_bounds, a_decoupled_learner_exits_promptly_on_sigterm_with_its_checkpoint, .timeout = 120)
+{
+    tr_run r = {0};
+    const char *args[] = {
+        "--mode", "decoupled", "--learners", "1", "--steps", "100000", "--learner-checkpoint-every",
+        "0",      TR_MODEL,    NULL};
+    tr_syncer_start(&r, "bounds-sigterm", args);
+    pid_t a = tr_learner_start(&r, 0, NULL, NULL);
+    cr_assert_geq(tr_wait_merges(&r, 8, 60000), 8, "training runs");
+    char ckpt[2][760];
+    snprintf(ckpt[0], sizeof ckpt[0], "%s/learner0/learner.ckpt.a", r.dir);
+    snprintf(ckpt[1], sizeof ckpt[1], "%s/learner0/learner.ckpt.b", r.dir);
+    struct stat sb;
+    cr_assert(stat(ckpt[0], &sb) != 0 && stat(ckpt[1], &sb) != 0, "no checkpoint before the signal");
+    it_signal(a, SIGTERM, 0);
+    /* a liveness bound under the agent's 5 s stop grace, not a speed target */
+    int st = it_wait_exit(a, 4000);
+    if (st == -1)
+        it_dump_log(r.dir, "learner0");
+    cr_assert(st != -1, "the learner exited within 4 s of SIGTERM");
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit 0 (status %d)", st);
+    cr_assert(stat(ckpt[0], &sb) == 0 || stat(ckpt[1], &sb) == 0, "its SIGTERM checkpoint was written");
+    tr_done(&r);
+}
