@@ -908,6 +908,12 @@ static int h_end(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     char err[CX_ERRLEN], reason[sizeof s->end_reason];
     if (cx_http_body_json(req, resp, 1, &body) != 0)
         return 0;
+    json_t *jr = json_object_get(body, "reason");
+    if (jr && !json_is_string(jr)) {
+        json_decref(body);
+        cx_http_reply_error(resp, 400, "body: reason must be a string");
+        return 0;
+    }
     if (cx_json_unpack(body, "body", err, sizeof err, "{s?s}", "reason", &r) != 0) {
         json_decref(body);
         cx_http_reply_error(resp, 400, "%s", err);
