@@ -713,7 +713,7 @@ static void parse_doc(experiment *e, const json_t *doc, jv_diag *d)
 {
     static const char *const keys[] = {"$schema",   "title",        "description", "tags",  "seed",
                                        "topology",  "steady_state", "method",      "chaos", "stop_conditions",
-                                       "rollbacks", "verify",       "ci",          NULL};
+                                       "rollbacks", "verify",       "ci",          "horizon",    NULL};
     if (jv_check_keys(d, "$", doc, keys) < 0)
         return;
     const char *s;
@@ -773,6 +773,12 @@ static void parse_doc(experiment *e, const json_t *doc, jv_diag *d)
     if (get_array(d, "$", doc, "rollbacks", 0, &rb) == 1)
         parse_rollbacks(e, rb, d);
     parse_hyps(e, doc, "verify", &e->verify, &e->nverify, d);
+    json_t *hz = NULL;
+    if (get_object(d, "$", doc, "horizon", 0, &hz) == 1) {
+        static const char *const hkeys[] = {"min_tokens", NULL};
+        if (jv_check_keys(d, "$.horizon", hz, hkeys) == 0)
+            jv_get_int(d, "$.horizon", hz, "min_tokens", 0, 1, INT64_MAX, "a token count", &e->min_tokens);
+    }
     if (!e->nmethod && !e->chaos.enabled && !e->nverify && !e->nsteady && json_is_object(doc))
         jv_diag_add(d, "$", "expected at least one of method, chaos, steady_state, verify, got none");
 }

@@ -129,6 +129,7 @@ typedef struct experiment {
     char *mode;           /* training.mode (default "decoupled") */
     int quorum;           /* training.quorum (default 1) */
     int64_t steps;        /* training.steps, 0 when absent (syncer default) */
+    int64_t min_tokens;   /* horizon.min_tokens: tokens a run trains at least; 0 = M x steps x batch */
     char *attach_syncer;  /* topology.attach.syncer URL, NULL = launch locally */
     char **attach_agents; /* topology.attach.agents URLs (NULL entries where invalid) */
     int nattach_agents;   /* entries in attach_agents (== learners when valid) */
