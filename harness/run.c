@@ -106,6 +106,7 @@ typedef struct fired {
     int64_t start_mono; /* ms when sent */
     int64_t last_check; /* ms of the last heal check */
     int64_t healed_mono; /* ms its fault was seen healed (0: never, or it never ran) */
+    int64_t wait_since;  /* ms a method action first found its unit not running (0 none) */
 } fired;
 
 typedef struct agent_view {
@@ -800,6 +801,42 @@ static void maybe_restart_syncer(runner *r)
     cx_info("syncer restarted url=%s", topo_syncer_url(r->t));
 }
 
+/* A method action whose unit is not running (not started yet, restarting,
+ * finished) waits for it up to its wait_ms (if_not_running "wait"), or not at
+ * all ("skip"), then is skipped and the skip recorded (journal, events):
+ * never an error that aborts the run. Returns 1 when the action must not be
+ * sent now (f->fired stays 0 while waiting). */
+static int wait_for_unit(runner *r, int k, const char *state)
+{
+    sched_entry *se = &r->sched->entries[k];
+    fired *f = &r->fx[k];
+    int64_t now = cx_mono_ms();
+    if (!f->wait_since) {
+        f->wait_since = now;
+        if (se->wait_ms > 0)
+            cx_info("action %s: learner %d is %s; waiting up to %.1f s for it to run", se->name, se->learner,
+                    state, (double)se->wait_ms / 1000.0);
+    }
+    if (now - f->wait_since < se->wait_ms) {
+        f->fired = 0;
+        return 1;
+    }
+    char why[160];
+    if (se->wait_ms > 0)
+        snprintf(why, sizeof why, "unit %d was %s for %.1f s: skipped", se->learner, state,
+                 (double)se->wait_ms / 1000.0);
+    else
+        snprintf(why, sizeof why, "unit %d was %s: skipped (if_not_running \"skip\")", se->learner, state);
+    f->fired = f->skipped = f->healed = 1;
+    action_event(r, "skip", se, se->learner, NULL, why);
+    int64_t t = cx_real_ns();
+    json_t *out = json_pack("{s:s}", "skipped", why); /* not sent: "failed" in Chaos Toolkit's terms */
+    journal_add_action(r->j, 0, se->name, se->fault, se->learner, "failed", out, t, t);
+    json_decref(out);
+    cx_warn("action %s: %s", se->name, why);
+    return 1;
+}
+
 static void fire(runner *r, int k)
 {
     progress_end(r);
@@ -818,6 +855,8 @@ static void fire(runner *r, int k)
     int l = se->learner;
     f->fired = 1;
     f->start_mono = cx_mono_ms();
+    if (se->action >= 0 && !unit_running(&r->av[l]) && wait_for_unit(r, k, r->av[l].unit_state))
+        return;
     if (se->action < 0) {
         /* chaos draws keep the live floor at run time too */
         const char *skip = NULL;
@@ -859,6 +898,13 @@ static void fire(runner *r, int k)
     } else {
         char msg[CX_ERRLEN + 64];
         answer_error(ans, st, err, msg, sizeof msg);
+        if (se->action >= 0 && st == 409 && strstr(msg, "not running")) {
+            /* our view of the unit was stale: wait for it like above */
+            json_decref(ans);
+            snprintf(r->av[l].unit_state, sizeof r->av[l].unit_state, "restarting");
+            wait_for_unit(r, k, "not running");
+            return;
+        }
         f->healed = 1;
         action_event(r, "fail", se, l, NULL, msg);
         json_t *rec = json_object_get(ans, "fault");
