@@ -386,7 +386,7 @@ static void parse_action(experiment *e, int idx, const json_t *a, const char *pa
 {
     static const char *const keys[] = {"name",        "fault",  "targets",  "at_s", "at_outer_step", "after",
                                        "duration_ms", "params", "toxicity", "seed", "description",   "if_not_running",
-                                       "wait_s",      NULL};
+                                       "wait_s",      "until_end", NULL};
     exp_action *x = &e->method[idx];
     x->after = -1;
     x->toxicity = 1.0;
@@ -427,6 +427,7 @@ static void parse_action(experiment *e, int idx, const json_t *a, const char *pa
     }
     jv_get_int(d, path, a, "duration_ms", 1, 1, EXP_MAX_DURATION_MS, "a duration in ms", &x->duration_ms);
     parse_if_not_running(path, a, x, d);
+    jv_get_bool(d, path, a, "until_end", 0, &x->until_end);
     json_t *params = NULL;
     int rp = get_object(d, path, a, "params", 0, &params);
     x->params = rp == 1 ? json_deep_copy(params) : json_object();

@@ -75,6 +75,7 @@ typedef struct exp_action {
     int has_seed;          /* seed was given (a --seed override then keeps it) */
     int skip_if_not_running; /* if_not_running "skip": a unit not running when due is skipped at once */
     int64_t wait_ms;         /* if_not_running "wait" (default): how long to wait for the unit, ms */
+    int until_end;           /* the fault lasts until the run ends: the horizon does not wait for its heal */
 } exp_action;
 
 typedef enum exp_dist { EXP_DIST_FIXED, EXP_DIST_EXPONENTIAL, EXP_DIST_UNIFORM } exp_dist;

@@ -2,7 +2,8 @@
  *
  * The harness owns the training horizon: learners get a large --steps
  * budget and the runner ends the run (POST /v1/end on the syncer) once
- *   - every timeline entry (method action, chaos draw) fired and healed,
+ *   - every timeline entry (method action, chaos draw) fired and healed
+ *     (an until_end action only fired: it lasts until the run ends),
  *   - every verify hypothesis's window has closed (loss_continuity's
  *     recover_s and reintegration's join_s + merged_s after the heal of the
  *     fault on its learner, loss_target's by_s after the start), and
@@ -37,7 +38,7 @@ int horizon_window(const json_t *spec, const char *label, hz_window *w);
 typedef struct hz_progress {
     int64_t start_ms;       /* mono ms the run (its method) started */
     int64_t now_ms;         /* mono ms now (or when the run ended) */
-    int pending;            /* timeline entries not fired, or fired and not healed */
+    int pending;            /* timeline entries not fired, or fired and not healed (until_end: not fired) */
     const int64_t *heal_ms; /* [m] mono ms of the last heal of a fault on learner i (0 none) */
     int m;                  /* learners */
     int64_t any_heal_ms;    /* mono ms of the last heal of any fault (0 none) */

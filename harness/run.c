@@ -980,11 +980,13 @@ static void play_timeline(runner *r)
     maybe_restart_syncer(r);
 }
 
+/* Entries the horizon waits for: not fired yet, or fired and not healed
+ * (an until_end fault, once fired, lasts until the run ends instead). */
 static int pending_entries(runner *r)
 {
     int n = 0;
     for (int k = 0; k < r->sched->n; k++)
-        n += !r->fx[k].fired || (r->fx[k].ok && !r->fx[k].healed);
+        n += !r->fx[k].fired || (r->fx[k].ok && !r->fx[k].healed && !r->sched->entries[k].until_end);
     return n;
 }
 

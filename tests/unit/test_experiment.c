@@ -366,6 +366,27 @@ Test(experiment, if_not_running_wait_or_skip)
     expect_error(text, "$.method[0].wait_s: expected seconds");
 }
 
+/* until_end: a boolean; the fault lasts until the run ends. */
+Test(experiment, until_end_is_a_boolean)
+{
+    const char *head = "{\"title\": \"t\", \"topology\": {\"learners\": 2}, \"method\": [{\"name\": \"a\", "
+                       "\"fault\": \"pause\", \"targets\": {\"ids\": [0]}, \"at_s\": 1, \"duration_ms\": 5";
+    char text[512];
+    experiment *e = NULL;
+    jv_diag *d;
+    snprintf(text, sizeof text, "%s, \"until_end\": true}, {\"name\": \"b\", \"fault\": \"pause\", "
+             "\"targets\": {\"ids\": [1]}, \"at_s\": 1, \"duration_ms\": 5}]}", head);
+    int rc = load(text, 0, &e, &d);
+    if (rc != 0)
+        dump(d);
+    cr_assert_eq(rc, 0);
+    cr_assert(e->method[0].until_end && !e->method[1].until_end);
+    exp_free(e);
+    jv_diag_free(d);
+    snprintf(text, sizeof text, "%s, \"until_end\": 1}]}", head);
+    expect_error(text, "$.method[0].until_end: expected");
+}
+
 Test(experiment, every_error_is_collected)
 {
     experiment *e = NULL;
