@@ -367,10 +367,26 @@ static void targets_all(const experiment *e, exp_targets *t)
 
 /* ---- method ---- */
 
+/* What an action does when its unit is not running when it comes due:
+ * "wait" (default) up to wait_s (default EXP_WAIT_S), then skip; "skip" at once. */
+static void parse_if_not_running(const char *path, const json_t *a, exp_action *x, jv_diag *d)
+{
+    static const char *const choices[] = {"wait", "skip", NULL};
+    const char *m = "wait";
+    jv_get_string(d, path, a, "if_not_running", 0, choices, &m);
+    x->skip_if_not_running = m && strcmp(m, "skip") == 0;
+    double w = EXP_WAIT_S;
+    if (jv_get_number(d, path, a, "wait_s", 0, 0.0, EXP_MAX_DURATION_MS / 1000.0, "seconds", &w) == 1 &&
+        x->skip_if_not_running)
+        jv_diag_add(d, path, "wait_s is only meaningful with if_not_running \"wait\"");
+    x->wait_ms = (int64_t)(w * 1000.0);
+}
+
 static void parse_action(experiment *e, int idx, const json_t *a, const char *path, jv_diag *d)
 {
     static const char *const keys[] = {"name",        "fault",  "targets",  "at_s", "at_outer_step", "after",
-                                       "duration_ms", "params", "toxicity", "seed", "description",   NULL};
+                                       "duration_ms", "params", "toxicity", "seed", "description",   "if_not_running",
+                                       "wait_s",      "until_end", NULL};
     exp_action *x = &e->method[idx];
     x->after = -1;
     x->toxicity = 1.0;
@@ -410,6 +426,8 @@ static void parse_action(experiment *e, int idx, const json_t *a, const char *pa
         nonempty_string(d, path, a, "after", 1, &s);
     }
     jv_get_int(d, path, a, "duration_ms", 1, 1, EXP_MAX_DURATION_MS, "a duration in ms", &x->duration_ms);
+    parse_if_not_running(path, a, x, d);
+    jv_get_bool(d, path, a, "until_end", 0, &x->until_end);
     json_t *params = NULL;
     int rp = get_object(d, path, a, "params", 0, &params);
     x->params = rp == 1 ? json_deep_copy(params) : json_object();
@@ -713,7 +731,7 @@ static void parse_doc(experiment *e, const json_t *doc, jv_diag *d)
 {
     static const char *const keys[] = {"$schema",   "title",        "description", "tags",  "seed",
                                        "topology",  "steady_state", "method",      "chaos", "stop_conditions",
-                                       "rollbacks", "verify",       "ci",          NULL};
+                                       "rollbacks", "verify",       "ci",          "horizon",    NULL};
     if (jv_check_keys(d, "$", doc, keys) < 0)
         return;
     const char *s;
@@ -773,6 +791,12 @@ static void parse_doc(experiment *e, const json_t *doc, jv_diag *d)
     if (get_array(d, "$", doc, "rollbacks", 0, &rb) == 1)
         parse_rollbacks(e, rb, d);
     parse_hyps(e, doc, "verify", &e->verify, &e->nverify, d);
+    json_t *hz = NULL;
+    if (get_object(d, "$", doc, "horizon", 0, &hz) == 1) {
+        static const char *const hkeys[] = {"min_tokens", NULL};
+        if (jv_check_keys(d, "$.horizon", hz, hkeys) == 0)
+            jv_get_int(d, "$.horizon", hz, "min_tokens", 0, 1, INT64_MAX, "a token count", &e->min_tokens);
+    }
     if (!e->nmethod && !e->chaos.enabled && !e->nverify && !e->nsteady && json_is_object(doc))
         jv_diag_add(d, "$", "expected at least one of method, chaos, steady_state, verify, got none");
 }

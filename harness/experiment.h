@@ -33,6 +33,7 @@
 
 #define EXP_MAX_LEARNERS 256
 #define EXP_MAX_DURATION_MS (24LL * 3600 * 1000) /* the agent caps it lower (--max-duration-ms) */
+#define EXP_WAIT_S 30.0 /* default wait_s: how long an action waits for its unit to be running */
 
 enum exp_flags {
     EXP_CI = 1 << 0, /* apply the "ci" merge patch before validating */
@@ -72,6 +73,9 @@ typedef struct exp_action {
     int has_toxicity;      /* toxicity was given */
     uint64_t seed;         /* the fault's seed: given, else derived from the experiment seed */
     int has_seed;          /* seed was given (a --seed override then keeps it) */
+    int skip_if_not_running; /* if_not_running "skip": a unit not running when due is skipped at once */
+    int64_t wait_ms;         /* if_not_running "wait" (default): how long to wait for the unit, ms */
+    int until_end;           /* the fault lasts until the run ends: the horizon does not wait for its heal */
 } exp_action;
 
 typedef enum exp_dist { EXP_DIST_FIXED, EXP_DIST_EXPONENTIAL, EXP_DIST_UNIFORM } exp_dist;
@@ -129,6 +133,7 @@ typedef struct experiment {
     char *mode;           /* training.mode (default "decoupled") */
     int quorum;           /* training.quorum (default 1) */
     int64_t steps;        /* training.steps, 0 when absent (syncer default) */
+    int64_t min_tokens;   /* horizon.min_tokens: tokens a run trains at least; 0 = M x steps x batch */
     char *attach_syncer;  /* topology.attach.syncer URL, NULL = launch locally */
     char **attach_agents; /* topology.attach.agents URLs (NULL entries where invalid) */
     int nattach_agents;   /* entries in attach_agents (== learners when valid) */

@@ -59,6 +59,7 @@
 #include "common/proc.h"
 #include "dashboards/server.h"
 #include "harness/experiment.h"
+#include "harness/horizon.h"
 #include "harness/hypothesis.h"
 #include "harness/journal.h"
 #include "harness/report.h"
@@ -73,6 +74,7 @@
 #define STEADY_DEFAULT_S 30.0 /* steady-state deadline when no hypothesis says by_s */
 #define STOP_GRACE_MS 10000   /* SIGTERM grace per process at the end */
 #define PATHLEN 1024
+#define HZ_BUDGET_X 100 /* learners' --steps budget: x the file's steps (the harness ends the run) */
 
 /* The harness's own fault: SIGKILL (or TERM) the syncer, start it again. */
 #define RUN_SYNCER_FAULT EXP_SYNCER_RESTART
@@ -103,6 +105,8 @@ typedef struct fired {
     char fault_id[64];  /* the agent's id ("" none) */
     int64_t start_mono; /* ms when sent */
     int64_t last_check; /* ms of the last heal check */
+    int64_t healed_mono; /* ms its fault was seen healed (0: never, or it never ran) */
+    int64_t wait_since;  /* ms a method action first found its unit not running (0 none) */
 } fired;
 
 typedef struct agent_view {
@@ -165,6 +169,12 @@ typedef struct runner {
     char why[512];     /* abort or error reason */
     int steady_ok;     /* 1 steady state held (or none) */
     int training_over; /* 1 all learners done */
+    /* horizon (horizon.h) */
+    hz_window *hw;      /* [nverify] windows of the verify hypotheses */
+    int *hw_spec;       /* [nverify] the verify index of hw[i] */
+    int nhw;            /* windows */
+    int64_t min_tokens; /* tokens the run trains at least */
+    int end_sent;       /* 1 once POST /v1/end was sent (the horizon was reached) */
 } runner;
 
 #ifndef NDEBUG
@@ -568,7 +578,7 @@ static hyp_history *build_history(runner *r, int with_faults)
         /* Learners report tokens in heartbeats (<= 1 per second), so a short
          * run can end before the syncer heard of them: when every learner
          * finished, it trained at least steps x batch tokens. */
-        double nominal = r->training_over && r->batch > 0
+        double nominal = r->training_over && !r->end_sent && r->batch > 0
                              ? (double)r->m * (double)r->steps_target * (double)r->batch
                              : 0.0;
         if (nominal > tokens)
@@ -780,6 +790,7 @@ static void maybe_restart_syncer(runner *r)
     int rc = topo_syncer_start(r->t, 30000, err, sizeof err);
     r->syncer_down = 0;
     r->fx[r->syncer_entry].healed = 1;
+    r->fx[r->syncer_entry].healed_mono = cx_mono_ms();
     r->last_merge_mono = cx_mono_ms(); /* the no-merge clock restarts with the syncer */
     if (rc < 0) {
         emit_run(r, "syncer_restart_failed", err);
@@ -788,6 +799,42 @@ static void maybe_restart_syncer(runner *r)
     }
     emit_run(r, "syncer_restarted", topo_syncer_url(r->t));
     cx_info("syncer restarted url=%s", topo_syncer_url(r->t));
+}
+
+/* A method action whose unit is not running (not started yet, restarting,
+ * finished) waits for it up to its wait_ms (if_not_running "wait"), or not at
+ * all ("skip"), then is skipped and the skip recorded (journal, events):
+ * never an error that aborts the run. Returns 1 when the action must not be
+ * sent now (f->fired stays 0 while waiting). */
+static int wait_for_unit(runner *r, int k, const char *state)
+{
+    sched_entry *se = &r->sched->entries[k];
+    fired *f = &r->fx[k];
+    int64_t now = cx_mono_ms();
+    if (!f->wait_since) {
+        f->wait_since = now;
+        if (se->wait_ms > 0)
+            cx_info("action %s: learner %d is %s; waiting up to %.1f s for it to run", se->name, se->learner,
+                    state, (double)se->wait_ms / 1000.0);
+    }
+    if (now - f->wait_since < se->wait_ms) {
+        f->fired = 0;
+        return 1;
+    }
+    char why[160];
+    if (se->wait_ms > 0)
+        snprintf(why, sizeof why, "unit %d was %s for %.1f s: skipped", se->learner, state,
+                 (double)se->wait_ms / 1000.0);
+    else
+        snprintf(why, sizeof why, "unit %d was %s: skipped (if_not_running \"skip\")", se->learner, state);
+    f->fired = f->skipped = f->healed = 1;
+    action_event(r, "skip", se, se->learner, NULL, why);
+    int64_t t = cx_real_ns();
+    json_t *out = json_pack("{s:s}", "skipped", why); /* not sent: "failed" in Chaos Toolkit's terms */
+    journal_add_action(r->j, 0, se->name, se->fault, se->learner, "failed", out, t, t);
+    json_decref(out);
+    cx_warn("action %s: %s", se->name, why);
+    return 1;
 }
 
 static void fire(runner *r, int k)
@@ -808,6 +855,8 @@ static void fire(runner *r, int k)
     int l = se->learner;
     f->fired = 1;
     f->start_mono = cx_mono_ms();
+    if (se->action >= 0 && !unit_running(&r->av[l]) && wait_for_unit(r, k, r->av[l].unit_state))
+        return;
     if (se->action < 0) {
         /* chaos draws keep the live floor at run time too */
         const char *skip = NULL;
@@ -849,6 +898,13 @@ static void fire(runner *r, int k)
     } else {
         char msg[CX_ERRLEN + 64];
         answer_error(ans, st, err, msg, sizeof msg);
+        if (se->action >= 0 && st == 409 && strstr(msg, "not running")) {
+            /* our view of the unit was stale: wait for it like above */
+            json_decref(ans);
+            snprintf(r->av[l].unit_state, sizeof r->av[l].unit_state, "restarting");
+            wait_for_unit(r, k, "not running");
+            return;
+        }
         f->healed = 1;
         action_event(r, "fail", se, l, NULL, msg);
         json_t *rec = json_object_get(ans, "fault");
@@ -893,8 +949,10 @@ static void check_heals(runner *r)
         json_t *ans = NULL;
         cx_http_json(r->av[se->learner].http, "GET", path, NULL, &st, &ans, NULL, 0);
         const char *state = json_string_value(json_object_get(ans, "state"));
-        if ((st == 200 && state && strcmp(state, "active") != 0) || st == 404)
+        if ((st == 200 && state && strcmp(state, "active") != 0) || st == 404) {
             f->healed = 1;
+            f->healed_mono = now;
+        }
         json_decref(ans);
     }
 }
@@ -922,11 +980,13 @@ static void play_timeline(runner *r)
     maybe_restart_syncer(r);
 }
 
+/* Entries the horizon waits for: not fired yet, or fired and not healed
+ * (an until_end fault, once fired, lasts until the run ends instead). */
 static int pending_entries(runner *r)
 {
     int n = 0;
     for (int k = 0; k < r->sched->n; k++)
-        n += !r->fx[k].fired || (r->fx[k].ok && !r->fx[k].healed);
+        n += !r->fx[k].fired || (r->fx[k].ok && !r->fx[k].healed && !r->sched->entries[k].until_end);
     return n;
 }
 
@@ -1025,6 +1085,80 @@ static void progress_end(runner *r)
     }
 }
 
+/* ---- run: the horizon ---- */
+
+/* What horizon.h decides on, from what the runner saw. heal must hold m. */
+static void hz_fill(runner *r, int64_t *heal, hz_progress *p)
+{
+    memset(p, 0, sizeof *p);
+    p->start_ms = r->method_mono ? r->method_mono : r->start_mono;
+    p->now_ms = r->end_mono ? r->end_mono : cx_mono_ms();
+    p->pending = pending_entries(r);
+    p->heal_ms = heal;
+    p->m = r->m;
+    p->min_tokens = r->min_tokens;
+    for (int l = 0; l < r->m; l++)
+        heal[l] = 0;
+    for (int k = 0; k < r->sched->n; k++) {
+        int64_t h = r->fx[k].healed_mono;
+        int l = r->sched->entries[k].learner;
+        if (h > p->any_heal_ms)
+            p->any_heal_ms = h;
+        if (l >= 0 && l < r->m && h > heal[l])
+            heal[l] = h;
+        if (l < 0 && h > 0) /* the syncer's restart reopens every learner's window */
+            for (int i = 0; i < r->m; i++)
+                heal[i] = h > heal[i] ? h : heal[i];
+    }
+    json_t *ls = json_object_get(r->status, "learners"), *v;
+    size_t i;
+    json_array_foreach(ls, i, v) p->tokens += json_integer_value(json_object_get(v, "tokens"));
+}
+
+/* The run is long enough: tell the syncer to end it (learners finish,
+ * send, leave and exit 0; check_training_over then sees it). */
+static void maybe_end(runner *r)
+{
+    if (r->end_sent || r->syncer_down || !topo_launched(r->t))
+        return;
+    int64_t heal[EXP_MAX_LEARNERS];
+    hz_progress p;
+    char why[256];
+    hz_fill(r, heal, &p);
+    if (!horizon_done(r->hw, r->nhw, &p, why, sizeof why))
+        return;
+    json_t *body = json_pack("{s:s}", "reason", why), *ans = NULL;
+    int st = 0;
+    char err[CX_ERRLEN] = "";
+    cx_http_json(r->sy, "POST", "/v1/end", body, &st, &ans, err, sizeof err);
+    json_decref(body);
+    json_decref(ans);
+    if (st != 200) {
+        cx_warn("POST /v1/end: HTTP %d %s (will retry)", st, err);
+        return;
+    }
+    r->end_sent = 1;
+    progress_end(r);
+    emit_run(r, "end", why);
+    cx_info("horizon reached at t=%.1f s: %s", now_s_since(p.start_ms), why);
+}
+
+/* Windows of the verify list; min_tokens from the file or M x steps x batch. */
+static int hz_setup(runner *r)
+{
+    r->hw = calloc((size_t)r->e->nverify + 1, sizeof *r->hw);
+    r->hw_spec = calloc((size_t)r->e->nverify + 1, sizeof *r->hw_spec);
+    if (!r->hw || !r->hw_spec)
+        return CX_ENOMEM;
+    for (int i = 0; i < r->e->nverify; i++) {
+        const hyp_spec *sp = r->e->verify[i];
+        if (horizon_window(hyp_spec_json(sp), hyp_spec_label(sp), &r->hw[r->nhw]))
+            r->hw_spec[r->nhw++] = i;
+    }
+    r->min_tokens = r->e->min_tokens > 0 ? r->e->min_tokens : (int64_t)r->m * r->steps_target * r->batch;
+    return 0;
+}
+
 /* ---- run: method ---- */
 
 static void method(runner *r, double limit_s)
@@ -1041,6 +1175,8 @@ static void method(runner *r, double limit_s)
         if (r->abort || r->error)
             break;
         check_training_over(r);
+        if (!r->training_over)
+            maybe_end(r);
         double left = limit_s - now_s_since(r->start_mono);
         if (r->training_over) {
             progress_end(r);
@@ -1076,6 +1212,25 @@ static void method(runner *r, double limit_s)
 
 /* ---- run: verify ---- */
 
+/* A window the run did not see close (it ended by its time bound, a stop
+ * condition or the learners' budget, not by the horizon) cannot be judged:
+ * the verdict becomes an error that says so. */
+static void unobserved(runner *r, int spec, hyp_verdict *v)
+{
+    if (r->end_sent)
+        return;
+    int64_t heal[EXP_MAX_LEARNERS];
+    hz_progress p;
+    hz_fill(r, heal, &p);
+    for (int i = 0; i < r->nhw; i++) {
+        char msg[sizeof v->explanation];
+        if (r->hw_spec[i] != spec || !horizon_unobserved(&r->hw[i], &p, msg, sizeof msg))
+            continue;
+        v->status = HYP_ERROR;
+        snprintf(v->explanation, sizeof v->explanation, "%s", msg);
+    }
+}
+
 static void verify(runner *r)
 {
     /* final collection: every event, every fault record, final status */
@@ -1091,6 +1246,7 @@ static void verify(runner *r)
         int64_t t0 = cx_real_ns();
         hyp_verdict v;
         hyp_spec_eval(s, h, &v);
+        unobserved(r, i, &v);
         journal_add_hypothesis(r->j, JR_AFTER, s, &v, t0, cx_real_ns());
         dash_hyp(r, verdict_json(hyp_spec_label(s), "verify", &v, 0));
         cx_log(v.status == HYP_PASS ? CX_LOG_INFO : CX_LOG_WARN, "verify %s: %s measured=%g %s %g %s (%s)",
@@ -1409,6 +1565,18 @@ static json_t *syncer_config(runner *r, char *err, size_t errlen)
     json_object_set_new(c, "learners", json_integer(r->m));
     if (r->o->mode)
         json_object_set_new(c, "mode", json_string(r->o->mode));
+    /* CI's slow pass: every learner slowed (docs/experiments.md) */
+    const char *slow = getenv("CHAOSLOCO_SLOWDOWN");
+    if (slow && *slow) {
+        char *end = NULL;
+        double x = strtod(slow, &end);
+        if (*end || !(x >= 1.0 && x <= 1000.0)) {
+            cx_fail(err, errlen, CX_EINVAL, "CHAOSLOCO_SLOWDOWN=%s: expected a number in 1..1000", slow);
+            json_decref(c);
+            return NULL;
+        }
+        json_object_set_new(c, "slowdown", json_real(x));
+    }
     config cfg;
     config_defaults(&cfg);
     int64_t mode = CONFIG_MODE_DECOUPLED;
@@ -1515,7 +1683,8 @@ static int start_topology(runner *r, char *err, size_t errlen)
                               .learners = r->m,
                               .syncer_cfg = sc,
                               .unit_prefix = prefix,
-                              .ready_timeout_ms = 60000};
+                              .ready_timeout_ms = 60000,
+                              .learner_steps = (long long)r->steps_target * HZ_BUDGET_X};
         rc = topo_launch(&lc, &r->t, err, errlen);
         json_decref(sc);
     }
@@ -1584,6 +1753,10 @@ static void runner_cleanup(runner *r)
     dash_server_free(r->dash);
     r->dash = NULL;
     json_decref(r->dash_hyps);
+    free(r->hw);
+    free(r->hw_spec);
+    r->hw = NULL;
+    r->hw_spec = NULL;
     if (r->av)
         for (int l = 0; l < r->m; l++) {
             cx_http_client_free(r->av[l].http);
@@ -1699,7 +1872,10 @@ int run_experiment(const run_opts *o, run_result *res, char *err, size_t errlen)
             if (r->steady_ok && !r->abort && !r->error && !g_signal) {
                 r->method_mono = cx_mono_ms(); /* RS_METHOD holds: the method has a start */
                 set_state(r, RS_METHOD);
-                method(r, limit);
+                if (hz_setup(r) != 0)
+                    set_error(r, "out of memory");
+                else
+                    method(r, limit);
             } else if (!r->steady_ok) {
                 cx_warn("the steady state did not hold: the method is skipped");
                 emit_run(r, "steady_state_failed", NULL);

@@ -296,6 +296,8 @@ int sched_build(const experiment *e, uint64_t seed, schedule **out, char *err, s
             x->at_outer_step = a->at_outer_step;
             x->after = a->after;
             x->duration_ms = a->duration_ms;
+            x->wait_ms = a->skip_if_not_running ? 0 : a->wait_ms;
+            x->until_end = a->until_end;
             x->params = a->params;
             x->toxicity = a->toxicity;
             x->has_toxicity = a->has_toxicity;

@@ -284,6 +284,8 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
         snprintf(a->state, sizeof a->state, "%s/agents/%d", t->run_dir, i);
         snprintf(a->log, sizeof a->log, "%s/logs/agent-%d.log", t->run_dir, i);
         snprintf(lstate, sizeof lstate, "%s/learners/%d", t->run_dir, i);
+        char budget[32];
+        snprintf(budget, sizeof budget, "%lld", cfg->learner_steps);
         if ((rc = cx_mkdir_p(a->state, err, errlen)) < 0 || (rc = cx_mkdir_p(lstate, err, errlen)) < 0)
             goto fail;
         const char *argv[] = {t->exe,
@@ -311,6 +313,8 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
                               num,
                               "--state-dir",
                               lstate,
+                              cfg->learner_steps > 0 ? "--steps" : NULL,
+                              budget,
                               NULL};
         if ((rc = spawn_logged(a, argv, 0, err, errlen)) < 0)
             goto fail;

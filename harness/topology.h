@@ -11,6 +11,7 @@
  *                    --proxy syncer=127.0.0.1:0->SYNCER --restart on-failure
  *                    -- chaosloco learner --syncer http://{proxy.syncer}
  *                       --id N --state-dir RUN/learners/N          (N = 0..M-1)
+ *                       [--steps BUDGET]     (learner_steps > 0: horizon.h)
  *
  * and waits until each wrote listen.addr and answers GET /v1/status. Every
  * pid it starts (and every learner pid the agents report, topo_note_unit)
@@ -43,6 +44,7 @@ typedef struct topo_launch_cfg {
     const json_t *syncer_cfg; /* the syncer's --config object (borrowed, written to RUN) */
     const char *unit_prefix;  /* agent --id prefix, unique on the host (cgroup names) */
     long ready_timeout_ms;    /* ms to wait for every listen.addr + /v1/status */
+    long long learner_steps;  /* > 0: each learner's --steps budget (the run ends by POST /v1/end) */
 } topo_launch_cfg;
 
 int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen);

@@ -114,6 +114,7 @@ typedef struct learner {
     int fatal;           /* comm/heartbeat: give up (syncer gone) */
     int need_rejoin;     /* heartbeat/comm: the syncer no longer knows us */
     int comm_stop;       /* main -> comm: exit */
+    int end_seen;        /* heartbeat -> main: the syncer said "end" (POST /v1/end) */
     int pull_all;        /* main -> comm: re-pull every fragment (non-finite params) */
     frag_msg outbox[MAX_QUEUE];
     int n_out; /* queued contributions */
@@ -644,6 +645,10 @@ static void *heartbeat_main(void *arg)
             mark_ok(L);
             pthread_mutex_lock(&L->mu);
             L->last_hb_ms = cx_mono_ms();
+            if (status == 200 && json_is_true(json_object_get(ans, "end")) && !L->end_seen) {
+                L->end_seen = 1;
+                cx_info("the syncer ended the run: finishing this step and leaving");
+            }
             pthread_mutex_unlock(&L->mu);
             if (status == 409 || status == 403) {
                 pthread_mutex_lock(&L->mu);
@@ -817,11 +822,25 @@ static void after_step(learner *L, int64_t compute_ns)
         save_checkpoint(L);
 }
 
+/* ---- learner: the end of training ---- */
+
+/* 1 while the inner loop should go on: no signal, the --steps budget not
+ * spent, and the syncer has not ended the run (heartbeat answer "end"). */
+static int keep_training(learner *L)
+{
+    if (*L->stop || L->step >= L->cfg.steps)
+        return 0;
+    pthread_mutex_lock(&L->mu);
+    int end = L->end_seen;
+    pthread_mutex_unlock(&L->mu);
+    return !end;
+}
+
 /* ---- learner: ddp ---- */
 
 static int ddp_loop(learner *L, char *err, size_t errlen)
 {
-    while (!*L->stop && L->step < L->cfg.steps) {
+    while (keep_training(L)) {
         int64_t t0 = cx_mono_ns();
         compute_grads(L);
         int64_t compute_ns = cx_mono_ns() - t0;
@@ -969,7 +988,7 @@ static int diloco_sync(learner *L, char *err, size_t errlen)
 
 static int diloco_loop(learner *L, char *err, size_t errlen)
 {
-    while (!*L->stop && L->step < L->cfg.steps) {
+    while (keep_training(L)) {
         int64_t t0 = cx_mono_ns();
         compute_grads(L);
         adamw_step(L->opt, model_params(L->m), model_grads(L->m), lr_now(L, L->step));
@@ -981,7 +1000,10 @@ static int diloco_loop(learner *L, char *err, size_t errlen)
                 return cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable");
             continue;
         }
-        if (L->step % L->cfg.H == 0 || L->step >= L->cfg.steps) {
+        /* the last step (budget spent or the run ended) sends what it has */
+        if (L->step % L->cfg.H == 0 || !keep_training(L)) {
+            if (*L->stop)
+                break;
             int rc = diloco_sync(L, err, errlen);
             if (rc)
                 return rc;
@@ -1243,7 +1265,7 @@ static int decoupled_loop(learner *L, char *err, size_t errlen)
     if (pthread_create(&comm, NULL, comm_main, L) != 0)
         return cx_fail(err, errlen, CX_ESYS, "cannot start the comm thread");
     int rc = 0;
-    while (!*L->stop && L->step < L->cfg.steps) {
+    while (keep_training(L)) {
         apply_inbox(L);
         pthread_mutex_lock(&L->mu);
         int fatal = L->fatal, resetting = L->need_rejoin || L->pull_all;

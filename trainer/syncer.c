@@ -225,6 +225,9 @@ struct syncer {
     pthread_mutex_t mu;
     pthread_cond_t frag_cv, step_cv, tick_cv, work_cv;
     int stopping;                       /* 1: handlers return, ticker exits */
+    int ended;                          /* 1 after POST /v1/end: learners are told to finish */
+    int64_t end_ms;                     /* mono ms of the first POST /v1/end (0 none) */
+    char end_reason[128];               /* its reason ("" none) */
     float *theta;                       /* [n] global parameters */
     float *momentum;                    /* [n] outer Nesterov buffer */
     adamw *opt;                         /* ddp modes: AdamW state of the global params */
@@ -1027,13 +1030,66 @@ static int h_heartbeat(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     int emit = now - l->last_hb_event_ms >= 1000;
     if (emit)
         l->last_hb_event_ms = now;
+    int ended = s->ended;
     pthread_mutex_unlock(&s->mu);
     if (emit)
         events_emit(s->ev, "heartbeat",
                     json_pack("{s:I, s:I, s:I, s:o, s:I, s:f, s:I}", "learner", id, "incarnation", inc,
                               "step", step, "train_loss", isfinite(loss) ? json_real(loss) : json_null(),
                               "tokens", tokens, "step_ms", step_ms, "clock_skew_ms", (json_int_t)skew));
-    cx_http_reply_json(resp, 200, json_pack("{s:b}", "ok", 1));
+    /* "end": the run was ended (POST /v1/end): finish the step, send, leave */
+    cx_http_reply_json(resp, 200, json_pack("{s:b, s:b}", "ok", 1, "end", ended));
+    return 0;
+}
+
+/* ---- syncer: POST /v1/end ---- */
+
+/* End the run gracefully: from now on every heartbeat answer says "end",
+ * learners finish their inner step, send what they have and leave. The
+ * syncer keeps serving (merges, reads) until it is stopped; its final eval
+ * and checkpoint run at shutdown as always. Idempotent: a second call
+ * answers "already": true and keeps the first reason. */
+static int h_end(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    json_t *body;
+    const char *r = "";
+    char err[CX_ERRLEN], reason[sizeof s->end_reason];
+    if (cx_http_body_json(req, resp, 1, &body) != 0)
+        return 0;
+    json_t *jr = json_object_get(body, "reason");
+    if (jr && !json_is_string(jr)) {
+        json_decref(body);
+        cx_http_reply_error(resp, 400, "body: reason must be a string");
+        return 0;
+    }
+    if (cx_json_unpack(body, "body", err, sizeof err, "{s?s}", "reason", &r) != 0) {
+        json_decref(body);
+        cx_http_reply_error(resp, 400, "%s", err);
+        return 0;
+    }
+    if (strlen(r) >= sizeof reason) {
+        json_decref(body);
+        cx_http_reply_error(resp, 400, "body: reason is longer than %zu bytes", sizeof reason - 1);
+        return 0;
+    }
+    snprintf(reason, sizeof reason, "%s", r);
+    json_decref(body);
+    pthread_mutex_lock(&s->mu);
+    int already = s->ended;
+    if (!already) {
+        s->ended = 1;
+        s->end_ms = cx_mono_ms();
+        snprintf(s->end_reason, sizeof s->end_reason, "%s", reason);
+    }
+    json_t *ans = json_pack("{s:b, s:b, s:s, s:I}", "ended", 1, "already", already, "reason", s->end_reason,
+                            "merges", (json_int_t)s->merges);
+    pthread_mutex_unlock(&s->mu);
+    if (!already) {
+        events_emit(s->ev, "end", json_pack("{s:s}", "reason", reason));
+        cx_info("end requested: %s", reason[0] ? reason : "(no reason)");
+    }
+    cx_http_reply_json(resp, 200, ans);
     return 0;
 }
 
@@ -1672,6 +1728,9 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
                                   (json_int_t)s->answers_delta_versions, "delta_bytes",
                                   (json_int_t)s->bytes_out_delta, "full_bytes", (json_int_t)s->bytes_out_full,
                                   "full", fr, "fallbacks", (json_int_t)fallbacks));
+    json_object_set_new(o, "end", s->ended ? json_pack("{s:s, s:I}", "reason", s->end_reason, "ms_ago",
+                                                       (json_int_t)(now - s->end_ms))
+                                           : json_null());
     json_object_set_new(o, "ms_since_last_merge",
                         json_integer(s->last_merge_ms ? (json_int_t)(now - s->last_merge_ms) : -1));
     pthread_mutex_unlock(&s->mu);
@@ -1813,6 +1872,7 @@ static const cx_http_route routes[] = {
     {"POST", "/v1/join", h_join},
     {"POST", "/v1/leave", h_leave},
     {"POST", "/v1/heartbeat", h_heartbeat},
+    {"POST", "/v1/end", h_end},
     {"GET", "/v1/fragments/{}", h_fragment_get},
     {"GET", "/v1/versions", h_versions},
     {"POST", "/v1/fragments/{}/contributions", h_contribution},

@@ -338,6 +338,55 @@ Test(experiment, exactly_one_time)
         "$.method[0].targets: expected exactly one of ids, random, percent, got 2");
 }
 
+/* An action's unit that is not running: wait (default 30 s, or wait_s) or skip. */
+Test(experiment, if_not_running_wait_or_skip)
+{
+    const char *head = "{\"title\": \"t\", \"topology\": {\"learners\": 2}, \"method\": [{\"name\": \"a\", "
+                       "\"fault\": \"pause\", \"targets\": {\"ids\": [0]}, \"at_s\": 1, \"duration_ms\": 5";
+    char text[512];
+    experiment *e = NULL;
+    jv_diag *d;
+    snprintf(text, sizeof text, "%s}, {\"name\": \"b\", \"fault\": \"pause\", \"targets\": {\"ids\": [1]}, "
+             "\"at_s\": 1, \"duration_ms\": 5, \"if_not_running\": \"skip\"}, {\"name\": \"c\", \"fault\": "
+             "\"pause\", \"targets\": {\"ids\": [1]}, \"at_s\": 1, \"duration_ms\": 5, \"wait_s\": 2.5}]}", head);
+    int rc = load(text, 0, &e, &d);
+    if (rc != 0)
+        dump(d);
+    cr_assert_eq(rc, 0);
+    cr_assert(!e->method[0].skip_if_not_running && e->method[0].wait_ms == 30000, "default: wait 30 s");
+    cr_assert(e->method[1].skip_if_not_running);
+    cr_assert(!e->method[2].skip_if_not_running && e->method[2].wait_ms == 2500);
+    exp_free(e);
+    jv_diag_free(d);
+    snprintf(text, sizeof text, "%s, \"if_not_running\": \"retry\"}]}", head);
+    expect_error(text, "$.method[0].if_not_running: expected one of");
+    snprintf(text, sizeof text, "%s, \"if_not_running\": \"skip\", \"wait_s\": 3}]}", head);
+    expect_error(text, "$.method[0]: wait_s is only meaningful with if_not_running \"wait\"");
+    snprintf(text, sizeof text, "%s, \"wait_s\": -1}]}", head);
+    expect_error(text, "$.method[0].wait_s: expected seconds");
+}
+
+/* until_end: a boolean; the fault lasts until the run ends. */
+Test(experiment, until_end_is_a_boolean)
+{
+    const char *head = "{\"title\": \"t\", \"topology\": {\"learners\": 2}, \"method\": [{\"name\": \"a\", "
+                       "\"fault\": \"pause\", \"targets\": {\"ids\": [0]}, \"at_s\": 1, \"duration_ms\": 5";
+    char text[512];
+    experiment *e = NULL;
+    jv_diag *d;
+    snprintf(text, sizeof text, "%s, \"until_end\": true}, {\"name\": \"b\", \"fault\": \"pause\", "
+             "\"targets\": {\"ids\": [1]}, \"at_s\": 1, \"duration_ms\": 5}]}", head);
+    int rc = load(text, 0, &e, &d);
+    if (rc != 0)
+        dump(d);
+    cr_assert_eq(rc, 0);
+    cr_assert(e->method[0].until_end && !e->method[1].until_end);
+    exp_free(e);
+    jv_diag_free(d);
+    snprintf(text, sizeof text, "%s, \"until_end\": 1}]}", head);
+    expect_error(text, "$.method[0].until_end: expected");
+}
+
 Test(experiment, every_error_is_collected)
 {
     experiment *e = NULL;

@@ -1,0 +1,103 @@
+/* horizon.c - when a harness run has trained long enough (horizon.h). */
+#include "harness/horizon.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static double num(const json_t *spec, const char *key)
+{
+    const json_t *v = json_object_get(spec, key);
+    return json_is_number(v) ? json_number_value(v) : 0.0;
+}
+
+int horizon_window(const json_t *spec, const char *label, hz_window *w)
+{
+    const char *kind = json_string_value(json_object_get(spec, "hypothesis"));
+    memset(w, 0, sizeof *w);
+    w->label = label;
+    w->learner = -1;
+    if (!kind)
+        return 0;
+    if (strcmp(kind, "loss_continuity") == 0) {
+        w->key = "recover_s";
+        w->len_ms = (int64_t)(num(spec, "recover_s") * 1000.0);
+    } else if (strcmp(kind, "reintegration") == 0) {
+        /* join within join_s of the heal, merges within merged_s of the join */
+        w->key = "merged_s";
+        w->learner = (int)json_integer_value(json_object_get(spec, "learner"));
+        w->len_ms = (int64_t)((num(spec, "join_s") + num(spec, "merged_s")) * 1000.0);
+    } else if (strcmp(kind, "loss_target") == 0 && json_object_get(spec, "by_s")) {
+        w->key = "by_s";
+        w->from_start = 1;
+        w->len_ms = (int64_t)(num(spec, "by_s") * 1000.0);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+int64_t horizon_close_ms(const hz_window *w, const hz_progress *p)
+{
+    if (w->from_start)
+        return p->start_ms + w->len_ms;
+    if (p->pending > 0)
+        return -1;
+    int64_t anchor = p->any_heal_ms;
+    if (w->learner >= 0)
+        anchor = w->learner < p->m && p->heal_ms ? p->heal_ms[w->learner] : 0;
+    return anchor > 0 ? anchor + w->len_ms : 0;
+}
+
+static void say(char *buf, size_t len, const char *fmt, const char *a, double x)
+{
+    if (buf && len)
+        snprintf(buf, len, fmt, a, x);
+}
+
+int horizon_done(const hz_window *w, int n, const hz_progress *p, char *why, size_t len)
+{
+    if (p->pending > 0) {
+        if (why && len)
+            snprintf(why, len, "%d timeline entries not fired or not healed", p->pending);
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        int64_t c = horizon_close_ms(&w[i], p);
+        if (c > p->now_ms) {
+            say(why, len, "%s's window closes in %.1f s", w[i].label, (double)(c - p->now_ms) / 1000.0);
+            return 0;
+        }
+    }
+    if (p->tokens < p->min_tokens) {
+        if (why && len)
+            snprintf(why, len, "%lld of %lld tokens trained", (long long)p->tokens, (long long)p->min_tokens);
+        return 0;
+    }
+    if (why && len)
+        snprintf(why, len, "every fault healed, every window closed, %lld tokens trained", (long long)p->tokens);
+    return 1;
+}
+
+int horizon_unobserved(const hz_window *w, const hz_progress *p, char *msg, size_t len)
+{
+    int64_t c = horizon_close_ms(w, p);
+    double end_s = (double)(p->now_ms - p->start_ms) / 1000.0;
+    char who[64];
+    if (w->learner >= 0)
+        snprintf(who, sizeof who, "learner %d's", w->learner);
+    else
+        snprintf(who, sizeof who, "%s's", w->label);
+    if (c < 0) {
+        if (msg && len)
+            snprintf(msg, len, "run ended (t=%.1f s) before %s %s window could open: a fault was still pending",
+                     end_s, who, w->key);
+        return 1;
+    }
+    if (c > p->now_ms) {
+        if (msg && len)
+            snprintf(msg, len, "run ended before %s %s window closed (closes at t=%.1f s, ended at t=%.1f s)", who,
+                     w->key, (double)(c - p->start_ms) / 1000.0, end_s);
+        return 1;
+    }
+    return 0;
+}

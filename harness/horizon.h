@@ -1,0 +1,63 @@
+/* horizon.h - when a harness run has trained long enough to be judged.
+ *
+ * The harness owns the training horizon: learners get a large --steps
+ * budget and the runner ends the run (POST /v1/end on the syncer) once
+ *   - every timeline entry (method action, chaos draw) fired and healed
+ *     (an until_end action only fired: it lasts until the run ends),
+ *   - every verify hypothesis's window has closed (loss_continuity's
+ *     recover_s and reintegration's join_s + merged_s after the heal of the
+ *     fault on its learner, loss_target's by_s after the start), and
+ *   - the learners trained at least min_tokens in total,
+ * so no verdict races a fixed amount of work against a wall-clock window.
+ * A run that ended otherwise (time bound, stop condition, budget spent)
+ * may have ended before a window closed: horizon_unobserved() says so, and
+ * the runner reports that hypothesis as an error, never a pass or a fail.
+ *
+ * Pure: no I/O, no clock; every time is CLOCK_MONOTONIC ms given by the
+ * caller. Windows borrow the spec's label (keep the spec alive).
+ */
+#ifndef HARNESS_HORIZON_H
+#define HARNESS_HORIZON_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hz_window {
+    const char *label; /* the hypothesis's label (borrowed) */
+    const char *key;   /* the param whose window closes last: "merged_s", "recover_s", "by_s" (static) */
+    int learner;       /* the learner whose heal opens it; -1: the last heal of any fault */
+    int from_start;    /* 1: opens at the run's start (loss_target by_s) */
+    int64_t len_ms;    /* ms from the anchor to the close */
+} hz_window;
+
+/* The window of one verify entry ({"hypothesis": NAME, ...params}) with
+ * label. Returns 1 and *w, or 0 when the hypothesis has no window. */
+int horizon_window(const json_t *spec, const char *label, hz_window *w);
+
+typedef struct hz_progress {
+    int64_t start_ms;       /* mono ms the run (its method) started */
+    int64_t now_ms;         /* mono ms now (or when the run ended) */
+    int pending;            /* timeline entries not fired, or fired and not healed (until_end: not fired) */
+    const int64_t *heal_ms; /* [m] mono ms of the last heal of a fault on learner i (0 none) */
+    int m;                  /* learners */
+    int64_t any_heal_ms;    /* mono ms of the last heal of any fault (0 none) */
+    int64_t tokens;         /* tokens trained by all learners so far */
+    int64_t min_tokens;     /* tokens the run must train (0: no minimum) */
+} hz_progress;
+
+/* Mono ms at which w closes; -1 while it cannot be known (a fault is still
+ * pending and may yet open it); 0 when it never opened (nothing healed on
+ * its learner: nothing to observe). */
+int64_t horizon_close_ms(const hz_window *w, const hz_progress *p);
+
+/* 1: the run may end now. 0: keep training; why (may be NULL) names what
+ * it waits for. */
+int horizon_done(const hz_window *w, int n, const hz_progress *p, char *why, size_t len);
+
+/* The run ended at p->now_ms. 1 when w had not closed by then, with msg
+ * ("run ended before learner 1's merged_s window closed (closes at
+ * t=52.3 s, ended at t=20.1 s)", times from p->start_ms); else 0. */
+int horizon_unobserved(const hz_window *w, const hz_progress *p, char *msg, size_t len);
+
+#endif

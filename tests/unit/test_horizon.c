@@ -1,0 +1,76 @@
+/* test_horizon.c - the run ends only after the last window closed; a window
+ * the run could not observe is reported as such. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "harness/horizon.h"
+
+static hz_window win(const char *text, const char *label)
+{
+    json_t *j = json_loads(text, 0, NULL);
+    cr_assert_not_null(j);
+    hz_window w;
+    int has = horizon_window(j, label, &w);
+    json_decref(j);
+    cr_assert_eq(has, 1, "%s has a window", text);
+    return w;
+}
+
+Test(horizon, windows_of_the_hypotheses)
+{
+    hz_window w = win("{\"hypothesis\":\"reintegration\",\"learner\":1,\"join_s\":20,\"merged_s\":30}", "r");
+    cr_assert_eq(w.learner, 1);
+    cr_assert_eq(w.len_ms, 50000);
+    cr_assert_str_eq(w.key, "merged_s");
+    w = win("{\"hypothesis\":\"loss_continuity\",\"max_jump_rel\":0.1,\"recover_s\":12.5}", "c");
+    cr_assert_eq(w.learner, -1);
+    cr_assert_eq(w.len_ms, 12500);
+    w = win("{\"hypothesis\":\"loss_target\",\"max\":4,\"by_s\":9}", "t");
+    cr_assert(w.from_start);
+    json_t *j = json_loads("{\"hypothesis\":\"goodput\",\"min\":0.3}", 0, NULL);
+    cr_assert_eq(horizon_window(j, "g", &w), 0, "goodput has no window");
+    json_decref(j);
+}
+
+Test(horizon, ends_only_after_the_last_window_closes)
+{
+    hz_window w[2] = {win("{\"hypothesis\":\"reintegration\",\"learner\":1,\"join_s\":2,\"merged_s\":3}", "r"),
+                      win("{\"hypothesis\":\"loss_continuity\",\"max_jump_rel\":0.1,\"recover_s\":8}", "c")};
+    int64_t heal[3] = {0, 10000, 0};
+    hz_progress p = {.start_ms = 1000, .now_ms = 5000, .pending = 1, .heal_ms = heal, .m = 3,
+                     .any_heal_ms = 10000, .tokens = 500, .min_tokens = 100};
+    char why[256];
+    cr_assert_eq(horizon_done(w, 2, &p, why, sizeof why), 0, "a pending fault keeps the run going");
+    cr_assert(strstr(why, "not healed"), "%s", why);
+    p.pending = 0;
+    p.now_ms = 15000; /* reintegration closed at 15000, loss_continuity at 18000 */
+    cr_assert_eq(horizon_done(w, 2, &p, why, sizeof why), 0);
+    cr_assert(strstr(why, "c's window"), "%s", why);
+    p.now_ms = 17999;
+    cr_assert_eq(horizon_done(w, 2, &p, why, sizeof why), 0, "one ms before the last close");
+    p.now_ms = 18000;
+    cr_assert_eq(horizon_done(w, 2, &p, why, sizeof why), 1, "%s", why);
+    p.tokens = 99;
+    cr_assert_eq(horizon_done(w, 2, &p, why, sizeof why), 0, "the minimum training counts too");
+    cr_assert(strstr(why, "99 of 100 tokens"), "%s", why);
+}
+
+Test(horizon, an_unobserved_window_is_reported)
+{
+    hz_window w = win("{\"hypothesis\":\"reintegration\",\"learner\":1,\"join_s\":20,\"merged_s\":30}", "r");
+    int64_t heal[2] = {0, 12300};
+    hz_progress p = {.start_ms = 2000, .now_ms = 22000, .pending = 0, .heal_ms = heal, .m = 2,
+                     .any_heal_ms = 12300};
+    char msg[256];
+    cr_assert_eq(horizon_unobserved(&w, &p, msg, sizeof msg), 1);
+    cr_assert(strstr(msg, "run ended before learner 1's merged_s window closed"), "%s", msg);
+    cr_assert(strstr(msg, "t=60.3 s") && strstr(msg, "t=20.0 s"), "times are from the start: %s", msg);
+    p.now_ms = 62300;
+    cr_assert_eq(horizon_unobserved(&w, &p, msg, sizeof msg), 0, "closed by the end");
+    p.pending = 1;
+    cr_assert_eq(horizon_unobserved(&w, &p, msg, sizeof msg), 1, "a fault still pending at the end");
+    cr_assert(strstr(msg, "could open"), "%s", msg);
+    heal[1] = 0;
+    p.pending = 0;
+    cr_assert_eq(horizon_unobserved(&w, &p, msg, sizeof msg), 0, "never opened: nothing to observe");
+}
