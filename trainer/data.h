@@ -60,11 +60,11 @@ typedef struct data_cursor {
     uint64_t position;    /* file: windows consumed in the current epoch; synthetic: bytes drawn */
     uint64_t epoch;       /* file: completed passes over the slice; synthetic: 0 */
     cx_rng rng;           /* synthetic: xoshiro256** state of the stream */
-    uint8_t history[MODEL_MAX_CONTEXT]; /* synthetic: last 64 bytes drawn, oldest first */
+    uint8_t history[MODEL_MAX_CONTEXT]; /* synthetic: last MODEL_MAX_CONTEXT bytes drawn, oldest first */
 } data_cursor;
 
 #define DATA_CURSOR_MAGIC 0x43584443u /* "CDXC" */
-#define DATA_CURSOR_VERSION 1u
+#define DATA_CURSOR_VERSION 2u /* 2: history grew to 128 bytes */
 
 void data_config_default(data_config *cfg);
 

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #define MODEL_VOCAB 256      /* byte-level vocabulary */
-#define MODEL_MAX_CONTEXT 64 /* upper bound on cfg.context (data cursors store this many bytes) */
+#define MODEL_MAX_CONTEXT 128/* upper bound on cfg.context (data cursors store this many bytes) */
 
 typedef struct model model; /* opaque */
 
@@ -43,6 +43,8 @@ typedef struct model_config {
     int embed;     /* E: embedding width per byte, 1..1024 (default 16) */
     int hidden;    /* Hd: hidden units, 1..16384 (default 256) */
     int max_batch; /* examples per internal chunk; activations sized for it, 1..65536 (default 32) */
+    int layers;    /* gpt: transformer blocks L, 1..64 (default 4); mlp: unused */
+    int heads;     /* gpt: attention heads, divides embed (default 4); mlp: unused */
 } model_config;
 
 /* One named tensor: a range of the flat parameter (and gradient) array. */
