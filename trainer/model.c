@@ -563,6 +563,20 @@ float model_loss(model *m, const uint8_t *inputs, const uint8_t *targets, int B)
     return (float)(sum / B);
 }
 
+double model_clip_grad_norm(model *m, double max_norm)
+{
+    double ss = 0.0;
+    for (size_t i = 0; i < m->num_params; i++)
+        ss += (double)m->grads[i] * m->grads[i];
+    double norm = sqrt(ss);
+    if (max_norm > 0 && norm > max_norm) {
+        float k = (float)(max_norm / norm);
+        for (size_t i = 0; i < m->num_params; i++)
+            m->grads[i] *= k;
+    }
+    return norm;
+}
+
 double model_flops_per_token(const model *m)
 {
     return m->ops->flops_per_token(m);

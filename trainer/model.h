@@ -101,6 +101,10 @@ float model_loss(model *m, const uint8_t *inputs, const uint8_t *targets, int B)
  * (matmuls only: 6 * (C*E*Hd + Hd*256)), for GFLOP/s figures. */
 double model_flops_per_token(const model *m);
 
+/* Scale the gradients so that their global L2 norm is at most max_norm
+ * (max_norm <= 0: no-op). Returns the norm before clipping. */
+double model_clip_grad_norm(model *m, double max_norm);
+
 /* Use the plain reference loops instead of cblas_sgemm for every matmul of
  * this model (1) or BLAS (0, the default). For tests comparing the paths. */
 void model_set_reference_kernels(model *m, int on);
