@@ -5,12 +5,16 @@
  *   pause (method signal): /proc/PID/stat shows T,
  *   pause (method freezer, when the cgroup freezer is usable): the unit's
  *         freezer.state reads FROZEN,
- * beside the raw reference measured in the same run: kill(2) → waitpid() of
- * a child of this process. p50/p99 over N trials each.
+ * beside raw references measured in the same run with the same observer:
+ * kill(2) → waitpid() of a child, SIGSTOP of a child → T, and a v1 freezer
+ * cgroup written directly → FROZEN; and the registry's durable write alone
+ * (atomic rewrite of a faults.json-sized file, file + dir fsync, same dir).
+ * Prints p50/p99 and, per agent row, its p99 excess over raw p99 + durable p99.
  *
  *   bench_inject [--trials N] [--chaosloco PATH]
  *
- * A poller thread spins on /proc (or the freezer file) while the main thread
+ * A poller thread (pidfd wait, then /proc or the freezer file every ~0.1 ms,
+ * so that it does not take a core from the agent) watches while the main thread
  * does the HTTP call, so the figure includes the HTTP round trip, the strict
  * decoding, the registry's persist-before-apply fsync and the injector.
  */
@@ -19,12 +23,15 @@
 #include <jansson.h>
 #include <libgen.h>
 #include <pthread.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -92,29 +99,44 @@ typedef struct poller {
     int64_t seen_ns;  /* when the effect was first observed */
 } poller;
 
+/* The poller must not take a core from the agent (2-core machines): a kill
+ * is awaited on a pidfd (no CPU until the unit dies), then /proc is checked
+ * until the agent reaped it; stop and freeze have no event to wait on. The
+ * checks run every POLL_NS with a 1 ns timer slack (resolution ~0.1 ms). */
+#define POLL_NS 20000
+
+static int effect_seen(const poller *p)
+{
+    switch (p->kind) {
+    case WAIT_GONE:
+        return proc_state(p->pid) == 0;
+    case WAIT_STOPPED:
+        return proc_state(p->pid) == 'T';
+    case WAIT_FROZEN:
+        return file_has(p->file, "FROZEN");
+    }
+    return 0;
+}
+
 static void *poll_main(void *arg)
 {
     poller *p = arg;
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    int pfd = p->kind == WAIT_GONE ? (int)syscall(SYS_pidfd_open, p->pid, 0) : -1;
     while (!p->go)
         sched_yield();
     int64_t end = cx_mono_ns() + 5000000000LL;
+    if (pfd >= 0) {
+        struct pollfd q = {.fd = pfd, .events = POLLIN};
+        (void)poll(&q, 1, 5000);
+        close(pfd);
+    }
     while (cx_mono_ns() < end) {
-        int done = 0;
-        switch (p->kind) {
-        case WAIT_GONE:
-            done = proc_state(p->pid) == 0;
-            break;
-        case WAIT_STOPPED:
-            done = proc_state(p->pid) == 'T';
-            break;
-        case WAIT_FROZEN:
-            done = file_has(p->file, "FROZEN");
-            break;
-        }
-        if (done) {
+        if (effect_seen(p)) {
             p->seen_ns = cx_mono_ns();
             return NULL;
         }
+        nanosleep(&(struct timespec){0, POLL_NS}, NULL);
     }
     p->seen_ns = -1;
     return NULL;
@@ -179,6 +201,103 @@ static int64_t timed(cx_http_client *c, const char *body, wait_kind kind, pid_t 
     return p.seen_ns - t0;
 }
 
+/* ---- bench: raw references ---- */
+
+/* Write word into a cgroup control file; 0 or -1. */
+static int write_word(const char *path, const char *word)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = write(fd, word, strlen(word));
+    close(fd);
+    return n == (ssize_t)strlen(word) ? 0 : -1;
+}
+
+/* A child that waits for signals; 0 on failure. */
+static pid_t idle_child(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (;;)
+            pause();
+    }
+    cx_sleep_ms(1);
+    return pid > 0 ? pid : 0;
+}
+
+/* Raw SIGSTOP of a child → state T seen by the same poller as the agent's
+ * runs. ns, or -1. */
+static int64_t raw_stop(pid_t pid)
+{
+    poller p = {.kind = WAIT_STOPPED, .pid = pid};
+    pthread_t th;
+    pthread_create(&th, NULL, poll_main, &p);
+    int64_t t0 = cx_mono_ns();
+    p.go = 1;
+    kill(pid, SIGSTOP);
+    pthread_join(th, NULL);
+    kill(pid, SIGCONT);
+    while (proc_state(pid) == 'T')
+        sched_yield();
+    return p.seen_ns < 0 ? -1 : p.seen_ns - t0;
+}
+
+/* Raw v1 freezer: write FROZEN into dir/freezer.state → FROZEN seen by
+ * the poller. ns, or -1. */
+static int64_t raw_freeze(const char *dir)
+{
+    char st[700];
+    snprintf(st, sizeof st, "%s/freezer.state", dir);
+    while (!file_has(st, "THAWED"))
+        sched_yield();
+    poller p = {.kind = WAIT_FROZEN, .file = st};
+    pthread_t th;
+    pthread_create(&th, NULL, poll_main, &p);
+    int64_t t0 = cx_mono_ns();
+    p.go = 1;
+    int rc = write_word(st, "FROZEN");
+    pthread_join(th, NULL);
+    (void)write_word(st, "THAWED");
+    return rc < 0 || p.seen_ns < 0 ? -1 : p.seen_ns - t0;
+}
+
+/* A v1 freezer cgroup beside the agent's (same parent) holding child;
+ * dir filled, 0 on success. */
+static int raw_freezer_dir(const char *agent_cg, pid_t child, char *dir, size_t len)
+{
+    char parent[600];
+    snprintf(parent, sizeof parent, "%s", agent_cg);
+    char *slash = strrchr(parent, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    snprintf(dir, len, "%s/bench-inject-raw-%d", parent, (int)getpid());
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return -1;
+    char procs[700], pid[32];
+    snprintf(procs, sizeof procs, "%s/cgroup.procs", dir);
+    snprintf(pid, sizeof pid, "%d", (int)child);
+    return write_word(procs, pid);
+}
+
+typedef struct row {
+    const char *name;
+    int64_t *v; /* ns samples */
+    int n;
+} row;
+
+static void print_row(const row *r, double ref99)
+{
+    if (r->n <= 0)
+        return;
+    double p50 = pct(r->v, r->n, 0.5), p99 = pct(r->v, r->n, 0.99);
+    if (ref99 > 0)
+        printf("| %s | %d | %.1f | %.1f | %+.1f |\n", r->name, r->n, p50, p99, p99 - ref99);
+    else
+        printf("| %s | %d | %.1f | %.1f | |\n", r->name, r->n, p50, p99);
+}
+
 int main(int argc, char **argv)
 {
     int trials = 200;
@@ -218,6 +337,19 @@ int main(int argc, char **argv)
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         ref[i] = cx_mono_ns() - t0;
+    }
+    /* ---- reference: SIGSTOP of our own child → state T ---- */
+    int64_t *rstop = calloc((size_t)trials, sizeof *rstop);
+    int nrs = 0;
+    pid_t sc = idle_child();
+    for (int i = 0; i < trials && sc; i++) {
+        int64_t d = raw_stop(sc);
+        if (d >= 0)
+            rstop[nrs++] = d;
+    }
+    if (sc) {
+        kill(sc, SIGKILL);
+        waitpid(sc, NULL, 0);
     }
 
     /* ---- the agent ---- */
@@ -282,6 +414,14 @@ int main(int argc, char **argv)
     cx_http_opts ho = {.bearer = TOKEN, .timeout_ms = 10000};
     cx_http_client *c = cx_http_client_new(base, &ho);
 
+    /* The HTTP round trip alone, on the same keep-alive connection: where
+     * an agent row's time goes that is neither the write nor the effect. */
+    int64_t *rtt = calloc((size_t)trials, sizeof *rtt);
+    for (int i = 0; i < trials; i++) {
+        int64_t t0 = cx_mono_ns();
+        json_decref(call(c, "GET", "/v1/version", NULL, NULL));
+        rtt[i] = cx_mono_ns() - t0;
+    }
     /* kill */
     pid_t pid = wait_running(c, 0);
     int nk = 0;
@@ -325,6 +465,26 @@ int main(int argc, char **argv)
             frz[0] = '\0'; /* v2: no freezer.state file to watch */
     }
     json_decref(probe);
+    /* ---- reference: the v1 freezer written directly → FROZEN ---- */
+    int64_t *rfrz = calloc((size_t)trials, sizeof *rfrz);
+    int nrf = 0;
+    char rdir[700] = "";
+    pid_t fc = frz[0] ? idle_child() : 0;
+    char agent_cg[600];
+    snprintf(agent_cg, sizeof agent_cg, "%.*s", (int)(strlen(frz) - strlen("/freezer.state")), frz);
+    if (fc && raw_freezer_dir(agent_cg, fc, rdir, sizeof rdir) == 0) {
+        for (int i = 0; i < trials; i++) {
+            int64_t d = raw_freeze(rdir);
+            if (d >= 0)
+                rfrz[nrf++] = d;
+        }
+    }
+    if (fc) {
+        kill(fc, SIGKILL);
+        waitpid(fc, NULL, 0);
+    }
+    if (rdir[0])
+        rmdir(rdir);
     for (int i = 0; i < trials && frz[0]; i++) {
         while (!file_has(frz, "THAWED"))
             sched_yield();
@@ -349,31 +509,32 @@ int main(int argc, char **argv)
     kill(apid, SIGTERM);
     cx_wait_timeout(apid, 10000, NULL);
 
-    double r50 = pct(ref, trials, 0.5), r99 = pct(ref, trials, 0.99);
-    printf("| measurement | trials | p50 (us) | p99 (us) | p50 / raw kill p50 |\n");
+    /* p99 excess: agent p99 − (raw p99 + durable write p99), in us. */
+    row wr = {"durable write of faults.json alone (file + dir fsync)", wrv, trials};
+    row raws[] = {{"raw kill(2) → waitpid", ref, trials},
+                  {"raw SIGSTOP → state T", rstop, nrs},
+                  {"raw freezer.state FROZEN → FROZEN", rfrz, nrf}};
+    row agents[] = {{"agent kill: POST → unit reaped", killv, nk},
+                    {"agent pause (signal): POST → state T", stopv, ns},
+                    {"agent pause (freezer): POST → FROZEN", frzv, nf}};
+    double w99 = pct(wrv, trials, 0.99);
+    printf("| measurement | trials | p50 (us) | p99 (us) | p99 − (raw p99 + durable p99) (us) |\n");
     printf("|---|---|---|---|---|\n");
-    printf("| raw kill(2) → waitpid (reference) | %d | %.1f | %.1f | 1.0 |\n", trials, r50, r99);
-    double w50 = pct(wrv, trials, 0.5), w99 = pct(wrv, trials, 0.99);
-    printf("| atomic write of faults.json alone (persist before apply) | %d | %.1f | %.1f | %.1f |\n", trials,
-           w50, w99, w50 / r50);
-    if (nk) {
-        double k50 = pct(killv, nk, 0.5), k99 = pct(killv, nk, 0.99);
-        printf("| agent kill: POST → unit reaped | %d | %.1f | %.1f | %.1f |\n", nk, k50, k99, k50 / r50);
-    }
-    if (ns) {
-        double s50 = pct(stopv, ns, 0.5), s99 = pct(stopv, ns, 0.99);
-        printf("| agent pause (signal): POST → state T | %d | %.1f | %.1f | %.1f |\n", ns, s50, s99,
-               s50 / r50);
-    }
-    if (nf) {
-        double z50 = pct(frzv, nf, 0.5), z99 = pct(frzv, nf, 0.99);
-        printf("| agent pause (freezer): POST → FROZEN | %d | %.1f | %.1f | %.1f |\n", nf, z50, z99,
-               z50 / r50);
+    print_row(&wr, 0);
+    row rt = {"HTTP round trip alone (GET /v1/version)", rtt, trials};
+    print_row(&rt, 0);
+    for (int i = 0; i < 3; i++) {
+        print_row(&raws[i], 0);
+        double ref99 = raws[i].n > 0 ? pct(raws[i].v, raws[i].n, 0.99) + w99 : 0;
+        print_row(&agents[i], ref99);
     }
     free(ref);
     free(killv);
     free(stopv);
     free(frzv);
     free(wrv);
+    free(rstop);
+    free(rtt);
+    free(rfrz);
     return nk == trials && ns == trials ? 0 : 1;
 }

@@ -62,6 +62,8 @@ json_t *compare_table(const json_t *runs)
         json_object_set_new(row, "bytes_per_token", num_or_null(num(s, "bytes_per_token")));
         json_object_set_new(row, "final_loss", num_or_null(num(s, "final_loss")));
         json_object_set_new(row, "longest_merge_gap_s", num_or_null(num(s, "longest_merge_gap_s")));
+        json_object_set_new(row, "tokens", num_or_null(num(s, "tokens")));
+        json_object_set_new(row, "duration_s", num_or_null(num(s, "duration_s")));
         json_t *rd = json_object_get(r, "run_dir");
         json_object_set_new(row, "run_dir", json_is_string(rd) ? json_incref(rd) : json_string(""));
         json_array_append_new(rows, row);
@@ -81,7 +83,7 @@ char *compare_csv(const json_t *table)
     cx_buf b;
     cx_buf_init(&b, 1 << 20);
     cx_buf_printf(&b, "mode,exit_code,status,goodput,time_to_target_s,bytes_per_token,final_loss,"
-                      "longest_merge_gap_s\n");
+                      "longest_merge_gap_s,tokens,duration_s\n");
     size_t i;
     json_t *row;
     json_array_foreach(json_object_get(table, "rows"), i, row)
@@ -98,6 +100,10 @@ char *compare_csv(const json_t *table)
         cell(&b, row, "final_loss", "%.4f");
         cx_buf_printf(&b, ",");
         cell(&b, row, "longest_merge_gap_s", "%.3f");
+        cx_buf_printf(&b, ",");
+        cell(&b, row, "tokens", "%.0f");
+        cx_buf_printf(&b, ",");
+        cell(&b, row, "duration_s", "%.2f");
         cx_buf_printf(&b, "\n");
     }
     return cx_buf_take(&b, NULL);
@@ -108,13 +114,13 @@ static void print_table(const json_t *table)
     double target = num(table, "target_loss");
     printf("\ntarget loss for time-to-target: %s%.4f nats (the worst final loss over the modes)\n",
            isfinite(target) ? "" : "n/a ", isfinite(target) ? target : 0.0);
-    printf("%-12s %-10s %8s %12s %14s %10s %14s\n", "mode", "status", "goodput", "t_target_s", "bytes/token",
-           "final", "max_gap_s");
+    printf("%-12s %-10s %8s %12s %14s %10s %10s %10s %8s\n", "mode", "status", "goodput", "t_target_s",
+           "bytes/token", "final", "max_gap_s", "tokens", "run_s");
     size_t i;
     json_t *row;
     json_array_foreach(json_object_get(table, "rows"), i, row)
     {
-        char g[32] = "-", t[32] = "-", bpt[32] = "-", f[32] = "-", gap[32] = "-";
+        char g[32] = "-", t[32] = "-", bpt[32] = "-", f[32] = "-", gap[32] = "-", tk[32] = "-", rs[32] = "-";
         if (isfinite(num(row, "goodput")))
             snprintf(g, sizeof g, "%.3f", num(row, "goodput"));
         if (isfinite(num(row, "time_to_target_s")))
@@ -125,8 +131,12 @@ static void print_table(const json_t *table)
             snprintf(f, sizeof f, "%.4f", num(row, "final_loss"));
         if (isfinite(num(row, "longest_merge_gap_s")))
             snprintf(gap, sizeof gap, "%.2f", num(row, "longest_merge_gap_s"));
-        printf("%-12s %-10s %8s %12s %14s %10s %14s\n", json_string_value(json_object_get(row, "mode")),
-               json_string_value(json_object_get(row, "status")), g, t, bpt, f, gap);
+        if (isfinite(num(row, "tokens")))
+            snprintf(tk, sizeof tk, "%.0f", num(row, "tokens"));
+        if (isfinite(num(row, "duration_s")))
+            snprintf(rs, sizeof rs, "%.1f", num(row, "duration_s"));
+        printf("%-12s %-10s %8s %12s %14s %10s %10s %10s %8s\n", json_string_value(json_object_get(row, "mode")),
+               json_string_value(json_object_get(row, "status")), g, t, bpt, f, gap, tk, rs);
     }
     fflush(stdout);
 }

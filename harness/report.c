@@ -159,7 +159,8 @@ static void json_append_i64(json_t *row, int64_t v)
  * {t0_mono_ms, now_mono_ms, series: {loss, merges, rates}, faults}, from
  * events.jsonl alone. Rates are per bucket of the syncer's events: merges/s
  * from `merge` events, bytes in/s from the `contribution` payload sizes
- * (the events hold no outbound byte counts: that column is null). */
+ * and, for ddp, the gradient bytes of each step's `merge` (the events hold
+ * no outbound byte counts: that column is null). */
 static json_t *chart_blob(const json_t *evs)
 {
     int64_t t0 = INT64_MAX, tend = INT64_MIN;
@@ -179,7 +180,9 @@ static json_t *chart_blob(const json_t *evs)
     int64_t span = tend - t0, bucket = 1000;
     if (span / bucket > REPORT_MAX_RATES)
         bucket = span / REPORT_MAX_RATES + 1;
-    size_t nb = (size_t)(span / bucket) + 1;
+    /* ceil: an event at tend on a bucket edge belongs to the bucket before
+     * (a zero-length last bucket would drop its bytes) */
+    size_t nb = span > 0 ? (size_t)((span + bucket - 1) / bucket) : 1;
     double *mcount = calloc(nb, sizeof *mcount), *bytes = calloc(nb, sizeof *bytes);
     json_t *loss = json_array(), *merges = json_array(), *rates = json_array(), *faults = json_array();
     int64_t syncer_down = -1;
@@ -188,6 +191,8 @@ static json_t *chart_blob(const json_t *evs)
         const char *kind = jstr(ev, "kind"), *type = jstr(ev, "type");
         int64_t tm = json_integer_value(json_object_get(ev, "t_mono_ms"));
         size_t k = tm >= t0 && tm <= tend ? (size_t)((tm - t0) / bucket) : nb;
+        if (k == nb && tm == tend)
+            k = nb - 1;
         if (strcmp(kind, "training") == 0 && strcmp(type, "eval") == 0) {
             json_t *l = json_object_get(ev, "loss");
             double v = json_is_number(l) ? json_number_value(l) : NAN;
@@ -207,6 +212,9 @@ static json_t *chart_blob(const json_t *evs)
             json_array_append_new(merges, row);
             if (mcount && k < nb)
                 mcount[k] += 1;
+            /* a ddp step's merge carries its gradients' bytes */
+            if (bytes && k < nb && json_is_integer(json_object_get(ev, "bytes")))
+                bytes[k] += (double)json_integer_value(json_object_get(ev, "bytes"));
         } else if (strcmp(kind, "training") == 0 && strcmp(type, "contribution") == 0) {
             if (bytes && k < nb)
                 bytes[k] += (double)json_integer_value(json_object_get(ev, "bytes"));

@@ -1130,6 +1130,13 @@ static json_t *summary_json(runner *r)
         json_object_set_new(o, probes[i][0], isfinite(x) ? json_real(x) : json_null());
     }
     hyp_history_free(h);
+    /* tokens the learners reported (what the figures above were measured over) */
+    json_int_t tokens = 0;
+    json_t *lv;
+    size_t li;
+    json_array_foreach(json_object_get(r->status, "learners"), li, lv) tokens +=
+        json_integer_value(json_object_get(lv, "tokens"));
+    json_object_set_new(o, "tokens", json_integer(tokens));
     /* the eval curve, s since the run start */
     json_t *curve = json_array();
     double final = NAN;

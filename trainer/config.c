@@ -88,8 +88,8 @@ static const key_def keys[] = {
     {"learner_checkpoint_every", KEY_INT, OFF(learner_checkpoint_every), 0, 100000000, NULL, 0,
      "learner checkpoint every N inner steps (0: only at exit)"},
     {"elastic_deadline_ms", KEY_INT, OFF(elastic_deadline_ms), 0, 3600000, NULL, 0,
-     "ms a barrier waits after its first arrival before closing with whoever came (ddp-elastic; "
-     "diloco when > 0)"},
+     "ms a barrier waits after its first arrival before closing with whoever came (ddp-elastic: 0 = "
+     "twice the median recent compute time; diloco: only when > 0)"},
     {"heartbeat_timeout_ms", KEY_INT, OFF(heartbeat_timeout_ms), 100, 3600000, NULL, 0,
      "ms without a heartbeat before a learner is marked absent"},
     {"slowdown", KEY_DOUBLE, OFF(slowdown), 1, 1000, NULL, 1,
@@ -369,8 +369,6 @@ int config_validate(const config *c, char *err, size_t errlen)
         return cx_fail(err, errlen, CX_EINVAL,
                        "--H %lld must be a multiple of --fragments %lld (one fragment every H/P steps)",
                        (long long)c->H, (long long)c->fragments);
-    if (c->mode == CONFIG_MODE_DDP_ELASTIC && c->elastic_deadline_ms == 0)
-        return cx_fail(err, errlen, CX_EINVAL, "--mode ddp-elastic needs --elastic-deadline-ms > 0");
     if (c->eval_tokens <= c->context)
         return cx_fail(err, errlen, CX_EINVAL, "--eval-tokens must exceed --context");
     if (c->model == CONFIG_MODEL_GPT && c->embed % c->heads != 0)

@@ -46,8 +46,11 @@
  *
  * ddp steps: step t collects one gradient per learner; it completes when
  * every expected learner has sent one (ddp: all M; ddp-elastic: every live
- * learner, or at elastic_deadline_ms after the first arrival with whoever
- * came). Completion averages, applies AdamW to the global parameters (the
+ * learner, or at the deadline after the first arrival with whoever came:
+ * elastic_deadline_ms, or when that is 0 twice the median of the recent
+ * compute times, each the gap between a step's completion and the first
+ * gradient of the next — so the deadline follows the machine's speed and
+ * a dead learner's missed steps do not inflate it). Completion averages, applies AdamW to the global parameters (the
  * source of truth for eval and rejoin) and wakes the waiting handlers, which
  * answer the mean; each learner applies the same AdamW step.
  */
@@ -84,6 +87,10 @@
 #define BARRIER_WAIT_MS 5000   /* a ddp handler answers 503 "retry" after this */
 #define LONG_POLL_MAX_MS 30000 /* cap on ?wait-ms */
 #define TICK_MS 20
+#define DDP_COMPUTE_SAMPLES 32   /* auto deadline: recent compute times kept */
+#define DDP_AUTO_MIN_SAMPLES 4   /* ... taken before they decide */
+#define DDP_AUTO_INITIAL_MS 1000 /* ... deadline until then */
+#define DDP_AUTO_FLOOR_MS 20     /* ... never below */
 #define DELTA_HISTORY 8      /* encoded downstream deltas kept per fragment */
 #define DELTA_HISTORY_F32X 2 /* ... and at most this many f32 fragments' worth of bytes */
 
@@ -218,6 +225,9 @@ struct syncer {
     float *ddp_sum;               /* [n] sum of gradients of ddp_step */
     int ddp_count;                /* gradients in ddp_sum */
     int64_t ddp_first_ms;         /* mono ms of the first gradient of ddp_step */
+    int64_t ddp_done_ms;          /* mono ms the last step completed (0: none yet) */
+    int64_t ddp_compute_ms[DDP_COMPUTE_SAMPLES]; /* ring: completion -> next first gradient */
+    int64_t ddp_ncompute;         /* samples taken (ring index = count % size) */
     float *ddp_mean;              /* [n] mean gradient of step ddp_mean_step */
     int64_t ddp_mean_step;        /* step whose mean is in ddp_mean (-1 none) */
     unsigned char *ddp_mean_wire; /* [4n] ddp_mean as sent */
@@ -661,6 +671,7 @@ static void ddp_complete(syncer *s, const char *why)
     s->ddp_step = t + 1;
     s->ddp_count = 0;
     s->ddp_first_ms = 0;
+    s->ddp_done_ms = cx_mono_ms();
     memset(s->ddp_sum, 0, s->n * sizeof *s->ddp_sum);
     for (int p = 0; p < s->P; p++)
         s->versions[p]++;
@@ -687,16 +698,38 @@ static void ddp_complete(syncer *s, const char *why)
         }
     }
     s->tokens_merged += (int64_t)count * s->cfg.batch;
+    /* bytes: the step's gradients in (ddp has no contribution events) */
     events_emit(s->ev, "merge",
-                json_pack("{s:i, s:I, s:I, s:o, s:f, s:f, s:s, s:s}", "fragment", -1, "version",
+                json_pack("{s:i, s:I, s:I, s:o, s:f, s:f, s:s, s:s, s:I}", "fragment", -1, "version",
                           (json_int_t)s->versions[0], "step", (json_int_t)t, "participants", parts,
                           "grace_ms", 0.0, "update_norm", merge_l2norm(s->ddp_mean, s->n), "mode",
-                          mode_name(s), "trigger", why));
+                          mode_name(s), "trigger", why, "bytes", (json_int_t)((int64_t)count * (int64_t)s->n * 4)));
     if (t % 50 == 0)
         cx_info("ddp step=%lld participants=%d trigger=%s lr=%.3g", (long long)t, count, why, lr);
     note_merge(s, -1, s->versions[0], ids, k);
     pthread_cond_broadcast(&s->step_cv);
     pthread_cond_broadcast(&s->frag_cv);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* ms a ddp-elastic step waits after its first gradient (see the top). */
+static int64_t ddp_deadline_ms(const syncer *s)
+{
+    if (s->cfg.elastic_deadline_ms > 0)
+        return s->cfg.elastic_deadline_ms;
+    int n = s->ddp_ncompute < DDP_COMPUTE_SAMPLES ? (int)s->ddp_ncompute : DDP_COMPUTE_SAMPLES;
+    if (n < DDP_AUTO_MIN_SAMPLES)
+        return DDP_AUTO_INITIAL_MS;
+    int64_t v[DDP_COMPUTE_SAMPLES];
+    memcpy(v, s->ddp_compute_ms, (size_t)n * sizeof v[0]);
+    qsort(v, (size_t)n, sizeof v[0], cmp_i64);
+    int64_t d = 2 * v[n / 2];
+    return d < DDP_AUTO_FLOOR_MS ? DDP_AUTO_FLOOR_MS : d;
 }
 
 static void ddp_check(syncer *s, int64_t now)
@@ -705,7 +738,7 @@ static void ddp_check(syncer *s, int64_t now)
         return;
     if (s->ddp_count >= barrier_need(s))
         ddp_complete(s, "barrier");
-    else if (s->cfg.mode == CONFIG_MODE_DDP_ELASTIC && now - s->ddp_first_ms >= s->cfg.elastic_deadline_ms)
+    else if (s->cfg.mode == CONFIG_MODE_DDP_ELASTIC && now - s->ddp_first_ms >= ddp_deadline_ms(s))
         ddp_complete(s, "deadline");
 }
 
@@ -1313,8 +1346,11 @@ static int h_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         l->ddp_arrived = t;
         l->accepted++;
         s->accepted_total++;
-        if (s->ddp_count++ == 0)
+        if (s->ddp_count++ == 0) {
             s->ddp_first_ms = cx_mono_ms();
+            if (s->ddp_done_ms > 0)
+                s->ddp_compute_ms[s->ddp_ncompute++ % DDP_COMPUTE_SAMPLES] = s->ddp_first_ms - s->ddp_done_ms;
+        }
     }
     free(g);
     ddp_check(s, cx_mono_ms());
@@ -1405,6 +1441,8 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         "uptime_ms", (json_int_t)(now - s->start_ms), "learners_expected", (int)s->cfg.learners, "loss_floor",
         isfinite(s->entropy_floor) ? json_real(s->entropy_floor) : json_null());
     json_object_set_new(o, "n_params", json_integer((json_int_t)s->n));
+    if (s->cfg.mode == CONFIG_MODE_DDP_ELASTIC)
+        json_object_set_new(o, "elastic_deadline_ms", json_integer((json_int_t)ddp_deadline_ms(s)));
     json_t *fr = json_object();
     int64_t fallbacks = s->answers_full[FULL_HISTORY] + s->answers_full[FULL_MISMATCH];
     for (int r = 0; r < FULL_R_COUNT; r++)

@@ -1102,8 +1102,8 @@ void proxy_listen(proxy *p, char *buf, size_t len)
 
 int proxy_set_listen(proxy *p, const char *listen_s, char *err, size_t errlen)
 {
-    struct sockaddr_storage ss;
-    socklen_t sl;
+    struct sockaddr_storage ss = {0};
+    socklen_t sl = 0;
     int rc = resolve_hostport(listen_s ? listen_s : "", "listen", &ss, &sl, err, errlen);
     if (rc != 0)
         return rc;

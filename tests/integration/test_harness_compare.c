@@ -1,6 +1,8 @@
 /* test_harness_compare.c - `chaosloco compare` runs one experiment in two
  * modes with the same seed and fault timeline and writes one table
- * (stdout, compare.csv, compare.json) with a row per mode. */
+ * (stdout, compare.csv, compare.json) with a row per mode; with its default
+ * modes on the default experiment every mode completes (ddp-elastic with
+ * the deadline derived from the measured compute time). */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
@@ -43,11 +45,9 @@ Test(harness_compare, two_modes_one_table)
     snprintf(p, sizeof p, "%s/compare.csv", out);
     char *csv = hx_read(p);
     cr_assert_not_null(csv);
-    cr_expect(strncmp(csv,
-                      "mode,exit_code,status,goodput,time_to_target_s,bytes_per_token,final_loss,"
-                      "longest_merge_gap_s\n",
-                      86) == 0,
-              "CSV header");
+    const char *hdr = "mode,exit_code,status,goodput,time_to_target_s,bytes_per_token,final_loss,"
+                      "longest_merge_gap_s,tokens,duration_s\n";
+    cr_expect(strncmp(csv, hdr, strlen(hdr)) == 0, "CSV header: %s", csv);
     cr_expect(strstr(csv, "\nddp,") && strstr(csv, "\ndecoupled,"), "one row per mode");
     free(csv);
 
@@ -101,9 +101,39 @@ Test(harness_compare, table_from_summaries)
     cr_expect_float_eq(json_number_value(json_object_get(r1, "time_to_target_s")), 2.5, 1e-9);
     cr_expect(json_is_null(json_object_get(r1, "goodput")), "a missing figure stays null");
     char *csv = compare_csv(t);
-    cr_expect(strstr(csv, "decoupled,0,completed,,2.50,,3.4000,\n") != NULL,
+    cr_expect(strstr(csv, "decoupled,0,completed,,2.50,,3.4000,,,\n") != NULL,
               "CSV leaves missing figures empty: %s", csv);
     free(csv);
     json_decref(t);
     json_decref(runs);
+}
+
+Test(harness_compare, default_modes_on_the_default_experiment, .timeout = 400)
+{
+    char *dir = it_mkdtemp("hcmpd");
+    char exp[1024], out[1100];
+    snprintf(exp, sizeof exp, "%s/experiments/kill-one-reintegrate.json", CHAOSLOCO_SRC);
+    snprintf(out, sizeof out, "%s/out", dir);
+    const char *args[] = {"compare", exp, "--ci", "--out", out, NULL};
+    pid_t pid = it_start(dir, "compare", args, NULL);
+    int rc = hx_exit_code(pid, 380000);
+    if (rc != 0)
+        it_dump_log(dir, "compare");
+    cr_assert_eq(rc, 0, "every default mode ran and held (got %d)", rc);
+    char p[1200];
+    snprintf(p, sizeof p, "%s/compare.json", out);
+    json_t *t = json_load_file(p, 0, NULL);
+    cr_assert_not_null(t);
+    json_t *rows = json_object_get(t, "rows");
+    static const char *const modes[] = {"ddp", "ddp-elastic", "diloco", "decoupled"};
+    cr_assert_eq(json_array_size(rows), 4, "the four modes by default");
+    for (size_t i = 0; i < 4; i++) {
+        json_t *row = json_array_get(rows, i);
+        cr_expect_str_eq(json_string_value(json_object_get(row, "mode")), modes[i]);
+        cr_expect_str_eq(json_string_value(json_object_get(row, "status")), "completed", "%s", modes[i]);
+        cr_expect_gt(json_number_value(json_object_get(row, "tokens")), 0, "%s trained", modes[i]);
+        cr_expect_gt(json_number_value(json_object_get(row, "bytes_per_token")), 0, "%s moved bytes", modes[i]);
+    }
+    json_decref(t);
+    free(dir);
 }
