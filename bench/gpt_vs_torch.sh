@@ -12,11 +12,12 @@
 set -euo pipefail
 BUILD=${1:-build-gpt-rel}
 SECS=${SECONDS_PER:-2}
+PY=${PYTHON:-/usr/bin/python3} # Debian's python3-torch lives there, not in a pyenv
 HERE=$(cd "$(dirname "$0")" && pwd)
 if [[ ${INSTALL:-0} == 1 ]]; then
   sudo apt-get install -y --no-install-recommends python3-torch
 fi
-python3 -c 'import torch' 2>/dev/null || { echo "gpt_vs_torch.sh: needs python3-torch (INSTALL=1)" >&2; exit 64; }
+"$PY" -c 'import torch' 2>/dev/null || { echo "gpt_vs_torch.sh: needs python3-torch (INSTALL=1)" >&2; exit 64; }
 [[ -x $BUILD/bench/bench_gpt ]] || {
   cmake -S "$HERE/.." -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$BUILD" -j2 --target bench_gpt >/dev/null
@@ -29,7 +30,7 @@ echo "|---|---:|---:|---:|---:|---:|---:|"
 for s in "${SHAPES[@]}"; do
   for th in 1 2; do
     c=$(OPENBLAS_NUM_THREADS=$th "$BUILD/bench/bench_gpt" --threads "$th" --seconds "$SECS" $s)
-    p=$(OMP_NUM_THREADS=$th python3 "$HERE/gpt_torch.py" --threads "$th" --seconds "$SECS" $s)
+    p=$(OMP_NUM_THREADS=$th "$PY" "$HERE/gpt_torch.py" --threads "$th" --seconds "$SECS" $s)
     ct=$(sed -E 's/.*: ([0-9]+) tokens.*/\1/' <<<"$c")
     pt=$(sed -E 's/.*: ([0-9]+) tokens.*/\1/' <<<"$p")
     gf=$(sed -E 's/.*tokens\/s, ([0-9.]+) GFLOP.*/\1/' <<<"$c")
