@@ -5,7 +5,7 @@
  * header only exposes its layers for tests and benches. Config fields:
  * context = T (sequence length), embed = C (width), hidden = MLP width,
  * layers = L, heads = NH (C % NH == 0), max_batch = sequences per chunk.
- * Defaults: T=128, C=128, hidden=512, L=4, NH=4, max_batch=8 (857,984 params
+ * Defaults: T=128, C=128, hidden=512, L=4, NH=4, max_batch=8 (842,496 params
  * with T=128).
  *
  * Argument order: outputs, inputs, weights, sizes; all row-major. Backward
