@@ -36,6 +36,7 @@ static const char *const mode_names[] = {"ddp", "ddp-elastic", "diloco", "decoup
 static const char *const enc_names[] = {"f32", "bf16", "int8", "int4", "int2", NULL};
 static const char *const merge_names[] = {"rda", "mean", NULL};
 static const char *const weights_names[] = {"token", "uniform", NULL};
+static const char *const model_names[] = {"mlp", "gpt", NULL};
 
 #define OFF(f) offsetof(config, f)
 static const key_def keys[] = {
@@ -70,9 +71,16 @@ static const key_def keys[] = {
     {"steps", KEY_INT, OFF(steps), 1, CONFIG_STEPS_MAX, NULL, 1,
      "inner steps per learner (also the cosine decay horizon)"},
     {"batch", KEY_INT, OFF(batch), 1, CONFIG_BATCH_MAX, NULL, 1, "sequences per inner step"},
-    {"context", KEY_INT, OFF(context), 1, 256, NULL, 0, "C, context bytes of the MLP LM"},
-    {"embed", KEY_INT, OFF(embed), 1, 1024, NULL, 0, "E, embedding dims per byte"},
-    {"hidden", KEY_INT, OFF(hidden), 1, 16384, NULL, 0, "Hd, hidden units of the MLP LM"},
+    /* ---- model (issue 11) ---- */
+    {"model", KEY_ENUM, OFF(model), 0, 0, model_names, 0, "model kind: mlp or gpt (byte-level transformer)"},
+    {"context", KEY_INT, OFF(context), 1, 128, NULL, 0, "C, context bytes (mlp) or sequence length T (gpt)"},
+    {"embed", KEY_INT, OFF(embed), 1, 1024, NULL, 0, "E, embedding dims per byte (mlp) or d_model (gpt)"},
+    {"hidden", KEY_INT, OFF(hidden), 1, 16384, NULL, 0, "Hd, hidden units (mlp) or MLP width (gpt)"},
+    {"layers", KEY_INT, OFF(layers), 1, 64, NULL, 0, "gpt: transformer blocks"},
+    {"heads", KEY_INT, OFF(heads), 1, 1024, NULL, 0, "gpt: attention heads (must divide --embed)"},
+    {"threads", KEY_INT, OFF(threads), 1, 64, NULL, 1, "OpenBLAS threads per learner"},
+    {"grad_clip", KEY_DOUBLE, OFF(grad_clip), 0, 1e6, NULL, 0,
+     "gpt: clip the global gradient norm to this (0: off)"},
     {"seed", KEY_INT, OFF(seed), 0, 4294967295.0, NULL, 0, "seed of init, synthetic corpus and shards"},
     {"data", KEY_STRING, OFF(data), 0, 0, NULL, 1, "training text file (empty: built-in synthetic corpus)"},
     {"eval_every_ms", KEY_INT, OFF(eval_every_ms), 0, 86400000, NULL, 0,
@@ -119,6 +127,11 @@ void config_defaults(config *c)
     c->context = 8;
     c->embed = 16;
     c->hidden = 128;
+    c->model = CONFIG_MODEL_MLP;
+    c->layers = 4;
+    c->heads = 4;
+    c->threads = 1;
+    c->grad_clip = 1.0;
     c->seed = 1;
     c->eval_every_ms = 0;
     c->eval_tokens = 4096;
@@ -362,6 +375,9 @@ int config_validate(const config *c, char *err, size_t errlen)
                        (long long)c->H, (long long)c->fragments);
     if (c->eval_tokens <= c->context)
         return cx_fail(err, errlen, CX_EINVAL, "--eval-tokens must exceed --context");
+    if (c->model == CONFIG_MODEL_GPT && c->embed % c->heads != 0)
+        return cx_fail(err, errlen, CX_EINVAL, "--embed %lld must be a multiple of --heads %lld (gpt)",
+                       (long long)c->embed, (long long)c->heads);
     return 0;
 }
 
@@ -390,6 +406,10 @@ const char *config_merge_name(int64_t m)
 const char *config_weights_name(int64_t w)
 {
     return name_of(weights_names, 2, w);
+}
+const char *config_model_name(int64_t m)
+{
+    return name_of(model_names, 2, m);
 }
 int config_parse_mode(const char *s, int64_t *out)
 {
