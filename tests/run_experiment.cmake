@@ -5,7 +5,17 @@
 # with VALIDATE (the journal validator's command line, '|'-separated), its
 # journal.json validates against docs/journal.schema.json.
 file(REMOVE_RECURSE ${OUT})
-execute_process(COMMAND ${BIN} run --ci ${EXP} --out ${OUT} --time-limit 240 RESULT_VARIABLE rc)
+# The run's time bound: 240 s, times CHAOSLOCO_SLOWDOWN when the learners are
+# slowed (the horizon is in tokens, so a slower machine trains longer).
+set(time_limit 240)
+if(DEFINED ENV{CHAOSLOCO_SLOWDOWN} AND "$ENV{CHAOSLOCO_SLOWDOWN}" MATCHES "^[0-9]+$")
+  math(EXPR time_limit "240 * $ENV{CHAOSLOCO_SLOWDOWN}")
+endif()
+# CHAOSLOCO_TIME_LIMIT_S overrides it (scripts/test's CPU-hog pass: 720 s).
+if(DEFINED ENV{CHAOSLOCO_TIME_LIMIT_S} AND "$ENV{CHAOSLOCO_TIME_LIMIT_S}" MATCHES "^[0-9]+$")
+  set(time_limit $ENV{CHAOSLOCO_TIME_LIMIT_S})
+endif()
+execute_process(COMMAND ${BIN} run --ci ${EXP} --out ${OUT} --time-limit ${time_limit} RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "chaosloco run --ci ${EXP} exited ${rc} (0 wanted); see ${OUT}/journal.json, ${OUT}/logs/")
 endif()

@@ -69,6 +69,17 @@ Test(trainer_diloco, deadline_keeps_merging_without_a_dead_learner, .timeout = 1
     tr_learner_start(&r, 0, NULL, NULL);
     pid_t b = tr_learner_start(&r, 1, NULL, NULL);
     cr_assert_geq(tr_wait_merges(&r, 8, 60000), 8, "training started");
+    /* learner 0 alone can reach 8 merges: kill learner 1 only once it joined */
+    json_int_t inc0 = 0;
+    for (int64_t until = cx_mono_ms() + 60000; cx_mono_ms() < until;) {
+        json_t *ev0 = tr_events(&r, 0);
+        json_int_t found = tr_find_join(ev0, 1, 0, &inc0);
+        json_decref(ev0);
+        if (found >= 0)
+            break;
+        cx_sleep_ms(200);
+    }
+    cr_assert_eq(inc0, 1, "learner 1 joined before the kill");
     it_signal(b, SIGKILL, 1);
     it_wait_exit(b, 5000);
     json_int_t m1 = tr_merges(&r);
@@ -83,7 +94,7 @@ Test(trainer_diloco, deadline_keeps_merging_without_a_dead_learner, .timeout = 1
         cx_sleep_ms(500);
         json_decref(evs);
         evs = tr_events(&r, 0);
-        if (tr_find_join(evs, 1, 1, &inc) < 0)
+        if (tr_find_join(evs, 1, inc0, &inc) < 0)
             continue;
         first = tr_assert_pulled_first(evs, 1, inc, 4);
         merged = 0;

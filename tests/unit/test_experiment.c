@@ -338,11 +338,15 @@ Test(experiment, exactly_one_time)
         "$.method[0].targets: expected exactly one of ids, random, percent, got 2");
 }
 
+/* One action "a" on learner 0, its object left open for more keys. */
+#define ACTION_A_HEAD                                                                                         \
+    "{\"title\": \"t\", \"topology\": {\"learners\": 2}, \"method\": [{\"name\": \"a\", \"fault\": \"pause\", "           \
+    "\"targets\": {\"ids\": [0]}, \"at_s\": 1, \"duration_ms\": 5"
+
 /* An action's unit that is not running: wait (default 30 s, or wait_s) or skip. */
 Test(experiment, if_not_running_wait_or_skip)
 {
-    const char *head = "{\"title\": \"t\", \"topology\": {\"learners\": 2}, \"method\": [{\"name\": \"a\", "
-                       "\"fault\": \"pause\", \"targets\": {\"ids\": [0]}, \"at_s\": 1, \"duration_ms\": 5";
+    const char *head = ACTION_A_HEAD;
     char text[512];
     experiment *e = NULL;
     jv_diag *d;
@@ -369,8 +373,7 @@ Test(experiment, if_not_running_wait_or_skip)
 /* until_end: a boolean; the fault lasts until the run ends. */
 Test(experiment, until_end_is_a_boolean)
 {
-    const char *head = "{\"title\": \"t\", \"topology\": {\"learners\": 2}, \"method\": [{\"name\": \"a\", "
-                       "\"fault\": \"pause\", \"targets\": {\"ids\": [0]}, \"at_s\": 1, \"duration_ms\": 5";
+    const char *head = ACTION_A_HEAD;
     char text[512];
     experiment *e = NULL;
     jv_diag *d;
