@@ -82,7 +82,7 @@ static const key_def keys[] = {
     {"grad_clip", KEY_DOUBLE, OFF(grad_clip), 0, 1e6, NULL, 0,
      "gpt: clip the global gradient norm to this (0: off)"},
     {"seed", KEY_INT, OFF(seed), 0, 4294967295.0, NULL, 0, "seed of init, synthetic corpus and shards"},
-    {"data", KEY_STRING, OFF(data), 0, 0, NULL, 1, "training text file (empty: built-in synthetic corpus)"},
+    {"data", KEY_STRING, OFF(data), 0, 0, NULL, 1, "training text: fortunes (Debian's fortunes package), synthetic (Markov corpus) or a FILE"},
     {"eval_every_ms", KEY_INT, OFF(eval_every_ms), 0, 86400000, NULL, 0,
      "min ms between two evals of the global model (0: after every merge)"},
     {"eval_tokens", KEY_INT, OFF(eval_tokens), 16, 10000000, NULL, 0, "tokens in the fixed eval set"},
@@ -104,7 +104,6 @@ static const key_def keys[] = {
 void config_defaults(config *c)
 {
     memset(c, 0, sizeof *c);
-    c->mode = CONFIG_MODE_DECOUPLED;
     c->learners = 2;
     c->fragments = 4;
     c->H = 24;
@@ -118,35 +117,46 @@ void config_defaults(config *c)
     c->merge = CONFIG_MERGE_RDA;
     c->weights = CONFIG_WEIGHTS_TOKEN;
     c->outer_lr = 0.7;
-    c->outer_momentum = 0.9;
     c->inner_lr = 3e-3;
     c->warmup = 20;
     c->weight_decay = 0.1;
     c->steps = 600;
-    c->batch = 16;
-    c->context = 8;
-    c->embed = 16;
-    c->hidden = 128;
-    c->model = CONFIG_MODEL_MLP;
     c->layers = 4;
     c->heads = 4;
     c->threads = 1;
     c->grad_clip = 1.0;
     c->seed = 1;
-    c->eval_every_ms = 0;
-    c->eval_tokens = 4096;
+    snprintf(c->data, sizeof c->data, "fortunes");
     c->checkpoint_every = 10;
     c->learner_checkpoint_every = 100;
     c->elastic_deadline_ms = 0;
     c->heartbeat_timeout_ms = 5000;
     c->slowdown = 1.0;
+    config_kind_defaults(c, CONFIG_MODE_DECOUPLED, CONFIG_MODEL_GPT);
 }
 
-void config_mode_defaults(config *c, int64_t mode)
+void config_kind_defaults(config *c, int64_t mode, int64_t model)
 {
     c->mode = mode;
-    if (mode == CONFIG_MODE_DECOUPLED)
-        c->outer_momentum = 0.5;
+    c->model = model;
+    /* asynchronous partial merges diverge at 0.9 (docs/training.md) */
+    c->outer_momentum = mode == CONFIG_MODE_DECOUPLED ? 0.5 : 0.9;
+    if (model == CONFIG_MODEL_GPT) {
+        /* 0.83 M parameters; T=64 (docs/training.md, "the byte-level GPT") */
+        c->context = 64;
+        c->embed = 128;
+        c->hidden = 512;
+        c->batch = 8;
+        c->eval_tokens = 512;     /* 512 windows x 64 predictions */
+        c->eval_every_ms = 2000;  /* an eval costs ~1 s of one core */
+    } else {
+        c->context = 8;
+        c->embed = 16;
+        c->hidden = 128;
+        c->batch = 16;
+        c->eval_tokens = 4096;
+        c->eval_every_ms = 0;
+    }
 }
 
 /* ---- config: lookup ---- */
@@ -415,6 +425,10 @@ int config_parse_mode(const char *s, int64_t *out)
 {
     return enum_index(mode_names, s, out);
 }
+int config_parse_model(const char *s, int64_t *out)
+{
+    return enum_index(model_names, s, out);
+}
 int config_parse_encoding(const char *s, int64_t *out)
 {
     return enum_index(enc_names, s, out);
@@ -477,7 +491,7 @@ void config_print_help(FILE *f, int learner_overrides_only)
             break;
         }
         case KEY_STRING:
-            snprintf(def, sizeof def, "synthetic");
+            snprintf(def, sizeof def, "%s", d.data[0] ? d.data : "synthetic");
             snprintf(arg, sizeof arg, "%s FILE", flag);
             break;
         }

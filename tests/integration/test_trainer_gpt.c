@@ -2,15 +2,16 @@
  * 2 learners in ddp and 4 in decoupled reach a held-out bits/byte below the
  * corpus's order-1 entropy (3.74 bits/byte for the whole corpus) within a
  * run bounded by steps. The model is small (T=32, d=32, 2 layers, 34,688
- * parameters) so that each case stays under about a minute under ASan; the
+ * parameters) so that the cases stay at about half a minute (ddp) and two
+ * minutes (decoupled) under ASan; the
  * bar is what a model that uses more than the previous byte must beat.
  * Needs Debian's fortunes.
  *
- * The decoupled case is DISABLED: measured 4.01 bits/byte after 1000 steps
- * per learner (H=96, outer lr 0.5; 4.50-4.63 with H=24/48 and outer lr
- * 0.7), above the bar, while ddp passes with the same per-learner budget.
- * See docs/training.md (the byte-level GPT, status). Enable it once
- * decoupled gpt training gets there within a bounded run. */
+ * Decoupled DiLoCo is less data-efficient than ddp (each learner's pseudo-
+ * gradient is averaged into the global model every H/P steps, not every
+ * step), so the decoupled case gets 2000 steps per learner: measured 3.56
+ * bits/byte (Release; 3.82 after 1000 steps, where 4 synchronous diloco
+ * learners reach 3.90). See docs/training.md. */
 #include "trainer_it.h"
 
 #define GPT_SMALL                                                                                              \
@@ -31,7 +32,7 @@ static double gpt_run(const char *tag, const char *const *args, int learners)
     for (int i = 0; i < learners; i++)
         p[i] = tr_learner_start(&r, i, NULL, NULL);
     for (int i = 0; i < learners; i++)
-        tr_expect_exit0(&r, p[i], i, 110000);
+        tr_expect_exit0(&r, p[i], i, 350000);
     double bpb = tr_final_eval(&r) / M_LN2;
     tr_done(&r);
     return bpb;
@@ -44,9 +45,9 @@ Test(trainer_gpt, ddp_two_learners_beat_order1_entropy, .timeout = 150)
     cr_assert(bpb < 3.74, "ddp gpt: held-out %.3f bits/byte, not below order-1 entropy 3.74", bpb);
 }
 
-Test(trainer_gpt, decoupled_four_learners_beat_order1_entropy, .timeout = 150, .disabled = true)
+Test(trainer_gpt, decoupled_four_learners_beat_order1_entropy, .timeout = 400)
 {
-    const char *args[] = {"--mode", "decoupled", "--learners", "4", "--steps", "1000", "--H", "96", "--outer-lr", "0.5", GPT_SMALL, NULL};
+    const char *args[] = {"--mode", "decoupled", "--learners", "4", "--steps", "2000", GPT_SMALL, NULL};
     double bpb = gpt_run("gptdec", args, 4);
     cr_assert(bpb < 3.74, "decoupled gpt: held-out %.3f bits/byte, not below order-1 entropy 3.74", bpb);
 }
