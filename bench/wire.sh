@@ -42,7 +42,7 @@ field() { sed -n "s/.*\"$1\":\([0-9.eE+-]*\).*/\1/p" | head -1; }
 
 start_syncer() { # dir args... -> sets URL SPID
     local dir=$1; shift
-    "$BIN" syncer --listen 127.0.0.1:0 --state-dir "$dir/s" --checkpoint-every 0 "$@" 2>"$dir/syncer.log" &
+    "$BIN" syncer --listen 127.0.0.1:0 --state-dir "$dir/s" --checkpoint-every 0 --model mlp --data synthetic "$@" 2>"$dir/syncer.log" &
     SPID=$!
     PIDS+=("$SPID")
     for _ in $(seq 200); do [[ -s $dir/s/listen.addr ]] && break; sleep 0.05; done

@@ -1310,6 +1310,7 @@ static json_t *summary_json(runner *r)
         final = isfinite(loss) && loss >= 0 ? loss : NAN;
     }
     json_object_set_new(o, "final_loss", isfinite(final) ? json_real(final) : json_null());
+    json_object_set_new(o, "final_bpb", isfinite(final) ? json_real(final / M_LN2) : json_null());
     json_object_set_new(o, "eval_curve", curve);
     json_object_set_new(o, "duration_s", json_real((double)(r->end_mono - r->start_mono) / 1000.0));
     json_object_set_new(o, "merges", json_integer((json_int_t)r->merges));
@@ -1587,7 +1588,14 @@ static json_t *syncer_config(runner *r, char *err, size_t errlen)
         json_decref(c);
         return NULL;
     }
-    config_mode_defaults(&cfg, mode);
+    int64_t model = CONFIG_MODEL_GPT;
+    json_t *jk = json_object_get(c, "model");
+    if (json_is_string(jk) && config_parse_model(json_string_value(jk), &model) < 0) {
+        cx_fail(err, errlen, CX_EINVAL, "model '%s' is not mlp|gpt", json_string_value(jk));
+        json_decref(c);
+        return NULL;
+    }
+    config_kind_defaults(&cfg, mode, model);
     char e2[CX_ERRLEN];
     if (config_from_json(&cfg, c, "topology.training", e2, sizeof e2) < 0 ||
         config_validate(&cfg, e2, sizeof e2) < 0) {

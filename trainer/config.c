@@ -36,6 +36,7 @@ static const char *const mode_names[] = {"ddp", "ddp-elastic", "diloco", "decoup
 static const char *const enc_names[] = {"f32", "bf16", "int8", "int4", "int2", NULL};
 static const char *const merge_names[] = {"rda", "mean", NULL};
 static const char *const weights_names[] = {"token", "uniform", NULL};
+static const char *const model_names[] = {"mlp", "gpt", NULL};
 
 #define OFF(f) offsetof(config, f)
 static const key_def keys[] = {
@@ -70,11 +71,18 @@ static const key_def keys[] = {
     {"steps", KEY_INT, OFF(steps), 1, CONFIG_STEPS_MAX, NULL, 1,
      "inner steps per learner (also the cosine decay horizon)"},
     {"batch", KEY_INT, OFF(batch), 1, CONFIG_BATCH_MAX, NULL, 1, "sequences per inner step"},
-    {"context", KEY_INT, OFF(context), 1, 256, NULL, 0, "C, context bytes of the MLP LM"},
-    {"embed", KEY_INT, OFF(embed), 1, 1024, NULL, 0, "E, embedding dims per byte"},
-    {"hidden", KEY_INT, OFF(hidden), 1, 16384, NULL, 0, "Hd, hidden units of the MLP LM"},
+    /* ---- model (issue 11) ---- */
+    {"model", KEY_ENUM, OFF(model), 0, 0, model_names, 0, "model kind: mlp or gpt (byte-level transformer)"},
+    {"context", KEY_INT, OFF(context), 1, 128, NULL, 0, "C, context bytes (mlp) or sequence length T (gpt)"},
+    {"embed", KEY_INT, OFF(embed), 1, 1024, NULL, 0, "E, embedding dims per byte (mlp) or d_model (gpt)"},
+    {"hidden", KEY_INT, OFF(hidden), 1, 16384, NULL, 0, "Hd, hidden units (mlp) or MLP width (gpt)"},
+    {"layers", KEY_INT, OFF(layers), 1, 64, NULL, 0, "gpt: transformer blocks"},
+    {"heads", KEY_INT, OFF(heads), 1, 1024, NULL, 0, "gpt: attention heads (must divide --embed)"},
+    {"threads", KEY_INT, OFF(threads), 1, 64, NULL, 1, "OpenBLAS threads per learner"},
+    {"grad_clip", KEY_DOUBLE, OFF(grad_clip), 0, 1e6, NULL, 0,
+     "gpt: clip the global gradient norm to this (0: off)"},
     {"seed", KEY_INT, OFF(seed), 0, 4294967295.0, NULL, 0, "seed of init, synthetic corpus and shards"},
-    {"data", KEY_STRING, OFF(data), 0, 0, NULL, 1, "training text file (empty: built-in synthetic corpus)"},
+    {"data", KEY_STRING, OFF(data), 0, 0, NULL, 1, "training text: fortunes (Debian's fortunes package), synthetic (Markov corpus) or a FILE"},
     {"eval_every_ms", KEY_INT, OFF(eval_every_ms), 0, 86400000, NULL, 0,
      "min ms between two evals of the global model (0: after every merge)"},
     {"eval_tokens", KEY_INT, OFF(eval_tokens), 16, 10000000, NULL, 0, "tokens in the fixed eval set"},
@@ -96,7 +104,6 @@ static const key_def keys[] = {
 void config_defaults(config *c)
 {
     memset(c, 0, sizeof *c);
-    c->mode = CONFIG_MODE_DECOUPLED;
     c->learners = 2;
     c->fragments = 4;
     c->H = 24;
@@ -110,30 +117,46 @@ void config_defaults(config *c)
     c->merge = CONFIG_MERGE_RDA;
     c->weights = CONFIG_WEIGHTS_TOKEN;
     c->outer_lr = 0.7;
-    c->outer_momentum = 0.9;
     c->inner_lr = 3e-3;
     c->warmup = 20;
     c->weight_decay = 0.1;
     c->steps = 600;
-    c->batch = 16;
-    c->context = 8;
-    c->embed = 16;
-    c->hidden = 128;
+    c->layers = 4;
+    c->heads = 4;
+    c->threads = 1;
+    c->grad_clip = 1.0;
     c->seed = 1;
-    c->eval_every_ms = 0;
-    c->eval_tokens = 4096;
+    snprintf(c->data, sizeof c->data, "fortunes");
     c->checkpoint_every = 10;
     c->learner_checkpoint_every = 100;
     c->elastic_deadline_ms = 0;
     c->heartbeat_timeout_ms = 5000;
     c->slowdown = 1.0;
+    config_kind_defaults(c, CONFIG_MODE_DECOUPLED, CONFIG_MODEL_GPT);
 }
 
-void config_mode_defaults(config *c, int64_t mode)
+void config_kind_defaults(config *c, int64_t mode, int64_t model)
 {
     c->mode = mode;
-    if (mode == CONFIG_MODE_DECOUPLED)
-        c->outer_momentum = 0.5;
+    c->model = model;
+    /* asynchronous partial merges diverge at 0.9 (docs/training.md) */
+    c->outer_momentum = mode == CONFIG_MODE_DECOUPLED ? 0.5 : 0.9;
+    if (model == CONFIG_MODEL_GPT) {
+        /* 0.83 M parameters; T=64 (docs/training.md, "the byte-level GPT") */
+        c->context = 64;
+        c->embed = 128;
+        c->hidden = 512;
+        c->batch = 8;
+        c->eval_tokens = 512;     /* 512 windows x 64 predictions */
+        c->eval_every_ms = 2000;  /* an eval costs ~1 s of one core */
+    } else {
+        c->context = 8;
+        c->embed = 16;
+        c->hidden = 128;
+        c->batch = 16;
+        c->eval_tokens = 4096;
+        c->eval_every_ms = 0;
+    }
 }
 
 /* ---- config: lookup ---- */
@@ -362,6 +385,9 @@ int config_validate(const config *c, char *err, size_t errlen)
                        (long long)c->H, (long long)c->fragments);
     if (c->eval_tokens <= c->context)
         return cx_fail(err, errlen, CX_EINVAL, "--eval-tokens must exceed --context");
+    if (c->model == CONFIG_MODEL_GPT && c->embed % c->heads != 0)
+        return cx_fail(err, errlen, CX_EINVAL, "--embed %lld must be a multiple of --heads %lld (gpt)",
+                       (long long)c->embed, (long long)c->heads);
     return 0;
 }
 
@@ -391,9 +417,17 @@ const char *config_weights_name(int64_t w)
 {
     return name_of(weights_names, 2, w);
 }
+const char *config_model_name(int64_t m)
+{
+    return name_of(model_names, 2, m);
+}
 int config_parse_mode(const char *s, int64_t *out)
 {
     return enum_index(mode_names, s, out);
+}
+int config_parse_model(const char *s, int64_t *out)
+{
+    return enum_index(model_names, s, out);
 }
 int config_parse_encoding(const char *s, int64_t *out)
 {
@@ -457,7 +491,7 @@ void config_print_help(FILE *f, int learner_overrides_only)
             break;
         }
         case KEY_STRING:
-            snprintf(def, sizeof def, "synthetic");
+            snprintf(def, sizeof def, "%s", d.data[0] ? d.data : "synthetic");
             snprintf(arg, sizeof arg, "%s FILE", flag);
             break;
         }

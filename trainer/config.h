@@ -35,6 +35,7 @@ typedef enum config_encoding {
     CONFIG_ENC_INT2 = 4, /* where quantization breaks (for comparisons) */
 } config_encoding;
 
+typedef enum config_model { CONFIG_MODEL_MLP = 0, CONFIG_MODEL_GPT = 1 } config_model;
 typedef enum config_merge { CONFIG_MERGE_RDA = 0, CONFIG_MERGE_MEAN = 1 } config_merge;
 typedef enum config_weights { CONFIG_WEIGHTS_TOKEN = 0, CONFIG_WEIGHTS_UNIFORM = 1 } config_weights;
 
@@ -59,11 +60,17 @@ typedef struct config {
     double weight_decay;              /* AdamW decoupled weight decay */
     int64_t steps;                    /* inner steps per learner (also the cosine horizon) */
     int64_t batch;                    /* sequences per inner step */
-    int64_t context;                  /* C: bytes of context of the MLP LM */
-    int64_t embed;                    /* E: embedding dims per byte */
-    int64_t hidden;                   /* Hd: hidden units */
+    /* ---- model (issue 11): kind and sizes ---- */
+    int64_t model;                    /* config_model: model kind ("mlp" or "gpt") */
+    int64_t context;                  /* C: bytes of context (mlp), sequence length T (gpt) */
+    int64_t embed;                    /* E: embedding dims per byte (mlp), d_model (gpt) */
+    int64_t hidden;                   /* Hd: hidden units (mlp), MLP width (gpt) */
+    int64_t layers;                   /* gpt: transformer blocks L */
+    int64_t heads;                    /* gpt: attention heads (divides embed) */
+    int64_t threads;                  /* OpenBLAS threads per learner */
+    double grad_clip;                 /* gpt: global gradient norm clip, 0 = off */
     int64_t seed;                     /* init, synthetic corpus and shard seed */
-    char data[512];                   /* text file, "" = built-in synthetic corpus */
+    char data[512];                   /* "fortunes", "synthetic" (or "") or a text file */
     int64_t eval_every_ms;            /* ms, min gap between two evals; 0 = every merge */
     int64_t eval_tokens;              /* tokens in the fixed eval set */
     int64_t checkpoint_every;         /* syncer checkpoint every N merges (0 = only at exit) */
@@ -78,10 +85,13 @@ typedef struct config {
 
 /* Defaults (see docs/training.md for the reasoning behind each). */
 void config_defaults(config *c);
-/* Mode-dependent defaults, applied after config_defaults and before the
- * file and flags: decoupled runs default to outer momentum 0.5 (with
- * asynchronous partial merges 0.9 diverges; docs/training.md). */
-void config_mode_defaults(config *c, int64_t mode);
+/* Mode- and model-dependent defaults, applied after config_defaults and
+ * before the file and flags (which may override every one of them):
+ * decoupled runs default to outer momentum 0.5, the others 0.9; gpt to
+ * T=64, d=128, MLP 512, batch 8, 512 eval windows every 2 s; mlp to C=8,
+ * E=16, Hd=128, batch 16, 4096 eval tokens after every merge. Sets mode and
+ * model. config_defaults ends with (decoupled, gpt). */
+void config_kind_defaults(config *c, int64_t mode, int64_t model);
 
 /* Set one key from a flag value ("--outer-lr", "0.7"). name may be given
  * with or without the leading "--". Returns CX_ENOTFOUND when name is not a
@@ -109,7 +119,9 @@ const char *config_mode_name(int64_t mode);
 const char *config_encoding_name(int64_t enc);
 const char *config_merge_name(int64_t m);
 const char *config_weights_name(int64_t w);
+const char *config_model_name(int64_t m); /* "mlp", "gpt" */
 int config_parse_mode(const char *s, int64_t *out);
+int config_parse_model(const char *s, int64_t *out);
 int config_parse_encoding(const char *s, int64_t *out);
 
 /* One line "key=value ..." with every key, for the start-up log. */

@@ -18,6 +18,8 @@
 #include "trainer/data.h"
 
 #include <assert.h>
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -388,6 +390,135 @@ static int data_new_file(data_source *s, const data_config *cfg, char *err, size
     return CX_OK;
 }
 
+/* ---- the fortunes corpus (Debian's `fortunes`) ---- */
+
+/* One fortune entry: a range of the concatenated text. */
+typedef struct data_entry {
+    size_t off, len;
+} data_entry;
+
+/* Append every entry of one fortune file (entries end at a "%" line) to
+ * *text, each followed by "%\n", and record their ranges. */
+static int data_fortune_file(const char *path, char **text, size_t *len, size_t *cap, data_entry **ents,
+                             size_t *n, size_t *ncap)
+{
+    char *buf = NULL;
+    size_t blen = 0;
+    if (cx_file_read(path, DATA_FILE_MAX_BYTES, &buf, &blen, NULL, 0) != CX_OK)
+        return CX_EIO;
+    size_t start = 0;
+    for (size_t i = 0; i <= blen; i++) {
+        int end = i == blen || (buf[i] == '%' && (i == 0 || buf[i - 1] == '\n') && (i + 1 == blen || buf[i + 1] == '\n'));
+        if (!end)
+            continue;
+        size_t elen = i - start;
+        if (elen > 1) { /* skip empty entries */
+            if (*len + elen + 2 > *cap || *n == *ncap) {
+                *cap = (*cap + elen + 2) * 2;
+                *ncap = *ncap * 2 + 64;
+                char *t = realloc(*text, *cap);
+                data_entry *e = t ? realloc(*ents, *ncap * sizeof(**ents)) : NULL;
+                if (t)
+                    *text = t;
+                if (!e) {
+                    free(buf);
+                    return CX_ENOMEM;
+                }
+                *ents = e;
+            }
+            memcpy(*text + *len, buf + start, elen);
+            memcpy(*text + *len + elen, "%\n", 2);
+            (*ents)[(*n)++] = (data_entry){*len, elen + 2};
+            *len += elen + 2;
+        }
+        start = i + 2;
+    }
+    free(buf);
+    return CX_OK;
+}
+
+static int data_name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Read every fortune file of DATA_FORTUNES_DIR (plain files without a
+ * '.', so not the .dat indexes and .u8 links), in name order. */
+static int data_fortunes_read(char **text, size_t *len, data_entry **ents, size_t *n, char *err, size_t errlen)
+{
+    DIR *d = opendir(DATA_FORTUNES_DIR);
+    if (!d)
+        return cx_fail(err, errlen, CX_EIO, "data: --data fortunes needs Debian's fortunes package (%s: %s)",
+                       DATA_FORTUNES_DIR, strerror(errno));
+    char *names[256];
+    int nn = 0, rc = CX_OK;
+    struct dirent *de;
+    while ((de = readdir(d)) && nn < 256)
+        if (de->d_name[0] != '.' && !strchr(de->d_name, '.') && de->d_type == DT_REG)
+            names[nn++] = strdup(de->d_name);
+    closedir(d);
+    qsort(names, (size_t)nn, sizeof(names[0]), data_name_cmp);
+    size_t cap = 0, ncap = 0;
+    for (int i = 0; i < nn; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", DATA_FORTUNES_DIR, names[i] ? names[i] : "");
+        if (rc == CX_OK && names[i])
+            rc = data_fortune_file(path, text, len, &cap, ents, n, &ncap);
+        free(names[i]);
+    }
+    if (rc != CX_OK)
+        return cx_fail(err, errlen, rc, "data: cannot read the fortune files in %s", DATA_FORTUNES_DIR);
+    return CX_OK;
+}
+
+/* The fortunes corpus: entries shuffled from the seed; the first entries up
+ * to 90% of the bytes train, the rest is held out (whole entries). */
+static int data_new_fortunes(data_source *s, const data_config *cfg, char *err, size_t errlen)
+{
+    char *text = NULL;
+    size_t len = 0, n = 0;
+    data_entry *ents = NULL;
+    s->synthetic = 0;
+    s->entropy = NAN;
+    s->path = strdup("fortunes");
+    int rc = s->path ? data_fortunes_read(&text, &len, &ents, &n, err, errlen) : CX_ENOMEM;
+    if (rc == CX_OK && len < DATA_FILE_MIN_BYTES)
+        rc = cx_fail(err, errlen, CX_EINVAL, "data: the fortune files hold only %zu bytes", len);
+    if (rc == CX_OK && !(s->bytes = malloc(len)))
+        rc = cx_fail(err, errlen, CX_ENOMEM, "data: out of memory");
+    if (rc != CX_OK) {
+        free(text);
+        free(ents);
+        return rc;
+    }
+    cx_rng r;
+    cx_rng_seed(&r, cx_seed_derive(cfg->seed, 0x666F7274756E65ull /* "fortune" */));
+    for (size_t i = n; i > 1; i--) { /* Fisher-Yates */
+        size_t j = (size_t)cx_rng_below(&r, i);
+        data_entry t = ents[i - 1];
+        ents[i - 1] = ents[j];
+        ents[j] = t;
+    }
+    size_t off = 0, target = len / 10 * 9;
+    s->train_len = 0;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(s->bytes + off, text + ents[i].off, ents[i].len);
+        off += ents[i].len;
+        if (!s->train_len && off >= target)
+            s->train_len = off; /* the held-out part starts at an entry */
+    }
+    free(text);
+    free(ents);
+    s->len = len;
+    uint64_t fp = DATA_FNV_INIT;
+    const char tag[] = "fortunes-v1";
+    fp = data_fnv1a(fp, tag, sizeof(tag));
+    fp = data_fnv1a(fp, &cfg->seed, sizeof(cfg->seed));
+    s->fingerprint = data_fnv1a(fp, s->bytes, len);
+    snprintf(s->describe, sizeof(s->describe), "fortunes(entries=%zu bytes=%zu train=%zu)", n, len, s->train_len);
+    return CX_OK;
+}
+
 data_source *data_source_new(const data_config *cfg, char *err, size_t errlen)
 {
     data_config d;
@@ -400,7 +531,13 @@ data_source *data_source_new(const data_config *cfg, char *err, size_t errlen)
         cx_fail(err, errlen, CX_ENOMEM, "data: out of memory");
         return NULL;
     }
-    int rc = cfg->path ? data_new_file(s, cfg, err, errlen) : data_new_synthetic(s, cfg, err, errlen);
+    int rc;
+    if (!cfg->path || strcmp(cfg->path, "synthetic") == 0)
+        rc = data_new_synthetic(s, cfg, err, errlen);
+    else if (strcmp(cfg->path, "fortunes") == 0)
+        rc = data_new_fortunes(s, cfg, err, errlen);
+    else
+        rc = data_new_file(s, cfg, err, errlen);
     if (rc != CX_OK) {
         data_source_free(s);
         return NULL;
@@ -427,6 +564,42 @@ double data_entropy_rate(const data_source *src)
 {
     return src->synthetic ? src->entropy : NAN;
 }
+void data_order_entropies(const data_source *src, double *h0_bits, double *h1_bits)
+{
+    if (src->synthetic) {
+        *h0_bits = *h1_bits = NAN;
+        return;
+    }
+    static const size_t V = 256;
+    double *c1 = calloc(V * V, sizeof(double)), c0[256] = {0};
+    if (!c1) {
+        *h0_bits = *h1_bits = NAN;
+        return;
+    }
+    for (size_t i = 0; i < src->len; i++) {
+        c0[src->bytes[i]] += 1;
+        if (i)
+            c1[src->bytes[i - 1] * V + src->bytes[i]] += 1;
+    }
+    double h0 = 0, h1 = 0, n = (double)src->len, n1 = n - 1;
+    double prev[256] = {0};
+    for (size_t a = 0; a < V; a++)
+        for (size_t b = 0; b < V; b++)
+            prev[a] += c1[a * V + b];
+    for (size_t a = 0; a < V; a++) {
+        if (c0[a] > 0)
+            h0 -= c0[a] / n * log2(c0[a] / n);
+        for (size_t b = 0; b < V; b++) {
+            double c = c1[a * V + b];
+            if (c > 0)
+                h1 -= c / n1 * log2(c / prev[a]);
+        }
+    }
+    free(c1);
+    *h0_bits = h0;
+    *h1_bits = h1;
+}
+
 uint64_t data_source_fingerprint(const data_source *src)
 {
     return src->fingerprint;

@@ -39,7 +39,7 @@ typedef struct data_shard data_shard;   /* opaque */
 
 /* Configuration. Zero/NULL fields mean "default" (see data_config_default). */
 typedef struct data_config {
-    const char *path; /* text file to train on, or NULL for the synthetic corpus */
+    const char *path; /* text file, "fortunes" (Debian's fortune files), or NULL/"synthetic" */
     uint64_t seed;    /* synthetic: the corpus (chain and shard streams) */
     int order;        /* synthetic: Markov order k, 1..4 (default 2) */
     int alphabet;     /* synthetic: symbols, 2..95 printable bytes from ' ' (default 32) */
@@ -60,11 +60,11 @@ typedef struct data_cursor {
     uint64_t position;    /* file: windows consumed in the current epoch; synthetic: bytes drawn */
     uint64_t epoch;       /* file: completed passes over the slice; synthetic: 0 */
     cx_rng rng;           /* synthetic: xoshiro256** state of the stream */
-    uint8_t history[MODEL_MAX_CONTEXT]; /* synthetic: last 64 bytes drawn, oldest first */
+    uint8_t history[MODEL_MAX_CONTEXT]; /* synthetic: last MODEL_MAX_CONTEXT bytes drawn, oldest first */
 } data_cursor;
 
 #define DATA_CURSOR_MAGIC 0x43584443u /* "CDXC" */
-#define DATA_CURSOR_VERSION 1u
+#define DATA_CURSOR_VERSION 2u /* 2: history grew to 128 bytes */
 
 void data_config_default(data_config *cfg);
 
@@ -96,6 +96,14 @@ double data_transition_prob(const data_source *src, const uint8_t *ctx, int len,
 /* A 64-bit digest of what the source is (synthetic parameters, or the file's
  * bytes), stored in cursors so a cursor cannot resume against other data. */
 uint64_t data_source_fingerprint(const data_source *src);
+
+/* Empirical order-0 and order-1 (previous-byte conditional) entropies of a
+ * file or fortunes corpus as a whole, in bits/byte; NAN for synthetic (whose
+ * exact rate is data_entropy_rate()). */
+void data_order_entropies(const data_source *src, double *h0_bits, double *h1_bits);
+
+/* Where `--data fortunes` reads Debian's fortunes package from. */
+#define DATA_FORTUNES_DIR "/usr/share/games/fortunes"
 
 /* One-line description for the config log line, e.g.
  * "synthetic(seed=1 order=2 alphabet=32 branching=6 floor=1.234 nats)" or

@@ -30,6 +30,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <cblas.h> /* openblas_set_num_threads */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,8 +209,12 @@ static int build(learner *L, char *err, size_t errlen)
     mc.context = (int)L->cfg.context;
     mc.embed = (int)L->cfg.embed;
     mc.hidden = (int)L->cfg.hidden;
-    mc.max_batch = L->cfg.batch < 256 ? (int)L->cfg.batch : 256;
-    L->m = model_new("mlp", &mc, (uint64_t)L->cfg.seed, err, errlen);
+    mc.layers = (int)L->cfg.layers;
+    mc.heads = (int)L->cfg.heads;
+    int cap = L->cfg.model == CONFIG_MODEL_GPT ? 8 : 256; /* gpt activations grow with T */
+    mc.max_batch = L->cfg.batch < cap ? (int)L->cfg.batch : cap;
+    openblas_set_num_threads((int)L->cfg.threads);
+    L->m = model_new(config_model_name(L->cfg.model), &mc, (uint64_t)L->cfg.seed, err, errlen);
     if (!L->m)
         return CX_EINVAL;
     L->n = model_num_params(L->m);
@@ -790,6 +795,8 @@ static void compute_grads(learner *L)
 {
     data_shard_next_batch(L->shard, (int)L->cfg.batch, L->in, L->tg);
     float loss = model_forward_backward(L->m, L->in, L->tg, (int)L->cfg.batch);
+    if (L->cfg.model == CONFIG_MODEL_GPT)
+        model_clip_grad_norm(L->m, L->cfg.grad_clip);
     pthread_mutex_lock(&L->mu); /* the heartbeat thread reads it (ThreadSanitizer) */
     L->train_loss = loss;
     pthread_mutex_unlock(&L->mu);

@@ -5,6 +5,7 @@
  * weights, sizes), backward passes accumulate into gradients.
  */
 #include "trainer/model.h"
+#include "trainer/model_impl.h"
 
 #include "common/rng.h"
 
@@ -18,40 +19,9 @@
 
 /* ---- model interface: vtable + registry ---- */
 
-typedef struct model_ops {
-    const char *kind;
-    /* Fill m->tensors, m->num_tensors and m->num_params from m->cfg (already
-     * validated, defaults applied). Touches nothing else. */
-    void (*layout)(model *m);
-    /* With params/grads allocated: allocate ctx (activations for max_batch)
-     * and init params from seed. */
-    int (*create)(model *m, uint64_t seed, char *err, size_t errlen);
-    void (*destroy)(model *m);
-    /* One chunk of b <= max_batch examples. fwd_bwd accumulates scale *
-     * d(sum of chunk losses)/d(params) into grads and returns the SUM of the
-     * chunk's losses; loss returns the sum only. */
-    double (*fwd_bwd)(model *m, const uint8_t *inputs, const uint8_t *targets, int b, float scale);
-    double (*loss)(model *m, const uint8_t *inputs, const uint8_t *targets, int b);
-    double (*flops_per_token)(const model *m);
-} model_ops;
-
-#define MODEL_MAX_TENSORS 8
-
-struct model {
-    const model_ops *ops;                    /* the kind's operations */
-    model_config cfg;                        /* effective config */
-    size_t num_params;                       /* floats in params and grads */
-    float *params;                           /* [num_params], one allocation */
-    float *grads;                            /* [num_params], one allocation */
-    model_tensor tensors[MODEL_MAX_TENSORS]; /* ranges of params/grads */
-    int num_tensors;                         /* used entries of tensors */
-    int reference;                           /* 1: plain loops instead of BLAS */
-    void *ctx;                               /* the kind's private state */
-};
-
 static const model_ops mlp_ops;
 
-static const model_ops *const model_registry[] = {&mlp_ops};
+static const model_ops *const model_registry[] = {&mlp_ops, &gpt_ops};
 
 static const model_ops *model_find(const char *kind)
 {
@@ -65,7 +35,7 @@ static const model_ops *model_find(const char *kind)
 
 /* ---- deterministic init (common/rng.h) ---- */
 
-static void model_fill_normal(float *p, size_t n, double std, cx_rng *r)
+void model_fill_normal(float *p, size_t n, double std, cx_rng *r)
 {
     for (size_t i = 0; i < n; i++)
         p[i] = (float)(std * cx_rng_normal(r));
@@ -185,7 +155,7 @@ static inline float model_tanh(float u)
 
 /* GELU forward that also stores t = tanh(k (x + 0.044715 x^3)) for the
  * backward pass (the model's path; model_gelu_forward is the plain layer). */
-static void model_gelu_forward_cached(float *out, float *tcache, const float *inp, size_t N)
+void model_gelu_forward_cached(float *out, float *tcache, const float *inp, size_t N)
 {
     for (size_t i = 0; i < N; i++) {
         float x = inp[i];
@@ -196,7 +166,7 @@ static void model_gelu_forward_cached(float *out, float *tcache, const float *in
 }
 
 /* dinp [N] += gelu'(x) dout with t from the forward pass. */
-static void model_gelu_backward_cached(float *dinp, const float *inp, const float *tcache, const float *dout,
+void model_gelu_backward_cached(float *dinp, const float *inp, const float *tcache, const float *dout,
                                        size_t N)
 {
     for (size_t i = 0; i < N; i++) {
@@ -424,6 +394,7 @@ static double mlp_flops_per_token(const model *m)
 
 static const model_ops mlp_ops = {
     .kind = "mlp",
+    .defaults = model_config_default,
     .layout = mlp_layout,
     .create = mlp_create,
     .destroy = mlp_destroy,
@@ -440,6 +411,8 @@ void model_config_default(model_config *cfg)
     cfg->embed = 16;
     cfg->hidden = 256;
     cfg->max_batch = 32;
+    cfg->layers = 0; /* unused by mlp */
+    cfg->heads = 0;
 }
 
 int model_kind_known(const char *kind)
@@ -458,11 +431,11 @@ model *model_new(const char *kind, const model_config *cfg, uint64_t seed, char 
 {
     const model_ops *ops = model_find(kind);
     if (!ops) {
-        cx_fail(err, errlen, CX_EINVAL, "model: unknown kind '%s' (known: mlp)", kind ? kind : "(null)");
+        cx_fail(err, errlen, CX_EINVAL, "model: unknown kind '%s' (known: mlp, gpt)", kind ? kind : "(null)");
         return NULL;
     }
     model_config c;
-    model_config_default(&c);
+    ops->defaults(&c);
     if (cfg) {
         if (cfg->context)
             c.context = cfg->context;
@@ -472,12 +445,23 @@ model *model_new(const char *kind, const model_config *cfg, uint64_t seed, char 
             c.hidden = cfg->hidden;
         if (cfg->max_batch)
             c.max_batch = cfg->max_batch;
+        if (cfg->layers)
+            c.layers = cfg->layers;
+        if (cfg->heads)
+            c.heads = cfg->heads;
     }
     if (model_check_field("context", c.context, 1, MODEL_MAX_CONTEXT, err, errlen) ||
         model_check_field("embed", c.embed, 1, 1024, err, errlen) ||
         model_check_field("hidden", c.hidden, 1, 16384, err, errlen) ||
         model_check_field("max_batch", c.max_batch, 1, 65536, err, errlen))
         return NULL;
+    if (ops == &gpt_ops && (model_check_field("layers", c.layers, 1, 64, err, errlen) ||
+                            model_check_field("heads", c.heads, 1, c.embed, err, errlen)))
+        return NULL;
+    if (ops == &gpt_ops && c.embed % c.heads != 0) {
+        cx_fail(err, errlen, CX_EINVAL, "model: embed=%d is not a multiple of heads=%d", c.embed, c.heads);
+        return NULL;
+    }
 
     model *m = calloc(1, sizeof(*m));
     if (!m) {
@@ -577,6 +561,20 @@ float model_loss(model *m, const uint8_t *inputs, const uint8_t *targets, int B)
         sum += m->ops->loss(m, inputs + (size_t)b0 * C, targets + b0, b);
     }
     return (float)(sum / B);
+}
+
+double model_clip_grad_norm(model *m, double max_norm)
+{
+    double ss = 0.0;
+    for (size_t i = 0; i < m->num_params; i++)
+        ss += (double)m->grads[i] * m->grads[i];
+    double norm = sqrt(ss);
+    if (max_norm > 0 && norm > max_norm) {
+        float k = (float)(max_norm / norm);
+        for (size_t i = 0; i < m->num_params; i++)
+            m->grads[i] *= k;
+    }
+    return norm;
 }
 
 double model_flops_per_token(const model *m)

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #define MODEL_VOCAB 256      /* byte-level vocabulary */
-#define MODEL_MAX_CONTEXT 64 /* upper bound on cfg.context (data cursors store this many bytes) */
+#define MODEL_MAX_CONTEXT 128/* upper bound on cfg.context (data cursors store this many bytes) */
 
 typedef struct model model; /* opaque */
 
@@ -43,6 +43,8 @@ typedef struct model_config {
     int embed;     /* E: embedding width per byte, 1..1024 (default 16) */
     int hidden;    /* Hd: hidden units, 1..16384 (default 256) */
     int max_batch; /* examples per internal chunk; activations sized for it, 1..65536 (default 32) */
+    int layers;    /* gpt: transformer blocks L, 1..64 (default 4); mlp: unused */
+    int heads;     /* gpt: attention heads, divides embed (default 4); mlp: unused */
 } model_config;
 
 /* One named tensor: a range of the flat parameter (and gradient) array. */
@@ -98,6 +100,10 @@ float model_loss(model *m, const uint8_t *inputs, const uint8_t *targets, int B)
 /* Floating-point operations per trained token for forward + backward
  * (matmuls only: 6 * (C*E*Hd + Hd*256)), for GFLOP/s figures. */
 double model_flops_per_token(const model *m);
+
+/* Scale the gradients so that their global L2 norm is at most max_norm
+ * (max_norm <= 0: no-op). Returns the norm before clipping. */
+double model_clip_grad_norm(model *m, double max_norm);
 
 /* Use the plain reference loops instead of cblas_sgemm for every matmul of
  * this model (1) or BLAS (0, the default). For tests comparing the paths. */

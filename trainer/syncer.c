@@ -1701,8 +1701,9 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         json_object_set_new(rej, proto_reason_name((proto_reason)r), json_integer(s->rejects[r]));
         rejected += s->rejects[r];
     }
-    json_t *eval = json_pack("{s:o, s:I, s:I, s:I}", "loss",
-                             isfinite(s->eval_loss) ? json_real(s->eval_loss) : json_null(), "step",
+    json_t *eval = json_pack("{s:o, s:o, s:I, s:I, s:I}", "loss",
+                             isfinite(s->eval_loss) ? json_real(s->eval_loss) : json_null(), "bpb",
+                             isfinite(s->eval_loss) ? json_real(s->eval_loss / M_LN2) : json_null(), "step",
                              (json_int_t)s->eval_merges, "merges", (json_int_t)s->eval_merges, "tokens",
                              (json_int_t)s->eval_tokens);
     json_t *o = json_pack(
@@ -1901,9 +1902,10 @@ static void run_eval(syncer *s)
     s->last_eval_ms = cx_mono_ms();
     pthread_mutex_unlock(&s->mu);
     events_emit(s->ev, "eval",
-                json_pack("{s:o, s:I, s:I}", "loss", isfinite(loss) ? json_real(loss) : json_null(), "merges",
-                          (json_int_t)merges, "tokens", (json_int_t)tokens));
-    cx_info("eval loss=%.4f merges=%lld tokens=%lld", loss, (long long)merges, (long long)tokens);
+                json_pack("{s:o, s:o, s:I, s:I}", "loss", isfinite(loss) ? json_real(loss) : json_null(), "bpb",
+                          isfinite(loss) ? json_real(loss / M_LN2) : json_null(), "merges", (json_int_t)merges,
+                          "tokens", (json_int_t)tokens));
+    cx_info("eval loss=%.4f bpb=%.4f merges=%lld tokens=%lld", loss, loss / M_LN2, (long long)merges, (long long)tokens);
 }
 
 /* Snapshot under the lock, write outside it. */
@@ -2154,8 +2156,10 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
     mc.context = (int)s->cfg.context;
     mc.embed = (int)s->cfg.embed;
     mc.hidden = (int)s->cfg.hidden;
-    mc.max_batch = 256;
-    s->eval_model = model_new("mlp", &mc, (uint64_t)s->cfg.seed, err, errlen);
+    mc.layers = (int)s->cfg.layers;
+    mc.heads = (int)s->cfg.heads;
+    mc.max_batch = s->cfg.model == CONFIG_MODEL_GPT ? 8 : 256;
+    s->eval_model = model_new(config_model_name(s->cfg.model), &mc, (uint64_t)s->cfg.seed, err, errlen);
     if (!s->eval_model)
         goto fail;
     s->n = model_num_params(s->eval_model);
@@ -2240,8 +2244,10 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
                           "merges", (json_int_t)s->merges, "versions", vers, "learners",
                           (json_int_t)s->cfg.learners, "n_params", (json_int_t)s->n, "log_bytes_read",
                           (json_int_t)events_read_bytes(s->ev)));
-    cx_info("model mlp params=%zu fragments=%d data=%s loss_floor=%.4f nats", s->n, s->P,
-            data_source_describe(s->data), s->entropy_floor);
+    double h0, h1;
+    data_order_entropies(s->data, &h0, &h1);
+    cx_info("model %s params=%zu fragments=%d data=%s loss_floor=%.4f nats order0=%.3f order1=%.3f bits/byte",
+            model_kind(s->eval_model), s->n, s->P, data_source_describe(s->data), s->entropy_floor, h0, h1);
     run_eval(s);
 
     size_t body_max = s->n * 4 + (1 << 20);

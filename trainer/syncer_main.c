@@ -39,9 +39,9 @@ int syncer_main(int argc, char **argv)
     config cfg;
     config_defaults(&cfg);
 
-    /* pass 0: our own flags, --config, and the mode (file, then flag);
-     * pass 1: mode defaults, then the file, then the training flags */
-    int64_t mode = cfg.mode;
+    /* pass 0: our own flags, --config, mode and model (file, then flag);
+     * pass 1: mode and model defaults, then the file, then the training flags */
+    int64_t mode = cfg.mode, model = cfg.model;
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) {
             config probe;
@@ -52,10 +52,15 @@ int syncer_main(int argc, char **argv)
             }
             if (probe.mode != cfg.mode)
                 mode = probe.mode;
-            for (int i = 1; i + 1 < argc; i++)
+            if (probe.model != cfg.model)
+                model = probe.model;
+            for (int i = 1; i + 1 < argc; i++) {
                 if (strcmp(argv[i], "--mode") == 0)
                     config_parse_mode(argv[i + 1], &mode);
-            config_mode_defaults(&cfg, mode);
+                if (strcmp(argv[i], "--model") == 0)
+                    config_parse_model(argv[i + 1], &model);
+            }
+            config_kind_defaults(&cfg, mode, model);
             if (config_path && config_load_file(&cfg, config_path, err, sizeof err) != 0) {
                 fprintf(stderr, "chaosloco syncer: %s\n", err);
                 return 64;

@@ -333,7 +333,8 @@
     const st = s.status || {};
     const ev = st.eval || {};
     const b = st.bytes || {};
-    el.textContent = `mode ${st.mode || '?'} · merges ${fmtNum(st.merges)} · eval loss ${fmtNum(ev.loss, 4)}` +
+    el.textContent = `mode ${st.mode || '?'} · merges ${fmtNum(st.merges)} · eval loss ${fmtNum(ev.loss, 4)} nats` +
+      (ev.bpb != null ? ` (${fmtNum(ev.bpb, 3)} bits/byte)` : '') +
       ` · bytes in ${ChaoslocoCharts.fmtBytes(b.in)} out ${ChaoslocoCharts.fmtBytes(b.out)} · event #${state.last_seq}`;
   }
 

@@ -139,7 +139,7 @@ static inline void hx_kill_leftovers(const char *run_dir)
 
 /* An experiment for tests: small model, 2 learners unless told. */
 #define HX_TRAIN(mode, steps)                                                                                \
-    "{\"mode\": \"" mode "\", \"quorum\": 1, \"fragments\": 2, \"H\": 8, \"steps\": " #steps                 \
+    "{\"model\": \"mlp\", \"data\": \"synthetic\", \"mode\": \"" mode "\", \"quorum\": 1, \"fragments\": 2, \"H\": 8, \"steps\": " #steps                 \
     ", \"hidden\": 32, \"batch\": 4, \"eval_every_ms\": 200, \"eval_tokens\": 1024}"
 
 #endif

@@ -19,6 +19,11 @@ const char *it_bin(void);
 #undef CHAOSLOCO_BIN
 #define CHAOSLOCO_BIN it_bin()
 
+/* Syncer flags of the tests that need a fast model and a corpus with a known
+ * entropy floor rather than the defaults (gpt on fortunes): the MLP on the
+ * synthetic Markov corpus. Later flags still override. */
+#define IT_MLP "--model", "mlp", "--data", "synthetic"
+
 /* A fresh temporary directory (malloc'd path; caller frees). */
 char *it_mkdtemp(const char *tag);
 /* Start CHAOSLOCO_BIN with args (NULL-terminated, without argv[0]) in its

@@ -152,7 +152,7 @@ Test(flood, syncer_status_gets_through_long_polls_and_held_connections)
     char *dir = it_mkdtemp("flood");
     char state[600], addr[64], url[96];
     snprintf(state, sizeof state, "%s/syncer", dir);
-    const char *args[] = {"syncer",    "--listen",      "127.0.0.1:0", "--state-dir", state, "--mode",
+    const char *args[] = {"syncer",    "--listen",      "127.0.0.1:0", "--state-dir", state, IT_MLP, "--mode",
                           "decoupled", "--learners",    "1",           "--hidden",    "64",  "--batch",
                           "16",        "--eval-tokens", "2048",        NULL};
     it_start(dir, "syncer", args, NULL);

@@ -26,7 +26,7 @@ Test(harness_attach, runs_against_existing_syncer_and_agents)
     snprintf(tok, sizeof tok, "%s/token", dir);
     hx_write(tok, "attach-test-token-5d2c\n");
     chmod(tok, 0600); /* agents refuse a token others can read */
-    const char *sargs[] = {"syncer",    "--listen",        "127.0.0.1:0", "--state-dir",   sstate, "--mode",
+    const char *sargs[] = {"syncer",    "--listen",        "127.0.0.1:0", "--state-dir",   sstate, IT_MLP, "--mode",
                            "decoupled", "--learners",      "2",           "--fragments",   "2",    "--H",
                            "8",         "--hidden",        "32",          "--batch",       "4",    "--steps",
                            "400",       "--eval-every-ms", "200",         "--eval-tokens", "1024", NULL};

@@ -194,7 +194,7 @@ Test(metrics, promtool_accepts_syncer_and_agent)
     /* syncer + agent + learner behind the agent's proxy */
     char sstate[600], saddr[128], surl[200];
     snprintf(sstate, sizeof sstate, "%s/syncer", dir);
-    const char *sargs[] = {"syncer",    "--listen",   "127.0.0.1:0", "--state-dir",     sstate, "--mode",
+    const char *sargs[] = {"syncer",    "--listen",   "127.0.0.1:0", "--state-dir",     sstate, IT_MLP, "--mode",
                            "decoupled", "--learners", "1",           "--fragments",     "2",    "--H",
                            "4",         "--quorum",   "1",           "--hidden",        "32",   "--batch",
                            "4",         "--steps",    "100000",      "--eval-every-ms", "500",  NULL};

@@ -36,7 +36,7 @@ typedef struct tr_run {
 } tr_run;
 
 /* Start (or restart, same state dir and args) the syncer; args is the
- * NULL-terminated training flags list (mode, learners, ...). */
+ * NULL-terminated training flags list (mode, learners, ...), after IT_MLP. */
 static inline void tr_syncer_start(tr_run *r, const char *tag, const char *const *args)
 {
     char name[32];
@@ -49,6 +49,9 @@ static inline void tr_syncer_start(tr_run *r, const char *tag, const char *const
         r->args[r->nargs++] = "127.0.0.1:0";
         r->args[r->nargs++] = "--state-dir";
         r->args[r->nargs++] = r->state;
+        static const char *const mlp[] = {IT_MLP};
+        for (size_t i = 0; i < sizeof mlp / sizeof mlp[0]; i++)
+            r->args[r->nargs++] = mlp[i];
         for (int i = 0; args && args[i] && r->nargs < 62; i++)
             r->args[r->nargs++] = args[i];
         r->args[r->nargs] = NULL;

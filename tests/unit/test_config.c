@@ -25,8 +25,36 @@ Test(config, defaults_are_valid)
     config_defaults(&c);
     cr_assert_eq(config_validate(&c, err, sizeof err), 0, "%s", err);
     cr_assert_eq(c.mode, CONFIG_MODE_DECOUPLED);
+    cr_assert_eq(c.model, CONFIG_MODEL_GPT);
+    cr_assert_str_eq(c.data, "fortunes");
+    cr_assert_eq(c.context, 64);
+    cr_assert_eq(c.embed, 128);
     cr_assert_float_eq(c.outer_lr, 0.7, 1e-12);
+    cr_assert_float_eq(c.outer_momentum, 0.5, 1e-12, "decoupled's outer momentum");
+}
+
+Test(config, kind_defaults_follow_mode_and_model_and_flags_still_win)
+{
+    config c;
+    char err[CX_ERRLEN];
+    config_defaults(&c);
+    config_kind_defaults(&c, CONFIG_MODE_DDP, CONFIG_MODEL_MLP);
+    cr_assert_eq(config_validate(&c, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(c.mode, CONFIG_MODE_DDP);
+    cr_assert_eq(c.model, CONFIG_MODEL_MLP);
     cr_assert_float_eq(c.outer_momentum, 0.9, 1e-12);
+    cr_assert_eq(c.context, 8);
+    cr_assert_eq(c.embed, 16);
+    cr_assert_eq(c.batch, 16);
+    cr_assert_eq(c.eval_every_ms, 0);
+    cr_assert_str_eq(c.data, "fortunes", "the corpus does not follow the model");
+    cr_assert_eq(config_set_flag(&c, "--context", "12", err, sizeof err), 0, "%s", err);
+    cr_assert_eq(c.context, 12);
+    config_kind_defaults(&c, CONFIG_MODE_DECOUPLED, CONFIG_MODEL_GPT);
+    cr_assert_eq(c.context, 64);
+    cr_assert_eq(c.batch, 8);
+    cr_assert_eq(c.eval_tokens, 512);
+    cr_assert_eq(config_validate(&c, err, sizeof err), 0, "%s", err);
 }
 
 Test(config, flags_override_file_which_overrides_defaults)
@@ -39,7 +67,7 @@ Test(config, flags_override_file_which_overrides_defaults)
     cr_assert_eq(c.mode, CONFIG_MODE_DILOCO);
     cr_assert_eq(c.H, 50);
     cr_assert_str_eq(c.data, "x.txt");
-    cr_assert_eq(c.batch, 16, "untouched keys keep their default");
+    cr_assert_eq(c.batch, 8, "untouched keys keep their default");
     cr_assert_eq(config_set_flag(&c, "--H", "12", err, sizeof err), 0, "%s", err);
     cr_assert_eq(config_set_flag(&c, "--outer-lr", "0.25", err, sizeof err), 0, "%s", err);
     cr_assert_eq(c.H, 12);

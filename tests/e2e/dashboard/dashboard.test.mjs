@@ -112,7 +112,7 @@ cleanups.push(() => clearInterval(ticker));
 const syncerUrl = await serve((req, res) => {
   const u = new URL(req.url, 'http://x');
   if (u.pathname === '/v1/status')
-    return json(res, 200, { mode: 'decoupled', eval: { loss, step: merges }, merges,
+    return json(res, 200, { mode: 'decoupled', eval: { loss, bpb: loss / Math.LN2, step: merges }, merges,
       fragments: [{ id: 0, version: merges }, { id: 1, version: merges }],
       learners: [0, 1].map(id => ({ id, state: 'active', incarnation: 1, step: merges * 10, tokens: merges * 640,
                                    contributions: { accepted: merges, rejected: 0 } })),
@@ -215,6 +215,11 @@ try {
   check(true, 'unit cards appear, the dead agent is marked unreachable');
   await until('a running badge', () => page.locator('.card[data-agent="learner-1"] .badge.running').count());
   check(await page.locator('#conn.live').count() === 1, 'the event stream is live');
+
+  // the syncer line shows the eval loss in nats and in bits per byte
+  await until('the syncer line', async () => /bits\/byte/.test(await page.textContent('#syncer')));
+  const syncerText = await page.textContent('#syncer');
+  check(/eval loss [0-9.]+ nats \([0-9.]+ bits\/byte\)/.test(syncerText), `eval loss in nats and bits/byte ("${syncerText.trim().slice(0, 80)}")`);
 
   // loss chart: points and a shaded window
   const lossRoot = page.locator('#charts .uplot').first();

@@ -1,0 +1,533 @@
+/* gpt.c - the "gpt" model kind: a decoder-only byte-level transformer.
+ *
+ * Shapes (see gpt.h), for b sequences of T = cfg.context bytes, width
+ * C = cfg.embed, NH = cfg.heads, H = cfg.hidden (MLP width), L = cfg.layers:
+ *
+ *   x0       = wte[inp] + wpe[t]                              [b, T, C]
+ *   block l  : ln1  = layernorm(x)      qkv  = ln1 @ qkvw^T + qkvb   [b,T,3C]
+ *              atty = causal_attention(qkv)                   [b, T, C]
+ *              x   += atty @ attprojw^T + attprojb
+ *              ln2  = layernorm(x)      fch  = gelu(ln2 @ fcw^T + fcb) [b,T,H]
+ *              x   += fch @ fcprojw^T + fcprojb
+ *   logits   = layernorm_f(x) @ wte^T                         [b, T, 256]
+ *
+ * An example of the model interface is a window of T input bytes plus its
+ * target: position t < T-1 predicts input t+1 and position T-1 predicts the
+ * target, so one example trains T next-byte predictions, and its loss is
+ * the mean over them. The layer kernels follow llm.c's train_gpt2.c
+ * (read, not copied): each a _forward/_backward pair, backward accumulates.
+ */
+#include "trainer/gpt.h"
+
+#include "trainer/model_impl.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+
+/* ---- layer: embedding (token + position) ---- */
+
+void gpt_embed_forward(float *out, const uint8_t *inp, const float *wte, const float *wpe, int B, int T, int C)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *o = out + ((size_t)b * T + t) * C;
+            const float *we = wte + (size_t)inp[b * T + t] * C, *pe = wpe + (size_t)t * C;
+            for (int i = 0; i < C; i++)
+                o[i] = we[i] + pe[i];
+        }
+}
+
+void gpt_embed_backward(float *dwte, float *dwpe, const float *dout, const uint8_t *inp, int B, int T, int C)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *d = dout + ((size_t)b * T + t) * C;
+            float *dwt = dwte + (size_t)inp[b * T + t] * C, *dwp = dwpe + (size_t)t * C;
+            for (int i = 0; i < C; i++) {
+                dwt[i] += d[i];
+                dwp[i] += d[i];
+            }
+        }
+}
+
+/* ---- layer: layernorm ---- */
+
+void gpt_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                           const float *bias, int N, int C)
+{
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float m = 0.0f, v = 0.0f;
+        for (int i = 0; i < C; i++)
+            m += x[i];
+        m /= (float)C;
+        for (int i = 0; i < C; i++)
+            v += (x[i] - m) * (x[i] - m);
+        float s = 1.0f / sqrtf(v / (float)C + 1e-5f);
+        float *o = out + (size_t)n * C;
+        for (int i = 0; i < C; i++)
+            o[i] = (x[i] - m) * s * w[i] + bias[i];
+        mean[n] = m;
+        rstd[n] = s;
+    }
+}
+
+void gpt_layernorm_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                            const float *w, const float *mean, const float *rstd, int N, int C)
+{
+    for (int n = 0; n < N; n++) {
+        const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
+        float *di = dinp + (size_t)n * C;
+        float m = mean[n], s = rstd[n], dnorm_mean = 0.0f, dnorm_norm = 0.0f;
+        for (int i = 0; i < C; i++) {
+            float dnorm = w[i] * d[i];
+            dnorm_mean += dnorm;
+            dnorm_norm += dnorm * (x[i] - m) * s;
+        }
+        dnorm_mean /= (float)C;
+        dnorm_norm /= (float)C;
+        for (int i = 0; i < C; i++) {
+            float norm = (x[i] - m) * s;
+            dbias[i] += d[i];
+            dw[i] += norm * d[i];
+            di[i] += (w[i] * d[i] - dnorm_mean - norm * dnorm_norm) * s;
+        }
+    }
+}
+
+/* ---- layer: causal multi-head attention ----
+ * inp = qkv [B, T, 3C] (q | k | v, head h at columns h*hs..), att [B, NH, T, T]
+ * holds the softmax (zero above the diagonal), out [B, T, C]. */
+
+/* Causal softmax of row t of scores (in place), entries t2 > t set to 0. */
+static void gpt_causal_softmax_row(float *row, int t, int T)
+{
+    float mx = -INFINITY, sum = 0.0f;
+    for (int t2 = 0; t2 <= t; t2++)
+        mx = row[t2] > mx ? row[t2] : mx;
+    for (int t2 = 0; t2 <= t; t2++) {
+        row[t2] = expf(row[t2] - mx);
+        sum += row[t2];
+    }
+    float inv = 1.0f / sum;
+    for (int t2 = 0; t2 <= t; t2++)
+        row[t2] *= inv;
+    for (int t2 = t + 1; t2 < T; t2++)
+        row[t2] = 0.0f;
+}
+
+void gpt_attention_forward_ref(float *out, float *att, const float *inp, int B, int T, int C, int NH)
+{
+    int hs = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *q = inp + ((size_t)b * T + t) * C3 + h * hs;
+                float *row = att + (((size_t)b * NH + h) * T + t) * T;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *k = inp + ((size_t)b * T + t2) * C3 + C + h * hs;
+                    float dot = 0.0f;
+                    for (int i = 0; i < hs; i++)
+                        dot += q[i] * k[i];
+                    row[t2] = dot * scale;
+                }
+                gpt_causal_softmax_row(row, t, T);
+                float *o = out + ((size_t)b * T + t) * C + h * hs;
+                memset(o, 0, (size_t)hs * sizeof(float));
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *v = inp + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
+                    for (int i = 0; i < hs; i++)
+                        o[i] += row[t2] * v[i];
+                }
+            }
+}
+
+/* Fast path: per (b, h) two sgemms over strided q/k/v views of qkv. The
+ * upper triangle of q k^T is computed and then discarded by the causal
+ * softmax; at T <= 128 that costs less than splitting the gemm. */
+void gpt_attention_forward(float *out, float *att, const float *inp, int B, int T, int C, int NH)
+{
+    int hs = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *q = inp + (size_t)b * T * C3 + h * hs;
+            float *a = att + ((size_t)b * NH + h) * T * T;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, q + C, C3, 0.0f, a, T);
+            for (int t = 0; t < T; t++)
+                gpt_causal_softmax_row(a + (size_t)t * T, t, T);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, q + 2 * C, C3, 0.0f,
+                        out + (size_t)b * T * C + h * hs, C);
+        }
+}
+
+/* Softmax backward of one row in place: datt -> dpreatt (times scale). */
+static void gpt_softmax_backward_row(float *drow, const float *row, int t, float scale)
+{
+    float dot = 0.0f;
+    for (int t2 = 0; t2 <= t; t2++)
+        dot += drow[t2] * row[t2];
+    for (int t2 = 0; t2 <= t; t2++)
+        drow[t2] = row[t2] * (drow[t2] - dot) * scale;
+}
+
+/* datt [B, NH, T, T] is scratch (overwritten). dinp accumulates. */
+void gpt_attention_backward_ref(float *dinp, float *datt, const float *dout, const float *inp, const float *att,
+                                int B, int T, int C, int NH)
+{
+    int hs = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *row = att + (((size_t)b * NH + h) * T + t) * T;
+                float *drow = datt + (((size_t)b * NH + h) * T + t) * T;
+                const float *d = dout + ((size_t)b * T + t) * C + h * hs;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *v = inp + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
+                    float *dv = dinp + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
+                    float acc = 0.0f;
+                    for (int i = 0; i < hs; i++) {
+                        acc += v[i] * d[i];
+                        dv[i] += row[t2] * d[i];
+                    }
+                    drow[t2] = acc;
+                }
+                gpt_softmax_backward_row(drow, row, t, scale);
+                const float *q = inp + ((size_t)b * T + t) * C3 + h * hs;
+                float *dq = dinp + ((size_t)b * T + t) * C3 + h * hs;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *k = inp + ((size_t)b * T + t2) * C3 + C + h * hs;
+                    float *dk = dinp + ((size_t)b * T + t2) * C3 + C + h * hs;
+                    for (int i = 0; i < hs; i++) {
+                        dq[i] += k[i] * drow[t2];
+                        dk[i] += q[i] * drow[t2];
+                    }
+                }
+            }
+}
+
+void gpt_attention_backward(float *dinp, float *datt, const float *dout, const float *inp, const float *att,
+                            int B, int T, int C, int NH)
+{
+    int hs = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *q = inp + (size_t)b * T * C3 + h * hs, *d = dout + (size_t)b * T * C + h * hs;
+            float *dq = dinp + (size_t)b * T * C3 + h * hs;
+            const float *a = att + ((size_t)b * NH + h) * T * T;
+            float *da = datt + ((size_t)b * NH + h) * T * T;
+            /* datt = dout @ v^T;  dv += att^T @ dout */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, d, C, q + 2 * C, C3, 0.0f, da, T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, d, C, 1.0f, dq + 2 * C, C3);
+            for (int t = 0; t < T; t++) {
+                float *drow = da + (size_t)t * T;
+                gpt_softmax_backward_row(drow, a + (size_t)t * T, t, scale);
+                for (int t2 = t + 1; t2 < T; t2++)
+                    drow[t2] = 0.0f;
+            }
+            /* dq += dpre @ k;  dk += dpre^T @ q */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, da, T, q + C, C3, 1.0f, dq, C3);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, da, T, q, C3, 1.0f, dq + C, C3);
+        }
+}
+
+/* ---- layer: residual ---- */
+
+void gpt_residual_forward(float *out, const float *a, const float *b, size_t N)
+{
+    for (size_t i = 0; i < N; i++)
+        out[i] = a[i] + b[i];
+}
+
+void gpt_residual_backward(float *da, float *db, const float *dout, size_t N)
+{
+    for (size_t i = 0; i < N; i++) {
+        da[i] += dout[i];
+        db[i] += dout[i];
+    }
+}
+
+/* ---- the model: layout, activations, init ---- */
+
+enum {
+    GPT_WTE, GPT_WPE, GPT_LN1W, GPT_LN1B, GPT_QKVW, GPT_QKVB, GPT_ATTPROJW, GPT_ATTPROJB,
+    GPT_LN2W, GPT_LN2B, GPT_FCW, GPT_FCB, GPT_FCPROJW, GPT_FCPROJB, GPT_LNFW, GPT_LNFB, GPT_NT
+};
+
+/* Per-layer activations (each [L, ...]) and the head's, llm.c's ActivationTensors. */
+enum {
+    A_ENC, A_LN1, A_LN1M, A_LN1R, A_QKV, A_ATTY, A_ATT, A_ATTPROJ, A_RES2, A_LN2, A_LN2M, A_LN2R,
+    A_FCH, A_FCHT, A_FCHG, A_FCPROJ, A_RES3, A_LNF, A_LNFM, A_LNFR, A_LOGITS, A_PROBS, A_LOSSES, A_NA
+};
+
+typedef struct gpt_ctx {
+    float *mem;         /* acts then grads of acts: one allocation */
+    float *a[A_NA];     /* activations */
+    float *d[A_NA];     /* their gradients (same shapes) */
+    size_t sz[A_NA];    /* floats per buffer */
+    uint8_t *targets;   /* [Bmax, T] per-position targets */
+} gpt_ctx;
+
+static void gpt_defaults(model_config *cfg)
+{
+    cfg->context = 128;
+    cfg->embed = 128;
+    cfg->hidden = 512;
+    cfg->max_batch = 8;
+    cfg->layers = 4;
+    cfg->heads = 4;
+}
+
+static void gpt_layout(model *m)
+{
+    const model_config *c = &m->cfg;
+    size_t C = (size_t)c->embed, L = (size_t)c->layers, H = (size_t)c->hidden;
+    static const char *const names[GPT_NT] = {"wte",     "wpe",   "ln1w",  "ln1b", "qkvw",  "qkvb",
+                                              "attprojw", "attprojb", "ln2w", "ln2b", "fcw",   "fcb",
+                                              "fcprojw", "fcprojb", "lnfw", "lnfb"};
+    const size_t rows[GPT_NT] = {MODEL_VOCAB, (size_t)c->context, L, L, L * 3 * C, L, L * C, L,
+                                 L,           L,                  L * H, L, L * C, L, 1, 1};
+    const size_t cols[GPT_NT] = {C, C, C, C, C, 3 * C, C, C, C, C, C, H, H, C, C, C};
+    size_t off = 0;
+    for (int i = 0; i < GPT_NT; i++) {
+        model_tensor *t = &m->tensors[i];
+        t->name = names[i];
+        t->offset = off;
+        t->length = rows[i] * cols[i];
+        t->rows = (int)rows[i];
+        t->cols = (int)cols[i];
+        t->is_embedding = i == GPT_WTE || i == GPT_WPE;
+        t->weight_decay = i == GPT_WTE || i == GPT_QKVW || i == GPT_ATTPROJW || i == GPT_FCW || i == GPT_FCPROJW;
+        off += t->length;
+    }
+    m->num_tensors = GPT_NT;
+    m->num_params = off;
+}
+
+static void gpt_act_sizes(const model_config *c, size_t sz[A_NA])
+{
+    size_t BT = (size_t)c->max_batch * c->context, C = (size_t)c->embed, L = (size_t)c->layers;
+    size_t H = (size_t)c->hidden, NH = (size_t)c->heads, T = (size_t)c->context;
+    const size_t s[A_NA] = {BT * C,      L * BT * C, L * BT,     L * BT,     L * BT * 3 * C, L * BT * C,
+                            L * BT * NH * T, L * BT * C, L * BT * C, L * BT * C, L * BT, L * BT,
+                            L * BT * H,  L * BT * H, L * BT * H, L * BT * C, L * BT * C, BT * C,
+                            BT,          BT,         BT * MODEL_VOCAB, BT * MODEL_VOCAB, BT};
+    memcpy(sz, s, sizeof(s));
+}
+
+static int gpt_create(model *m, uint64_t seed, char *err, size_t errlen)
+{
+    const model_config *c = &m->cfg;
+    gpt_ctx *x = calloc(1, sizeof(*x));
+    if (!x)
+        return cx_fail(err, errlen, CX_ENOMEM, "model: out of memory");
+    gpt_act_sizes(c, x->sz);
+    size_t total = 0;
+    for (int i = 0; i < A_NA; i++)
+        total += x->sz[i];
+    x->mem = malloc(2 * total * sizeof(float));
+    x->targets = malloc((size_t)c->max_batch * c->context);
+    if (!x->mem || !x->targets) {
+        free(x->mem);
+        free(x->targets);
+        free(x);
+        return cx_fail(err, errlen, CX_ENOMEM, "model: out of memory for %zu activations", 2 * total);
+    }
+    float *p = x->mem;
+    for (int i = 0; i < A_NA; i++) {
+        x->a[i] = p;
+        p += x->sz[i];
+    }
+    for (int i = 0; i < A_NA; i++) {
+        x->d[i] = p;
+        p += x->sz[i];
+    }
+    m->ctx = x;
+
+    /* Init (GPT-2): matrices and embeddings N(0, 0.02), the two residual
+     * projections N(0, 0.02/sqrt(2L)), layernorm gains 1, biases 0. The
+     * logits start near 0, the loss near ln 256. */
+    cx_rng r;
+    cx_rng_seed(&r, seed ^ 0x6770746D6F64656Cull /* "gptmodel" */);
+    float *P = m->params;
+    for (int i = 0; i < GPT_NT; i++) {
+        const model_tensor *t = &m->tensors[i];
+        float *w = P + t->offset;
+        if (i == GPT_LN1W || i == GPT_LN2W || i == GPT_LNFW)
+            for (size_t j = 0; j < t->length; j++)
+                w[j] = 1.0f;
+        else if (i == GPT_ATTPROJW || i == GPT_FCPROJW)
+            model_fill_normal(w, t->length, 0.02 / sqrt(2.0 * c->layers), &r);
+        else if (i == GPT_WTE || i == GPT_WPE || i == GPT_QKVW || i == GPT_FCW)
+            model_fill_normal(w, t->length, 0.02, &r);
+        else
+            memset(w, 0, t->length * sizeof(float));
+    }
+    return CX_OK;
+}
+
+static void gpt_destroy(model *m)
+{
+    gpt_ctx *x = m->ctx;
+    if (!x)
+        return;
+    free(x->mem);
+    free(x->targets);
+    free(x);
+    m->ctx = NULL;
+}
+
+/* ---- forward / backward ---- */
+
+/* Per-position targets of b examples (see the file comment). */
+static void gpt_targets(uint8_t *tg, const uint8_t *inputs, const uint8_t *targets, int b, int T)
+{
+    for (int i = 0; i < b; i++) {
+        memcpy(tg + (size_t)i * T, inputs + (size_t)i * T + 1, (size_t)T - 1);
+        tg[(size_t)i * T + T - 1] = targets[i];
+    }
+}
+
+/* Pointers of layer l into a stacked tensor/activation of per-layer size n. */
+#define LAYER(base, l, n) ((base) + (size_t)(l) * (n))
+
+/* Forward of b sequences; returns the SUM over examples of their mean loss. */
+static double gpt_forward(model *m, const uint8_t *inputs, const uint8_t *targets, int b)
+{
+    gpt_ctx *x = m->ctx;
+    const model_config *c = &m->cfg;
+    int T = c->context, C = c->embed, H = c->hidden, NH = c->heads, L = c->layers, N = b * T;
+    size_t BT = (size_t)c->max_batch * T;
+    const float *P = m->params;
+    const model_tensor *W = m->tensors;
+    void (*mm)(float *, const float *, const float *, const float *, int, int, int) =
+        m->reference ? model_matmul_forward_ref : model_matmul_forward;
+    void (*attn)(float *, float *, const float *, int, int, int, int) =
+        m->reference ? gpt_attention_forward_ref : gpt_attention_forward;
+    float **a = x->a;
+
+    gpt_targets(x->targets, inputs, targets, b, T);
+    gpt_embed_forward(a[A_ENC], inputs, P + W[GPT_WTE].offset, P + W[GPT_WPE].offset, b, T, C);
+    const float *res = a[A_ENC];
+    for (int l = 0; l < L; l++) {
+        size_t BC = BT * C, BH = BT * H;
+        float *ln1 = LAYER(a[A_LN1], l, BC), *qkv = LAYER(a[A_QKV], l, 3 * BC), *atty = LAYER(a[A_ATTY], l, BC);
+        float *att = LAYER(a[A_ATT], l, BT * NH * T), *attproj = LAYER(a[A_ATTPROJ], l, BC);
+        float *res2 = LAYER(a[A_RES2], l, BC), *ln2 = LAYER(a[A_LN2], l, BC), *fch = LAYER(a[A_FCH], l, BH);
+        float *fcht = LAYER(a[A_FCHT], l, BH), *fchg = LAYER(a[A_FCHG], l, BH);
+        float *fcproj = LAYER(a[A_FCPROJ], l, BC), *res3 = LAYER(a[A_RES3], l, BC);
+        gpt_layernorm_forward(ln1, LAYER(a[A_LN1M], l, BT), LAYER(a[A_LN1R], l, BT), res,
+                              P + W[GPT_LN1W].offset + (size_t)l * C, P + W[GPT_LN1B].offset + (size_t)l * C, N, C);
+        mm(qkv, ln1, P + W[GPT_QKVW].offset + (size_t)l * 3 * C * C, P + W[GPT_QKVB].offset + (size_t)l * 3 * C,
+           N, C, 3 * C);
+        attn(atty, att, qkv, b, T, C, NH);
+        mm(attproj, atty, P + W[GPT_ATTPROJW].offset + (size_t)l * C * C, P + W[GPT_ATTPROJB].offset + (size_t)l * C,
+           N, C, C);
+        gpt_residual_forward(res2, res, attproj, (size_t)N * C);
+        gpt_layernorm_forward(ln2, LAYER(a[A_LN2M], l, BT), LAYER(a[A_LN2R], l, BT), res2,
+                              P + W[GPT_LN2W].offset + (size_t)l * C, P + W[GPT_LN2B].offset + (size_t)l * C, N, C);
+        mm(fch, ln2, P + W[GPT_FCW].offset + (size_t)l * H * C, P + W[GPT_FCB].offset + (size_t)l * H, N, C, H);
+        model_gelu_forward_cached(fchg, fcht, fch, (size_t)N * H);
+        mm(fcproj, fchg, P + W[GPT_FCPROJW].offset + (size_t)l * C * H, P + W[GPT_FCPROJB].offset + (size_t)l * C,
+           N, H, C);
+        gpt_residual_forward(res3, res2, fcproj, (size_t)N * C);
+        res = res3;
+    }
+    gpt_layernorm_forward(a[A_LNF], a[A_LNFM], a[A_LNFR], res, P + W[GPT_LNFW].offset, P + W[GPT_LNFB].offset, N, C);
+    mm(a[A_LOGITS], a[A_LNF], P + W[GPT_WTE].offset, NULL, N, C, MODEL_VOCAB);
+    float mean = model_xent_forward(a[A_PROBS], a[A_LOSSES], a[A_LOGITS], x->targets, N, MODEL_VOCAB);
+    return (double)mean * b; /* sum over examples of the mean over T */
+}
+
+static double gpt_loss(model *m, const uint8_t *inputs, const uint8_t *targets, int b)
+{
+    return gpt_forward(m, inputs, targets, b);
+}
+
+static double gpt_fwd_bwd(model *m, const uint8_t *inputs, const uint8_t *targets, int b, float scale)
+{
+    gpt_ctx *x = m->ctx;
+    const model_config *c = &m->cfg;
+    int T = c->context, C = c->embed, H = c->hidden, NH = c->heads, L = c->layers, N = b * T;
+    size_t BT = (size_t)c->max_batch * T, BC = BT * C, BH = BT * H;
+    const float *P = m->params;
+    float *G = m->grads;
+    const model_tensor *W = m->tensors;
+    void (*mmb)(float *, float *, float *, const float *, const float *, const float *, int, int, int) =
+        m->reference ? model_matmul_backward_ref : model_matmul_backward;
+    void (*attnb)(float *, float *, const float *, const float *, const float *, int, int, int, int) =
+        m->reference ? gpt_attention_backward_ref : gpt_attention_backward;
+    float **a = x->a, **d = x->d;
+
+    double sum = gpt_forward(m, inputs, targets, b);
+    for (int i = 0; i < A_NA; i++)
+        memset(d[i], 0, x->sz[i] * sizeof(float));
+
+    /* each example's loss is a mean over T positions: scale / T per position */
+    model_xent_backward(d[A_LOGITS], a[A_PROBS], x->targets, N, MODEL_VOCAB, scale / (float)T);
+    mmb(d[A_LNF], G + W[GPT_WTE].offset, NULL, d[A_LOGITS], a[A_LNF], P + W[GPT_WTE].offset, N, C, MODEL_VOCAB);
+    const float *res = L > 0 ? LAYER(a[A_RES3], L - 1, BC) : a[A_ENC];
+    float *dres = L > 0 ? LAYER(d[A_RES3], L - 1, BC) : d[A_ENC];
+    gpt_layernorm_backward(dres, G + W[GPT_LNFW].offset, G + W[GPT_LNFB].offset, d[A_LNF], res,
+                           P + W[GPT_LNFW].offset, a[A_LNFM], a[A_LNFR], N, C);
+    for (int l = L - 1; l >= 0; l--) {
+        const float *resin = l ? LAYER(a[A_RES3], l - 1, BC) : a[A_ENC];
+        float *dresin = l ? LAYER(d[A_RES3], l - 1, BC) : d[A_ENC];
+        float *dres3 = LAYER(d[A_RES3], l, BC), *dres2 = LAYER(d[A_RES2], l, BC);
+        size_t lc = (size_t)l * C;
+        gpt_residual_backward(dres2, LAYER(d[A_FCPROJ], l, BC), dres3, (size_t)N * C);
+        mmb(LAYER(d[A_FCHG], l, BH), G + W[GPT_FCPROJW].offset + lc * H, G + W[GPT_FCPROJB].offset + lc,
+            LAYER(d[A_FCPROJ], l, BC), LAYER(a[A_FCHG], l, BH), P + W[GPT_FCPROJW].offset + lc * H, N, H, C);
+        model_gelu_backward_cached(LAYER(d[A_FCH], l, BH), LAYER(a[A_FCH], l, BH), LAYER(a[A_FCHT], l, BH),
+                                   LAYER(d[A_FCHG], l, BH), (size_t)N * H);
+        mmb(LAYER(d[A_LN2], l, BC), G + W[GPT_FCW].offset + (size_t)l * H * C, G + W[GPT_FCB].offset + (size_t)l * H,
+            LAYER(d[A_FCH], l, BH), LAYER(a[A_LN2], l, BC), P + W[GPT_FCW].offset + (size_t)l * H * C, N, C, H);
+        gpt_layernorm_backward(dres2, G + W[GPT_LN2W].offset + lc, G + W[GPT_LN2B].offset + lc, LAYER(d[A_LN2], l, BC),
+                               LAYER(a[A_RES2], l, BC), P + W[GPT_LN2W].offset + lc, LAYER(a[A_LN2M], l, BT),
+                               LAYER(a[A_LN2R], l, BT), N, C);
+        gpt_residual_backward(dresin, LAYER(d[A_ATTPROJ], l, BC), dres2, (size_t)N * C);
+        mmb(LAYER(d[A_ATTY], l, BC), G + W[GPT_ATTPROJW].offset + lc * C, G + W[GPT_ATTPROJB].offset + lc,
+            LAYER(d[A_ATTPROJ], l, BC), LAYER(a[A_ATTY], l, BC), P + W[GPT_ATTPROJW].offset + lc * C, N, C, C);
+        attnb(LAYER(d[A_QKV], l, 3 * BC), LAYER(d[A_ATT], l, BT * NH * T), LAYER(d[A_ATTY], l, BC),
+              LAYER(a[A_QKV], l, 3 * BC), LAYER(a[A_ATT], l, BT * NH * T), b, T, C, NH);
+        mmb(LAYER(d[A_LN1], l, BC), G + W[GPT_QKVW].offset + lc * 3 * C, G + W[GPT_QKVB].offset + lc * 3,
+            LAYER(d[A_QKV], l, 3 * BC), LAYER(a[A_LN1], l, BC), P + W[GPT_QKVW].offset + lc * 3 * C, N, C, 3 * C);
+        gpt_layernorm_backward(dresin, G + W[GPT_LN1W].offset + lc, G + W[GPT_LN1B].offset + lc, LAYER(d[A_LN1], l, BC),
+                               resin, P + W[GPT_LN1W].offset + lc, LAYER(a[A_LN1M], l, BT), LAYER(a[A_LN1R], l, BT),
+                               N, C);
+    }
+    gpt_embed_backward(G + W[GPT_WTE].offset, G + W[GPT_WPE].offset, d[A_ENC], inputs, b, T, C);
+    return sum;
+}
+
+const float *gpt_last_probs(const model *m)
+{
+    const gpt_ctx *x = m->ctx;
+    return x->a[A_PROBS];
+}
+
+static double gpt_flops_per_token(const model *m)
+{
+    const model_config *c = &m->cfg;
+    double C = c->embed, H = c->hidden, L = c->layers, T = c->context;
+    /* matmuls: qkv 3C^2, proj C^2, fc 2CH, head 256C; attention 2 T C (qk and av, full square) */
+    return 6.0 * (L * (4.0 * C * C + 2.0 * C * H + 2.0 * T * C) + MODEL_VOCAB * C);
+}
+
+const model_ops gpt_ops = {
+    .kind = "gpt",
+    .defaults = gpt_defaults,
+    .layout = gpt_layout,
+    .create = gpt_create,
+    .destroy = gpt_destroy,
+    .fwd_bwd = gpt_fwd_bwd,
+    .loss = gpt_loss,
+    .flops_per_token = gpt_flops_per_token,
+};
