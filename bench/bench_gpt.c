@@ -23,25 +23,13 @@
 #include "trainer/data.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
+#include "bench_util.h"
 
 typedef struct bench_args {
     int threads, train, T, C, H, L, NH, B;
     double secs, lr;
     const char *data;
 } bench_args;
-
-static double bench_now(void)
-{
-    return (double)cx_mono_ns() * 1e-9;
-}
-
-static void bench_fill(float *p, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        p[i] = (float)(seed >> 8) / 16777216.0f - 0.5f;
-    }
-}
 
 static adamw *bench_opt(model *m, char *err, size_t errlen)
 {

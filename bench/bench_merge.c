@@ -16,11 +16,7 @@
 #include "common/parse.h"
 #include "trainer/merge.h"
 #include "trainer/optim.h"
-
-static double bench_now(void)
-{
-    return (double)cx_mono_ns() * 1e-9;
-}
+#include "bench_util.h"
 
 /* memcpy GB/s for `bytes` bytes. */
 static double bench_memcpy(const void *src, void *dst, size_t bytes, double secs)

@@ -17,24 +17,12 @@
 #include "common/parse.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
+#include "bench_util.h"
 
 typedef struct bench_cfg {
     const char *label; /* row name */
     int C, E, Hd, B;   /* model shape and batch */
 } bench_cfg;
-
-static double bench_now(void)
-{
-    return (double)cx_mono_ns() * 1e-9;
-}
-
-static void bench_fill(float *p, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        p[i] = (float)(seed >> 8) / 16777216.0f - 0.5f;
-    }
-}
 
 /* Steps per second of forward+backward+AdamW. */
 static double bench_steps(model *m, adamw *opt, const uint8_t *in, const uint8_t *tg, int B, double secs)

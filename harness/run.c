@@ -1580,7 +1580,7 @@ static json_t *syncer_config(runner *r, char *err, size_t errlen)
     }
     config cfg;
     config_defaults(&cfg);
-    int64_t mode = CONFIG_MODE_DECOUPLED;
+    int64_t mode = cfg.mode, model = cfg.model; /* what the file does not name */
     json_t *jm = json_object_get(c, "mode");
     if (json_is_string(jm) && config_parse_mode(json_string_value(jm), &mode) < 0) {
         cx_fail(err, errlen, CX_EINVAL, "training mode '%s' is not ddp|ddp-elastic|diloco|decoupled",
@@ -1588,7 +1588,6 @@ static json_t *syncer_config(runner *r, char *err, size_t errlen)
         json_decref(c);
         return NULL;
     }
-    int64_t model = CONFIG_MODEL_GPT;
     json_t *jk = json_object_get(c, "model");
     if (json_is_string(jk) && config_parse_model(json_string_value(jk), &model) < 0) {
         cx_fail(err, errlen, CX_EINVAL, "model '%s' is not mlp|gpt", json_string_value(jk));

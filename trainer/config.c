@@ -8,6 +8,7 @@
  * format string because the table also gives bounds and help text.
  */
 #include "trainer/config.h"
+#include "trainer/model.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -82,7 +83,8 @@ static const key_def keys[] = {
     {"grad_clip", KEY_DOUBLE, OFF(grad_clip), 0, 1e6, NULL, 0,
      "gpt: clip the global gradient norm to this (0: off)"},
     {"seed", KEY_INT, OFF(seed), 0, 4294967295.0, NULL, 0, "seed of init, synthetic corpus and shards"},
-    {"data", KEY_STRING, OFF(data), 0, 0, NULL, 1, "training text: fortunes (Debian's fortunes package), synthetic (Markov corpus) or a FILE"},
+    {"data", KEY_STRING, OFF(data), 0, 0, NULL, 1,
+     "training text: fortunes (Debian's fortunes package), synthetic (Markov corpus) or a FILE"},
     {"eval_every_ms", KEY_INT, OFF(eval_every_ms), 0, 86400000, NULL, 0,
      "min ms between two evals of the global model (0: after every merge)"},
     {"eval_tokens", KEY_INT, OFF(eval_tokens), 16, 10000000, NULL, 0, "tokens in the fixed eval set"},
@@ -135,20 +137,20 @@ void config_defaults(config *c)
     config_kind_defaults(c, CONFIG_MODE_DECOUPLED, CONFIG_MODEL_GPT);
 }
 
-void config_kind_defaults(config *c, int64_t mode, int64_t model)
+void config_kind_defaults(config *c, int64_t mode, int64_t model_kind)
 {
     c->mode = mode;
-    c->model = model;
+    c->model = model_kind;
     /* asynchronous partial merges diverge at 0.9 (docs/training.md) */
     c->outer_momentum = mode == CONFIG_MODE_DECOUPLED ? 0.5 : 0.9;
-    if (model == CONFIG_MODEL_GPT) {
+    if (model_kind == CONFIG_MODEL_GPT) {
         /* 0.83 M parameters; T=64 (docs/training.md, "the byte-level GPT") */
         c->context = 64;
         c->embed = 128;
         c->hidden = 512;
         c->batch = 8;
-        c->eval_tokens = 512;     /* 512 windows x 64 predictions */
-        c->eval_every_ms = 2000;  /* an eval costs ~1 s of one core */
+        c->eval_tokens = 512;    /* 512 windows x 64 predictions */
+        c->eval_every_ms = 2000; /* an eval costs ~1 s of one core */
     } else {
         c->context = 8;
         c->embed = 16;
@@ -420,6 +422,17 @@ const char *config_weights_name(int64_t w)
 const char *config_model_name(int64_t m)
 {
     return name_of(model_names, 2, m);
+}
+void config_model_config(const config *c, int64_t max_examples, model_config *mc)
+{
+    int64_t cap = c->model == CONFIG_MODEL_GPT ? 8 : 256;
+    model_config_default(mc);
+    mc->context = (int)c->context;
+    mc->embed = (int)c->embed;
+    mc->hidden = (int)c->hidden;
+    mc->layers = (int)c->layers;
+    mc->heads = (int)c->heads;
+    mc->max_batch = (int)(max_examples < cap ? max_examples : cap);
 }
 int config_parse_mode(const char *s, int64_t *out)
 {

@@ -91,7 +91,7 @@ void config_defaults(config *c);
  * T=64, d=128, MLP 512, batch 8, 512 eval windows every 2 s; mlp to C=8,
  * E=16, Hd=128, batch 16, 4096 eval tokens after every merge. Sets mode and
  * model. config_defaults ends with (decoupled, gpt). */
-void config_kind_defaults(config *c, int64_t mode, int64_t model);
+void config_kind_defaults(config *c, int64_t mode, int64_t model_kind);
 
 /* Set one key from a flag value ("--outer-lr", "0.7"). name may be given
  * with or without the leading "--". Returns CX_ENOTFOUND when name is not a
@@ -120,6 +120,12 @@ const char *config_encoding_name(int64_t enc);
 const char *config_merge_name(int64_t m);
 const char *config_weights_name(int64_t w);
 const char *config_model_name(int64_t m); /* "mlp", "gpt" */
+struct model_config;
+/* The model's sizes from c (model_config_default, then context, embed,
+ * hidden, layers, heads), with activations sized for at most max_examples
+ * per chunk: gpt caps a chunk at 8 sequences (its activations grow with T),
+ * mlp at 256 examples. */
+void config_model_config(const config *c, int64_t max_examples, struct model_config *mc);
 int config_parse_mode(const char *s, int64_t *out);
 int config_parse_model(const char *s, int64_t *out);
 int config_parse_encoding(const char *s, int64_t *out);

@@ -205,14 +205,7 @@ static cx_http_client *new_client(const learner *L)
 static int build(learner *L, char *err, size_t errlen)
 {
     model_config mc;
-    model_config_default(&mc);
-    mc.context = (int)L->cfg.context;
-    mc.embed = (int)L->cfg.embed;
-    mc.hidden = (int)L->cfg.hidden;
-    mc.layers = (int)L->cfg.layers;
-    mc.heads = (int)L->cfg.heads;
-    int cap = L->cfg.model == CONFIG_MODEL_GPT ? 8 : 256; /* gpt activations grow with T */
-    mc.max_batch = L->cfg.batch < cap ? (int)L->cfg.batch : cap;
+    config_model_config(&L->cfg, L->cfg.batch, &mc);
     openblas_set_num_threads((int)L->cfg.threads);
     L->m = model_new(config_model_name(L->cfg.model), &mc, (uint64_t)L->cfg.seed, err, errlen);
     if (!L->m)

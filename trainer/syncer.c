@@ -2152,13 +2152,7 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
         goto fail;
 
     model_config mc;
-    model_config_default(&mc);
-    mc.context = (int)s->cfg.context;
-    mc.embed = (int)s->cfg.embed;
-    mc.hidden = (int)s->cfg.hidden;
-    mc.layers = (int)s->cfg.layers;
-    mc.heads = (int)s->cfg.heads;
-    mc.max_batch = s->cfg.model == CONFIG_MODEL_GPT ? 8 : 256;
+    config_model_config(&s->cfg, INT64_MAX, &mc); /* the eval set: chunks of the cap */
     s->eval_model = model_new(config_model_name(s->cfg.model), &mc, (uint64_t)s->cfg.seed, err, errlen);
     if (!s->eval_model)
         goto fail;

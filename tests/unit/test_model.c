@@ -17,51 +17,15 @@
 #include "trainer/data.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
+#include "numcheck.h"
 
 /* ---- helpers ---- */
-
-static uint64_t rng_state = 88172645463325252ull;
-
-static void rng_reset(uint64_t s)
-{
-    rng_state = s ? s : 1;
-}
-
-static double urand(void) /* [0, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) * 0x1.0p-53;
-}
-
-static void fill_uniform(float *p, size_t n, float lo, float hi)
-{
-    for (size_t i = 0; i < n; i++)
-        p[i] = lo + (hi - lo) * (float)urand();
-}
-
-static void fill_bytes(uint8_t *p, size_t n, int modulo)
-{
-    for (size_t i = 0; i < n; i++)
-        p[i] = (uint8_t)(urand() * modulo);
-}
 
 static void check_grad(const char *what, size_t i, double analytic, double numeric)
 {
     double tol = 2e-2 * fmax(fabs(analytic), fabs(numeric)) + 2e-3;
     cr_assert(fabs(analytic - numeric) <= tol, "%s[%zu]: analytic %.6g vs numeric %.6g (tol %.3g)", what, i,
               analytic, numeric, tol);
-}
-
-/* A fixed linear functional of an output: L = sum_i out[i] * r[i]; its
- * gradient w.r.t. out is r, which we feed to the backward pass. */
-static double dot(const float *a, const float *b, size_t n)
-{
-    double s = 0.0;
-    for (size_t i = 0; i < n; i++)
-        s += (double)a[i] * b[i];
-    return s;
 }
 
 /* ---- layers vs finite differences ---- */
