@@ -384,9 +384,10 @@ static void parse_if_not_running(const char *path, const json_t *a, exp_action *
 
 static void parse_action(experiment *e, int idx, const json_t *a, const char *path, jv_diag *d)
 {
-    static const char *const keys[] = {"name",        "fault",  "targets",  "at_s", "at_outer_step", "after",
-                                       "duration_ms", "params", "toxicity", "seed", "description",   "if_not_running",
-                                       "wait_s",      "until_end", NULL};
+    static const char *const keys[] = {"name",          "fault",     "targets",     "at_s",
+                                       "at_outer_step", "after",     "duration_ms", "params",
+                                       "toxicity",      "seed",      "description", "if_not_running",
+                                       "wait_s",        "until_end", NULL};
     exp_action *x = &e->method[idx];
     x->after = -1;
     x->toxicity = 1.0;
@@ -729,9 +730,10 @@ static void parse_hyps(experiment *e, const json_t *doc, const char *key, hyp_sp
 
 static void parse_doc(experiment *e, const json_t *doc, jv_diag *d)
 {
-    static const char *const keys[] = {"$schema",   "title",        "description", "tags",  "seed",
-                                       "topology",  "steady_state", "method",      "chaos", "stop_conditions",
-                                       "rollbacks", "verify",       "ci",          "horizon",    NULL};
+    static const char *const keys[] = {
+        "$schema",   "title",        "description", "tags",    "seed",
+        "topology",  "steady_state", "method",      "chaos",   "stop_conditions",
+        "rollbacks", "verify",       "ci",          "horizon", NULL};
     if (jv_check_keys(d, "$", doc, keys) < 0)
         return;
     const char *s;
@@ -793,9 +795,12 @@ static void parse_doc(experiment *e, const json_t *doc, jv_diag *d)
     parse_hyps(e, doc, "verify", &e->verify, &e->nverify, d);
     json_t *hz = NULL;
     if (get_object(d, "$", doc, "horizon", 0, &hz) == 1) {
-        static const char *const hkeys[] = {"min_tokens", NULL};
-        if (jv_check_keys(d, "$.horizon", hz, hkeys) == 0)
+        static const char *const hkeys[] = {"min_tokens", "min_merges", NULL};
+        if (jv_check_keys(d, "$.horizon", hz, hkeys) == 0) {
             jv_get_int(d, "$.horizon", hz, "min_tokens", 0, 1, INT64_MAX, "a token count", &e->min_tokens);
+            jv_get_int(d, "$.horizon", hz, "min_merges", 0, 1, 100000000, "a number of merges",
+                       &e->min_merges);
+        }
     }
     if (!e->nmethod && !e->chaos.enabled && !e->nverify && !e->nsteady && json_is_object(doc))
         jv_diag_add(d, "$", "expected at least one of method, chaos, steady_state, verify, got none");

@@ -30,6 +30,9 @@ int horizon_window(const json_t *spec, const char *label, hz_window *w)
         w->key = "by_s";
         w->from_start = 1;
         w->len_ms = (int64_t)(num(spec, "by_s") * 1000.0);
+    } else if (strcmp(kind, "loss_target") == 0 && json_object_get(spec, "by_tokens")) {
+        w->key = "by_tokens";
+        w->tokens = (int64_t)num(spec, "by_tokens");
     } else {
         return 0;
     }
@@ -38,6 +41,8 @@ int horizon_window(const json_t *spec, const char *label, hz_window *w)
 
 int64_t horizon_close_ms(const hz_window *w, const hz_progress *p)
 {
+    if (w->tokens > 0)
+        return p->eval_tokens >= w->tokens ? 0 : -1;
     if (w->from_start)
         return p->start_ms + w->len_ms;
     if (p->pending > 0)
@@ -63,6 +68,12 @@ int horizon_done(const hz_window *w, int n, const hz_progress *p, char *why, siz
     }
     for (int i = 0; i < n; i++) {
         int64_t c = horizon_close_ms(&w[i], p);
+        if (w[i].tokens > 0 && c < 0) {
+            if (why && len)
+                snprintf(why, len, "%s's window closes once an eval covers %lld merged tokens (now %lld)",
+                         w[i].label, (long long)w[i].tokens, (long long)p->eval_tokens);
+            return 0;
+        }
         if (c > p->now_ms) {
             say(why, len, "%s's window closes in %.1f s", w[i].label, (double)(c - p->now_ms) / 1000.0);
             return 0;
@@ -73,8 +84,14 @@ int horizon_done(const hz_window *w, int n, const hz_progress *p, char *why, siz
             snprintf(why, len, "%lld of %lld tokens trained", (long long)p->tokens, (long long)p->min_tokens);
         return 0;
     }
+    if (p->merges < p->min_merges) {
+        if (why && len)
+            snprintf(why, len, "%lld of %lld merges", (long long)p->merges, (long long)p->min_merges);
+        return 0;
+    }
     if (why && len)
-        snprintf(why, len, "every fault healed, every window closed, %lld tokens trained", (long long)p->tokens);
+        snprintf(why, len, "every fault healed, every window closed, %lld tokens trained, %lld merges",
+                 (long long)p->tokens, (long long)p->merges);
     return 1;
 }
 
@@ -87,16 +104,26 @@ int horizon_unobserved(const hz_window *w, const hz_progress *p, char *msg, size
         snprintf(who, sizeof who, "learner %d's", w->learner);
     else
         snprintf(who, sizeof who, "%s's", w->label);
+    if (w->tokens > 0 && c < 0) {
+        if (msg && len)
+            snprintf(
+                msg, len,
+                "run ended (t=%.1f s) before %s by_tokens window closed: the last eval covered %lld of %lld "
+                "merged tokens",
+                end_s, who, (long long)p->eval_tokens, (long long)w->tokens);
+        return 1;
+    }
     if (c < 0) {
         if (msg && len)
-            snprintf(msg, len, "run ended (t=%.1f s) before %s %s window could open: a fault was still pending",
-                     end_s, who, w->key);
+            snprintf(msg, len,
+                     "run ended (t=%.1f s) before %s %s window could open: a fault was still pending", end_s,
+                     who, w->key);
         return 1;
     }
     if (c > p->now_ms) {
         if (msg && len)
-            snprintf(msg, len, "run ended before %s %s window closed (closes at t=%.1f s, ended at t=%.1f s)", who,
-                     w->key, (double)(c - p->start_ms) / 1000.0, end_s);
+            snprintf(msg, len, "run ended before %s %s window closed (closes at t=%.1f s, ended at t=%.1f s)",
+                     who, w->key, (double)(c - p->start_ms) / 1000.0, end_s);
         return 1;
     }
     return 0;

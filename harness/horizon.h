@@ -6,8 +6,12 @@
  *     (an until_end action only fired: it lasts until the run ends),
  *   - every verify hypothesis's window has closed (loss_continuity's
  *     recover_s and reintegration's join_s + merged_s after the heal of the
- *     fault on its learner, loss_target's by_s after the start), and
- *   - the learners trained at least min_tokens in total,
+ *     fault on its learner, loss_target's by_s after the start, and its
+ *     by_tokens once an eval has seen that many merged tokens), and
+ *   - the learners trained at least min_tokens in total and the syncer
+ *     merged at least min_merges times (outer steps: a run whose links are
+ *     capped in bytes/s must not end before its merges happened, however
+ *     fast the CPU trains its tokens),
  * so no verdict races a fixed amount of work against a wall-clock window.
  * A run that ended otherwise (time bound, stop condition, budget spent)
  * may have ended before a window closed: horizon_unobserved() says so, and
@@ -25,10 +29,12 @@
 
 typedef struct hz_window {
     const char *label; /* the hypothesis's label (borrowed) */
-    const char *key;   /* the param whose window closes last: "merged_s", "recover_s", "by_s" (static) */
-    int learner;       /* the learner whose heal opens it; -1: the last heal of any fault */
-    int from_start;    /* 1: opens at the run's start (loss_target by_s) */
-    int64_t len_ms;    /* ms from the anchor to the close */
+    const char
+        *key; /* the param whose window closes last: "merged_s", "recover_s", "by_s", "by_tokens" (static) */
+    int learner;    /* the learner whose heal opens it; -1: the last heal of any fault */
+    int from_start; /* 1: opens at the run's start (loss_target by_s) */
+    int64_t len_ms; /* ms from the anchor to the close */
+    int64_t tokens; /* > 0: closes once an eval saw this many merged tokens (loss_target by_tokens) */
 } hz_window;
 
 /* The window of one verify entry ({"hypothesis": NAME, ...params}) with
@@ -44,11 +50,15 @@ typedef struct hz_progress {
     int64_t any_heal_ms;    /* mono ms of the last heal of any fault (0 none) */
     int64_t tokens;         /* tokens trained by all learners so far */
     int64_t min_tokens;     /* tokens the run must train (0: no minimum) */
+    int64_t merges;         /* merges (outer steps) the syncer made so far */
+    int64_t min_merges;     /* merges the run must see (0: no minimum) */
+    int64_t eval_tokens;    /* merged tokens the syncer's last eval covered */
 } hz_progress;
 
 /* Mono ms at which w closes; -1 while it cannot be known (a fault is still
- * pending and may yet open it); 0 when it never opened (nothing healed on
- * its learner: nothing to observe). */
+ * pending and may yet open it, or a by_tokens window whose tokens no eval
+ * has seen yet); 0 when it never opened (nothing healed on its learner:
+ * nothing to observe) or, for by_tokens, when it has closed. */
 int64_t horizon_close_ms(const hz_window *w, const hz_progress *p);
 
 /* 1: the run may end now. 0: keep training; why (may be NULL) names what

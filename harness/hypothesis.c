@@ -442,7 +442,10 @@ typedef struct hp {
     int has_control;
     double control; /* loss_target: nats */
     int has_by_s;
-    double by_s;      /* loss_target: s after start */
+    double by_s;       /* loss_target: s after start */
+    int64_t by_tokens; /* loss_target: merged tokens (0 = none) */
+    int has_max_rel;
+    double max_rel;   /* loss_target: ratio to the run's first eval loss */
     int64_t learner;  /* reintegration */
     double join_s;    /* reintegration: s after the fault healed */
     int64_t merged;   /* reintegration: contributions merged */
@@ -451,6 +454,10 @@ typedef struct hp {
     double max_gap_s; /* no_global_downtime: s */
     int64_t min_live; /* no_global_downtime: K, 0 = history's quorum */
     double min;       /* goodput: ratio */
+    int has_min_rel;
+    double min_rel; /* goodput: ratio to the same run's reference phase */
+    int has_ref_s;
+    double ref_s; /* goodput: s of the reference phase after the first join */
     int has_step_ms;
     double step_ms;      /* goodput: ms per inner step if no heartbeats */
     int64_t steps;       /* data_accounting: per-learner steps, 0 = counter */
@@ -492,19 +499,26 @@ static void parse_loss_continuity(const json_t *s, const char *path, int m, jv_d
 
 static void parse_loss_target(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
 {
-    KEYS("max", "tol", "control", "by_s");
+    KEYS("max", "max_rel", "tol", "control", "by_s", "by_tokens");
     hp *p = *ctx = hp_new();
     if (!p || jv_check_keys(d, path, s, keys) < 0)
         return;
     p->has_max = jv_get_number(d, path, s, "max", 0, 0.0, 1e6, "a loss in nats", &p->max) == 1;
+    p->has_max_rel = jv_get_number(d, path, s, "max_rel", 0, 1e-6, 10.0, "a ratio to the first eval loss",
+                                   &p->max_rel) == 1;
+    jv_get_int(d, path, s, "by_tokens", 0, 1, INT64_MAX, "a number of merged tokens", &p->by_tokens);
     p->has_tol = jv_get_number(d, path, s, "tol", 0, 0.0, 1e6, "a relative tolerance", &p->tol) == 1;
     p->has_control = jv_get_number(d, path, s, "control", 0, 0.0, 1e6, "a loss in nats", &p->control) == 1;
     p->has_by_s = jv_get_number(d, path, s, "by_s", 0, 1e-3, 1e7, "seconds", &p->by_s) == 1;
     int nmax = !!json_object_get(s, "max"), ntol = !!json_object_get(s, "tol");
-    if (nmax + ntol != 1)
+    int nrel = !!json_object_get(s, "max_rel");
+    if (nmax + ntol + nrel != 1)
         jv_diag_add(d, path,
-                    "expected exactly one of max (absolute) or tol (relative to a control run), got %d",
-                    nmax + ntol);
+                    "expected exactly one of max (absolute), max_rel (relative to the run's first eval) or "
+                    "tol (relative to a control run), got %d",
+                    nmax + ntol + nrel);
+    if (json_object_get(s, "by_s") && json_object_get(s, "by_tokens"))
+        jv_diag_add(d, path, "expected at most one of by_s and by_tokens, got both");
     if (json_object_get(s, "control") && !ntol)
         jv_diag_add(d, path, "expected control only together with tol");
 }
@@ -535,11 +549,22 @@ static void parse_no_global_downtime(const json_t *s, const char *path, int m, j
 
 static void parse_goodput(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
 {
-    KEYS("min", "step_ms");
+    KEYS("min", "min_rel", "ref_s", "step_ms");
     hp *p = *ctx = hp_new();
     if (!p || jv_check_keys(d, path, s, keys) < 0)
         return;
-    jv_get_number(d, path, s, "min", 1, 0.0, 1.0, "a goodput ratio", &p->min);
+    jv_get_number(d, path, s, "min", 0, 0.0, 1.0, "a goodput ratio", &p->min);
+    p->has_min_rel = jv_get_number(d, path, s, "min_rel", 0, 0.0, 10.0, "a ratio to the reference goodput",
+                                   &p->min_rel) == 1;
+    p->has_ref_s = jv_get_number(d, path, s, "ref_s", 0, 1.0, 1e7, "seconds", &p->ref_s) == 1;
+    int nmin = !!json_object_get(s, "min"), nrel = !!json_object_get(s, "min_rel");
+    if (nmin + nrel != 1)
+        jv_diag_add(d, path,
+                    "expected exactly one of min (absolute) or min_rel (relative to the run's fault-free "
+                    "reference phase), got %d",
+                    nmin + nrel);
+    if (json_object_get(s, "ref_s") && !nrel)
+        jv_diag_add(d, path, "expected ref_s only together with min_rel");
     p->has_step_ms =
         jv_get_number(d, path, s, "step_ms", 0, 1e-3, 1e7, "ms per inner step", &p->step_ms) == 1;
 }
@@ -595,8 +620,8 @@ static void eval_loss_continuity(const void *ctx, const hyp_history *h, hyp_verd
         double loss;
         if (!jloss(e, "loss", &loss)) {
             verdict(v, HYP_FAIL, NAN, "<=", p->max_jump_rel, "rel",
-                    "eval loss is not finite at seq %lld (t=%lld ms)", (long long)ev_seq(e),
-                    (long long)ev_t(e));
+                    "eval loss is not finite at seq %lld (t=%.1f s of the run)", (long long)ev_seq(e),
+                    (double)(ev_t(e) - hist_start(h)) / 1000.0);
             return;
         }
     }
@@ -643,10 +668,10 @@ static void eval_loss_continuity(const void *ctx, const hyp_history *h, hyp_verd
             if (!why[0])
                 snprintf(
                     why, sizeof(why),
-                    "after the %s fault on learner %d (healed at t=%lld ms) the eval loss was not back at "
-                    "<= %.4g (reference %.4g + %.0f%%) by %gs after the heal",
-                    jstr(r, "type"), h->faults[f].learner, (long long)e, ref * (1.0 + p->slack_rel), ref,
-                    p->slack_rel * 100.0, p->recover_s);
+                    "after the %s fault on learner %d (healed at t=%.1f s of the run) the eval loss was not "
+                    "back at <= %.4g (reference %.4g + %.0f%%) by %gs after the heal",
+                    jstr(r, "type"), h->faults[f].learner, (double)(e - hist_start(h)) / 1000.0,
+                    ref * (1.0 + p->slack_rel), ref, p->slack_rel * 100.0, p->recover_s);
         }
     }
     if (why[0]) {
@@ -668,7 +693,21 @@ static void eval_loss_target(const void *ctx, const hyp_history *h, hyp_verdict 
 {
     const hp *p = ctx;
     double thr = p->max;
-    if (!p->has_max) {
+    char form[96] = "";
+    double first = NAN;
+    for (size_t i = 0; i < h->nev && isnan(first); i++)
+        if (ev_is(h->ev[i], "eval") && !jloss(h->ev[i], "loss", &first))
+            first = NAN;
+    if (p->has_max_rel) {
+        /* relative to the same run: the first eval is the untrained model */
+        if (isnan(first)) {
+            verdict(v, HYP_ERROR, NAN, "<=", NAN, "nats",
+                    "max_rel target but no finite eval loss in the history");
+            return;
+        }
+        thr = first * p->max_rel;
+        snprintf(form, sizeof form, ", first eval %.4f x max_rel %g", first, p->max_rel);
+    } else if (!p->has_max) {
         double control = p->control;
         if (!p->has_control && !hyp_history_counter(h, HYP_C_CONTROL_LOSS, &control)) {
             verdict(v, HYP_ERROR, NAN, "<=", NAN, "nats",
@@ -677,15 +716,22 @@ static void eval_loss_target(const void *ctx, const hyp_history *h, hyp_verdict 
             return;
         }
         thr = control * (1.0 + p->tol);
+        snprintf(form, sizeof form, ", control x (1 + tol)");
     }
     int64_t start = hist_start(h), deadline = start + (int64_t)(p->by_s * 1000.0);
     double best = INFINITY, last = NAN;
     size_t n = 0;
-    for (size_t i = 0; i < h->nev; i++) {
+    int reached = 0; /* by_tokens: an eval covered by_tokens merged tokens */
+    int64_t last_tokens = 0;
+    for (size_t i = 0; i < h->nev && !reached; i++) {
         const json_t *e = h->ev[i];
         double loss;
         if (!ev_is(e, "eval"))
             continue;
+        if (p->by_tokens > 0) {
+            last_tokens = jint(e, "tokens", 0);
+            reached = last_tokens >= p->by_tokens;
+        }
         if (!jloss(e, "loss", &loss)) {
             last = NAN;
             continue;
@@ -699,13 +745,25 @@ static void eval_loss_target(const void *ctx, const hyp_history *h, hyp_verdict 
         verdict(v, HYP_ERROR, NAN, "<=", thr, "nats", "no finite eval loss in the history");
         return;
     }
+    if (p->by_tokens > 0) {
+        if (!reached && best > thr) {
+            verdict(v, HYP_ERROR, NAN, "<=", thr, "nats",
+                    "run ended before an eval covered %lld merged tokens (the last covered %lld)",
+                    (long long)p->by_tokens, (long long)last_tokens);
+            return;
+        }
+        verdict(v, best <= thr ? HYP_PASS : HYP_FAIL, best, "<=", thr, "nats",
+                "lowest eval loss by %lld merged tokens %.4f (target <= %.4f%s)%s", (long long)p->by_tokens,
+                best, thr, form, reached ? "" : "; reached before that many tokens");
+        return;
+    }
     if (p->has_by_s) {
         if (isinf(best)) {
             verdict(v, HYP_FAIL, NAN, "<=", thr, "nats", "no eval within %gs of the start", p->by_s);
             return;
         }
         verdict(v, best <= thr ? HYP_PASS : HYP_FAIL, best, "<=", thr, "nats",
-                "lowest eval loss within %gs of the start %.4f (target <= %.4f)", p->by_s, best, thr);
+                "lowest eval loss within %gs of the start %.4f (target <= %.4f%s)", p->by_s, best, thr, form);
         return;
     }
     if (isnan(last)) {
@@ -713,7 +771,7 @@ static void eval_loss_target(const void *ctx, const hyp_history *h, hyp_verdict 
         return;
     }
     verdict(v, last <= thr ? HYP_PASS : HYP_FAIL, last, "<=", thr, "nats",
-            "final eval loss %.4f (target <= %.4f%s)", last, thr, p->has_max ? "" : ", control x (1 + tol)");
+            "final eval loss %.4f (target <= %.4f%s)", last, thr, form);
 }
 
 /* ---- reintegration ---- */
@@ -923,26 +981,54 @@ static void eval_no_global_downtime(const void *ctx, const hyp_history *h, hyp_v
         return;
     }
     double w = worst / 1000.0;
-    verdict(v, w <= p->max_gap_s ? HYP_PASS : HYP_FAIL, w, "<=", p->max_gap_s, "s",
-            "longest gap between merges while >= %d learners were alive: %.2fs (from t=%lld ms; %zu merges)",
-            k, w, (long long)worst_at, merges);
+    verdict(
+        v, w <= p->max_gap_s ? HYP_PASS : HYP_FAIL, w, "<=", p->max_gap_s, "s",
+        "longest gap between merges while >= %d learners were alive: %.2fs (from t=%.1f s of the run; %zu "
+        "merges)",
+        k, w, (double)(worst_at - hist_start(h)) / 1000.0, merges);
 }
 
 /* ---- goodput ---- */
 
+/* Useful learner-ms of the merges in [a, b): each participant's merged
+ * steps (1/P of them for a fragment merge) times its mean step time. */
+static double useful_ms(const hyp_history *h, const double *ms, int np, int64_t a, int64_t b, double *steps)
+{
+    double useful = 0;
+    for (size_t i = 0; i < h->nev; i++) {
+        const json_t *e = h->ev[i];
+        if (!ev_is(e, "merge") || ev_t(e) < a || ev_t(e) >= b)
+            continue;
+        int64_t frag = jint(e, "fragment", -1);
+        double w = frag < 0 || np <= 0 ? 1.0 : 1.0 / np;
+        json_t *parts = json_object_get(e, "participants");
+        for (size_t j = 0; j < json_array_size(parts); j++) {
+            json_t *x = json_array_get(parts, j);
+            int64_t l = jint(x, "learner", -1);
+            if (l >= 0 && l < h->learners) {
+                useful += w * (double)jint(x, "steps", 0) * ms[l];
+                *steps += w * (double)jint(x, "steps", 0);
+            }
+        }
+    }
+    return useful;
+}
+
+/* Goodput = useful learner-time / allocated learner-time. With min_rel the
+ * figure is relative to the same run: goodput after the reference phase
+ * (from the first join to the first fault's start, or ref_s) over goodput
+ * in it, so that what a 2-core box or a CPU hog costs every learner alike
+ * (a machine's capacity, not the faults) cancels out. */
 static void eval_goodput(const void *ctx, const hyp_history *h, hyp_verdict *v)
 {
     const hp *p = ctx;
     int np = fragment_count(h);
     int m = h->learners;
-    double *useful_steps = calloc((size_t)m, sizeof(double));
-    double *ms_sum = calloc((size_t)m, sizeof(double));
-    double *ms_n = calloc((size_t)m, sizeof(double));
-    if (!useful_steps || !ms_sum || !ms_n) {
-        free(useful_steps);
-        free(ms_sum);
-        free(ms_n);
-        verdict(v, HYP_ERROR, NAN, ">=", p->min, "ratio", "out of memory");
+    double thr = p->has_min_rel ? p->min_rel : p->min;
+    double *ms = calloc((size_t)m, sizeof(double)), *ms_n = calloc((size_t)m, sizeof(double));
+    if (!ms || !ms_n) {
+        free(ms), free(ms_n);
+        verdict(v, HYP_ERROR, NAN, ">=", thr, "ratio", "out of memory");
         return;
     }
     int64_t first_join = -1;
@@ -951,63 +1037,86 @@ static void eval_goodput(const void *ctx, const hyp_history *h, hyp_verdict *v)
         const json_t *e = h->ev[i];
         if (ev_is(e, "join") && first_join < 0)
             first_join = ev_t(e);
-        double ms;
+        double x;
         int64_t who = jint(e, "learner", -1);
-        if (ev_is(e, "heartbeat") && who >= 0 && who < m && jnum(e, "step_ms", &ms) && ms > 0) {
-            ms_sum[who] += ms;
+        if (ev_is(e, "heartbeat") && who >= 0 && who < m && jnum(e, "step_ms", &x) && x > 0) {
+            ms[who] += x;
             ms_n[who] += 1;
-            all_ms += ms;
+            all_ms += x;
             all_n += 1;
         }
-        if (!ev_is(e, "merge"))
-            continue;
-        int64_t frag = jint(e, "fragment", -1);
-        double w = frag < 0 || np <= 0 ? 1.0 : 1.0 / np;
-        json_t *parts = json_object_get(e, "participants");
-        for (size_t j = 0; j < json_array_size(parts); j++) {
-            json_t *x = json_array_get(parts, j);
-            int64_t l = jint(x, "learner", -1);
-            if (l >= 0 && l < m)
-                useful_steps[l] += w * (double)jint(x, "steps", 0);
-        }
     }
+    int missing_ms = 0;
+    for (int l = 0; l < m; l++) {
+        ms[l] = ms_n[l] > 0      ? ms[l] / ms_n[l]
+                : all_n > 0      ? all_ms / all_n
+                : p->has_step_ms ? p->step_ms
+                                 : NAN;
+        missing_ms |= isnan(ms[l]);
+    }
+    free(ms_n);
     double start_c;
     int64_t start = hyp_history_counter(h, HYP_C_START_MONO, &start_c) ? (int64_t)start_c : first_join;
     int64_t end = hist_end(h);
-    double useful = 0;
-    int missing_ms = 0;
-    for (int l = 0; l < m; l++) {
-        double ms = ms_n[l] > 0      ? ms_sum[l] / ms_n[l]
-                    : all_n > 0      ? all_ms / all_n
-                    : p->has_step_ms ? p->step_ms
-                                     : NAN;
-        if (useful_steps[l] > 0 && isnan(ms))
-            missing_ms = 1;
-        else if (useful_steps[l] > 0)
-            useful += useful_steps[l] * ms;
-    }
-    double total_steps = 0;
-    for (int l = 0; l < m; l++)
-        total_steps += useful_steps[l];
-    free(useful_steps);
-    free(ms_sum);
-    free(ms_n);
     if (start < 0 || end <= start) {
-        verdict(v, HYP_ERROR, NAN, ">=", p->min, "ratio", "no run span (no join event and no start counter)");
+        free(ms);
+        verdict(v, HYP_ERROR, NAN, ">=", thr, "ratio", "no run span (no join event and no start counter)");
         return;
     }
     if (missing_ms) {
-        verdict(v, HYP_ERROR, NAN, ">=", p->min, "ratio",
+        free(ms);
+        verdict(v, HYP_ERROR, NAN, ">=", thr, "ratio",
                 "no step time: no heartbeat step_ms and no step_ms param");
         return;
     }
-    double allocated = (double)m * (double)(end - start);
-    double g = useful / allocated;
-    verdict(v, g >= p->min ? HYP_PASS : HYP_FAIL, g, ">=", p->min, "ratio",
+    if (!p->has_min_rel) {
+        double steps = 0, useful = useful_ms(h, ms, np, INT64_MIN, INT64_MAX, &steps);
+        free(ms);
+        double allocated = (double)m * (double)(end - start);
+        double g = useful / allocated;
+        verdict(
+            v, g >= p->min ? HYP_PASS : HYP_FAIL, g, ">=", p->min, "ratio",
             "goodput %.3f: %.1f merged inner steps = %.1f learner-s useful of %.1f learner-s allocated (%d "
-            "learners x "
-            "%.1fs)",
-            g, total_steps, useful / 1000.0, allocated / 1000.0, m, (end - start) / 1000.0);
+            "learners x %.1fs)",
+            g, steps, useful / 1000.0, allocated / 1000.0, m, (end - start) / 1000.0);
+        return;
+    }
+    /* the reference phase: first join .. first fault (or first join + ref_s) */
+    int64_t a = first_join >= 0 ? first_join : start, ref_end = INT64_MAX;
+    if (p->has_ref_s) {
+        ref_end = a + (int64_t)(p->ref_s * 1000.0);
+    } else {
+        for (size_t i = 0; i < h->nfaults; i++) {
+            int64_t fs = fault_start(h->faults[i].rec);
+            if (fs >= 0 && fs < ref_end)
+                ref_end = fs;
+        }
+    }
+    if (ref_end == INT64_MAX || ref_end - a < 1000 || end - ref_end < 1000) {
+        free(ms);
+        verdict(
+            v, HYP_ERROR, NAN, ">=", thr, "ratio",
+            "min_rel needs a fault-free reference phase of >= 1 s after the first join and >= 1 s after it "
+            "(reference %.1f s, rest %.1f s; set ref_s or start the faults later)",
+            ref_end == INT64_MAX ? 0.0 : (ref_end - a) / 1000.0,
+            ref_end == INT64_MAX ? 0.0 : (end - ref_end) / 1000.0);
+        return;
+    }
+    double s_ref = 0, s_rest = 0;
+    double g_ref = useful_ms(h, ms, np, a, ref_end, &s_ref) / ((double)m * (double)(ref_end - a));
+    double g_rest = useful_ms(h, ms, np, ref_end, INT64_MAX, &s_rest) / ((double)m * (double)(end - ref_end));
+    free(ms);
+    if (!(g_ref > 0)) {
+        verdict(v, HYP_ERROR, NAN, ">=", thr, "ratio",
+                "no merged progress in the reference phase (first %.1f s after the first join)",
+                (ref_end - a) / 1000.0);
+        return;
+    }
+    double rel = g_rest / g_ref;
+    verdict(v, rel >= thr ? HYP_PASS : HYP_FAIL, rel, ">=", thr, "ratio",
+            "goodput %.3f after the reference phase over %.3f in it (%.1f s fault-free from the first join; "
+            "%.1f and %.1f merged inner steps; %d learners)",
+            g_rest, g_ref, (ref_end - a) / 1000.0, s_rest, s_ref, m);
 }
 
 /* ---- bandwidth ---- */

@@ -98,13 +98,13 @@ static const char *const run_state_names[] = {"loaded", "launched", "steady_stat
                                               "verify", "revert",   "stopped",      "done"};
 
 typedef struct fired {
-    int fired;          /* 1 once sent (or skipped / failed) */
-    int ok;             /* the agent accepted it */
-    int skipped;        /* a chaos draw not sent (floor / unit not running) */
-    int healed;         /* its fault ended (or it never started) */
-    char fault_id[64];  /* the agent's id ("" none) */
-    int64_t start_mono; /* ms when sent */
-    int64_t last_check; /* ms of the last heal check */
+    int fired;           /* 1 once sent (or skipped / failed) */
+    int ok;              /* the agent accepted it */
+    int skipped;         /* a chaos draw not sent (floor / unit not running) */
+    int healed;          /* its fault ended (or it never started) */
+    char fault_id[64];   /* the agent's id ("" none) */
+    int64_t start_mono;  /* ms when sent */
+    int64_t last_check;  /* ms of the last heal check */
     int64_t healed_mono; /* ms its fault was seen healed (0: never, or it never ran) */
     int64_t wait_since;  /* ms a method action first found its unit not running (0 none) */
 } fired;
@@ -652,19 +652,26 @@ static double spec_by_s(const hyp_spec *s)
 static void poll_all(runner *r);
 
 /* Judge the steady state: re-evaluated every second until every entry
- * passes or the deadline (the largest by_s + 5 s, else 30 s) passes. */
-static void steady_state(runner *r)
+ * passes or the deadline passes: the largest by_s + 5 s, else 30 s; an
+ * entry judged by training progress (by_tokens) is waited for up to the
+ * run's time bound instead, so a slow machine is not judged by the clock. */
+static void steady_state(runner *r, double limit_s)
 {
     r->steady_ok = 1;
     if (r->e->nsteady == 0)
         return;
     double deadline_s = STEADY_DEFAULT_S;
     double maxby = -1;
-    for (int i = 0; i < r->e->nsteady; i++)
+    int by_progress = 0;
+    for (int i = 0; i < r->e->nsteady; i++) {
         if (spec_by_s(r->e->steady_state[i]) > maxby)
             maxby = spec_by_s(r->e->steady_state[i]);
+        by_progress |= json_object_get(hyp_spec_json(r->e->steady_state[i]), "by_tokens") != NULL;
+    }
     if (maxby > 0)
         deadline_s = maxby + 5.0;
+    if (by_progress && limit_s > deadline_s)
+        deadline_s = limit_s;
     int64_t t0 = cx_real_ns();
     hyp_verdict *v = calloc((size_t)r->e->nsteady, sizeof *v);
     if (!v) {
@@ -1097,6 +1104,9 @@ static void hz_fill(runner *r, int64_t *heal, hz_progress *p)
     p->heal_ms = heal;
     p->m = r->m;
     p->min_tokens = r->min_tokens;
+    p->min_merges = r->e->min_merges;
+    p->merges = r->merges;
+    p->eval_tokens = json_integer_value(json_object_get(json_object_get(r->status, "eval"), "tokens"));
     for (int l = 0; l < r->m; l++)
         heal[l] = 0;
     for (int k = 0; k < r->sched->n; k++) {
@@ -1874,8 +1884,8 @@ int run_experiment(const run_opts *o, run_result *res, char *err, size_t errlen)
         start_dashboard(r);
         if (take_leases(r) == 0) {
             set_state(r, RS_STEADY);
-            steady_state(r);
             double limit = o->time_limit_s > 0 ? o->time_limit_s : (o->ci ? 300.0 : 600.0);
+            steady_state(r, limit);
             if (r->steady_ok && !r->abort && !r->error && !g_signal) {
                 r->method_mono = cx_mono_ms(); /* RS_METHOD holds: the method has a start */
                 set_state(r, RS_METHOD);

@@ -4,6 +4,8 @@
 // installed into the build tree by tests/CMakeLists.txt).
 //
 //   node validate.js [--schemas DIR] JOURNAL.json...   every file must validate
+//   node validate.js [--schemas DIR] --experiments EXPERIMENT.json...
+//       every file must validate against experiment.schema.json
 //   node validate.js [--schemas DIR] --self-test       the schemas accept a good
 //       journal and refuse each of the defects Chaos Toolkit's tools choke on
 //
@@ -29,10 +31,12 @@ try {
 const args = process.argv.slice(2);
 let dir = process.env.CHAOSLOCO_SRC ? path.join(process.env.CHAOSLOCO_SRC, "docs") : null;
 let selfTest = false;
+let experiments = false;
 const files = [];
 for (let i = 0; i < args.length; i++) {
   if (args[i] === "--schemas") dir = args[++i];
   else if (args[i] === "--self-test") selfTest = true;
+  else if (args[i] === "--experiments") experiments = true;
   else files.push(args[i]);
 }
 if (!dir) die("no schema directory: give --schemas DIR or set CHAOSLOCO_SRC");
@@ -50,9 +54,10 @@ function load(name) {
 const ajv = new Ajv2020({ allErrors: true, strict: true, strictTypes: false, strictRequired: false,
   allowUnionTypes: true });
 let validate;
+const schemaName = experiments ? "experiment.schema.json" : "journal.schema.json";
 try {
-  ajv.addSchema(load("ctk-experiment.schema.json"));
-  validate = ajv.compile(load("journal.schema.json"));
+  if (!experiments) ajv.addSchema(load("ctk-experiment.schema.json"));
+  validate = ajv.compile(load(schemaName));
 } catch (e) {
   die("the schemas do not compile: " + e.message);
 }
@@ -117,7 +122,7 @@ if (selfTest) {
   process.exit(bad ? 1 : 0);
 }
 
-if (files.length === 0) die("no journal given (see the header of this file)");
+if (files.length === 0) die("no file given (see the header of this file)");
 let invalid = 0;
 for (const f of files) {
   let doc;
@@ -131,7 +136,9 @@ for (const f of files) {
   const p = problems(doc);
   if (p.length) {
     invalid++;
-    console.error(f + ": INVALID against journal.schema.json:\n  " + p.slice(0, 40).join("\n  "));
+    console.error(f + ": INVALID against " + schemaName + ":\n  " + p.slice(0, 40).join("\n  "));
+  } else if (experiments) {
+    console.log(f + ": valid");
   } else {
     console.log(f + ": valid (status " + doc.status + ", " + doc.experiment.method.length + " method activities, " +
       doc.run.length + " run records)");

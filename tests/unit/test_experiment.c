@@ -339,8 +339,9 @@ Test(experiment, exactly_one_time)
 }
 
 /* One action "a" on learner 0, its object left open for more keys. */
-#define ACTION_A_HEAD                                                                                         \
-    "{\"title\": \"t\", \"topology\": {\"learners\": 2}, \"method\": [{\"name\": \"a\", \"fault\": \"pause\", "           \
+#define ACTION_A_HEAD                                                                                        \
+    "{\"title\": \"t\", \"topology\": {\"learners\": 2}, \"method\": [{\"name\": \"a\", \"fault\": "         \
+    "\"pause\", "                                                                                            \
     "\"targets\": {\"ids\": [0]}, \"at_s\": 1, \"duration_ms\": 5"
 
 /* An action's unit that is not running: wait (default 30 s, or wait_s) or skip. */
@@ -350,9 +351,11 @@ Test(experiment, if_not_running_wait_or_skip)
     char text[512];
     experiment *e = NULL;
     jv_diag *d;
-    snprintf(text, sizeof text, "%s}, {\"name\": \"b\", \"fault\": \"pause\", \"targets\": {\"ids\": [1]}, "
+    snprintf(text, sizeof text,
+             "%s}, {\"name\": \"b\", \"fault\": \"pause\", \"targets\": {\"ids\": [1]}, "
              "\"at_s\": 1, \"duration_ms\": 5, \"if_not_running\": \"skip\"}, {\"name\": \"c\", \"fault\": "
-             "\"pause\", \"targets\": {\"ids\": [1]}, \"at_s\": 1, \"duration_ms\": 5, \"wait_s\": 2.5}]}", head);
+             "\"pause\", \"targets\": {\"ids\": [1]}, \"at_s\": 1, \"duration_ms\": 5, \"wait_s\": 2.5}]}",
+             head);
     int rc = load(text, 0, &e, &d);
     if (rc != 0)
         dump(d);
@@ -377,8 +380,10 @@ Test(experiment, until_end_is_a_boolean)
     char text[512];
     experiment *e = NULL;
     jv_diag *d;
-    snprintf(text, sizeof text, "%s, \"until_end\": true}, {\"name\": \"b\", \"fault\": \"pause\", "
-             "\"targets\": {\"ids\": [1]}, \"at_s\": 1, \"duration_ms\": 5}]}", head);
+    snprintf(text, sizeof text,
+             "%s, \"until_end\": true}, {\"name\": \"b\", \"fault\": \"pause\", "
+             "\"targets\": {\"ids\": [1]}, \"at_s\": 1, \"duration_ms\": 5}]}",
+             head);
     int rc = load(text, 0, &e, &d);
     if (rc != 0)
         dump(d);
@@ -388,6 +393,27 @@ Test(experiment, until_end_is_a_boolean)
     jv_diag_free(d);
     snprintf(text, sizeof text, "%s, \"until_end\": 1}]}", head);
     expect_error(text, "$.method[0].until_end: expected");
+}
+
+/* horizon: minimum tokens and merges. */
+Test(experiment, horizon_minimums)
+{
+    const char *head = ACTION_A_HEAD;
+    char text[512];
+    experiment *e = NULL;
+    jv_diag *d;
+    snprintf(text, sizeof text, "%s}], \"horizon\": {\"min_tokens\": 500, \"min_merges\": 40}}", head);
+    int rc = load(text, 0, &e, &d);
+    if (rc != 0)
+        dump(d);
+    cr_assert_eq(rc, 0);
+    cr_assert(e->min_tokens == 500 && e->min_merges == 40);
+    exp_free(e);
+    jv_diag_free(d);
+    snprintf(text, sizeof text, "%s}], \"horizon\": {\"min_merges\": 0}}", head);
+    expect_error(text, "$.horizon.min_merges: expected a number of merges");
+    snprintf(text, sizeof text, "%s}], \"horizon\": {\"min_steps\": 3}}", head);
+    expect_error(text, "$.horizon.min_steps: unknown key");
 }
 
 Test(experiment, every_error_is_collected)

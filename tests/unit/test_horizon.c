@@ -34,11 +34,18 @@ Test(horizon, windows_of_the_hypotheses)
 
 Test(horizon, ends_only_after_the_last_window_closes)
 {
-    hz_window w[2] = {win("{\"hypothesis\":\"reintegration\",\"learner\":1,\"join_s\":2,\"merged_s\":3}", "r"),
-                      win("{\"hypothesis\":\"loss_continuity\",\"max_jump_rel\":0.1,\"recover_s\":8}", "c")};
+    hz_window w[2] = {
+        win("{\"hypothesis\":\"reintegration\",\"learner\":1,\"join_s\":2,\"merged_s\":3}", "r"),
+        win("{\"hypothesis\":\"loss_continuity\",\"max_jump_rel\":0.1,\"recover_s\":8}", "c")};
     int64_t heal[3] = {0, 10000, 0};
-    hz_progress p = {.start_ms = 1000, .now_ms = 5000, .pending = 1, .heal_ms = heal, .m = 3,
-                     .any_heal_ms = 10000, .tokens = 500, .min_tokens = 100};
+    hz_progress p = {.start_ms = 1000,
+                     .now_ms = 5000,
+                     .pending = 1,
+                     .heal_ms = heal,
+                     .m = 3,
+                     .any_heal_ms = 10000,
+                     .tokens = 500,
+                     .min_tokens = 100};
     char why[256];
     cr_assert_eq(horizon_done(w, 2, &p, why, sizeof why), 0, "a pending fault keeps the run going");
     cr_assert(strstr(why, "not healed"), "%s", why);
@@ -59,8 +66,8 @@ Test(horizon, an_unobserved_window_is_reported)
 {
     hz_window w = win("{\"hypothesis\":\"reintegration\",\"learner\":1,\"join_s\":20,\"merged_s\":30}", "r");
     int64_t heal[2] = {0, 12300};
-    hz_progress p = {.start_ms = 2000, .now_ms = 22000, .pending = 0, .heal_ms = heal, .m = 2,
-                     .any_heal_ms = 12300};
+    hz_progress p = {
+        .start_ms = 2000, .now_ms = 22000, .pending = 0, .heal_ms = heal, .m = 2, .any_heal_ms = 12300};
     char msg[256];
     cr_assert_eq(horizon_unobserved(&w, &p, msg, sizeof msg), 1);
     cr_assert(strstr(msg, "run ended before learner 1's merged_s window closed"), "%s", msg);
@@ -73,4 +80,25 @@ Test(horizon, an_unobserved_window_is_reported)
     heal[1] = 0;
     p.pending = 0;
     cr_assert_eq(horizon_unobserved(&w, &p, msg, sizeof msg), 0, "never opened: nothing to observe");
+}
+
+Test(horizon, progress_windows_and_minimum_merges)
+{
+    hz_window w = win("{\"hypothesis\":\"loss_target\",\"max\":4,\"by_tokens\":5000}", "t");
+    cr_assert_eq(w.tokens, 5000);
+    cr_assert_str_eq(w.key, "by_tokens");
+    hz_progress p = {
+        .start_ms = 1000, .now_ms = 900000, .m = 1, .eval_tokens = 4999, .merges = 10, .min_merges = 20};
+    char why[256];
+    cr_assert_eq(horizon_done(&w, 1, &p, why, sizeof why), 0,
+                 "no eval covered 5000 tokens yet, however late");
+    cr_assert(strstr(why, "covers 5000 merged tokens (now 4999)"), "%s", why);
+    cr_assert_eq(horizon_unobserved(&w, &p, why, sizeof why), 1);
+    cr_assert(strstr(why, "4999 of 5000"), "%s", why);
+    p.eval_tokens = 5000;
+    cr_assert_eq(horizon_unobserved(&w, &p, why, sizeof why), 0, "covered: observed");
+    cr_assert_eq(horizon_done(&w, 1, &p, why, sizeof why), 0, "the minimum merges count too");
+    cr_assert(strstr(why, "10 of 20 merges"), "%s", why);
+    p.merges = 20;
+    cr_assert_eq(horizon_done(&w, 1, &p, why, sizeof why), 1, "%s", why);
 }

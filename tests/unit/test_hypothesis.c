@@ -120,8 +120,9 @@ static hyp_history *build(const opts *o)
             add(t, json_pack("{s:s, s:i, s:i, s:o, s:i, s:f, s:s}", "type", "merge", "fragment", f, "version",
                              v[f], "participants", parts, "grace_ms", 0, "update_norm", 0.1, "mode",
                              "decoupled"));
+            /* merged tokens grow 10 per ms of the run */
             json_t *ev = json_pack("{s:s, s:f, s:i, s:i}", "type", "eval", "loss", loss_at(o, t), "merges", 0,
-                                   "tokens", 0);
+                                   "tokens", (t + 1) * 10);
             if (o->nan_eval && t == 20000)
                 json_object_set_new(ev, "loss", o->nan_eval == 1 ? json_null() : json_real(-1.0));
             add(t + 1, ev);
@@ -206,6 +207,16 @@ Test(hypothesis, params_are_strict)
          "$.v.learner: expected a learner id in 0..3, got 4"},
         {"{\"hypothesis\": \"goodput\", \"min\": 1.5}",
          "$.v.min: expected a goodput ratio in [0, 1], got 1.5"},
+        {"{\"hypothesis\": \"goodput\", \"min\": 0.5, \"min_rel\": 0.5}", "$.v: expected exactly one of min"},
+        {"{\"hypothesis\": \"goodput\"}", "$.v: expected exactly one of min"},
+        {"{\"hypothesis\": \"goodput\", \"min\": 0.5, \"ref_s\": 3}", "$.v: expected ref_s only together"},
+        {"{\"hypothesis\": \"loss_target\", \"max\": 3, \"max_rel\": 0.5}",
+         "$.v: expected exactly one of max"},
+        {"{\"hypothesis\": \"loss_target\", \"max_rel\": 0}", "$.v.max_rel: expected a ratio to the first"},
+        {"{\"hypothesis\": \"loss_target\", \"max\": 3, \"by_s\": 3, \"by_tokens\": 5}",
+         "$.v: expected at most one of by_s and by_tokens"},
+        {"{\"hypothesis\": \"loss_target\", \"max\": 3, \"by_tokens\": 0}",
+         "$.v.by_tokens: expected a number of merged tokens"},
         {"{\"hypothesis\": \"versions_monotonic\", \"x\": 1}", "$.v.x: unknown key"},
         {"{\"hypothesis\": \"no_global_downtime\"}", "$.v.max_gap_s: missing required key"},
         {"{\"hypothesis\": \"bandwidth\", \"max\": \"lots\"}", "$.v.max: expected bytes per token"},
@@ -291,6 +302,37 @@ Test(hypothesis, loss_target)
     v = judge(h, "{\"hypothesis\": \"loss_target\", \"tol\": 0.01}");
     FAIL(v);
     cr_assert_float_eq(v.threshold, 2.02, 1e-9);
+    /* max_rel: relative to the run's first eval (t=1.001 s). */
+    double first = loss_at(&o, 1000);
+    v = judge(h, "{\"hypothesis\": \"loss_target\", \"max_rel\": 0.5}");
+    PASS(v);
+    cr_assert_float_eq(v.threshold, first * 0.5, 1e-9);
+    cr_assert_float_eq(v.measured, final, 1e-9);
+    v = judge(h, "{\"hypothesis\": \"loss_target\", \"max_rel\": 0.4}");
+    FAIL(v);
+    hyp_history_free(h);
+}
+
+Test(hypothesis, loss_target_by_tokens)
+{
+    opts o = {0};
+    hyp_history *h = build(&o);
+    /* the eval at t=4.501 s is the first to cover 45000 merged tokens */
+    hyp_verdict v = judge(h, "{\"hypothesis\": \"loss_target\", \"max\": 5.5, \"by_tokens\": 45000}");
+    PASS(v);
+    cr_assert_float_eq(v.measured, loss_at(&o, 4500), 1e-9);
+    v = judge(h, "{\"hypothesis\": \"loss_target\", \"max\": 5.0, \"by_tokens\": 45000}");
+    FAIL(v);
+    cr_assert_float_eq(v.measured, loss_at(&o, 4500), 1e-9);
+    /* more tokens than the run merged: a pass on the way still counts ... */
+    v = judge(h, "{\"hypothesis\": \"loss_target\", \"max\": 5.5, \"by_tokens\": 1000000000}");
+    PASS(v);
+    cr_assert(strstr(v.explanation, "reached before") != NULL, "%s", v.explanation);
+    /* ... but a target not met by then cannot be judged */
+    v = judge(h, "{\"hypothesis\": \"loss_target\", \"max\": 1.0, \"by_tokens\": 1000000000}");
+    cr_assert_eq(v.status, HYP_ERROR, "%s", v.explanation);
+    cr_assert(strstr(v.explanation, "run ended before an eval covered 1000000000 merged tokens") != NULL,
+              "%s", v.explanation);
     hyp_history_free(h);
 }
 
@@ -371,6 +413,26 @@ Test(hypothesis, goodput)
     v = judge(h, "{\"hypothesis\": \"goodput\", \"min\": 0.95}");
     FAIL(v);
     cr_assert_float_eq(v.measured, useful / allocated, 1e-9);
+    /* min_rel: reference phase from the first join (0.1 s) to the kill
+     * (10 s): 18 merges x 4 participants x 100 steps / 2 fragments x 10 ms.
+     * After it, to the end (30.001 s): 41 merges with 3 participants plus
+     * learner 2 in the 29 from 16 s on. The reference phase holds the
+     * start-up before the first merge, so the rest scores higher here. */
+    double g_ref = 18 * 4 * 50 * 0.010 / (4 * 9.9), g_rest = (41 * 3 + 29) * 50 * 0.010 / (4 * 20.001);
+    v = judge(h, "{\"hypothesis\": \"goodput\", \"min_rel\": 0.8}");
+    PASS(v);
+    cr_assert_float_eq(v.measured, g_rest / g_ref, 1e-9);
+    v = judge(h, "{\"hypothesis\": \"goodput\", \"min_rel\": 1.1}");
+    FAIL(v);
+    /* ref_s: the reference phase is the first 5 s after the first join */
+    g_ref = 9 * 4 * 50 * 0.010 / (4 * 5.0);
+    g_rest = (9 * 4 + 12 * 3 + 29 * 4) * 50 * 0.010 / (4 * 24.901);
+    v = judge(h, "{\"hypothesis\": \"goodput\", \"min_rel\": 0.5, \"ref_s\": 5}");
+    PASS(v);
+    cr_assert_float_eq(v.measured, g_rest / g_ref, 1e-9);
+    /* a reference phase that does not fit the run cannot be judged */
+    v = judge(h, "{\"hypothesis\": \"goodput\", \"min_rel\": 0.5, \"ref_s\": 40}");
+    cr_assert_eq(v.status, HYP_ERROR, "%s", v.explanation);
     hyp_history_free(h);
 }
 
