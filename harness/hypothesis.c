@@ -991,26 +991,37 @@ static void eval_no_global_downtime(const void *ctx, const hyp_history *h, hyp_v
 /* ---- goodput ---- */
 
 /* Useful learner-ms of the merges in [a, b): each participant's merged
- * steps (1/P of them for a fragment merge) times its mean step time. */
-static double useful_ms(const hyp_history *h, const double *ms, int np, int64_t a, int64_t b, double *steps)
+ * steps (1/P of them for a fragment merge) times its step time then (its
+ * last heartbeat's step_ms before the merge; mean_ms[l] before its first),
+ * so a phase of the run is weighed by the step times of that phase. */
+static double useful_ms(const hyp_history *h, const double *mean_ms, int np, int64_t a, int64_t b,
+                        double *steps)
 {
-    double useful = 0;
+    double useful = 0, *ms = malloc((size_t)h->learners * sizeof *ms);
+    if (!ms)
+        return NAN;
+    memcpy(ms, mean_ms, (size_t)h->learners * sizeof *ms);
     for (size_t i = 0; i < h->nev; i++) {
         const json_t *e = h->ev[i];
+        int64_t who = jint(e, "learner", -1);
+        double x;
+        if (ev_is(e, "heartbeat") && who >= 0 && who < h->learners && jnum(e, "step_ms", &x) && x > 0)
+            ms[who] = x;
         if (!ev_is(e, "merge") || ev_t(e) < a || ev_t(e) >= b)
             continue;
         int64_t frag = jint(e, "fragment", -1);
         double w = frag < 0 || np <= 0 ? 1.0 : 1.0 / np;
         json_t *parts = json_object_get(e, "participants");
         for (size_t j = 0; j < json_array_size(parts); j++) {
-            json_t *x = json_array_get(parts, j);
-            int64_t l = jint(x, "learner", -1);
+            json_t *pa = json_array_get(parts, j);
+            int64_t l = jint(pa, "learner", -1);
             if (l >= 0 && l < h->learners) {
-                useful += w * (double)jint(x, "steps", 0) * ms[l];
-                *steps += w * (double)jint(x, "steps", 0);
+                useful += w * (double)jint(pa, "steps", 0) * ms[l];
+                *steps += w * (double)jint(pa, "steps", 0);
             }
         }
     }
+    free(ms);
     return useful;
 }
 
