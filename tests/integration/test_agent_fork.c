@@ -279,3 +279,28 @@ Test(agent_fork, a_restart_ends_the_old_group_before_the_new_unit_starts)
     cr_assert(wait_dead(child2, 1000));
     free(udir);
 }
+
+Test(agent_fork, preempt_sigkills_what_outlives_the_leader_at_its_deadline)
+{
+    char *udir = it_mkdtemp("fk-preempt-u");
+    ag a;
+    start_fork_agent(&a, "fk-preempt", udir, NULL, NULL);
+    pid_t leader = ag_wait_running(&a, 10000);
+    pid_t child = wait_pid_file(udir, "child.pid", 10000);
+    stray(child);
+    cr_assert(child > 0);
+    int64_t t0 = cx_mono_ms();
+    json_t *f = ag_fault(&a, "{\"type\":\"preempt\",\"duration_ms\":60000,\"params\":{\"grace_ms\":300,"
+                             "\"restart_after_ms\":0}}");
+    json_decref(f);
+    cr_assert(wait_dead(leader, 3000), "the leader exits on SIGTERM");
+    /* preempt's SIGKILL at 300 ms, not the supervisor's 5 s group grace */
+    cr_assert(wait_dead(child, 3000), "the child that ignores SIGTERM is SIGKILLed at the preempt deadline");
+    cr_log_info("child gone %lld ms after the preempt", (long long)(cx_mono_ms() - t0));
+    int64_t end = cx_mono_ms() + 10000;
+    while (ag_incarnation(&a) < 2 && cx_mono_ms() < end)
+        cx_sleep_ms(20);
+    cr_assert_eq(ag_incarnation(&a), 2, "the unit restarted");
+    ag_stop(&a);
+    free(udir);
+}
