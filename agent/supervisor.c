@@ -28,6 +28,8 @@
  *   starting, running, paused, restarting-after-respawn: pid > 0, pidfd ≥ 0.
  *   exited, killed, restarting-waiting: pid == 0, pidfd == -1.
  *   restart_at_ms > 0 only in restarting-waiting.
+ *   draining (any alive state, drain_until_ms > 0): the leader exited and
+ *   is not reaped, the rest of its group got SIGTERM; watchdog alive.
  * sup_stop() ends every state in exited (or killed) with stopped = 1, after
  * which nothing respawns.
  *
@@ -369,7 +371,7 @@ void sup_free(sup *s, int64_t grace_ms)
 
 /* The watchdog child (see the notes at the top): fork()ed from a threaded
  * process, so async-signal-safe calls only. */
-static void watchdog_main(int fd, pid_t pgid)
+static void watchdog_main(int fd, pid_t pgid, long maxfd)
 {
     struct sigaction ign;
     memset(&ign, 0, sizeof ign);
@@ -382,9 +384,14 @@ static void watchdog_main(int fd, pid_t pgid)
     int devnull = open("/dev/null", O_RDWR);
     for (int i = 0; i < 3 && devnull >= 0; i++)
         dup2(devnull, i);
-    for (int i = 3; i < 1024; i++)
+    int closed = 0;
+#ifdef SYS_close_range
+    closed = (fd == 3 || syscall(SYS_close_range, 3U, (unsigned)fd - 1, 0U) == 0) &&
+             syscall(SYS_close_range, (unsigned)fd + 1, ~0U, 0U) == 0;
+#endif
+    for (long i = 3; !closed && i < maxfd; i++)
         if (i != fd)
-            close(i);
+            close((int)i);
     for (;;) {
         char c;
         ssize_t r = read(fd, &c, 1);
@@ -405,9 +412,12 @@ static void watchdog_start(sup *s, pid_t pgid)
         cx_warn("supervisor: no watchdog for group %d: socketpair: %s", (int)pgid, strerror(errno));
         return;
     }
+    long maxfd = sysconf(_SC_OPEN_MAX); /* before fork: not async-signal-safe */
+    if (maxfd < 1024 || maxfd > 1048576)
+        maxfd = maxfd < 1024 ? 1024 : 1048576;
     pid_t w = fork();
     if (w == 0)
-        watchdog_main(sv[1], pgid);
+        watchdog_main(sv[1], pgid, maxfd);
     int e = errno;
     close(sv[1]);
     if (w < 0) {
