@@ -13,15 +13,19 @@
 #include <unistd.h>
 
 #include "agent_it.h"
+#include "injectors/unit_proc.h"
 
-static pid_t g_stray[8]; /* processes outside every started group, killed in fini */
+/* Processes outside every group it_cleanup() kills (a unit's children, the
+ * decoy), with their start times: fini SIGKILLs those still alive, never a
+ * process that reused one of their pids. */
+static pid_t g_stray[8];
+static uint64_t g_stray_t0[8];
 static int g_nstray;
 
 static void fini(void)
 {
     for (int i = 0; i < g_nstray; i++)
-        if (g_stray[i] > 0)
-            kill(g_stray[i], SIGKILL);
+        (void)uproc_signal_same(g_stray[i], g_stray_t0[i], SIGKILL);
     g_nstray = 0;
     ag_cleanup_all();
 }
@@ -30,8 +34,10 @@ TestSuite(agent_fork, .fini = fini, .timeout = 120);
 
 static void stray(pid_t pid)
 {
-    if (pid > 0 && g_nstray < 8)
+    if (pid > 0 && g_nstray < 8) {
+        g_stray_t0[g_nstray] = uproc_starttime(pid);
         g_stray[g_nstray++] = pid;
+    }
 }
 
 /* The pid in <dir>/<name>, waited for (bounded); 0 on time-out. */
@@ -173,7 +179,7 @@ Test(agent_fork, the_next_agent_sweeps_a_group_whose_watchdog_died)
     cr_assert_eq(cx_file_read(log, 1 << 20, &text, &tl, NULL, 0), 0);
     cr_assert(strstr(text, "left alone"), "the sweep logs the process it left alone");
     free(text);
-    kill(decoy, SIGKILL);
+    cr_assert_eq(uproc_signal_same(decoy, uproc_starttime(decoy), SIGKILL), 0);
     ag_stop(&b);
     free(a.dir);
     free(udir);
