@@ -310,3 +310,38 @@ Test(agent_fork, preempt_sigkills_what_outlives_the_leader_at_its_deadline)
     ag_stop(&a);
     free(udir);
 }
+
+Test(agent_fork, a_bad_unit_record_is_refused_with_a_logged_error)
+{
+    static const char *const recs[][2] = {
+        {"{\"pgid\": 4242, \"pid\": 4242, \"starttime\": 7, \"file\": \"/etc/passwd\"}", "unit.json"},
+        {"{\"pgid\": 1, \"pid\": 1, \"starttime\": 7}", "out of range"},
+        {"[1, 2, 3]", "unit.json"},
+    };
+    char *udir = it_mkdtemp("fk-bad-u");
+    ag a;
+    memset(&a, 0, sizeof a);
+    a.dir = it_mkdtemp("fk-bad");
+    snprintf(a.state, sizeof a.state, "%s/state", a.dir);
+    snprintf(a.id, sizeof a.id, "it-fk-bad-%d", (int)getpid());
+    cr_assert_eq(cx_mkdir_p(a.state, NULL, 0), 0);
+    for (size_t i = 0; i < sizeof recs / sizeof recs[0]; i++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/unit.json", a.state);
+        cr_assert_eq(cx_file_write_atomic(path, recs[i][0], strlen(recs[i][0]), NULL, 0), 0);
+        start_fork_agent(&a, "fk-bad", udir, NULL, &a);
+        ag_wait_running(&a, 10000);
+        char log[700];
+        snprintf(log, sizeof log, "%s/%s.log", a.dir, a.name);
+        char *text = NULL;
+        size_t tl = 0;
+        cr_assert_eq(cx_file_read(log, 1 << 20, &text, &tl, NULL, 0), 0);
+        const char *e = strstr(text, "crash sweep: unit:");
+        cr_assert(e && strstr(e, recs[i][1]), "record %zu: a logged error naming '%s'", i, recs[i][1]);
+        free(text);
+        it_signal(a.pid, SIGKILL, 0); /* not ag_stop: it frees a.dir, which the next round reuses */
+        cr_assert(it_wait_exit(a.pid, 5000) >= 0);
+    }
+    free(a.dir);
+    free(udir);
+}
