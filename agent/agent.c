@@ -427,6 +427,13 @@ agent *agent_new(const agent_opts *o, char *err, size_t errlen)
         cx_error("crash sweep: %s", serr);
     else if (nswept > 0)
         cx_info("crash sweep: %d fault(s) of a previous agent undone", nswept);
+    /* ... and end what is left of its unit (a unit that forked keeps a
+     * group that the dead agent's watchdog may not have killed). */
+    int nended = 0;
+    if (agent_sweep_unit(a, AGENT_STOP_GRACE_MS, &nended, serr, sizeof serr) < 0)
+        cx_error("crash sweep: unit: %s", serr);
+    else if (nended > 0)
+        cx_warn("crash sweep: %d process(es) of the previous agent's unit ended", nended);
 
     if (o->argv) {
         argv = subst_argv(a, o->argv, err, errlen);
@@ -438,6 +445,8 @@ agent *agent_new(const agent_opts *o, char *err, size_t errlen)
             goto fail;
         }
         snprintf(path, sizeof path, "%s/unit.log", a->state_dir);
+        char unit_file[4200];
+        snprintf(unit_file, sizeof unit_file, "%s/unit.json", a->state_dir);
         sup_opts so = {
             .argv = (const char *const *)argv,
             .extra_env = (const char *const *)env,
@@ -449,6 +458,8 @@ agent *agent_new(const agent_opts *o, char *err, size_t errlen)
             .on_spawn_ctx = a,
             .on_cleanup = on_cleanup,
             .on_cleanup_ctx = a,
+            .unit_file = unit_file,
+            .group_grace_ms = AGENT_STOP_GRACE_MS,
         };
         a->sup = sup_new(&so, err, errlen);
         for (char **p = env; *p; p++)

@@ -151,6 +151,11 @@ int agent_px_remove(agent *a, const char *name);
  * record may only name files inside the state dir, this agent's cgroups
  * and its own unit's processes. ctx is the agent. */
 int agent_sweep_check(void *ctx, const char *type, const json_t *undo, char *err, size_t errlen);
+/* End what a crashed agent's unit left running (<state>/unit.json names
+ * its process group): SIGTERM, grace_ms, SIGKILL, to marked members only
+ * (scope.c). *nended = processes ended; the file is removed after. 0, or
+ * an error when the record is unreadable or a process survives. */
+int agent_sweep_unit(agent *a, int64_t grace_ms, int *nended, char *err, size_t errlen);
 
 /* A --proxy proxy by name, or NULL (no borrowing needed). */
 proxy *agent_proxy(agent *a, const char *name);

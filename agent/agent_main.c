@@ -2,11 +2,13 @@
  * loop until SIGTERM/SIGINT, revert everything, stop the unit. */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "agent/agent.h"
 #include "common/err.h"
@@ -226,23 +228,44 @@ int agent_main(int argc, char **argv)
         return usage_error("no unit command: give it after --, e.g. -- chaosloco learner ...%s%s", "", "");
     o.argv = (const char *const *)(argv + i);
 
-    /* A token others can read is no secret: refuse it (like ssh with a
-     * private key). */
-    struct stat tst;
-    if (stat(token_file, &tst) != 0)
+    /* A token others can read or write is no secret: refuse it (like ssh
+     * with a private key). Checked on the descriptor the token is read
+     * from, so a file swapped after the check is never the one used. */
+    int tfd = open(token_file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (tfd < 0)
         return usage_error("--token-file %s: %s", token_file, strerror(errno));
-    if (!S_ISREG(tst.st_mode))
+    struct stat tst;
+    if (fstat(tfd, &tst) != 0 || !S_ISREG(tst.st_mode)) {
+        close(tfd);
         return usage_error("--token-file %s: not a regular file%s", token_file, "");
+    }
     if (tst.st_mode & 077) {
-        char why[96];
-        snprintf(why, sizeof why, ": mode %04o lets other users read it; chmod 600 it",
+        close(tfd);
+        char why[112];
+        snprintf(why, sizeof why, ": mode %04o lets other users read or write it; chmod 600 it",
                  (unsigned)(tst.st_mode & 07777));
         return usage_error("--token-file %s%s", token_file, why);
     }
-    char *token = NULL;
+    char *token = calloc(1, 4097);
+    ssize_t got = 0, r = 0;
+    while (token && got < 4096 && (r = read(tfd, token + got, (size_t)(4096 - got))) != 0) {
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            break;
+        got += r;
+    }
+    int rerr = errno;
+    close(tfd);
+    if (!token || r < 0) {
+        free(token);
+        return usage_error("--token-file %s: %s", token_file, token ? strerror(rerr) : "out of memory");
+    }
+    if (got >= 4096) {
+        free(token);
+        return usage_error("--token-file %s: over the 4096 byte limit%s", token_file, "");
+    }
     size_t tlen = 0;
-    if (cx_file_read(token_file, 4096, &token, &tlen, err, sizeof err) < 0)
-        return usage_error("--token-file: %s%s", err, "");
     char *nl = strpbrk(token, "\r\n");
     if (nl)
         *nl = '\0';

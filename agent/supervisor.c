@@ -28,12 +28,30 @@
  *   starting, running, paused, restarting-after-respawn: pid > 0, pidfd ≥ 0.
  *   exited, killed, restarting-waiting: pid == 0, pidfd == -1.
  *   restart_at_ms > 0 only in restarting-waiting.
+ *   draining (any alive state, drain_until_ms > 0): the leader exited and
+ *   is not reaped, the rest of its group got SIGTERM; watchdog alive.
  * sup_stop() ends every state in exited (or killed) with stopped = 1, after
  * which nothing respawns.
  *
  * Cleanup hook (opts.on_cleanup): called after every reaped exit (reap_exit
  * and sup_stop) and right before every spawn (respawn), so whatever a
  * killed unit leaves behind is removed before the next incarnation runs.
+ *
+ * The unit is its whole process group. An exit of the leader is seen with
+ * waitid(WNOWAIT) and reaped only once no other member of the group is
+ * alive: the unreaped leader keeps its pid, and so the group id, from
+ * being reused while the supervisor signals -pid. What outlives the leader
+ * gets SIGTERM, group_grace_ms, then SIGKILL (group_drained(); the state
+ * stays what it was meanwhile and nothing respawns). sup_stop() does the
+ * same with SIGTERM first.
+ *
+ * Watchdog: PR_SET_PDEATHSIG reaches the leader only. After each spawn a
+ * forked child of the agent (watchdog_main: no exec, async-signal-safe
+ * calls only, termination signals ignored) blocks reading a socket whose
+ * other end only the agent holds. A byte means "the group is done, go";
+ * end-of-file means the agent died: it SIGKILLs the group and exits. If
+ * the watchdog dies with the agent, <state>/unit.json (unit_file_write())
+ * lets the next agent's crash sweep end the group (scope.c).
  *
  * Output capture: one pipe for the unit's stdout and stderr, kept across
  * restarts; a writer thread appends to unit.log and rotates it to unit.log.1
@@ -49,6 +67,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -57,10 +76,13 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/file.h"
 #include "common/proc.h"
+#include "injectors/unit_proc.h"
 
 #define SUP_BACKOFF_CAP_MS 30000
-#define SUP_STABLE_MS 10000 /* a run this long resets the backoff */
+#define SUP_STABLE_MS 10000     /* a run this long resets the backoff */
+#define SUP_GROUP_GRACE_MS 5000 /* default group_grace_ms */
 
 struct sup {
     pthread_mutex_t lock;
@@ -76,6 +98,8 @@ struct sup {
     void *on_spawn_ctx;
     void (*on_cleanup)(void *, pid_t);
     void *on_cleanup_ctx;
+    char *unit_file;        /* <state>/unit.json, or NULL */
+    int64_t group_grace_ms; /* SIGTERM → SIGKILL for what outlives the leader */
 
     sup_state state;           /* see the diagram */
     pid_t pid;                 /* > 0 while a process exists */
@@ -90,6 +114,9 @@ struct sup {
     int64_t restarts;          /* respawns after the first start */
     int quick_failures;        /* consecutive crashes within SUP_STABLE_MS */
     json_t *last_exit;         /* {code, signal, expected, t_real} or NULL */
+    int64_t drain_until_ms; /* leader exited, rest of the group SIGTERMed: SIGKILL at this mono ms; 0 = not */
+    pid_t wd_pid;           /* the current group's watchdog, 0 = none */
+    int wd_fd;              /* the agent's end of its socket, -1 = none */
 
     int log_rd, log_wr; /* capture pipe */
     int log_fd;         /* unit.log, O_APPEND */
@@ -261,6 +288,7 @@ sup *sup_new(const sup_opts *o, char *err, size_t errlen)
     }
     pthread_mutex_init(&s->lock, NULL);
     s->pidfd = -1;
+    s->wd_fd = -1;
     s->log_rd = s->log_wr = s->log_fd = -1;
     s->state = SUP_EXITED;
     s->restart = o->restart;
@@ -271,12 +299,15 @@ sup *sup_new(const sup_opts *o, char *err, size_t errlen)
     s->on_spawn_ctx = o->on_spawn_ctx;
     s->on_cleanup = o->on_cleanup;
     s->on_cleanup_ctx = o->on_cleanup_ctx;
+    s->group_grace_ms = o->group_grace_ms > 0 ? o->group_grace_ms : SUP_GROUP_GRACE_MS;
+    s->unit_file = o->unit_file ? strdup(o->unit_file) : NULL;
     s->argv = strv_dup(o->argv);
     s->env = o->extra_env ? strv_dup(o->extra_env) : NULL;
     s->log_path = strdup(o->log_path);
     size_t l1 = strlen(o->log_path) + 3;
     s->log_path1 = malloc(l1);
-    if (!s->argv || (o->extra_env && !s->env) || !s->log_path || !s->log_path1) {
+    if (!s->argv || (o->extra_env && !s->env) || !s->log_path || !s->log_path1 ||
+        (o->unit_file && !s->unit_file)) {
         cx_fail(err, errlen, CX_ENOMEM, "supervisor: out of memory");
         goto fail;
     }
@@ -331,8 +362,159 @@ void sup_free(sup *s, int64_t grace_ms)
     strv_free(s->env);
     free(s->log_path);
     free(s->log_path1);
+    free(s->unit_file);
     pthread_mutex_destroy(&s->lock);
     free(s);
+}
+
+/* ---- supervisor: the group, its watchdog and unit.json ---- */
+
+/* The watchdog child (see the notes at the top): fork()ed from a threaded
+ * process, so async-signal-safe calls only. */
+static void watchdog_main(int fd, pid_t pgid, long maxfd)
+{
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGTERM, &ign, NULL);
+    sigaction(SIGINT, &ign, NULL);
+    sigaction(SIGHUP, &ign, NULL);
+    sigaction(SIGPIPE, &ign, NULL);
+    /* Hold nothing of the agent's: no listening socket, no log pipe. */
+    int devnull = open("/dev/null", O_RDWR);
+    for (int i = 0; i < 3 && devnull >= 0; i++)
+        dup2(devnull, i);
+    int closed = 0;
+#ifdef SYS_close_range
+    closed = (fd == 3 || syscall(SYS_close_range, 3U, (unsigned)fd - 1, 0U) == 0) &&
+             syscall(SYS_close_range, (unsigned)fd + 1, ~0U, 0U) == 0;
+#endif
+    for (long i = 3; !closed && i < maxfd; i++)
+        if (i != fd)
+            close((int)i);
+    for (;;) {
+        char c;
+        ssize_t r = read(fd, &c, 1);
+        if (r == 1)
+            _exit(0); /* the supervisor is done with the group */
+        if (r < 0 && errno == EINTR)
+            continue;
+        break; /* end of file: the agent is gone */
+    }
+    kill(-pgid, SIGKILL);
+    _exit(0);
+}
+
+static void watchdog_start(sup *s, pid_t pgid)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        cx_warn("supervisor: no watchdog for group %d: socketpair: %s", (int)pgid, strerror(errno));
+        return;
+    }
+    long maxfd = sysconf(_SC_OPEN_MAX); /* before fork: not async-signal-safe */
+    if (maxfd < 1024 || maxfd > 1048576)
+        maxfd = maxfd < 1024 ? 1024 : 1048576;
+    pid_t w = fork();
+    if (w == 0)
+        watchdog_main(sv[1], pgid, maxfd);
+    int e = errno;
+    close(sv[1]);
+    if (w < 0) {
+        cx_warn("supervisor: no watchdog for group %d: fork: %s", (int)pgid, strerror(e));
+        close(sv[0]);
+        return;
+    }
+    s->wd_pid = w;
+    s->wd_fd = sv[0];
+}
+
+static void watchdog_stop(sup *s)
+{
+    if (s->wd_fd >= 0) {
+        ssize_t w = send(s->wd_fd, "q", 1, MSG_NOSIGNAL);
+        (void)w; /* a watchdog that is gone already needs no word */
+        close(s->wd_fd);
+        s->wd_fd = -1;
+    }
+    if (s->wd_pid > 0) {
+        if (cx_wait_timeout(s->wd_pid, 2000, NULL) == CX_ETIMEDOUT) {
+            kill(s->wd_pid, SIGKILL);
+            cx_wait_timeout(s->wd_pid, 2000, NULL);
+        }
+        s->wd_pid = 0;
+    }
+}
+
+static void unit_file_write(sup *s, pid_t pid)
+{
+    if (!s->unit_file)
+        return;
+    char text[160], err[CX_ERRLEN] = "";
+    int n = snprintf(text, sizeof text, "{\"pgid\": %d, \"pid\": %d, \"starttime\": %llu}\n", (int)pid,
+                     (int)pid, (unsigned long long)uproc_starttime(pid));
+    if (cx_file_write_atomic(s->unit_file, text, (size_t)n, err, sizeof err) < 0)
+        cx_warn("supervisor: %s (a crash now would leave group %d to its watchdog alone)", err, (int)pid);
+}
+
+/* Live members of group pgid other than a zombie leader (0 when /proc
+ * cannot be read: nothing more can be done then). */
+static int group_left(pid_t pgid)
+{
+    int n = uproc_group_members(pgid, NULL, 0);
+    return n > 0 ? n : 0;
+}
+
+/* 1 when the leader pid has exited (not reaped: WNOWAIT), 0 when it runs,
+ * -1 when it is not our child any more (reaped elsewhere). */
+static int leader_exited(pid_t pid)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0)
+        return errno == ECHILD ? -1 : 0;
+    return si.si_pid == pid;
+}
+
+/* The leader exited: 1 once no member of its group is left (after SIGTERM,
+ * group_grace_ms and SIGKILL for those that outlive it), 0 while they get
+ * their grace. Lock held. */
+static int group_drained(sup *s, int64_t now)
+{
+    int left = group_left(s->pid);
+    if (left == 0)
+        return 1;
+    if (s->drain_until_ms == 0) {
+        kill(-s->pid, SIGCONT);
+        kill(-s->pid, SIGTERM);
+        s->drain_until_ms = now + s->group_grace_ms;
+        cx_warn(
+            "unit leader pid=%d exited, %d process(es) of its group still run: SIGTERM, SIGKILL in %lld ms",
+            (int)s->pid, left, (long long)s->group_grace_ms);
+        return 0;
+    }
+    if (now < s->drain_until_ms)
+        return 0;
+    kill(-s->pid, SIGKILL);
+    cx_warn("unit group %d: %d process(es) outlived the %lld ms grace: SIGKILL", (int)s->pid, left,
+            (long long)s->group_grace_ms);
+    for (int i = 0; i < 400 && group_left(s->pid) > 0; i++)
+        cx_sleep_ms(5);
+    return 1;
+}
+
+/* The group of dead_pid is done (its leader reaped): release its watchdog
+ * and, when nothing of it is left, its unit.json. Lock held. */
+static void group_finish(sup *s, pid_t dead_pid)
+{
+    s->drain_until_ms = 0;
+    watchdog_stop(s);
+    int left = group_left(dead_pid);
+    if (left > 0)
+        cx_error("unit group %d: %d process(es) survive SIGKILL; %s kept for the next sweep", (int)dead_pid,
+                 left, s->unit_file ? s->unit_file : "no unit file");
+    else if (s->unit_file && unlink(s->unit_file) != 0 && errno != ENOENT)
+        cx_warn("supervisor: unlink %s: %s", s->unit_file, strerror(errno));
 }
 
 /* ---- supervisor: transitions ---- */
@@ -367,6 +549,8 @@ static int respawn(sup *s, sup_state next, char *err, size_t errlen)
                 strerror(errno));
     s->pid = pid;
     s->pidfd = pfd;
+    watchdog_start(s, pid);
+    unit_file_write(s, pid);
     s->spawned_mono_ms = cx_mono_ms();
     s->restart_at_ms = 0;
     s->expect_exit = 0;
@@ -426,6 +610,7 @@ static void reap_exit(sup *s, int status, int64_t now)
     s->restart_at_ms = 0;
     s->expect_exit = 0;
     s->paused = 0;
+    group_finish(s, dead);
     cleanup_hook(s, dead);
     if (expected) {
         s->state = SUP_KILLED;
@@ -467,13 +652,16 @@ void sup_poll(sup *s, int64_t now)
     pthread_mutex_lock(&s->lock);
     if (s->pid > 0) {
         int status = 0;
-        pid_t r = waitpid(s->pid, &status, WNOHANG);
-        if (r == s->pid) {
-            reap_exit(s, status, now);
-        } else if (r < 0 && errno == ECHILD) {
+        int exited = leader_exited(s->pid);
+        if (exited > 0 && group_drained(s, now)) {
+            if (waitpid(s->pid, &status, 0) == s->pid)
+                reap_exit(s, status, now);
+            else
+                reap_exit(s, 0x7f00, now);
+        } else if (exited < 0) {
             /* Someone else reaped it (should not happen): treat as a crash. */
             reap_exit(s, 0x7f00, now);
-        } else if ((s->state == SUP_STARTING || s->state == SUP_RESTARTING) &&
+        } else if (exited == 0 && (s->state == SUP_STARTING || s->state == SUP_RESTARTING) &&
                    now - s->spawned_mono_ms >= s->startup_ms) {
             promote_running(s);
         }
@@ -506,14 +694,25 @@ void sup_stop(sup *s, int64_t grace_ms)
     /* A stopped process group does not act on SIGTERM: continue it first. */
     kill(-pid, SIGCONT);
     int status = 0;
-    /* SIGCONT+SIGTERM to the group, grace, SIGKILL; then reap here so that
-     * last_exit tells how it ended. */
+    /* SIGCONT+SIGTERM to the group, grace, SIGKILL to what is left of it
+     * (the leader too, should it have left its group); the leader is
+     * reaped last, so that -pid names this group all along, and here, so
+     * that last_exit tells how it ended. */
     kill(-pid, SIGTERM);
-    if (cx_wait_timeout(pid, (long)grace_ms, &status) != 0) {
+    int64_t end = cx_mono_ms() + grace_ms;
+    int done = 0;
+    while (!(done = leader_exited(pid) != 0 && group_left(pid) == 0) && cx_mono_ms() < end)
+        cx_sleep_ms(5);
+    if (!done) {
+        cx_warn("unit group %d outlived the %lld ms stop grace: SIGKILL", (int)pid, (long long)grace_ms);
         kill(-pid, SIGKILL);
-        if (cx_wait_timeout(pid, 5000, &status) != 0)
-            status = SIGKILL; /* as if killed: it could not be reaped */
+        kill(pid, SIGKILL);
+        end = cx_mono_ms() + 5000;
+        while (!(leader_exited(pid) != 0 && group_left(pid) == 0) && cx_mono_ms() < end)
+            cx_sleep_ms(5);
     }
+    if (cx_wait_timeout(pid, 100, &status) != 0)
+        status = SIGKILL; /* as if killed: it could not be reaped */
     pthread_mutex_lock(&s->lock);
     if (s->pid == pid) {
         char when[40];
@@ -532,6 +731,7 @@ void sup_stop(sup *s, int64_t grace_ms)
         s->paused = 0;
         s->state = SUP_KILLED;
         assert_supervisor_state(s);
+        group_finish(s, pid);
         cleanup_hook(s, pid);
     }
     pthread_mutex_unlock(&s->lock);
@@ -564,7 +764,7 @@ void sup_set_paused(sup *s, int paused)
 int sup_pidfd(sup *s)
 {
     pthread_mutex_lock(&s->lock);
-    int fd = s->pidfd;
+    int fd = s->drain_until_ms > 0 ? -1 : s->pidfd;
     pthread_mutex_unlock(&s->lock);
     return fd;
 }

@@ -1,12 +1,11 @@
 /* supervisor.h - starts, watches and restarts the one learner unit an agent
  * supervises.
  *
- * What it is: the unit's lifecycle (its own process group, a pidfd, the
- * incarnation counter, the restart policy and backoff, injected exits that
- * restart after a fault-chosen delay) and the capture of its stdout/stderr
- * into size-capped, rotated log files. What it is not: a fault injector —
- * faults act on the pid this module lends out, and tell it through
- * sup_expect_exit() that the next exit is theirs.
+ * What it is: the unit's lifecycle (its own process group, a pidfd, a
+ * watchdog that kills the group if the agent dies, the incarnation counter, the restart policy and backoff,
+ * injected exits that restart after a fault-chosen delay) and the capture of its stdout/stderr into
+ * size-capped, rotated log files. What it is not: a fault injector — faults act on the pid this module lends
+ * out, and tell it through sup_expect_exit() that the next exit is theirs.
  *
  * Threading: every function takes the supervisor's own lock, so it may be
  * called from HTTP threads and from the agent loop. The supervisor never
@@ -50,6 +49,13 @@ typedef struct sup_opts {
      * quick and must not call back into the supervisor; may be NULL. */
     void (*on_cleanup)(void *ctx, pid_t dead_pid);
     void *on_cleanup_ctx;
+    /* <state>/unit.json: {pgid, pid, starttime} written atomically after
+     * each spawn, removed once the whole group is gone (the next agent's
+     * crash sweep reads it); NULL for none. */
+    const char *unit_file;
+    /* Grace for what is left of the group after its leader exited, before
+     * SIGKILL; 0 means 5000. */
+    int64_t group_grace_ms;
 } sup_opts;
 
 typedef struct sup sup;
@@ -57,20 +63,23 @@ typedef struct sup sup;
 /* Copies opts (strings included). Opens the log pipe and the writer thread;
  * does not start the unit. NULL + err on failure. */
 sup *sup_new(const sup_opts *opts, char *err, size_t errlen);
-/* Stop the unit (SIGTERM to its group, grace_ms, SIGKILL), stop logging,
- * free. NULL is a no-op. */
+/* Stop the unit (SIGTERM to its group, grace_ms, SIGKILL to what is left
+ * of the group), stop logging, free. NULL is a no-op. */
 void sup_free(sup *s, int64_t grace_ms);
 
 /* First start: starting. CX_ESYS + err when the spawn fails. */
 int sup_start(sup *s, char *err, size_t errlen);
-/* Stop the unit for good (agent shutdown); no restart afterwards. */
+/* Stop the unit for good (agent shutdown); no restart afterwards. The
+ * group is done when its leader exited and no member is left: SIGKILL
+ * after grace_ms otherwise. */
 void sup_stop(sup *s, int64_t grace_ms);
 
 /* Drive the lifecycle: reap an exit (pidfd readable), move starting/
  * restarting to running after the startup window, respawn when a restart
  * is due. Call about every 10 ms. */
 void sup_poll(sup *s, int64_t now_mono_ms);
-/* The pidfd to poll for the unit's exit, or -1. */
+/* The pidfd to poll for the unit's exit, or -1 (also while the group
+ * drains after its leader exited: poll would not block). */
 int sup_pidfd(sup *s);
 
 /* The next exit of the unit is injected: state killed, and restart after

@@ -62,11 +62,23 @@ static void assert_preempt_state(const preempt_ctx *p)
     (void)p;
 }
 
+/* 1 once the unit left: its leader and every process of its group. The
+ * leader may exit within the grace period while processes it forked do
+ * not: the supervisor keeps it unreaped (a zombie with the same start
+ * time) until its group is empty, so -pid still names that group and what
+ * is left of it gets the SIGKILL at the deadline. */
+static int preempt_gone(const preempt_ctx *p)
+{
+    if (uproc_same(p->pid, p->starttime))
+        return 0;
+    return uproc_starttime(p->pid) != p->starttime || uproc_group_members(p->pid, NULL, 0) <= 0;
+}
+
 static void preempt_kill(preempt_ctx *p, inj_target *t)
 {
     p->phase = PREEMPT_DONE;
-    if (!uproc_same(p->pid, p->starttime))
-        return; /* exited within the grace period */
+    if (preempt_gone(p))
+        return; /* exited, with its whole group, within the grace period */
     int fd = t && t->pid == p->pid ? t->pidfd : -1;
     if (uproc_signal_group(p->pid, fd, SIGKILL, NULL, NULL, 0) == 0) {
         p->killed = 1;
@@ -108,7 +120,7 @@ static void preempt_tick(void *ctx, inj_target *t, int64_t now_mono_ms)
     assert_preempt_state(p);
     if (p->phase != PREEMPT_GRACE)
         return;
-    if (!uproc_same(p->pid, p->starttime)) {
+    if (preempt_gone(p)) {
         p->phase = PREEMPT_DONE; /* left in time */
         return;
     }

@@ -2,7 +2,10 @@
 #include "injectors/unit_proc.h"
 
 #include <assert.h>
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,6 +177,107 @@ char uproc_wait_state(pid_t pid, char want, int max_ms)
         s = uproc_state(pid);
     }
     return s;
+}
+
+/* ---- unit_proc: environment marks and group members ---- */
+
+#define UPROC_ENV_MAX (256 * 1024) /* bytes of /proc/PID/environ read at most */
+
+int uproc_env_has(pid_t pid, const char *const *marks, int *empty, char *err, size_t errlen)
+{
+    if (empty)
+        *empty = 0;
+    if (pid <= 0)
+        return cx_fail(err, errlen, CX_ENOTFOUND, "pid %d is not a process id", (int)pid);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT || e == ESRCH)
+            return cx_fail(err, errlen, CX_ENOTFOUND, "pid %d is gone", (int)pid);
+        return cx_fail(err, errlen, CX_ESYS, "%s: %s", path, strerror(e));
+    }
+    char *env = malloc(UPROC_ENV_MAX);
+    size_t n = 0;
+    ssize_t r = 0;
+    while (env && n < UPROC_ENV_MAX && (r = read(fd, env + n, UPROC_ENV_MAX - n)) > 0)
+        n += (size_t)r;
+    int e = errno;
+    close(fd);
+    if (!env)
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    if (r < 0) {
+        free(env);
+        if (e == ESRCH)
+            return cx_fail(err, errlen, CX_ENOTFOUND, "pid %d is gone", (int)pid);
+        return cx_fail(err, errlen, CX_ESYS, "%s: %s", path, strerror(e));
+    }
+    if (n == 0 && empty)
+        *empty = 1;
+    int all = 1;
+    for (size_t m = 0; marks && marks[m] && all; m++) {
+        size_t ml = strlen(marks[m]);
+        int found = 0;
+        for (size_t i = 0; i < n && !found;) {
+            size_t l = strnlen(env + i, n - i);
+            found = l == ml && memcmp(env + i, marks[m], ml) == 0;
+            i += l + 1;
+        }
+        all = found;
+    }
+    free(env);
+    return all;
+}
+
+int uproc_group_members(pid_t pgid, pid_t *out, int max)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return CX_ESYS;
+    int count = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (!isdigit((unsigned char)de->d_name[0]))
+            continue;
+        char *end = NULL;
+        long v = strtol(de->d_name, &end, 10);
+        if (*end || v <= 0 || v > INT32_MAX)
+            continue;
+        pid_t pid = (pid_t)v;
+        if (uproc_pgrp(pid) != pgid)
+            continue;
+        char st = uproc_state(pid);
+        if (st == 0 || st == 'Z' || st == 'X')
+            continue;
+        if (count < max && out)
+            out[count] = pid;
+        count++;
+    }
+    closedir(d);
+    return count;
+}
+
+int uproc_signal_same(pid_t pid, uint64_t starttime, int sig)
+{
+    if (pid <= 0 || starttime == 0)
+        return CX_ENOTFOUND;
+#ifdef SYS_pidfd_open
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0)
+        return errno == ESRCH ? CX_ENOTFOUND : CX_ESYS;
+    /* The pidfd names one process for good: if it has the start time now,
+     * it is the process that had it, whatever happens to the pid number. */
+    int rc = CX_ENOTFOUND;
+    if (uproc_same(pid, starttime))
+        rc = uproc_pidfd_signal(fd, sig) == 0 ? 0 : errno == ESRCH ? CX_ENOTFOUND : CX_ESYS;
+    close(fd);
+    return rc;
+#else
+    if (!uproc_same(pid, starttime))
+        return CX_ENOTFOUND;
+    return kill(pid, sig) == 0 ? 0 : errno == ESRCH ? CX_ENOTFOUND : CX_ESYS;
+#endif
 }
 
 int uproc_ncpus(void)

@@ -48,6 +48,33 @@ pid_t uproc_pgrp(pid_t pid);
  * injectors stay within their few-ms budget. */
 char uproc_wait_state(pid_t pid, char want, int max_ms);
 
+/* ---- environment marks and process-group members ----
+ *
+ * The agent marks its unit through the environment (CHAOSLOCO_AGENT_ID,
+ * CHAOSLOCO_HOOK_DIR) and every process the unit forks inherits them. A
+ * crash sweep signals only processes that carry the marks: these two are
+ * the one place that reads /proc/PID/environ and scans a process group.
+ */
+
+/* 1 when /proc/PID/environ holds every "KEY=VALUE" entry of marks
+ * (NULL-terminated, each matched exactly), 0 when it lacks one. An empty
+ * environment (a zombie, a kernel thread, a process that cleared it) is 0
+ * with *empty = 1 (empty may be NULL). CX_ENOTFOUND when pid is gone,
+ * CX_ESYS + err when it cannot be read (another user's process). */
+int uproc_env_has(pid_t pid, const char *const *marks, int *empty, char *err, size_t errlen);
+
+/* Live (not zombie) processes whose process group is pgid, from a scan of
+ * /proc: up to max of their pids into out (may be NULL when max is 0).
+ * Returns how many there are (may exceed max), or CX_ESYS when /proc
+ * cannot be listed. */
+int uproc_group_members(pid_t pgid, pid_t *out, int max);
+
+/* Send sig to the one process pid, only if it still has starttime: the
+ * check and the signal go through one pidfd, so a pid recycled in between
+ * is never signalled. 0, CX_ENOTFOUND (gone, a zombie, or another process
+ * now), or CX_ESYS. */
+int uproc_signal_same(pid_t pid, uint64_t starttime, int sig);
+
 /* Online CPUs (>= 1). */
 int uproc_ncpus(void);
 

@@ -161,6 +161,61 @@ Test(agent_hostile, web_pages_cannot_reach_the_open_toxiproxy_api)
     stop();
 }
 
+/* Every mutating route of agent/api.c's table, the Toxiproxy subset
+ * included: a foreign Origin (with the token) is 403, a bare-name Host is
+ * 403, a non-JSON body (with the token) is 415, and none changes anything. */
+Test(agent_hostile, every_mutating_route_checks_host_origin_and_body_type)
+{
+    start("hall", 1);
+    static const char *const routes[][2] = {
+        {"POST", "/v1/faults"},
+        {"DELETE", "/v1/faults"},
+        {"DELETE", "/v1/faults/f1"},
+        {"POST", "/v1/halt"},
+        {"POST", "/v1/resume"},
+        {"POST", "/v1/lease"},
+        {"POST", "/proxies"},
+        {"POST", "/populate"},
+        {"POST", "/proxies/up"},
+        {"PATCH", "/proxies/up"},
+        {"DELETE", "/proxies/up"},
+        {"POST", "/proxies/up/toxics"},
+        {"POST", "/proxies/up/toxics/t1"},
+        {"PATCH", "/proxies/up/toxics/t1"},
+        {"DELETE", "/proxies/up/toxics/t1"},
+        {"POST", "/reset"},
+    };
+    const char *body = "{\"enabled\":false}";
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        const char *m = routes[i][0], *path = routes[i][1];
+        char head[1024], out[4096];
+        snprintf(head, sizeof head,
+                 "%s %s HTTP/1.1\r\nHost: %s\r\nOrigin: http://evil.example\r\nAuthorization: Bearer %s\r\n"
+                 "Content-Type: application/json\r\nContent-Length: %zu\r\nConnection: close",
+                 m, path, hostport(), AG_TOKEN, strlen(body));
+        cr_assert_eq(ag_raw(&g_ag, head, body, out, sizeof out, 5000), 403, "%s %s, foreign Origin: %s", m,
+                     path, out);
+        snprintf(head, sizeof head,
+                 "%s %s HTTP/1.1\r\nHost: evil.example\r\nAuthorization: Bearer %s\r\n"
+                 "Content-Type: application/json\r\nContent-Length: %zu\r\nConnection: close",
+                 m, path, AG_TOKEN, strlen(body));
+        cr_assert_eq(ag_raw(&g_ag, head, body, out, sizeof out, 5000), 403, "%s %s, foreign Host: %s", m,
+                     path, out);
+        snprintf(head, sizeof head,
+                 "%s %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"
+                 "Content-Type: text/plain\r\nContent-Length: %zu\r\nConnection: close",
+                 m, path, hostport(), AG_TOKEN, strlen(body));
+        cr_assert_eq(ag_raw(&g_ag, head, body, out, sizeof out, 5000), 415, "%s %s, text/plain: %s", m, path,
+                     out);
+        unchanged();
+        json_t *st = ag_status(&g_ag);
+        cr_assert(json_is_false(json_object_get(st, "halted")), "%s %s did not halt the agent", m, path);
+        cr_assert(json_is_null(json_object_get(st, "lease")), "%s %s took no lease", m, path);
+        json_decref(st);
+    }
+    stop();
+}
+
 Test(agent_hostile, nul_and_invalid_utf8_paths_are_refused_and_audited)
 {
     start("hpath", 1);
@@ -247,7 +302,7 @@ Test(agent_hostile, a_token_file_others_can_read_is_refused)
     FILE *f = fopen(tok, "w");
     fprintf(f, "%s\n", AG_TOKEN);
     fclose(f);
-    const mode_t modes[] = {0644, 0640, 0604, 0666};
+    const mode_t modes[] = {0644, 0640, 0604, 0666, 0602, 0620}; /* readable or writable by others */
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         chmod(tok, modes[i]);
         const char *args[] = {"agent", "--id", "htok",  "--state-dir", st,  "--token-file",
