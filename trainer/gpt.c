@@ -416,10 +416,12 @@ static void job_gelu_fwd(void *ctx, size_t lo, size_t hi, int k)
     model_gelu_forward_cached(j->out + lo, j->out2 + lo, j->in + lo, hi - lo);
 }
 
+/* dinp is OVERWRITTEN here (its only writer; the caller does not zero it) */
 static void job_gelu_bwd(void *ctx, size_t lo, size_t hi, int k)
 {
     (void)k;
     const gpt_job *j = ctx;
+    memset(j->out + lo, 0, (hi - lo) * sizeof(float));
     model_gelu_backward_cached(j->out + lo, j->in + lo, j->in2 + lo, j->in3 + lo, hi - lo);
 }
 
@@ -450,7 +452,9 @@ static void job_mm_fwd(void *ctx, size_t lo, size_t hi, int k)
                                                                j->in2, j->in3, (int)(hi - lo), j->IC, j->OC);
 }
 
-/* matmul backward, rows [lo, hi) of dinp [B, IC] += dout @ weight */
+/* matmul backward, rows [lo, hi) of dinp [B, IC] = dout @ weight: OVERWRITTEN
+ * (every dinp of the model has this as its only writer, so the caller need
+ * not zero it: sgemm with beta 0, the reference loop after zeroing its rows) */
 static void job_mm_bwd_inp(void *ctx, size_t lo, size_t hi, int k)
 {
     (void)k;
@@ -459,6 +463,7 @@ static void job_mm_bwd_inp(void *ctx, size_t lo, size_t hi, int k)
     const float *d = j->in + lo * OC;
     float *di = j->out + lo * IC;
     if (j->ref) {
+        memset(di, 0, (size_t)n * IC * sizeof(float));
         for (int b = 0; b < n; b++)
             for (int o = 0; o < OC; o++) {
                 float g = d[(size_t)b * OC + o];
@@ -468,7 +473,7 @@ static void job_mm_bwd_inp(void *ctx, size_t lo, size_t hi, int k)
             }
         return;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, IC, OC, 1.0f, d, OC, j->in3, IC, 1.0f, di, IC);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, IC, OC, 1.0f, d, OC, j->in3, IC, 0.0f, di, IC);
 }
 
 /* matmul backward, output rows [lo, hi) of dweight [OC, IC] and dbias [OC] */
@@ -828,8 +833,14 @@ static double gpt_fwd_bwd(model *m, const uint8_t *inputs, const uint8_t *target
     float **a = x->a, **d = x->d;
 
     double sum = gpt_forward(m, inputs, targets, b);
-    for (int i = 0; i < A_NA; i++)
-        memset(d[i], 0, x->sz[i] * sizeof(float));
+    /* Zero only the gradients that are accumulated into (by more than one
+     * layer, or by a += kernel). The matmul dinp's and GELU's are overwritten
+     * by their only writer; d[A_ATT] is attention's scratch; the tanh cache,
+     * probs, losses and layernorm statistics have no gradient. Zeroing all
+     * of d was ~30 MB of stores per chunk at the default size. */
+    static const int accumulated[] = {A_LOGITS, A_RES3, A_RES2, A_QKV, A_ENC, A_FCPROJ, A_ATTPROJ};
+    for (size_t i = 0; i < sizeof accumulated / sizeof accumulated[0]; i++)
+        memset(d[accumulated[i]], 0, x->sz[accumulated[i]] * sizeof(float));
 
     /* each example's loss is a mean over T positions: scale / T per position */
     gpt_job xj = {.out = d[A_LOGITS], .in = a[A_PROBS], .bytes = x->targets, .scale = scale / (float)T};

@@ -340,6 +340,37 @@ Test(gpt, twenty_adamw_steps_on_synthetic_text_lower_the_loss)
     model_free(m);
 }
 
+/* The backward pass zeroes only the activation gradients it accumulates
+ * into and overwrites the rest: a second pass over other data, then one
+ * over the first batch again, must give the first pass's gradients bit for
+ * bit (stale values left in a buffer that is neither zeroed nor fully
+ * overwritten would show here), on every kernel path. */
+Test(gpt, repeated_passes_give_the_same_gradients)
+{
+    enum { B = 3, T = 6 };
+    for (int path = 0; path < 3; path++) {
+        model *m = tiny_gpt_threads(2, path == 2 ? 2 : 1);
+        model_set_reference_kernels(m, path == 1);
+        size_t n = model_num_params(m);
+        uint8_t in[B * T], tg[B], in2[B * T], tg2[B];
+        rng_reset(21);
+        fill_bytes(in, sizeof in, 256);
+        fill_bytes(tg, sizeof tg, 256);
+        fill_bytes(in2, sizeof in2, 256);
+        fill_bytes(tg2, sizeof tg2, 256);
+        float l1 = model_forward_backward(m, in, tg, B);
+        float *g1 = malloc(n * sizeof(float));
+        memcpy(g1, model_grads(m), n * sizeof(float));
+        model_forward_backward(m, in2, tg2, B);
+        cr_assert_neq(memcmp(g1, model_grads(m), n * sizeof(float)), 0, "other data, other gradients");
+        float l2 = model_forward_backward(m, in, tg, B);
+        cr_assert_eq(l1, l2, "path %d: loss %.9g then %.9g", path, (double)l1, (double)l2);
+        cr_assert_eq(memcmp(g1, model_grads(m), n * sizeof(float)), 0, "path %d: gradients changed", path);
+        free(g1);
+        model_free(m);
+    }
+}
+
 /* ---- threads ---- */
 
 /* |x - r| <= 1e-4 (|r| + 1e-3 max|r|): relative, with a floor at a
