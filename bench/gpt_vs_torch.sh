@@ -35,7 +35,7 @@ fi
 SHAPES=("--T 64 --C 128 --H 512 --L 4 --NH 4 --B 8"     # the default gpt
         "--T 128 --C 128 --H 512 --L 4 --NH 4 --B 8"    # the issue's PyTorch figure
         "--T 128 --C 256 --H 1024 --L 6 --NH 8 --B 8")  # larger
-num() { sed -E "s/.*$1.*/\\1/" <<<"$2"; }
+num() { sed -E "s#.*$1.*#\\1#" <<<"$2"; }
 max() { awk -v a="$1" -v b="$2" 'BEGIN{print (a > b ? a : b)}'; }
 div() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a / b}'; }
 echo "| model | threads | chaosloco tokens/s | PyTorch tokens/s | chaosloco / PyTorch best | step GFLOP/s | sgemm GFLOP/s |"
