@@ -837,7 +837,7 @@ static double gpt_fwd_bwd(model *m, const uint8_t *inputs, const uint8_t *target
      * layer, or by a += kernel). The matmul dinp's and GELU's are overwritten
      * by their only writer; d[A_ATT] is attention's scratch; the tanh cache,
      * probs, losses and layernorm statistics have no gradient. Zeroing all
-     * of d was ~30 MB of stores per chunk at the default size. */
+     * of d was 26.8 MB of stores per chunk at the default size, this 8.1. */
     static const int accumulated[] = {A_LOGITS, A_RES3, A_RES2, A_QKV, A_ENC, A_FCPROJ, A_ATTPROJ};
     for (size_t i = 0; i < sizeof accumulated / sizeof accumulated[0]; i++)
         memset(d[accumulated[i]], 0, x->sz[accumulated[i]] * sizeof(float));
