@@ -7,6 +7,8 @@
  *   bench_gpt --train STEPS [--data D] [--lr X] [shape flags]
  *   shape flags: --T n --C n --H n --L n --NH n --B n (sequences per step)
  *
+ * --threads N is the learner's --threads: the model's pool (N > 1: OpenBLAS
+ * at 1 thread inside the step) and AdamW on it.
  * Step figures are the best of 5 slices of S/5 seconds (a shared machine).
  * Inputs of the timing run are fixed pseudo-random bytes; tokens = B * T.
  * bench/gpt_vs_torch.sh runs this beside PyTorch on the identical model.
@@ -109,6 +111,7 @@ static int bench_time(const bench_args *a, model *m, adamw *opt)
         best = k / (t - t0) > best ? k / (t - t0) : best;
     }
     double tps = best * (double)n, gf = tps * model_flops_per_token(m) * 1e-9;
+    openblas_set_num_threads(a->threads); /* raw sgemm on all N threads (the model set 1) */
     double ref = bench_sgemm(a, a->secs);
     printf("chaosloco gpt L=%d C=%d NH=%d H=%d T=%d B=%d params=%zu threads=%d: %.0f tokens/s, "
            "%.2f GFLOP/s (step), %.2f GFLOP/s (sgemm, linear-layer shapes)\n",
@@ -207,9 +210,11 @@ int main(int argc, char **argv)
     openblas_set_num_threads(a.threads);
     char err[CX_ERRLEN];
     model_config mc = {.context = a.T, .embed = a.C, .hidden = a.H, .layers = a.L, .heads = a.NH,
-                       .max_batch = a.B};
+                       .max_batch = a.B, .threads = a.threads};
     model *m = model_new("gpt", &mc, 1, err, sizeof(err));
     adamw *opt = m ? bench_opt(m, err, sizeof(err)) : NULL;
+    if (opt)
+        adamw_set_pool(opt, model_pool(m)); /* as the learner does */
     if (!opt)
         return fprintf(stderr, "bench_gpt: %s\n", err), model_free(m), 1;
     int rc = a.train ? bench_train(&a, m, opt) : bench_time(&a, m, opt);

@@ -127,6 +127,7 @@ struct journal {
     char *title;
     int64_t start_ns, end_ns;
     jr_status status;
+    double final_loss; /* nats, NAN: none (journal_set_final_loss) */
     jr_probe *probes;
     int nprobes, capprobes;
     jr_act *acts;
@@ -147,6 +148,7 @@ journal *journal_new(const experiment *e)
         return NULL;
     }
     j->status = JR_COMPLETED;
+    j->final_loss = NAN;
     return j;
 }
 
@@ -195,6 +197,11 @@ void journal_set_end(journal *j, int64_t real_ns, jr_status status)
 {
     j->end_ns = real_ns;
     j->status = status;
+}
+
+void journal_set_final_loss(journal *j, double nats)
+{
+    j->final_loss = nats;
 }
 
 int journal_add_hypothesis(journal *j, jr_phase phase, const hyp_spec *s, const hyp_verdict *v,
@@ -300,6 +307,10 @@ static json_t *probe_json(const jr_probe *p)
     json_t *out = json_pack("{s:s, s:o, s:o, s:s, s:s, s:s}", "verdict", hyp_status_name(v->status),
                             "measured", num_or_null(v->measured), "threshold", num_or_null(v->threshold),
                             "cmp", v->cmp, "unit", v->unit, "explanation", v->explanation);
+    if (out && strcmp(v->unit, "nats") == 0) { /* the same figures in bits per byte */
+        json_object_set_new(out, "measured_bpb", num_or_null(v->measured / M_LN2));
+        json_object_set_new(out, "threshold_bpb", num_or_null(v->threshold / M_LN2));
+    }
     json_t *activity =
         ctk_probe(p->label, p->kind, p->spec, p->phase == JR_BEFORE ? "steady_state" : "verify");
     return json_pack("{s:o, s:s, s:o, s:o, s:o, s:f, s:b}", "activity", activity ? activity : json_object(),
@@ -358,14 +369,15 @@ json_t *journal_json(const journal *j)
         json_array_append(j->acts[i].rollback ? rb : run, j->acts[i].rec);
     json_t *steady = json_pack("{s:o, s:o, s:o}", "before", steady_json(j, JR_BEFORE), "after",
                                steady_json(j, JR_AFTER), "during", steady_json(j, JR_DURING));
-    return json_pack("{s:s, s:o, s:s, s:O, s:o, s:o, s:f, s:s, s:b, s:o, s:o, s:o, s:{s:s, s:O}}",
+    return json_pack("{s:s, s:o, s:s, s:O, s:o, s:o, s:f, s:s, s:b, s:o, s:o, s:o, s:{s:s, s:O, s:o, s:o}}",
                      "chaoslib-version", JR_CHAOSLIB_VERSION, "platform", platform ? platform : json_null(),
                      "node", node, "experiment", j->ctk, "start", iso_json(j->start_ns), "end",
                      iso_json(j->end_ns), "duration", secs(j->start_ns, j->end_ns), "status",
                      jr_status_name(journal_status(j)), "deviated", journal_deviated(j), "steady_states",
                      steady ? steady : json_null(), "run", run ? run : json_array(), "rollbacks",
                      rb ? rb : json_array(), "chaosloco", "version", CHAOSLOCO_VERSION, "experiment",
-                     j->experiment);
+                     j->experiment, "final_loss", num_or_null(j->final_loss), "final_bpb",
+                     num_or_null(j->final_loss / M_LN2));
 }
 
 int journal_write(const journal *j, const char *path, char *err, size_t errlen)

@@ -5,10 +5,11 @@
  * platform, node, experiment (a Chaos Toolkit experiment: ctk.h translates
  * ours), start, end, duration, status, deviated, steady_states {before,
  * after, during}, run [...], rollbacks [...], and chaosloco's own
- * {version, experiment (the file as validated)} under "chaosloco". Every
- * hypothesis is a probe run whose output carries the measured figure beside
- * its threshold; every harness call a run record whose activity is the
- * experiment's activity for it.
+ * {version, experiment (the file as validated), final_loss, final_bpb}
+ * under "chaosloco". Every hypothesis is a probe run whose output carries
+ * the measured figure beside its threshold (and, for figures in nats, both
+ * again in bits per byte: measured_bpb, threshold_bpb); every harness call a
+ * run record whose activity is the experiment's activity for it.
  * junit.xml has one testcase per hypothesis. events.jsonl gets one line per
  * action phase (invoke, then ok or fail), stamped with realtime and
  * monotonic clocks, written with one write(2) each so concurrent writers
@@ -80,6 +81,10 @@ void journal_set_endpoints(journal *j, const char *syncer_url, const char *const
 /* Realtime ns of the start and end (cx_real_ns()); set_end also the status. */
 void journal_set_start(journal *j, int64_t real_ns);
 void journal_set_end(journal *j, int64_t real_ns, jr_status status);
+/* The run's last held-out eval loss in nats (NAN: none, the default). The
+ * journal writes it under "chaosloco" as final_loss (nats) and final_bpb
+ * (bits per byte = nats / ln 2), null when none. */
+void journal_set_final_loss(journal *j, double nats);
 /* Record one hypothesis verdict as a probe of phase. */
 int journal_add_hypothesis(journal *j, jr_phase phase, const hyp_spec *s, const hyp_verdict *v,
                            int64_t start_ns, int64_t end_ns);

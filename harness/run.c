@@ -1914,6 +1914,8 @@ int run_experiment(const run_opts *o, run_result *res, char *err, size_t errlen)
         poll_events(r);
         poll_syncer_status(r);
         res->summary = summary_json(r);
+        json_t *fl = json_object_get(res->summary, "final_loss"); /* NULL-safe: journal.json's final_bpb */
+        journal_set_final_loss(r->j, json_is_number(fl) ? json_number_value(fl) : NAN);
         revert(r);
     }
     if (o->keep && r->t) {

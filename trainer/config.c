@@ -79,7 +79,8 @@ static const key_def keys[] = {
     {"hidden", KEY_INT, OFF(hidden), 1, 16384, NULL, 0, "Hd, hidden units (mlp) or MLP width (gpt)"},
     {"layers", KEY_INT, OFF(layers), 1, 64, NULL, 0, "gpt: transformer blocks"},
     {"heads", KEY_INT, OFF(heads), 1, 1024, NULL, 0, "gpt: attention heads (must divide --embed)"},
-    {"threads", KEY_INT, OFF(threads), 1, 64, NULL, 1, "OpenBLAS threads per learner"},
+    {"threads", KEY_INT, OFF(threads), 1, 64, NULL, 1,
+     "threads per learner: the gpt model's loops and matmuls (OpenBLAS for mlp)"},
     {"grad_clip", KEY_DOUBLE, OFF(grad_clip), 0, 1e6, NULL, 0,
      "gpt: clip the global gradient norm to this (0: off)"},
     {"seed", KEY_INT, OFF(seed), 0, 4294967295.0, NULL, 0, "seed of init, synthetic corpus and shards"},
@@ -432,6 +433,7 @@ void config_model_config(const config *c, int64_t max_examples, model_config *mc
     mc->hidden = (int)c->hidden;
     mc->layers = (int)c->layers;
     mc->heads = (int)c->heads;
+    mc->threads = (int)c->threads;
     mc->max_batch = (int)(max_examples < cap ? max_examples : cap);
 }
 int config_parse_mode(const char *s, int64_t *out)

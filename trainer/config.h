@@ -67,7 +67,7 @@ typedef struct config {
     int64_t hidden;                   /* Hd: hidden units (mlp), MLP width (gpt) */
     int64_t layers;                   /* gpt: transformer blocks L */
     int64_t heads;                    /* gpt: attention heads (divides embed) */
-    int64_t threads;                  /* OpenBLAS threads per learner */
+    int64_t threads;                  /* threads per learner (gpt pool; OpenBLAS) */
     double grad_clip;                 /* gpt: global gradient norm clip, 0 = off */
     int64_t seed;                     /* init, synthetic corpus and shard seed */
     char data[512];                   /* "fortunes", "synthetic" (or "") or a text file */

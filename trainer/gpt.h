@@ -2,7 +2,7 @@
  * transformer; model shapes and the example convention in gpt.c's header).
  *
  * The model itself is used through model.h (model_new("gpt", ...)); this
- * header only exposes its layers for tests and benches. Config fields:
+ * header only exposes its layers (trainer/gpt_layers.c) for tests and benches. Config fields:
  * context = T (sequence length), embed = C (width), hidden = MLP width,
  * layers = L, heads = NH (C % NH == 0), max_batch = sequences per chunk.
  * Defaults: T=128, C=128, hidden=512, L=4, NH=4, max_batch=8 (842,496 params
@@ -25,7 +25,8 @@
 const float *gpt_last_probs(const model *m);
 
 /* out [B, T, C] = wte[inp[b, t]] + wpe[t];  inp [B, T], wte [256, C], wpe [T, C] */
-void gpt_embed_forward(float *out, const uint8_t *inp, const float *wte, const float *wpe, int B, int T, int C);
+void gpt_embed_forward(float *out, const uint8_t *inp, const float *wte, const float *wpe, int B, int T,
+                       int C);
 void gpt_embed_backward(float *dwte, float *dwpe, const float *dout, const uint8_t *inp, int B, int T, int C);
 
 /* out [N, C] = (inp - mean) * rstd * w + bias; mean, rstd [N] kept for backward. */
@@ -42,8 +43,8 @@ void gpt_attention_forward(float *out, float *att, const float *inp, int B, int 
 void gpt_attention_forward_ref(float *out, float *att, const float *inp, int B, int T, int C, int NH);
 void gpt_attention_backward(float *dinp, float *datt, const float *dout, const float *inp, const float *att,
                             int B, int T, int C, int NH);
-void gpt_attention_backward_ref(float *dinp, float *datt, const float *dout, const float *inp, const float *att,
-                                int B, int T, int C, int NH);
+void gpt_attention_backward_ref(float *dinp, float *datt, const float *dout, const float *inp,
+                                const float *att, int B, int T, int C, int NH);
 
 /* out [N] = a + b;  da, db [N] += dout */
 void gpt_residual_forward(float *out, const float *a, const float *b, size_t N);

@@ -221,6 +221,7 @@ static int build(learner *L, char *err, size_t errlen)
     L->opt = adamw_new(L->n, &ac, err, errlen);
     if (!L->opt)
         return CX_EINVAL;
+    adamw_set_pool(L->opt, model_pool(L->m));
     for (int i = 0; i < model_num_tensors(L->m); i++) {
         const model_tensor *t = model_tensor_get(L->m, i);
         adamw_set_decay(L->opt, t->offset, t->length, t->weight_decay, NULL, 0);

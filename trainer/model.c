@@ -167,7 +167,7 @@ void model_gelu_forward_cached(float *out, float *tcache, const float *inp, size
 
 /* dinp [N] += gelu'(x) dout with t from the forward pass. */
 void model_gelu_backward_cached(float *dinp, const float *inp, const float *tcache, const float *dout,
-                                       size_t N)
+                                size_t N)
 {
     for (size_t i = 0; i < N; i++) {
         float x = inp[i], t = tcache[i];
@@ -413,6 +413,7 @@ void model_config_default(model_config *cfg)
     cfg->max_batch = 32;
     cfg->layers = 0; /* unused by mlp */
     cfg->heads = 0;
+    cfg->threads = 1;
 }
 
 int model_kind_known(const char *kind)
@@ -449,11 +450,14 @@ model *model_new(const char *kind, const model_config *cfg, uint64_t seed, char 
             c.layers = cfg->layers;
         if (cfg->heads)
             c.heads = cfg->heads;
+        if (cfg->threads)
+            c.threads = cfg->threads;
     }
     if (model_check_field("context", c.context, 1, MODEL_MAX_CONTEXT, err, errlen) ||
         model_check_field("embed", c.embed, 1, 1024, err, errlen) ||
         model_check_field("hidden", c.hidden, 1, 16384, err, errlen) ||
-        model_check_field("max_batch", c.max_batch, 1, 65536, err, errlen))
+        model_check_field("max_batch", c.max_batch, 1, 65536, err, errlen) ||
+        model_check_field("threads", c.threads, 1, CX_POOL_MAX_THREADS, err, errlen))
         return NULL;
     if (ops == &gpt_ops && (model_check_field("layers", c.layers, 1, 64, err, errlen) ||
                             model_check_field("heads", c.heads, 1, c.embed, err, errlen)))
@@ -478,6 +482,12 @@ model *model_new(const char *kind, const model_config *cfg, uint64_t seed, char 
         cx_fail(err, errlen, CX_ENOMEM, "model: out of memory for %zu parameters", n);
         goto fail;
     }
+    if (ops == &gpt_ops && c.threads > 1) {
+        m->pool = cx_pool_new(c.threads, err, errlen);
+        if (!m->pool)
+            goto fail;
+        openblas_set_num_threads(1); /* our threads split the sgemms */
+    }
     if (ops->create(m, seed, err, errlen) != CX_OK)
         goto fail;
     return m;
@@ -492,6 +502,7 @@ void model_free(model *m)
         return;
     if (m->ops && m->ctx)
         m->ops->destroy(m);
+    cx_pool_free(m->pool);
     free(m->params);
     free(m->grads);
     free(m);
@@ -524,6 +535,10 @@ int model_num_tensors(const model *m)
 const model_tensor *model_tensors(const model *m)
 {
     return m->tensors;
+}
+cx_pool *model_pool(model *m)
+{
+    return m->pool;
 }
 void model_set_reference_kernels(model *m, int on)
 {

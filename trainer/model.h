@@ -11,7 +11,8 @@
  * ranges of these arrays. Activations are allocated once in model_new() for
  * cfg->max_batch examples; forward/backward never allocate.
  *
- * What this module is not: it does not own an optimizer, data, or threads.
+ * What this module is not: it does not own an optimizer or data. It owns
+ * threads only with cfg.threads > 1 (see model_new).
  * A model is used by one thread at a time.
  *
  * The "mlp" model (Bengio-style byte MLP LM), shapes for a batch of B:
@@ -32,8 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MODEL_VOCAB 256      /* byte-level vocabulary */
-#define MODEL_MAX_CONTEXT 128/* upper bound on cfg.context (data cursors store this many bytes) */
+#define MODEL_VOCAB 256       /* byte-level vocabulary */
+#define MODEL_MAX_CONTEXT 128 /* upper bound on cfg.context (data cursors store this many bytes) */
 
 typedef struct model model; /* opaque */
 
@@ -45,6 +46,7 @@ typedef struct model_config {
     int max_batch; /* examples per internal chunk; activations sized for it, 1..65536 (default 32) */
     int layers;    /* gpt: transformer blocks L, 1..64 (default 4); mlp: unused */
     int heads;     /* gpt: attention heads, divides embed (default 4); mlp: unused */
+    int threads;   /* threads of the model's own loops, 1..64 (default 1); gpt only, see model_new */
 } model_config;
 
 /* One named tensor: a range of the flat parameter (and gradient) array. */
@@ -64,7 +66,15 @@ void model_config_default(model_config *cfg);
 /* 1 if kind names a registered model ("mlp"), else 0. */
 int model_kind_known(const char *kind);
 
-/* Create a model of the named kind. cfg may be NULL (all defaults); zero
+/* Threads: with cfg->threads = N > 1 a "gpt" model starts a pool of N - 1
+ * worker threads (common/pool.h) that runs its loops and matmuls in fixed
+ * chunks (each matmul split into row blocks, one cblas_sgemm per block), and
+ * sets OpenBLAS to 1 thread (openblas_set_num_threads, process-wide) so the
+ * two do not oversubscribe the cores. N = 1 starts nothing and leaves
+ * OpenBLAS alone. Results with N > 1 equal N = 1's up to float reassociation
+ * inside the split sgemms. "mlp" ignores threads.
+ *
+ * Create a model of the named kind. cfg may be NULL (all defaults); zero
  * fields take their defaults; out-of-range fields fail with CX_EINVAL naming
  * the field. Parameters are initialised deterministically from seed (same
  * seed, same config -> bit-identical parameters on every machine):
@@ -104,6 +114,9 @@ double model_flops_per_token(const model *m);
 /* Scale the gradients so that their global L2 norm is at most max_norm
  * (max_norm <= 0: no-op). Returns the norm before clipping. */
 double model_clip_grad_norm(model *m, double max_norm);
+
+/* The model's pool (borrowed; NULL with 1 thread), e.g. for adamw_set_pool. */
+struct cx_pool *model_pool(model *m);
 
 /* Use the plain reference loops instead of cblas_sgemm for every matmul of
  * this model (1) or BLAS (0, the default). For tests comparing the paths. */

@@ -8,6 +8,7 @@
 #ifndef CX_MODEL_IMPL_H
 #define CX_MODEL_IMPL_H
 
+#include "common/pool.h"
 #include "common/rng.h"
 #include "trainer/model.h"
 
@@ -41,6 +42,7 @@ struct model {
     model_tensor tensors[MODEL_MAX_TENSORS]; /* ranges of params/grads */
     int num_tensors;                         /* used entries of tensors */
     int reference;                           /* 1: plain loops instead of BLAS */
+    cx_pool *pool;                           /* cfg.threads > 1: the kind's loops run on it; else NULL */
     void *ctx;                               /* the kind's private state */
 };
 
@@ -51,6 +53,7 @@ void model_fill_normal(float *p, size_t n, double std, cx_rng *r);
 
 /* GELU that keeps t = tanh(..) of the forward for the backward pass. */
 void model_gelu_forward_cached(float *out, float *tcache, const float *inp, size_t N);
-void model_gelu_backward_cached(float *dinp, const float *inp, const float *tcache, const float *dout, size_t N);
+void model_gelu_backward_cached(float *dinp, const float *inp, const float *tcache, const float *dout,
+                                size_t N);
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/pool.h"
 
 struct adamw {
     adamw_config cfg; /* hyper-parameters */
@@ -19,6 +20,7 @@ struct adamw {
     float *m;         /* [n] first moment */
     float *v;         /* [n] second moment */
     float *decay;     /* [n] 1.0 = apply weight decay, 0.0 = not */
+    cx_pool *pool;    /* borrowed: adamw_step splits the elements over it; NULL = caller only */
 };
 
 /* ---- AdamW ---- */
@@ -138,14 +140,41 @@ static void adamw_kernel(float *restrict p, const float *restrict g, float *rest
         p[i] = adamw_elem(p + i, g[i], m + i, v + i, dk[i], b1, b2, eps, wd, c1, c2, lr);
 }
 
+/* One call of adamw_step: the arrays and the step's scalars. */
+typedef struct adamw_job {
+    adamw *opt;         /* state */
+    float *params;      /* [n] updated */
+    const float *grads; /* [n] */
+    float c1, c2, lr;   /* bias corrections, learning rate */
+} adamw_job;
+
+#define ADAMW_BLOCK 64 /* elements per pool index: chunk edges stay 16-byte aligned */
+
+static void adamw_chunk(void *ctx, size_t lo, size_t hi, int k)
+{
+    (void)k;
+    const adamw_job *j = ctx;
+    adamw *o = j->opt;
+    size_t a = lo * ADAMW_BLOCK, b = hi * ADAMW_BLOCK < o->n ? hi * ADAMW_BLOCK : o->n;
+    adamw_kernel(j->params + a, j->grads + a, o->m + a, o->v + a, o->decay + a, b - a, o->cfg.beta1,
+                 o->cfg.beta2, o->cfg.eps, o->cfg.weight_decay, j->c1, j->c2, j->lr);
+}
+
+void adamw_set_pool(adamw *opt, cx_pool *pool)
+{
+    opt->pool = pool;
+}
+
 void adamw_step(adamw *opt, float *params, const float *grads, float lr)
 {
     opt->t++;
     /* bias corrections in double: b^t underflows gracefully */
     const float c1 = (float)(1.0 / (1.0 - pow((double)opt->cfg.beta1, (double)opt->t)));
     const float c2 = (float)(1.0 / (1.0 - pow((double)opt->cfg.beta2, (double)opt->t)));
-    adamw_kernel(params, grads, opt->m, opt->v, opt->decay, opt->n, opt->cfg.beta1, opt->cfg.beta2,
-                 opt->cfg.eps, opt->cfg.weight_decay, c1, c2, lr);
+    /* Elementwise, and the SSE body and the scalar tail do the same IEEE
+     * arithmetic, so any split gives the bits of the serial loop. */
+    adamw_job j = {.opt = opt, .params = params, .grads = grads, .c1 = c1, .c2 = c2, .lr = lr};
+    cx_pool_for(opt->pool, (opt->n + ADAMW_BLOCK - 1) / ADAMW_BLOCK, adamw_chunk, &j);
 }
 
 size_t adamw_size(const adamw *opt)

@@ -50,8 +50,16 @@ void adamw_free(adamw *opt); /* NULL is a no-op */
 int adamw_set_decay(adamw *opt, size_t offset, size_t length, int on, char *err, size_t errlen);
 
 /* One step over all n elements with learning rate lr: increments the step
- * counter, then updates params in place from grads. No allocation. */
+ * counter, then updates params in place from grads. No allocation. With a
+ * pool set, the elements are split over its threads in fixed blocks; the
+ * result is bit-identical to the serial step. */
 void adamw_step(adamw *opt, float *params, const float *grads, float lr);
+
+/* Run adamw_step's element loop on pool (borrowed: it must outlive its use
+ * here, e.g. model_pool(m) of the model being trained); NULL: the caller's
+ * thread only (the default). */
+struct cx_pool;
+void adamw_set_pool(adamw *opt, struct cx_pool *pool);
 
 size_t adamw_size(const adamw *opt);          /* n */
 float *adamw_m(adamw *opt);                   /* borrowed, n floats (checkpoint) */

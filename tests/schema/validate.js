@@ -88,11 +88,13 @@ if (selfTest) {
     start: t, end: t, duration: 1.5, status: "completed", deviated: false,
     steady_states: {
       before: { steady_state_met: true, probes: [{ activity: probe, status: "succeeded", start: t, end: t,
-        duration: 0, tolerance_met: true, output: {} }] },
+        duration: 0, tolerance_met: true,
+        output: { verdict: "pass", measured: 2.0, threshold: 3.0, cmp: "<=", unit: "nats", explanation: "e",
+          measured_bpb: 2.885, threshold_bpb: 4.328 } }] },
       after: null, during: [],
     },
     run: [{ activity, status: "succeeded", output: {}, start: t, end: t, duration: 0.1 }], rollbacks: [],
-    chaosloco: { version: "0.1.0", experiment: { title: "t" } },
+    chaosloco: { version: "0.1.0", experiment: { title: "t" }, final_loss: 2.0, final_bpb: 2.885 },
   });
   const defects = {
     "an experiment without a method": (j) => { delete j.experiment.method; },
@@ -109,6 +111,8 @@ if (selfTest) {
     "a probe run without tolerance_met": (j) => { delete j.steady_states.before.probes[0].tolerance_met; },
     "during as a list of probes, not of states": (j) => { j.steady_states.during = [j.steady_states.before.probes[0]]; },
     "no chaosloco key": (j) => { delete j.chaosloco; },
+    "no final_bpb under chaosloco": (j) => { delete j.chaosloco.final_bpb; },
+    "a probe in nats without measured_bpb": (j) => { delete j.steady_states.before.probes[0].output.measured_bpb; },
   };
   let bad = 0;
   const p0 = problems(good());

@@ -7,6 +7,7 @@
 
 #include "common/err.h"
 #include "trainer/config.h"
+#include "trainer/model.h"
 
 static char *write_tmp(const char *text)
 {
@@ -161,4 +162,21 @@ Test(config, learner_overrides)
     cr_assert(config_learner_may_override("--encoding"));
     cr_assert_not(config_learner_may_override("--outer-lr"));
     cr_assert_not(config_learner_may_override("--mode"));
+}
+
+/* --threads reaches the model: config_model_config passes it, so the
+ * learner's and the syncer's gpt models start their pool from the flag. */
+Test(config, threads_flag_reaches_the_model_config)
+{
+    config c;
+    char err[CX_ERRLEN];
+    config_defaults(&c);
+    model_config mc;
+    config_model_config(&c, c.batch, &mc);
+    cr_assert_eq(mc.threads, 1, "default: one thread");
+    cr_assert_eq(config_set_flag(&c, "--threads", "3", err, sizeof err), 0, "%s", err);
+    config_model_config(&c, c.batch, &mc);
+    cr_assert_eq(mc.threads, 3);
+    cr_assert_neq(config_set_flag(&c, "--threads", "65", err, sizeof err), 0, "65 threads accepted");
+    cr_assert(strstr(err, "threads"), "%s", err);
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/pool.h"
 #include "trainer/checkpoint.h"
 #include "trainer/data.h"
 #include "trainer/gpt.h"
@@ -39,8 +40,8 @@ static void check_grad(const char *what, size_t i, double analytic, double numer
 static void check_close(const char *what, const float *f, const float *r, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        cr_assert(fabsf(f[i] - r[i]) <= 1e-4f * (1.0f + fabsf(r[i])), "%s[%zu]: fast %.8g vs ref %.8g", what, i,
-                  (double)f[i], (double)r[i]);
+        cr_assert(fabsf(f[i] - r[i]) <= 1e-4f * (1.0f + fabsf(r[i])), "%s[%zu]: fast %.8g vs ref %.8g", what,
+                  i, (double)f[i], (double)r[i]);
 }
 
 /* A layer under test: fills out from its inputs (whatever ctx points at). */
@@ -104,7 +105,8 @@ typedef struct {
 static void at_fwd(void *ctx, float *out)
 {
     at_case *c = ctx;
-    (c->fast ? gpt_attention_forward : gpt_attention_forward_ref)(out, c->att, c->qkv, AT_B, AT_T, AT_C, AT_NH);
+    (c->fast ? gpt_attention_forward : gpt_attention_forward_ref)(out, c->att, c->qkv, AT_B, AT_T, AT_C,
+                                                                  AT_NH);
 }
 
 Test(gpt, attention_backward_matches_finite_differences)
@@ -117,8 +119,8 @@ Test(gpt, attention_backward_matches_finite_differences)
         fill_uniform(c.qkv, NI, -1.5f, 1.5f);
         fill_uniform(r, NO, -1, 1);
         at_fwd(&c, out);
-        (fast ? gpt_attention_backward : gpt_attention_backward_ref)(dqkv, datt, r, c.qkv, c.att, AT_B, AT_T, AT_C,
-                                                                     AT_NH);
+        (fast ? gpt_attention_backward : gpt_attention_backward_ref)(dqkv, datt, r, c.qkv, c.att, AT_B, AT_T,
+                                                                     AT_C, AT_NH);
         check_tensor_fd(fast ? "attn.fast.dqkv" : "attn.ref.dqkv", c.qkv, dqkv, NI, at_fwd, &c, out, r, NO);
     }
 }
@@ -177,13 +179,24 @@ Test(gpt, embed_backward_matches_finite_differences)
 
 /* ---- the whole model ---- */
 
-static model *tiny_gpt(int max_batch)
+static model *tiny_gpt_threads(int max_batch, int threads)
 {
-    model_config mc = {.context = 6, .embed = 8, .hidden = 16, .layers = 2, .heads = 2, .max_batch = max_batch};
+    model_config mc = {.context = 6,
+                       .embed = 8,
+                       .hidden = 16,
+                       .layers = 2,
+                       .heads = 2,
+                       .max_batch = max_batch,
+                       .threads = threads};
     char err[256] = "";
     model *m = model_new("gpt", &mc, 42, err, sizeof err);
     cr_assert(m, "model_new: %s", err);
     return m;
+}
+
+static model *tiny_gpt(int max_batch)
+{
+    return tiny_gpt_threads(max_batch, 1);
 }
 
 Test(gpt, tensor_table_covers_the_parameters_and_marks_embeddings)
@@ -198,7 +211,8 @@ Test(gpt, tensor_table_covers_the_parameters_and_marks_embeddings)
         off += t[i].length;
         emb += t[i].is_embedding;
         if (t[i].is_embedding)
-            cr_assert(!strcmp(t[i].name, "wte") || !strcmp(t[i].name, "wpe"), "%s marked embedding", t[i].name);
+            cr_assert(!strcmp(t[i].name, "wte") || !strcmp(t[i].name, "wpe"), "%s marked embedding",
+                      t[i].name);
     }
     cr_assert_eq(off, model_num_params(m));
     cr_assert_eq(emb, 2);
@@ -215,46 +229,52 @@ Test(gpt, tensor_table_covers_the_parameters_and_marks_embeddings)
     cr_assert(strstr(err, "heads"), "%s", err);
 }
 
+/* Also with 3 threads: the pooled layers (row, column and head splits, the
+ * split sgemms) carry the same gradient. */
 Test(gpt, model_gradient_matches_finite_differences)
 {
     enum { B = 3, T = 6 };
-    model *m = tiny_gpt(2); /* B > max_batch: chunks too */
-    uint8_t in[B * T], tg[B];
-    rng_reset(5);
-    fill_bytes(in, sizeof in, 256);
-    fill_bytes(tg, sizeof tg, 256);
-    float *P = model_params(m);
-    /* larger weights than init so that every path carries gradient */
-    for (int i = 0; i < model_num_tensors(m); i++) {
-        const model_tensor *t = model_tensor_get(m, i);
-        int gain = !strcmp(t->name, "ln1w") || !strcmp(t->name, "ln2w") || !strcmp(t->name, "lnfw");
-        fill_uniform(P + t->offset, t->length, gain ? 0.5f : -0.5f, gain ? 1.5f : 0.5f);
-    }
-    for (int ref = 0; ref < 2; ref++) {
-        model_set_reference_kernels(m, ref);
-        model_forward_backward(m, in, tg, B);
-        float *G = malloc(model_num_params(m) * sizeof(float));
-        memcpy(G, model_grads(m), model_num_params(m) * sizeof(float));
+    for (int threads = 1; threads <= 3; threads += 2) {
+        model *m = tiny_gpt_threads(2, threads); /* B > max_batch: chunks too */
+        cr_assert_eq(model_pool(m) != NULL, threads > 1);
+        uint8_t in[B * T], tg[B];
+        rng_reset(5);
+        fill_bytes(in, sizeof in, 256);
+        fill_bytes(tg, sizeof tg, 256);
+        float *P = model_params(m);
+        /* larger weights than init so that every path carries gradient */
         for (int i = 0; i < model_num_tensors(m); i++) {
             const model_tensor *t = model_tensor_get(m, i);
-            size_t stride = t->length > 12 ? t->length / 12 : 1;
-            for (size_t j = 0; j < t->length; j += stride) {
-                size_t k = t->offset + j;
-                if (!strcmp(t->name, "wte"))
-                    k = t->offset + (size_t)in[j % (B * T)] * t->cols + j % t->cols; /* rows that are used */
-                const float eps = 1e-2f;
-                float save = P[k];
-                P[k] = save + eps;
-                double lp = model_loss(m, in, tg, B);
-                P[k] = save - eps;
-                double lm = model_loss(m, in, tg, B);
-                P[k] = save;
-                check_grad(t->name, k - t->offset, G[k], (lp - lm) / (2 * eps));
-            }
+            int gain = !strcmp(t->name, "ln1w") || !strcmp(t->name, "ln2w") || !strcmp(t->name, "lnfw");
+            fill_uniform(P + t->offset, t->length, gain ? 0.5f : -0.5f, gain ? 1.5f : 0.5f);
         }
-        free(G);
+        for (int ref = 0; ref < 2; ref++) {
+            model_set_reference_kernels(m, ref);
+            model_forward_backward(m, in, tg, B);
+            float *G = malloc(model_num_params(m) * sizeof(float));
+            memcpy(G, model_grads(m), model_num_params(m) * sizeof(float));
+            for (int i = 0; i < model_num_tensors(m); i++) {
+                const model_tensor *t = model_tensor_get(m, i);
+                size_t stride = t->length > 12 ? t->length / 12 : 1;
+                for (size_t j = 0; j < t->length; j += stride) {
+                    size_t k = t->offset + j;
+                    if (!strcmp(t->name, "wte"))
+                        k = t->offset + (size_t)in[j % (B * T)] * t->cols +
+                            j % t->cols; /* rows that are used */
+                    const float eps = 1e-2f;
+                    float save = P[k];
+                    P[k] = save + eps;
+                    double lp = model_loss(m, in, tg, B);
+                    P[k] = save - eps;
+                    double lm = model_loss(m, in, tg, B);
+                    P[k] = save;
+                    check_grad(t->name, k - t->offset, G[k], (lp - lm) / (2 * eps));
+                }
+            }
+            free(G);
+        }
+        model_free(m);
     }
-    model_free(m);
 }
 
 Test(gpt, a_future_byte_cannot_change_an_earlier_output)
@@ -320,6 +340,124 @@ Test(gpt, twenty_adamw_steps_on_synthetic_text_lower_the_loss)
     model_free(m);
 }
 
+/* The backward pass zeroes only the activation gradients it accumulates
+ * into and overwrites the rest: a second pass over other data, then one
+ * over the first batch again, must give the first pass's gradients bit for
+ * bit (stale values left in a buffer that is neither zeroed nor fully
+ * overwritten would show here), on every kernel path. */
+Test(gpt, repeated_passes_give_the_same_gradients)
+{
+    enum { B = 3, T = 6 };
+    for (int path = 0; path < 3; path++) {
+        model *m = tiny_gpt_threads(2, path == 2 ? 2 : 1);
+        model_set_reference_kernels(m, path == 1);
+        size_t n = model_num_params(m);
+        uint8_t in[B * T], tg[B], in2[B * T], tg2[B];
+        rng_reset(21);
+        fill_bytes(in, sizeof in, 256);
+        fill_bytes(tg, sizeof tg, 256);
+        fill_bytes(in2, sizeof in2, 256);
+        fill_bytes(tg2, sizeof tg2, 256);
+        float l1 = model_forward_backward(m, in, tg, B);
+        float *g1 = malloc(n * sizeof(float));
+        memcpy(g1, model_grads(m), n * sizeof(float));
+        model_forward_backward(m, in2, tg2, B);
+        cr_assert_neq(memcmp(g1, model_grads(m), n * sizeof(float)), 0, "other data, other gradients");
+        float l2 = model_forward_backward(m, in, tg, B);
+        cr_assert_eq(l1, l2, "path %d: loss %.9g then %.9g", path, (double)l1, (double)l2);
+        cr_assert_eq(memcmp(g1, model_grads(m), n * sizeof(float)), 0, "path %d: gradients changed", path);
+        free(g1);
+        model_free(m);
+    }
+}
+
+/* ---- threads ---- */
+
+/* |x - r| <= 1e-4 (|r| + 1e-3 max|r|): relative, with a floor at a
+ * thousandth of the array's scale for entries that are nearly 0 (the split
+ * sgemms reassociate, which moves tiny sums by more than 1e-4 of
+ * themselves). */
+static void check_rel(const char *what, int threads, const float *x, const float *r, size_t n)
+{
+    float scale = 0.0f;
+    for (size_t i = 0; i < n; i++)
+        scale = fmaxf(scale, fabsf(r[i]));
+    cr_assert(scale > 0.0f, "%s: all zero", what);
+    for (size_t i = 0; i < n; i++)
+        cr_assert(fabsf(x[i] - r[i]) <= 1e-4f * (fabsf(r[i]) + 1e-3f * scale),
+                  "%s[%zu]: %d threads %.9g vs 1 thread %.9g", what, i, threads, (double)x[i], (double)r[i]);
+}
+
+/* Loss, gradients, and parameters after 3 AdamW steps (the optimizer on the
+ * model's pool) with 2 and 3 threads against 1. B = 6 over max_batch 4:
+ * chunks of 4 and 2 sequences, so the splits see uneven row counts; the
+ * sizes give head, row and column ranges that do not divide evenly. */
+Test(gpt, two_and_three_threads_match_one)
+{
+    enum { B = 6, T = 16, STEPS = 3 };
+    model_config mc = {.context = T, .embed = 24, .hidden = 40, .layers = 2, .heads = 3, .max_batch = 4};
+    char err[256];
+    uint8_t in[B * T], tg[B];
+    rng_reset(11);
+    fill_bytes(in, sizeof in, 96);
+    fill_bytes(tg, sizeof tg, 96);
+    model *m1 = model_new("gpt", &mc, 3, err, sizeof err);
+    cr_assert(m1, "%s", err);
+    size_t n = model_num_params(m1);
+    float *g1 = malloc(n * sizeof(float));
+    float loss1[STEPS];
+    adamw *o1 = adamw_new(n, NULL, err, sizeof err);
+    cr_assert(o1);
+    for (int s = 0; s < STEPS; s++) {
+        loss1[s] = model_forward_backward(m1, in, tg, B);
+        if (s == 0)
+            memcpy(g1, model_grads(m1), n * sizeof(float));
+        adamw_step(o1, model_params(m1), model_grads(m1), 1e-3f);
+    }
+    for (int threads = 2; threads <= 3; threads++) {
+        mc.threads = threads;
+        model *m = model_new("gpt", &mc, 3, err, sizeof err);
+        cr_assert(m, "%s", err);
+        cr_assert(model_pool(m), "%d threads: no pool", threads);
+        adamw *o = adamw_new(n, NULL, err, sizeof err);
+        cr_assert(o);
+        adamw_set_pool(o, model_pool(m));
+        for (int s = 0; s < STEPS; s++) {
+            float loss = model_forward_backward(m, in, tg, B);
+            cr_assert(fabsf(loss - loss1[s]) <= 1e-4f * loss1[s],
+                      "step %d: loss %.9g with %d threads vs %.9g", s, (double)loss, threads,
+                      (double)loss1[s]);
+            if (s == 0)
+                check_rel("grads", threads, model_grads(m), g1, n);
+            adamw_step(o, model_params(m), model_grads(m), 1e-3f);
+        }
+        /* The key bias has a zero gradient in exact arithmetic (softmax is
+         * invariant to it): its rounding noise, which any reassociation
+         * changes, becomes +-lr steps under AdamW. Compare it as zero. */
+        float *pm = model_params(m), *p1 = model_params(m1);
+        for (int i = 0; i < model_num_tensors(m); i++) {
+            const model_tensor *t = model_tensor_get(m, i);
+            if (strcmp(t->name, "qkvb"))
+                continue;
+            for (int l = 0; l < mc.layers; l++)
+                for (int c = 0; c < mc.embed; c++) {
+                    size_t k = t->offset + (size_t)l * 3 * mc.embed + (size_t)mc.embed + (size_t)c;
+                    cr_assert(fabsf(g1[k]) <= 1e-6f, "key bias gradient %.3g is not ~0", (double)g1[k]);
+                    pm[k] = p1[k] = 0.0f;
+                }
+        }
+        check_rel("params", threads, pm, p1, n);
+        adamw_free(o);
+        model_free(m);
+    }
+    mc.threads = CX_POOL_MAX_THREADS + 1;
+    cr_assert_null(model_new("gpt", &mc, 3, err, sizeof err));
+    cr_assert(strstr(err, "threads"), "%s", err);
+    free(g1);
+    adamw_free(o1);
+    model_free(m1);
+}
+
 /* ---- checkpoint round trip of a gpt learner's state ---- */
 
 typedef struct gpt_learner {
@@ -376,10 +514,22 @@ Test(gpt, checkpoint_round_trip_resumes_the_same_step)
     data_shard_get_cursor(a.sh, &cur);
     size_t n = model_num_params(a.m);
     int64_t bv[1] = {0}, fs[1] = {3}, ft[1] = {12};
-    ckpt_learner c = {.learner = 1, .incarnation = 1, .step = 3, .tokens = 12, .n = n, .P = 1,
-                      .table_digest = 7, .params = model_params(a.m), .adam_steps = 3,
-                      .adam_m = adamw_m(a.opt), .adam_v = adamw_v(a.opt), .base_version = bv,
-                      .frag_steps = fs, .frag_tokens = ft, .cursor_len = sizeof cur, .cursor = &cur};
+    ckpt_learner c = {.learner = 1,
+                      .incarnation = 1,
+                      .step = 3,
+                      .tokens = 12,
+                      .n = n,
+                      .P = 1,
+                      .table_digest = 7,
+                      .params = model_params(a.m),
+                      .adam_steps = 3,
+                      .adam_m = adamw_m(a.opt),
+                      .adam_v = adamw_v(a.opt),
+                      .base_version = bv,
+                      .frag_steps = fs,
+                      .frag_tokens = ft,
+                      .cursor_len = sizeof cur,
+                      .cursor = &cur};
     cr_assert_eq(ckpt_learner_save(dir, &c, err, sizeof err), 0, "%s", err);
     ckpt_learner back;
     cr_assert_eq(ckpt_learner_load(dir, &back, n, 1, 7, err, sizeof err), 0, "%s", err);
@@ -392,7 +542,8 @@ Test(gpt, checkpoint_round_trip_resumes_the_same_step)
     ckpt_learner_cleanup(&back);
     float la = gpt_learner_step(&a), lb = gpt_learner_step(&b);
     cr_assert_eq(la, lb, "resumed loss %.9g differs from %.9g", lb, la);
-    cr_assert_eq(memcmp(model_params(a.m), model_params(b.m), n * sizeof(float)), 0, "params differ after step 4");
+    cr_assert_eq(memcmp(model_params(a.m), model_params(b.m), n * sizeof(float)), 0,
+                 "params differ after step 4");
     gpt_learner_free(&a);
     gpt_learner_free(&b);
     data_source_free(src);

@@ -99,6 +99,27 @@ Test(journal, chaos_toolkit_shape_and_status)
     cr_assert_eq(json_array_size(json_object_get(doc, "rollbacks")), 1);
     cr_assert_str_eq(json_string_value(json_object_get(json_object_get(doc, "experiment"), "title")),
                      e->title);
+    json_t *cl = json_object_get(doc, "chaosloco");
+    cr_assert(json_is_null(json_object_get(cl, "final_bpb")), "no eval loss: final_bpb is null, not 0");
+    cr_assert(json_is_null(json_object_get(cl, "final_loss")));
+    cr_assert_null(json_object_get(pout, "measured_bpb"), "a figure in seconds has no bits per byte");
+    json_decref(doc);
+
+    /* A final eval loss and a probe measured in nats: bits per byte beside them. */
+    journal_set_final_loss(j, 2.0);
+    hyp_verdict nats = mk(HYP_PASS, 1.5, 3.0, "loss");
+    snprintf(nats.unit, sizeof(nats.unit), "nats");
+    cr_assert_eq(journal_add_hypothesis(j, JR_AFTER, e->verify[0], &nats, t0 + 7e9, t0 + 7e9), 0);
+    doc = journal_json(j);
+    cl = json_object_get(doc, "chaosloco");
+    cr_assert_float_eq(json_real_value(json_object_get(cl, "final_loss")), 2.0, 1e-12);
+    cr_assert_float_eq(json_real_value(json_object_get(cl, "final_bpb")), 2.0 / M_LN2, 1e-12);
+    json_t *np = json_array_get(
+        json_object_get(json_object_get(json_object_get(doc, "steady_states"), "after"), "probes"), 2);
+    json_t *nout = json_object_get(np, "output");
+    cr_assert_str_eq(json_string_value(json_object_get(nout, "unit")), "nats");
+    cr_assert_float_eq(json_real_value(json_object_get(nout, "measured_bpb")), 1.5 / M_LN2, 1e-12);
+    cr_assert_float_eq(json_real_value(json_object_get(nout, "threshold_bpb")), 3.0 / M_LN2, 1e-12);
     json_decref(doc);
 
     /* A steady state that did not hold before the method: status failed. */

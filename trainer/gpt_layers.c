@@ -1,0 +1,292 @@
+/* gpt_layers.c - the layer kernels of the "gpt" model kind (gpt.h): each a
+ * _forward/_backward pair with a plain reference where a fast kernel exists;
+ * backward passes accumulate. The model and its threaded step are in gpt.c;
+ * the per-range pieces the step splits layers into are declared in
+ * gpt_impl.h. Kernels follow llm.c's train_gpt2.c (read, not copied).
+ */
+#include "trainer/gpt.h"
+#include "trainer/gpt_impl.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+/* ---- layer: embedding (token + position) ---- */
+
+void gpt_embed_forward(float *out, const uint8_t *inp, const float *wte, const float *wpe, int B, int T,
+                       int C)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *o = out + ((size_t)b * T + t) * C;
+            const float *we = wte + (size_t)inp[b * T + t] * C, *pe = wpe + (size_t)t * C;
+            for (int i = 0; i < C; i++)
+                o[i] = we[i] + pe[i];
+        }
+}
+
+/* Columns [c0, c1) of the embedding backward: the scatter adds in position
+ * order, so a column split gives the same sums as the whole. */
+void gpt_embed_backward_cols(float *dwte, float *dwpe, const float *dout, const uint8_t *inp, int B, int T,
+                             int C, int c0, int c1)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *d = dout + ((size_t)b * T + t) * C;
+            float *dwt = dwte + (size_t)inp[b * T + t] * C, *dwp = dwpe + (size_t)t * C;
+            for (int i = c0; i < c1; i++) {
+                dwt[i] += d[i];
+                dwp[i] += d[i];
+            }
+        }
+}
+
+void gpt_embed_backward(float *dwte, float *dwpe, const float *dout, const uint8_t *inp, int B, int T, int C)
+{
+    gpt_embed_backward_cols(dwte, dwpe, dout, inp, B, T, C, 0, C);
+}
+
+/* ---- layer: layernorm ---- */
+
+void gpt_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                           const float *bias, int N, int C)
+{
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float m = 0.0f, v = 0.0f;
+        for (int i = 0; i < C; i++)
+            m += x[i];
+        m /= (float)C;
+        for (int i = 0; i < C; i++)
+            v += (x[i] - m) * (x[i] - m);
+        float s = 1.0f / sqrtf(v / (float)C + 1e-5f);
+        float *o = out + (size_t)n * C;
+        for (int i = 0; i < C; i++)
+            o[i] = (x[i] - m) * s * w[i] + bias[i];
+        mean[n] = m;
+        rstd[n] = s;
+    }
+}
+
+/* Rows [n0, n1) of dinp. Each row reads only its own mean/rstd. */
+void gpt_layernorm_backward_rows(float *dinp, const float *dout, const float *inp, const float *w,
+                                 const float *mean, const float *rstd, int C, int n0, int n1)
+{
+    for (int n = n0; n < n1; n++) {
+        const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
+        float *di = dinp + (size_t)n * C;
+        float m = mean[n], s = rstd[n], dnorm_mean = 0.0f, dnorm_norm = 0.0f;
+        for (int i = 0; i < C; i++) {
+            float dnorm = w[i] * d[i];
+            dnorm_mean += dnorm;
+            dnorm_norm += dnorm * (x[i] - m) * s;
+        }
+        dnorm_mean /= (float)C;
+        dnorm_norm /= (float)C;
+        for (int i = 0; i < C; i++) {
+            float norm = (x[i] - m) * s;
+            di[i] += (w[i] * d[i] - dnorm_mean - norm * dnorm_norm) * s;
+        }
+    }
+}
+
+/* Columns [c0, c1) of dw and dbias: sums over rows in row order, so a column
+ * split gives the same bits as the whole. */
+void gpt_layernorm_backward_cols(float *dw, float *dbias, const float *dout, const float *inp,
+                                 const float *mean, const float *rstd, int N, int C, int c0, int c1)
+{
+    for (int n = 0; n < N; n++) {
+        const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
+        float m = mean[n], s = rstd[n];
+        for (int i = c0; i < c1; i++) {
+            dbias[i] += d[i];
+            dw[i] += (x[i] - m) * s * d[i];
+        }
+    }
+}
+
+void gpt_layernorm_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                            const float *w, const float *mean, const float *rstd, int N, int C)
+{
+    gpt_layernorm_backward_rows(dinp, dout, inp, w, mean, rstd, C, 0, N);
+    gpt_layernorm_backward_cols(dw, dbias, dout, inp, mean, rstd, N, C, 0, C);
+}
+
+/* ---- layer: causal multi-head attention ----
+ * inp = qkv [B, T, 3C] (q | k | v, head h at columns h*hs..), att [B, NH, T, T]
+ * holds the softmax (zero above the diagonal), out [B, T, C]. */
+
+/* Causal softmax of row t of scores (in place), entries t2 > t set to 0. */
+static void gpt_causal_softmax_row(float *row, int t, int T)
+{
+    float mx = -INFINITY, sum = 0.0f;
+    for (int t2 = 0; t2 <= t; t2++)
+        mx = row[t2] > mx ? row[t2] : mx;
+    for (int t2 = 0; t2 <= t; t2++) {
+        row[t2] = expf(row[t2] - mx);
+        sum += row[t2];
+    }
+    float inv = 1.0f / sum;
+    for (int t2 = 0; t2 <= t; t2++)
+        row[t2] *= inv;
+    for (int t2 = t + 1; t2 < T; t2++)
+        row[t2] = 0.0f;
+}
+
+/* One (b, h) pair of the reference forward. */
+void gpt_attention_forward_ref_pair(float *out, float *att, const float *inp, int b, int h, int T, int C,
+                                    int NH)
+{
+    int hs = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int t = 0; t < T; t++) {
+        const float *q = inp + ((size_t)b * T + t) * C3 + h * hs;
+        float *row = att + (((size_t)b * NH + h) * T + t) * T;
+        for (int t2 = 0; t2 <= t; t2++) {
+            const float *k = inp + ((size_t)b * T + t2) * C3 + C + h * hs;
+            float dot = 0.0f;
+            for (int i = 0; i < hs; i++)
+                dot += q[i] * k[i];
+            row[t2] = dot * scale;
+        }
+        gpt_causal_softmax_row(row, t, T);
+        float *o = out + ((size_t)b * T + t) * C + h * hs;
+        memset(o, 0, (size_t)hs * sizeof(float));
+        for (int t2 = 0; t2 <= t; t2++) {
+            const float *v = inp + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
+            for (int i = 0; i < hs; i++)
+                o[i] += row[t2] * v[i];
+        }
+    }
+}
+
+/* Fast path: per (b, h) two sgemms over strided q/k/v views of qkv. The
+ * upper triangle of q k^T is computed and then discarded by the causal
+ * softmax; at T <= 128 that costs less than splitting the gemm. */
+void gpt_attention_forward_pair(float *out, float *att, const float *inp, int b, int h, int T, int C, int NH)
+{
+    int hs = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)hs);
+    const float *q = inp + (size_t)b * T * C3 + h * hs;
+    float *a = att + ((size_t)b * NH + h) * T * T;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, q + C, C3, 0.0f, a, T);
+    for (int t = 0; t < T; t++)
+        gpt_causal_softmax_row(a + (size_t)t * T, t, T);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, q + 2 * C, C3, 0.0f,
+                out + (size_t)b * T * C + h * hs, C);
+}
+
+void gpt_attention_forward_ref(float *out, float *att, const float *inp, int B, int T, int C, int NH)
+{
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            gpt_attention_forward_ref_pair(out, att, inp, b, h, T, C, NH);
+}
+
+void gpt_attention_forward(float *out, float *att, const float *inp, int B, int T, int C, int NH)
+{
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            gpt_attention_forward_pair(out, att, inp, b, h, T, C, NH);
+}
+
+/* Softmax backward of one row in place: datt -> dpreatt (times scale). */
+static void gpt_softmax_backward_row(float *drow, const float *row, int t, float scale)
+{
+    float dot = 0.0f;
+    for (int t2 = 0; t2 <= t; t2++)
+        dot += drow[t2] * row[t2];
+    for (int t2 = 0; t2 <= t; t2++)
+        drow[t2] = row[t2] * (drow[t2] - dot) * scale;
+}
+
+/* One (b, h) pair of the reference backward: it writes only head h's
+ * columns of example b's dinp and its own block of datt. */
+void gpt_attention_backward_ref_pair(float *dinp, float *datt, const float *dout, const float *inp,
+                                     const float *att, int b, int h, int T, int C, int NH)
+{
+    int hs = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int t = 0; t < T; t++) {
+        const float *row = att + (((size_t)b * NH + h) * T + t) * T;
+        float *drow = datt + (((size_t)b * NH + h) * T + t) * T;
+        const float *d = dout + ((size_t)b * T + t) * C + h * hs;
+        for (int t2 = 0; t2 <= t; t2++) {
+            const float *v = inp + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
+            float *dv = dinp + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
+            float acc = 0.0f;
+            for (int i = 0; i < hs; i++) {
+                acc += v[i] * d[i];
+                dv[i] += row[t2] * d[i];
+            }
+            drow[t2] = acc;
+        }
+        gpt_softmax_backward_row(drow, row, t, scale);
+        const float *q = inp + ((size_t)b * T + t) * C3 + h * hs;
+        float *dq = dinp + ((size_t)b * T + t) * C3 + h * hs;
+        for (int t2 = 0; t2 <= t; t2++) {
+            const float *k = inp + ((size_t)b * T + t2) * C3 + C + h * hs;
+            float *dk = dinp + ((size_t)b * T + t2) * C3 + C + h * hs;
+            for (int i = 0; i < hs; i++) {
+                dq[i] += k[i] * drow[t2];
+                dk[i] += q[i] * drow[t2];
+            }
+        }
+    }
+}
+
+void gpt_attention_backward_pair(float *dinp, float *datt, const float *dout, const float *inp,
+                                 const float *att, int b, int h, int T, int C, int NH)
+{
+    int hs = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)hs);
+    const float *q = inp + (size_t)b * T * C3 + h * hs, *d = dout + (size_t)b * T * C + h * hs;
+    float *dq = dinp + (size_t)b * T * C3 + h * hs;
+    const float *a = att + ((size_t)b * NH + h) * T * T;
+    float *da = datt + ((size_t)b * NH + h) * T * T;
+    /* datt = dout @ v^T;  dv += att^T @ dout */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, d, C, q + 2 * C, C3, 0.0f, da, T);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, d, C, 1.0f, dq + 2 * C, C3);
+    for (int t = 0; t < T; t++) {
+        float *drow = da + (size_t)t * T;
+        gpt_softmax_backward_row(drow, a + (size_t)t * T, t, scale);
+        for (int t2 = t + 1; t2 < T; t2++)
+            drow[t2] = 0.0f;
+    }
+    /* dq += dpre @ k;  dk += dpre^T @ q */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, da, T, q + C, C3, 1.0f, dq, C3);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, da, T, q, C3, 1.0f, dq + C, C3);
+}
+
+/* datt [B, NH, T, T] is scratch (overwritten). dinp accumulates. */
+void gpt_attention_backward_ref(float *dinp, float *datt, const float *dout, const float *inp,
+                                const float *att, int B, int T, int C, int NH)
+{
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            gpt_attention_backward_ref_pair(dinp, datt, dout, inp, att, b, h, T, C, NH);
+}
+
+void gpt_attention_backward(float *dinp, float *datt, const float *dout, const float *inp, const float *att,
+                            int B, int T, int C, int NH)
+{
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            gpt_attention_backward_pair(dinp, datt, dout, inp, att, b, h, T, C, NH);
+}
+
+/* ---- layer: residual ---- */
+
+void gpt_residual_forward(float *out, const float *a, const float *b, size_t N)
+{
+    for (size_t i = 0; i < N; i++)
+        out[i] = a[i] + b[i];
+}
+
+void gpt_residual_backward(float *da, float *db, const float *dout, size_t N)
+{
+    for (size_t i = 0; i < N; i++) {
+        da[i] += dout[i];
+        db[i] += dout[i];
+    }
+}
