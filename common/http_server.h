@@ -117,6 +117,15 @@ const char *cx_http_query(const cx_http_req *req, const char *name);
  * matches, CX_EAUTH otherwise. */
 int cx_http_check_bearer(const cx_http_req *req, const char *token);
 
+/* 1 when the request's peer is a loopback address (127.0.0.0/8, ::1 or
+ * ::ffff:127.x), 0 otherwise or when unknown. */
+int cx_http_peer_is_loopback(const cx_http_req *req);
+/* 1 when a Host header value names a loopback host: "localhost",
+ * 127.x.y.z or [::1], with an optional port. 0 for anything else or a
+ * malformed value (a web page reaching us through DNS rebinding sends its
+ * own name). */
+int cx_http_host_is_loopback(const char *host);
+
 /* Parse the body as one JSON object. On failure writes a 400 JSON error into
  * resp naming what was wrong and returns CX_EINVAL; *out is a new reference
  * on success. An empty body is "{}" when allow_empty. */
