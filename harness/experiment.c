@@ -245,7 +245,7 @@ static void parse_topology(experiment *e, const json_t *doc, jv_diag *d)
 
     json_t *at = NULL;
     if (get_object(d, "$.topology", topo, "attach", 0, &at) == 1) {
-        static const char *const akeys[] = {"syncer", "agents", "token_file", NULL};
+        static const char *const akeys[] = {"syncer", "agents", "token_file", "syncer_credential_file", NULL};
         jv_check_keys(d, "$.topology.attach", at, akeys);
         const char *s = NULL;
         if (nonempty_string(d, "$.topology.attach", at, "syncer", 1, &s) == 1) {
@@ -256,6 +256,8 @@ static void parse_topology(experiment *e, const json_t *doc, jv_diag *d)
         }
         if (nonempty_string(d, "$.topology.attach", at, "token_file", 0, &s) == 1)
             e->attach_token_file = strdup(s);
+        if (nonempty_string(d, "$.topology.attach", at, "syncer_credential_file", 0, &s) == 1)
+            e->attach_syncer_credential_file = strdup(s);
         json_t *ag = NULL;
         if (get_array(d, "$.topology.attach", at, "agents", 1, &ag) == 1) {
             size_t n = json_array_size(ag);
@@ -384,9 +386,10 @@ static void parse_if_not_running(const char *path, const json_t *a, exp_action *
 
 static void parse_action(experiment *e, int idx, const json_t *a, const char *path, jv_diag *d)
 {
-    static const char *const keys[] = {"name",        "fault",  "targets",  "at_s", "at_outer_step", "after",
-                                       "duration_ms", "params", "toxicity", "seed", "description",   "if_not_running",
-                                       "wait_s",      "until_end", NULL};
+    static const char *const keys[] = {"name",          "fault",     "targets",     "at_s",
+                                       "at_outer_step", "after",     "duration_ms", "params",
+                                       "toxicity",      "seed",      "description", "if_not_running",
+                                       "wait_s",        "until_end", NULL};
     exp_action *x = &e->method[idx];
     x->after = -1;
     x->toxicity = 1.0;
@@ -729,9 +732,10 @@ static void parse_hyps(experiment *e, const json_t *doc, const char *key, hyp_sp
 
 static void parse_doc(experiment *e, const json_t *doc, jv_diag *d)
 {
-    static const char *const keys[] = {"$schema",   "title",        "description", "tags",  "seed",
-                                       "topology",  "steady_state", "method",      "chaos", "stop_conditions",
-                                       "rollbacks", "verify",       "ci",          "horizon",    NULL};
+    static const char *const keys[] = {
+        "$schema",   "title",        "description", "tags",    "seed",
+        "topology",  "steady_state", "method",      "chaos",   "stop_conditions",
+        "rollbacks", "verify",       "ci",          "horizon", NULL};
     if (jv_check_keys(d, "$", doc, keys) < 0)
         return;
     const char *s;
@@ -907,6 +911,7 @@ void exp_free(experiment *e)
     free(e->attach_syncer);
     free_strv(e->attach_agents, e->nattach_agents);
     free(e->attach_token_file);
+    free(e->attach_syncer_credential_file);
     for (int i = 0; i < e->nsteady; i++)
         hyp_spec_free(e->steady_state[i]);
     free(e->steady_state);

@@ -64,15 +64,15 @@ typedef struct exp_action {
     char *fault; /* fault type (agent API "type") */
     exp_targets targets;
     exp_when_kind when;
-    double at_s;           /* EXP_AT_S: s >= 0 */
-    int64_t at_outer_step; /* EXP_AT_OUTER_STEP: merges >= 0 */
-    int after;             /* EXP_AFTER: index into method[] */
-    int64_t duration_ms;   /* ms, 1..EXP_MAX_DURATION_MS */
-    json_t *params;        /* object passed to the agent as is (owned) */
-    double toxicity;       /* 0..1 (1 when absent) */
-    int has_toxicity;      /* toxicity was given */
-    uint64_t seed;         /* the fault's seed: given, else derived from the experiment seed */
-    int has_seed;          /* seed was given (a --seed override then keeps it) */
+    double at_s;             /* EXP_AT_S: s >= 0 */
+    int64_t at_outer_step;   /* EXP_AT_OUTER_STEP: merges >= 0 */
+    int after;               /* EXP_AFTER: index into method[] */
+    int64_t duration_ms;     /* ms, 1..EXP_MAX_DURATION_MS */
+    json_t *params;          /* object passed to the agent as is (owned) */
+    double toxicity;         /* 0..1 (1 when absent) */
+    int has_toxicity;        /* toxicity was given */
+    uint64_t seed;           /* the fault's seed: given, else derived from the experiment seed */
+    int has_seed;            /* seed was given (a --seed override then keeps it) */
     int skip_if_not_running; /* if_not_running "skip": a unit not running when due is skipped at once */
     int64_t wait_ms;         /* if_not_running "wait" (default): how long to wait for the unit, ms */
     int until_end;           /* the fault lasts until the run ends: the horizon does not wait for its heal */
@@ -138,6 +138,7 @@ typedef struct experiment {
     char **attach_agents; /* topology.attach.agents URLs (NULL entries where invalid) */
     int nattach_agents;   /* entries in attach_agents (== learners when valid) */
     char *attach_token_file;
+    char *attach_syncer_credential_file; /* topology.attach.syncer_credential_file, or NULL */
     hyp_spec **steady_state;
     int nsteady;
     exp_action *method;
