@@ -14,7 +14,8 @@
  * slow connections are evicted near the limits, requests beyond the caps
  * get 503 before their body is read, and the routes named reserved (halt,
  * lease, status) always get through.
- * What it is not: a framework. No middleware, no TLS.
+ * What it is not: a framework. No middleware. TLS only as libmicrohttpd
+ * does it (cx_http_server_opts.tls_*).
  */
 #ifndef CX_HTTP_SERVER_H
 #define CX_HTTP_SERVER_H
@@ -68,6 +69,11 @@ typedef struct cx_http_server_opts {
      * route. Keep their handlers quick and their answers small. */
     const char *const *reserved;
     const cx_http_gate *gate; /* checks before any body byte (copied); NULL: none */
+    /* HTTPS (libmicrohttpd with GnuTLS): the PEM certificate chain and
+     * private key, both or neither (NULL: plain HTTP). CX_ENOTSUP when the
+     * library was built without TLS. Copied. */
+    const char *tls_cert_pem;
+    const char *tls_key_pem;
 } cx_http_server_opts;
 
 typedef struct cx_http_server cx_http_server;

@@ -198,6 +198,7 @@ static cx_http_client *new_client(const learner *L)
     ho.backoff_ms = 100;
     ho.backoff_max_ms = 1000;
     ho.bearer = L->o->credential;
+    ho.ca_file = L->o->ca_file;
     return cx_http_client_new(L->o->syncer_url, &ho);
 }
 
@@ -627,6 +628,7 @@ static void *heartbeat_main(void *arg)
     ho.connect_timeout_ms = 1000;
     ho.timeout_ms = 2000;
     ho.bearer = L->o->credential;
+    ho.ca_file = L->o->ca_file;
     cx_http_client *c = cx_http_client_new(L->o->syncer_url, &ho);
     while (c && !*L->stop) {
         pthread_mutex_lock(&L->mu);

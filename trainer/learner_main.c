@@ -33,6 +33,7 @@ static void usage(FILE *f)
         "  --credential-file FILE             this learner's credential (learner-<id>.cred, mode 0600), "
         "sent\n"
         "                                     as Authorization: Bearer on every call (docs/security.md)\n"
+        "  --ca-file FILE                     https --syncer: PEM CA that signed its certificate\n"
         "  --help                             this text\n\nper-learner overrides:\n");
     config_print_help(f, 1);
     fprintf(f, "\nenvironment: CHAOSLOCO_HOOK_DIR=DIR enables the NaN hook (DIR/nan holds a count, see "
@@ -66,8 +67,8 @@ int learner_main(int argc, char **argv)
         }
         const char *v = argv[++i];
         if (strcmp(a, "--syncer") == 0) {
-            if (strncmp(v, "http://", 7) != 0) {
-                fprintf(stderr, "chaosloco learner: --syncer: '%s' is not an http:// URL\n", v);
+            if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0) {
+                fprintf(stderr, "chaosloco learner: --syncer: '%s' is not an http:// or https:// URL\n", v);
                 return 64;
             }
             o.syncer_url = v;
@@ -80,6 +81,8 @@ int learner_main(int argc, char **argv)
             o.state_dir = v;
         } else if (strcmp(a, "--credential-file") == 0) {
             cred_file = v;
+        } else if (strcmp(a, "--ca-file") == 0) {
+            o.ca_file = v;
         } else if (strcmp(a, "--give-up-s") == 0) {
             if (cx_parse_double(v, "--give-up-s", 1, 86400, &give_up, err, sizeof err) != 0) {
                 fprintf(stderr, "chaosloco learner: %s\n", err);

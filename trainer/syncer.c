@@ -277,6 +277,8 @@ struct syncer {
     int64_t bytes_out_full;             /* bytes of full fragment answers */
     /* access (see "syncer: access") */
     cred_store *creds; /* credentials accepted; NULL when insecure */
+    char *tls_cert;    /* PEM read from --tls-cert, or NULL */
+    char *tls_key;     /* PEM read from --tls-key, or NULL */
     int insecure;      /* 1: --insecure-no-auth, no credential checks */
 };
 
@@ -2491,6 +2493,20 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
 
     size_t body_max = s->n * 4 + (1 << 20);
     cx_http_server_opts hopts = {.reserved = reserved_routes, .gate = &syncer_http_gate};
+    if (o->tls_cert || o->tls_key) {
+        size_t len;
+        if (!o->tls_cert || !o->tls_key) {
+            cx_fail(err, errlen, CX_EINVAL, "--tls-cert and --tls-key go together");
+            goto fail;
+        }
+        if (cx_file_read(o->tls_cert, 1 << 20, &s->tls_cert, &len, why, sizeof why) != 0 ||
+            cx_file_read(o->tls_key, 1 << 20, &s->tls_key, &len, why, sizeof why) != 0) {
+            cx_fail(err, errlen, CX_EINVAL, "TLS: %s", why);
+            goto fail;
+        }
+        hopts.tls_cert_pem = s->tls_cert;
+        hopts.tls_key_pem = s->tls_key;
+    }
     s->http = cx_http_server_new_opts(o->listen, routes, sizeof routes / sizeof routes[0], s, body_max,
                                       &hopts, why, sizeof why);
     if (!s->http) {
@@ -2572,6 +2588,10 @@ void syncer_free(syncer *s)
     free(s->pull_step);
     events_free(s->ev);
     cred_store_free(s->creds);
+    free(s->tls_cert);
+    if (s->tls_key)
+        memset(s->tls_key, 0, strlen(s->tls_key));
+    free(s->tls_key);
     model_free(s->eval_model);
     data_source_free(s->data);
     fragment_table_free(s->ft);

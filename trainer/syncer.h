@@ -34,6 +34,8 @@ typedef struct syncer_opts {
      * and kept across restarts. */
     const char *credentials_dir;
     int insecure_no_auth; /* 1: no credential checks (loopback listen only; syncer_main checks) */
+    const char *tls_cert; /* PEM certificate chain file: serve HTTPS; NULL: HTTP */
+    const char *tls_key;  /* its PEM private key file (mode 0600 like a credential) */
 } syncer_opts;
 
 /* Build the model from the seed (or restore the newest valid checkpoint in

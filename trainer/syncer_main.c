@@ -42,6 +42,7 @@ int syncer_main(int argc, char **argv)
     syncer_opts o;
     const char *listen = "127.0.0.1:7070", *state_dir = NULL, *config_path = NULL, *creds_dir = NULL;
     int insecure = 0;
+    const char *tls_cert = NULL, *tls_key = NULL;
     char err[CX_ERRLEN], host[256];
     int port;
     config cfg;
@@ -101,6 +102,10 @@ int syncer_main(int argc, char **argv)
                 config_path = v;
             else if (strcmp(a, "--credentials-dir") == 0)
                 creds_dir = v;
+            else if (strcmp(a, "--tls-cert") == 0)
+                tls_cert = v;
+            else if (strcmp(a, "--tls-key") == 0)
+                tls_key = v;
             else if (pass == 1) {
                 int rc = config_set_flag(&cfg, a, v, err, sizeof err);
                 if (rc) {
@@ -137,6 +142,10 @@ int syncer_main(int argc, char **argv)
         fprintf(stderr, "chaosloco syncer: --insecure-no-auth and --credentials-dir exclude each other\n");
         return 64;
     }
+    if (!tls_cert != !tls_key) {
+        fprintf(stderr, "chaosloco syncer: --tls-cert and --tls-key go together\n");
+        return 64;
+    }
     if (config_validate(&cfg, err, sizeof err) != 0) {
         fprintf(stderr, "chaosloco syncer: %s\n", err);
         return 64;
@@ -158,6 +167,8 @@ int syncer_main(int argc, char **argv)
     o.state_dir = state_dir;
     o.credentials_dir = creds_dir;
     o.insecure_no_auth = insecure;
+    o.tls_cert = tls_cert;
+    o.tls_key = tls_key;
     syncer *s = syncer_new(&o, err, sizeof err);
     if (!s) {
         cx_error("cannot start: %s", err);
