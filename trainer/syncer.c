@@ -2032,7 +2032,8 @@ static int learner_is_caller(syncer *s, const cx_http_req *req, cx_http_resp *re
     int64_t who = auth_learner_id(req);
     if (who == id)
         return 1;
-    auth_refuse(s, resp, 403, id, "%s: the credential of learner-%lld cannot act for learner %lld", call,
+    /* counted against the caller, not the learner it named */
+    auth_refuse(s, resp, 403, who, "%s: the credential of learner-%lld cannot act for learner %lld", call,
                 (long long)who, (long long)id);
     return 0;
 }

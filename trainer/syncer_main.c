@@ -33,6 +33,7 @@ static void usage(FILE *f)
            "                                     0700 dir); default: <state-dir>/credentials, created at\n"
            "                                     the first start (docs/security.md)\n"
            "  --insecure-no-auth                 no credential checks (refused unless --listen is loopback)\n"
+           "  --tls-cert FILE --tls-key FILE     serve HTTPS with this PEM certificate chain and key\n"
            "  --help                             this text\n\ntraining flags:\n");
     config_print_help(f, 0);
 }
