@@ -18,14 +18,22 @@ static json_t *post_end(tr_run *r, const char *body_text, int *status)
 static void end_mode(const char *mode, const char *tag)
 {
     tr_run r = {0};
-    const char *args[] = {"--mode",      mode,
-                          "--learners",  "2",
-                          "--steps",     "100000000",
-                          "--H",         "8",
-                          "--fragments", "2",
-                          "--eval-every-ms", "300",
-                          "--elastic-deadline-ms", strcmp(mode, "ddp-elastic") == 0 ? "2000" : "0",
-                          TR_MODEL,      NULL};
+    const char *args[] = {"--mode",
+                          mode,
+                          "--learners",
+                          "2",
+                          "--steps",
+                          "100000000",
+                          "--H",
+                          "8",
+                          "--fragments",
+                          "2",
+                          "--eval-every-ms",
+                          "300",
+                          "--elastic-deadline-ms",
+                          strcmp(mode, "ddp-elastic") == 0 ? "2000" : "0",
+                          TR_MODEL,
+                          NULL};
     tr_syncer_start(&r, tag, args);
     pid_t a = tr_learner_start(&r, 0, NULL, NULL), b = tr_learner_start(&r, 1, NULL, NULL);
     cr_assert_geq(tr_wait_merges(&r, 3, 60000), 3, "%s: merges before the end", mode);
