@@ -53,7 +53,8 @@ start_learners() { # dir n [learner flags...] -> LP array
     shift 2
     LP=()
     for ((i = 0; i < n; i++)); do
-        "$BIN" learner --syncer "$URL" --id "$i" --state-dir "$dir/l$i" "$@" 2>"$dir/l$i.log" &
+        "$BIN" learner --syncer "$URL" --id "$i" --state-dir "$dir/l$i" \
+            --credential-file "$dir/s/credentials/learner-$i.cred" "$@" 2>"$dir/l$i.log" &
         LP+=($!)
         PIDS+=($!)
     done

@@ -13,8 +13,9 @@
 
 struct cx_http_client {
     CURL *curl;
-    char *base;   /* "http://127.0.0.1:8080", no trailing slash */
-    char *bearer; /* or NULL */
+    char *base;    /* "http://127.0.0.1:8080", no trailing slash */
+    char *bearer;  /* or NULL */
+    char *ca_file; /* or NULL */
     cx_http_opts opts;
 };
 
@@ -56,8 +57,11 @@ cx_http_client *cx_http_client_new(const char *base_url, const cx_http_opts *opt
     c->base = strndup(b, n);
     c->bearer = opts && opts->bearer ? strdup(opts->bearer) : NULL;
     c->opts.bearer = NULL;
+    c->ca_file = opts && opts->ca_file ? strdup(opts->ca_file) : NULL;
+    c->opts.ca_file = NULL;
     c->curl = curl_easy_init();
-    if (!c->base || !c->curl || (opts && opts->bearer && !c->bearer)) {
+    if (!c->base || !c->curl || (opts && opts->bearer && !c->bearer) ||
+        (opts && opts->ca_file && !c->ca_file)) {
         cx_http_client_free(c);
         return NULL;
     }
@@ -72,6 +76,7 @@ void cx_http_client_free(cx_http_client *c)
         curl_easy_cleanup(c->curl);
     free(c->base);
     free(c->bearer);
+    free(c->ca_file);
     free(c);
 }
 
@@ -183,7 +188,9 @@ int cx_http_do(cx_http_client *c, const char *method, const char *path, const ch
         curl_easy_setopt(h, CURLOPT_WRITEDATA, &r->body);
         curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
         curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
-        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
+        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+        if (c->ca_file)
+            curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
         if (strcmp(method, "HEAD") == 0)
             curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
         if (body || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {

@@ -21,6 +21,7 @@ typedef struct cx_http_opts {
     long backoff_max_ms;     /* cap on one backoff; default 2000 */
     const char *bearer;      /* Authorization: Bearer token, or NULL (copied) */
     size_t max_body;         /* cap on a response body; default 256 MiB */
+    const char *ca_file; /* https: PEM CA bundle to verify the server with, or NULL: the system's (copied) */
 } cx_http_opts;
 
 typedef struct cx_http_result {
@@ -31,7 +32,9 @@ typedef struct cx_http_result {
 
 typedef struct cx_http_client cx_http_client;
 
-/* base_url like "http://127.0.0.1:8080" (copied). opts may be NULL. */
+/* base_url like "http://127.0.0.1:8080" or "https://..." (copied; an
+ * https server's certificate and host name are always verified). opts may
+ * be NULL. */
 cx_http_client *cx_http_client_new(const char *base_url, const cx_http_opts *opts);
 void cx_http_client_free(cx_http_client *c);
 const char *cx_http_client_base(const cx_http_client *c);

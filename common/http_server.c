@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include "common/err.h"
@@ -26,9 +27,10 @@ struct cx_http_server {
     void *ctx;
     size_t body_max; /* bytes */
     int port;
-    cx_http_gate gate; /* hooks, zeroed when none */
-    cx_http_guard *guard;    /* connection admission */
-    unsigned char *reserved; /* [nroutes] 1: a reserved route */
+    cx_http_gate gate;        /* hooks, zeroed when none */
+    cx_http_guard *guard;     /* connection admission */
+    unsigned char *reserved;  /* [nroutes] 1: a reserved route */
+    char *tls_cert, *tls_key; /* PEM, NULL for plain HTTP (libmicrohttpd keeps pointers) */
 };
 
 /* Per-request state kept between libmicrohttpd's calls of the handler;
@@ -186,6 +188,57 @@ int cx_http_check_bearer(const cx_http_req *req, const char *token)
     for (size_t i = 0; i < tl; i++)
         diff |= (unsigned char)(token[i] ^ (i < gl ? given[i] : 0));
     return diff ? CX_EAUTH : 0;
+}
+
+int cx_http_peer_is_loopback(const cx_http_req *req)
+{
+    if (!req->mhd_conn)
+        return 0;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(req->mhd_conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr)
+        return 0;
+    const struct sockaddr *sa = ci->client_addr;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr))
+            return 1;
+        return IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127;
+    }
+    return 0;
+}
+
+int cx_http_host_is_loopback(const char *h)
+{
+    char host[256];
+    const char *end;
+    if (!h)
+        return 0;
+    if (h[0] == '[') {
+        end = strchr(h, ']');
+        if (!end || (end[1] && end[1] != ':'))
+            return 0;
+        h++;
+    } else {
+        end = strchr(h, ':');
+        if (!end)
+            end = h + strlen(h);
+    }
+    size_t n = (size_t)(end - h);
+    if (n == 0 || n >= sizeof host)
+        return 0;
+    memcpy(host, h, n);
+    host[n] = '\0';
+    if (strcasecmp(host, "localhost") == 0 || strcmp(host, "::1") == 0)
+        return 1;
+    unsigned o[4];
+    char tail;
+    return sscanf(host, "%3u.%3u.%3u.%3u%c", &o[0], &o[1], &o[2], &o[3], &tail) == 4 && o[0] == 127 &&
+           o[1] < 256 && o[2] < 256 && o[3] < 256;
 }
 
 int cx_http_body_json(const cx_http_req *req, cx_http_resp *resp, int allow_empty, json_t **out)
@@ -440,14 +493,35 @@ cx_http_server *cx_http_server_new_opts(const char *listen, const cx_http_route 
     if (mark_reserved(s, opts, err, errlen) != 0)
         goto fail;
     const cx_http_limits *lim = cx_http_guard_limits(s->guard); /* normalised */
-    s->daemon =
-        MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
-                         0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
-                         MHD_OPTION_NOTIFY_CONNECTION,
-                         cx_http_guard_notify, s->guard, MHD_OPTION_CONNECTION_LIMIT, lim->conn_max,
-                         MHD_OPTION_CONNECTION_TIMEOUT, lim->idle_timeout_s, MHD_OPTION_EXTERNAL_LOGGER,
-                         on_mhd_log, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    struct MHD_OptionItem tls[3] = {
+        {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
+    if (opts && (opts->tls_cert_pem || opts->tls_key_pem)) {
+        if (!opts->tls_cert_pem || !opts->tls_key_pem) {
+            cx_fail(err, errlen, CX_EINVAL, "TLS needs both a certificate and a key");
+            goto fail;
+        }
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            cx_fail(err, errlen, CX_ENOTSUP, "this libmicrohttpd was built without TLS (GnuTLS)");
+            goto fail;
+        }
+        s->tls_cert = strdup(opts->tls_cert_pem);
+        s->tls_key = strdup(opts->tls_key_pem);
+        if (!s->tls_cert || !s->tls_key) {
+            cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+            goto fail;
+        }
+        flags |= MHD_USE_TLS;
+        tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert};
+        tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key};
+    }
+    s->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+        MHD_OPTION_NOTIFY_CONNECTION, cx_http_guard_notify, s->guard, MHD_OPTION_CONNECTION_LIMIT,
+        lim->conn_max, MHD_OPTION_CONNECTION_TIMEOUT, lim->idle_timeout_s, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_log, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_ARRAY, tls,
+        MHD_OPTION_END);
     if (!s->daemon) {
         cx_fail(err, errlen, CX_EUNAVAIL, "cannot listen on %s (address in use or not local?)", listen);
         goto fail;
@@ -458,6 +532,8 @@ cx_http_server *cx_http_server_new_opts(const char *listen, const cx_http_route 
 fail:
     cx_http_guard_free(s->guard);
     free(s->reserved);
+    free(s->tls_cert);
+    free(s->tls_key);
     free(s);
     return NULL;
 }
@@ -474,6 +550,8 @@ void cx_http_server_free(cx_http_server *s)
     MHD_stop_daemon(s->daemon);
     cx_http_guard_free(s->guard);
     free(s->reserved);
+    free(s->tls_cert);
+    free(s->tls_key);
     free(s);
 }
 

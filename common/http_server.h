@@ -14,7 +14,8 @@
  * slow connections are evicted near the limits, requests beyond the caps
  * get 503 before their body is read, and the routes named reserved (halt,
  * lease, status) always get through.
- * What it is not: a framework. No middleware, no TLS.
+ * What it is not: a framework. No middleware. TLS only as libmicrohttpd
+ * does it (cx_http_server_opts.tls_*).
  */
 #ifndef CX_HTTP_SERVER_H
 #define CX_HTTP_SERVER_H
@@ -68,6 +69,11 @@ typedef struct cx_http_server_opts {
      * route. Keep their handlers quick and their answers small. */
     const char *const *reserved;
     const cx_http_gate *gate; /* checks before any body byte (copied); NULL: none */
+    /* HTTPS (libmicrohttpd with GnuTLS): the PEM certificate chain and
+     * private key, both or neither (NULL: plain HTTP). CX_ENOTSUP when the
+     * library was built without TLS. Copied. */
+    const char *tls_cert_pem;
+    const char *tls_key_pem;
 } cx_http_server_opts;
 
 typedef struct cx_http_server cx_http_server;
@@ -116,6 +122,15 @@ const char *cx_http_query(const cx_http_req *req, const char *name);
 /* Bearer token check, constant time. 0 when `Authorization: Bearer <token>`
  * matches, CX_EAUTH otherwise. */
 int cx_http_check_bearer(const cx_http_req *req, const char *token);
+
+/* 1 when the request's peer is a loopback address (127.0.0.0/8, ::1 or
+ * ::ffff:127.x), 0 otherwise or when unknown. */
+int cx_http_peer_is_loopback(const cx_http_req *req);
+/* 1 when a Host header value names a loopback host: "localhost",
+ * 127.x.y.z or [::1], with an optional port. 0 for anything else or a
+ * malformed value (a web page reaching us through DNS rebinding sends its
+ * own name). */
+int cx_http_host_is_loopback(const char *host);
 
 /* Parse the body as one JSON object. On failure writes a 400 JSON error into
  * resp naming what was wrong and returns CX_EINVAL; *out is a new reference

@@ -12,33 +12,36 @@
 #include "common/log.h"
 #include "common/parse.h"
 #include "dashboards/server.h"
+#include "trainer/credential.h"
 
 int dashboard_main(int argc, char **argv);
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: chaosloco dashboard [--syncer URL] [--agents [ID=]URL,...] [--listen HOST:PORT]\n"
-            "                           [--token-file FILE] [--state-dir DIR] [--poll-ms N] [--title TEXT]\n"
-            "\n"
-            "Serve the operator dashboard of a live run: polls the syncer and every agent about\n"
-            "every --poll-ms, shows learner units, the eval loss with fault windows, merges/s,\n"
-            "bytes/s and the event log, and forwards fault injection, heal and HALT ALL to the\n"
-            "agents. Prints the page's URL on stdout.\n"
-            "\n"
-            "  --syncer URL          the syncer's base URL, http://HOST:PORT (optional)\n"
-            "  --agents LIST         comma-separated agent base URLs; an entry may be ID=URL to\n"
-            "                        say which learner id the agent supervises (default: the\n"
-            "                        trailing number of the agent's id, else its position)\n"
-            "  --listen HOST:PORT    where to serve (default 127.0.0.1:0 = an ephemeral port)\n"
-            "  --token-file FILE     the agents' bearer token (first line of FILE); the page's\n"
-            "                        controls need it too. Without it the controls are off.\n"
-            "  --state-dir DIR       write DIR/listen.addr (\"127.0.0.1:PORT\") once listening\n"
-            "  --poll-ms N           poll period in ms, 100..60000 (default 500)\n"
-            "  --title TEXT          a title for the page\n"
-            "  --help                this text\n"
-            "\n"
-            "Exit status: 0 after SIGTERM/SIGINT, 1 on a runtime failure, 64 on a usage error.\n");
+    fprintf(f, "usage: chaosloco dashboard [--syncer URL] [--agents [ID=]URL,...] [--listen HOST:PORT]\n"
+               "                           [--token-file FILE] [--syncer-credential-file FILE] [--state-dir "
+               "DIR] [--poll-ms N] [--title TEXT]\n"
+               "\n"
+               "Serve the operator dashboard of a live run: polls the syncer and every agent about\n"
+               "every --poll-ms, shows learner units, the eval loss with fault windows, merges/s,\n"
+               "bytes/s and the event log, and forwards fault injection, heal and HALT ALL to the\n"
+               "agents. Prints the page's URL on stdout.\n"
+               "\n"
+               "  --syncer URL          the syncer's base URL, http://HOST:PORT (optional)\n"
+               "  --agents LIST         comma-separated agent base URLs; an entry may be ID=URL to\n"
+               "                        say which learner id the agent supervises (default: the\n"
+               "                        trailing number of the agent's id, else its position)\n"
+               "  --listen HOST:PORT    where to serve (default 127.0.0.1:0 = an ephemeral port)\n"
+               "  --syncer-credential-file FILE  the credential presented to the syncer (read.cred or\n"
+               "                        admin.cred; without it only a loopback syncer can be read)\n"
+               "  --token-file FILE     the agents' bearer token (first line of FILE); the page's\n"
+               "                        controls need it too. Without it the controls are off.\n"
+               "  --state-dir DIR       write DIR/listen.addr (\"127.0.0.1:PORT\") once listening\n"
+               "  --poll-ms N           poll period in ms, 100..60000 (default 500)\n"
+               "  --title TEXT          a title for the page\n"
+               "  --help                this text\n"
+               "\n"
+               "Exit status: 0 after SIGTERM/SIGINT, 1 on a runtime failure, 64 on a usage error.\n");
 }
 
 /* Read the token: first line, trailing whitespace removed. */
@@ -100,6 +103,8 @@ int dashboard_main(int argc, char **argv)
     char err[CX_ERRLEN];
     int rc = 64;
     char *token = NULL;
+    const char *syncer_cred_file = NULL;
+    char syncer_cred[CRED_MAX];
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -109,7 +114,7 @@ int dashboard_main(int argc, char **argv)
             goto out;
         }
         const char *flags[] = {"--syncer",    "--agents",  "--listen", "--token-file",
-                               "--state-dir", "--poll-ms", "--title"};
+                               "--state-dir", "--poll-ms", "--title",  "--syncer-credential-file"};
         int known = 0;
         for (size_t k = 0; k < sizeof flags / sizeof *flags; k++)
             known |= strcmp(a, flags[k]) == 0;
@@ -141,6 +146,8 @@ int dashboard_main(int argc, char **argv)
             listen = v;
         } else if (strcmp(a, "--token-file") == 0) {
             token_file = v;
+        } else if (strcmp(a, "--syncer-credential-file") == 0) {
+            syncer_cred_file = v;
         } else if (strcmp(a, "--state-dir") == 0) {
             state_dir = v;
         } else if (strcmp(a, "--poll-ms") == 0) {
@@ -167,6 +174,10 @@ int dashboard_main(int argc, char **argv)
         cx_error("%s", err);
         goto out;
     }
+    if (syncer_cred_file && cred_read_file(syncer_cred_file, syncer_cred, err, sizeof err) != 0) {
+        cx_error("--syncer-credential-file: %s", err);
+        goto out;
+    }
 
     /* SIGTERM/SIGINT end the wait below; block them in every thread */
     sigset_t set;
@@ -182,6 +193,7 @@ int dashboard_main(int argc, char **argv)
                        .agent_learners = learners,
                        .nagents = nagents,
                        .token = token,
+                       .syncer_credential = syncer_cred_file ? syncer_cred : NULL,
                        .poll_ms = poll_ms,
                        .state_dir = state_dir,
                        .title = title};

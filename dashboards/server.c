@@ -1478,8 +1478,10 @@ dash_server *dash_server_new(const dash_config *cfg, char *err, size_t errlen)
                               .retries = 0,
                               .bearer = cfg->token,
                               .max_body = (size_t)64 << 20};
+    cx_http_opts sy_opts = poll_opts; /* the syncer refuses a wrong credential even on reads */
+    sy_opts.bearer = cfg->syncer_credential;
     if (s->syncer_url)
-        s->syncer_cli = cx_http_client_new(s->syncer_url, &poll_opts);
+        s->syncer_cli = cx_http_client_new(s->syncer_url, &sy_opts);
     s->nagents = cfg->nagents;
     for (int i = 0; i < cfg->nagents; i++) {
         dash_agent *a = &s->agents[i];

@@ -52,6 +52,8 @@ typedef struct dash_config {
     const int *agent_learners;     /* nagents learner ids (-1 = infer), or NULL */
     int nagents;                   /* 0..DASH_MAX_AGENTS */
     const char *token;             /* bearer for the agents and the controls; NULL = controls off */
+    const char *syncer_credential; /* bearer for the syncer (trainer/credential.h; never the agents'
+                                      token), or NULL: loopback reads only */
     long poll_ms;                  /* poll period; 0 = 500 */
     long sse_heartbeat_ms;         /* SSE keep-alive comment period; 0 = 15000 */
     const char *state_dir;         /* writes <state_dir>/listen.addr when non-NULL */

@@ -245,7 +245,7 @@ static void parse_topology(experiment *e, const json_t *doc, jv_diag *d)
 
     json_t *at = NULL;
     if (get_object(d, "$.topology", topo, "attach", 0, &at) == 1) {
-        static const char *const akeys[] = {"syncer", "agents", "token_file", NULL};
+        static const char *const akeys[] = {"syncer", "agents", "token_file", "syncer_credential_file", NULL};
         jv_check_keys(d, "$.topology.attach", at, akeys);
         const char *s = NULL;
         if (nonempty_string(d, "$.topology.attach", at, "syncer", 1, &s) == 1) {
@@ -256,6 +256,8 @@ static void parse_topology(experiment *e, const json_t *doc, jv_diag *d)
         }
         if (nonempty_string(d, "$.topology.attach", at, "token_file", 0, &s) == 1)
             e->attach_token_file = strdup(s);
+        if (nonempty_string(d, "$.topology.attach", at, "syncer_credential_file", 0, &s) == 1)
+            e->attach_syncer_credential_file = strdup(s);
         json_t *ag = NULL;
         if (get_array(d, "$.topology.attach", at, "agents", 1, &ag) == 1) {
             size_t n = json_array_size(ag);
@@ -912,6 +914,7 @@ void exp_free(experiment *e)
     free(e->attach_syncer);
     free_strv(e->attach_agents, e->nattach_agents);
     free(e->attach_token_file);
+    free(e->attach_syncer_credential_file);
     for (int i = 0; i < e->nsteady; i++)
         hyp_spec_free(e->steady_state[i]);
     free(e->steady_state);

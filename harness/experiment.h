@@ -139,6 +139,7 @@ typedef struct experiment {
     char **attach_agents; /* topology.attach.agents URLs (NULL entries where invalid) */
     int nattach_agents;   /* entries in attach_agents (== learners when valid) */
     char *attach_token_file;
+    char *attach_syncer_credential_file; /* topology.attach.syncer_credential_file, or NULL */
     hyp_spec **steady_state;
     int nsteady;
     exp_action *method;

@@ -1687,8 +1687,10 @@ static int start_topology(runner *r, char *err, size_t errlen)
     if (rc < 0)
         return cx_fail(err, errlen, rc, "cannot find the chaosloco binary (/proc/self/exe)");
     if (r->e->attach_syncer) {
-        rc = topo_attach(r->e->attach_syncer, r->e->attach_agents, r->e->nattach_agents,
-                         r->e->attach_token_file, &r->t, err, errlen);
+        rc = topo_attach(
+            r->e->attach_syncer, r->e->attach_agents, r->e->nattach_agents, r->e->attach_token_file,
+            r->o->syncer_credential_file ? r->o->syncer_credential_file : r->e->attach_syncer_credential_file,
+            &r->t, err, errlen);
     } else {
         json_t *sc = syncer_config(r, err, errlen);
         if (!sc)
@@ -1707,7 +1709,8 @@ static int start_topology(runner *r, char *err, size_t errlen)
     }
     if (rc < 0)
         return rc;
-    cx_http_opts so = {.connect_timeout_ms = 500, .timeout_ms = 5000};
+    /* the syncer gets the harness's own (admin) credential, never the agents' token */
+    cx_http_opts so = {.connect_timeout_ms = 500, .timeout_ms = 5000, .bearer = topo_syncer_credential(r->t)};
     r->sy = cx_http_client_new(topo_syncer_url(r->t), &so);
     r->av = calloc((size_t)r->m, sizeof *r->av);
     if (!r->sy || !r->av)
@@ -1744,6 +1747,7 @@ static void start_dashboard(runner *r)
                       .agent_learners = ids,
                       .nagents = n,
                       .token = topo_token(r->t),
+                      .syncer_credential = topo_syncer_credential(r->t),
                       .poll_ms = 500,
                       .state_dir = dstate,
                       .title = r->e->title};

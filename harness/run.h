@@ -46,6 +46,9 @@ typedef struct run_opts {
     double time_limit_s;    /* s bound on the training phase; 0 = 600 (300 with ci) */
     int progress;           /* -1 auto (stderr is a TTY), 0 log lines, 1 redrawn line */
     int quiet_summary;      /* 1: do not print the verdict table on stdout */
+    /* attach mode: the credential file the harness presents to the syncer
+     * (overrides topology.attach.syncer_credential_file), or NULL */
+    const char *syncer_credential_file;
 } run_opts;
 
 typedef struct run_result {

@@ -27,6 +27,8 @@ static void usage(FILE *f)
            "  --junit FILE         write the JUnit report here instead of RUN/junit.xml\n"
            "  --mode MODE          override topology.training.mode: ddp|ddp-elastic|diloco|decoupled\n"
            "  --dashboard H:P      serve the live dashboard on H:P (port 0 = ephemeral) and print its URL\n"
+           "  --syncer-credential-file FILE  attach mode: the credential to present to the syncer\n"
+           "                       (admin, for the end of the run; overrides topology.attach)\n"
            "  --dry-run            validate and print the resolved fault timeline; launch nothing\n"
            "  --ci                 use the experiment's \"ci\" variant (shorter)\n"
            "  --keep               after the run, keep the processes (and dashboard) up until Ctrl-C\n"
@@ -71,7 +73,7 @@ int run_main(int argc, char **argv)
             o.keep = 1;
         } else if (strcmp(a, "--out") == 0 || strcmp(a, "--junit") == 0 || strcmp(a, "--mode") == 0 ||
                    strcmp(a, "--dashboard") == 0 || strcmp(a, "--seed") == 0 ||
-                   strcmp(a, "--time-limit") == 0) {
+                   strcmp(a, "--time-limit") == 0 || strcmp(a, "--syncer-credential-file") == 0) {
             if (!(v = value(argc, argv, &i)))
                 return RUN_EXIT_USAGE;
             if (!v[0]) {
@@ -80,6 +82,8 @@ int run_main(int argc, char **argv)
             }
             if (strcmp(a, "--out") == 0) {
                 o.out_dir = v;
+            } else if (strcmp(a, "--syncer-credential-file") == 0) {
+                o.syncer_credential_file = v;
             } else if (strcmp(a, "--junit") == 0) {
                 o.junit = v;
             } else if (strcmp(a, "--mode") == 0) {

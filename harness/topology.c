@@ -27,6 +27,7 @@
 #include "common/log.h"
 #include "common/parse.h"
 #include "common/proc.h"
+#include "trainer/credential.h"
 
 #define TOPO_PATH 1024
 #define TOPO_URL 256
@@ -46,7 +47,10 @@ struct topo {
     char exe[TOPO_PATH];
     char token[128]; /* bearer token, "" none */
     char token_file[TOPO_PATH];
-    char syncer_addr[64]; /* "127.0.0.1:PORT" of the syncer (fixed across restarts) */
+    char syncer_addr[64];             /* "127.0.0.1:PORT" of the syncer (fixed across restarts) */
+    char creds_dir[TOPO_PATH];        /* launch: RUN/credentials (0700), the syncer's --credentials-dir */
+    char syncer_cred[CRED_MAX];       /* the admin credential the harness uses, "" none */
+    char syncer_cred_file[TOPO_PATH]; /* its file, "" none */
     topo_proc syncer;
     topo_proc *agents; /* m entries */
     pid_t all[512];    /* every pid ever started or reported (pids.json "all") */
@@ -160,7 +164,8 @@ static void log_tail(const char *path, char *out, size_t len)
 
 /* Wait for listen.addr and a 200 on /v1/status. Fails early when the
  * child exits. */
-static int wait_ready(topo_proc *p, const char *what, long timeout_ms, char *err, size_t errlen)
+static int wait_ready(topo_proc *p, const char *what, const char *bearer, long timeout_ms, char *err,
+                      size_t errlen)
 {
     char path[TOPO_PATH + 16];
     snprintf(path, sizeof path, "%s/listen.addr", p->state);
@@ -187,7 +192,7 @@ static int wait_ready(topo_proc *p, const char *what, long timeout_ms, char *err
             }
         }
         if (p->url[0]) {
-            cx_http_opts ho = {.connect_timeout_ms = 500, .timeout_ms = 2000};
+            cx_http_opts ho = {.connect_timeout_ms = 500, .timeout_ms = 2000, .bearer = bearer};
             cx_http_client *c = cx_http_client_new(p->url, &ho);
             cx_http_result r;
             cx_http_result_init(&r);
@@ -218,8 +223,9 @@ static int syncer_spawn(topo *t, const char *listen, char *err, size_t errlen)
     snprintf(lpath, sizeof lpath, "%s/listen.addr", t->syncer.state);
     unlink(lpath); /* a stale address must not be mistaken for the new one */
     t->syncer.url[0] = '\0';
-    const char *argv[] = {t->exe,          "syncer",   "--listen", listen, "--state-dir",
-                          t->syncer.state, "--config", cfgpath,    NULL};
+    const char *argv[] = {
+        t->exe,     "syncer", "--listen",          listen,       "--state-dir", t->syncer.state,
+        "--config", cfgpath,  "--credentials-dir", t->creds_dir, NULL};
     return spawn_logged(&t->syncer, argv, SIGTERM, err, errlen);
 }
 
@@ -254,6 +260,12 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
         goto fail;
     if ((rc = make_token(t, err, errlen)) < 0)
         goto fail;
+    /* the syncer's credentials: one per learner, the admin one is ours */
+    snprintf(t->creds_dir, sizeof t->creds_dir, "%s/credentials", t->run_dir);
+    snprintf(t->syncer_cred_file, sizeof t->syncer_cred_file, "%s/admin.cred", t->creds_dir);
+    if ((rc = cred_dir_create(t->creds_dir, t->m, err, errlen)) < 0 ||
+        (rc = cred_read_file(t->syncer_cred_file, t->syncer_cred, err, errlen)) < 0)
+        goto fail;
     snprintf(path, sizeof path, "%s/syncer-config.json", t->run_dir);
     if (json_dump_file(cfg->syncer_cfg, path, JSON_INDENT(2) | JSON_SORT_KEYS) != 0) {
         rc = cx_fail(err, errlen, CX_EIO, "cannot write %s", path);
@@ -268,7 +280,7 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
     if ((rc = syncer_spawn(t, "127.0.0.1:0", err, errlen)) < 0)
         goto fail;
     write_pids(t);
-    if ((rc = wait_ready(&t->syncer, "syncer", ready, err, errlen)) < 0)
+    if ((rc = wait_ready(&t->syncer, "syncer", t->syncer_cred, ready, err, errlen)) < 0)
         goto fail;
     snprintf(t->syncer_addr, sizeof t->syncer_addr, "%s", t->syncer.url + strlen("http://"));
     cx_info("syncer ready url=%s", t->syncer.url);
@@ -284,8 +296,9 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
         snprintf(a->state, sizeof a->state, "%s/agents/%d", t->run_dir, i);
         snprintf(a->log, sizeof a->log, "%s/logs/agent-%d.log", t->run_dir, i);
         snprintf(lstate, sizeof lstate, "%s/learners/%d", t->run_dir, i);
-        char budget[32];
+        char budget[32], lcred[TOPO_PATH + 32];
         snprintf(budget, sizeof budget, "%lld", cfg->learner_steps);
+        snprintf(lcred, sizeof lcred, "%s/learner-%d.cred", t->creds_dir, i);
         if ((rc = cx_mkdir_p(a->state, err, errlen)) < 0 || (rc = cx_mkdir_p(lstate, err, errlen)) < 0)
             goto fail;
         const char *argv[] = {t->exe,
@@ -313,6 +326,8 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
                               num,
                               "--state-dir",
                               lstate,
+                              "--credential-file",
+                              lcred,
                               cfg->learner_steps > 0 ? "--steps" : NULL,
                               budget,
                               NULL};
@@ -323,7 +338,7 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
     for (int i = 0; i < t->m; i++) {
         char what[32];
         snprintf(what, sizeof what, "agent %d", i);
-        if ((rc = wait_ready(&t->agents[i], what, ready, err, errlen)) < 0)
+        if ((rc = wait_ready(&t->agents[i], what, NULL, ready, err, errlen)) < 0)
             goto fail;
     }
     cx_info("topology launched learners=%d syncer=%s agents=%s..", t->m, t->syncer.url, t->agents[0].url);
@@ -334,8 +349,8 @@ fail:
     return rc;
 }
 
-int topo_attach(const char *syncer_url, char *const *agents, int n, const char *token_file, topo **out,
-                char *err, size_t errlen)
+int topo_attach(const char *syncer_url, char *const *agents, int n, const char *token_file,
+                const char *syncer_cred_file, topo **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (!syncer_url || n < 1 || !agents)
@@ -371,6 +386,15 @@ int topo_attach(const char *syncer_url, char *const *agents, int n, const char *
         snprintf(t->token, sizeof t->token, "%s", data);
         snprintf(t->token_file, sizeof t->token_file, "%s", token_file);
         free(data);
+    }
+    if (syncer_cred_file) {
+        char why[CX_ERRLEN];
+        int rc = cred_read_file(syncer_cred_file, t->syncer_cred, why, sizeof why);
+        if (rc < 0) {
+            topo_free(t);
+            return cx_fail(err, errlen, rc, "attach: syncer credential: %s", why);
+        }
+        snprintf(t->syncer_cred_file, sizeof t->syncer_cred_file, "%s", syncer_cred_file);
     }
     *out = t;
     return 0;
@@ -474,6 +498,16 @@ const char *topo_token(const topo *t)
     return t->token[0] ? t->token : NULL;
 }
 
+const char *topo_syncer_credential(const topo *t)
+{
+    return t->syncer_cred[0] ? t->syncer_cred : NULL;
+}
+
+const char *topo_syncer_credential_file(const topo *t)
+{
+    return t->syncer_cred_file[0] ? t->syncer_cred_file : NULL;
+}
+
 const char *topo_token_file(const topo *t)
 {
     return t->token_file[0] ? t->token_file : NULL;
@@ -525,7 +559,7 @@ int topo_syncer_start(topo *t, long ready_timeout_ms, char *err, size_t errlen)
         if ((rc = syncer_spawn(t, t->syncer_addr, err, errlen)) < 0)
             return rc;
         write_pids(t);
-        rc = wait_ready(&t->syncer, "restarted syncer", ready_timeout_ms, err, errlen);
+        rc = wait_ready(&t->syncer, "restarted syncer", t->syncer_cred, ready_timeout_ms, err, errlen);
         if (rc == 0)
             return 0;
         if (t->syncer.pid > 0) {

@@ -6,11 +6,13 @@
  *
  *   chaosloco syncer --listen 127.0.0.1:0 --state-dir RUN/syncer
  *                    --config RUN/syncer-config.json
+ *                    --credentials-dir RUN/credentials   (0700, made here)
  *   chaosloco agent  --listen 127.0.0.1:0 --id <unit-prefix>-N
  *                    --state-dir RUN/agents/N --token-file RUN/token
  *                    --proxy syncer=127.0.0.1:0->SYNCER --restart on-failure
  *                    -- chaosloco learner --syncer http://{proxy.syncer}
  *                       --id N --state-dir RUN/learners/N          (N = 0..M-1)
+ *                       --credential-file RUN/credentials/learner-N.cred
  *                       [--steps BUDGET]     (learner_steps > 0: horizon.h)
  *
  * and waits until each wrote listen.addr and answers GET /v1/status. Every
@@ -21,8 +23,11 @@
  * tied to the harness's life on purpose: if the harness dies, its lease
  * lapses and each agent reverts its faults (the dead-man's switch).
  *
- * Attach mode only records the URLs and the token; it starts and stops
- * nothing.
+ * The harness calls the syncer with RUN/credentials/admin.cred (end of run,
+ * status reads); the agents' token is never sent to the syncer.
+ *
+ * Attach mode only records the URLs, the agents' token and the syncer
+ * credential; it starts and stops nothing.
  *
  * Ownership: a topo owns its strings and children; topo_free stops every
  * process it started (SIGTERM, grace, SIGKILL) — agents first, so they
@@ -49,9 +54,12 @@ typedef struct topo_launch_cfg {
 
 int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen);
 /* agents: n URLs (learner i = agents[i]). token_file may be NULL (no token:
- * mutating calls will be refused by agents that require one). */
-int topo_attach(const char *syncer_url, char *const *agents, int n, const char *token_file, topo **out,
-                char *err, size_t errlen);
+ * mutating calls will be refused by agents that require one).
+ * syncer_cred_file: the credential the harness presents to the syncer
+ * (admin, for POST /v1/end; trainer/credential.h), or NULL (then only
+ * loopback reads work and the end of the run cannot be requested). */
+int topo_attach(const char *syncer_url, char *const *agents, int n, const char *token_file,
+                const char *syncer_cred_file, topo **out, char *err, size_t errlen);
 /* Stops everything it started, then frees. NULL is a no-op. */
 void topo_free(topo *t);
 
@@ -62,10 +70,12 @@ int topo_stop(topo *t, long grace_ms);
 
 int topo_launched(const topo *t); /* 1 launch mode, 0 attach mode */
 int topo_learners(const topo *t);
-const char *topo_syncer_url(const topo *t);       /* "http://127.0.0.1:PORT" */
-const char *topo_agent_url(const topo *t, int i); /* learner i's agent */
-const char *topo_token(const topo *t);            /* bearer token or NULL */
-const char *topo_token_file(const topo *t);       /* or NULL */
+const char *topo_syncer_url(const topo *t);             /* "http://127.0.0.1:PORT" */
+const char *topo_agent_url(const topo *t, int i);       /* learner i's agent */
+const char *topo_token(const topo *t);                  /* bearer token or NULL */
+const char *topo_token_file(const topo *t);             /* or NULL */
+const char *topo_syncer_credential(const topo *t);      /* the harness's syncer credential or NULL */
+const char *topo_syncer_credential_file(const topo *t); /* its file or NULL */
 
 /* Remember learner i's current unit pid (from its agent's status) in
  * pids.json, so leftovers can be found. 0 = none. */

@@ -197,6 +197,8 @@ static cx_http_client *new_client(const learner *L)
     ho.retries = 2;
     ho.backoff_ms = 100;
     ho.backoff_max_ms = 1000;
+    ho.bearer = L->o->credential;
+    ho.ca_file = L->o->ca_file;
     return cx_http_client_new(L->o->syncer_url, &ho);
 }
 
@@ -295,6 +297,9 @@ static int join(learner *L, cx_http_client *c, int first, char *err, size_t errl
         ans = call_json(L, c, "POST", "/v1/join", body, &status);
         if (status == 200 && ans)
             break;
+        char said[CX_ERRLEN];
+        const char *e = json_string_value(json_object_get(ans, "error"));
+        snprintf(said, sizeof said, "%s", e ? e : "");
         json_decref(ans);
         ans = NULL;
         if (status == 0) {
@@ -304,7 +309,10 @@ static int join(learner *L, cx_http_client *c, int first, char *err, size_t errl
         }
         if (status >= 400 && status < 500) {
             json_decref(body);
-            return cx_fail(err, errlen, CX_ECONFLICT, "join refused by the syncer (HTTP %d)", status);
+            return cx_fail(err, errlen, CX_ECONFLICT, "join refused by the syncer (HTTP %d%s%s)%s", status,
+                           said[0] ? ": " : "", said,
+                           status == 401 || status == 403 ? "; check --credential-file (docs/security.md)"
+                                                          : "");
         }
         cx_sleep_ms(500);
         if (gave_up(L) || *L->stop) {
@@ -620,6 +628,8 @@ static void *heartbeat_main(void *arg)
     memset(&ho, 0, sizeof ho);
     ho.connect_timeout_ms = 1000;
     ho.timeout_ms = 2000;
+    ho.bearer = L->o->credential;
+    ho.ca_file = L->o->ca_file;
     cx_http_client *c = cx_http_client_new(L->o->syncer_url, &ho);
     while (c && !*L->stop) {
         pthread_mutex_lock(&L->mu);

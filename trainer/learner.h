@@ -25,11 +25,13 @@
 #define LEARNER_MAX_OVERRIDES 8
 
 typedef struct learner_opts {
-    const char *syncer_url;                           /* "http://127.0.0.1:7070" */
-    int64_t id;                                       /* learner id */
-    const char *state_dir;                            /* local checkpoints */
-    double give_up_s;                                 /* s without any answer from the syncer before exit 1 */
-    const char *override_name[LEARNER_MAX_OVERRIDES]; /* flags the learner sets for itself */
+    const char *syncer_url; /* "http://127.0.0.1:7070" */
+    int64_t id;             /* learner id */
+    const char *state_dir;  /* local checkpoints */
+    const char *credential; /* "learner-<id>.<hex>" sent as Authorization: Bearer on every call, or NULL */
+    const char *ca_file;    /* https: PEM CA bundle that signed the syncer's certificate, or NULL (system) */
+    double give_up_s;       /* s without any answer from the syncer before exit 1 */
+    const char *override_name[LEARNER_MAX_OVERRIDES];  /* flags the learner sets for itself */
     const char *override_value[LEARNER_MAX_OVERRIDES]; /* their values */
     int n_overrides;                                   /* entries used */
 } learner_opts;

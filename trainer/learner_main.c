@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/parse.h"
 #include "trainer/config.h"
+#include "trainer/credential.h"
 #include "trainer/learner.h"
 
 static volatile sig_atomic_t stop_flag;
@@ -29,6 +30,10 @@ static void usage(FILE *f)
         "  --state-dir DIR                    local checkpoints (required)\n"
         "  --give-up-s S                      exit 1 when the syncer has not answered for S seconds (default "
         "60)\n"
+        "  --credential-file FILE             this learner's credential (learner-<id>.cred, mode 0600), "
+        "sent\n"
+        "                                     as Authorization: Bearer on every call (docs/security.md)\n"
+        "  --ca-file FILE                     https --syncer: PEM CA that signed its certificate\n"
         "  --help                             this text\n\nper-learner overrides:\n");
     config_print_help(f, 1);
     fprintf(f, "\nenvironment: CHAOSLOCO_HOOK_DIR=DIR enables the NaN hook (DIR/nan holds a count, see "
@@ -41,6 +46,8 @@ int learner_main(int argc, char **argv)
     char err[CX_ERRLEN];
     int64_t id = -1;
     double give_up = 60;
+    const char *cred_file = NULL;
+    char cred[CRED_MAX];
     config probe;
     memset(&o, 0, sizeof o);
     config_defaults(&probe);
@@ -60,8 +67,8 @@ int learner_main(int argc, char **argv)
         }
         const char *v = argv[++i];
         if (strcmp(a, "--syncer") == 0) {
-            if (strncmp(v, "http://", 7) != 0) {
-                fprintf(stderr, "chaosloco learner: --syncer: '%s' is not an http:// URL\n", v);
+            if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0) {
+                fprintf(stderr, "chaosloco learner: --syncer: '%s' is not an http:// or https:// URL\n", v);
                 return 64;
             }
             o.syncer_url = v;
@@ -72,6 +79,10 @@ int learner_main(int argc, char **argv)
             }
         } else if (strcmp(a, "--state-dir") == 0) {
             o.state_dir = v;
+        } else if (strcmp(a, "--credential-file") == 0) {
+            cred_file = v;
+        } else if (strcmp(a, "--ca-file") == 0) {
+            o.ca_file = v;
         } else if (strcmp(a, "--give-up-s") == 0) {
             if (cx_parse_double(v, "--give-up-s", 1, 86400, &give_up, err, sizeof err) != 0) {
                 fprintf(stderr, "chaosloco learner: %s\n", err);
@@ -99,6 +110,23 @@ int learner_main(int argc, char **argv)
     if (!o.syncer_url || id < 0 || !o.state_dir) {
         fprintf(stderr, "chaosloco learner: --syncer, --id and --state-dir are required (see --help)\n");
         return 64;
+    }
+    if (cred_file) {
+        cred_kind kind;
+        int64_t who;
+        if (cred_read_file(cred_file, cred, err, sizeof err) != 0) {
+            fprintf(stderr, "chaosloco learner: --credential-file: %s\n", err);
+            return 64;
+        }
+        cred_parse(cred, &kind, &who, NULL, 0);
+        if (kind != CRED_LEARNER || who != id) {
+            fprintf(
+                stderr,
+                "chaosloco learner: --credential-file %s: not the credential of learner-%lld (--id %lld)\n",
+                cred_file, (long long)id, (long long)id);
+            return 64;
+        }
+        o.credential = cred;
     }
     o.id = id;
     o.give_up_s = give_up;

@@ -11,8 +11,18 @@
 #include "trainer/config.h"
 
 static const char *const reason_names[PROTO_R_COUNT] = {
-    "ok",         "checksum", "length", "nonfinite", "unknown_learner", "stale_incarnation", "stale_version",
-    "bad_header", "halted",   "norm",   "claim",
+    "ok",
+    "checksum",
+    "length",
+    "nonfinite",
+    "unknown_learner",
+    "stale_incarnation",
+    "stale_version",
+    "bad_header",
+    "halted",
+    "norm",
+    "claim",
+    "auth",
 };
 
 const char *proto_reason_name(proto_reason r)

@@ -50,18 +50,20 @@
  * elastic_deadline_ms, or when that is 0 twice the median of the recent
  * compute times, each the gap between a step's completion and the first
  * gradient of the next — so the deadline follows the machine's speed and
- * a dead learner's missed steps do not inflate it). Completion averages, applies AdamW to the global parameters (the
- * source of truth for eval and rejoin) and wakes the waiting handlers, which
- * answer the mean; each learner applies the same AdamW step.
+ * a dead learner's missed steps do not inflate it). Completion averages, applies AdamW to the global
+ * parameters (the source of truth for eval and rejoin) and wakes the waiting handlers, which answer the mean;
+ * each learner applies the same AdamW step.
  */
 #include "trainer/syncer.h"
 
 #include <assert.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/buf.h"
 #include "common/clock.h"
@@ -73,6 +75,7 @@
 #include "common/log.h"
 #include "common/parse.h"
 #include "trainer/checkpoint.h"
+#include "trainer/credential.h"
 #include "trainer/data.h"
 #include "trainer/encoding.h"
 #include "trainer/events.h"
@@ -87,17 +90,17 @@
 #define BARRIER_WAIT_MS 5000   /* a ddp handler answers 503 "retry" after this */
 #define LONG_POLL_MAX_MS 30000 /* cap on ?wait-ms */
 #define TICK_MS 20
-#define DDP_COMPUTE_SAMPLES 32   /* auto deadline: recent compute times kept */
-#define DDP_AUTO_MIN_SAMPLES 4   /* ... taken before they decide */
-#define DDP_AUTO_INITIAL_MS 1000 /* ... deadline until then */
-#define DDP_AUTO_FLOOR_MS 20     /* ... never below */
-#define DELTA_HISTORY 8      /* encoded downstream deltas kept per fragment */
-#define DELTA_HISTORY_F32X 2 /* ... and at most this many f32 fragments' worth of bytes */
+#define DDP_COMPUTE_SAMPLES 32    /* auto deadline: recent compute times kept */
+#define DDP_AUTO_MIN_SAMPLES 4    /* ... taken before they decide */
+#define DDP_AUTO_INITIAL_MS 1000  /* ... deadline until then */
+#define DDP_AUTO_FLOOR_MS 20      /* ... never below */
+#define DELTA_HISTORY 8           /* encoded downstream deltas kept per fragment */
+#define DELTA_HISTORY_F32X 2      /* ... and at most this many f32 fragments' worth of bytes */
 #define INCARNATION_MAX_STEP 1000 /* a join may name an incarnation at most this far above the current */
 #define T_REAL_MAX_MS 253402300799999LL /* 9999-12-31T23:59:59.999Z: bound of heartbeat t_real_ms */
-#define NORM_SAMPLES 32  /* accepted contribution norms kept per fragment (running median) */
-#define NORM_WARMUP 4    /* accepted contributions before the norm bound applies */
-#define REJECT_EVENT_MS 1000 /* at most one reject event per reason per this interval */
+#define NORM_SAMPLES 32                 /* accepted contribution norms kept per fragment (running median) */
+#define NORM_WARMUP 4                   /* accepted contributions before the norm bound applies */
+#define REJECT_EVENT_MS 1000            /* at most one reject event per reason per this interval */
 
 /* Why a GET /v1/fragments/{p} was answered with the full f32 fragment. */
 typedef enum full_reason {
@@ -202,23 +205,23 @@ typedef struct merge_note {
 } merge_note;
 
 struct syncer {
-    config cfg;           /* effective config (never changes) */
-    char state_dir[1024]; /* checkpoints, events, listen.addr */
-    model *eval_model;    /* ticker only: params are a snapshot of theta */
-    data_source *data;    /* corpus (eval split) */
-    uint8_t *eval_in;     /* [eval_n, C] */
-    uint8_t *eval_tg;     /* [eval_n] */
-    int eval_n;           /* eval examples */
-    double entropy_floor; /* nats, NAN for a file */
-    fragment_table *ft;   /* fragments of the model */
-    size_t n;             /* parameters */
-    int P;                /* fragments */
-    events *ev;           /* the event log */
-    cx_http_server *http; /* the API */
-    pthread_t ticker;     /* deadlines, absent learners */
-    pthread_t worker;     /* eval, checkpoints */
-    int ticker_started;   /* 1 once ticker and worker run */
-    int64_t start_ms;     /* mono ms at start */
+    config cfg;             /* effective config (never changes) */
+    char state_dir[1024];   /* checkpoints, events, listen.addr */
+    model *eval_model;      /* ticker only: params are a snapshot of theta */
+    data_source *data;      /* corpus (eval split) */
+    uint8_t *eval_in;       /* [eval_n, C] */
+    uint8_t *eval_tg;       /* [eval_n] */
+    int eval_n;             /* eval examples */
+    double entropy_floor;   /* nats, NAN for a file */
+    fragment_table *ft;     /* fragments of the model */
+    size_t n;               /* parameters */
+    int P;                  /* fragments */
+    events *ev;             /* the event log */
+    cx_http_server *http;   /* the API */
+    pthread_t ticker;       /* deadlines, absent learners */
+    pthread_t worker;       /* eval, checkpoints */
+    int ticker_started;     /* 1 once ticker and worker run */
+    int64_t start_ms;       /* mono ms at start */
     int64_t ckpt_event_seq; /* event seq the restored checkpoint was taken at (0: none) */
 
     /* ---- shared state (under mu) ---- */
@@ -254,17 +257,17 @@ struct syncer {
     merge_note recent[RECENT_MERGES];   /* ring of recent merges */
     int64_t recent_n;                   /* merges noted (ring index = n % RECENT_MERGES) */
     /* ddp */
-    int64_t ddp_step;             /* step being collected */
-    float *ddp_sum;               /* [n] sum of gradients of ddp_step */
-    int ddp_count;                /* gradients in ddp_sum */
-    int64_t ddp_first_ms;         /* mono ms of the first gradient of ddp_step */
-    int64_t ddp_done_ms;          /* mono ms the last step completed (0: none yet) */
+    int64_t ddp_step;                            /* step being collected */
+    float *ddp_sum;                              /* [n] sum of gradients of ddp_step */
+    int ddp_count;                               /* gradients in ddp_sum */
+    int64_t ddp_first_ms;                        /* mono ms of the first gradient of ddp_step */
+    int64_t ddp_done_ms;                         /* mono ms the last step completed (0: none yet) */
     int64_t ddp_compute_ms[DDP_COMPUTE_SAMPLES]; /* ring: completion -> next first gradient */
-    int64_t ddp_ncompute;         /* samples taken (ring index = count % size) */
-    float *ddp_mean;              /* [n] mean gradient of step ddp_mean_step */
-    int64_t ddp_mean_step;        /* step whose mean is in ddp_mean (-1 none) */
-    unsigned char *ddp_mean_wire; /* [4n] ddp_mean as sent */
-    uint32_t ddp_mean_crc;        /* CRC32C of ddp_mean_wire */
+    int64_t ddp_ncompute;                        /* samples taken (ring index = count % size) */
+    float *ddp_mean;                             /* [n] mean gradient of step ddp_mean_step */
+    int64_t ddp_mean_step;                       /* step whose mean is in ddp_mean (-1 none) */
+    unsigned char *ddp_mean_wire;                /* [4n] ddp_mean as sent */
+    uint32_t ddp_mean_crc;                       /* CRC32C of ddp_mean_wire */
     /* downstream deltas (diloco/decoupled with an encoding other than f32) */
     frag_hist *hist;                    /* [P] */
     int64_t answers_delta;              /* fragment answers sent as delta chains */
@@ -272,6 +275,11 @@ struct syncer {
     int64_t bytes_out_delta;            /* bytes of those chains */
     int64_t answers_full[FULL_R_COUNT]; /* full f32 answers by reason */
     int64_t bytes_out_full;             /* bytes of full fragment answers */
+    /* access (see "syncer: access") */
+    cred_store *creds; /* credentials accepted; NULL when insecure */
+    char *tls_cert;    /* PEM read from --tls-cert, or NULL */
+    char *tls_key;     /* PEM read from --tls-key, or NULL */
+    int insecure;      /* 1: --insecure-no-auth, no credential checks */
 };
 
 static int is_ddp(const syncer *s)
@@ -862,6 +870,9 @@ static int check_real(cx_http_resp *resp, const char *call, const char *field, d
 
 /* ---- syncer: POST /v1/join ---- */
 
+static int learner_is_caller(syncer *s, const cx_http_req *req, cx_http_resp *resp, int64_t id,
+                             const char *call);
+
 static int h_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
@@ -877,6 +888,8 @@ static int h_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         return 0;
     }
     json_decref(body);
+    if (!learner_is_caller(s, req, resp, id, "join"))
+        return 0;
     if (check_field(resp, "join", "learner", id, 0, PROTO_MAX_LEARNER_ID) ||
         check_field(resp, "join", "incarnation", inc, 0, INT64_MAX / 2) ||
         check_field(resp, "join", "step", step, 0, CONFIG_STEPS_MAX))
@@ -955,6 +968,8 @@ static int h_leave(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         return 0;
     }
     json_decref(body);
+    if (!learner_is_caller(s, req, resp, id, "leave"))
+        return 0;
     pthread_mutex_lock(&s->mu);
     proto_reason r = check_learner(s, id, inc, &slot);
     if (r != PROTO_OK) {
@@ -993,6 +1008,8 @@ static int h_heartbeat(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         return 0;
     }
     json_decref(body);
+    if (!learner_is_caller(s, req, resp, id, "heartbeat"))
+        return 0;
     /* every field in range before any arithmetic on it (the skew below) */
     if (check_field(resp, "heartbeat", "learner", id, 0, PROTO_MAX_LEARNER_ID) ||
         check_field(resp, "heartbeat", "incarnation", inc, 1, INT64_MAX / 2) ||
@@ -1729,9 +1746,10 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
                                   (json_int_t)s->answers_delta_versions, "delta_bytes",
                                   (json_int_t)s->bytes_out_delta, "full_bytes", (json_int_t)s->bytes_out_full,
                                   "full", fr, "fallbacks", (json_int_t)fallbacks));
-    json_object_set_new(o, "end", s->ended ? json_pack("{s:s, s:I}", "reason", s->end_reason, "ms_ago",
-                                                       (json_int_t)(now - s->end_ms))
-                                           : json_null());
+    json_object_set_new(
+        o, "end",
+        s->ended ? json_pack("{s:s, s:I}", "reason", s->end_reason, "ms_ago", (json_int_t)(now - s->end_ms))
+                 : json_null());
     json_object_set_new(o, "ms_since_last_merge",
                         json_integer(s->last_merge_ms ? (json_int_t)(now - s->last_merge_ms) : -1));
     pthread_mutex_unlock(&s->mu);
@@ -1885,6 +1903,217 @@ static const cx_http_route routes[] = {
 /* Control calls that get through a connection flood (http_guard.h). */
 static const char *const reserved_routes[] = {"GET /v1/status", NULL};
 
+/* ---- syncer: access ----
+ *
+ * Who may call which route: ONE table, checked by the server's gate before
+ * any body byte is read. A route without a rule is refused (403): the table
+ * fails closed, and tests/unit/test_syncer.c walks the route table.
+ *   learner  a learner's credential (learner-<i>); the learner id the call
+ *            names (X-Chaosloco-Learner header here, the body's "learner"
+ *            in the handler) must be <i>, else 403
+ *   admin    the admin credential (the harness, an operator)
+ *   read     any valid credential, or none when the peer is loopback and
+ *            the Host header names a loopback host (a web page reaching
+ *            127.0.0.1 through DNS rebinding sends its own name)
+ * A wrong credential is 401 on every route, reads included. Every POST
+ * must carry Content-Type application/json or application/octet-stream
+ * (415): a cross-origin form post can only send text/plain and friends.
+ * Refusals are counted and logged as rejects of reason "auth", aggregated
+ * like the others. --insecure-no-auth skips the credential checks (not the
+ * Content-Type check) and is refused unless the syncer listens on loopback.
+ */
+typedef enum access_who { ACC_LEARNER, ACC_ADMIN, ACC_READ } access_who;
+static const char *const access_names[] = {"learner", "admin", "read"};
+
+typedef struct access_rule {
+    const char *method;  /* as in routes[] */
+    const char *pattern; /* as in routes[] */
+    access_who who;      /* who may call it */
+} access_rule;
+
+static const access_rule access_rules[] = {
+    {"POST", "/v1/join", ACC_LEARNER},
+    {"POST", "/v1/leave", ACC_LEARNER},
+    {"POST", "/v1/heartbeat", ACC_LEARNER},
+    {"POST", "/v1/end", ACC_ADMIN},
+    {"GET", "/v1/fragments/{}", ACC_LEARNER}, /* the model itself: learners only */
+    {"GET", "/v1/versions", ACC_READ},
+    {"POST", "/v1/fragments/{}/contributions", ACC_LEARNER},
+    {"POST", "/v1/steps/{}/gradients", ACC_LEARNER},
+    {"GET", "/v1/status", ACC_READ},
+    {"GET", "/v1/events", ACC_READ},
+    {"GET", "/metrics", ACC_READ},
+};
+
+static const access_rule *access_find(const char *method, const char *pattern)
+{
+    for (size_t i = 0; i < sizeof access_rules / sizeof access_rules[0]; i++)
+        if (strcmp(access_rules[i].method, method) == 0 && strcmp(access_rules[i].pattern, pattern) == 0)
+            return &access_rules[i];
+    return NULL;
+}
+
+size_t syncer_route_count(void)
+{
+    return sizeof routes / sizeof routes[0];
+}
+
+const char *syncer_route_access(size_t i, const char **method, const char **pattern)
+{
+    if (i >= syncer_route_count())
+        return NULL;
+    *method = routes[i].method;
+    *pattern = routes[i].pattern;
+    const access_rule *r = access_find(routes[i].method, routes[i].pattern);
+    return r ? access_names[r->who] : NULL;
+}
+
+/* "application/json" or "application/octet-stream", any case, optional
+ * parameters. */
+static int mutating_type_ok(const char *ct)
+{
+    static const char *const ok[] = {"application/json", "application/octet-stream"};
+    if (!ct)
+        return 0;
+    while (*ct == ' ')
+        ct++;
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        size_t n = strlen(ok[i]);
+        if (strncasecmp(ct, ok[i], n) != 0)
+            continue;
+        const char *t = ct + n;
+        while (*t == ' ')
+            t++;
+        if (*t == '\0' || *t == ';')
+            return 1;
+    }
+    return 0;
+}
+
+/* The learner id of a request's (already verified) learner credential, or
+ * -1 when it carries none. */
+static int64_t auth_learner_id(const cx_http_req *req)
+{
+    const char *h = cx_http_header(req, "Authorization");
+    cred_kind k;
+    int64_t id = -1;
+    if (!h || strncmp(h, "Bearer ", 7) != 0 || cred_parse(h + 7, &k, &id, NULL, 0) != 0 || k != CRED_LEARNER)
+        return -1;
+    return id;
+}
+
+/* Refuse a call (not locked): counted as reason "auth", answered with
+ * status and a message; 401s say how to authenticate. */
+static void auth_refuse(syncer *s, cx_http_resp *resp, int status, int64_t learner, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void auth_refuse(syncer *s, cx_http_resp *resp, int status, int64_t learner, const char *fmt, ...)
+{
+    char msg[CX_ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&s->mu);
+    reject_note(s, PROTO_R_AUTH, learner, -1, -1, msg);
+    pthread_mutex_unlock(&s->mu);
+    json_t *body = json_pack("{s:s, s:i, s:s}", "error", msg, "status", status, "reason", "auth");
+    if (status == 401)
+        cx_http_add_header(resp, "WWW-Authenticate", "Bearer realm=\"chaosloco-syncer\"");
+    cx_http_reply_json(resp, status, body);
+}
+
+/* In a handler of a learner route: the id the body names must be the
+ * credential's. 1 when it may go on; 0 when it was refused (403). */
+static int learner_is_caller(syncer *s, const cx_http_req *req, cx_http_resp *resp, int64_t id,
+                             const char *call)
+{
+    if (s->insecure)
+        return 1;
+    int64_t who = auth_learner_id(req);
+    if (who == id)
+        return 1;
+    /* counted against the caller, not the learner it named */
+    auth_refuse(s, resp, 403, who, "%s: the credential of learner-%lld cannot act for learner %lld", call,
+                (long long)who, (long long)id);
+    return 0;
+}
+
+static int syncer_gate(void *ctx, cx_http_req *req, const cx_http_route *route, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    const access_rule *rule = access_find(route->method, route->pattern);
+    if (!rule) {
+        auth_refuse(s, resp, 403, -1, "%s %s: no access rule for this route (refused)", route->method,
+                    route->pattern);
+        return CX_EAUTH;
+    }
+    if (strcmp(req->method, "GET") != 0 && !mutating_type_ok(cx_http_header(req, "Content-Type"))) {
+        const char *ct = cx_http_header(req, "Content-Type");
+        char v[64];
+        cx_utf8_sanitize(ct ? ct : "(none)", v, sizeof v);
+        pthread_mutex_lock(&s->mu);
+        reject_note(s, PROTO_R_AUTH, -1, -1, -1, "Content-Type not application/json or octet-stream");
+        pthread_mutex_unlock(&s->mu);
+        cx_http_reply_error(resp, 415,
+                            "%s %s: Content-Type %s: must be application/json or application/octet-stream",
+                            req->method, route->pattern, v);
+        return CX_EINVAL;
+    }
+    if (s->insecure) {
+        req->auth = "insecure";
+        return 0;
+    }
+    const char *h = cx_http_header(req, "Authorization");
+    if (!h) {
+        if (rule->who == ACC_READ && cx_http_peer_is_loopback(req) &&
+            cx_http_host_is_loopback(cx_http_header(req, "Host"))) {
+            req->auth = "loopback";
+            return 0;
+        }
+        auth_refuse(s, resp, 401, -1, "%s %s: needs Authorization: Bearer <credential> (%s)%s", req->method,
+                    route->pattern, access_names[rule->who],
+                    rule->who == ACC_READ ? "; reads without one only from loopback with a loopback Host"
+                                          : "");
+        return CX_EAUTH;
+    }
+    cred_kind kind;
+    int64_t id;
+    char why[CX_ERRLEN];
+    if (strncmp(h, "Bearer ", 7) != 0) {
+        auth_refuse(s, resp, 401, -1, "%s %s: Authorization must be 'Bearer <credential>'", req->method,
+                    route->pattern);
+        return CX_EAUTH;
+    }
+    if (cred_store_check(s->creds, h + 7, &kind, &id, why, sizeof why) != 0) {
+        auth_refuse(s, resp, 401, -1, "%s %s: %s", req->method, route->pattern, why);
+        return CX_EAUTH;
+    }
+    static const char *const kind_names[] = {"learner", "admin", "read"};
+    if ((rule->who == ACC_LEARNER && kind != CRED_LEARNER) ||
+        (rule->who == ACC_ADMIN && kind != CRED_ADMIN)) {
+        auth_refuse(s, resp, 403, id, "%s %s: needs the %s credential, not a %s one", req->method,
+                    route->pattern, access_names[rule->who], kind_names[kind]);
+        return CX_EAUTH;
+    }
+    if (rule->who == ACC_LEARNER) {
+        /* the learner the headers name (tensor calls, pulls) must be the caller */
+        const char *lh = cx_http_header(req, PROTO_H_LEARNER);
+        int64_t named;
+        if (lh && (cx_parse_i64(lh, PROTO_H_LEARNER, 0, PROTO_MAX_LEARNER_ID, &named, NULL, 0) != 0 ||
+                   named != id)) {
+            char v[32];
+            cx_utf8_sanitize(lh, v, sizeof v);
+            auth_refuse(s, resp, 403, id, "%s %s: the credential of learner-%lld cannot act for learner %s",
+                        req->method, route->pattern, (long long)id, v);
+            return CX_EAUTH;
+        }
+    }
+    req->auth = kind_names[kind];
+    return 0;
+}
+
+static const cx_http_gate syncer_http_gate = {.check = syncer_gate, .refused = NULL};
+
 /* ---- syncer: eval and checkpoints (ticker thread, outside the lock) ---- */
 
 static void run_eval(syncer *s)
@@ -1902,10 +2131,11 @@ static void run_eval(syncer *s)
     s->last_eval_ms = cx_mono_ms();
     pthread_mutex_unlock(&s->mu);
     events_emit(s->ev, "eval",
-                json_pack("{s:o, s:o, s:I, s:I}", "loss", isfinite(loss) ? json_real(loss) : json_null(), "bpb",
-                          isfinite(loss) ? json_real(loss / M_LN2) : json_null(), "merges", (json_int_t)merges,
-                          "tokens", (json_int_t)tokens));
-    cx_info("eval loss=%.4f bpb=%.4f merges=%lld tokens=%lld", loss, loss / M_LN2, (long long)merges, (long long)tokens);
+                json_pack("{s:o, s:o, s:I, s:I}", "loss", isfinite(loss) ? json_real(loss) : json_null(),
+                          "bpb", isfinite(loss) ? json_real(loss / M_LN2) : json_null(), "merges",
+                          (json_int_t)merges, "tokens", (json_int_t)tokens));
+    cx_info("eval loss=%.4f bpb=%.4f merges=%lld tokens=%lld", loss, loss / M_LN2, (long long)merges,
+            (long long)tokens);
 }
 
 /* Snapshot under the lock, write outside it. */
@@ -2150,6 +2380,24 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
         s->learners[i].id = -1;
     if (cx_mkdir_p(o->state_dir, err, errlen) != 0)
         goto fail;
+    s->insecure = o->insecure_no_auth;
+    if (!s->insecure) {
+        char cdir[1200];
+        if (o->credentials_dir) {
+            snprintf(cdir, sizeof cdir, "%s", o->credentials_dir);
+        } else {
+            /* secure by default: the first start makes them, restarts keep them */
+            snprintf(cdir, sizeof cdir, "%s/credentials", o->state_dir);
+            if (cred_dir_create(cdir, s->cfg.learners, err, errlen) != 0)
+                goto fail;
+        }
+        s->creds = cred_store_load(cdir, err, errlen);
+        if (!s->creds)
+            goto fail;
+        cx_info("credentials: %s (%d learners, admin%s)", cdir, cred_store_learners(s->creds), "");
+    } else {
+        cx_warn("--insecure-no-auth: every caller may act as any learner or the admin");
+    }
 
     model_config mc;
     config_model_config(&s->cfg, INT64_MAX, &mc); /* the eval set: chunks of the cap */
@@ -2245,7 +2493,21 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
     run_eval(s);
 
     size_t body_max = s->n * 4 + (1 << 20);
-    cx_http_server_opts hopts = {.reserved = reserved_routes};
+    cx_http_server_opts hopts = {.reserved = reserved_routes, .gate = &syncer_http_gate};
+    if (o->tls_cert || o->tls_key) {
+        size_t len;
+        if (!o->tls_cert || !o->tls_key) {
+            cx_fail(err, errlen, CX_EINVAL, "--tls-cert and --tls-key go together");
+            goto fail;
+        }
+        if (cx_file_read(o->tls_cert, 1 << 20, &s->tls_cert, &len, why, sizeof why) != 0 ||
+            cx_file_read(o->tls_key, 1 << 20, &s->tls_key, &len, why, sizeof why) != 0) {
+            cx_fail(err, errlen, CX_EINVAL, "TLS: %s", why);
+            goto fail;
+        }
+        hopts.tls_cert_pem = s->tls_cert;
+        hopts.tls_key_pem = s->tls_key;
+    }
     s->http = cx_http_server_new_opts(o->listen, routes, sizeof routes / sizeof routes[0], s, body_max,
                                       &hopts, why, sizeof why);
     if (!s->http) {
@@ -2326,6 +2588,11 @@ void syncer_free(syncer *s)
     free(s->hist);
     free(s->pull_step);
     events_free(s->ev);
+    cred_store_free(s->creds);
+    free(s->tls_cert);
+    if (s->tls_key)
+        memset(s->tls_key, 0, strlen(s->tls_key));
+    free(s->tls_key);
     model_free(s->eval_model);
     data_source_free(s->data);
     fragment_table_free(s->ft);

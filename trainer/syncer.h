@@ -28,6 +28,14 @@ typedef struct syncer_opts {
     config cfg;            /* effective training config */
     const char *listen;    /* "127.0.0.1:7070" */
     const char *state_dir; /* checkpoints, events.jsonl, listen.addr */
+    /* Credentials (trainer/credential.h) the syncer accepts: this dir's
+     * files; NULL: <state_dir>/credentials, created at the first start with
+     * one learner-<i>.cred per expected learner, admin.cred and read.cred,
+     * and kept across restarts. */
+    const char *credentials_dir;
+    int insecure_no_auth; /* 1: no credential checks (loopback listen only; syncer_main checks) */
+    const char *tls_cert; /* PEM certificate chain file: serve HTTPS; NULL: HTTP */
+    const char *tls_key;  /* its PEM private key file (mode 0600 like a credential) */
 } syncer_opts;
 
 /* Build the model from the seed (or restore the newest valid checkpoint in
@@ -38,5 +46,12 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen);
 void syncer_run(syncer *s, volatile sig_atomic_t *stop);
 /* Stop serving, write a final checkpoint, free. NULL is a no-op. */
 void syncer_free(syncer *s);
+
+/* The route table and its access rules (for the test that every route has
+ * one): the number of routes, and for route i its method and pattern and
+ * the name of its access rule ("learner", "admin", "read"), or NULL when it
+ * has none (such a route is refused with 403: the table fails closed). */
+size_t syncer_route_count(void);
+const char *syncer_route_access(size_t i, const char **method, const char **pattern);
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/http_server.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "trainer/config.h"
@@ -18,22 +19,31 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: chaosloco syncer --state-dir DIR [--listen HOST:PORT] [--config FILE.json] [TRAINING "
-               "FLAGS]\n\n"
-               "The synchronizer of a training run: holds the global model, merges what learners send,\n"
-               "serves the HTTP API (docs/api.md). Flags override --config, which overrides defaults.\n\n"
-               "  --listen HOST:PORT                 address to serve on; port 0 = ephemeral (default "
-               "127.0.0.1:7070)\n"
-               "  --state-dir DIR                    checkpoints, events.jsonl and listen.addr (required)\n"
-               "  --config FILE.json                 training config (keys = flag names with '_' for '-')\n"
-               "  --help                             this text\n\ntraining flags:\n");
+    fprintf(
+        f, "usage: chaosloco syncer --state-dir DIR [--listen HOST:PORT] [--config FILE.json] [TRAINING "
+           "FLAGS]\n\n"
+           "The synchronizer of a training run: holds the global model, merges what learners send,\n"
+           "serves the HTTP API (docs/api.md). Flags override --config, which overrides defaults.\n\n"
+           "  --listen HOST:PORT                 address to serve on; port 0 = ephemeral (default "
+           "127.0.0.1:7070)\n"
+           "  --state-dir DIR                    checkpoints, events.jsonl and listen.addr (required)\n"
+           "  --config FILE.json                 training config (keys = flag names with '_' for '-')\n"
+           "  --credentials-dir DIR              credentials learners, the harness and readers present\n"
+           "                                     (learner-<i>.cred, admin.cred, read.cred; 0600 files in a\n"
+           "                                     0700 dir); default: <state-dir>/credentials, created at\n"
+           "                                     the first start (docs/security.md)\n"
+           "  --insecure-no-auth                 no credential checks (refused unless --listen is loopback)\n"
+           "  --tls-cert FILE --tls-key FILE     serve HTTPS with this PEM certificate chain and key\n"
+           "  --help                             this text\n\ntraining flags:\n");
     config_print_help(f, 0);
 }
 
 int syncer_main(int argc, char **argv)
 {
     syncer_opts o;
-    const char *listen = "127.0.0.1:7070", *state_dir = NULL, *config_path = NULL;
+    const char *listen = "127.0.0.1:7070", *state_dir = NULL, *config_path = NULL, *creds_dir = NULL;
+    int insecure = 0;
+    const char *tls_cert = NULL, *tls_key = NULL;
     char err[CX_ERRLEN], host[256];
     int port;
     config cfg;
@@ -76,6 +86,10 @@ int syncer_main(int argc, char **argv)
                 fprintf(stderr, "chaosloco syncer: unexpected argument '%s' (see --help)\n", a);
                 return 64;
             }
+            if (strcmp(a, "--insecure-no-auth") == 0) {
+                insecure = 1;
+                continue;
+            }
             if (i + 1 >= argc) {
                 fprintf(stderr, "chaosloco syncer: %s needs a value\n", a);
                 return 64;
@@ -87,6 +101,12 @@ int syncer_main(int argc, char **argv)
                 state_dir = v;
             else if (strcmp(a, "--config") == 0)
                 config_path = v;
+            else if (strcmp(a, "--credentials-dir") == 0)
+                creds_dir = v;
+            else if (strcmp(a, "--tls-cert") == 0)
+                tls_cert = v;
+            else if (strcmp(a, "--tls-key") == 0)
+                tls_key = v;
             else if (pass == 1) {
                 int rc = config_set_flag(&cfg, a, v, err, sizeof err);
                 if (rc) {
@@ -111,6 +131,22 @@ int syncer_main(int argc, char **argv)
         fprintf(stderr, "chaosloco syncer: %s\n", err);
         return 64;
     }
+    if (insecure && !cx_http_host_is_loopback(host)) {
+        fprintf(stderr,
+                "chaosloco syncer: --insecure-no-auth with --listen %s: refused, the syncer would take "
+                "unauthenticated calls from the network; listen on 127.0.0.1 or use credentials "
+                "(docs/security.md)\n",
+                listen);
+        return 64;
+    }
+    if (insecure && creds_dir) {
+        fprintf(stderr, "chaosloco syncer: --insecure-no-auth and --credentials-dir exclude each other\n");
+        return 64;
+    }
+    if (!tls_cert != !tls_key) {
+        fprintf(stderr, "chaosloco syncer: --tls-cert and --tls-key go together\n");
+        return 64;
+    }
     if (config_validate(&cfg, err, sizeof err) != 0) {
         fprintf(stderr, "chaosloco syncer: %s\n", err);
         return 64;
@@ -130,6 +166,10 @@ int syncer_main(int argc, char **argv)
     o.cfg = cfg;
     o.listen = listen;
     o.state_dir = state_dir;
+    o.credentials_dir = creds_dir;
+    o.insecure_no_auth = insecure;
+    o.tls_cert = tls_cert;
+    o.tls_key = tls_key;
     syncer *s = syncer_new(&o, err, sizeof err);
     if (!s) {
         cx_error("cannot start: %s", err);

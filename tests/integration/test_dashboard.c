@@ -19,6 +19,7 @@
 #include "common/http_client.h"
 #include "common/http_server.h"
 #include "support.h"
+#include "trainer/credential.h"
 
 #define TOKEN "s3cret-token"
 #define NFAKE 2
@@ -42,8 +43,23 @@ static void fs_add(json_t *ev)
     pthread_mutex_unlock(&fs.mu);
 }
 
+/* The fake syncer wants its own credential (the dashboard's
+ * --syncer-credential-file), like the real one: never the agents' token. */
+#define SYNCER_CRED "read.00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
+static int fs_refused(const cx_http_req *req, cx_http_resp *resp)
+{
+    const char *h = cx_http_header(req, "Authorization");
+    if (h && strcmp(h, "Bearer " SYNCER_CRED) == 0)
+        return 0;
+    cx_http_reply_error(resp, 401, "fake syncer: wrong credential (%s)", h ? h : "none");
+    return 1;
+}
+
 static int fs_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
+    if (fs_refused(req, resp))
+        return 0;
     pthread_mutex_lock(&fs.mu);
     fs.merges += 2;
     fs.bytes += 1000;
@@ -62,6 +78,8 @@ static int fs_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 
 static int fs_events(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
+    if (fs_refused(req, resp))
+        return 0;
     const char *since_s = cx_http_query(req, "since");
     long since = since_s ? atol(since_s) : 0;
     resp->status = 200;
@@ -270,13 +288,21 @@ static void topology_up(void)
     snprintf(token_path, sizeof token_path, "%s/token", dir);
     cr_assert_eq(cx_file_write_atomic(token_path, TOKEN "\n", strlen(TOKEN) + 1, err, sizeof err), 0, "%s",
                  err);
+    char cred_path[600];
+    snprintf(cred_path, sizeof cred_path, "%s/read.cred", dir);
+    cr_assert_eq(cred_write_file(cred_path, SYNCER_CRED, err, sizeof err), 0, "%s", err);
     snprintf(state_dir, sizeof state_dir, "%s/state", dir);
     snprintf(syncer, sizeof syncer, "http://127.0.0.1:%d", cx_http_server_port(syncer_srv));
     /* the third agent is a port nobody listens on: unreachable */
     snprintf(agents, sizeof agents, "%s,%s,http://127.0.0.1:1", fa[0].url, fa[1].url);
-    const char *args[] = {"dashboard",    "--syncer", syncer,        "--agents", agents,
-                          "--token-file", token_path, "--state-dir", state_dir,  "--poll-ms",
-                          "100",          "--title",  "it",          NULL};
+    const char *args[] = {"dashboard", "--syncer",
+                          syncer,      "--agents",
+                          agents,      "--token-file",
+                          token_path,  "--state-dir",
+                          state_dir,   "--poll-ms",
+                          "100",       "--title",
+                          "it",        "--syncer-credential-file",
+                          cred_path,   NULL};
     it_start(dir, "dashboard", args, NULL);
     char addr[64];
     if (it_wait_addr(state_dir, addr, sizeof addr, 20000) != 0) {

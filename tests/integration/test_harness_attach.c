@@ -26,22 +26,24 @@ Test(harness_attach, runs_against_existing_syncer_and_agents)
     snprintf(tok, sizeof tok, "%s/token", dir);
     hx_write(tok, "attach-test-token-5d2c\n");
     chmod(tok, 0600); /* agents refuse a token others can read */
-    const char *sargs[] = {"syncer",    "--listen",        "127.0.0.1:0", "--state-dir",   sstate, IT_MLP, "--mode",
-                           "decoupled", "--learners",      "2",           "--fragments",   "2",    "--H",
-                           "8",         "--hidden",        "32",          "--batch",       "4",    "--steps",
-                           "400",       "--eval-every-ms", "200",         "--eval-tokens", "1024", NULL};
+    const char *sargs[] = {"syncer",  "--listen",  "127.0.0.1:0",     "--state-dir", sstate,          IT_MLP,
+                           "--mode",  "decoupled", "--learners",      "2",           "--fragments",   "2",
+                           "--H",     "8",         "--hidden",        "32",          "--batch",       "4",
+                           "--steps", "400",       "--eval-every-ms", "200",         "--eval-tokens", "1024",
+                           NULL};
     pid_t spid = it_start(dir, "syncer", sargs, NULL);
     cr_assert_eq(it_wait_addr(sstate, saddr, sizeof saddr, 20000), 0, "syncer listen.addr");
     char aurl[2][200];
     pid_t apid[2];
     for (int i = 0; i < 2; i++) {
-        char astate[1100], lstate[1100], id[64], num[8], proxy[200], name[16];
+        char astate[1100], lstate[1100], id[64], num[8], proxy[200], name[16], cred[1200];
         snprintf(astate, sizeof astate, "%s/agent%d", dir, i);
         snprintf(lstate, sizeof lstate, "%s/learner%d", dir, i);
         snprintf(id, sizeof id, "hatt-%d-%d", (int)getpid(), i);
         snprintf(num, sizeof num, "%d", i);
         snprintf(proxy, sizeof proxy, "syncer=127.0.0.1:0->%s", saddr);
         snprintf(name, sizeof name, "agent%d", i);
+        snprintf(cred, sizeof cred, "%s/credentials/learner-%d.cred", sstate, i); /* the syncer made it */
         const char *args[] = {"agent",
                               "--listen",
                               "127.0.0.1:0",
@@ -62,6 +64,8 @@ Test(harness_attach, runs_against_existing_syncer_and_agents)
                               num,
                               "--state-dir",
                               lstate,
+                              "--credential-file",
+                              cred,
                               NULL};
         apid[i] = it_start(dir, name, args, NULL);
         char addr[128];
@@ -81,7 +85,10 @@ Test(harness_attach, runs_against_existing_syncer_and_agents)
         " \"verify\": [{\"hypothesis\": \"fault_effective\"}, {\"hypothesis\": \"versions_monotonic\"}]}",
         saddr, aurl[0], aurl[1], tok);
     hx_write(path, doc);
-    const char *args[] = {"run", path, "--out", out, "--time-limit", "60", NULL};
+    char admin[1200];
+    snprintf(admin, sizeof admin, "%s/credentials/admin.cred", sstate);
+    const char *args[] = {"run", path, "--out", out, "--time-limit", "60", "--syncer-credential-file",
+                          admin, NULL};
     pid_t pid = it_start(dir, "run", args, NULL);
     int rc = hx_exit_code(pid, 100000);
     if (rc != 0)

@@ -46,7 +46,8 @@ static int contribute(tr_run *r, json_int_t inc, json_int_t base, long long toke
     snprintf(h.lines[h.n], 96, "%s: f32", PROTO_H_ENCODING);
     h.p[h.n] = h.lines[h.n];
     h.p[++h.n] = NULL;
-    cx_http_client *c = cx_http_client_new(r->url, NULL);
+    cx_http_opts o = {.bearer = tr_cred(r, "learner-0")};
+    cx_http_client *c = cx_http_client_new(r->url, &o);
     cx_http_result res;
     char err[256];
     cx_http_result_init(&res);
@@ -65,13 +66,16 @@ static int contribute(tr_run *r, json_int_t inc, json_int_t base, long long toke
     return st;
 }
 
-/* POST body (stolen) to path; the HTTP status, the error text into err. */
+/* POST body (stolen) to path as the learner it names (with its
+ * credential); the HTTP status, the error text into err. */
 static int post_json(tr_run *r, const char *path, json_t *body, char *err, size_t elen)
 {
     char url[160];
     int status = 0;
     snprintf(url, sizeof url, "%s%s", r->url, path);
-    json_t *ans = it_http_json("POST", url, body, NULL, &status);
+    json_t *jl = json_object_get(body, "learner");
+    const char *cred = json_is_integer(jl) ? tr_learner_cred(r, (long long)json_integer_value(jl)) : NULL;
+    json_t *ans = it_http_json("POST", url, body, cred, &status);
     const char *e = json_string_value(json_object_get(ans, "error"));
     snprintf(err, elen, "%s", e ? e : "");
     json_decref(ans);
@@ -85,7 +89,7 @@ static json_int_t join0(tr_run *r, json_int_t inc, size_t *len)
     int status = 0;
     snprintf(url, sizeof url, "%s/v1/join", r->url);
     json_t *b = json_pack("{s:i, s:I}", "learner", 0, "incarnation", inc);
-    json_t *ans = it_http_json("POST", url, b, NULL, &status);
+    json_t *ans = it_http_json("POST", url, b, tr_cred(r, "learner-0"), &status);
     json_decref(b);
     cr_assert_eq(status, 200);
     json_int_t got = tr_int(ans, "incarnation");

@@ -53,7 +53,8 @@ static void read_downstream(tr_run *r, enc_result *e)
 /* GET with headers out; returns status, body in res (caller cleans up). */
 static int get_raw(tr_run *r, const char *path, cx_http_result *res)
 {
-    cx_http_client *c = cx_http_client_new(r->url, NULL);
+    cx_http_opts o = {.bearer = tr_cred(r, "learner-0")}; /* fragments are the learners' */
+    cx_http_client *c = cx_http_client_new(r->url, &o);
     char err[256];
     cr_assert(c);
     cx_http_result_init(res);

@@ -24,9 +24,15 @@ static void add(hdrs *h, const char *name, const char *val)
     h->p[h->n] = NULL;
 }
 
+/* POST as the learner the headers name (with its credential). */
 static int post(tr_run *r, const char *path, hdrs *h, const void *body, size_t len, char *answer, size_t alen)
 {
-    cx_http_client *c = cx_http_client_new(r->url, NULL);
+    long long who = -1;
+    for (int i = 0; h && i < h->n; i++)
+        if (strncmp(h->lines[i], PROTO_H_LEARNER ": ", strlen(PROTO_H_LEARNER) + 2) == 0)
+            who = atoll(h->lines[i] + strlen(PROTO_H_LEARNER) + 2);
+    cx_http_opts o = {.bearer = tr_learner_cred(r, who)};
+    cx_http_client *c = cx_http_client_new(r->url, &o);
     cx_http_result res;
     char err[256];
     cx_http_result_init(&res);
@@ -71,13 +77,13 @@ Test(trainer_payloads, bad_payloads_are_rejected_and_change_nothing, .timeout = 
     /* malformed JSON and unknown keys at join */
     snprintf(url, sizeof url, "%s/v1/join", r.url);
     json_t *bad = json_pack("{s:i, s:i, s:i}", "learner", 0, "incarnation", 0, "colour", 3);
-    json_t *ans = it_http_json("POST", url, bad, NULL, &status);
+    json_t *ans = it_http_json("POST", url, bad, tr_cred(&r, "learner-0"), &status);
     cr_assert_eq(status, 400, "unknown key at join");
     cr_assert(strstr(json_string_value(json_object_get(ans, "error")), "colour"));
     json_decref(ans);
     json_decref(bad);
     json_t *join = json_pack("{s:i, s:i}", "learner", 0, "incarnation", 0);
-    ans = it_http_json("POST", url, join, NULL, &status);
+    ans = it_http_json("POST", url, join, tr_cred(&r, "learner-0"), &status);
     json_decref(join);
     cr_assert_eq(status, 200);
     json_int_t inc = tr_int(ans, "incarnation");
@@ -126,7 +132,8 @@ Test(trainer_payloads, bad_payloads_are_rejected_and_change_nothing, .timeout = 
             st = post(&r, "/v1/fragments/0/contributions", &h, d, len * 4, answer, sizeof answer);
         } else if (k == 5) {
             contribution_headers(&h, inc, 0, crc, NULL);
-            snprintf(h.lines[0], 96, "%s: 99", PROTO_H_LEARNER);
+            /* learner 1 (its own credential) never joined */
+            snprintf(h.lines[0], 96, "%s: 1", PROTO_H_LEARNER);
             st = post(&r, "/v1/fragments/0/contributions", &h, d, len * 4, answer, sizeof answer);
         } else {
             contribution_headers(&h, inc, 0, crc, NULL);

@@ -73,11 +73,60 @@ static inline void tr_syncer_start(tr_run *r, const char *tag, const char *const
     snprintf(r->url, sizeof r->url, "http://%s", r->addr);
 }
 
+/* Path of a credential file the syncer made in its state dir at its first
+ * start (<state>/credentials/<principal>.cred; principal "learner-0",
+ * "admin", "read"). Static buffer, one of 8 in rotation. */
+static inline const char *tr_cred_path(tr_run *r, const char *principal)
+{
+    static char bufs[8][700];
+    static int k;
+    char *b = bufs[k++ % 8];
+    snprintf(b, 700, "%s/credentials/%s.cred", r->state, principal);
+    return b;
+}
+
+/* The credential of principal (see tr_cred_path) for Authorization: Bearer;
+ * asserts it can be read. Static buffer, one of 8 in rotation. */
+static inline const char *tr_cred(tr_run *r, const char *principal)
+{
+    static char bufs[8][128];
+    static int k;
+    char *b = bufs[k++ % 8];
+    FILE *f = fopen(tr_cred_path(r, principal), "r");
+    cr_assert(f, "credential %s: %s", principal, tr_cred_path(r, principal));
+    if (!fgets(b, 128, f))
+        b[0] = '\0';
+    fclose(f);
+    b[strcspn(b, "\n")] = '\0';
+    return b;
+}
+
+/* The credential of learner id, or NULL when the syncer made none for it
+ * (ids beyond --learners). Static buffer as tr_cred. */
+static inline const char *tr_learner_cred(tr_run *r, long long id)
+{
+    char p[32];
+    snprintf(p, sizeof p, "learner-%lld", id);
+    return id >= 0 && access(tr_cred_path(r, p), F_OK) == 0 ? tr_cred(r, p) : NULL;
+}
+
+/* "Authorization: Bearer <credential of principal>" for cx_http_do's hdrs.
+ * Static buffer, one of 8 in rotation. */
+static inline const char *tr_auth(tr_run *r, const char *principal)
+{
+    static char bufs[8][160];
+    static int k;
+    char *b = bufs[k++ % 8];
+    snprintf(b, 160, "Authorization: Bearer %s", tr_cred(r, principal));
+    return b;
+}
+
 /* Start learner `id` (its state dir is <dir>/learner<id>, reused across
- * restarts). extra: NULL-terminated flags or NULL. */
+ * restarts) with the credential the syncer made for it (when it made one:
+ * ids beyond --learners have none and are refused with 401). */
 static inline pid_t tr_learner_start(tr_run *r, int id, const char *const *extra, const char *const *env)
 {
-    static char bufs[16][3][700];
+    static char bufs[16][4][700];
     static int k;
     char(*b)[700] = bufs[k++ % 16];
     const char *args[32];
@@ -92,6 +141,11 @@ static inline pid_t tr_learner_start(tr_run *r, int id, const char *const *extra
     args[n++] = b[0];
     args[n++] = "--state-dir";
     args[n++] = b[1];
+    snprintf(b[3], 700, "%s/credentials/learner-%d.cred", r->state, id);
+    if (access(b[3], F_OK) == 0) {
+        args[n++] = "--credential-file";
+        args[n++] = b[3];
+    }
     for (int i = 0; extra && extra[i] && n < 30; i++)
         args[n++] = extra[i];
     args[n] = NULL;

@@ -1,0 +1,369 @@
+/* credential.c - see credential.h. */
+#include "trainer/credential.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "trainer/protocol.h"
+
+/* ---- credential: format ---- */
+
+static int principal_check(const char *p, size_t n, cred_kind *kind, int64_t *learner)
+{
+    *learner = -1;
+    if (n == 5 && memcmp(p, "admin", 5) == 0) {
+        *kind = CRED_ADMIN;
+        return 0;
+    }
+    if (n == 4 && memcmp(p, "read", 4) == 0) {
+        *kind = CRED_READ;
+        return 0;
+    }
+    if (n > 8 && n < 16 && memcmp(p, "learner-", 8) == 0) {
+        int64_t v = 0;
+        for (size_t i = 8; i < n; i++) {
+            if (p[i] < '0' || p[i] > '9' || (i == 8 && p[i] == '0' && n > 9))
+                return CX_EINVAL;
+            v = v * 10 + (p[i] - '0');
+        }
+        if (v > PROTO_MAX_LEARNER_ID)
+            return CX_EINVAL;
+        *kind = CRED_LEARNER;
+        *learner = v;
+        return 0;
+    }
+    return CX_EINVAL;
+}
+
+int cred_parse(const char *cred, cred_kind *kind, int64_t *learner, char *err, size_t errlen)
+{
+    cred_kind k;
+    int64_t id;
+    const char *dot = strchr(cred, '.');
+    if (!dot)
+        return cx_fail(err, errlen, CX_EINVAL, "credential: expected <principal>.<64 hex digits>, no '.'");
+    if (principal_check(cred, (size_t)(dot - cred), &k, &id) != 0)
+        return cx_fail(err, errlen, CX_EINVAL,
+                       "credential: the principal must be learner-<id>, admin or read");
+    const char *h = dot + 1;
+    size_t n = strlen(h);
+    if (n != CRED_HEX)
+        return cx_fail(err, errlen, CX_EINVAL, "credential: %zu hex digits after the principal, expected %d",
+                       n, CRED_HEX);
+    for (size_t i = 0; i < n; i++)
+        if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
+            return cx_fail(err, errlen, CX_EINVAL, "credential: the secret must be lowercase hex digits");
+    if (kind)
+        *kind = k;
+    if (learner)
+        *learner = id;
+    return 0;
+}
+
+int cred_generate(const char *principal, char out[CRED_MAX], char *err, size_t errlen)
+{
+    cred_kind k;
+    int64_t id;
+    if (strlen(principal) >= CRED_PRINCIPAL || principal_check(principal, strlen(principal), &k, &id) != 0)
+        return cx_fail(err, errlen, CX_EINVAL, "credential: bad principal '%s'", principal);
+    unsigned char raw[CRED_HEX / 2];
+    size_t got = 0;
+    while (got < sizeof raw) {
+        ssize_t r = getrandom(raw + got, sizeof raw - got, 0);
+        if (r < 0) {
+            int e = errno;
+            if (e == EINTR)
+                continue;
+            return cx_fail(err, errlen, CX_ESYS, "getrandom: %s", strerror(e));
+        }
+        got += (size_t)r;
+    }
+    static const char hex[] = "0123456789abcdef";
+    size_t n = strlen(principal);
+    memcpy(out, principal, n);
+    out[n++] = '.';
+    for (size_t i = 0; i < sizeof raw; i++) {
+        out[n++] = hex[raw[i] >> 4];
+        out[n++] = hex[raw[i] & 15];
+    }
+    out[n] = '\0';
+    memset(raw, 0, sizeof raw);
+    return 0;
+}
+
+/* ---- credential: files ---- */
+
+int cred_write_file(const char *path, const char *cred, char *err, size_t errlen)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        int e = errno;
+        return cx_fail(err, errlen, e == EEXIST ? CX_ECONFLICT : CX_EIO, "credential file %s: %s", path,
+                       strerror(e));
+    }
+    size_t n = strlen(cred), off = 0;
+    int rc = 0;
+    while (off <= n && rc == 0) {
+        /* the credential, then its newline */
+        const char *p = off < n ? cred + off : "\n";
+        size_t len = off < n ? n - off : 1;
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            rc = cx_fail(err, errlen, CX_EIO, "credential file %s: write: %s", path, strerror(errno));
+        else
+            off += (size_t)w;
+    }
+    if (rc == 0 && fsync(fd) != 0)
+        rc = cx_fail(err, errlen, CX_EIO, "credential file %s: fsync: %s", path, strerror(errno));
+    close(fd);
+    if (rc != 0)
+        unlink(path);
+    return rc;
+}
+
+int cred_read_file(const char *path, char out[CRED_MAX], char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return cx_fail(err, errlen, CX_EINVAL, "credential file %s: %s", path, strerror(errno));
+    struct stat st;
+    char buf[CRED_MAX + 2];
+    int rc = 0;
+    if (fstat(fd, &st) != 0) {
+        rc = cx_fail(err, errlen, CX_EIO, "credential file %s: fstat: %s", path, strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = cx_fail(err, errlen, CX_EINVAL, "credential file %s: not a regular file", path);
+        goto out;
+    }
+    if (st.st_mode & 077) {
+        rc = cx_fail(err, errlen, CX_EINVAL,
+                     "credential file %s: mode %04o lets group or others read or write it; it must be 0600 "
+                     "or 0400 (chmod 600 %s)",
+                     path, (unsigned)(st.st_mode & 07777), path);
+        goto out;
+    }
+    size_t len = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + len, sizeof buf - 1 - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            rc = cx_fail(err, errlen, CX_EIO, "credential file %s: read: %s", path, strerror(errno));
+            goto out;
+        }
+        if (r == 0)
+            break;
+        len += (size_t)r;
+        if (len == sizeof buf - 1) {
+            rc = cx_fail(err, errlen, CX_EINVAL, "credential file %s: longer than a credential", path);
+            goto out;
+        }
+    }
+    buf[len] = '\0';
+    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+        buf[--len] = '\0';
+    char why[CX_ERRLEN];
+    if (len >= CRED_MAX || cred_parse(buf, NULL, NULL, why, sizeof why) != 0) {
+        rc = cx_fail(err, errlen, CX_EINVAL, "credential file %s: %s", path,
+                     len >= CRED_MAX ? "longer than a credential" : why);
+        goto out;
+    }
+    memcpy(out, buf, len + 1);
+out:
+    memset(buf, 0, sizeof buf);
+    close(fd);
+    return rc;
+}
+
+int cred_equal(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    unsigned char d = na != nb;
+    for (size_t i = 0; i < nb; i++)
+        d |= (unsigned char)(b[i] ^ (i < na ? a[i] : 0));
+    return d == 0;
+}
+
+static int dir_check(const char *dir, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return cx_fail(err, errlen, CX_EINVAL, "credentials dir %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return cx_fail(err, errlen, CX_EINVAL, "credentials dir %s: not a directory", dir);
+    if (st.st_mode & 077)
+        return cx_fail(
+            err, errlen, CX_EINVAL,
+            "credentials dir %s: mode %04o lets group or others in; it must be 0700 (chmod 700 %s)", dir,
+            (unsigned)(st.st_mode & 07777), dir);
+    return 0;
+}
+
+static int ensure_one(const char *dir, const char *principal, char *err, size_t errlen)
+{
+    char path[4096], cred[CRED_MAX];
+    snprintf(path, sizeof path, "%s/%s.cred", dir, principal);
+    if (access(path, F_OK) == 0)
+        return 0;
+    int rc = cred_generate(principal, cred, err, errlen);
+    if (rc == 0)
+        rc = cred_write_file(path, cred, err, errlen);
+    memset(cred, 0, sizeof cred);
+    return rc;
+}
+
+int cred_dir_create(const char *dir, int64_t learners, char *err, size_t errlen)
+{
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return cx_fail(err, errlen, CX_EIO, "credentials dir %s: mkdir: %s", dir, strerror(errno));
+    int rc = dir_check(dir, err, errlen);
+    if (rc == 0)
+        rc = ensure_one(dir, "admin", err, errlen);
+    if (rc == 0)
+        rc = ensure_one(dir, "read", err, errlen);
+    for (int64_t i = 0; rc == 0 && i < learners; i++) {
+        char p[CRED_PRINCIPAL];
+        snprintf(p, sizeof p, "learner-%" PRId64, i);
+        rc = ensure_one(dir, p, err, errlen);
+    }
+    return rc;
+}
+
+/* ---- credential: the syncer's store ---- */
+
+typedef struct cred_entry {
+    cred_kind kind;  /* whose */
+    int64_t learner; /* learner id, -1 unless CRED_LEARNER */
+    char cred[CRED_MAX];
+} cred_entry;
+
+struct cred_store {
+    cred_entry *e; /* [n] */
+    int n;
+    int learners; /* entries of kind CRED_LEARNER */
+};
+
+void cred_store_free(cred_store *s)
+{
+    if (!s)
+        return;
+    if (s->e)
+        memset(s->e, 0, (size_t)s->n * sizeof *s->e);
+    free(s->e);
+    free(s);
+}
+
+cred_store *cred_store_load(const char *dir, char *err, size_t errlen)
+{
+    if (dir_check(dir, err, errlen) != 0)
+        return NULL;
+    DIR *d = opendir(dir);
+    if (!d) {
+        cx_fail(err, errlen, CX_EIO, "credentials dir %s: %s", dir, strerror(errno));
+        return NULL;
+    }
+    cred_store *s = calloc(1, sizeof *s);
+    int cap = 0, admin = 0;
+    struct dirent *de;
+    while (s && (de = readdir(d)) != NULL) {
+        size_t n = strlen(de->d_name);
+        cred_kind k;
+        int64_t id;
+        if (n <= 5 || strcmp(de->d_name + n - 5, ".cred") != 0)
+            continue;
+        if (principal_check(de->d_name, n - 5, &k, &id) != 0) {
+            cx_fail(err, errlen, CX_EINVAL,
+                    "credentials dir %s: %s is not learner-<id>.cred, admin.cred or read.cred", dir,
+                    de->d_name);
+            goto fail;
+        }
+        if (s->n == cap) {
+            cap = cap ? cap * 2 : 16;
+            cred_entry *ne = realloc(s->e, (size_t)cap * sizeof *ne);
+            if (!ne) {
+                cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+                goto fail;
+            }
+            s->e = ne;
+        }
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        cred_entry *e = &s->e[s->n];
+        if (cred_read_file(path, e->cred, err, errlen) != 0)
+            goto fail;
+        cred_kind fk;
+        int64_t fid;
+        cred_parse(e->cred, &fk, &fid, NULL, 0);
+        if (fk != k || fid != id) {
+            cx_fail(err, errlen, CX_EINVAL, "credential file %s: holds the credential of another principal",
+                    path);
+            goto fail;
+        }
+        e->kind = k;
+        e->learner = id;
+        s->n++;
+        s->learners += k == CRED_LEARNER;
+        admin |= k == CRED_ADMIN;
+    }
+    if (!s) {
+        cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+        closedir(d);
+        return NULL;
+    }
+    closedir(d);
+    if (!admin) {
+        cx_fail(err, errlen, CX_EINVAL, "credentials dir %s: no admin.cred", dir);
+        cred_store_free(s);
+        return NULL;
+    }
+    return s;
+fail:
+    closedir(d);
+    cred_store_free(s);
+    return NULL;
+}
+
+int cred_store_learners(const cred_store *s)
+{
+    return s ? s->learners : 0;
+}
+
+int cred_store_check(const cred_store *s, const char *presented, cred_kind *kind, int64_t *learner, char *err,
+                     size_t errlen)
+{
+    cred_kind k;
+    int64_t id;
+    char why[CX_ERRLEN];
+    if (cred_parse(presented, &k, &id, why, sizeof why) != 0)
+        return cx_fail(err, errlen, CX_EAUTH, "%s", why);
+    /* the principal is public (it names whose secret this claims to be);
+     * only the secret is compared, in constant time */
+    for (int i = 0; i < s->n; i++) {
+        const cred_entry *e = &s->e[i];
+        if (e->kind != k || e->learner != id)
+            continue;
+        if (!cred_equal(presented, e->cred))
+            break;
+        if (kind)
+            *kind = k;
+        if (learner)
+            *learner = id;
+        return 0;
+    }
+    const char *dot = strchr(presented, '.');
+    return cx_fail(err, errlen, CX_EAUTH, "credential of %.*s is not one this syncer knows",
+                   (int)(dot - presented), presented);
+}
