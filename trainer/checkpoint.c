@@ -7,6 +7,7 @@
 #include "trainer/checkpoint.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/file.h"
+#include "common/log.h"
 
 #define MAGIC_SYNCER 0x59535843u  /* "CXSY" */
 #define MAGIC_LEARNER 0x524c5843u /* "CXLR" */
@@ -446,4 +448,157 @@ void ckpt_learner_cleanup(ckpt_learner *c)
     free(c->frag_tokens);
     free(c->cursor);
     memset(c, 0, sizeof *c);
+}
+
+/* ---- checkpoint: background learner writer ---- */
+
+struct ckpt_writer {
+    char dir[1024];                  /* where the thread saves */
+    pthread_t thread;                /* the writer */
+    pthread_mutex_t mu;              /* guards busy, quit, stats */
+    pthread_cond_t cv;               /* busy or quit changed */
+    int busy;                        /* 1 from submit until the save returned */
+    int quit;                        /* free -> thread: exit once idle */
+    ckpt_learner snap;               /* the snapshot; its arrays point into buf */
+    void *buf;                       /* one allocation: 3n floats, 3P int64, cursor */
+    ckpt_writer_stats stats;         /* counters */
+    void (*before_write)(void *ctx); /* test hook or NULL */
+    void *ctx;                       /* its argument */
+};
+
+static void *writer_main(void *arg)
+{
+    ckpt_writer *w = arg;
+    char why[CX_ERRLEN];
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->busy && !w->quit)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (!w->busy)
+            break; /* quit and idle */
+        pthread_mutex_unlock(&w->mu);
+        /* the snapshot is ours until busy drops: submit never touches it then */
+        if (w->before_write)
+            w->before_write(w->ctx);
+        int rc = ckpt_learner_save(w->dir, &w->snap, why, sizeof why);
+        if (rc != 0)
+            cx_warn("checkpoint at step %lld failed, keeping the previous one and training on: %s",
+                    (long long)w->snap.step, why);
+        pthread_mutex_lock(&w->mu);
+        if (rc == 0)
+            w->stats.written++;
+        else
+            w->stats.failed++;
+        w->busy = 0;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+ckpt_writer *ckpt_writer_new(const char *dir, uint64_t n, int64_t P, uint64_t cursor_len,
+                             void (*before_write)(void *ctx), void *ctx)
+{
+    if (P < 0 || n > SIZE_MAX / 16 || (uint64_t)P > SIZE_MAX / 32 ||
+        strlen(dir) >= sizeof((ckpt_writer *)0)->dir)
+        return NULL;
+    ckpt_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    size_t fbytes = (size_t)n * sizeof(float), ibytes = (size_t)P * sizeof(int64_t);
+    w->buf = malloc(3 * fbytes + 3 * ibytes + (size_t)cursor_len + 1);
+    if (!w->buf) {
+        free(w);
+        return NULL;
+    }
+    snprintf(w->dir, sizeof w->dir, "%s", dir);
+    char *b = w->buf; /* int64 arrays first: they need the stricter alignment */
+    w->snap.base_version = (int64_t *)(void *)b;
+    w->snap.frag_steps = (int64_t *)(void *)(b + ibytes);
+    w->snap.frag_tokens = (int64_t *)(void *)(b + 2 * ibytes);
+    b += 3 * ibytes;
+    w->snap.params = (float *)(void *)b;
+    w->snap.adam_m = (float *)(void *)(b + fbytes);
+    w->snap.adam_v = (float *)(void *)(b + 2 * fbytes);
+    w->snap.cursor = b + 3 * fbytes;
+    w->snap.n = n;
+    w->snap.P = P;
+    w->snap.cursor_len = cursor_len;
+    w->before_write = before_write;
+    w->ctx = ctx;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
+        free(w->buf);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+int ckpt_writer_submit(ckpt_writer *w, const ckpt_learner *c)
+{
+    if (c->n != w->snap.n || c->P != w->snap.P || c->cursor_len != w->snap.cursor_len)
+        return CX_EINVAL;
+    pthread_mutex_lock(&w->mu);
+    if (w->busy) {
+        w->stats.skipped++;
+        pthread_mutex_unlock(&w->mu);
+        return 0;
+    }
+    pthread_mutex_unlock(&w->mu);
+    /* idle: the thread does not read snap until busy is set below */
+    ckpt_learner *s = &w->snap;
+    size_t fbytes = (size_t)c->n * sizeof(float), ibytes = (size_t)c->P * sizeof(int64_t);
+    s->learner = c->learner;
+    s->incarnation = c->incarnation;
+    s->step = c->step;
+    s->tokens = c->tokens;
+    s->table_digest = c->table_digest;
+    s->adam_steps = c->adam_steps;
+    memcpy(s->params, c->params, fbytes);
+    memcpy(s->adam_m, c->adam_m, fbytes);
+    memcpy(s->adam_v, c->adam_v, fbytes);
+    memcpy(s->base_version, c->base_version, ibytes);
+    memcpy(s->frag_steps, c->frag_steps, ibytes);
+    memcpy(s->frag_tokens, c->frag_tokens, ibytes);
+    if (c->cursor_len)
+        memcpy(s->cursor, c->cursor, (size_t)c->cursor_len);
+    pthread_mutex_lock(&w->mu);
+    w->busy = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    return 1;
+}
+
+void ckpt_writer_wait(ckpt_writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    while (w->busy)
+        pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void ckpt_writer_get_stats(ckpt_writer *w, ckpt_writer_stats *out)
+{
+    pthread_mutex_lock(&w->mu);
+    *out = w->stats;
+    pthread_mutex_unlock(&w->mu);
+}
+
+void ckpt_writer_free(ckpt_writer *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->quit = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL); /* it finishes the write in progress first */
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    free(w->buf);
+    free(w);
 }
