@@ -8,6 +8,8 @@
 
 #include <fcntl.h>
 
+#include "common/crc32c.h"
+
 /* The last "params_crc32c=XXXXXXXX" in <dir>/<name>.log into out[9]; 0 when found. */
 static int last_log_crc(tr_run *r, const char *name, char out[9])
 {
@@ -145,4 +147,80 @@ Test(trainer_ddp_sync, stopped_elastic_learner_misses_steps_and_ends_identical, 
     cr_assert(back, "the stopped learner took part in a merge after SIGCONT");
     assert_bit_identical(&r, 1000);
     tr_done(&r);
+}
+
+/* GET /v1/optimizer into res (status, headers, body). */
+static void get_optimizer(tr_run *r, cx_http_result *res)
+{
+    char err[256];
+    cx_http_client *c = cx_http_client_new(r->url, NULL);
+    cr_assert(c);
+    cx_http_result_init(res);
+    cr_assert_eq(cx_http_do(c, "GET", "/v1/optimizer", NULL, NULL, 0, NULL, 10000, res, err, sizeof err), 0,
+                 "%s", err);
+    cx_http_client_free(c);
+}
+
+Test(trainer_ddp_sync, optimizer_route_and_checkpoint_min_ms, .timeout = 180)
+{
+    tr_run r = {0};
+    /* a checkpoint after every merge, but at most one per 10 minutes */
+    const char *args[] = {"--mode",
+                          "ddp",
+                          "--learners",
+                          "2",
+                          "--steps",
+                          "150",
+                          "--checkpoint-every",
+                          "1",
+                          "--checkpoint-min-ms",
+                          "600000",
+                          TR_MODEL,
+                          NULL};
+    tr_syncer_start(&r, "ddpopt", args);
+    pid_t a = tr_learner_start(&r, 0, NULL, NULL), b = tr_learner_start(&r, 1, NULL, NULL);
+    tr_expect_exit0(&r, a, 0, 120000);
+    tr_expect_exit0(&r, b, 1, 30000);
+    json_t *evs = tr_events(&r, 0);
+    size_t i;
+    json_t *e;
+    int ckpts = 0;
+    json_array_foreach(evs, i, e) ckpts += strcmp(tr_type(e), "checkpoint") == 0;
+    json_decref(evs);
+    cr_assert_eq(ckpts, 1,
+                 "150 merges with checkpoint_every 1 but checkpoint_min_ms 600000: one checkpoint, got %d",
+                 ckpts);
+
+    json_t *st = tr_get(&r, "/v1/status");
+    json_int_t n = tr_int(st, "n_params");
+    char scrc[9];
+    snprintf(scrc, sizeof scrc, "%s", json_string_value(json_object_get(st, "params_crc32c")));
+    json_decref(st);
+    cx_http_result res;
+    char h[32];
+    get_optimizer(&r, &res);
+    cr_assert_eq(res.status, 200);
+    cr_assert_eq(res.body.len, (size_t)(12 * n), "params, m and v: 3 x n f32");
+    cr_assert_eq(cx_http_result_header(&res, "X-Chaosloco-Crc32c", h, sizeof h), 0);
+    char body_crc[9];
+    snprintf(body_crc, sizeof body_crc, "%08x", cx_crc32c(0, res.body.data, res.body.len));
+    cr_assert_str_eq(h, body_crc, "the header is the CRC32C of the body");
+    snprintf(body_crc, sizeof body_crc, "%08x", cx_crc32c(0, res.body.data, (size_t)(4 * n)));
+    cr_assert_str_eq(body_crc, scrc, "the first n values are the parameters of params_crc32c");
+    cr_assert_eq(cx_http_result_header(&res, "X-Chaosloco-Step", h, sizeof h), 0);
+    cr_assert_str_eq(h, "150", "the step the syncer collects next");
+    cr_assert_eq(cx_http_result_header(&res, "X-Chaosloco-Adam-Steps", h, sizeof h), 0);
+    cr_assert_str_eq(h, "150", "one AdamW step per ddp step");
+    cx_http_result_cleanup(&res);
+    tr_done(&r);
+
+    /* not a ddp run: no global optimizer state */
+    tr_run d = {0};
+    const char *dargs[] = {"--mode", "decoupled", "--learners", "2", TR_MODEL, NULL};
+    tr_syncer_start(&d, "ddpoptdec", dargs);
+    get_optimizer(&d, &res);
+    cr_assert_eq(res.status, 409, "GET /v1/optimizer in decoupled mode is a 409");
+    cr_assert(res.body.data && strstr(res.body.data, "ddp modes only"), "and says why");
+    cx_http_result_cleanup(&res);
+    tr_done(&d);
 }
