@@ -11,6 +11,9 @@
 # steps of every run, their means and the ratio mean(with) / mean(without):
 # 1.0 means checkpoints cost nothing. The syncer does not checkpoint
 # (--checkpoint-every 0) so that only the learner's cost is measured.
+# Beside it: steps per CPU-second of the whole learner process (all its
+# threads, the checkpoint writer included, read from /proc before the
+# SIGTERM), which a loaded box disturbs far less than steps per wall second.
 # Needs curl. Every process is stopped on exit.
 set -euo pipefail
 BUILD=${1:-build/rel}
@@ -49,6 +52,8 @@ run() {
     local lpid=$!
     PIDS+=("$lpid")
     sleep "$WALL"
+    local ticks
+    ticks=$(awk '{ print $14 + $15 }' "/proc/$lpid/stat")
     kill -TERM "$lpid"
     wait "$lpid" || true
     local steps
@@ -57,19 +62,25 @@ run() {
     wait "$spid" || true
     [[ -n $steps ]] || { echo "ckpt.sh: no step count in the status" >&2; exit 1; }
     grep -h "background checkpoints" "$dir/l0.log" | sed 's/.*INFO [^ ]* /  # /' >&2 || true
-    echo "$steps"
+    echo "$steps $ticks"
 }
 
-with=() without=()
+HZ=$(getconf CLK_TCK)
+with=() without=() wcpu=() ocpu=()
 for ((r = 0; r < REPS; r++)); do
-    with+=("$(run "$EVERY")")
-    without+=("$(run 0)")
+    read -r s t <<<"$(run "$EVERY")"
+    with+=("$s")
+    wcpu+=("$(awk -v s="$s" -v t="$t" -v hz="$HZ" 'BEGIN { printf "%.0f", s / (t / hz) }')")
+    read -r s t <<<"$(run 0)"
+    without+=("$s")
+    ocpu+=("$(awk -v s="$s" -v t="$t" -v hz="$HZ" 'BEGIN { printf "%.0f", s / (t / hz) }')")
 done
 mean() { awk '{ s += $1; n++ } END { printf "%.1f", s / n }' <<<"$(printf '%s\n' "$@")"; }
-mw=$(mean "${with[@]}")
-mo=$(mean "${without[@]}")
-echo "| learner checkpoints | steps in ${WALL} s (each run) | mean |"
-echo "|---|---|---|"
-echo "| every $EVERY steps | ${with[*]} | $mw |"
-echo "| none | ${without[*]} | $mo |"
-awk -v a="$mw" -v b="$mo" 'BEGIN { printf "\nratio of steps (with / without): %.3f\n", a / b }'
+mw=$(mean "${with[@]}") mo=$(mean "${without[@]}")
+cw=$(mean "${wcpu[@]}") co=$(mean "${ocpu[@]}")
+echo "| learner checkpoints | steps in ${WALL} s (each run) | mean | steps per learner CPU-s (each run) | mean |"
+echo "|---|---|---|---|---|"
+echo "| every $EVERY steps | ${with[*]} | $mw | ${wcpu[*]} | $cw |"
+echo "| none | ${without[*]} | $mo | ${ocpu[*]} | $co |"
+awk -v a="$mw" -v b="$mo" -v c="$cw" -v d="$co" \
+    'BEGIN { printf "\nratio of steps (with / without): %.3f; of steps per CPU-s: %.3f\n", a / b, c / d }'

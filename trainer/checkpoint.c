@@ -6,8 +6,12 @@
  */
 #include "trainer/checkpoint.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +25,7 @@
 #define MAGIC_LEARNER 0x524c5843u /* "CXLR" */
 #define FORMAT_VERSION 1u
 #define CKPT_MAX_BYTES ((size_t)4 << 30)
+#define CKPT_WRITER_NICE 10 /* the background writer's nice value (the inner loop runs at 0) */
 
 /* ---- checkpoint: writer ---- */
 
@@ -337,11 +342,11 @@ void ckpt_syncer_cleanup(ckpt_syncer *c)
 
 /* ---- checkpoint: learner ---- */
 
-int ckpt_learner_save(const char *dir, ckpt_learner *c, char *err, size_t errlen)
+/* Save c into slot with generation newest + 1. */
+static int learner_save_at(const char *dir, ckpt_learner *c, int slot, int64_t newest, char *err,
+                           size_t errlen)
 {
     cx_buf b;
-    int64_t newest;
-    int slot = next_slot(dir, "learner.ckpt", MAGIC_LEARNER, &newest);
     int rc = 0;
     c->generation = newest + 1;
     cx_buf_init(&b, CKPT_MAX_BYTES);
@@ -370,6 +375,13 @@ int ckpt_learner_save(const char *dir, ckpt_learner *c, char *err, size_t errlen
         rc = save_payload(dir, "learner.ckpt", slot, &b, err, errlen);
     cx_buf_cleanup(&b);
     return rc;
+}
+
+int ckpt_learner_save(const char *dir, ckpt_learner *c, char *err, size_t errlen)
+{
+    int64_t newest;
+    int slot = next_slot(dir, "learner.ckpt", MAGIC_LEARNER, &newest);
+    return learner_save_at(dir, c, slot, newest, err, errlen);
 }
 
 static int decode_learner(const void *payload, size_t len, void *out, char *err, size_t errlen)
@@ -462,6 +474,8 @@ struct ckpt_writer {
     ckpt_learner snap;               /* the snapshot; its arrays point into buf */
     void *buf;                       /* one allocation: 3n floats, 3P int64, cursor */
     ckpt_writer_stats stats;         /* counters */
+    int next_slot;                   /* thread: slot of the next save, -1 = read the dir */
+    int64_t newest;                  /* thread: generation of the last save (valid with next_slot) */
     void (*before_write)(void *ctx); /* test hook or NULL */
     void *ctx;                       /* its argument */
 };
@@ -470,6 +484,11 @@ static void *writer_main(void *arg)
 {
     ckpt_writer *w = arg;
     char why[CX_ERRLEN];
+    /* below the inner loop: on a loaded box the writer yields its CPU (a
+     * checkpoint that falls due meanwhile is skipped, the final one is
+     * synchronous anyway). Best effort: a refusal only costs priority. */
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), CKPT_WRITER_NICE) != 0)
+        cx_debug("checkpoint writer: cannot lower its priority: %s", strerror(errno));
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (!w->busy && !w->quit)
@@ -480,7 +499,18 @@ static void *writer_main(void *arg)
         /* the snapshot is ours until busy drops: submit never touches it then */
         if (w->before_write)
             w->before_write(w->ctx);
-        int rc = ckpt_learner_save(w->dir, &w->snap, why, sizeof why);
+        /* the slots are only ours while the writer lives: after the first
+         * save the next slot and generation are known without reading both
+         * files again; after a failure they are read again */
+        if (w->next_slot < 0)
+            w->next_slot = next_slot(w->dir, "learner.ckpt", MAGIC_LEARNER, &w->newest);
+        int rc = learner_save_at(w->dir, &w->snap, w->next_slot, w->newest, why, sizeof why);
+        if (rc == 0) {
+            w->newest = w->snap.generation;
+            w->next_slot ^= 1;
+        } else {
+            w->next_slot = -1;
+        }
         if (rc != 0)
             cx_warn("checkpoint at step %lld failed, keeping the previous one and training on: %s",
                     (long long)w->snap.step, why);
@@ -526,6 +556,7 @@ ckpt_writer *ckpt_writer_new(const char *dir, uint64_t n, int64_t P, uint64_t cu
     w->snap.cursor_len = cursor_len;
     w->before_write = before_write;
     w->ctx = ctx;
+    w->next_slot = -1;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {

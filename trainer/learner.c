@@ -94,6 +94,7 @@ typedef struct learner {
     ckpt_learner *restored; /* local checkpoint read at start, or NULL */
     ckpt_writer *ckw;       /* background checkpoint writer (created at the first periodic one), or NULL */
     int ckw_broken;         /* 1: no writer could be made; periodic checkpoints are synchronous */
+    int ckw_skip_logged;    /* 1 once a skipped checkpoint was logged */
     char hook_path[1024];   /* CHAOSLOCO_HOOK_DIR/nan, "" if unset */
     /* The copy of the global fragments exactly as the syncer sent them
      * (full pulls and applied delta chains), owned by the thread that
@@ -626,9 +627,13 @@ static void checkpoint_periodic(learner *L)
         }
     }
     if (L->ckw) {
-        if (ckpt_writer_submit(L->ckw, &c) == 0)
-            cx_info("checkpoint at step %lld skipped: the previous one is still being written",
+        /* the first skip is logged, the rest counted (logged at exit) */
+        if (ckpt_writer_submit(L->ckw, &c) == 0 && !L->ckw_skip_logged) {
+            L->ckw_skip_logged = 1;
+            cx_info("checkpoint at step %lld skipped: the previous one is still being written (further "
+                    "skips are only counted)",
                     (long long)c.step);
+        }
         return;
     }
     if (ckpt_learner_save(L->o->state_dir, &c, why, sizeof why) != 0)
