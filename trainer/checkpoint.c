@@ -52,6 +52,13 @@ static int put_i64(cx_buf *b, int64_t v)
 static int put_floats(cx_buf *b, const float *v, uint64_t n)
 {
     int rc = put_u64(b, v ? n : 0);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* the record is little-endian f32: on such a host one append (a
+     * learner saves several times a second in the background) */
+    if (rc == 0 && v && n > 0)
+        rc = n > SIZE_MAX / 4 ? CX_ENOMEM : put(b, v, (size_t)n * 4);
+    return rc;
+#endif
     for (uint64_t i = 0; rc == 0 && v && i < n; i++) {
         uint32_t u;
         memcpy(&u, &v[i], 4);
