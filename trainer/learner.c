@@ -928,8 +928,9 @@ static int ddp_resync(learner *L, const char *why)
             proto_f32_decode(b + n * 8, n, adamw_v(L->opt));
             adamw_set_steps(L->opt, (uint64_t)adam_steps);
             cx_http_result_cleanup(&r);
+            /* Θ_base is "the global params as last received"; gcopy/gver
+             * (delta chains) are left as they are, a consistent pair */
             memcpy(L->base, model_params(L->m), n * sizeof(float));
-            memcpy(L->gcopy, model_params(L->m), n * sizeof(float));
             pthread_mutex_lock(&L->mu);
             int64_t was = L->step;
             L->step = step;
