@@ -233,6 +233,9 @@ static void parse_topology(experiment *e, const json_t *doc, jv_diag *d)
             e->quorum = (int)v;
         jv_get_int(d, "$.topology.training", tr, "fragments", 0, 1, 1 << 20, "a fragment count", &v);
         jv_get_int(d, "$.topology.training", tr, "H", 0, 1, 1 << 30, "inner steps per outer step", &v);
+        /* the bounds of trainer/config.c's key, so a file that passes here starts */
+        jv_get_int(d, "$.topology.training", tr, "checkpoint_min_ms", 0, 0, 86400000,
+                   "ms between syncer checkpoints", &v);
         if (jv_get_int(d, "$.topology.training", tr, "steps", 0, 1, INT64_MAX, "a step count", &v) == 1)
             e->steps = v;
         const char *enc;

@@ -6,7 +6,12 @@
  */
 #include "trainer/checkpoint.h"
 
+#include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,11 +19,13 @@
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/file.h"
+#include "common/log.h"
 
 #define MAGIC_SYNCER 0x59535843u  /* "CXSY" */
 #define MAGIC_LEARNER 0x524c5843u /* "CXLR" */
 #define FORMAT_VERSION 1u
 #define CKPT_MAX_BYTES ((size_t)4 << 30)
+#define CKPT_WRITER_NICE 10 /* the background writer's nice value (the inner loop runs at 0) */
 
 /* ---- checkpoint: writer ---- */
 
@@ -45,6 +52,13 @@ static int put_i64(cx_buf *b, int64_t v)
 static int put_floats(cx_buf *b, const float *v, uint64_t n)
 {
     int rc = put_u64(b, v ? n : 0);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* the record is little-endian f32: on such a host one append (a
+     * learner saves several times a second in the background) */
+    if (rc == 0 && v && n > 0)
+        rc = n > SIZE_MAX / 4 ? CX_ENOMEM : put(b, v, (size_t)n * 4);
+    return rc;
+#endif
     for (uint64_t i = 0; rc == 0 && v && i < n; i++) {
         uint32_t u;
         memcpy(&u, &v[i], 4);
@@ -335,11 +349,11 @@ void ckpt_syncer_cleanup(ckpt_syncer *c)
 
 /* ---- checkpoint: learner ---- */
 
-int ckpt_learner_save(const char *dir, ckpt_learner *c, char *err, size_t errlen)
+/* Save c into slot with generation newest + 1. */
+static int learner_save_at(const char *dir, ckpt_learner *c, int slot, int64_t newest, char *err,
+                           size_t errlen)
 {
     cx_buf b;
-    int64_t newest;
-    int slot = next_slot(dir, "learner.ckpt", MAGIC_LEARNER, &newest);
     int rc = 0;
     c->generation = newest + 1;
     cx_buf_init(&b, CKPT_MAX_BYTES);
@@ -368,6 +382,13 @@ int ckpt_learner_save(const char *dir, ckpt_learner *c, char *err, size_t errlen
         rc = save_payload(dir, "learner.ckpt", slot, &b, err, errlen);
     cx_buf_cleanup(&b);
     return rc;
+}
+
+int ckpt_learner_save(const char *dir, ckpt_learner *c, char *err, size_t errlen)
+{
+    int64_t newest;
+    int slot = next_slot(dir, "learner.ckpt", MAGIC_LEARNER, &newest);
+    return learner_save_at(dir, c, slot, newest, err, errlen);
 }
 
 static int decode_learner(const void *payload, size_t len, void *out, char *err, size_t errlen)
@@ -446,4 +467,176 @@ void ckpt_learner_cleanup(ckpt_learner *c)
     free(c->frag_tokens);
     free(c->cursor);
     memset(c, 0, sizeof *c);
+}
+
+/* ---- checkpoint: background learner writer ---- */
+
+struct ckpt_writer {
+    char dir[1024];                  /* where the thread saves */
+    pthread_t thread;                /* the writer */
+    pthread_mutex_t mu;              /* guards busy, quit, stats */
+    pthread_cond_t cv;               /* busy or quit changed */
+    int busy;                        /* 1 from submit until the save returned */
+    int quit;                        /* free -> thread: exit once idle */
+    ckpt_learner snap;               /* the snapshot; its arrays point into buf */
+    void *buf;                       /* one allocation: 3n floats, 3P int64, cursor */
+    ckpt_writer_stats stats;         /* counters */
+    int next_slot;                   /* thread: slot of the next save, -1 = read the dir */
+    int64_t newest;                  /* thread: generation of the last save (valid with next_slot) */
+    void (*before_write)(void *ctx); /* test hook or NULL */
+    void *ctx;                       /* its argument */
+};
+
+static void *writer_main(void *arg)
+{
+    ckpt_writer *w = arg;
+    char why[CX_ERRLEN];
+    /* below the inner loop: on a loaded box the writer yields its CPU (a
+     * checkpoint that falls due meanwhile is skipped, the final one is
+     * synchronous anyway). Best effort: a refusal only costs priority. */
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), CKPT_WRITER_NICE) != 0)
+        cx_debug("checkpoint writer: cannot lower its priority: %s", strerror(errno));
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->busy && !w->quit)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (!w->busy)
+            break; /* quit and idle */
+        pthread_mutex_unlock(&w->mu);
+        /* the snapshot is ours until busy drops: submit never touches it then */
+        if (w->before_write)
+            w->before_write(w->ctx);
+        /* the slots are only ours while the writer lives: after the first
+         * save the next slot and generation are known without reading both
+         * files again; after a failure they are read again */
+        if (w->next_slot < 0)
+            w->next_slot = next_slot(w->dir, "learner.ckpt", MAGIC_LEARNER, &w->newest);
+        int rc = learner_save_at(w->dir, &w->snap, w->next_slot, w->newest, why, sizeof why);
+        if (rc == 0) {
+            w->newest = w->snap.generation;
+            w->next_slot ^= 1;
+        } else {
+            w->next_slot = -1;
+        }
+        if (rc != 0)
+            cx_warn("checkpoint at step %lld failed, keeping the previous one and training on: %s",
+                    (long long)w->snap.step, why);
+        pthread_mutex_lock(&w->mu);
+        if (rc == 0)
+            w->stats.written++;
+        else
+            w->stats.failed++;
+        w->busy = 0;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+ckpt_writer *ckpt_writer_new(const char *dir, uint64_t n, int64_t P, uint64_t cursor_len,
+                             void (*before_write)(void *ctx), void *ctx)
+{
+    if (P < 0 || n > SIZE_MAX / 16 || (uint64_t)P > SIZE_MAX / 32 ||
+        strlen(dir) >= sizeof((ckpt_writer *)0)->dir)
+        return NULL;
+    ckpt_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    size_t fbytes = (size_t)n * sizeof(float), ibytes = (size_t)P * sizeof(int64_t);
+    w->buf = malloc(3 * fbytes + 3 * ibytes + (size_t)cursor_len + 1);
+    if (!w->buf) {
+        free(w);
+        return NULL;
+    }
+    snprintf(w->dir, sizeof w->dir, "%s", dir);
+    char *b = w->buf; /* int64 arrays first: they need the stricter alignment */
+    w->snap.base_version = (int64_t *)(void *)b;
+    w->snap.frag_steps = (int64_t *)(void *)(b + ibytes);
+    w->snap.frag_tokens = (int64_t *)(void *)(b + 2 * ibytes);
+    b += 3 * ibytes;
+    w->snap.params = (float *)(void *)b;
+    w->snap.adam_m = (float *)(void *)(b + fbytes);
+    w->snap.adam_v = (float *)(void *)(b + 2 * fbytes);
+    w->snap.cursor = b + 3 * fbytes;
+    w->snap.n = n;
+    w->snap.P = P;
+    w->snap.cursor_len = cursor_len;
+    w->before_write = before_write;
+    w->ctx = ctx;
+    w->next_slot = -1;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
+        free(w->buf);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+int ckpt_writer_submit(ckpt_writer *w, const ckpt_learner *c)
+{
+    if (c->n != w->snap.n || c->P != w->snap.P || c->cursor_len != w->snap.cursor_len)
+        return CX_EINVAL;
+    pthread_mutex_lock(&w->mu);
+    if (w->busy) {
+        w->stats.skipped++;
+        pthread_mutex_unlock(&w->mu);
+        return 0;
+    }
+    pthread_mutex_unlock(&w->mu);
+    /* idle: the thread does not read snap until busy is set below */
+    ckpt_learner *s = &w->snap;
+    size_t fbytes = (size_t)c->n * sizeof(float), ibytes = (size_t)c->P * sizeof(int64_t);
+    s->learner = c->learner;
+    s->incarnation = c->incarnation;
+    s->step = c->step;
+    s->tokens = c->tokens;
+    s->table_digest = c->table_digest;
+    s->adam_steps = c->adam_steps;
+    memcpy(s->params, c->params, fbytes);
+    memcpy(s->adam_m, c->adam_m, fbytes);
+    memcpy(s->adam_v, c->adam_v, fbytes);
+    memcpy(s->base_version, c->base_version, ibytes);
+    memcpy(s->frag_steps, c->frag_steps, ibytes);
+    memcpy(s->frag_tokens, c->frag_tokens, ibytes);
+    if (c->cursor_len)
+        memcpy(s->cursor, c->cursor, (size_t)c->cursor_len);
+    pthread_mutex_lock(&w->mu);
+    w->busy = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    return 1;
+}
+
+void ckpt_writer_wait(ckpt_writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    while (w->busy)
+        pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void ckpt_writer_get_stats(ckpt_writer *w, ckpt_writer_stats *out)
+{
+    pthread_mutex_lock(&w->mu);
+    *out = w->stats;
+    pthread_mutex_unlock(&w->mu);
+}
+
+void ckpt_writer_free(ckpt_writer *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->quit = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL); /* it finishes the write in progress first */
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    free(w->buf);
+    free(w);
 }

@@ -86,4 +86,41 @@ int ckpt_learner_load(const char *dir, ckpt_learner *c, uint64_t expect_n, int64
                       uint32_t expect_digest, char *err, size_t errlen);
 void ckpt_learner_cleanup(ckpt_learner *c);
 
+/* ---- background learner checkpoints ----
+ *
+ * A learner checkpoints off its inner loop: ckpt_writer_submit() copies the
+ * state into buffers allocated once (ckpt_writer_new) and wakes a writer
+ * thread that saves them with ckpt_learner_save (same atomic two-slot
+ * write). The caller pays the memcpy only. While a write is running a
+ * submit is skipped and counted, never waited for. The writer is the only
+ * one saving while it lives: a final synchronous save comes after
+ * ckpt_writer_wait() (or ckpt_writer_free()).
+ *
+ *   IDLE ── submit(): copy, busy=1 ──► WRITING ── thread: saved ──► IDLE
+ *   (submit while WRITING: skipped++, nothing copied)
+ */
+typedef struct ckpt_writer ckpt_writer;
+
+typedef struct ckpt_writer_stats {
+    int64_t written; /* checkpoints saved by the thread */
+    int64_t skipped; /* submits refused because a write was still running */
+    int64_t failed;  /* saves that failed (logged; the previous slot stays) */
+} ckpt_writer_stats;
+
+/* Buffers for n params, P fragments and a cursor of cursor_len bytes; the
+ * thread writes into dir. before_write (may be NULL) runs on the thread
+ * before each save: a test hook (hold a write to see a skip). NULL on
+ * failure (out of memory or no thread). */
+ckpt_writer *ckpt_writer_new(const char *dir, uint64_t n, int64_t P, uint64_t cursor_len,
+                             void (*before_write)(void *ctx), void *ctx);
+/* Snapshot c (its arrays are copied; shapes must match ckpt_writer_new)
+ * and hand it to the thread. 1 when taken, 0 when skipped because the
+ * previous write still runs, CX_EINVAL on a shape mismatch. */
+int ckpt_writer_submit(ckpt_writer *w, const ckpt_learner *c);
+/* Block until no write is in progress. */
+void ckpt_writer_wait(ckpt_writer *w);
+void ckpt_writer_get_stats(ckpt_writer *w, ckpt_writer_stats *out);
+/* Wait for the write in progress, stop the thread, free. NULL is a no-op. */
+void ckpt_writer_free(ckpt_writer *w);
+
 #endif

@@ -91,6 +91,8 @@ static const key_def keys[] = {
     {"eval_tokens", KEY_INT, OFF(eval_tokens), 16, 10000000, NULL, 0, "tokens in the fixed eval set"},
     {"checkpoint_every", KEY_INT, OFF(checkpoint_every), 0, 100000000, NULL, 0,
      "syncer checkpoint every N merges (0: only at exit)"},
+    {"checkpoint_min_ms", KEY_INT, OFF(checkpoint_min_ms), 0, 86400000, NULL, 0,
+     "min ms between two periodic syncer checkpoints (0: no minimum; the exit one always runs)"},
     {"learner_checkpoint_every", KEY_INT, OFF(learner_checkpoint_every), 0, 100000000, NULL, 0,
      "learner checkpoint every N inner steps (0: only at exit)"},
     {"elastic_deadline_ms", KEY_INT, OFF(elastic_deadline_ms), 0, 3600000, NULL, 0,
@@ -131,6 +133,7 @@ void config_defaults(config *c)
     c->seed = 1;
     snprintf(c->data, sizeof c->data, "fortunes");
     c->checkpoint_every = 10;
+    c->checkpoint_min_ms = 2000;
     c->learner_checkpoint_every = 100;
     c->elastic_deadline_ms = 0;
     c->heartbeat_timeout_ms = 5000;

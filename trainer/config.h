@@ -74,6 +74,7 @@ typedef struct config {
     int64_t eval_every_ms;            /* ms, min gap between two evals; 0 = every merge */
     int64_t eval_tokens;              /* tokens in the fixed eval set */
     int64_t checkpoint_every;         /* syncer checkpoint every N merges (0 = only at exit) */
+    int64_t checkpoint_min_ms;        /* min ms between two periodic syncer checkpoints (0 = none) */
     int64_t learner_checkpoint_every; /* learner checkpoint every N inner steps (0 = exit only) */
     int64_t elastic_deadline_ms;      /* ms a barrier waits after its first arrival (0 = none) */
     int64_t heartbeat_timeout_ms;     /* ms without heartbeat before a learner is absent */

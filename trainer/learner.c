@@ -92,6 +92,9 @@ typedef struct learner {
     double step_ms_ema;     /* ms per inner step (compute + slowdown) */
     int64_t ckpt_step;      /* step of the last checkpoint */
     ckpt_learner *restored; /* local checkpoint read at start, or NULL */
+    ckpt_writer *ckw;       /* background checkpoint writer (created at the first periodic one), or NULL */
+    int ckw_broken;         /* 1: no writer could be made; periodic checkpoints are synchronous */
+    int ckw_skip_logged;    /* 1 once a skipped checkpoint was logged */
     char hook_path[1024];   /* CHAOSLOCO_HOOK_DIR/nan, "" if unset */
     /* The copy of the global fragments exactly as the syncer sent them
      * (full pulls and applied delta chains), owned by the thread that
@@ -588,31 +591,84 @@ static int nan_hook(learner *L)
     return 1;
 }
 
+/* Fill c with borrowed pointers to the live state (cur receives the cursor). */
+static void checkpoint_view(learner *L, ckpt_learner *c, data_cursor *cur)
+{
+    memset(c, 0, sizeof *c);
+    data_shard_get_cursor(L->shard, cur);
+    pthread_mutex_lock(&L->mu);
+    c->incarnation = L->incarnation;
+    c->step = L->step;
+    c->tokens = L->tokens;
+    pthread_mutex_unlock(&L->mu);
+    c->learner = L->o->id;
+    c->n = L->n;
+    c->P = L->P;
+    c->table_digest = fragment_table_digest(L->ft);
+    c->params = model_params(L->m);
+    c->adam_steps = (int64_t)adamw_steps(L->opt);
+    c->adam_m = adamw_m(L->opt);
+    c->adam_v = adamw_v(L->opt);
+    c->base_version = L->base_version;
+    c->frag_steps = L->frag_steps;
+    c->frag_tokens = L->frag_tokens;
+    c->cursor_len = sizeof *cur;
+    c->cursor = cur;
+}
+
+/* The periodic checkpoint, from the inner loop: a memcpy into the writer's
+ * buffers, the write on its thread (checkpoint.h). Skipped (and counted)
+ * when the previous write still runs. The writer and its buffers are made
+ * once, at the first checkpoint; if that fails this falls back to a
+ * synchronous save, as before. */
+static void checkpoint_periodic(learner *L)
+{
+    ckpt_learner c;
+    data_cursor cur;
+    char why[CX_ERRLEN];
+    checkpoint_view(L, &c, &cur);
+    L->ckpt_step = c.step;
+    if (!L->ckw && !L->ckw_broken) {
+        L->ckw = ckpt_writer_new(L->o->state_dir, L->n, L->P, sizeof cur, NULL, NULL);
+        if (!L->ckw) {
+            L->ckw_broken = 1;
+            cx_warn("no background checkpoint writer (out of memory?); checkpointing synchronously");
+        }
+    }
+    if (L->ckw) {
+        /* the first skip is logged, the rest counted (logged at exit) */
+        if (ckpt_writer_submit(L->ckw, &c) == 0 && !L->ckw_skip_logged) {
+            L->ckw_skip_logged = 1;
+            cx_info("checkpoint at step %lld skipped: the previous one is still being written (further "
+                    "skips are only counted)",
+                    (long long)c.step);
+        }
+        return;
+    }
+    if (ckpt_learner_save(L->o->state_dir, &c, why, sizeof why) != 0)
+        cx_warn("checkpoint at step %lld failed, keeping the previous one and training on: %s",
+                (long long)c.step, why);
+}
+
+/* The final checkpoint (SIGTERM or the end of training): synchronous and
+ * complete before the process goes on; the background write in progress,
+ * if any, finishes first (one writer at a time per state dir). */
 static void save_checkpoint(learner *L)
 {
     ckpt_learner c;
     data_cursor cur;
     char why[CX_ERRLEN];
-    memset(&c, 0, sizeof c);
-    data_shard_get_cursor(L->shard, &cur);
-    pthread_mutex_lock(&L->mu);
-    c.incarnation = L->incarnation;
-    c.step = L->step;
-    c.tokens = L->tokens;
-    pthread_mutex_unlock(&L->mu);
-    c.learner = L->o->id;
-    c.n = L->n;
-    c.P = L->P;
-    c.table_digest = fragment_table_digest(L->ft);
-    c.params = model_params(L->m);
-    c.adam_steps = (int64_t)adamw_steps(L->opt);
-    c.adam_m = adamw_m(L->opt);
-    c.adam_v = adamw_v(L->opt);
-    c.base_version = L->base_version;
-    c.frag_steps = L->frag_steps;
-    c.frag_tokens = L->frag_tokens;
-    c.cursor_len = sizeof cur;
-    c.cursor = &cur;
+    if (L->ckw) {
+        ckpt_writer_stats st;
+        ckpt_writer_wait(L->ckw);
+        ckpt_writer_get_stats(L->ckw, &st);
+        cx_info("background checkpoints: %lld written, %lld skipped (previous write still running), %lld "
+                "failed",
+                (long long)st.written, (long long)st.skipped, (long long)st.failed);
+        ckpt_writer_free(L->ckw);
+        L->ckw = NULL;
+    }
+    checkpoint_view(L, &c, &cur);
     L->ckpt_step = c.step;
     if (ckpt_learner_save(L->o->state_dir, &c, why, sizeof why) != 0)
         cx_warn("checkpoint at step %lld failed, keeping the previous one and training on: %s",
@@ -830,7 +886,7 @@ static void after_step(learner *L, int64_t compute_ns)
     if (step % 50 == 0)
         cx_info("step=%lld loss=%.4f step_ms=%.1f", (long long)step, L->train_loss, L->step_ms_ema);
     if (L->cfg.learner_checkpoint_every > 0 && step - L->ckpt_step >= L->cfg.learner_checkpoint_every)
-        save_checkpoint(L);
+        checkpoint_periodic(L);
 }
 
 /* ---- learner: the end of training ---- */
@@ -849,8 +905,76 @@ static int keep_training(learner *L)
 
 /* ---- learner: ddp ---- */
 
+/* Take the ddp source of truth (GET /v1/optimizer): the syncer's
+ * parameters, AdamW moments and step counter, and the step it collects
+ * next. A ddp learner applies the same mean gradient with the same AdamW
+ * as the syncer, so from here on it stays bit-identical with it, however
+ * stale its own moments were (a restart from a local checkpoint, a rejoin,
+ * a step it missed, non-finite parameters). why: for the log. 0, or
+ * CX_EUNAVAIL when the syncer stayed unreachable past --give-up-s or a
+ * signal came; a malformed answer is retried. */
+static int ddp_resync(learner *L, const char *why)
+{
+    size_t n = L->n;
+    for (int attempt = 0;; attempt++) {
+        cx_http_result r;
+        char crcbuf[16], sbuf[32], abuf[32];
+        uint32_t crc;
+        int64_t step = -1, adam_steps = -1;
+        cx_http_result_init(&r);
+        if (call(L, L->http, "GET", "/v1/optimizer", NULL, NULL, 0, NULL, HTTP_TIMEOUT_MS, &r) != 0) {
+            cx_http_result_cleanup(&r);
+            return CX_EUNAVAIL;
+        }
+        if (r.status == 200 && cx_http_result_header(&r, PROTO_H_CRC32C, crcbuf, sizeof crcbuf) == 0 &&
+            proto_crc_parse(crcbuf, &crc) == 0 &&
+            cx_http_result_header(&r, PROTO_H_STEP, sbuf, sizeof sbuf) == 0 &&
+            cx_parse_i64(sbuf, PROTO_H_STEP, 0, INT64_MAX / 2, &step, NULL, 0) == 0 &&
+            cx_http_result_header(&r, PROTO_H_ADAM_STEPS, abuf, sizeof abuf) == 0 &&
+            cx_parse_i64(abuf, PROTO_H_ADAM_STEPS, 0, INT64_MAX / 2, &adam_steps, NULL, 0) == 0 &&
+            proto_check_body(r.body.data, r.body.len, n * 12, crc, NULL, 0) == PROTO_OK) {
+            const unsigned char *b = (const unsigned char *)r.body.data;
+            proto_f32_decode(b, n, model_params(L->m));
+            proto_f32_decode(b + n * 4, n, adamw_m(L->opt));
+            proto_f32_decode(b + n * 8, n, adamw_v(L->opt));
+            adamw_set_steps(L->opt, (uint64_t)adam_steps);
+            cx_http_result_cleanup(&r);
+            /* Θ_base is "the global params as last received"; gcopy/gver
+             * (delta chains) are left as they are, a consistent pair */
+            memcpy(L->base, model_params(L->m), n * sizeof(float));
+            pthread_mutex_lock(&L->mu);
+            int64_t was = L->step;
+            L->step = step;
+            pthread_mutex_unlock(&L->mu);
+            cx_info("ddp: took the syncer's parameters and optimizer state (%s): step %lld -> %lld, adam "
+                    "steps %lld",
+                    why, (long long)was, (long long)step, (long long)adam_steps);
+            return 0;
+        }
+        cx_warn("bad answer to GET /v1/optimizer (%s): HTTP %d, %zu bytes; retrying", why, r.status,
+                r.body.len);
+        cx_http_result_cleanup(&r);
+        if (*L->stop || gave_up(L))
+            return CX_EUNAVAIL;
+        cx_sleep_ms(attempt < 10 ? 200 : 1000);
+    }
+}
+
+/* 1 when the mean in r is for step t (X-Chaosloco-Step); a mean for any
+ * other step means the syncer and this learner disagree on the step. */
+static int ddp_answer_is_step(const cx_http_result *r, int64_t t)
+{
+    char sbuf[32];
+    int64_t s = -1;
+    return cx_http_result_header(r, PROTO_H_STEP, sbuf, sizeof sbuf) == 0 &&
+           cx_parse_i64(sbuf, PROTO_H_STEP, 0, INT64_MAX / 2, &s, NULL, 0) == 0 && s == t;
+}
+
 static int ddp_loop(learner *L, char *err, size_t errlen)
 {
+    /* at start (and so after a restart from a local checkpoint) */
+    if (ddp_resync(L, "join") != 0)
+        return cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable while taking its optimizer state");
     while (keep_training(L)) {
         int64_t t0 = cx_mono_ns();
         compute_grads(L);
@@ -886,7 +1010,18 @@ static int ddp_loop(learner *L, char *err, size_t errlen)
             uint32_t crc;
             if (r.status == 200 && cx_http_result_header(&r, PROTO_H_CRC32C, crcbuf, sizeof crcbuf) == 0 &&
                 proto_crc_parse(crcbuf, &crc) == 0 &&
-                proto_check_body(r.body.data, r.body.len, L->n * 4, crc, NULL, 0) == PROTO_OK) {
+                proto_check_body(r.body.data, r.body.len, L->n * 4, crc, NULL, 0) == PROTO_OK &&
+                !ddp_answer_is_step(&r, t)) {
+                cx_warn("ddp: the mean answered for step %lld is for another step; resyncing", (long long)t);
+                cx_http_result_cleanup(&r);
+                if (ddp_resync(L, "step mismatch") != 0)
+                    return cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable while resyncing");
+                done = 1;
+                continue;
+            } else if (r.status == 200 &&
+                       cx_http_result_header(&r, PROTO_H_CRC32C, crcbuf, sizeof crcbuf) == 0 &&
+                       proto_crc_parse(crcbuf, &crc) == 0 &&
+                       proto_check_body(r.body.data, r.body.len, L->n * 4, crc, NULL, 0) == PROTO_OK) {
                 proto_f32_decode(r.body.data, L->n, L->scratch);
                 int64_t t1 = cx_mono_ns();
                 adamw_step(L->opt, model_params(L->m), L->scratch, lr_now(L, t));
@@ -901,23 +1036,20 @@ static int ddp_loop(learner *L, char *err, size_t errlen)
                 json_decref(j);
                 cx_warn("ddp step %lld closed without us; resyncing to step %lld", (long long)t,
                         (long long)s);
-                if (pull_all(L) != 0) {
+                if (ddp_resync(L, "missed step") != 0) {
                     cx_http_result_cleanup(&r);
                     return cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable while resyncing");
                 }
-                pthread_mutex_lock(&L->mu);
-                L->step = s;
-                pthread_mutex_unlock(&L->mu);
                 done = 1;
             } else if (r.status == 409 || r.status == 403) {
                 cx_warn("syncer does not know incarnation %lld any more; rejoining",
                         (long long)h.incarnation);
                 int rc = join(L, L->http, 0, err, errlen);
-                if (rc == 0)
-                    rc = pull_all(L);
+                if (rc == 0 && ddp_resync(L, "rejoin") != 0)
+                    rc = cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable while resyncing");
                 cx_http_result_cleanup(&r);
                 if (rc)
-                    return rc ? rc : CX_EUNAVAIL;
+                    return rc;
                 done = 1;
                 continue;
             } else {
@@ -928,9 +1060,8 @@ static int ddp_loop(learner *L, char *err, size_t errlen)
             cx_http_result_cleanup(&r);
         }
         if (!params_finite(L)) {
-            cx_warn("own parameters are not finite; discarding them and pulling the global ones");
-            adamw_reset_range(L->opt, 0, L->n, NULL, 0);
-            if (pull_all(L) != 0)
+            cx_warn("own parameters are not finite; discarding them and taking the syncer's state");
+            if (ddp_resync(L, "non-finite parameters") != 0)
                 return cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable");
         }
         pthread_mutex_lock(&L->mu);
@@ -938,8 +1069,8 @@ static int ddp_loop(learner *L, char *err, size_t errlen)
         pthread_mutex_unlock(&L->mu);
         if (rj) {
             int rc = join(L, L->http, 0, err, errlen);
-            if (rc == 0)
-                rc = pull_all(L);
+            if (rc == 0 && ddp_resync(L, "rejoin") != 0)
+                rc = cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable while resyncing");
             if (rc)
                 return rc;
         }
@@ -1426,8 +1557,10 @@ int learner_run(const learner_opts *o, volatile sig_atomic_t *stop, char *err, s
         pthread_mutex_unlock(&L->mu);
         json_decref(call_json(L, L->http, "POST", "/v1/leave", b, &status));
         json_decref(b);
-        cx_info("done: %lld steps, %lld tokens, last train loss %.4f", (long long)L->step,
-                (long long)L->tokens, L->train_loss);
+        char pcrc[9];
+        proto_crc_format(proto_f32_crc(model_params(L->m), L->n), pcrc);
+        cx_info("done: %lld steps, %lld tokens, last train loss %.4f, params_crc32c=%s", (long long)L->step,
+                (long long)L->tokens, L->train_loss, pcrc);
     }
 out:
     pthread_mutex_lock(&L->mu);
@@ -1435,6 +1568,7 @@ out:
     pthread_mutex_unlock(&L->mu);
     if (hb_started)
         pthread_join(hb, NULL);
+    ckpt_writer_free(L->ckw); /* an error path: the write in progress finishes */
     if (L->restored) {
         ckpt_learner_cleanup(L->restored);
         free(L->restored);

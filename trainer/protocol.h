@@ -28,6 +28,8 @@
 #define PROTO_H_VERSION "X-Chaosloco-Version"
 #define PROTO_H_STEP "X-Chaosloco-Step"
 #define PROTO_H_PARTICIPANTS "X-Chaosloco-Participants"
+/* GET /v1/optimizer (ddp): the AdamW step counter of the global state. */
+#define PROTO_H_ADAM_STEPS "X-Chaosloco-Adam-Steps"
 /* Downstream delta chains (GET /v1/fragments/{p}?newer-than=V&delta=1):
  * the version the chain starts from, and the CRC32C of the canonical f32
  * fragment (little-endian bytes) the chain must reproduce. */

@@ -252,6 +252,7 @@ struct syncer {
     int64_t last_eval_ms;               /* mono ms of the last eval */
     int eval_pending;                   /* 1: a merge happened since the last eval */
     int64_t last_ckpt_merges;           /* merges at the last checkpoint */
+    int64_t last_ckpt_ms;               /* mono ms of the last checkpoint snapshot (0: none yet) */
     int64_t last_merge_ms;              /* mono ms of the last merge */
     int64_t longest_gap_ms;             /* longest gap between two merges */
     merge_note recent[RECENT_MERGES];   /* ring of recent merges */
@@ -1673,6 +1674,46 @@ static int h_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     return 0;
 }
 
+/* ---- syncer: GET /v1/optimizer (ddp modes) ---- */
+
+/* The ddp source of truth, for a learner that (re)joins, missed a step or
+ * went non-finite: body = params[n] | AdamW m[n] | v[n], little-endian f32;
+ * X-Chaosloco-Crc32c over the body, X-Chaosloco-Step the step being
+ * collected (the learner's next gradient is for it), X-Chaosloco-Adam-Steps
+ * the AdamW step counter. One snapshot under the lock, so the four agree. */
+static int h_optimizer(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    (void)req;
+    if (!is_ddp(s)) {
+        cx_http_reply_error(resp, 409, "mode %s has no global optimizer state (ddp modes only)",
+                            mode_name(s));
+        return 0;
+    }
+    size_t n = s->n;
+    unsigned char *b = malloc(n * 12);
+    if (!b) {
+        cx_http_reply_err(resp, CX_ENOMEM, "out of memory");
+        return 0;
+    }
+    pthread_mutex_lock(&s->mu);
+    proto_f32_encode(s->theta, n, b);
+    proto_f32_encode(adamw_m(s->opt), n, b + n * 4);
+    proto_f32_encode(adamw_v(s->opt), n, b + n * 8);
+    int64_t step = s->ddp_step, adam_steps = (int64_t)adamw_steps(s->opt), version = s->versions[0];
+    s->bytes_out += (int64_t)n * 12;
+    pthread_mutex_unlock(&s->mu);
+    char crchex[9];
+    proto_crc_format(cx_crc32c(0, b, n * 12), crchex);
+    cx_http_reply_bytes(resp, 200, "application/octet-stream", b, n * 12);
+    free(b);
+    cx_http_add_header(resp, PROTO_H_CRC32C, "%s", crchex);
+    cx_http_add_header(resp, PROTO_H_STEP, "%lld", (long long)step);
+    cx_http_add_header(resp, PROTO_H_ADAM_STEPS, "%lld", (long long)adam_steps);
+    cx_http_add_header(resp, PROTO_H_VERSION, "%lld", (long long)version);
+    return 0;
+}
+
 /* ---- syncer: GET /v1/status ---- */
 
 static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
@@ -1733,6 +1774,9 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         "uptime_ms", (json_int_t)(now - s->start_ms), "learners_expected", (int)s->cfg.learners, "loss_floor",
         isfinite(s->entropy_floor) ? json_real(s->entropy_floor) : json_null());
     json_object_set_new(o, "n_params", json_integer((json_int_t)s->n));
+    char pcrc[9];
+    proto_crc_format(proto_f32_crc(s->theta, s->n), pcrc);
+    json_object_set_new(o, "params_crc32c", json_string(pcrc));
     if (s->cfg.mode == CONFIG_MODE_DDP_ELASTIC)
         json_object_set_new(o, "elastic_deadline_ms", json_integer((json_int_t)ddp_deadline_ms(s)));
     json_t *fr = json_object();
@@ -1896,6 +1940,7 @@ static const cx_http_route routes[] = {
     {"GET", "/v1/versions", h_versions},
     {"POST", "/v1/fragments/{}/contributions", h_contribution},
     {"POST", "/v1/steps/{}/gradients", h_gradient},
+    {"GET", "/v1/optimizer", h_optimizer},
     {"GET", "/v1/status", h_status},
     {"GET", "/v1/events", h_events},
     {"GET", "/metrics", h_metrics},
@@ -1937,6 +1982,7 @@ static const access_rule access_rules[] = {
     {"POST", "/v1/heartbeat", ACC_LEARNER},
     {"POST", "/v1/end", ACC_ADMIN},
     {"GET", "/v1/fragments/{}", ACC_LEARNER}, /* the model itself: learners only */
+    {"GET", "/v1/optimizer", ACC_LEARNER},    /* ddp: the model and its AdamW state */
     {"GET", "/v1/versions", ACC_READ},
     {"POST", "/v1/fragments/{}/contributions", ACC_LEARNER},
     {"POST", "/v1/steps/{}/gradients", ACC_LEARNER},
@@ -2175,6 +2221,7 @@ static int write_checkpoint(syncer *s, char *err, size_t errlen)
         if (s->learners[i].id >= 0 && s->learners[i].incarnation > 0)
             c.learners[c.n_learners++] = (ckpt_learner_inc){s->learners[i].id, s->learners[i].incarnation};
     s->last_ckpt_merges = s->merges;
+    s->last_ckpt_ms = cx_mono_ms();
     pthread_mutex_unlock(&s->mu);
     rc = ckpt_syncer_save(s->state_dir, &c, err, errlen);
     if (rc == 0) {
@@ -2243,8 +2290,12 @@ static void *worker_main(void *arg)
             break;
         int64_t now = cx_mono_ms();
         int do_eval = s->eval_pending && now - s->last_eval_ms >= s->cfg.eval_every_ms;
-        int do_ckpt =
-            s->cfg.checkpoint_every > 0 && s->merges - s->last_ckpt_merges >= s->cfg.checkpoint_every;
+        /* every checkpoint_every merges, but not more often than
+         * checkpoint_min_ms: a merge count alone wrote thousands of
+         * checkpoints a minute (the final one in syncer_free is not gated) */
+        int do_ckpt = s->cfg.checkpoint_every > 0 &&
+                      s->merges - s->last_ckpt_merges >= s->cfg.checkpoint_every &&
+                      (s->last_ckpt_ms == 0 || now - s->last_ckpt_ms >= s->cfg.checkpoint_min_ms);
         if (do_eval || do_ckpt) {
             pthread_mutex_unlock(&s->mu);
             if (do_eval)

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -267,4 +268,88 @@ Test(checkpoint, load_removes_partial_saves_of_dead_writers)
     ckpt_syncer_cleanup(&back);
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
         rm(keep[i]);
+}
+
+/* ---- background writer ---- */
+
+/* A before_write hook that holds the write until the test releases it. */
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int entered; /* writes that reached the hook */
+    int open;    /* 1: let writes through */
+} gate;
+
+static void gate_wait(void *ctx)
+{
+    gate *g = ctx;
+    pthread_mutex_lock(&g->mu);
+    g->entered++;
+    pthread_cond_broadcast(&g->cv);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+Test(checkpoint, writer_snapshots_skips_while_busy_and_writes_the_snapshot)
+{
+    static float params[NN], m[NN], v[NN];
+    int64_t bv[NP] = {1, 2, 3, 4}, fs[NP] = {5, 6, 7, 8}, ft[NP] = {80, 96, 112, 128};
+    unsigned char cursor[16] = {9};
+    gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    ckpt_learner c, back;
+    char err[CX_ERRLEN];
+    for (int i = 0; i < NN; i++)
+        params[i] = m[i] = v[i] = (float)i;
+    memset(&c, 0, sizeof c);
+    c.learner = 1;
+    c.step = 100;
+    c.n = NN;
+    c.P = NP;
+    c.table_digest = 42;
+    c.params = params;
+    c.adam_m = m;
+    c.adam_v = v;
+    c.base_version = bv;
+    c.frag_steps = fs;
+    c.frag_tokens = ft;
+    c.cursor_len = sizeof cursor;
+    c.cursor = cursor;
+    ckpt_writer *w = ckpt_writer_new(dir, NN, NP, sizeof cursor, gate_wait, &g);
+    cr_assert(w);
+    cr_assert_eq(ckpt_writer_submit(w, &c), 1, "an idle writer takes the snapshot");
+    /* the caller's state moves on at once: the writer must have copied it */
+    params[0] = -1.0f;
+    c.step = 200;
+    pthread_mutex_lock(&g.mu);
+    while (g.entered == 0)
+        pthread_cond_wait(&g.cv, &g.mu);
+    pthread_mutex_unlock(&g.mu);
+    cr_assert_eq(ckpt_writer_submit(w, &c), 0, "a submit while the write runs is skipped, not waited for");
+    ckpt_learner bad = c;
+    bad.n = NN - 1;
+    cr_assert_eq(ckpt_writer_submit(w, &bad), CX_EINVAL, "a snapshot of another shape is refused");
+    pthread_mutex_lock(&g.mu);
+    g.open = 1;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    ckpt_writer_wait(w);
+    ckpt_writer_stats st;
+    ckpt_writer_get_stats(w, &st);
+    cr_assert_eq(st.written, 1);
+    cr_assert_eq(st.skipped, 1);
+    cr_assert_eq(st.failed, 0);
+    cr_assert_eq(ckpt_learner_load(dir, &back, NN, NP, 42, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(back.step, 100, "the snapshot as submitted, not the state after it");
+    cr_assert_float_eq(back.params[0], 0.0f, 0.0);
+    cr_assert_eq(memcmp(back.frag_tokens, ft, sizeof ft), 0);
+    ckpt_learner_cleanup(&back);
+    /* idle again: the next submit is taken and written */
+    cr_assert_eq(ckpt_writer_submit(w, &c), 1);
+    ckpt_writer_free(w); /* finishes the write in progress */
+    cr_assert_eq(ckpt_learner_load(dir, &back, NN, NP, 42, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(back.step, 200);
+    cr_assert_float_eq(back.params[0], -1.0f, 0.0);
+    ckpt_learner_cleanup(&back);
+    ckpt_writer_free(NULL);
 }

@@ -180,3 +180,23 @@ Test(config, threads_flag_reaches_the_model_config)
     cr_assert_neq(config_set_flag(&c, "--threads", "65", err, sizeof err), 0, "65 threads accepted");
     cr_assert(strstr(err, "threads"), "%s", err);
 }
+
+Test(config, checkpoint_min_ms_defaults_to_2000_and_is_bounded)
+{
+    config c;
+    char err[CX_ERRLEN] = "";
+    config_defaults(&c);
+    cr_assert_eq(c.checkpoint_min_ms, 2000);
+    cr_assert_eq(config_set_flag(&c, "--checkpoint-min-ms", "0", err, sizeof err), 0, "%s", err);
+    cr_assert_eq(c.checkpoint_min_ms, 0);
+    cr_assert_eq(config_set_flag(&c, "--checkpoint-min-ms", "-1", err, sizeof err), CX_EINVAL);
+    cr_assert(strstr(err, "--checkpoint-min-ms") != NULL, "names the flag: %s", err);
+    json_t *j = json_pack("{s:i}", "checkpoint_min_ms", 250);
+    cr_assert_eq(config_from_json(&c, j, "t", err, sizeof err), 0, "%s", err);
+    cr_assert_eq(c.checkpoint_min_ms, 250);
+    json_decref(j);
+    j = json_pack("{s:s}", "checkpoint_min_ms", "2s");
+    cr_assert_eq(config_from_json(&c, j, "t", err, sizeof err), CX_EINVAL);
+    cr_assert(strstr(err, "checkpoint_min_ms") != NULL, "names the key: %s", err);
+    json_decref(j);
+}

@@ -272,6 +272,11 @@ Test(experiment, out_of_range_learner_id)
         "{\"title\": \"t\", \"topology\": {\"learners\": 4, \"training\": {\"quorum\": 5}}, \"verify\": "
         "[{\"hypothesis\": \"versions_monotonic\"}]}",
         "$.topology.training.quorum: expected a quorum (learners) in 1..4, got 5");
+    expect_error(
+        "{\"title\": \"t\", \"topology\": {\"learners\": 4, \"training\": {\"checkpoint_min_ms\": -1}}, "
+        "\"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}",
+        "$.topology.training.checkpoint_min_ms: expected ms between syncer checkpoints in 0..86400000, got "
+        "-1");
     expect_error("{\"title\": \"t\", \"topology\": {\"learners\": 4, \"training\": {\"learners\": 4}}, "
                  "\"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}",
                  "$.topology.training.learners: unexpected key: the learner count is topology.learners");
