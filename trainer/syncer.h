@@ -24,15 +24,26 @@
 
 typedef struct syncer syncer;
 
+/* What a syncer that started without a valid checkpoint does when a
+ * learner reports it holds trained fragments (--on-lost-state). */
+typedef enum syncer_lost_state {
+    SYNCER_LOST_REBUILD = 0, /* rebuild the global state from the learners (default) */
+    SYNCER_LOST_REFUSE = 1,  /* serve nothing (503) until restarted with the state dir restored */
+} syncer_lost_state;
+
 typedef struct syncer_opts {
     config cfg;            /* effective training config */
     const char *listen;    /* "127.0.0.1:7070" */
     const char *state_dir; /* checkpoints, events.jsonl, listen.addr */
+    int on_lost_state;     /* syncer_lost_state */
 } syncer_opts;
 
 /* Build the model from the seed (or restore the newest valid checkpoint in
  * state_dir), open the event log, start serving and write listen.addr.
- * NULL with err on failure. */
+ * Learners that hold fragments newer than what it restored (all of them
+ * after a lost or corrupt state dir) are asked to upload them at join and
+ * the global state is rebuilt from the newest copies (docs/internals/
+ * syncer.md "Rebuild from the learners"). NULL with err on failure. */
 syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen);
 /* Block until *stop becomes non-zero (set by a signal handler). */
 void syncer_run(syncer *s, volatile sig_atomic_t *stop);

@@ -18,15 +18,19 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: chaosloco syncer --state-dir DIR [--listen HOST:PORT] [--config FILE.json] [TRAINING "
-               "FLAGS]\n\n"
-               "The synchronizer of a training run: holds the global model, merges what learners send,\n"
-               "serves the HTTP API (docs/api.md). Flags override --config, which overrides defaults.\n\n"
-               "  --listen HOST:PORT                 address to serve on; port 0 = ephemeral (default "
-               "127.0.0.1:7070)\n"
-               "  --state-dir DIR                    checkpoints, events.jsonl and listen.addr (required)\n"
-               "  --config FILE.json                 training config (keys = flag names with '_' for '-')\n"
-               "  --help                             this text\n\ntraining flags:\n");
+    fprintf(f,
+            "usage: chaosloco syncer --state-dir DIR [--listen HOST:PORT] [--config FILE.json] [TRAINING "
+            "FLAGS]\n\n"
+            "The synchronizer of a training run: holds the global model, merges what learners send,\n"
+            "serves the HTTP API (docs/api.md). Flags override --config, which overrides defaults.\n\n"
+            "  --listen HOST:PORT                 address to serve on; port 0 = ephemeral (default "
+            "127.0.0.1:7070)\n"
+            "  --state-dir DIR                    checkpoints, events.jsonl and listen.addr (required)\n"
+            "  --config FILE.json                 training config (keys = flag names with '_' for '-')\n"
+            "  --on-lost-state rebuild|refuse     no valid checkpoint but learners hold trained fragments:\n"
+            "                                     rebuild the global state from them, or refuse to serve\n"
+            "                                     (default rebuild; docs/training.md)\n"
+            "  --help                             this text\n\ntraining flags:\n");
     config_print_help(f, 0);
 }
 
@@ -34,6 +38,7 @@ int syncer_main(int argc, char **argv)
 {
     syncer_opts o;
     const char *listen = "127.0.0.1:7070", *state_dir = NULL, *config_path = NULL;
+    int on_lost_state = SYNCER_LOST_REBUILD;
     char err[CX_ERRLEN], host[256];
     int port;
     config cfg;
@@ -87,7 +92,17 @@ int syncer_main(int argc, char **argv)
                 state_dir = v;
             else if (strcmp(a, "--config") == 0)
                 config_path = v;
-            else if (pass == 1) {
+            else if (strcmp(a, "--on-lost-state") == 0) {
+                if (strcmp(v, "rebuild") == 0)
+                    on_lost_state = SYNCER_LOST_REBUILD;
+                else if (strcmp(v, "refuse") == 0)
+                    on_lost_state = SYNCER_LOST_REFUSE;
+                else {
+                    fprintf(stderr, "chaosloco syncer: --on-lost-state '%s': expected rebuild or refuse\n",
+                            v);
+                    return 64;
+                }
+            } else if (pass == 1) {
                 int rc = config_set_flag(&cfg, a, v, err, sizeof err);
                 if (rc) {
                     fprintf(stderr, "chaosloco syncer: %s\n", err);
@@ -130,6 +145,7 @@ int syncer_main(int argc, char **argv)
     o.cfg = cfg;
     o.listen = listen;
     o.state_dir = state_dir;
+    o.on_lost_state = on_lost_state;
     syncer *s = syncer_new(&o, err, sizeof err);
     if (!s) {
         cx_error("cannot start: %s", err);
