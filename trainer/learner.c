@@ -103,6 +103,7 @@ typedef struct learner {
     int64_t n_delta_vers; /* deltas applied */
     int64_t n_full;       /* fragments received in full */
     int64_t n_mismatch;   /* delta results that failed the CRC check (then pulled in full) */
+    int64_t *seen_ver; /* [P] newest version of each fragment GET /v1/versions showed (same owner as gcopy) */
 
     /* ---- shared (under mu) ---- */
     pthread_mutex_t mu;
@@ -239,6 +240,7 @@ static int build(learner *L, char *err, size_t errlen)
     L->base = malloc(L->n * sizeof(float));
     L->gcopy = malloc(L->n * sizeof(float));
     L->gver = malloc((size_t)L->P * sizeof(int64_t));
+    L->seen_ver = calloc((size_t)L->P, sizeof(int64_t));
     for (int p = 0; L->gver && p < L->P; p++)
         L->gver[p] = -1;
     L->scratch = malloc(2 * L->n * sizeof(float)); /* delta + base of one fragment */
@@ -250,8 +252,8 @@ static int build(learner *L, char *err, size_t errlen)
     L->pending = calloc((size_t)L->P, sizeof(int));
     L->in = malloc((size_t)L->cfg.batch * (size_t)L->cfg.context);
     L->tg = malloc((size_t)L->cfg.batch);
-    if (!L->base || !L->gcopy || !L->gver || !L->scratch || !L->wire || !L->base_version || !L->frag_steps ||
-        !L->frag_tokens || !L->inflight || !L->pending || !L->in || !L->tg)
+    if (!L->base || !L->gcopy || !L->gver || !L->seen_ver || !L->scratch || !L->wire || !L->base_version ||
+        !L->frag_steps || !L->frag_tokens || !L->inflight || !L->pending || !L->in || !L->tg)
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     return 0;
 }
@@ -298,8 +300,10 @@ static json_t *holds_json(learner *L)
     float *tmp = malloc(maxlen * sizeof *tmp);
     if (!tmp)
         return NULL;
-    json_t *v = json_array(), *c = json_array();
+    json_t *v = json_array(), *c = json_array(), *pub = json_array();
     for (int p = 0; p < L->P; p++) {
+        int64_t seen = L->seen_ver[p] > L->gver[p] ? L->seen_ver[p] : L->gver[p];
+        json_array_append_new(pub, json_integer(seen > 0 ? seen : 0));
         char crc[9] = "0";
         if (L->gver[p] > 0) {
             fragment_gather(L->ft, p, L->gcopy, tmp);
@@ -309,7 +313,7 @@ static json_t *holds_json(learner *L)
         json_array_append_new(c, json_string(crc));
     }
     free(tmp);
-    return json_pack("{s:o, s:o}", "versions", v, "crc32c", c);
+    return json_pack("{s:o, s:o, s:o}", "versions", v, "crc32c", c, "published", pub);
 }
 
 /* The syncer answered a join with 503 and {"rebuild": {"incarnation",
@@ -1250,6 +1254,8 @@ static void *comm_main(void *arg)
             }
             cx_http_result_cleanup(&r);
             for (int p = 0; p < L->P && p < nv; p++) {
+                if (vers[p] > L->seen_ver[p])
+                    L->seen_ver[p] = vers[p]; /* published: a rebuild goes above it */
                 if (awaiting[p] < 0 || vers[p] <= awaiting[p])
                     continue;
                 int64_t v = L->gver[p];
@@ -1527,7 +1533,7 @@ out:
     data_shard_free(L->shard);
     data_source_free(L->src);
     fragment_table_free(L->ft);
-    free(L->gcopy), free(L->gver);
+    free(L->gcopy), free(L->gver), free(L->seen_ver);
     free(L->base), free(L->scratch), free(L->wire), free(L->base_version), free(L->frag_steps);
     free(L->frag_tokens), free(L->inflight), free(L->pending), free(L->in), free(L->tg);
     pthread_cond_destroy(&L->cv);

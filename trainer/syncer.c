@@ -928,6 +928,7 @@ static int check_real(cx_http_resp *resp, const char *call, const char *field, d
  *               "rebuilding" (retryable); uploads are staged in rbf[].vals.
  *   WRITING     the rebuilt state is in theta; still 503 until the
  *               checkpoint is on disk.
+ * A rebuilt fragment continues at max reported + 1 + M * tau (rb_gap).
  * Only versions > 0 count: an untrained learner never seeds the state.
  * The bar of fragment p is the checkpoint's version while p has not
  * changed since the start, then its current version (a learner cannot hold
@@ -953,6 +954,12 @@ static void assert_rebuild_state(const syncer *s)
 #endif
 }
 
+/* Versions a rebuild skips past the newest reported one (rebuild_apply). */
+static int64_t rb_gap(const syncer *s)
+{
+    return s->cfg.learners * (s->cfg.tau > 0 ? s->cfg.tau : 1);
+}
+
 static int64_t rb_bar(const syncer *s, int p)
 {
     const rb_frag *f = &s->rbf[p];
@@ -961,12 +968,13 @@ static int64_t rb_bar(const syncer *s, int p)
 
 /* Decode the optional "holds" of a join body into v[P], crc[P]. 0, or -1
  * with a 400 naming what was wrong. */
-static int rb_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, cx_http_resp *resp)
+static int rb_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, int64_t *pub,
+                          cx_http_resp *resp)
 {
-    json_t *jv = NULL, *jc = NULL;
+    json_t *jv = NULL, *jc = NULL, *jp = NULL;
     char err[CX_ERRLEN];
-    if (cx_json_unpack(holds, "join: field 'holds'", err, sizeof err, "{s:o, s:o}", "versions", &jv, "crc32c",
-                       &jc) != 0) {
+    if (cx_json_unpack(holds, "join: field 'holds'", err, sizeof err, "{s:o, s:o, s?o}", "versions", &jv,
+                       "crc32c", &jc, "published", &jp) != 0) {
         cx_http_reply_error(resp, 400, "%s", err);
         return -1;
     }
@@ -988,6 +996,21 @@ static int rb_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, c
             return -1;
         }
         v[p] = json_integer_value(a);
+        pub[p] = v[p];
+    }
+    if (jp && (!json_is_array(jp) || json_array_size(jp) != (size_t)s->P)) {
+        cx_http_reply_error(resp, 400, "join: field 'holds.published' must be an array of %d entries", s->P);
+        return -1;
+    }
+    for (int p = 0; jp && p < s->P; p++) {
+        json_t *a = json_array_get(jp, (size_t)p);
+        if (!json_is_integer(a) || json_integer_value(a) < 0 || json_integer_value(a) > RB_VERSION_MAX) {
+            cx_http_reply_error(resp, 400, "join: field 'holds.published[%d]' must be an integer 0..%lld", p,
+                                (long long)RB_VERSION_MAX);
+            return -1;
+        }
+        if (json_integer_value(a) > pub[p])
+            pub[p] = json_integer_value(a);
     }
     return 0;
 }
@@ -995,8 +1018,8 @@ static int rb_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, c
 /* A join of the learner in `slot` that reported v/crc (NULL: no holds)
  * (mu held). Returns RB_NONE to join normally, RB_COLLECTING to answer 503
  * with the fragments it must upload (upload[*n]), RB_REFUSED to refuse. */
-static rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const uint32_t *crc, int *upload,
-                                  int *n)
+static rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const uint32_t *crc,
+                                  const int64_t *pub, int *upload, int *n)
 {
     int64_t id = s->learners[slot].id;
     *n = 0;
@@ -1005,10 +1028,10 @@ static rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const u
     for (int p = 0; v && p < s->P; p++) {
         rb_frag *f = &s->rbf[p];
         s->rb_rep[slot * s->P + p] = (rb_report){v[p], crc[p]};
+        if (pub[p] > f->max_reported) /* published (it holds or saw it): a rebuild goes above */
+            f->max_reported = pub[p];
         if (v[p] <= 0) /* untrained (or nothing held): never seeds the state */
             continue;
-        if (v[p] > f->max_reported)
-            f->max_reported = v[p];
         if (v[p] <= rb_bar(s, p))
             continue;
         if (v[p] == f->want_version && crc[p] != f->want_crc) {
@@ -1091,8 +1114,13 @@ static json_t *rebuild_apply(syncer *s)
         fragment_scatter(s->ft, p, f->vals, s->theta);
         memset(f->vals, 0, len * sizeof(float));
         fragment_scatter(s->ft, p, f->vals, s->momentum); /* the outer momentum restarts at 0 */
+        /* past everything published: a merge no surviving learner saw
+         * (the last instant before the crash) took at least one
+         * contribution whose sender had not yet seen the result, and a
+         * learner has at most tau of those, so at most M * tau versions of
+         * p can be published beyond the newest one reported */
         int64_t top = f->max_reported > old ? f->max_reported : old;
-        s->versions[p] = top + 1;
+        s->versions[p] = top + 1 + rb_gap(s);
         f->ckpt_version = f->start_version = s->versions[p];
         frag_round *rd = &s->rounds[p];
         for (int i = 0; i < rd->n; i++)
@@ -1269,7 +1297,8 @@ static int h_fragment_state(void *ctx, const cx_http_req *req, cx_http_resp *res
 /* ---- syncer: POST /v1/join ---- */
 
 static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, json_int_t id, json_int_t inc,
-                        json_int_t step, const int64_t *hv, const uint32_t *hc, int *upload);
+                        json_int_t step, const int64_t *hv, const uint32_t *hc, const int64_t *hp,
+                        int *upload);
 
 static int h_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
@@ -1287,28 +1316,29 @@ static int h_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     }
     /* what the learner holds (optional: old learners and first joins send
      * none; ddp learners neither, see docs/internals/syncer.md) */
-    int64_t *hv = NULL;
+    int64_t *hv = NULL, *hp = NULL;
     uint32_t *hc = NULL;
     int *upload = NULL;
     if (holds && !is_ddp(s)) {
         hv = malloc((size_t)s->P * sizeof *hv);
+        hp = malloc((size_t)s->P * sizeof *hp);
         hc = malloc((size_t)s->P * sizeof *hc);
         upload = malloc((size_t)s->P * sizeof *upload);
-        if (!hv || !hc || !upload) {
-            free(hv), free(hc), free(upload);
+        if (!hv || !hp || !hc || !upload) {
+            free(hv), free(hp), free(hc), free(upload);
             json_decref(body);
             cx_http_reply_err(resp, CX_ENOMEM, "out of memory");
             return 0;
         }
-        if (rb_parse_holds(s, holds, hv, hc, resp) != 0) {
-            free(hv), free(hc), free(upload);
+        if (rb_parse_holds(s, holds, hv, hc, hp, resp) != 0) {
+            free(hv), free(hp), free(hc), free(upload);
             json_decref(body);
             return 0;
         }
     }
     json_decref(body);
-    join_checked(s, req, resp, id, inc, step, hv, hc, upload);
-    free(hv), free(hc), free(upload);
+    join_checked(s, req, resp, id, inc, step, hv, hc, hp, upload);
+    free(hv), free(hp), free(hc), free(upload);
     return 0;
 }
 
@@ -1340,7 +1370,8 @@ static void join_rebuilding(syncer *s, cx_http_resp *resp, rebuild_state rb, jso
 /* The join once the body is decoded (h_join); hv/hc: the holds or NULL,
  * upload: room for P fragment ids. */
 static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, json_int_t id, json_int_t inc,
-                        json_int_t step, const int64_t *hv, const uint32_t *hc, int *upload)
+                        json_int_t step, const int64_t *hv, const uint32_t *hc, const int64_t *hp,
+                        int *upload)
 {
     (void)req;
     if (check_field(resp, "join", "learner", id, 0, PROTO_MAX_LEARNER_ID) ||
@@ -1389,7 +1420,7 @@ static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, j
     l->step = step;
     l->ddp_arrived = -1;
     int n_up = 0;
-    rebuild_state rb = rebuild_join(s, slot, hv, hc, upload, &n_up);
+    rebuild_state rb = rebuild_join(s, slot, hv, hc, hp, upload, &n_up);
     if (rb != RB_NONE) {
         join_rebuilding(s, resp, rb, id, new_inc, upload, n_up);
         pthread_mutex_unlock(&s->mu);

@@ -7,7 +7,9 @@
  * diloco barrier, decoupled per-fragment rounds with quorum and grace), the
  * eval loss of the global model, the event log and checkpoints.
  * What it is not: a learner. It never trains; the global state is initialised
- * from the seed before any learner joins, so no learner ever seeds it.
+ * from the seed (or a checkpoint) before any learner joins, and an untrained
+ * learner never seeds it; only a learner that holds a copy newer than the
+ * syncer's state (a lost or stale state dir) can hand it back (rebuild).
  *
  * Threads: MHD handler threads (one per connection) and one ticker thread
  * (deadlines, absent learners, eval, checkpoints) share the state under one

@@ -116,17 +116,20 @@ static void kill_and_lose(int corrupt)
     cr_assert_geq(tr_wait_merges(&r, 60, 90000), 60, "merges before the crash");
     json_t *evs = tr_events(&r, 0);
     double initial = NAN;
-    json_int_t max_v = -1;
     size_t i;
     json_t *e;
-    json_array_foreach(evs, i, e)
-    {
-        if (isnan(initial) && strcmp(tr_type(e), "eval") == 0)
-            initial = json_number_value(json_object_get(e, "loss"));
-        if (strcmp(tr_type(e), "merge") == 0 && tr_int(e, "version") > max_v)
-            max_v = tr_int(e, "version");
-    }
+    json_array_foreach(evs, i, e) if (isnan(initial) && strcmp(tr_type(e), "eval") == 0) initial =
+        json_number_value(json_object_get(e, "loss"));
     json_decref(evs);
+    /* versions a second before the kill (every learner has seen them) and,
+     * read from the log after the kill, the last published ones: no learner
+     * saw some of those, and the rebuild must still go above them */
+    json_int_t seen_v[FRAGS], log_v[FRAGS];
+    json_t *st0 = tr_get(&r, "/v1/status");
+    json_array_foreach(json_object_get(st0, "fragments"), i, e) if (i < FRAGS) seen_v[i] =
+        tr_int(e, "version");
+    json_decref(st0);
+    cx_sleep_ms(1000);
     double before = tr_eval_loss(&r, NULL);
     it_signal(r.syncer, SIGKILL, 1);
     it_wait_exit(r.syncer, 5000);
@@ -136,10 +139,14 @@ static void kill_and_lose(int corrupt)
     FILE *f = fopen(path, "r");
     cr_assert(f, "events.jsonl exists before the loss");
     char line[65536];
+    for (int q = 0; q < FRAGS; q++)
+        log_v[q] = 0;
     while (fgets(line, sizeof line, f)) {
         json_t *ev = json_loads(line, 0, NULL);
-        if (ev && strcmp(tr_type(ev), "merge") == 0 && tr_int(ev, "version") > max_v)
-            max_v = tr_int(ev, "version");
+        json_int_t fr = ev ? tr_int(ev, "fragment") : -1;
+        if (ev && strcmp(tr_type(ev), "merge") == 0 && fr >= 0 && fr < FRAGS &&
+            tr_int(ev, "version") > log_v[fr])
+            log_v[fr] = tr_int(ev, "version");
         json_decref(ev);
     }
     fclose(f);
@@ -153,15 +160,20 @@ static void kill_and_lose(int corrupt)
     } else {
         rm_tree(r.state);
     }
-    cr_log_info("before the crash: eval loss %.4f (initial %.4f), highest version published %lld", before,
-                initial, (long long)max_v);
+    cr_log_info(
+        "before the crash: eval loss %.4f (initial %.4f), versions seen %lld %lld %lld %lld, in the log "
+        "%lld %lld %lld %lld",
+        before, initial, (long long)seen_v[0], (long long)seen_v[1], (long long)seen_v[2],
+        (long long)seen_v[3], (long long)log_v[0], (long long)log_v[1], (long long)log_v[2],
+        (long long)log_v[3]);
     tr_syncer_start(&r, NULL, NULL);
     json_t *rb = wait_event(&r, "rebuild", 60000);
     if (!rb) {
         it_dump_log(r.dir, "syncer1");
         cr_assert_fail("no rebuild event after the restart");
     }
-    json_t *all = tr_events(&r, 0), *start = first_of(all, "start");
+    json_t *all = tr_events(&r, 0), *start = NULL;
+    json_array_foreach(all, i, e) if (strcmp(tr_type(e), "start") == 0) start = e; /* the restart's */
     cr_assert(start, "a start event");
     cr_assert_str_eq(json_string_value(json_object_get(start, "start_state")), corrupt ? "corrupt" : "fresh");
     cr_assert_str_eq(json_string_value(json_object_get(rb, "start_state")), corrupt ? "corrupt" : "fresh");
@@ -175,8 +187,11 @@ static void kill_and_lose(int corrupt)
         json_int_t lid = tr_int(e, "learner");
         cr_assert(lid >= 0 && lid < N_LEARNERS);
         cr_assert_gt(tr_int(e, "held_version"), 0);
-        cr_assert_gt(tr_int(e, "version"), max_v, "fragment %zu: version %lld above every published %lld", i,
-                     (long long)tr_int(e, "version"), (long long)max_v);
+        cr_assert_gt(tr_int(e, "version"), log_v[i], "fragment %zu: version %lld above the published %lld", i,
+                     (long long)tr_int(e, "version"), (long long)log_v[i]);
+        cr_log_info("fragment %zu: from learner %lld (its version %lld), now %lld; the log had %lld", i,
+                    (long long)lid, (long long)tr_int(e, "held_version"), (long long)tr_int(e, "version"),
+                    (long long)log_v[i]);
     }
     /* the eval after the rebuild is near the one before, not the initial */
     double after = eval_after(&r, tr_int(rb, "seq"), 30000);
@@ -188,8 +203,9 @@ static void kill_and_lose(int corrupt)
     /* checkpoint written by the rebuild, before serving */
     json_t *ck = NULL;
     json_array_foreach(all, i, e) if (!ck && strcmp(tr_type(e), "checkpoint") == 0 &&
+                                      tr_int(e, "seq") > tr_int(start, "seq") &&
                                       tr_int(e, "seq") < tr_int(rb, "seq")) ck = e;
-    cr_assert(ck, "a checkpoint before the rebuild event");
+    cr_assert(ck, "a checkpoint between the restart and the rebuild event");
     json_decref(all);
     json_decref(rb);
     /* learners keep training, merges go on, versions keep rising */
@@ -197,7 +213,7 @@ static void kill_and_lose(int corrupt)
     cr_assert_geq(tr_wait_merges(&r, m + 20, 60000), m + 20, "merges go on after the rebuild");
     json_t *s2 = tr_get(&r, "/v1/status");
     json_array_foreach(json_object_get(s2, "fragments"), i, e)
-        cr_assert_gt(tr_int(e, "version"), max_v, "status: fragment %zu version above the published", i);
+        cr_assert_gt(tr_int(e, "version"), log_v[i], "status: fragment %zu version above the published", i);
     cr_assert_str_eq(json_string_value(json_object_get(json_object_get(s2, "rebuild"), "state")), "none");
     json_decref(s2);
     for (int k = 0; k < N_LEARNERS; k++) {
@@ -363,7 +379,8 @@ Test(trainer_rebuild, join_upload_protocol, .timeout = 60)
     cr_assert_eq(st, 200, "joins again after the rebuild");
     frags = json_object_get(j, "fragments");
     for (int p = 0; p < FRAGS; p++)
-        cr_assert_eq(tr_int(json_array_get(frags, (size_t)p), "version"), 4, "version = max reported + 1");
+        cr_assert_eq(tr_int(json_array_get(frags, (size_t)p), "version"), 3 + 1 + 1 * 2,
+                     "version = max reported + 1 + learners * tau");
     json_decref(j);
     /* the fragments served are the uploaded values */
     cx_http_client *c = cx_http_client_new(r.url, NULL);
