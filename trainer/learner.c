@@ -1195,10 +1195,13 @@ static void *comm_main(void *arg)
             } else {
                 for (int i = 0; i < ng; i++)
                     free(got[i].buf);
+                L->pull_all = 1; /* e.g. 503 while the syncer rebuilds: pull again */
             }
             pthread_mutex_unlock(&L->mu);
             if (!ok && gave_up(L))
                 break;
+            if (!ok)
+                cx_sleep_ms(200);
             continue;
         }
         if (have) {

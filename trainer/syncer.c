@@ -146,6 +146,8 @@ typedef struct learner_rec {
     int64_t ddp_dropped;      /* last ddp step closed without it (-1 none) */
     int64_t batch;            /* sequences per step it reported (its --batch; cfg.batch until then) */
     int64_t steps_total;      /* inner steps it runs (its --steps; cfg.steps until reported) */
+    int must_rejoin;          /* 1: restored from a checkpoint older than the log; 409 until it rejoins
+                                 and reports what it holds (rebuild) */
 } learner_rec;
 
 typedef enum round_state { RS_IDLE = 0, RS_COLLECTING, RS_GRACE } round_state;
@@ -376,7 +378,7 @@ static proto_reason check_learner(syncer *s, int64_t id, int64_t inc, int *slot)
     int i = find_slot(s, id);
     if (i < 0 || s->learners[i].incarnation == 0)
         return PROTO_R_UNKNOWN_LEARNER;
-    if (inc != s->learners[i].incarnation)
+    if (inc != s->learners[i].incarnation || s->learners[i].must_rejoin)
         return PROTO_R_STALE_INCARNATION;
     *slot = i;
     return PROTO_OK;
@@ -932,7 +934,10 @@ static int check_real(cx_http_resp *resp, const char *call, const char *field, d
  * Only versions > 0 count: an untrained learner never seeds the state.
  * The bar of fragment p is the checkpoint's version while p has not
  * changed since the start, then its current version (a learner cannot hold
- * a version the syncer did not publish since). */
+ * a version the syncer did not publish since).
+ * This section stays in syncer.c rather than its own file because it works
+ * on struct syncer's private state under s->mu like every handler here;
+ * moving the struct into a private header would touch all of them. */
 
 #define RB_VERSION_MAX (INT64_MAX / 4) /* bound of a reported version (the bump adds 1) */
 #define RB_RETRY_MS 500                /* Retry-After hint of the 503 answers, ms */
@@ -1025,6 +1030,10 @@ static rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const u
     *n = 0;
     if (s->rb == RB_REFUSED)
         return RB_REFUSED;
+    if (s->rb == RB_WRITING) /* rebuilt, not yet on disk: join again in a moment */
+        return RB_COLLECTING;
+    if (!v) /* a first join (restarted learner) or an old learner: it holds nothing we can use */
+        memset(&s->rb_rep[slot * s->P], 0, (size_t)s->P * sizeof *s->rb_rep);
     for (int p = 0; v && p < s->P; p++) {
         rb_frag *f = &s->rbf[p];
         s->rb_rep[slot * s->P + p] = (rb_report){v[p], crc[p]};
@@ -1419,6 +1428,7 @@ static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, j
     l->joined_ms = l->last_seen_ms = cx_mono_ms();
     l->step = step;
     l->ddp_arrived = -1;
+    l->must_rejoin = 0;
     int n_up = 0;
     rebuild_state rb = rebuild_join(s, slot, hv, hc, hp, upload, &n_up);
     if (rb != RB_NONE) {
@@ -2677,6 +2687,17 @@ static void start_log(syncer *s, int64_t before_bump)
                 s->on_lost_state == SYNCER_LOST_REFUSE ? "refuse" : "rebuild");
         break;
     case START_RESTORED:
+        /* merges were published after the checkpoint: the learners hold
+         * them. Make every known learner rejoin (its calls answer 409
+         * stale_incarnation) so that it reports what it holds; ddp
+         * learners do not report, so there the checkpoint stands. */
+        if (after > before_bump && !is_ddp(s)) {
+            for (int i = 0; i < MAX_LEARNERS; i++)
+                if (s->learners[i].id >= 0 && s->learners[i].incarnation > 0)
+                    s->learners[i].must_rejoin = 1;
+            cx_warn("merges were published after the restored checkpoint: learners must rejoin and report "
+                    "their copies (newer ones rebuild those fragments)");
+        }
         break;
     }
 }

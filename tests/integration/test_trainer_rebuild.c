@@ -85,11 +85,16 @@ static json_t *wait_event(tr_run *r, const char *type, long timeout_ms)
     return NULL;
 }
 
-/* Train, SIGKILL the syncer, lose its state (delete the dir, or corrupt
- * both checkpoint slots), restart it: the state comes back from the
+enum { LOSE_DIR = 0, LOSE_CORRUPT, LOSE_NOTHING };
+
+/* Train, SIGKILL the syncer, lose its state (delete the dir, corrupt both
+ * checkpoint slots, or keep it: then only the merges after its last
+ * checkpoint are missing), restart it: the state comes back from the
  * learners. */
-static void kill_and_lose(int corrupt)
+static void kill_and_lose(int how)
 {
+    int corrupt = how == LOSE_CORRUPT;
+    static const char *const expect_start[] = {"fresh", "corrupt", "restored"};
     tr_run r = {0};
     const char *args[] = {"--mode",
                           "decoupled",
@@ -109,7 +114,8 @@ static void kill_and_lose(int corrupt)
                           "10",
                           TR_MODEL,
                           NULL};
-    tr_syncer_start(&r, corrupt ? "rebuild-corrupt" : "rebuild-lost", args);
+    static const char *const tags[] = {"rebuild-lost", "rebuild-corrupt", "rebuild-kept"};
+    tr_syncer_start(&r, tags[how], args);
     pid_t p[N_LEARNERS];
     for (int i = 0; i < N_LEARNERS; i++)
         p[i] = tr_learner_start(&r, i, NULL, NULL);
@@ -139,11 +145,15 @@ static void kill_and_lose(int corrupt)
     FILE *f = fopen(path, "r");
     cr_assert(f, "events.jsonl exists before the loss");
     char line[65536];
+    json_int_t n_merges = 0, ckpt_merges = 0;
     for (int q = 0; q < FRAGS; q++)
         log_v[q] = 0;
     while (fgets(line, sizeof line, f)) {
         json_t *ev = json_loads(line, 0, NULL);
         json_int_t fr = ev ? tr_int(ev, "fragment") : -1;
+        n_merges += ev && strcmp(tr_type(ev), "merge") == 0;
+        if (ev && strcmp(tr_type(ev), "checkpoint") == 0 && tr_int(ev, "merges") > ckpt_merges)
+            ckpt_merges = tr_int(ev, "merges");
         if (ev && strcmp(tr_type(ev), "merge") == 0 && fr >= 0 && fr < FRAGS &&
             tr_int(ev, "version") > log_v[fr])
             log_v[fr] = tr_int(ev, "version");
@@ -157,7 +167,7 @@ static void kill_and_lose(int corrupt)
             n += corrupt_file(path) == 0;
         }
         cr_assert_geq(n, 1, "a checkpoint slot to corrupt");
-    } else {
+    } else if (how == LOSE_DIR) {
         rm_tree(r.state);
     }
     cr_log_info(
@@ -167,6 +177,14 @@ static void kill_and_lose(int corrupt)
         (long long)seen_v[3], (long long)log_v[0], (long long)log_v[1], (long long)log_v[2],
         (long long)log_v[3]);
     tr_syncer_start(&r, NULL, NULL);
+    if (how == LOSE_NOTHING && n_merges <= ckpt_merges) {
+        /* the kill came right after a checkpoint: nothing to rebuild */
+        cr_log_info("no merge after the last checkpoint (%lld): the checkpoint is the state",
+                    (long long)ckpt_merges);
+        cr_assert_null(wait_event(&r, "rebuild", 8000), "no rebuild when the checkpoint is current");
+        tr_done(&r);
+        return;
+    }
     json_t *rb = wait_event(&r, "rebuild", 60000);
     if (!rb) {
         it_dump_log(r.dir, "syncer1");
@@ -175,13 +193,21 @@ static void kill_and_lose(int corrupt)
     json_t *all = tr_events(&r, 0), *start = NULL;
     json_array_foreach(all, i, e) if (strcmp(tr_type(e), "start") == 0) start = e; /* the restart's */
     cr_assert(start, "a start event");
-    cr_assert_str_eq(json_string_value(json_object_get(start, "start_state")), corrupt ? "corrupt" : "fresh");
-    cr_assert_str_eq(json_string_value(json_object_get(rb, "start_state")), corrupt ? "corrupt" : "fresh");
+    cr_assert_str_eq(json_string_value(json_object_get(start, "start_state")), expect_start[how]);
+    cr_assert_str_eq(json_string_value(json_object_get(rb, "start_state")), expect_start[how]);
     cr_assert(json_is_true(json_object_get(rb, "momentum_reset")));
     json_t *frs = json_object_get(rb, "fragments");
     cr_assert_eq(json_array_size(frs), FRAGS);
+    int from_learners = 0;
     json_array_foreach(frs, i, e)
     {
+        /* with the checkpoint kept, a fragment not merged since it stays */
+        if (how == LOSE_NOTHING && strcmp(json_string_value(json_object_get(e, "from")), "syncer") == 0) {
+            /* the checkpoint's own version (the same content) or above */
+            cr_assert_geq(tr_int(e, "version"), log_v[i], "kept fragment %zu not below the published", i);
+            continue;
+        }
+        from_learners++;
         cr_assert_str_eq(json_string_value(json_object_get(e, "from")), "learner",
                          "fragment %zu from a learner", i);
         json_int_t lid = tr_int(e, "learner");
@@ -193,6 +219,7 @@ static void kill_and_lose(int corrupt)
                     (long long)lid, (long long)tr_int(e, "held_version"), (long long)tr_int(e, "version"),
                     (long long)log_v[i]);
     }
+    cr_assert_geq(from_learners, 1, "at least one fragment from the learners");
     /* the eval after the rebuild is near the one before, not the initial */
     double after = eval_after(&r, tr_int(rb, "seq"), 30000);
     cr_log_info("after the rebuild: eval loss %.4f (before %.4f, initial %.4f)", after, before, initial);
@@ -212,8 +239,9 @@ static void kill_and_lose(int corrupt)
     json_int_t m = tr_merges(&r);
     cr_assert_geq(tr_wait_merges(&r, m + 20, 60000), m + 20, "merges go on after the rebuild");
     json_t *s2 = tr_get(&r, "/v1/status");
-    json_array_foreach(json_object_get(s2, "fragments"), i, e)
-        cr_assert_gt(tr_int(e, "version"), log_v[i], "status: fragment %zu version above the published", i);
+    json_array_foreach(json_object_get(s2, "fragments"), i, e) cr_assert(
+        tr_int(e, "version") > log_v[i] || (how == LOSE_NOTHING && tr_int(e, "version") >= log_v[i]),
+        "status: fragment %zu version above the published", i);
     cr_assert_str_eq(json_string_value(json_object_get(json_object_get(s2, "rebuild"), "state")), "none");
     json_decref(s2);
     for (int k = 0; k < N_LEARNERS; k++) {
@@ -225,12 +253,19 @@ static void kill_and_lose(int corrupt)
 
 Test(trainer_rebuild, state_dir_deleted, .timeout = 240)
 {
-    kill_and_lose(0);
+    kill_and_lose(LOSE_DIR);
 }
 
 Test(trainer_rebuild, checkpoints_corrupted, .timeout = 240)
 {
-    kill_and_lose(1);
+    kill_and_lose(LOSE_CORRUPT);
+}
+
+/* The state dir survives, but the merges after the last checkpoint are
+ * only in the learners' copies: the rebuild takes them per fragment. */
+Test(trainer_rebuild, merges_after_the_checkpoint, .timeout = 240)
+{
+    kill_and_lose(LOSE_NOTHING);
 }
 
 /* ---- the protocol over HTTP ---- */
@@ -446,4 +481,27 @@ Test(trainer_rebuild, fresh_learners_start_from_scratch, .timeout = 120)
     json_decref(evs);
     cr_assert_gt(tr_merges(&r), 0);
     tr_done(&r);
+}
+
+Test(trainer_rebuild, bad_on_lost_state_value_is_refused, .timeout = 30)
+{
+    char *dir = it_mkdtemp("rebuild-flag"), state[600];
+    snprintf(state, sizeof state, "%s/syncer", dir);
+    const char *args[] = {"syncer", "--listen",        "127.0.0.1:0", "--state-dir",
+                          state,    "--on-lost-state", "maybe",       NULL};
+    pid_t pid = it_start(dir, "syncer", args, NULL);
+    int st = it_wait_exit(pid, 20000);
+    cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 64, "exit status 64 for a bad value (got %d)",
+              st);
+    char path[700], text[4096] = "";
+    snprintf(path, sizeof path, "%s/syncer.log", dir);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        text[n] = '\0';
+        fclose(f);
+    }
+    cr_assert(strstr(text, "--on-lost-state 'maybe'"), "the error names the flag and value: %s", text);
+    it_cleanup();
+    free(dir);
 }
