@@ -318,6 +318,7 @@ struct syncer {
     rb_report *rb_rep;           /* [MAX_LEARNERS * P] under mu: what each slot reported at its last join */
     int rb_joined[MAX_LEARNERS]; /* 1: the slot joined since the collection opened */
     int64_t rb_count;            /* rebuilds done since start */
+    int rb_guard; /* 1: pulls by learners not joined since the start are refused (rebuild_stale_pull) */
 };
 
 static int is_ddp(const syncer *s)
@@ -1105,6 +1106,27 @@ static int rebuild_gate(syncer *s, cx_http_resp *resp)
     return 1;
 }
 
+/* 1 (and a 403/409 in resp) for a pull by a learner that has not joined
+ * since this syncer started, when the start may need a rebuild (mu held):
+ * its copy must stay what it is until it reports it. Otherwise a learner
+ * long-polling across the restart would take the syncer's initial (or
+ * stale restored) fragment at a bumped version and report that as its
+ * copy. Pulls without learner headers are served as before. */
+static int rebuild_stale_pull(syncer *s, const proto_hdr *h, cx_http_resp *resp)
+{
+    int slot;
+    if (!s->rb_guard || h->learner < 0 || h->incarnation <= 0)
+        return 0;
+    proto_reason r = check_learner(s, h->learner, h->incarnation, &slot);
+    if (r == PROTO_OK)
+        return 0;
+    cx_http_reply_error(
+        resp, reason_status(r),
+        "%s: learner %lld incarnation %lld must rejoin (and report what it holds) before it pulls",
+        proto_reason_name(r), (long long)h->learner, (long long)h->incarnation);
+    return 1;
+}
+
 /* Apply the staged copies (mu held): theta, versions past everything
  * reported, outer momentum and held contributions of each rebuilt fragment
  * reset. Returns the per-fragment sources (new reference). */
@@ -1712,7 +1734,7 @@ static int h_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
             pthread_cond_timedwait(&s->frag_cv, &s->mu, &ts);
         }
     }
-    if (rebuild_gate(s, resp)) {
+    if (rebuild_gate(s, resp) || rebuild_stale_pull(s, &h, resp)) {
         pthread_mutex_unlock(&s->mu);
         free(tmp);
         return 0;
@@ -2673,6 +2695,8 @@ static void start_log(syncer *s, int64_t before_bump)
     }
     if (s->start == START_FRESH && after > before_bump)
         s->start = START_LOST; /* merges in the log, no checkpoint: it was lost */
+    /* ddp learners do not report, and their pull loop does not rejoin */
+    s->rb_guard = !is_ddp(s) && (s->start != START_RESTORED || after > before_bump);
     switch (s->start) {
     case START_FRESH:
         cx_info("state dir %s holds no checkpoint and no merge: starting from the initial model (learners "
