@@ -106,6 +106,7 @@ typedef struct learner {
     int64_t n_delta_vers; /* deltas applied */
     int64_t n_full;       /* fragments received in full */
     int64_t n_mismatch;   /* delta results that failed the CRC check (then pulled in full) */
+    int64_t *seen_ver; /* [P] newest version of each fragment GET /v1/versions showed (same owner as gcopy) */
 
     /* ---- shared (under mu) ---- */
     pthread_mutex_t mu;
@@ -245,6 +246,7 @@ static int build(learner *L, char *err, size_t errlen)
     L->base = malloc(L->n * sizeof(float));
     L->gcopy = malloc(L->n * sizeof(float));
     L->gver = malloc((size_t)L->P * sizeof(int64_t));
+    L->seen_ver = calloc((size_t)L->P, sizeof(int64_t));
     for (int p = 0; L->gver && p < L->P; p++)
         L->gver[p] = -1;
     L->scratch = malloc(2 * L->n * sizeof(float)); /* delta + base of one fragment */
@@ -256,8 +258,8 @@ static int build(learner *L, char *err, size_t errlen)
     L->pending = calloc((size_t)L->P, sizeof(int));
     L->in = malloc((size_t)L->cfg.batch * (size_t)L->cfg.context);
     L->tg = malloc((size_t)L->cfg.batch);
-    if (!L->base || !L->gcopy || !L->gver || !L->scratch || !L->wire || !L->base_version || !L->frag_steps ||
-        !L->frag_tokens || !L->inflight || !L->pending || !L->in || !L->tg)
+    if (!L->base || !L->gcopy || !L->gver || !L->seen_ver || !L->scratch || !L->wire || !L->base_version ||
+        !L->frag_steps || !L->frag_tokens || !L->inflight || !L->pending || !L->in || !L->tg)
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     return 0;
 }
@@ -287,14 +289,107 @@ static void apply_restored(learner *L)
     cx_info("resumed from local checkpoint: step=%lld tokens=%lld", (long long)c->step, (long long)c->tokens);
 }
 
+/* What this thread's copy of the global fragments is (gcopy/gver, owned by
+ * the caller of join): {"versions": [...], "crc32c": [...]}, the optional
+ * "holds" of a join, so that a syncer that lost its state can rebuild it
+ * from the newest copies (docs/api.md). NULL before the first join (nothing
+ * held yet) and in ddp modes (their copy is the model itself, not
+ * reported: docs/internals/syncer.md). */
+static json_t *holds_json(learner *L)
+{
+    if (!L->gver || L->cfg.mode == CONFIG_MODE_DDP || L->cfg.mode == CONFIG_MODE_DDP_ELASTIC)
+        return NULL;
+    size_t maxlen = 0;
+    for (int p = 0; p < L->P; p++)
+        if (fragment_length(L->ft, p) > maxlen)
+            maxlen = fragment_length(L->ft, p);
+    float *tmp = malloc(maxlen * sizeof *tmp);
+    if (!tmp)
+        return NULL;
+    json_t *v = json_array(), *c = json_array(), *pub = json_array();
+    for (int p = 0; p < L->P; p++) {
+        int64_t seen = L->seen_ver[p] > L->gver[p] ? L->seen_ver[p] : L->gver[p];
+        json_array_append_new(pub, json_integer(seen > 0 ? seen : 0));
+        char crc[9] = "0";
+        if (L->gver[p] > 0) {
+            fragment_gather(L->ft, p, L->gcopy, tmp);
+            proto_crc_format(proto_f32_crc(tmp, fragment_length(L->ft, p)), crc);
+        }
+        json_array_append_new(v, json_integer(L->gver[p] > 0 ? L->gver[p] : 0));
+        json_array_append_new(c, json_string(crc));
+    }
+    free(tmp);
+    return json_pack("{s:o, s:o, s:o}", "versions", v, "crc32c", c, "published", pub);
+}
+
+/* The syncer answered a join with 503 and {"rebuild": {"incarnation",
+ * "upload": [p...]}}: POST each asked fragment of this thread's copy to
+ * /v1/fragments/{p}/state. Failures are logged; the join is retried
+ * either way (the syncer goes on with the copies it got). */
+static void upload_state(learner *L, cx_http_client *c, json_t *ans)
+{
+    json_t *rb = json_object_get(ans, "rebuild"), *up = json_object_get(rb, "upload"), *e;
+    json_int_t inc = json_integer_value(json_object_get(rb, "incarnation"));
+    size_t i;
+    if (!json_is_array(up) || inc <= 0)
+        return;
+    json_array_foreach(up, i, e)
+    {
+        json_int_t p = json_integer_value(e);
+        if (!json_is_integer(e) || p < 0 || p >= L->P || L->gver[p] <= 0) {
+            cx_warn("rebuild: the syncer asks for fragment %lld, which we do not hold", (long long)p);
+            continue;
+        }
+        size_t len = fragment_length(L->ft, (int)p);
+        float *vals = malloc(len * sizeof *vals);
+        unsigned char *wire = malloc(len * 4);
+        if (!vals || !wire) {
+            free(vals), free(wire);
+            return;
+        }
+        fragment_gather(L->ft, (int)p, L->gcopy, vals);
+        proto_f32_encode(vals, len, wire);
+        proto_hdr h;
+        memset(&h, 0xff, sizeof h);
+        h.learner = L->o->id;
+        h.incarnation = inc;
+        h.fragment = p;
+        h.crc32c = cx_crc32c(0, wire, len * 4);
+        char lines[PROTO_MAX_LINES][PROTO_LINE], vline[PROTO_LINE], path[96];
+        const char *hdrs[PROTO_MAX_LINES + 2];
+        proto_hdr_format(&h, lines, hdrs);
+        int k = 0;
+        while (hdrs[k])
+            k++;
+        snprintf(vline, sizeof vline, "%s: %lld", PROTO_H_VERSION, (long long)L->gver[p]);
+        hdrs[k++] = vline;
+        hdrs[k] = NULL;
+        snprintf(path, sizeof path, "/v1/fragments/%lld/state", (long long)p);
+        cx_http_result r;
+        cx_http_result_init(&r);
+        int rc =
+            call(L, c, "POST", path, hdrs, wire, len * 4, "application/octet-stream", HTTP_TIMEOUT_MS, &r);
+        if (rc == 0 && r.status == 200)
+            cx_info("rebuild: uploaded fragment %lld version %lld", (long long)p, (long long)L->gver[p]);
+        else
+            cx_warn("rebuild: upload of fragment %lld refused: HTTP %d %s", (long long)p,
+                    rc == 0 ? r.status : 0, r.body.data ? r.body.data : "");
+        cx_http_result_cleanup(&r);
+        free(vals), free(wire);
+    }
+}
+
 /* POST /v1/join; on the first join also build everything. */
 static int join(learner *L, cx_http_client *c, int first, char *err, size_t errlen)
 {
     int status;
+    json_t *holds = first ? NULL : holds_json(L);
     pthread_mutex_lock(&L->mu);
     json_t *body = json_pack("{s:I, s:I, s:I}", "learner", (json_int_t)L->o->id, "incarnation",
                              (json_int_t)L->incarnation, "step", (json_int_t)L->step);
     pthread_mutex_unlock(&L->mu);
+    if (holds)
+        json_object_set_new(body, "holds", holds);
     json_t *ans = NULL;
     for (;;) {
         ans = call_json(L, c, "POST", "/v1/join", body, &status);
@@ -303,6 +398,8 @@ static int join(learner *L, cx_http_client *c, int first, char *err, size_t errl
         char said[CX_ERRLEN];
         const char *e = json_string_value(json_object_get(ans, "error"));
         snprintf(said, sizeof said, "%s", e ? e : "");
+        if (status == 503 && ans && !first && json_object_get(ans, "rebuild"))
+            upload_state(L, c, ans); /* then join again */
         json_decref(ans);
         ans = NULL;
         if (status == 0) {
@@ -1240,10 +1337,13 @@ static void *comm_main(void *arg)
             } else {
                 for (int i = 0; i < ng; i++)
                     free(got[i].buf);
+                L->pull_all = 1; /* e.g. 503 while the syncer rebuilds: pull again */
             }
             pthread_mutex_unlock(&L->mu);
             if (!ok && gave_up(L))
                 break;
+            if (!ok)
+                cx_sleep_ms(200);
             continue;
         }
         if (have) {
@@ -1299,6 +1399,8 @@ static void *comm_main(void *arg)
             }
             cx_http_result_cleanup(&r);
             for (int p = 0; p < L->P && p < nv; p++) {
+                if (vers[p] > L->seen_ver[p])
+                    L->seen_ver[p] = vers[p]; /* published: a rebuild goes above it */
                 if (awaiting[p] < 0 || vers[p] <= awaiting[p])
                     continue;
                 int64_t v = L->gver[p];
@@ -1579,7 +1681,7 @@ out:
     data_shard_free(L->shard);
     data_source_free(L->src);
     fragment_table_free(L->ft);
-    free(L->gcopy), free(L->gver);
+    free(L->gcopy), free(L->gver), free(L->seen_ver);
     free(L->base), free(L->scratch), free(L->wire), free(L->base_version), free(L->frag_steps);
     free(L->frag_tokens), free(L->inflight), free(L->pending), free(L->in), free(L->tg);
     pthread_cond_destroy(&L->cv);

@@ -149,6 +149,8 @@ typedef struct learner_rec {
     int64_t ddp_dropped;      /* last ddp step closed without it (-1 none) */
     int64_t batch;            /* sequences per step it reported (its --batch; cfg.batch until then) */
     int64_t steps_total;      /* inner steps it runs (its --steps; cfg.steps until reported) */
+    int must_rejoin;          /* 1: restored from a checkpoint older than the log; 409 until it rejoins
+                                 and reports what it holds (rebuild) */
 } learner_rec;
 
 typedef enum round_state { RS_IDLE = 0, RS_COLLECTING, RS_GRACE } round_state;
@@ -195,6 +197,41 @@ typedef struct frag_round {
     merge_ema t_quorum;      /* ms from open to quorum */
     merge_ema t_sync;        /* ms of a merge */
 } frag_round;
+
+/* What restore() found in the state dir (logged, in the start event). */
+typedef enum start_kind {
+    START_FRESH = 0, /* no checkpoint, no merge in events.jsonl: a new run (or a wiped dir) */
+    START_LOST,      /* no checkpoint, but events.jsonl shows merges: the checkpoints were lost */
+    START_CORRUPT,   /* checkpoint slots exist, none is valid */
+    START_RESTORED,  /* a valid checkpoint was restored */
+} start_kind;
+static const char *const start_kind_names[] = {"fresh", "lost", "corrupt", "restored"};
+
+/* The start-up rebuild (see "syncer: rebuild from the learners"). */
+typedef enum rebuild_state { RB_NONE = 0, RB_COLLECTING, RB_WRITING, RB_REFUSED } rebuild_state;
+static const char *const rebuild_state_names[] = {"none", "collecting", "writing", "refused"};
+
+/* One fragment's rebuild: the newest copy any learner reported, and the
+ * newest one uploaded (staged until the rebuild completes). */
+typedef struct rb_frag {
+    int64_t ckpt_version;  /* version restore() found (0 without checkpoint): reports above it are newer */
+    int64_t start_version; /* version after bump_versions: while unchanged, ckpt_version is the bar */
+    int64_t max_reported;  /* highest version any learner reported (published at some point) */
+    int64_t want_version;  /* newest reported copy above the bar (0 none) */
+    int64_t want_learner;  /* who reported it */
+    uint32_t want_crc;     /* its CRC32C */
+    int64_t got_version;   /* newest uploaded copy (0 none) */
+    int64_t got_learner;   /* who uploaded it */
+    uint32_t got_crc;      /* its CRC32C */
+    int64_t disagree;      /* reports of want_version with another CRC32C */
+    float *vals;           /* [fragment_length] the uploaded copy (NULL none) */
+} rb_frag;
+
+/* A learner's report of one fragment at its last join. */
+typedef struct rb_report {
+    int64_t version; /* version of its copy (<= 0: none or untrained) */
+    uint32_t crc;    /* CRC32C of its copy as f32 LE bytes */
+} rb_report;
 
 typedef struct merge_note {
     int64_t fragment;               /* -1 for a ddp step */
@@ -281,6 +318,16 @@ struct syncer {
     char *tls_cert;    /* PEM read from --tls-cert, or NULL */
     char *tls_key;     /* PEM read from --tls-key, or NULL */
     int insecure;      /* 1: --insecure-no-auth, no credential checks */
+    /* rebuild from the learners (see "syncer: rebuild from the learners") */
+    int on_lost_state;           /* syncer_lost_state (--on-lost-state) */
+    start_kind start;            /* what restore() found; not under mu (set before serving) */
+    rebuild_state rb;            /* under mu */
+    int64_t rb_opened_ms;        /* mono ms the collection opened */
+    rb_frag *rbf;                /* [P] under mu */
+    rb_report *rb_rep;           /* [MAX_LEARNERS * P] under mu: what each slot reported at its last join */
+    int rb_joined[MAX_LEARNERS]; /* 1: the slot joined since the collection opened */
+    int64_t rb_count;            /* rebuilds done since start */
+    int rb_guard; /* 1: pulls by learners not joined since the start are refused (rebuild_stale_pull) */
 };
 
 static int is_ddp(const syncer *s)
@@ -341,7 +388,7 @@ static proto_reason check_learner(syncer *s, int64_t id, int64_t inc, int *slot)
     int i = find_slot(s, id);
     if (i < 0 || s->learners[i].incarnation == 0)
         return PROTO_R_UNKNOWN_LEARNER;
-    if (inc != s->learners[i].incarnation)
+    if (inc != s->learners[i].incarnation || s->learners[i].must_rejoin)
         return PROTO_R_STALE_INCARNATION;
     *slot = i;
     return PROTO_OK;
@@ -869,28 +916,510 @@ static int check_real(cx_http_resp *resp, const char *call, const char *field, d
     return -1;
 }
 
+/* ---- syncer: rebuild from the learners ----
+ *
+ * A syncer that lost its state dir (or its last minutes) would hand out an
+ * older global model than every learner holds. Learners report at join
+ * what they hold ("holds": per-fragment version and CRC32C of their copy of
+ * the global fragment, exactly as the syncer sent it). A report above what
+ * the syncer restored opens a collection:
+ *
+ *         rebuild_join(): a report above the bar
+ *   NONE ───────────────────────────────────────────► COLLECTING
+ *    ▲  │ (no valid checkpoint and --on-lost-state       │ h_fragment_state(): uploads staged
+ *    │  │  refuse: REFUSED for good, 503 everywhere)     │ rebuild_tick(): every wanted copy in and
+ *    │  ▼                                               │ every expected learner joined, or the
+ *    │ REFUSED                                          │ window (heartbeat_timeout_ms) is over
+ *    │                                                  ▼
+ *    └──── rebuild_tick(): checkpoint written, ───── WRITING (staged copies applied,
+ *          `rebuild` event, long-polls woken            versions bumped, momentum reset)
+ *
+ *   NONE        serving normally.
+ *   COLLECTING  joins answer 503 with the fragments this learner must
+ *               upload; fragment GETs and contributions answer 503
+ *               "rebuilding" (retryable); uploads are staged in rbf[].vals.
+ *   WRITING     the rebuilt state is in theta; still 503 until the
+ *               checkpoint is on disk.
+ * A rebuilt fragment continues at max reported + 1 + M * tau (rb_gap).
+ * Only versions > 0 count: an untrained learner never seeds the state.
+ * The bar of fragment p is the checkpoint's version while p has not
+ * changed since the start, then its current version (a learner cannot hold
+ * a version the syncer did not publish since).
+ * This section stays in syncer.c rather than its own file because it works
+ * on struct syncer's private state under s->mu like every handler here;
+ * moving the struct into a private header would touch all of them. */
+
+#define RB_VERSION_MAX (INT64_MAX / 4) /* bound of a reported version (the bump adds 1) */
+#define RB_RETRY_MS 500                /* Retry-After hint of the 503 answers, ms */
+
+static int write_checkpoint(syncer *s, char *err, size_t errlen);
+
+static void assert_rebuild_state(const syncer *s)
+{
+#ifndef NDEBUG
+    assert(s->rb >= RB_NONE && s->rb <= RB_REFUSED);
+    assert(s->rb != RB_REFUSED || s->start != START_RESTORED);
+    for (int p = 0; p < s->P; p++) {
+        const rb_frag *f = &s->rbf[p];
+        assert(s->rb == RB_COLLECTING || s->rb == RB_WRITING || (f->want_version == 0 && !f->vals));
+        assert(!f->vals == (f->got_version == 0));
+    }
+#else
+    (void)s;
+#endif
+}
+
+/* Versions a rebuild skips past the newest reported one (rebuild_apply). */
+static int64_t rb_gap(const syncer *s)
+{
+    return s->cfg.learners * (s->cfg.tau > 0 ? s->cfg.tau : 1);
+}
+
+static int64_t rb_bar(const syncer *s, int p)
+{
+    const rb_frag *f = &s->rbf[p];
+    return s->versions[p] == f->start_version ? f->ckpt_version : s->versions[p];
+}
+
+/* Decode the optional "holds" of a join body into v[P], crc[P]. 0, or -1
+ * with a 400 naming what was wrong. */
+static int rb_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, int64_t *pub,
+                          cx_http_resp *resp)
+{
+    json_t *jv = NULL, *jc = NULL, *jp = NULL;
+    char err[CX_ERRLEN];
+    if (cx_json_unpack(holds, "join: field 'holds'", err, sizeof err, "{s:o, s:o, s?o}", "versions", &jv,
+                       "crc32c", &jc, "published", &jp) != 0) {
+        cx_http_reply_error(resp, 400, "%s", err);
+        return -1;
+    }
+    if (!json_is_array(jv) || !json_is_array(jc) || json_array_size(jv) != (size_t)s->P ||
+        json_array_size(jc) != (size_t)s->P) {
+        cx_http_reply_error(resp, 400,
+                            "join: field 'holds': versions and crc32c must be arrays of %d entries", s->P);
+        return -1;
+    }
+    for (int p = 0; p < s->P; p++) {
+        json_t *a = json_array_get(jv, (size_t)p), *b = json_array_get(jc, (size_t)p);
+        if (!json_is_integer(a) || json_integer_value(a) < -1 || json_integer_value(a) > RB_VERSION_MAX) {
+            cx_http_reply_error(resp, 400, "join: field 'holds.versions[%d]' must be an integer -1..%lld", p,
+                                (long long)RB_VERSION_MAX);
+            return -1;
+        }
+        if (!json_is_string(b) || proto_crc_parse(json_string_value(b), &crc[p]) != 0) {
+            cx_http_reply_error(resp, 400, "join: field 'holds.crc32c[%d]' must be 1-8 hex digits", p);
+            return -1;
+        }
+        v[p] = json_integer_value(a);
+        pub[p] = v[p];
+    }
+    if (jp && (!json_is_array(jp) || json_array_size(jp) != (size_t)s->P)) {
+        cx_http_reply_error(resp, 400, "join: field 'holds.published' must be an array of %d entries", s->P);
+        return -1;
+    }
+    for (int p = 0; jp && p < s->P; p++) {
+        json_t *a = json_array_get(jp, (size_t)p);
+        if (!json_is_integer(a) || json_integer_value(a) < 0 || json_integer_value(a) > RB_VERSION_MAX) {
+            cx_http_reply_error(resp, 400, "join: field 'holds.published[%d]' must be an integer 0..%lld", p,
+                                (long long)RB_VERSION_MAX);
+            return -1;
+        }
+        if (json_integer_value(a) > pub[p])
+            pub[p] = json_integer_value(a);
+    }
+    return 0;
+}
+
+/* A join of the learner in `slot` that reported v/crc (NULL: no holds)
+ * (mu held). Returns RB_NONE to join normally, RB_COLLECTING to answer 503
+ * with the fragments it must upload (upload[*n]), RB_REFUSED to refuse. */
+static rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const uint32_t *crc,
+                                  const int64_t *pub, int *upload, int *n)
+{
+    int64_t id = s->learners[slot].id;
+    *n = 0;
+    if (s->rb == RB_REFUSED)
+        return RB_REFUSED;
+    if (s->rb == RB_WRITING) /* rebuilt, not yet on disk: join again in a moment */
+        return RB_COLLECTING;
+    if (!v) /* a first join (restarted learner) or an old learner: it holds nothing we can use */
+        memset(&s->rb_rep[slot * s->P], 0, (size_t)s->P * sizeof *s->rb_rep);
+    for (int p = 0; v && p < s->P; p++) {
+        rb_frag *f = &s->rbf[p];
+        s->rb_rep[slot * s->P + p] = (rb_report){v[p], crc[p]};
+        if (pub[p] > f->max_reported) /* published (it holds or saw it): a rebuild goes above */
+            f->max_reported = pub[p];
+        if (v[p] <= 0) /* untrained (or nothing held): never seeds the state */
+            continue;
+        if (v[p] <= rb_bar(s, p))
+            continue;
+        if (v[p] == f->want_version && crc[p] != f->want_crc) {
+            f->disagree++;
+            cx_warn(
+                "rebuild: learner %lld holds fragment %d version %lld with CRC32C %08x, learner %lld with "
+                "%08x; keeping the first",
+                (long long)id, p, (long long)v[p], crc[p], (long long)f->want_learner, f->want_crc);
+        }
+        if (v[p] > f->want_version) {
+            f->want_version = v[p];
+            f->want_learner = id;
+            f->want_crc = crc[p];
+        }
+        if (v[p] > f->got_version)
+            upload[(*n)++] = p;
+    }
+    if (*n > 0 && s->rb == RB_NONE) {
+        if (s->start != START_RESTORED && s->on_lost_state == SYNCER_LOST_REFUSE) {
+            s->rb = RB_REFUSED;
+            cx_error(
+                "learner %lld holds trained fragments but this syncer started without a valid checkpoint "
+                "(%s state dir) and --on-lost-state is refuse: serving nothing; restore %s and restart",
+                (long long)id, start_kind_names[s->start], s->state_dir);
+            events_emit(s->ev, "lost_state",
+                        json_pack("{s:s, s:I, s:s}", "start_state", start_kind_names[s->start], "learner",
+                                  (json_int_t)id, "action", "refuse"));
+            for (int p = 0; p < s->P; p++)
+                s->rbf[p].want_version = 0;
+            return RB_REFUSED;
+        }
+        s->rb = RB_COLLECTING;
+        s->rb_opened_ms = cx_mono_ms();
+        memset(s->rb_joined, 0, sizeof s->rb_joined);
+        cx_warn(
+            "learner %lld holds fragments newer than this syncer's state (%s start): rebuilding the global "
+            "state from the learners; fragments and contributions answer 503 until done",
+            (long long)id, start_kind_names[s->start]);
+    }
+    if (s->rb == RB_COLLECTING) {
+        s->rb_joined[slot] = 1;
+        return RB_COLLECTING;
+    }
+    return RB_NONE;
+}
+
+/* 1 (and a 503 in resp) while the global state is not being served (mu
+ * held): fragment GETs and contributions retry. */
+static int rebuild_gate(syncer *s, cx_http_resp *resp)
+{
+    if (s->rb == RB_NONE)
+        return 0;
+    if (s->rb == RB_REFUSED)
+        cx_http_reply_error(
+            resp, 503,
+            "refused: this syncer lost its state (--on-lost-state refuse); restore %s and restart "
+            "it",
+            s->state_dir);
+    else
+        cx_http_reply_error(resp, 503, "rebuilding the global state from the learners; retry");
+    cx_http_add_header(resp, "Retry-After", "1");
+    return 1;
+}
+
+/* 1 (and a 403/409 in resp) for a pull by a learner that has not joined
+ * since this syncer started, when the start may need a rebuild (mu held):
+ * its copy must stay what it is until it reports it. Otherwise a learner
+ * long-polling across the restart would take the syncer's initial (or
+ * stale restored) fragment at a bumped version and report that as its
+ * copy. Pulls without learner headers are served as before. */
+static int rebuild_stale_pull(syncer *s, const proto_hdr *h, cx_http_resp *resp)
+{
+    int slot;
+    if (!s->rb_guard || h->learner < 0 || h->incarnation <= 0)
+        return 0;
+    proto_reason r = check_learner(s, h->learner, h->incarnation, &slot);
+    if (r == PROTO_OK)
+        return 0;
+    cx_http_reply_error(
+        resp, reason_status(r),
+        "%s: learner %lld incarnation %lld must rejoin (and report what it holds) before it pulls",
+        proto_reason_name(r), (long long)h->learner, (long long)h->incarnation);
+    return 1;
+}
+
+/* Apply the staged copies (mu held): theta, versions past everything
+ * reported, outer momentum and held contributions of each rebuilt fragment
+ * reset. Returns the per-fragment sources (new reference). */
+static json_t *rebuild_apply(syncer *s)
+{
+    json_t *src = json_array();
+    for (int p = 0; p < s->P; p++) {
+        rb_frag *f = &s->rbf[p];
+        size_t len = fragment_length(s->ft, p);
+        int64_t old = s->versions[p];
+        if (!f->vals) {
+            json_array_append_new(src, json_pack("{s:i, s:s, s:I}", "fragment", p, "from", "syncer",
+                                                 "version", (json_int_t)old));
+            continue;
+        }
+        fragment_scatter(s->ft, p, f->vals, s->theta);
+        memset(f->vals, 0, len * sizeof(float));
+        fragment_scatter(s->ft, p, f->vals, s->momentum); /* the outer momentum restarts at 0 */
+        /* past everything published: a merge no surviving learner saw
+         * (the last instant before the crash) took at least one
+         * contribution whose sender had not yet seen the result, and a
+         * learner has at most tau of those, so at most M * tau versions of
+         * p can be published beyond the newest one reported */
+        int64_t top = f->max_reported > old ? f->max_reported : old;
+        s->versions[p] = top + 1 + rb_gap(s);
+        f->ckpt_version = f->start_version = s->versions[p];
+        frag_round *rd = &s->rounds[p];
+        for (int i = 0; i < rd->n; i++)
+            free(rd->c[i].delta);
+        rd->n = 0;
+        rd->state = RS_IDLE;
+        rd->opened_ms = rd->quorum_ms = rd->grace_end_ms = 0;
+        if (s->hist) {
+            hist_clear(&s->hist[p]);
+            if (s->hist[p].resid)
+                memset(s->hist[p].resid, 0, len * sizeof(float));
+        }
+        char crc[9];
+        proto_crc_format(f->got_crc, crc);
+        json_array_append_new(
+            src, json_pack("{s:i, s:s, s:I, s:I, s:s, s:I, s:I, s:I}", "fragment", p, "from", "learner",
+                           "learner", (json_int_t)f->got_learner, "held_version", (json_int_t)f->got_version,
+                           "crc32c", crc, "previous_version", (json_int_t)old, "version",
+                           (json_int_t)s->versions[p], "disagreeing", (json_int_t)f->disagree));
+        cx_info("rebuild: fragment %d from learner %lld (its version %lld, crc32c %s): version %lld -> %lld",
+                p, (long long)f->got_learner, (long long)f->got_version, crc, (long long)old,
+                (long long)s->versions[p]);
+    }
+    return src;
+}
+
+/* The worker's step of the rebuild (mu held; drops it while the
+ * checkpoint is written). */
+static void rebuild_tick(syncer *s)
+{
+    if (s->rb != RB_COLLECTING)
+        return;
+    int64_t now = cx_mono_ms(), age = now - s->rb_opened_ms, window = s->cfg.heartbeat_timeout_ms;
+    int complete = 1, joined = 0;
+    for (int p = 0; p < s->P; p++)
+        if (s->rbf[p].want_version > s->rbf[p].got_version)
+            complete = 0;
+    for (int i = 0; i < MAX_LEARNERS; i++)
+        joined += s->rb_joined[i];
+    /* a learner that holds a newer copy and is alive rejoins within a
+     * heartbeat or two of the restart; one silent for the heartbeat timeout
+     * counts as absent anyway. Past 3 windows, go with what came. */
+    if (!((complete && (joined >= s->cfg.learners || age >= window)) || age >= 3 * window))
+        return;
+    s->rb = RB_WRITING;
+    json_t *src = rebuild_apply(s);
+    s->eval_pending = 1;
+    s->last_eval_ms = 0;
+    s->rb_count++;
+    double waited = (double)age;
+    pthread_mutex_unlock(&s->mu);
+    char err[CX_ERRLEN];
+    int rc = write_checkpoint(s, err, sizeof err);
+    if (rc != 0)
+        cx_error("rebuild: checkpoint failed (%s); serving the rebuilt state anyway", err);
+    events_emit(s->ev, "rebuild",
+                json_pack("{s:s, s:o, s:b, s:b, s:f, s:b}", "start_state", start_kind_names[s->start],
+                          "fragments", src, "momentum_reset", 1, "checkpoint", rc == 0, "waited_ms", waited,
+                          "complete", complete));
+    cx_info("rebuild done after %.0f ms (%s); serving", waited,
+            complete ? "every reported copy uploaded" : "window over, some copies never came");
+    pthread_mutex_lock(&s->mu);
+    for (int p = 0; p < s->P; p++) {
+        rb_frag *f = &s->rbf[p];
+        free(f->vals);
+        f->vals = NULL;
+        f->want_version = f->got_version = 0;
+        f->want_learner = f->got_learner = -1;
+        f->disagree = 0;
+    }
+    s->rb = RB_NONE;
+    assert_rebuild_state(s);
+    pthread_cond_broadcast(&s->frag_cv);
+}
+
+/* POST /v1/fragments/{p}/state: a learner's copy of global fragment p,
+ * asked for by its join's 503 answer. Headers: learner, incarnation,
+ * fragment, X-Chaosloco-Version (the version it reported), CRC32C; body:
+ * the f32 values. Staged when it matches the report and is newer than
+ * what is staged. */
+static int h_fragment_state(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    int64_t p, version;
+    proto_hdr h;
+    char why[CX_ERRLEN];
+    int slot;
+    if (path_int(req->params[0], s->P - 1, &p) != 0) {
+        cx_http_reply_error(resp, 404, "no fragment '%s' (fragments are 0..%d)", req->params[0], s->P - 1);
+        return 0;
+    }
+    if (proto_hdr_parse(&h, req_header, req,
+                        PROTO_NEED_LEARNER | PROTO_NEED_INCARNATION | PROTO_NEED_FRAGMENT | PROTO_NEED_CRC,
+                        why, sizeof why) != 0) {
+        cx_http_reply_error(resp, 400, "state upload: %s", why);
+        return 0;
+    }
+    const char *vh = cx_http_header(req, PROTO_H_VERSION);
+    if (!vh || cx_parse_i64(vh, PROTO_H_VERSION, 1, RB_VERSION_MAX, &version, why, sizeof why) != 0) {
+        cx_http_reply_error(resp, 400, "state upload: header %s: %s", PROTO_H_VERSION, vh ? why : "missing");
+        return 0;
+    }
+    if (h.fragment != p) {
+        cx_http_reply_error(resp, 400, "state upload: header %s is %lld but the path names fragment %lld",
+                            PROTO_H_FRAGMENT, (long long)h.fragment, (long long)p);
+        return 0;
+    }
+    size_t len = fragment_length(s->ft, (int)p);
+    if (proto_check_body(req->body, req->body_len, len * 4, h.crc32c, why, sizeof why) != PROTO_OK) {
+        cx_http_reply_error(resp, 400, "state upload: %s", why);
+        return 0;
+    }
+    float *vals = malloc(len * sizeof *vals);
+    if (!vals) {
+        cx_http_reply_err(resp, CX_ENOMEM, "out of memory");
+        return 0;
+    }
+    proto_f32_decode(req->body, len, vals);
+    ptrdiff_t bad = proto_first_nonfinite(vals, len);
+    if (bad >= 0) {
+        free(vals);
+        cx_http_reply_error(resp, 400, "state upload: value %td of fragment %lld is not finite", bad,
+                            (long long)p);
+        return 0;
+    }
+    pthread_mutex_lock(&s->mu);
+    proto_reason r = check_learner(s, h.learner, h.incarnation, &slot);
+    int status = 200, staged = 0;
+    if (s->rb != RB_COLLECTING) {
+        status = 409;
+        snprintf(why, sizeof why, "state upload: no rebuild is collecting (state %s)",
+                 rebuild_state_names[s->rb]);
+    } else if (r != PROTO_OK) {
+        status = reason_status(r);
+        snprintf(why, sizeof why, "state upload: %s", proto_reason_name(r));
+    } else {
+        rb_report rep = s->rb_rep[slot * s->P + p];
+        rb_frag *f = &s->rbf[p];
+        if (rep.version != version || rep.crc != h.crc32c) {
+            status = 409;
+            snprintf(
+                why, sizeof why,
+                "state upload: learner %lld reported fragment %lld version %lld crc32c %08x at join, this is "
+                "version %lld crc32c %08x",
+                (long long)h.learner, (long long)p, (long long)rep.version, rep.crc, (long long)version,
+                h.crc32c);
+        } else if (version > f->got_version && version > rb_bar(s, (int)p)) {
+            free(f->vals);
+            f->vals = vals;
+            vals = NULL;
+            f->got_version = version;
+            f->got_learner = h.learner;
+            f->got_crc = h.crc32c;
+            staged = 1;
+            touch(s, slot);
+            s->bytes_in += (int64_t)req->body_len;
+        }
+    }
+    assert_rebuild_state(s);
+    pthread_mutex_unlock(&s->mu);
+    free(vals);
+    if (status != 200) {
+        cx_http_reply_error(resp, status, "%s", why);
+        return 0;
+    }
+    cx_info("state upload learner=%lld fragment=%lld version=%lld %s", (long long)h.learner, (long long)p,
+            (long long)version, staged ? "staged" : "not needed (a newer copy is staged)");
+    cx_http_reply_json(resp, 200,
+                       json_pack("{s:I, s:I, s:b}", "fragment", (json_int_t)p, "version", (json_int_t)version,
+                                 "staged", staged));
+    return 0;
+}
+
 /* ---- syncer: POST /v1/join ---- */
 
 static int learner_is_caller(syncer *s, const cx_http_req *req, cx_http_resp *resp, int64_t id,
                              const char *call);
+static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, json_int_t id, json_int_t inc,
+                        json_int_t step, const int64_t *hv, const uint32_t *hc, const int64_t *hp,
+                        int *upload);
 
 static int h_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
-    json_t *body;
+    json_t *body, *holds = NULL;
     json_int_t id = -1, inc = 0, step = 0;
     char err[CX_ERRLEN];
     if (cx_http_body_json(req, resp, 0, &body) != 0)
         return 0;
-    if (cx_json_unpack(body, "body", err, sizeof err, "{s:I, s:I, s?I}", "learner", &id, "incarnation", &inc,
-                       "step", &step) != 0) {
+    if (cx_json_unpack(body, "body", err, sizeof err, "{s:I, s:I, s?I, s?o}", "learner", &id, "incarnation",
+                       &inc, "step", &step, "holds", &holds) != 0) {
         json_decref(body);
         cx_http_reply_error(resp, 400, "%s", err);
         return 0;
     }
+    /* what the learner holds (optional: old learners and first joins send
+     * none; ddp learners neither, see docs/internals/syncer.md) */
+    int64_t *hv = NULL, *hp = NULL;
+    uint32_t *hc = NULL;
+    int *upload = NULL;
+    if (holds && !is_ddp(s)) {
+        hv = malloc((size_t)s->P * sizeof *hv);
+        hp = malloc((size_t)s->P * sizeof *hp);
+        hc = malloc((size_t)s->P * sizeof *hc);
+        upload = malloc((size_t)s->P * sizeof *upload);
+        if (!hv || !hp || !hc || !upload) {
+            free(hv), free(hp), free(hc), free(upload);
+            json_decref(body);
+            cx_http_reply_err(resp, CX_ENOMEM, "out of memory");
+            return 0;
+        }
+        if (rb_parse_holds(s, holds, hv, hc, hp, resp) != 0) {
+            free(hv), free(hp), free(hc), free(upload);
+            json_decref(body);
+            return 0;
+        }
+    }
     json_decref(body);
-    if (!learner_is_caller(s, req, resp, id, "join"))
+    if (!learner_is_caller(s, req, resp, id, "join")) {
+        free(hv), free(hp), free(hc), free(upload);
         return 0;
+    }
+    join_checked(s, req, resp, id, inc, step, hv, hc, hp, upload);
+    free(hv), free(hp), free(hc), free(upload);
+    return 0;
+}
+
+/* The 503 answer of a join during a rebuild (mu held): the fragments this
+ * learner must upload to POST /v1/fragments/{p}/state with the incarnation
+ * given here, then join again. */
+static void join_rebuilding(syncer *s, cx_http_resp *resp, rebuild_state rb, json_int_t id, int64_t inc,
+                            const int *upload, int n_up)
+{
+    json_t *up = json_array();
+    for (int i = 0; i < n_up; i++)
+        json_array_append_new(up, json_integer(upload[i]));
+    if (rb == RB_REFUSED) {
+        json_decref(up);
+        rebuild_gate(s, resp);
+        return;
+    }
+    cx_info("join learner=%lld incarnation=%lld during the rebuild: %d fragments to upload", (long long)id,
+            (long long)inc, n_up);
+    cx_http_reply_json(resp, 503,
+                       json_pack("{s:s, s:i, s:{s:I, s:o, s:i}}", "error",
+                                 "rebuilding the global state from the learners; upload what is asked, then "
+                                 "join again",
+                                 "status", 503, "rebuild", "incarnation", (json_int_t)inc, "upload", up,
+                                 "retry_ms", RB_RETRY_MS));
+    cx_http_add_header(resp, "Retry-After", "1");
+}
+
+/* The join once the body is decoded (h_join); hv/hc: the holds or NULL,
+ * upload: room for P fragment ids. */
+static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, json_int_t id, json_int_t inc,
+                        json_int_t step, const int64_t *hv, const uint32_t *hc, const int64_t *hp,
+                        int *upload)
+{
+    (void)req;
     if (check_field(resp, "join", "learner", id, 0, PROTO_MAX_LEARNER_ID) ||
         check_field(resp, "join", "incarnation", inc, 0, INT64_MAX / 2) ||
         check_field(resp, "join", "step", step, 0, CONFIG_STEPS_MAX))
@@ -936,6 +1465,14 @@ static int h_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     l->joined_ms = l->last_seen_ms = cx_mono_ms();
     l->step = step;
     l->ddp_arrived = -1;
+    l->must_rejoin = 0;
+    int n_up = 0;
+    rebuild_state rb = rebuild_join(s, slot, hv, hc, hp, upload, &n_up);
+    if (rb != RB_NONE) {
+        join_rebuilding(s, resp, rb, id, new_inc, upload, n_up);
+        pthread_mutex_unlock(&s->mu);
+        return 0;
+    }
     json_t *ans =
         json_pack("{s:I, s:I, s:o, s:o, s:I, s:i, s:I, s:s, s:I}", "learner", id, "incarnation",
                   (json_int_t)new_inc, "config", config_to_json(&s->cfg), "fragments", fragments_json(s),
@@ -1215,6 +1752,11 @@ static int h_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
             ts.tv_nsec %= 1000000000L;
             pthread_cond_timedwait(&s->frag_cv, &s->mu, &ts);
         }
+    }
+    if (rebuild_gate(s, resp) || rebuild_stale_pull(s, &h, resp)) {
+        pthread_mutex_unlock(&s->mu);
+        free(tmp);
+        return 0;
     }
     int64_t version = s->versions[p];
     if (newer >= 0 && version <= newer) {
@@ -1496,6 +2038,11 @@ static int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     double per = h.steps > 0 ? (double)h.steps : 1.0;
     double l2 = merge_l2norm(delta, len) / per, mx = max_abs(delta, len) / per;
     pthread_mutex_lock(&s->mu);
+    if (rebuild_gate(s, resp)) {
+        pthread_mutex_unlock(&s->mu);
+        free(delta);
+        return 0;
+    }
     int64_t version = s->versions[p];
     r = admit(s, (int)p, &h, l2, mx, &slot, why, sizeof why);
     if (r != PROTO_OK) {
@@ -1796,6 +2343,9 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
                  : json_null());
     json_object_set_new(o, "ms_since_last_merge",
                         json_integer(s->last_merge_ms ? (json_int_t)(now - s->last_merge_ms) : -1));
+    json_object_set_new(o, "rebuild",
+                        json_pack("{s:s, s:s, s:I}", "state", rebuild_state_names[s->rb], "start_state",
+                                  start_kind_names[s->start], "rebuilds", (json_int_t)s->rb_count));
     pthread_mutex_unlock(&s->mu);
     cx_http_reply_json(resp, 200, o);
     return 0;
@@ -1939,6 +2489,7 @@ static const cx_http_route routes[] = {
     {"GET", "/v1/fragments/{}", h_fragment_get},
     {"GET", "/v1/versions", h_versions},
     {"POST", "/v1/fragments/{}/contributions", h_contribution},
+    {"POST", "/v1/fragments/{}/state", h_fragment_state},
     {"POST", "/v1/steps/{}/gradients", h_gradient},
     {"GET", "/v1/optimizer", h_optimizer},
     {"GET", "/v1/status", h_status},
@@ -1985,6 +2536,7 @@ static const access_rule access_rules[] = {
     {"GET", "/v1/optimizer", ACC_LEARNER},    /* ddp: the model and its AdamW state */
     {"GET", "/v1/versions", ACC_READ},
     {"POST", "/v1/fragments/{}/contributions", ACC_LEARNER},
+    {"POST", "/v1/fragments/{}/state", ACC_LEARNER}, /* rebuild: a learner's copy of the fragment */
     {"POST", "/v1/steps/{}/gradients", ACC_LEARNER},
     {"GET", "/v1/status", ACC_READ},
     {"GET", "/v1/events", ACC_READ},
@@ -2288,6 +2840,7 @@ static void *worker_main(void *arg)
         pthread_cond_timedwait(&s->work_cv, &s->mu, &ts);
         if (s->stopping)
             break;
+        rebuild_tick(s);
         int64_t now = cx_mono_ms();
         int do_eval = s->eval_pending && now - s->last_eval_ms >= s->cfg.eval_every_ms;
         /* every checkpoint_every merges, but not more often than
@@ -2340,10 +2893,12 @@ static int restore(syncer *s, char *err, size_t errlen)
     ckpt_syncer c;
     char why[CX_ERRLEN];
     int rc = ckpt_syncer_load(s->state_dir, &c, s->n, s->P, fragment_table_digest(s->ft), why, sizeof why);
+    s->start = START_FRESH; /* START_LOST is told from the event log later (start_log) */
     if (rc == CX_ENOTFOUND)
         return 0;
     if (rc == CX_ECORRUPT) {
         cx_warn("ignoring damaged checkpoints: %s", why);
+        s->start = START_CORRUPT;
         return 0;
     }
     if (rc)
@@ -2378,6 +2933,7 @@ static int restore(syncer *s, char *err, size_t errlen)
     }
     events_set_seq_floor(s->ev, c.event_seq);
     s->ckpt_event_seq = c.event_seq;
+    s->start = START_RESTORED;
     cx_info("restored checkpoint generation=%lld merges=%lld ddp_step=%lld", (long long)c.generation,
             (long long)c.merges, (long long)c.ddp_step);
     ckpt_syncer_cleanup(&c);
@@ -2407,6 +2963,50 @@ static void bump_versions(syncer *s)
         }
     }
     free(sv.v);
+}
+
+/* Say what the state dir held (a fresh run, lost or corrupt checkpoints,
+ * or a restore) and remember the start versions: the bar above which a
+ * learner's report is newer (see "syncer: rebuild from the learners"). */
+static void start_log(syncer *s, int64_t before_bump)
+{
+    int64_t after = 0;
+    for (int p = 0; p < s->P; p++) {
+        s->rbf[p].start_version = s->versions[p];
+        s->rbf[p].want_learner = s->rbf[p].got_learner = -1;
+        after += s->versions[p];
+    }
+    if (s->start == START_FRESH && after > before_bump)
+        s->start = START_LOST; /* merges in the log, no checkpoint: it was lost */
+    /* ddp learners do not report, and their pull loop does not rejoin */
+    s->rb_guard = !is_ddp(s) && (s->start != START_RESTORED || after > before_bump);
+    switch (s->start) {
+    case START_FRESH:
+        cx_info("state dir %s holds no checkpoint and no merge: starting from the initial model (learners "
+                "that report trained fragments at join will rebuild it, --on-lost-state %s)",
+                s->state_dir, s->on_lost_state == SYNCER_LOST_REFUSE ? "refuse" : "rebuild");
+        break;
+    case START_LOST:
+    case START_CORRUPT:
+        cx_warn("state dir %s: checkpoints %s; the global state will come from the learners' copies "
+                "(--on-lost-state %s)",
+                s->state_dir, s->start == START_LOST ? "lost (the event log shows merges)" : "damaged",
+                s->on_lost_state == SYNCER_LOST_REFUSE ? "refuse" : "rebuild");
+        break;
+    case START_RESTORED:
+        /* merges were published after the checkpoint: the learners hold
+         * them. Make every known learner rejoin (its calls answer 409
+         * stale_incarnation) so that it reports what it holds; ddp
+         * learners do not report, so there the checkpoint stands. */
+        if (after > before_bump && !is_ddp(s)) {
+            for (int i = 0; i < MAX_LEARNERS; i++)
+                if (s->learners[i].id >= 0 && s->learners[i].incarnation > 0)
+                    s->learners[i].must_rejoin = 1;
+            cx_warn("merges were published after the restored checkpoint: learners must rejoin and report "
+                    "their copies (newer ones rebuild those fragments)");
+        }
+        break;
+    }
 }
 
 syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
@@ -2480,8 +3080,11 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
     s->rounds = calloc((size_t)s->P, sizeof *s->rounds);
     s->hist = calloc((size_t)s->P, sizeof *s->hist);
     s->pull_step = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->pull_step);
+    s->rbf = calloc((size_t)s->P, sizeof *s->rbf);
+    s->rb_rep = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->rb_rep);
+    s->on_lost_state = o->on_lost_state;
     if (!s->eval_in || !s->eval_tg || !s->theta || !s->momentum || !s->versions || !s->rounds || !s->hist ||
-        !s->pull_step) {
+        !s->pull_step || !s->rbf || !s->rb_rep) {
         cx_fail(err, errlen, CX_ENOMEM, "out of memory");
         goto fail;
     }
@@ -2527,15 +3130,22 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
     int restored = restore(s, err, errlen);
     if (restored < 0)
         goto fail;
+    for (int p = 0; p < s->P; p++)
+        s->rbf[p].ckpt_version = s->versions[p];
+    int64_t before_bump = 0;
+    for (int p = 0; p < s->P; p++)
+        before_bump += s->versions[p];
     bump_versions(s);
+    start_log(s, before_bump);
 
     json_t *vers = json_array();
     for (int p = 0; p < s->P; p++)
         json_array_append_new(vers, json_integer(s->versions[p]));
     events_emit(s->ev, "start",
-                json_pack("{s:s, s:b, s:I, s:o, s:I, s:I, s:I}", "mode", mode_name(s), "restored", restored,
-                          "merges", (json_int_t)s->merges, "versions", vers, "learners",
-                          (json_int_t)s->cfg.learners, "n_params", (json_int_t)s->n, "log_bytes_read",
+                json_pack("{s:s, s:b, s:s, s:I, s:o, s:I, s:I, s:I}", "mode", mode_name(s), "restored",
+                          restored, "start_state", start_kind_names[s->start], "merges",
+                          (json_int_t)s->merges, "versions", vers, "learners", (json_int_t)s->cfg.learners,
+                          "n_params", (json_int_t)s->n, "log_bytes_read",
                           (json_int_t)events_read_bytes(s->ev)));
     double h0, h1;
     data_order_entropies(s->data, &h0, &h1);
@@ -2638,6 +3248,9 @@ void syncer_free(syncer *s)
     }
     free(s->hist);
     free(s->pull_step);
+    for (int p = 0; s->rbf && p < s->P; p++)
+        free(s->rbf[p].vals);
+    free(s->rbf), free(s->rb_rep);
     events_free(s->ev);
     cred_store_free(s->creds);
     free(s->tls_cert);

@@ -34,6 +34,9 @@ static void usage(FILE *f)
            "                                     the first start (docs/security.md)\n"
            "  --insecure-no-auth                 no credential checks (refused unless --listen is loopback)\n"
            "  --tls-cert FILE --tls-key FILE     serve HTTPS with this PEM certificate chain and key\n"
+           "  --on-lost-state rebuild|refuse     no valid checkpoint but learners hold trained fragments:\n"
+           "                                     rebuild the global state from them, or refuse to serve\n"
+           "                                     (default rebuild; docs/training.md)\n"
            "  --help                             this text\n\ntraining flags:\n");
     config_print_help(f, 0);
 }
@@ -44,6 +47,7 @@ int syncer_main(int argc, char **argv)
     const char *listen = "127.0.0.1:7070", *state_dir = NULL, *config_path = NULL, *creds_dir = NULL;
     int insecure = 0;
     const char *tls_cert = NULL, *tls_key = NULL;
+    int on_lost_state = SYNCER_LOST_REBUILD;
     char err[CX_ERRLEN], host[256];
     int port;
     config cfg;
@@ -107,7 +111,17 @@ int syncer_main(int argc, char **argv)
                 tls_cert = v;
             else if (strcmp(a, "--tls-key") == 0)
                 tls_key = v;
-            else if (pass == 1) {
+            else if (strcmp(a, "--on-lost-state") == 0) {
+                if (strcmp(v, "rebuild") == 0)
+                    on_lost_state = SYNCER_LOST_REBUILD;
+                else if (strcmp(v, "refuse") == 0)
+                    on_lost_state = SYNCER_LOST_REFUSE;
+                else {
+                    fprintf(stderr, "chaosloco syncer: --on-lost-state '%s': expected rebuild or refuse\n",
+                            v);
+                    return 64;
+                }
+            } else if (pass == 1) {
                 int rc = config_set_flag(&cfg, a, v, err, sizeof err);
                 if (rc) {
                     fprintf(stderr, "chaosloco syncer: %s\n", err);
@@ -170,6 +184,7 @@ int syncer_main(int argc, char **argv)
     o.insecure_no_auth = insecure;
     o.tls_cert = tls_cert;
     o.tls_key = tls_key;
+    o.on_lost_state = on_lost_state;
     syncer *s = syncer_new(&o, err, sizeof err);
     if (!s) {
         cx_error("cannot start: %s", err);
