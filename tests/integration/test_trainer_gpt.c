@@ -14,6 +14,8 @@
  * build) 3.88-3.92 after 2000 steps and 3.82 after 3000, above the bar.
  * The asynchronous rounds behave differently when everything runs ~3x
  * slower; the paper-faithful rounds of the next issue are where to fix it.
+ * Re-tried 2026-12-04 (ASan, 2000 steps, shared machine at load 10-14):
+ * 2 of 3 runs passed, one ended at 3.959 bits/byte: still not reliable.
  * See docs/training.md. */
 #include "trainer_it.h"
 
