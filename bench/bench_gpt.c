@@ -58,9 +58,13 @@ static double bench_sgemm(const bench_args *a, double secs)
 {
     int N = a->B * a->T, C = a->C;
     int shp[5][2] = {{3 * C, C}, {C, C}, {a->H, C}, {C, a->H}, {MODEL_VOCAB, C}}; /* {OC, IC} */
-    size_t big = (size_t)N * (size_t)(a->H > 3 * C ? (a->H > MODEL_VOCAB ? a->H : MODEL_VOCAB) : 3 * C);
-    size_t wbig = (size_t)(a->H > MODEL_VOCAB ? a->H : MODEL_VOCAB) * (size_t)(3 * C > a->H ? 3 * C : a->H);
-    float *x = malloc(sizeof(float) * big), *o = malloc(sizeof(float) * big), *w = malloc(sizeof(float) * wbig);
+    /* every operand fits [N, mx] (activations) or [mx, mx] (weights): mx is
+     * the widest of 3C, H and the 256-symbol head */
+    int mx = 3 * C > a->H ? 3 * C : a->H;
+    mx = mx > MODEL_VOCAB ? mx : MODEL_VOCAB;
+    size_t big = (size_t)N * (size_t)mx, wbig = (size_t)mx * (size_t)mx;
+    float *x = malloc(sizeof(float) * big), *o = malloc(sizeof(float) * big),
+          *w = malloc(sizeof(float) * wbig);
     float *dw = malloc(sizeof(float) * wbig);
     bench_fill(x, big, 1);
     bench_fill(o, big, 2);
@@ -76,9 +80,12 @@ static double bench_sgemm(const bench_args *a, double secs)
             for (int s = 0; s < 5; s++)
                 for (int l = 0; l < (s < 4 ? a->L : 1); l++) {
                     int OC = shp[s][0], IC = shp[s][1];
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1, x, IC, w, IC, 0, o, OC);
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1, o, OC, w, IC, 1, x, IC);
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1, o, OC, x, IC, 1, dw, IC);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1, x, IC, w, IC, 0, o,
+                                OC);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1, o, OC, w, IC, 1, x,
+                                IC);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1, o, OC, x, IC, 1, dw,
+                                IC);
                 }
             n++;
             t = bench_now();
@@ -150,8 +157,8 @@ static int bench_train(const bench_args *a, model *m, adamw *opt)
     double t0 = bench_now();
     for (int s = 0; s <= a->train; s++) {
         if (s % (a->train / 10 > 0 ? a->train / 10 : 1) == 0)
-            printf("step %5d tokens %9lld  held-out %.3f bits/byte  %.1f s\n", s,
-                   (long long)s * a->B * a->T, bench_eval(m, src, a->T, ne, in, tg), bench_now() - t0);
+            printf("step %5d tokens %9lld  held-out %.3f bits/byte  %.1f s\n", s, (long long)s * a->B * a->T,
+                   bench_eval(m, src, a->T, ne, in, tg), bench_now() - t0);
         if (s == a->train)
             break;
         data_shard_next_batch(sh, a->B, in, tg);
@@ -193,8 +200,9 @@ static int bench_parse(bench_args *a, int argc, char **argv)
         } else if (strcmp(argv[i], "--data") == 0 && i + 1 < argc) {
             a->data = argv[++i];
         } else {
-            fprintf(stderr, "usage: bench_gpt [--threads N] [--seconds S] [--train STEPS [--data D] [--lr X]]\n"
-                            "                 [--T n] [--C n] [--H n] [--L n] [--NH n] [--B n]\n");
+            fprintf(stderr,
+                    "usage: bench_gpt [--threads N] [--seconds S] [--train STEPS [--data D] [--lr X]]\n"
+                    "                 [--T n] [--C n] [--H n] [--L n] [--NH n] [--B n]\n");
             return -1;
         }
     }
@@ -203,14 +211,27 @@ static int bench_parse(bench_args *a, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    bench_args a = {.threads = 1, .T = 128, .C = 128, .H = 512, .L = 4, .NH = 4, .B = 8,
-                    .secs = 2.0, .lr = 3e-3, .data = "fortunes"};
+    bench_args a = {.threads = 1,
+                    .T = 128,
+                    .C = 128,
+                    .H = 512,
+                    .L = 4,
+                    .NH = 4,
+                    .B = 8,
+                    .secs = 2.0,
+                    .lr = 3e-3,
+                    .data = "fortunes"};
     if (bench_parse(&a, argc, argv) != 0)
         return 64;
     openblas_set_num_threads(a.threads);
     char err[CX_ERRLEN];
-    model_config mc = {.context = a.T, .embed = a.C, .hidden = a.H, .layers = a.L, .heads = a.NH,
-                       .max_batch = a.B, .threads = a.threads};
+    model_config mc = {.context = a.T,
+                       .embed = a.C,
+                       .hidden = a.H,
+                       .layers = a.L,
+                       .heads = a.NH,
+                       .max_batch = a.B,
+                       .threads = a.threads};
     model *m = model_new("gpt", &mc, 1, err, sizeof(err));
     adamw *opt = m ? bench_opt(m, err, sizeof(err)) : NULL;
     if (opt)

@@ -14,12 +14,15 @@
  * build) 3.88-3.92 after 2000 steps and 3.82 after 3000, above the bar.
  * The asynchronous rounds behave differently when everything runs ~3x
  * slower; the paper-faithful rounds of the next issue are where to fix it.
+ * Re-tried 2026-12-04 (ASan, 2000 steps, shared machine at load 10-14):
+ * 2 of 3 runs passed, one ended at 3.959 bits/byte: still not reliable.
  * See docs/training.md. */
 #include "trainer_it.h"
 
-#define GPT_SMALL                                                                                              \
-    "--model", "gpt", "--data", "fortunes", "--context", "32", "--embed", "32", "--hidden", "128", "--layers",  \
-        "2", "--heads", "2", "--batch", "8", "--eval-tokens", "1024", "--eval-every-ms", "1000", "--inner-lr", "0.008"
+#define GPT_SMALL                                                                                            \
+    "--model", "gpt", "--data", "fortunes", "--context", "32", "--embed", "32", "--hidden", "128",           \
+        "--layers", "2", "--heads", "2", "--batch", "8", "--eval-tokens", "1024", "--eval-every-ms", "1000", \
+        "--inner-lr", "0.008"
 
 static double gpt_run(const char *tag, const char *const *args, int learners)
 {
@@ -46,6 +49,17 @@ Test(trainer_gpt, ddp_two_learners_beat_order1_entropy, .timeout = 150)
     const char *args[] = {"--mode", "ddp", "--learners", "2", "--steps", "1000", GPT_SMALL, NULL};
     double bpb = gpt_run("gptddp", args, 2);
     cr_assert(bpb < 3.74, "ddp gpt: held-out %.3f bits/byte, not below order-1 entropy 3.74", bpb);
+}
+
+/* The same with --threads 2: the real learner and syncer run the gpt on the
+ * model's pool (config -> model_config.threads -> pool, AdamW on it) and
+ * train as well; bounded by steps, never by time. */
+Test(trainer_gpt, ddp_two_learners_with_two_threads_each_beat_order1_entropy, .timeout = 200)
+{
+    const char *args[] = {"--mode", "ddp",       "--learners", "2",       "--steps",
+                          "1000",   "--threads", "2",          GPT_SMALL, NULL};
+    double bpb = gpt_run("gptddpth", args, 2);
+    cr_assert(bpb < 3.74, "ddp gpt, 2 threads: held-out %.3f bits/byte, not below order-1 entropy 3.74", bpb);
 }
 
 Test(trainer_gpt, decoupled_four_learners_beat_order1_entropy, .timeout = 400, .disabled = true)
