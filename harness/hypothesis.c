@@ -1195,6 +1195,12 @@ static void eval_versions_monotonic(const void *ctx, const hyp_history *h, hyp_v
     for (size_t i = 0; i < h->nev; i++) {
         const json_t *e = h->ev[i];
         int64_t seq = ev_seq(e);
+        /* A syncer that started without a valid checkpoint (start_state
+         * "lost" or "corrupt") serves nothing until it rebuilt the model
+         * from the learners (its "rebuild" event, versions above anything
+         * published): its start versions are never published. */
+        const char *st = ev_is(e, "start") ? jstr(e, "start_state") : "";
+        int lost = strcmp(st, "lost") == 0 || strcmp(st, "corrupt") == 0;
         if (i > 0 && seq != prev_seq + 1) {
             violations++;
             if (!first[0])
@@ -1202,10 +1208,28 @@ static void eval_versions_monotonic(const void *ctx, const hyp_history *h, hyp_v
                          (long long)prev_seq);
         }
         prev_seq = seq;
-        if (ev_is(e, "start")) {
+        if (ev_is(e, "rebuild")) {
+            json_t *fs = json_object_get(e, "fragments"), *x;
+            size_t k;
+            json_array_foreach(fs, k, x)
+            {
+                int64_t f = jint(x, "fragment", -1), ver = jint(x, "version", -1);
+                if (f < 0 || f >= MAX_FRAGS)
+                    continue;
+                if (ver < cur[f + 1]) {
+                    violations++;
+                    if (!first[0])
+                        snprintf(first, sizeof(first),
+                                 "fragment %lld rebuilt at version %lld after reaching %lld (seq %lld)",
+                                 (long long)f, (long long)ver, (long long)cur[f + 1], (long long)seq);
+                } else {
+                    cur[f + 1] = ver;
+                }
+            }
+        } else if (ev_is(e, "start")) {
             starts++;
             json_t *vs = json_object_get(e, "versions");
-            for (size_t f = 0; f < json_array_size(vs) && f < MAX_FRAGS; f++) {
+            for (size_t f = 0; f < json_array_size(vs) && f < MAX_FRAGS && !lost; f++) {
                 int64_t ver = json_integer_value(json_array_get(vs, f));
                 if (ver < cur[f + 1]) {
                     violations++;

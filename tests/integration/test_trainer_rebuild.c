@@ -168,7 +168,17 @@ static void kill_and_lose(int how)
         }
         cr_assert_geq(n, 1, "a checkpoint slot to corrupt");
     } else if (how == LOSE_DIR) {
+        /* The credentials are the deployer's, not the syncer's state: the
+         * harness keeps them in RUN/credentials, outside the state dir
+         * (docs/security.md). Losing the state dir must not take them, or
+         * no learner could rejoin to hand its copy back. */
+        char creds[800], keep[800];
+        snprintf(creds, sizeof creds, "%s/credentials", r.state);
+        snprintf(keep, sizeof keep, "%s/credentials.kept", r.dir);
+        cr_assert_eq(rename(creds, keep), 0, "keep the credentials aside");
         rm_tree(r.state);
+        cr_assert_eq(mkdir(r.state, 0700), 0);
+        cr_assert_eq(rename(keep, creds), 0, "the credentials come back");
     }
     cr_log_info(
         "before the crash: eval loss %.4f (initial %.4f), versions seen %lld %lld %lld %lld, in the log "
@@ -274,7 +284,7 @@ static json_t *post(tr_run *r, const char *path, json_t *body, int *status)
 {
     char url[256];
     snprintf(url, sizeof url, "%s%s", r->url, path);
-    json_t *j = it_http_json("POST", url, body, NULL, status);
+    json_t *j = it_http_json("POST", url, body, tr_cred(r, "learner-0"), status);
     json_decref(body);
     return j;
 }
@@ -303,7 +313,7 @@ static int upload(tr_run *r, json_int_t inc, int p, json_int_t version, const fl
     snprintf(h[2], sizeof h[2], "%s: %d", PROTO_H_FRAGMENT, p);
     snprintf(h[3], sizeof h[3], "%s: %lld", PROTO_H_VERSION, (long long)version);
     snprintf(h[4], sizeof h[4], "%s: %08x", PROTO_H_CRC32C, cx_crc32c(0, wire, len * 4));
-    const char *hdrs[] = {h[0], h[1], h[2], h[3], h[4], NULL};
+    const char *hdrs[] = {h[0], h[1], h[2], h[3], h[4], tr_auth(r, "learner-0"), NULL};
     snprintf(path, sizeof path, "/v1/fragments/%d/state", p);
     cx_http_result res;
     cx_http_result_init(&res);
@@ -389,7 +399,7 @@ Test(trainer_rebuild, join_upload_protocol, .timeout = 60)
     /* while collecting: fragment GETs and contributions answer 503 */
     char url[256];
     snprintf(url, sizeof url, "%s/v1/fragments/0", r.url);
-    j = it_http_json("GET", url, NULL, NULL, &st);
+    j = it_http_json("GET", url, NULL, tr_cred(&r, "learner-0"), &st);
     json_decref(j);
     cr_assert_eq(st, 503, "no fragment is served while rebuilding");
     json_t *s = tr_get(&r, "/v1/status");
@@ -424,7 +434,8 @@ Test(trainer_rebuild, join_upload_protocol, .timeout = 60)
         cx_http_result res;
         cx_http_result_init(&res);
         snprintf(path, sizeof path, "/v1/fragments/%d", p);
-        cr_assert_eq(cx_http_do(c, "GET", path, NULL, NULL, 0, NULL, 10000, &res, err, sizeof err), 0);
+        const char *auth[] = {tr_auth(&r, "learner-0"), NULL};
+        cr_assert_eq(cx_http_do(c, "GET", path, auth, NULL, 0, NULL, 10000, &res, err, sizeof err), 0);
         cr_assert_eq(res.status, 200);
         cr_assert_eq(cx_http_result_header(&res, PROTO_H_FRAGMENT_CRC32C, fc, sizeof fc), 0);
         uint32_t got;
@@ -456,7 +467,7 @@ Test(trainer_rebuild, refuse_when_asked, .timeout = 60)
     json_decref(s);
     char url[256];
     snprintf(url, sizeof url, "%s/v1/fragments/0", r.url);
-    j = it_http_json("GET", url, NULL, NULL, &st);
+    j = it_http_json("GET", url, NULL, tr_cred(&r, "learner-0"), &st);
     json_decref(j);
     cr_assert_eq(st, 503, "the initial model is not handed out");
     json_t *ev = wait_event(&r, "lost_state", 5000);

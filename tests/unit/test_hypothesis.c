@@ -492,6 +492,35 @@ Test(hypothesis, versions_monotonic)
     json_decref(a);
     json_decref(b);
     hyp_history_free(h);
+
+    /* A syncer whose checkpoints were corrupt starts at versions 0 but
+     * serves only after its rebuild from the learners: the rebuilt
+     * versions must be above what was published, the start's are not. */
+    for (int bad = 0; bad <= 1; bad++) {
+        h = hyp_history_new(1, 1);
+        json_t *evs[] = {json_pack("{s:i, s:i, s:s, s:i, s:i, s:[]}", "seq", 1, "t_mono_ms", 1, "type",
+                                   "merge", "fragment", 0, "version", 7, "participants"),
+                         json_pack("{s:i, s:i, s:s, s:s, s:[i]}", "seq", 2, "t_mono_ms", 2, "type", "start",
+                                   "start_state", "corrupt", "versions", 0),
+                         json_pack("{s:i, s:i, s:s, s:s, s:[{s:i, s:s, s:i}]}", "seq", 3, "t_mono_ms", 3,
+                                   "type", "rebuild", "start_state", "corrupt", "fragments", "fragment", 0,
+                                   "from", "learner", "version", bad ? 5 : 12),
+                         json_pack("{s:i, s:i, s:s, s:i, s:i, s:[]}", "seq", 4, "t_mono_ms", 4, "type",
+                                   "merge", "fragment", 0, "version", bad ? 6 : 13, "participants")};
+        for (int k = 0; k < 4; k++) {
+            cr_assert_eq(hyp_history_add_syncer_event(h, evs[k], err, sizeof(err)), 0, "%s", err);
+            json_decref(evs[k]);
+        }
+        v = judge(h, "{\"hypothesis\": \"versions_monotonic\"}");
+        if (bad) {
+            FAIL(v);
+            cr_assert(strstr(v.explanation, "rebuilt at version 5 after reaching 7") != NULL, "%s",
+                      v.explanation);
+        } else {
+            PASS(v);
+        }
+        hyp_history_free(h);
+    }
 }
 
 Test(hypothesis, data_accounting)
