@@ -336,8 +336,9 @@ Test(encoding, q2_beats_int2_on_gaussian_deltas)
             mse[k] += ((double)y[i] - x[i]) * ((double)y[i] - x[i]) / N;
         free(buf);
     }
-    /* Lloyd-Max 4 levels on N(0,1): 0.1175; uniform-level fit ~0.12;
-     * int2 at max-abs scale over 64 values: ~0.3 */
+    /* Lloyd-Max 4 levels on N(0,1): 0.1175; the q2 fit measured 0.115
+     * (it adapts to each block's sample); int2 at its max-abs scale over 64
+     * values: 0.52 */
     cr_assert(mse[1] < 0.14, "q2 mse %g", mse[1]);
     cr_assert(mse[1] < 0.6 * mse[0], "q2 mse %g vs int2 %g", mse[1], mse[0]);
     cr_assert(encoding_size(ENCODING_Q2, N) < encoding_size(ENCODING_INT2, N));
