@@ -394,3 +394,29 @@ Test(trainer_encoding, q2_trains_with_upstream_error_feedback, .timeout = 200)
     cr_assert(q.accepted > 0);
     cr_assert_eq(q.full[2], 0, "no delta result ever differed from the canonical fragment");
 }
+
+/* diloco's contribution path (a barrier per round, 202 commits the
+ * residual): q2 with upstream error feedback still trains, every round
+ * merges both learners' contributions. */
+Test(trainer_encoding, q2_diloco_trains_with_upstream_error_feedback, .timeout = 200)
+{
+    tr_run r = {0};
+    const char *args[] = {
+        "--mode",      "diloco", "--learners", "2",  "--steps",         "240", "--H",    "24",
+        "--fragments", "4",      "--encoding", "q2", "--eval-every-ms", "300", TR_MODEL, NULL};
+    tr_syncer_start(&r, "enc-q2-diloco", args);
+    pid_t a = tr_learner_start(&r, 0, NULL, NULL), b = tr_learner_start(&r, 1, NULL, NULL);
+    tr_expect_exit0(&r, a, 0, 100000);
+    tr_expect_exit0(&r, b, 1, 30000);
+    double l = tr_final_eval(&r);
+    json_t *st = tr_get(&r, "/v1/status");
+    /* 240 steps / H=24 = 10 rounds of 4 fragments, 2 contributions each */
+    cr_assert_eq(tr_int(json_object_get(st, "contributions"), "accepted"), 80);
+    json_decref(st);
+    cr_log_info("q2 diloco, 2 learners x 240 steps: eval loss %.4f", l);
+    cr_assert(l < log(256.0) - 1.0, "q2 diloco eval loss %f fell clearly below ln 256", l);
+    for (int j = 0; j < 2; j++)
+        cr_assert(log_has(r.dir, j ? "learner1" : "learner0", "upstream error feedback on"),
+                  "learner %d runs with upstream error feedback", j);
+    tr_done(&r);
+}
