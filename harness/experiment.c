@@ -200,7 +200,7 @@ static int nonempty_string(jv_diag *d, const char *path, const json_t *obj, cons
 /* ---- topology ---- */
 
 static const char *const modes[] = {"ddp", "ddp-elastic", "diloco", "decoupled", NULL};
-static const char *const encodings[] = {"f32", "bf16", "int8", "int4", "int2", NULL};
+static const char *const encodings[] = {"f32", "bf16", "int8", "int4", "int2", "q2", NULL};
 
 static void parse_topology(experiment *e, const json_t *doc, jv_diag *d)
 {

@@ -34,7 +34,8 @@ typedef struct key_def {
 } key_def;
 
 static const char *const mode_names[] = {"ddp", "ddp-elastic", "diloco", "decoupled", NULL};
-static const char *const enc_names[] = {"f32", "bf16", "int8", "int4", "int2", NULL};
+static const char *const enc_names[] = {"f32", "bf16", "int8", "int4", "int2", "q2", NULL};
+static const char *const onoff_names[] = {"off", "on", NULL};
 static const char *const merge_names[] = {"rda", "mean", NULL};
 static const char *const weights_names[] = {"token", "uniform", NULL};
 static const char *const model_names[] = {"mlp", "gpt", NULL};
@@ -59,7 +60,11 @@ static const key_def keys[] = {
      "reject a contribution whose L2 or max-abs norm exceeds this multiple of its fragment's running "
      "median (after a warm-up of accepted ones; 0: off)"},
     {"encoding", KEY_ENUM, OFF(encoding), 0, 0, enc_names, 1,
-     "encoding of outer gradients and downstream deltas: f32, bf16, int8, int4 or int2"},
+     "encoding of outer gradients and downstream deltas: f32, bf16, int8, int4, int2 (ternary) or q2 "
+     "(2-bit)"},
+    {"upstream_ef", KEY_ENUM, OFF(upstream_ef), 0, 0, onoff_names, 1,
+     "upstream error feedback: a learner adds what the encoding lost of a fragment's last contribution to "
+     "its next one (on or off; no effect with f32)"},
     {"merge", KEY_ENUM, OFF(merge), 0, 0, merge_names, 0, "decoupled merge rule: rda or mean"},
     {"weights", KEY_ENUM, OFF(weights), 0, 0, weights_names, 0,
      "decoupled contribution weights: token or uniform"},
@@ -119,6 +124,7 @@ void config_defaults(config *c)
     c->max_staleness = 4;
     c->norm_bound = 10.0;
     c->encoding = CONFIG_ENC_F32;
+    c->upstream_ef = 1;
     c->merge = CONFIG_MERGE_RDA;
     c->weights = CONFIG_WEIGHTS_TOKEN;
     c->outer_lr = 0.7;
@@ -413,7 +419,7 @@ const char *config_mode_name(int64_t m)
 }
 const char *config_encoding_name(int64_t e)
 {
-    return name_of(enc_names, 5, e);
+    return name_of(enc_names, 6, e);
 }
 const char *config_merge_name(int64_t m)
 {

@@ -32,7 +32,8 @@ typedef enum config_encoding {
     CONFIG_ENC_BF16 = 1,
     CONFIG_ENC_INT8 = 2,
     CONFIG_ENC_INT4 = 3,
-    CONFIG_ENC_INT2 = 4, /* where quantization breaks (for comparisons) */
+    CONFIG_ENC_INT2 = 4, /* ternary {-s, 0, s}, 2.5 bits/value (for comparisons) */
+    CONFIG_ENC_Q2 = 5,   /* true 2-bit code {-3s, -s, s, 3s}, 2.25 bits/value */
 } config_encoding;
 
 typedef enum config_model { CONFIG_MODEL_MLP = 0, CONFIG_MODEL_GPT = 1 } config_model;
@@ -51,6 +52,7 @@ typedef struct config {
     int64_t max_staleness;            /* versions a decoupled contribution's base may lag */
     double norm_bound;                /* x running median norm a contribution may reach (0 = off) */
     int64_t encoding;                 /* config_encoding of contributions */
+    int64_t upstream_ef;              /* 1: learners feed back what the encoding lost (not f32) */
     int64_t merge;                    /* config_merge (decoupled) */
     int64_t weights;                  /* config_weights (decoupled) */
     double outer_lr;                  /* outer Nesterov learning rate */

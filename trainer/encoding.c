@@ -1,4 +1,4 @@
-/* encoding.c - f32 / bf16 / blockwise int8, int4, int2 encodings of float
+/* encoding.c - f32 / bf16 / blockwise int8, int4, int2 and q2 encodings of float
  * vectors. See encoding.h for the byte layouts and error bounds.
  */
 #include "trainer/encoding.h"
@@ -8,7 +8,7 @@
 
 #include "common/err.h"
 
-static const char *const encoding_names[ENCODING_COUNT] = {"f32", "bf16", "int8", "int4", "int2"};
+static const char *const encoding_names[ENCODING_COUNT] = {"f32", "bf16", "int8", "int4", "int2", "q2"};
 
 /* Largest |q| and bits per value of the int encodings. */
 static int encoding_qmax(encoding_kind k)
@@ -26,6 +26,12 @@ static int encoding_is_int(encoding_kind k)
     return k == ENCODING_INT8 || k == ENCODING_INT4 || k == ENCODING_INT2;
 }
 
+/* Values per scale of a blockwise encoding. */
+static size_t encoding_block_len(encoding_kind k)
+{
+    return k == ENCODING_Q2 ? ENCODING_Q2_BLOCK : ENCODING_BLOCK;
+}
+
 /* ---- names and sizes ---- */
 
 int encoding_parse(const char *name, encoding_kind *out, char *err, size_t errlen)
@@ -35,7 +41,8 @@ int encoding_parse(const char *name, encoding_kind *out, char *err, size_t errle
             *out = (encoding_kind)i;
             return CX_OK;
         }
-    return cx_fail(err, errlen, CX_EINVAL, "unknown encoding '%s' (expected f32, bf16, int8, int4 or int2)",
+    return cx_fail(err, errlen, CX_EINVAL,
+                   "unknown encoding '%s' (expected f32, bf16, int8, int4, int2 or q2)",
                    name ? name : "(null)");
 }
 
@@ -49,7 +56,8 @@ const char *encoding_name(encoding_kind kind)
 /* Payload bytes of a block of b values (without its 4-byte scale). */
 static size_t encoding_block_bytes(encoding_kind k, size_t b)
 {
-    return (b * (size_t)encoding_bits(k) + 7) / 8;
+    size_t bits = k == ENCODING_Q2 ? 2 : (size_t)encoding_bits(k);
+    return (b * bits + 7) / 8;
 }
 
 size_t encoding_size(encoding_kind kind, size_t n)
@@ -61,9 +69,10 @@ size_t encoding_size(encoding_kind kind, size_t n)
         return 2 * n;
     case ENCODING_INT8:
     case ENCODING_INT4:
-    case ENCODING_INT2: {
-        size_t full = n / ENCODING_BLOCK, tail = n % ENCODING_BLOCK;
-        size_t sz = full * (4 + encoding_block_bytes(kind, ENCODING_BLOCK));
+    case ENCODING_INT2:
+    case ENCODING_Q2: {
+        size_t bl = encoding_block_len(kind), full = n / bl, tail = n % bl;
+        size_t sz = full * (4 + encoding_block_bytes(kind, bl));
         if (tail)
             sz += 4 + encoding_block_bytes(kind, tail);
         return sz;
@@ -158,6 +167,54 @@ static uint8_t *encoding_encode_block(encoding_kind k, const float *x, size_t b,
     return o + nbytes;
 }
 
+/* The q2 scale of a block of finite values: s0 = mean|x| / 2, then two
+ * Lloyd steps (assign each |x| to the nearer of s, 3s, i.e. 3 when |x| > 2s;
+ * refit s = sum(c |x|) / sum(c^2), the least-squares s for that
+ * assignment). Each step does not raise the squared error. s <= maxabs,
+ * since c >= 1. Sums in double, so the result is deterministic. */
+static float encoding_q2_scale(const float *x, size_t b)
+{
+    double sum = 0.0;
+    for (size_t i = 0; i < b; i++)
+        sum += fabs((double)x[i]);
+    double s = sum / (double)b / 2.0;
+    for (int it = 0; it < 2 && s > 0.0; it++) {
+        double num = 0.0, den = 0.0;
+        for (size_t i = 0; i < b; i++) {
+            double a = fabs((double)x[i]), c = a > 2.0 * s ? 3.0 : 1.0;
+            num += c * a;
+            den += c * c;
+        }
+        s = num / den;
+    }
+    float fs = (float)s;
+    while (isinf(3.0f * fs)) /* keep 3 * scale finite near FLT_MAX */
+        fs = nextafterf(fs, 0.0f);
+    return fs;
+}
+
+/* One q2 block of b values: scale, then b 2-bit codes u, value (2u - 3) *
+ * scale, element j in bits 2(j%4).. of byte j/4. */
+static uint8_t *encoding_encode_q2_block(const float *x, size_t b, uint8_t *o)
+{
+    int finite = 1;
+    for (size_t i = 0; i < b; i++)
+        if (!isfinite(x[i]))
+            finite = 0;
+    float scale = finite ? encoding_q2_scale(x, b) : NAN;
+    encoding_put_f32(o, scale);
+    o += 4;
+    size_t nbytes = encoding_block_bytes(ENCODING_Q2, b);
+    memset(o, 0, nbytes);
+    for (size_t i = 0; i < b && finite; i++) {
+        /* nearest level: |x| > 2s -> 3s, else s; x >= 0 (and 0 itself) -> + */
+        unsigned big = fabsf(x[i]) > 2.0f * scale, pos = x[i] >= 0.0f;
+        unsigned u = pos ? 2u + big : 1u - big;
+        o[i / 4] |= (uint8_t)(u << (2 * (i % 4)));
+    }
+    return o + nbytes;
+}
+
 int encoding_encode(encoding_kind kind, const float *in, size_t n, uint8_t *out, size_t outlen, char *err,
                     size_t errlen)
 {
@@ -181,9 +238,11 @@ int encoding_encode(encoding_kind kind, const float *in, size_t n, uint8_t *out,
         return CX_OK;
     }
     uint8_t *o = out;
-    for (size_t i = 0; i < n; i += ENCODING_BLOCK) {
-        size_t b = n - i < ENCODING_BLOCK ? n - i : ENCODING_BLOCK;
-        o = encoding_encode_block(kind, in + i, b, o);
+    size_t bl = encoding_block_len(kind);
+    for (size_t i = 0; i < n; i += bl) {
+        size_t b = n - i < bl ? n - i : bl;
+        o = kind == ENCODING_Q2 ? encoding_encode_q2_block(in + i, b, o)
+                                : encoding_encode_block(kind, in + i, b, o);
     }
     return CX_OK;
 }
@@ -210,23 +269,24 @@ int encoding_decode(encoding_kind kind, const uint8_t *in, size_t inlen, float *
         }
         return CX_OK;
     }
-    int Q = encoding_qmax(kind), bits = encoding_bits(kind);
+    int q2 = kind == ENCODING_Q2;
+    int Q = q2 ? 3 : encoding_qmax(kind), bits = q2 ? 2 : encoding_bits(kind);
     unsigned mask = (1u << bits) - 1u, sign = 1u << (bits - 1);
+    size_t bl = encoding_block_len(kind);
     const uint8_t *p = in;
-    for (size_t i = 0; i < n; i += ENCODING_BLOCK) {
-        size_t b = n - i < ENCODING_BLOCK ? n - i : ENCODING_BLOCK;
+    for (size_t i = 0; i < n; i += bl) {
+        size_t b = n - i < bl ? n - i : bl;
         float scale = encoding_get_f32(p);
         if (!isfinite(scale))
-            return cx_fail(err, errlen, CX_ECORRUPT, "decode: non-finite scale of block %zu",
-                           i / ENCODING_BLOCK);
+            return cx_fail(err, errlen, CX_ECORRUPT, "decode: non-finite scale of block %zu", i / bl);
         if (scale < 0.0f)
             return cx_fail(err, errlen, CX_ECORRUPT, "decode: negative scale of block %zu (out of range)",
-                           i / ENCODING_BLOCK);
+                           i / bl);
         p += 4;
         for (size_t j = 0; j < b; j++) {
             size_t bit = j * (size_t)bits;
             unsigned u = (p[bit / 8] >> (bit % 8)) & mask;
-            int q = (u & sign) ? (int)u - (int)(mask + 1u) : (int)u;
+            int q = q2 ? 2 * (int)u - 3 : (u & sign) ? (int)u - (int)(mask + 1u) : (int)u;
             if (q < -Q || q > Q)
                 return cx_fail(err, errlen, CX_ECORRUPT, "decode: quantum %d out of range at element %zu", q,
                                i + j);
@@ -237,11 +297,24 @@ int encoding_decode(encoding_kind kind, const uint8_t *in, size_t inlen, float *
         }
         size_t used = b * (size_t)bits, nb = encoding_block_bytes(kind, b);
         if (used % 8 && (p[nb - 1] >> (used % 8)))
-            return cx_fail(err, errlen, CX_ECORRUPT, "decode: nonzero padding bits in block %zu",
-                           i / ENCODING_BLOCK);
+            return cx_fail(err, errlen, CX_ECORRUPT, "decode: nonzero padding bits in block %zu", i / bl);
         p += nb;
     }
     return CX_OK;
+}
+
+/* ---- error feedback ---- */
+
+int encoding_encode_residual(encoding_kind kind, const float *x, size_t n, uint8_t *out, size_t outlen,
+                             float *resid, float *tmp, char *err, size_t errlen)
+{
+    int rc = encoding_encode(kind, x, n, out, outlen, err, errlen);
+    if (rc)
+        return rc;
+    rc = encoding_decode(kind, out, encoding_size(kind, n), tmp, n, err, errlen);
+    for (size_t i = 0; i < n; i++)
+        resid[i] = rc ? 0.0f : x[i] - tmp[i];
+    return rc;
 }
 
 /* ---- bounds ---- */
@@ -252,6 +325,8 @@ double encoding_error_bound(encoding_kind kind, float xi, float block_maxabs)
         return 0.0;
     if (kind == ENCODING_BF16) /* + half a bf16 subnormal ulp (2^-134) */
         return fabs((double)xi) * 0x1.0p-8 + 0x1.0p-134;
+    if (kind == ENCODING_Q2) /* |y - x| <= max(s, |x| - 3s) <= maxabs, as s <= maxabs */
+        return fabs((double)block_maxabs) * (1.0 + 1e-6) + 2.0 * 0x1.0p-149;
     if (!encoding_is_int(kind))
         return INFINITY;
     /* scale/2 plus the float rounding of scale, x*inv and q*scale (a few ulps

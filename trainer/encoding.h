@@ -1,5 +1,6 @@
 /* encoding.h - wire encodings of contributions (outer gradients) and
- * fragments: f32, bf16, and blockwise symmetric int8 / int4 / int2.
+ * fragments: f32, bf16, blockwise symmetric int8 / int4 / int2, and q2, a
+ * true 2-bit code.
  *
  * Byte layouts (all little-endian, no header; the length n is known from the
  * fragment table, so the encoded size is a function of (kind, n)):
@@ -14,7 +15,19 @@
  *         complement, element 4j+k in bits 2k..2k+1 of byte j
  *   value = q * scale;  scale = maxabs(block) / Q with Q = 127, 7, 1;
  *   q = round-half-away(x / scale) clamped to [-Q, Q]; an all-zero block
- *   has scale 0 and q = 0.
+ *   has scale 0 and q = 0. int2 is a ternary code {-s, 0, +s} spending 2
+ *   bits on log2(3) = 1.58 bits of information: 2.5 bits/value at block 64.
+ *   q2    per block of ENCODING_Q2_BLOCK (128) values (last block may be
+ *         shorter): float32 scale s, then ceil(b/4) bytes of 2-bit codes u
+ *         in 0..3, element 4j+k in bits 2k..2k+1 of byte j; value =
+ *         (2u - 3) * s, so the levels are {-3s, -s, +s, +3s} (no zero).
+ *         2 + 32/128 = 2.25 bits/value. Encode assigns each x to the nearest
+ *         level (|x| > 2s -> 3s, x >= 0 -> positive). The scale is a
+ *         least-squares fit, not a max-abs one: s0 = mean|x|/2, then two
+ *         Lloyd steps (assign, refit s = sum(c|x|)/sum(c^2) with c in
+ *         {1, 3}). On Gaussian-like deltas a max-abs scale (s = M/3) would put
+ *         most values far from both inner levels; the fit minimises the mean
+ *         square error instead, and an all-equal block decodes exactly.
  *
  * Error bounds (checked by the unit tests), per element x of a block with
  * maxabs M, decoded as y:
@@ -25,12 +38,16 @@
  *         the subnormal grid: encoding_error_bound() returns
  *         M/(2Q) * (1 + 1e-6) + M * 1e-6 + 2 * 2^-149.
  *   So int8 loses at most M/254, int4 M/14 and int2 M/2 per element.
+ *   q2    |y - x| <= max(s, |x| - 3s) (nearest of the four levels); the fit
+ *         keeps s <= M, so encoding_error_bound() returns the loose
+ *         M * (1 + 1e-6) + 2 * 2^-149. The fitted scale trades this worst
+ *         case for a lower mean square error than int2 (unit-tested).
  *
  * Non-finite input: encode never fails. f32/bf16 carry NaN/Inf through
  * (and bf16 rounds |x| above ~3.39e38 to Inf);
  * int encodings store a NaN scale for a block holding a non-finite value.
  * Decode rejects (CX_ECORRUPT) any non-finite or negative scale or value, a
- * q outside [-Q, Q] (-128, -8, -2), nonzero padding bits at the end of a
+ * q outside [-Q, Q] (-128, -8, -2; every q2 code is valid), nonzero padding bits at the end of a
  * ragged block, and a wrong length: so a poisoned
  * contribution is caught by the receiver's decode, never merged.
  */
@@ -46,12 +63,14 @@ typedef enum encoding_kind {
     ENCODING_INT8 = 2,
     ENCODING_INT4 = 3,
     ENCODING_INT2 = 4,
+    ENCODING_Q2 = 5,
 } encoding_kind;
 
-#define ENCODING_COUNT 5
-#define ENCODING_BLOCK 64 /* values per scale in the int encodings */
+#define ENCODING_COUNT 6
+#define ENCODING_BLOCK 64     /* values per scale in the int encodings */
+#define ENCODING_Q2_BLOCK 128 /* values per scale in q2 */
 
-/* "f32" | "bf16" | "int8" | "int4" | "int2" -> kind. CX_EINVAL naming the
+/* "f32" | "bf16" | "int8" | "int4" | "int2" | "q2" -> kind. CX_EINVAL naming the
  * value and listing the valid ones otherwise. */
 int encoding_parse(const char *name, encoding_kind *out, char *err, size_t errlen);
 /* Static name of a kind ("f32"...), "?" for an invalid value. */
@@ -71,6 +90,15 @@ int encoding_encode(encoding_kind kind, const float *in, size_t n, uint8_t *out,
  * the element index). On failure out is unspecified. */
 int encoding_decode(encoding_kind kind, const uint8_t *in, size_t inlen, float *out, size_t n, char *err,
                     size_t errlen);
+
+/* Encode x[0..n) into out like encoding_encode, then resid[i] = x[i] -
+ * decode(out)[i]: what the encoding lost, for error feedback (the caller
+ * adds resid to its next vector of the same fragment). tmp holds n floats.
+ * A non-finite x (its encoding does not decode) gives resid = 0 and
+ * CX_ECORRUPT, with out still the encoding of x (the receiver refuses it).
+ * CX_EINVAL as encoding_encode for a short buffer. */
+int encoding_encode_residual(encoding_kind kind, const float *x, size_t n, uint8_t *out, size_t outlen,
+                             float *resid, float *tmp, char *err, size_t errlen);
 
 /* The documented per-element bound |decode(encode(x))_i - x_i| for element
  * x_i = xi whose block has maxabs block_maxabs (see the table above). */

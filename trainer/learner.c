@@ -107,6 +107,15 @@ typedef struct learner {
     int64_t n_full;       /* fragments received in full */
     int64_t n_mismatch;   /* delta results that failed the CRC check (then pulled in full) */
     int64_t *seen_ver; /* [P] newest version of each fragment GET /v1/versions showed (same owner as gcopy) */
+    /* Upstream error feedback (main thread only; memory only, never
+     * checkpointed): what the encoding lost of each fragment's last
+     * contribution, added to the next one. NULL until the first contribution
+     * of a run with upstream_ef on and an encoding other than f32. */
+    float *ef;              /* [n] residual, fragment p at ef_off[p] */
+    float *ef_next;         /* [n] residual of the contribution just built (ef_commit keeps it) */
+    size_t *ef_off;         /* [P] offsets into ef */
+    int64_t ef_incarnation; /* the residual belongs to this incarnation; a rejoin resets it */
+    int ef_broken;          /* 1: out of memory for the residual; contributions go without it */
 
     /* ---- shared (under mu) ---- */
     pthread_mutex_t mu;
@@ -865,7 +874,57 @@ static void final_heartbeat(learner *L)
 
 /* ---- learner: contributions ---- */
 
-/* Δ_p = Θ_base_p − θ_p into L->scratch, encoded into a malloc'd buffer. */
+/* The error-feedback residual of fragment p, or NULL when upstream_ef is
+ * off, the encoding is f32 (nothing is lost) or no memory could be had.
+ * Zeroed when the incarnation changed since it was last used (a rejoin:
+ * the syncer's state moved on without this learner's lost remainder). */
+static float *ef_residual(learner *L, int p)
+{
+    if (!L->cfg.upstream_ef || L->cfg.encoding == CONFIG_ENC_F32 || L->ef_broken)
+        return NULL;
+    pthread_mutex_lock(&L->mu);
+    int64_t inc = L->incarnation;
+    pthread_mutex_unlock(&L->mu);
+    if (!L->ef) {
+        L->ef = calloc(L->n, sizeof *L->ef);
+        L->ef_next = calloc(L->n, sizeof *L->ef_next);
+        L->ef_off = malloc((size_t)L->P * sizeof *L->ef_off);
+        if (!L->ef || !L->ef_next || !L->ef_off) {
+            free(L->ef), free(L->ef_next), free(L->ef_off);
+            L->ef = L->ef_next = NULL;
+            L->ef_off = NULL;
+            L->ef_broken = 1;
+            cx_warn("out of memory for the upstream error-feedback residual; contributions go without it");
+            return NULL;
+        }
+        size_t off = 0;
+        for (int q = 0; q < L->P; q++) {
+            L->ef_off[q] = off;
+            off += fragment_length(L->ft, q);
+        }
+        L->ef_incarnation = inc;
+        cx_info(
+            "upstream error feedback on: each %s contribution carries what the encoding lost of the last one",
+            config_encoding_name(L->cfg.encoding));
+    }
+    if (inc != L->ef_incarnation) {
+        memset(L->ef, 0, L->n * sizeof *L->ef);
+        L->ef_incarnation = inc;
+        cx_info("incarnation %lld: upstream error-feedback residuals reset", (long long)inc);
+    }
+    return L->ef + L->ef_off[p];
+}
+
+/* Keep the residual of the contribution of fragment p just built (sent). */
+static void ef_commit(learner *L, int p)
+{
+    if (L->ef)
+        memcpy(L->ef + L->ef_off[p], L->ef_next + L->ef_off[p], fragment_length(L->ft, p) * sizeof *L->ef);
+}
+
+/* Δ_p = Θ_base_p − θ_p into L->scratch (plus the error-feedback residual r_p
+ * when on, whose successor goes to ef_next: ef_commit keeps it), encoded
+ * into a malloc'd buffer. */
 static unsigned char *make_contribution(learner *L, int p, size_t *len, uint32_t *crc)
 {
     size_t n = fragment_length(L->ft, p);
@@ -875,13 +934,19 @@ static unsigned char *make_contribution(learner *L, int p, size_t *len, uint32_t
     fragment_gather(L->ft, p, L->base, base);
     for (size_t i = 0; i < n; i++)
         theta[i] = base[i] - theta[i];
+    float *r = ef_residual(L, p);
+    for (size_t i = 0; r && i < n; i++)
+        theta[i] += r[i];
     if (nan_hook(L))
         theta[0] = NAN;
     *len = encoding_size(enc, n);
     unsigned char *out = malloc(*len);
     if (!out)
         return NULL;
-    encoding_encode(enc, theta, n, out, *len, NULL, 0);
+    if (r) /* base is free now: the decode scratch; a non-finite Δ' leaves r = 0 */
+        encoding_encode_residual(enc, theta, n, out, *len, L->ef_next + L->ef_off[p], base, NULL, 0);
+    else
+        encoding_encode(enc, theta, n, out, *len, NULL, 0);
     *crc = cx_crc32c(0, out, *len);
     return out;
 }
@@ -1191,6 +1256,8 @@ static int diloco_sync(learner *L, char *err, size_t errlen)
             status = post_contribution(L, L->http, &m);
             free(m.buf);
         }
+        if (status == 202)
+            ef_commit(L, p);
         if (status == 0)
             return cx_fail(err, errlen, CX_EUNAVAIL, "syncer %s unreachable for more than %.0f s",
                            L->o->syncer_url, L->o->give_up_s);
@@ -1493,6 +1560,7 @@ static void enqueue_due(learner *L)
         m.buf = make_contribution(L, p, &m.len, &m.crc);
         if (!m.buf)
             continue;
+        ef_commit(L, p); /* sent from here on: its fate is the comm thread's */
         L->pending[p] = 0;
         pthread_mutex_lock(&L->mu);
         L->outbox[L->n_out++] = m;
@@ -1682,6 +1750,7 @@ out:
     data_source_free(L->src);
     fragment_table_free(L->ft);
     free(L->gcopy), free(L->gver), free(L->seen_ver);
+    free(L->ef), free(L->ef_next), free(L->ef_off);
     free(L->base), free(L->scratch), free(L->wire), free(L->base_version), free(L->frag_steps);
     free(L->frag_tokens), free(L->inflight), free(L->pending), free(L->in), free(L->tg);
     pthread_cond_destroy(&L->cv);

@@ -106,7 +106,7 @@ int proto_hdr_parse(proto_hdr *h, proto_header_fn get, const void *ctx, unsigned
     if (v && config_parse_encoding(v, &h->encoding) != 0) {
         h->encoding = -1;
         if (need & PROTO_NEED_ENCODING)
-            return cx_fail(err, errlen, CX_EINVAL, "bad header %s: '%s' is not f32|bf16|int8|int4|int2",
+            return cx_fail(err, errlen, CX_EINVAL, "bad header %s: '%s' is not f32|bf16|int8|int4|int2|q2",
                            PROTO_H_ENCODING, v);
     } else if (!v && (need & PROTO_NEED_ENCODING)) {
         return cx_fail(err, errlen, CX_EINVAL, "missing header %s", PROTO_H_ENCODING);

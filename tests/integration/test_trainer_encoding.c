@@ -6,7 +6,8 @@
  * int4 moves at most a third of f32's bytes per contribution up and per
  * fragment version down, and a learner
  * SIGSTOPped until the kept history rolled over falls back to one full pull
- * and then takes deltas again. */
+ * and then takes deltas again; q2 trains, with upstream error feedback on by
+ * default and off with --upstream-ef off. */
 #include "trainer_it.h"
 
 #include "common/crc32c.h"
@@ -27,7 +28,35 @@ typedef struct enc_result {
     json_int_t full[5];   /* full answers: pull, history, mismatch, size, f32 */
     json_int_t fallbacks; /* history + mismatch */
     json_int_t checked;   /* chains the test applied itself */
+    int ef_on[2];         /* learner i logged that upstream error feedback is on */
 } enc_result;
+
+/* 1 when <dir>/<name>.log holds needle. */
+static int log_has(const char *dir, const char *name, const char *needle)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.log", dir, name);
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "log %s", path);
+    size_t cap = 1 << 16, len = 0, got;
+    char *d = malloc(cap + 1);
+    while (d && (got = fread(d + len, 1, cap - len, f)) > 0) {
+        len += got;
+        if (len == cap) {
+            cap *= 2;
+            char *nd = realloc(d, cap + 1);
+            if (!nd)
+                free(d);
+            d = nd;
+        }
+    }
+    fclose(f);
+    cr_assert(d, "out of memory reading %s", path);
+    d[len] = 0;
+    int found = strstr(d, needle) != NULL;
+    free(d);
+    return found;
+}
 
 static const char *const full_names[5] = {"pull", "history", "mismatch", "size", "f32"};
 
@@ -128,7 +157,8 @@ static int check_chain(tr_run *r, encoding_kind enc)
     return checked;
 }
 
-static void run2(const char *enc, encoding_kind kind, enc_result *e)
+/* extra1: learner 1's own flags (NULL: none). */
+static void run2(const char *enc, encoding_kind kind, enc_result *e, const char *const *extra1)
 {
     tr_run r = {0};
     const char *args[] = {"--mode",      "decoupled", "--learners", "2",   "--quorum",
@@ -140,7 +170,7 @@ static void run2(const char *enc, encoding_kind kind, enc_result *e)
     tr_syncer_start(&r, tag, args);
     pid_t p[2];
     for (int i = 0; i < 2; i++)
-        p[i] = tr_learner_start(&r, i, NULL, NULL);
+        p[i] = tr_learner_start(&r, i, i == 1 ? extra1 : NULL, NULL);
     e->checked = 0;
     if (kind != ENCODING_F32) {
         tr_wait_merges(&r, 4, 30000);
@@ -160,15 +190,19 @@ static void run2(const char *enc, encoding_kind kind, enc_result *e)
     json_decref(evs);
     cr_assert_eq(last_step[0], 240, "learner 0's last heartbeat event has its final step");
     cr_assert_eq(last_step[1], 240, "learner 1's last heartbeat event has its final step");
+    for (int j = 0; j < 2; j++)
+        e->ef_on[j] = log_has(r.dir, j ? "learner1" : "learner0", "upstream error feedback on");
     tr_done(&r);
 }
 
 Test(trainer_encoding, int4_int8_deltas_are_exact_and_cheap, .timeout = 240)
 {
     enc_result f32, i8, i4;
-    run2("f32", ENCODING_F32, &f32);
-    run2("int8", ENCODING_INT8, &i8);
-    run2("int4", ENCODING_INT4, &i4);
+    run2("f32", ENCODING_F32, &f32, NULL);
+    run2("int8", ENCODING_INT8, &i8, NULL);
+    run2("int4", ENCODING_INT4, &i4, NULL);
+    cr_assert(!f32.ef_on[0] && !f32.ef_on[1], "f32 loses nothing: no error feedback");
+    cr_assert(i4.ef_on[0] && i4.ef_on[1], "error feedback is on by default for int4");
     cr_log_info(
         "2 learners x 240 steps: eval loss f32 %.4f int8 %.4f int4 %.4f; bytes f32 %lld int8 %lld int4 "
         "%lld (f32/int4 %.2fx); delta answers int8 %lld int4 %lld; full (pull/history/mismatch/size) "
@@ -342,5 +376,47 @@ Test(trainer_encoding, stopped_learner_falls_back_to_one_full_pull, .timeout = 2
     cr_assert_eq(last.fallbacks, last.full[1] + 1);
     cr_assert_eq(get_raw(&r, "/v1/fragments/2?delta=1", &res), 400, "delta=1 needs newer-than");
     cx_http_result_cleanup(&res);
+    tr_done(&r);
+}
+
+Test(trainer_encoding, q2_trains_with_upstream_error_feedback, .timeout = 200)
+{
+    /* learner 0 with the default (error feedback on), learner 1 with it off */
+    static const char *const off[] = {"--upstream-ef", "off", NULL};
+    enc_result q;
+    run2("q2", ENCODING_Q2, &q, off);
+    cr_log_info("q2, 2 learners x 240 steps: eval loss %.4f, bytes in %lld for %lld accepted contributions, "
+                "%lld params",
+                q.loss, (long long)q.in, (long long)q.accepted, (long long)q.n_params);
+    cr_assert(q.loss < log(256.0) - 1.0, "q2 eval loss %f fell clearly below ln 256", q.loss);
+    cr_assert(q.ef_on[0], "learner 0 runs with upstream error feedback (the default)");
+    cr_assert(!q.ef_on[1], "learner 1 was told --upstream-ef off");
+    cr_assert(q.accepted > 0);
+    cr_assert_eq(q.full[2], 0, "no delta result ever differed from the canonical fragment");
+}
+
+/* diloco's contribution path (a barrier per round, 202 commits the
+ * residual): q2 with upstream error feedback still trains, every round
+ * merges both learners' contributions. */
+Test(trainer_encoding, q2_diloco_trains_with_upstream_error_feedback, .timeout = 200)
+{
+    tr_run r = {0};
+    const char *args[] = {
+        "--mode",      "diloco", "--learners", "2",  "--steps",         "240", "--H",    "24",
+        "--fragments", "4",      "--encoding", "q2", "--eval-every-ms", "300", TR_MODEL, NULL};
+    tr_syncer_start(&r, "enc-q2-diloco", args);
+    pid_t a = tr_learner_start(&r, 0, NULL, NULL), b = tr_learner_start(&r, 1, NULL, NULL);
+    tr_expect_exit0(&r, a, 0, 100000);
+    tr_expect_exit0(&r, b, 1, 30000);
+    double l = tr_final_eval(&r);
+    json_t *st = tr_get(&r, "/v1/status");
+    /* 240 steps / H=24 = 10 rounds of 4 fragments, 2 contributions each */
+    cr_assert_eq(tr_int(json_object_get(st, "contributions"), "accepted"), 80);
+    json_decref(st);
+    cr_log_info("q2 diloco, 2 learners x 240 steps: eval loss %.4f", l);
+    cr_assert(l < log(256.0) - 1.0, "q2 diloco eval loss %f fell clearly below ln 256", l);
+    for (int j = 0; j < 2; j++)
+        cr_assert(log_has(r.dir, j ? "learner1" : "learner0", "upstream error feedback on"),
+                  "learner %d runs with upstream error feedback", j);
     tr_done(&r);
 }

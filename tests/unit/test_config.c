@@ -160,6 +160,7 @@ Test(config, learner_overrides)
     cr_assert(config_learner_may_override("--slowdown"));
     cr_assert(config_learner_may_override("--data"));
     cr_assert(config_learner_may_override("--encoding"));
+    cr_assert(config_learner_may_override("--upstream-ef"));
     cr_assert_not(config_learner_may_override("--outer-lr"));
     cr_assert_not(config_learner_may_override("--mode"));
 }
@@ -199,4 +200,35 @@ Test(config, checkpoint_min_ms_defaults_to_2000_and_is_bounded)
     cr_assert_eq(config_from_json(&c, j, "t", err, sizeof err), CX_EINVAL);
     cr_assert(strstr(err, "checkpoint_min_ms") != NULL, "names the key: %s", err);
     json_decref(j);
+}
+
+/* q2 and upstream_ef (issue 12): q2 is an encoding name; upstream error
+ * feedback defaults to on, takes on/off from a flag or JSON, nothing else. */
+Test(config, q2_and_upstream_ef)
+{
+    config c;
+    char err[CX_ERRLEN] = "";
+    config_defaults(&c);
+    cr_assert_eq(c.upstream_ef, 1, "upstream error feedback is on by default");
+    cr_assert_eq(config_set_flag(&c, "--encoding", "q2", err, sizeof err), 0, "%s", err);
+    cr_assert_eq(c.encoding, CONFIG_ENC_Q2);
+    cr_assert_str_eq(config_encoding_name(CONFIG_ENC_Q2), "q2");
+    int64_t e = -1;
+    cr_assert_eq(config_parse_encoding("q2", &e), 0);
+    cr_assert_eq(e, CONFIG_ENC_Q2);
+    cr_assert_eq(config_set_flag(&c, "--upstream-ef", "off", err, sizeof err), 0, "%s", err);
+    cr_assert_eq(c.upstream_ef, 0);
+    cr_assert_eq(config_set_flag(&c, "--upstream-ef", "yes", err, sizeof err), CX_EINVAL);
+    cr_assert(strstr(err, "upstream") != NULL && strstr(err, "yes") != NULL, "names flag and value: %s", err);
+    json_t *j = json_pack("{s:s}", "upstream_ef", "on");
+    cr_assert_eq(config_from_json(&c, j, "t", err, sizeof err), 0, "%s", err);
+    cr_assert_eq(c.upstream_ef, 1);
+    json_decref(j);
+    j = json_pack("{s:i}", "upstream_ef", 1);
+    cr_assert_eq(config_from_json(&c, j, "t", err, sizeof err), CX_EINVAL, "a number is not on/off");
+    cr_assert(strstr(err, "upstream_ef") != NULL, "%s", err);
+    json_decref(j);
+    char line[4096];
+    config_format(&c, line, sizeof line);
+    cr_assert(strstr(line, "upstream_ef=on") != NULL && strstr(line, "encoding=q2") != NULL, "%s", line);
 }

@@ -767,3 +767,33 @@ Test(experiment, diag_keeps_the_first_and_counts_the_rest)
     jv_diag_free(src);
     jv_diag_free(d);
 }
+
+/* The validator takes every trainer encoding, q2 (issue 12) included, and
+ * names the valid ones for a wrong one. */
+Test(experiment, encoding_q2_is_accepted)
+{
+    experiment *e = NULL;
+    jv_diag *d;
+    const char *q2 =
+        "{\"title\": \"t\", \"topology\": {\"learners\": 2, \"training\": {\"encoding\": \"q2\", "
+        "\"upstream_ef\": \"off\"}}, \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}";
+    int rc = load(q2, 0, &e, &d);
+    if (rc)
+        dump(d);
+    cr_assert_eq(rc, 0);
+    cr_assert_str_eq(json_string_value(json_object_get(e->training, "encoding")), "q2");
+    exp_free(e);
+    jv_diag_free(d);
+    e = NULL;
+    rc = load("{\"title\": \"t\", \"topology\": {\"learners\": 2, \"training\": {\"encoding\": \"q3\"}}, "
+              "\"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}",
+              0, &e, &d);
+    cr_assert_eq(rc, CX_EINVAL);
+    int named = 0;
+    for (size_t i = 0; i < jv_diag_count(d); i++)
+        named |= strstr(jv_diag_get(d, i), "q3") != NULL && strstr(jv_diag_get(d, i), "q2") != NULL;
+    if (!named)
+        dump(d);
+    cr_assert(named, "the message names the bad value and lists q2");
+    jv_diag_free(d);
+}
