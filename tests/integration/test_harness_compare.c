@@ -108,7 +108,11 @@ Test(harness_compare, table_from_summaries)
     json_decref(runs);
 }
 
-Test(harness_compare, default_modes_on_the_default_experiment, .timeout = 400)
+/* Four whole runs of the default experiment's CI variant (each ends by its
+ * horizon: the kill at outer step 150, the reintegration window, the token
+ * minimum), about 100 s each under ASan on 2 cores: the bound is generous
+ * because it only stops a hung compare, it judges nothing. */
+Test(harness_compare, default_modes_on_the_default_experiment, .timeout = 590)
 {
     char *dir = it_mkdtemp("hcmpd");
     char exp[1024], out[1100];
@@ -116,7 +120,7 @@ Test(harness_compare, default_modes_on_the_default_experiment, .timeout = 400)
     snprintf(out, sizeof out, "%s/out", dir);
     const char *args[] = {"compare", exp, "--ci", "--out", out, NULL};
     pid_t pid = it_start(dir, "compare", args, NULL);
-    int rc = hx_exit_code(pid, 380000);
+    int rc = hx_exit_code(pid, 570000);
     if (rc != 0)
         it_dump_log(dir, "compare");
     cr_assert_eq(rc, 0, "every default mode ran and held (got %d)", rc);
