@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/err.h"
 #include "common/http_server.h"
@@ -44,6 +45,7 @@ static void usage(FILE *f)
 int syncer_main(int argc, char **argv)
 {
     syncer_opts o;
+    int check = 0;
     const char *listen = "127.0.0.1:7070", *state_dir = NULL, *config_path = NULL, *creds_dir = NULL;
     int insecure = 0;
     const char *tls_cert = NULL, *tls_key = NULL;
@@ -60,6 +62,9 @@ int syncer_main(int argc, char **argv)
         if (pass == 1) {
             config probe;
             config_defaults(&probe);
+            /* --check: a --config mounted only at run time is skipped */
+            if (check && config_path && access(config_path, R_OK) != 0)
+                config_path = NULL;
             if (config_path && config_load_file(&probe, config_path, err, sizeof err) != 0) {
                 fprintf(stderr, "chaosloco syncer: %s\n", err);
                 return 64;
@@ -85,6 +90,10 @@ int syncer_main(int argc, char **argv)
             if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
                 usage(stdout);
                 return 0;
+            }
+            if (strcmp(a, "--check") == 0) {
+                check = 1;
+                continue;
             }
             if (strncmp(a, "--", 2) != 0) {
                 fprintf(stderr, "chaosloco syncer: unexpected argument '%s' (see --help)\n", a);
@@ -164,6 +173,10 @@ int syncer_main(int argc, char **argv)
     if (config_validate(&cfg, err, sizeof err) != 0) {
         fprintf(stderr, "chaosloco syncer: %s\n", err);
         return 64;
+    }
+    if (check) {
+        printf("chaosloco syncer: command line ok\n");
+        return 0;
     }
     cx_log_init("syncer", CX_LOG_INFO);
     char line[4096];
