@@ -496,6 +496,18 @@ static int check_sbatch(void)
     }
     int runs = 0;
     for (int c = 0; c < nc; c++) {
+        /* an unquoted < or > is a redirection to bash, not part of the
+         * word (--proxy NAME=LISTEN->UPSTREAM needs quotes) */
+        for (int k = 0; k < cmds[c].n; k++) {
+            char q = 0;
+            for (const char *p = cmds[c].words[k]; *p; p++) {
+                if ((*p == '"' || *p == '\'') && (!q || q == *p))
+                    q = q ? 0 : *p;
+                else if (!q && (*p == '<' || *p == '>'))
+                    fail(path, "'%s': an unquoted %s is a shell redirection", cmds[c].words[k],
+                         *p == '<' ? "<" : ">");
+            }
+        }
         check_command(path, cmds[c].words, cmds[c].n);
         runs += cmds[c].n > 1 && strcmp(cmds[c].words[1], "run") == 0;
     }
