@@ -21,24 +21,29 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
     fprintf(
-        f, "usage: chaosloco syncer --state-dir DIR [--listen HOST:PORT] [--config FILE.json] [TRAINING "
-           "FLAGS]\n\n"
-           "The synchronizer of a training run: holds the global model, merges what learners send,\n"
-           "serves the HTTP API (docs/api.md). Flags override --config, which overrides defaults.\n\n"
-           "  --listen HOST:PORT                 address to serve on; port 0 = ephemeral (default "
-           "127.0.0.1:7070)\n"
-           "  --state-dir DIR                    checkpoints, events.jsonl and listen.addr (required)\n"
-           "  --config FILE.json                 training config (keys = flag names with '_' for '-')\n"
-           "  --credentials-dir DIR              credentials learners, the harness and readers present\n"
-           "                                     (learner-<i>.cred, admin.cred, read.cred; 0600 files in a\n"
-           "                                     0700 dir); default: <state-dir>/credentials, created at\n"
-           "                                     the first start (docs/security.md)\n"
-           "  --insecure-no-auth                 no credential checks (refused unless --listen is loopback)\n"
-           "  --tls-cert FILE --tls-key FILE     serve HTTPS with this PEM certificate chain and key\n"
-           "  --on-lost-state rebuild|refuse     no valid checkpoint but learners hold trained fragments:\n"
-           "                                     rebuild the global state from them, or refuse to serve\n"
-           "                                     (default rebuild; docs/training.md)\n"
-           "  --help                             this text\n\ntraining flags:\n");
+        f,
+        "usage: chaosloco syncer --state-dir DIR [--listen HOST:PORT] [--config FILE.json] [TRAINING "
+        "FLAGS]\n\n"
+        "The synchronizer of a training run: holds the global model, merges what learners send,\n"
+        "serves the HTTP API (docs/api.md). Flags override --config, which overrides defaults.\n\n"
+        "  --listen HOST:PORT                 address to serve on; port 0 = ephemeral (default "
+        "127.0.0.1:7070)\n"
+        "  --state-dir DIR                    checkpoints, events.jsonl and listen.addr (required)\n"
+        "  --config FILE.json                 training config (keys = flag names with '_' for '-')\n"
+        "  --credentials-dir DIR              credentials learners, the harness and readers present\n"
+        "                                     (learner-<i>.cred, admin.cred, read.cred; 0600 files in a\n"
+        "                                     0700 dir); default: <state-dir>/credentials, created at\n"
+        "                                     the first start (docs/security.md)\n"
+        "  --insecure-no-auth                 no credential checks (refused unless --listen is loopback)\n"
+        "  --tls-cert FILE --tls-key FILE     serve HTTPS with this PEM certificate chain and key\n"
+        "  --on-lost-state rebuild|refuse     no valid checkpoint but learners hold trained fragments:\n"
+        "                                     rebuild the global state from them, or refuse to serve\n"
+        "                                     (default rebuild; docs/training.md)\n"
+        "  --check                            validate the command line (and --config when readable),\n"
+        "                                     print \"chaosloco syncer: command line ok\", exit 0; starts\n"
+        "                                     nothing, writes nothing; the state dir, credentials dir,\n"
+        "                                     TLS files and --config need not exist (mounted at run time)\n"
+        "  --help                             this text\n\ntraining flags:\n");
     config_print_help(f, 0);
 }
 
