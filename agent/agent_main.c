@@ -62,6 +62,10 @@ static void usage(FILE *f)
         "                            unit, exit 0) when no new lease came within N ms: what a harness\n"
         "                            that launched this agent and died leaves behind goes away\n"
         "                            (default 0 = never)\n"
+        "  --check                   validate the command line (not COMMAND ARGS: check those with\n"
+        "                            their own --check), print \"chaosloco agent: command line ok\",\n"
+        "                            exit 0; starts nothing, writes nothing; the state dir, token\n"
+        "                            file and shim need not exist (mounted at run time)\n"
         "  --help                    this text\n"
         "\n"
         "Exit: 0 after a clean shutdown (SIGTERM/SIGINT: every fault reverted, unit stopped),\n"
@@ -123,7 +127,7 @@ int agent_main(int argc, char **argv)
     o.log_max_bytes = 10 * 1024 * 1024;
     const char *token_file = NULL;
     char err[CX_ERRLEN] = "";
-    int i;
+    int i, check = 0;
     for (i = 1; i < argc; i++) {
         const char *f = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -141,6 +145,10 @@ int agent_main(int argc, char **argv)
         }
         if (strcmp(f, "--no-cgroup") == 0) {
             o.no_cgroup = 1;
+            continue;
+        }
+        if (strcmp(f, "--check") == 0) {
+            check = 1;
             continue;
         }
         static const char *const with_value[] = {"--listen",
@@ -227,6 +235,10 @@ int agent_main(int argc, char **argv)
     if (i >= argc)
         return usage_error("no unit command: give it after --, e.g. -- chaosloco learner ...%s%s", "", "");
     o.argv = (const char *const *)(argv + i);
+    if (check) {
+        printf("chaosloco agent: command line ok\n");
+        return 0;
+    }
 
     /* A token others can read or write is no secret: refuse it (like ssh
      * with a private key). Checked on the descriptor the token is read

@@ -1821,6 +1821,11 @@ int run_experiment(const run_opts *o, run_result *res, char *err, size_t errlen)
         runner_cleanup(r);
         return CX_EINVAL;
     }
+    if (o->check) {
+        res->exit_code = RUN_EXIT_OK;
+        runner_cleanup(r);
+        return 0;
+    }
     if (o->dry_run) {
         dry_run(r);
         res->exit_code = RUN_EXIT_OK;

@@ -42,6 +42,7 @@ typedef struct run_opts {
     const char *dashboard;  /* dashboard listen HOST:PORT, or NULL (default run: 127.0.0.1:0) */
     int ci;                 /* use the "ci" variant */
     int dry_run;            /* validate and print the timeline only */
+    int check;              /* validate only (chaosloco run --check): load, build the timeline, no output */
     int keep;               /* keep processes (and dashboard) up after the run until a signal */
     double time_limit_s;    /* s bound on the training phase; 0 = 600 (300 with ci) */
     int progress;           /* -1 auto (stderr is a TTY), 0 log lines, 1 redrawn line */

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/err.h"
 #include "common/log.h"
@@ -30,6 +31,9 @@ static void usage(FILE *f)
            "  --syncer-credential-file FILE  attach mode: the credential to present to the syncer\n"
            "                       (admin, for the end of the run; overrides topology.attach)\n"
            "  --dry-run            validate and print the resolved fault timeline; launch nothing\n"
+           "  --check              validate the command line (and EXPERIMENT when readable), print\n"
+           "                       \"chaosloco run: command line ok\", exit 0; writes nothing, starts\n"
+           "                       nothing; files named by flags need not exist (mounted at run time)\n"
            "  --ci                 use the experiment's \"ci\" variant (shorter)\n"
            "  --keep               after the run, keep the processes (and dashboard) up until Ctrl-C\n"
            "  --time-limit S       bound on the training phase in s (default 600; 300 with --ci); when it\n"
@@ -67,6 +71,8 @@ int run_main(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--dry-run") == 0) {
             o.dry_run = 1;
+        } else if (strcmp(a, "--check") == 0) {
+            o.check = 1;
         } else if (strcmp(a, "--ci") == 0) {
             o.ci = 1;
         } else if (strcmp(a, "--keep") == 0) {
@@ -125,6 +131,23 @@ int run_main(int argc, char **argv)
         } else {
             o.experiment = a;
         }
+    }
+    if (o.check) {
+        /* an experiment mounted only at run time is not there yet */
+        if (o.experiment && access(o.experiment, R_OK) != 0)
+            o.experiment = NULL;
+        if (o.experiment) {
+            run_result res;
+            int rc = run_experiment(&o, &res, err, sizeof err);
+            int code = res.exit_code;
+            run_result_cleanup(&res);
+            if (rc < 0 || code != RUN_EXIT_OK) {
+                fprintf(stderr, "chaosloco run: %s\n", err[0] ? err : "invalid experiment");
+                return RUN_EXIT_USAGE;
+            }
+        }
+        printf("chaosloco run: command line ok\n");
+        return 0;
     }
     run_install_signals();
     run_result res;

@@ -34,6 +34,9 @@ static void usage(FILE *f)
         "sent\n"
         "                                     as Authorization: Bearer on every call (docs/security.md)\n"
         "  --ca-file FILE                     https --syncer: PEM CA that signed its certificate\n"
+        "  --check                            validate the command line, print \"chaosloco learner: command\n"
+        "                                     line ok\", exit 0; starts nothing, writes nothing; the state\n"
+        "                                     dir and credential file need not exist (mounted at run time)\n"
         "  --help                             this text\n\nper-learner overrides:\n");
     config_print_help(f, 1);
     fprintf(f, "\nenvironment: CHAOSLOCO_HOOK_DIR=DIR enables the NaN hook (DIR/nan holds a count, see "
@@ -45,6 +48,7 @@ int learner_main(int argc, char **argv)
     learner_opts o;
     char err[CX_ERRLEN];
     int64_t id = -1;
+    int check = 0;
     double give_up = 60;
     const char *cred_file = NULL;
     char cred[CRED_MAX];
@@ -56,6 +60,10 @@ int learner_main(int argc, char **argv)
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
+        }
+        if (strcmp(a, "--check") == 0) {
+            check = 1;
+            continue;
         }
         if (strncmp(a, "--", 2) != 0) {
             fprintf(stderr, "chaosloco learner: unexpected argument '%s' (see --help)\n", a);
@@ -110,6 +118,10 @@ int learner_main(int argc, char **argv)
     if (!o.syncer_url || id < 0 || !o.state_dir) {
         fprintf(stderr, "chaosloco learner: --syncer, --id and --state-dir are required (see --help)\n");
         return 64;
+    }
+    if (check) {
+        printf("chaosloco learner: command line ok\n");
+        return 0;
     }
     if (cred_file) {
         cred_kind kind;

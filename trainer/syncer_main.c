@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/err.h"
 #include "common/http_server.h"
@@ -20,30 +21,36 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
     fprintf(
-        f, "usage: chaosloco syncer --state-dir DIR [--listen HOST:PORT] [--config FILE.json] [TRAINING "
-           "FLAGS]\n\n"
-           "The synchronizer of a training run: holds the global model, merges what learners send,\n"
-           "serves the HTTP API (docs/api.md). Flags override --config, which overrides defaults.\n\n"
-           "  --listen HOST:PORT                 address to serve on; port 0 = ephemeral (default "
-           "127.0.0.1:7070)\n"
-           "  --state-dir DIR                    checkpoints, events.jsonl and listen.addr (required)\n"
-           "  --config FILE.json                 training config (keys = flag names with '_' for '-')\n"
-           "  --credentials-dir DIR              credentials learners, the harness and readers present\n"
-           "                                     (learner-<i>.cred, admin.cred, read.cred; 0600 files in a\n"
-           "                                     0700 dir); default: <state-dir>/credentials, created at\n"
-           "                                     the first start (docs/security.md)\n"
-           "  --insecure-no-auth                 no credential checks (refused unless --listen is loopback)\n"
-           "  --tls-cert FILE --tls-key FILE     serve HTTPS with this PEM certificate chain and key\n"
-           "  --on-lost-state rebuild|refuse     no valid checkpoint but learners hold trained fragments:\n"
-           "                                     rebuild the global state from them, or refuse to serve\n"
-           "                                     (default rebuild; docs/training.md)\n"
-           "  --help                             this text\n\ntraining flags:\n");
+        f,
+        "usage: chaosloco syncer --state-dir DIR [--listen HOST:PORT] [--config FILE.json] [TRAINING "
+        "FLAGS]\n\n"
+        "The synchronizer of a training run: holds the global model, merges what learners send,\n"
+        "serves the HTTP API (docs/api.md). Flags override --config, which overrides defaults.\n\n"
+        "  --listen HOST:PORT                 address to serve on; port 0 = ephemeral (default "
+        "127.0.0.1:7070)\n"
+        "  --state-dir DIR                    checkpoints, events.jsonl and listen.addr (required)\n"
+        "  --config FILE.json                 training config (keys = flag names with '_' for '-')\n"
+        "  --credentials-dir DIR              credentials learners, the harness and readers present\n"
+        "                                     (learner-<i>.cred, admin.cred, read.cred; 0600 files in a\n"
+        "                                     0700 dir); default: <state-dir>/credentials, created at\n"
+        "                                     the first start (docs/security.md)\n"
+        "  --insecure-no-auth                 no credential checks (refused unless --listen is loopback)\n"
+        "  --tls-cert FILE --tls-key FILE     serve HTTPS with this PEM certificate chain and key\n"
+        "  --on-lost-state rebuild|refuse     no valid checkpoint but learners hold trained fragments:\n"
+        "                                     rebuild the global state from them, or refuse to serve\n"
+        "                                     (default rebuild; docs/training.md)\n"
+        "  --check                            validate the command line (and --config when readable),\n"
+        "                                     print \"chaosloco syncer: command line ok\", exit 0; starts\n"
+        "                                     nothing, writes nothing; the state dir, credentials dir,\n"
+        "                                     TLS files and --config need not exist (mounted at run time)\n"
+        "  --help                             this text\n\ntraining flags:\n");
     config_print_help(f, 0);
 }
 
 int syncer_main(int argc, char **argv)
 {
     syncer_opts o;
+    int check = 0;
     const char *listen = "127.0.0.1:7070", *state_dir = NULL, *config_path = NULL, *creds_dir = NULL;
     int insecure = 0;
     const char *tls_cert = NULL, *tls_key = NULL;
@@ -60,6 +67,9 @@ int syncer_main(int argc, char **argv)
         if (pass == 1) {
             config probe;
             config_defaults(&probe);
+            /* --check: a --config mounted only at run time is skipped */
+            if (check && config_path && access(config_path, R_OK) != 0)
+                config_path = NULL;
             if (config_path && config_load_file(&probe, config_path, err, sizeof err) != 0) {
                 fprintf(stderr, "chaosloco syncer: %s\n", err);
                 return 64;
@@ -85,6 +95,10 @@ int syncer_main(int argc, char **argv)
             if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
                 usage(stdout);
                 return 0;
+            }
+            if (strcmp(a, "--check") == 0) {
+                check = 1;
+                continue;
             }
             if (strncmp(a, "--", 2) != 0) {
                 fprintf(stderr, "chaosloco syncer: unexpected argument '%s' (see --help)\n", a);
@@ -164,6 +178,10 @@ int syncer_main(int argc, char **argv)
     if (config_validate(&cfg, err, sizeof err) != 0) {
         fprintf(stderr, "chaosloco syncer: %s\n", err);
         return 64;
+    }
+    if (check) {
+        printf("chaosloco syncer: command line ok\n");
+        return 0;
     }
     cx_log_init("syncer", CX_LOG_INFO);
     char line[4096];

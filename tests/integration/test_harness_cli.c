@@ -3,7 +3,7 @@
  * launches nothing, the built-in default equals
  * experiments/kill-one-reintegrate.json, every experiments/ file validates
  * (base and ci), halt reports an unreachable agent, report refuses a
- * directory without a journal. */
+ * directory without a journal; --check on run, syncer, learner and agent. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -127,6 +127,69 @@ Test(harness_cli, dry_run_prints_the_timeline_and_launches_nothing)
     cr_expect_str_eq(a, b, "same file + seed = same timeline");
     free(a);
     free(b);
+    free(dir);
+}
+
+/* --check (syncer, learner, agent, run): validates as a start would, exits
+ * 0 with one line or 64 naming the bad flag, and creates nothing; files the
+ * flags name need not exist (deploy/README.md). */
+Test(harness_cli, check_validates_and_creates_nothing)
+{
+    char *dir = it_mkdtemp("hcli");
+    char exp[1024], bad[1024], st[1100], out[1100], missing[1100];
+    snprintf(exp, sizeof exp, "%s/exp.json", dir);
+    snprintf(bad, sizeof bad, "%s/bad.json", dir);
+    snprintf(st, sizeof st, "%s/state", dir);
+    snprintf(out, sizeof out, "%s/run-out", dir);
+    snprintf(missing, sizeof missing, "%s/not-mounted-yet", dir);
+    hx_write(exp, "{\"title\": \"chk\", \"topology\": {\"learners\": 2},"
+                  " \"method\": [{\"name\": \"k\", \"fault\": \"kill\", \"targets\": {\"ids\": [1]},"
+                  " \"at_s\": 1, \"duration_ms\": 100}]}");
+    hx_write(bad, "{\"title\": \"bad\", \"topology\": {\"learners\": 2},"
+                  " \"method\": [{\"name\": \"k\", \"fault\": \"meteor\", \"targets\": {\"ids\": [1]},"
+                  " \"at_s\": 1, \"duration_ms\": 100}]}");
+    struct {
+        const char *args[16];
+        int rc;
+        const char *needle;
+    } cases[] = {
+        {{"run", "--check", exp, "--out", out, NULL}, 0, "chaosloco run: command line ok"},
+        {{"run", "--check", missing, "--syncer-credential-file", missing, NULL}, 0, "command line ok"},
+        {{"run", "--check", bad, NULL}, 64, "meteor"},
+        {{"run", "--check", "--seed", "x", NULL}, 64, "--seed"},
+        {{"syncer", "--check", "--state-dir", st, "--learners", "3", NULL},
+         0,
+         "chaosloco syncer: command line ok"},
+        {{"syncer", "--check", "--state-dir", st, "--config", missing, NULL}, 0, "command line ok"},
+        {{"syncer", "--check", "--state-dir", st, "--learners", "0", NULL}, 64, "learners"},
+        {{"syncer", "--check", "--learners", "3", NULL}, 64, "--state-dir"},
+        {{"learner", "--check", "--syncer", "http://h:1", "--id", "2", "--state-dir", st, "--credential-file",
+          missing, NULL},
+         0,
+         "chaosloco learner: command line ok"},
+        {{"learner", "--check", "--syncer", "h:1", "--id", "2", "--state-dir", st, NULL}, 64, "--syncer"},
+        {{"agent", "--check", "--id", "a", "--state-dir", st, "--token-file", missing, "--", "true", NULL},
+         0,
+         "chaosloco agent: command line ok"},
+        {{"agent", "--check", "--id", "a", "--state-dir", st, "--token-file", missing, "--restart", "often",
+          "--", "true", NULL},
+         64,
+         "--restart"},
+        {{"agent", "--check", "--id", "a", "--state-dir", st, "--token-file", missing, NULL},
+         64,
+         "unit command"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "check%zu", i);
+        int rc = run_args(dir, name, cases[i].args);
+        cr_expect_eq(rc, cases[i].rc, "case %zu (%s): exit %d, want %d", i, cases[i].args[0], rc,
+                     cases[i].rc);
+        cr_expect(log_has(dir, name, cases[i].needle), "case %zu: the output has '%s'", i, cases[i].needle);
+    }
+    struct stat sb;
+    cr_expect_neq(stat(st, &sb), 0, "--check creates no state directory");
+    cr_expect_neq(stat(out, &sb), 0, "--check creates no run directory");
     free(dir);
 }
 
