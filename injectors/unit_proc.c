@@ -230,6 +230,39 @@ int uproc_env_has(pid_t pid, const char *const *marks, int *empty, char *err, si
     return all;
 }
 
+/* State and process group of pid from one read of /proc/PID/stat (no
+ * stdio: this runs for every process on the machine, in a kill's path). */
+static int stat_state_pgrp(pid_t pid, char *state, pid_t *pgrp)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ' || !p[2])
+        return -1;
+    p += 2; /* field 3: state, then 4: ppid, 5: pgrp */
+    *state = p[0];
+    for (int i = 0; i < 2; i++) {
+        p = strchr(p, ' ');
+        if (!p)
+            return -1;
+        p++;
+    }
+    char *end = NULL;
+    long v = strtol(p, &end, 10);
+    if (end == p)
+        return -1;
+    *pgrp = (pid_t)v;
+    return 0;
+}
+
 int uproc_group_members(pid_t pgid, pid_t *out, int max)
 {
     DIR *d = opendir("/proc");
@@ -244,11 +277,9 @@ int uproc_group_members(pid_t pgid, pid_t *out, int max)
         long v = strtol(de->d_name, &end, 10);
         if (*end || v <= 0 || v > INT32_MAX)
             continue;
-        pid_t pid = (pid_t)v;
-        if (uproc_pgrp(pid) != pgid)
-            continue;
-        char st = uproc_state(pid);
-        if (st == 0 || st == 'Z' || st == 'X')
+        pid_t pid = (pid_t)v, pg;
+        char st;
+        if (stat_state_pgrp(pid, &st, &pg) != 0 || pg != pgid || st == 'Z' || st == 'X')
             continue;
         if (count < max && out)
             out[count] = pid;
