@@ -7,8 +7,10 @@
  *   old    round_merge before merge_apply: four mallocs, merge_fragment,
  *          the scale pass, merge_l2norm, gather Θ and momentum, copy Θ_V,
  *          nesterov_step, scatter both, four frees
- *   syncer round_merge now: gather Θ and momentum into the workspace, copy
- *          Θ_V, merge_apply, scatter both (no allocation)
+ *   syncer round_merge now for a one-range fragment in a run with an
+ *          encoded downstream: copy Θ_V into the workspace, merge_apply in
+ *          place (no allocation; a fragment of several ranges adds a gather
+ *          and a scatter of Θ and momentum, an f32 run drops the copy)
  *   apply  merge_apply alone, in place on Θ and momentum
  *
  * downstream_encode is left out of both (the same work either way).
@@ -111,15 +113,9 @@ static int path_apply(bench_case *b, float *th, float *mo)
 
 static int path_syncer(bench_case *b)
 {
-    float *th = merge_ws_buf(b->ws, 0), *mo = merge_ws_buf(b->ws, 1), *old = merge_ws_buf(b->ws, 2);
-    fragment_gather(b->ft, 0, b->theta, th);
-    fragment_gather(b->ft, 0, b->mom, mo);
-    memcpy(old, th, b->n * sizeof *old);
-    if (path_apply(b, th, mo))
-        return 1;
-    fragment_scatter(b->ft, 0, th, b->theta);
-    fragment_scatter(b->ft, 0, mo, b->mom);
-    return 0;
+    /* one range: merge_apply works on theta/momentum directly */
+    memcpy(merge_ws_buf(b->ws, 2), b->theta, b->n * sizeof(float));
+    return path_apply(b, b->theta, b->mom);
 }
 
 /* GB/s of contribution bytes for path 0 old, 1 syncer, 2 apply; -1 on error. */

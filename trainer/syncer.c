@@ -558,6 +558,12 @@ static void hist_clear(frag_hist *h)
         hist_drop_oldest(h);
 }
 
+/* Whether downstream_encode does anything for fragment p (and so needs Θ_V). */
+static int downstream_encodes(const syncer *s, int p)
+{
+    return (encoding_kind)s->cfg.encoding != ENCODING_F32 && s->hist[p].resid;
+}
+
 /* Quantize the update of fragment p (mu held). old = Θ_V, th = the exact
  * Θ_new on entry; on return th = Θ_{V+1} = Θ_V + d^, the canonical value
  * every learner reproduces by the same f32 add, where d^ = decode(encode(
@@ -568,7 +574,7 @@ static void downstream_encode(syncer *s, int p, const float *old, float *th, int
 {
     frag_hist *h = &s->hist[p];
     encoding_kind enc = (encoding_kind)s->cfg.encoding;
-    if (enc == ENCODING_F32 || !h->resid)
+    if (!downstream_encodes(s, p))
         return;
     size_t len = fragment_length(s->ft, p), bytes = encoding_size(enc, len);
     float *d = malloc(len * sizeof *d), *dh = malloc(len * sizeof *dh);
@@ -652,13 +658,22 @@ static int round_merge(syncer *s, int p, const char *why)
             live = k;
         scale = (double)k / live;
     }
-    /* Θ_V and Θ_new of the fragment for downstream_encode, and its momentum,
-     * in the workspace's buffers: merge_apply merges, scales and takes the
-     * outer step on th/mo in place, allocating nothing */
-    float *th = merge_ws_buf(s->mws, 0), *mo = merge_ws_buf(s->mws, 1), *old = merge_ws_buf(s->mws, 2);
-    fragment_gather(s->ft, p, s->theta, th);
-    fragment_gather(s->ft, p, s->momentum, mo);
-    memcpy(old, th, len * sizeof *old);
+    /* merge_apply merges, scales and takes the outer step on the fragment's
+     * Θ (th) and momentum (mo) in place, allocating nothing. A fragment of
+     * one range is contiguous in theta/momentum and updated there; others
+     * are gathered into the workspace's buffers and scattered back. Θ_V
+     * (old) is copied only when downstream_encode uses it. */
+    const fragment_range *fr = fragment_ranges(s->ft, p);
+    int direct = fragment_num_ranges(s->ft, p) == 1;
+    float *th = direct ? s->theta + fr[0].offset : merge_ws_buf(s->mws, 0);
+    float *mo = direct ? s->momentum + fr[0].offset : merge_ws_buf(s->mws, 1);
+    float *old = merge_ws_buf(s->mws, 2);
+    if (!direct) {
+        fragment_gather(s->ft, p, s->theta, th);
+        fragment_gather(s->ft, p, s->momentum, mo);
+    }
+    if (downstream_encodes(s, p))
+        memcpy(old, th, len * sizeof *old);
     float lr = (float)s->cfg.outer_lr, mu = (float)s->cfg.outer_momentum;
     double norm = 0.0;
     int rc = merge_apply(s->mws, th, mo, s->ft, p, mc, k, rule, weighting, scale, lr, mu, w, &norm, err,
@@ -666,13 +681,15 @@ static int round_merge(syncer *s, int p, const char *why)
     if (rc != 0 && weighting == MERGE_WEIGHTS_TOKEN) /* all steps 0: fall back to uniform */
         rc = merge_apply(s->mws, th, mo, s->ft, p, mc, k, rule, MERGE_WEIGHTS_UNIFORM, scale, lr, mu, w,
                          &norm, err, sizeof err);
-    if (rc != 0) { /* th/mo untouched on error, and only scratch anyway */
+    if (rc != 0) { /* th/mo untouched on error */
         cx_error("merge fragment=%d failed: %s", p, err);
         return 1;
     }
     downstream_encode(s, p, old, th, s->versions[p] + 1);
-    fragment_scatter(s->ft, p, th, s->theta);
-    fragment_scatter(s->ft, p, mo, s->momentum);
+    if (!direct) {
+        fragment_scatter(s->ft, p, th, s->theta);
+        fragment_scatter(s->ft, p, mo, s->momentum);
+    }
 
     int64_t version = ++s->versions[p];
     json_t *parts = json_array();
