@@ -3,14 +3,20 @@
  *
  * Each output element is summed in double over the k inputs (in a small
  * stack block, so the inner loops stay contiguous and vectorise): no heap
- * scratch, and float rounding happens once per element.
+ * scratch, and float rounding happens once per element. merge_apply runs
+ * the same arithmetic block by block into the outer step, so its results
+ * match merge_fragment + scale + nesterov_step element for element (only
+ * the update norm's summation order differs).
  */
 #include "trainer/merge.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
+#include "trainer/optim.h"
 
 /* ---- names ---- */
 
@@ -87,36 +93,48 @@ static int merge_check(const float *const *vs, const double *w, int k, double *s
  * sum of squares of the (double) result when ss is non-NULL. */
 #define MERGE_BLOCK 256
 
+/* acc [bn] = sum_j c[j] vs[j][b0 .. b0+bn), in double: the k inputs one
+ * after the other over a contiguous block (vectorisable). */
+static void merge_block_acc(double *acc, const float *const *vs, const double *c, int k, size_t b0, size_t bn)
+{
+    const float *v0 = vs[0] + b0;
+    for (size_t i = 0; i < bn; i++)
+        acc[i] = c[0] * v0[i];
+    for (int j = 1; j < k; j++) {
+        const float *vj = vs[j] + b0;
+        double cj = c[j];
+        for (size_t i = 0; i < bn; i++)
+            acc[i] += cj * vj[i];
+    }
+}
+
+/* Sum of squares of v[0..n) (double v), four partial sums (see merge_l2norm). */
+static double merge_ss_d(const double *v, size_t n)
+{
+    double q0 = 0, q1 = 0, q2 = 0, q3 = 0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        q0 += v[i] * v[i];
+        q1 += v[i + 1] * v[i + 1];
+        q2 += v[i + 2] * v[i + 2];
+        q3 += v[i + 3] * v[i + 3];
+    }
+    for (; i < n; i++)
+        q0 += v[i] * v[i];
+    return (q0 + q1) + (q2 + q3);
+}
+
 static void merge_combine(float *out, const float *const *vs, const double *c, int k, size_t n, double *ss)
 {
     double acc[MERGE_BLOCK];
     double sq = 0.0;
     for (size_t b0 = 0; b0 < n; b0 += MERGE_BLOCK) {
         size_t bn = n - b0 < MERGE_BLOCK ? n - b0 : MERGE_BLOCK;
-        const float *v0 = vs[0] + b0;
-        for (size_t i = 0; i < bn; i++)
-            acc[i] = c[0] * v0[i];
-        for (int j = 1; j < k; j++) {
-            const float *vj = vs[j] + b0;
-            double cj = c[j];
-            for (size_t i = 0; i < bn; i++)
-                acc[i] += cj * vj[i];
-        }
+        merge_block_acc(acc, vs, c, k, b0, bn);
         for (size_t i = 0; i < bn; i++) /* vectorises */
             out[b0 + i] = (float)acc[i];
-        if (ss) { /* four partial sums, see merge_l2norm */
-            double q0 = 0, q1 = 0, q2 = 0, q3 = 0;
-            size_t i = 0;
-            for (; i + 4 <= bn; i += 4) {
-                q0 += acc[i] * acc[i];
-                q1 += acc[i + 1] * acc[i + 1];
-                q2 += acc[i + 2] * acc[i + 2];
-                q3 += acc[i + 3] * acc[i + 3];
-            }
-            for (; i < bn; i++)
-                q0 += acc[i] * acc[i];
-            sq += (q0 + q1) + (q2 + q3);
-        }
+        if (ss)
+            sq += merge_ss_d(acc, bn);
     }
     if (ss)
         *ss = sq;
@@ -191,27 +209,45 @@ int merge_rda(float *out, const float *const *vs, const double *w, int k, size_t
 
 /* ---- fragment merge ---- */
 
-int merge_fragment(float *out, const fragment_table *t, int p, const merge_contrib *c, int k, merge_rule rule,
-                   merge_weighting weighting, double *weights_out, char *err, size_t errlen)
+/* The weighing prelude of merge_fragment and merge_apply: checks p, k and
+ * the fragment length (against max_k / max_len, the workspace's limits),
+ * fills w [k] per `weighting` and vs [k] with the deltas, validates them
+ * (merge_check) and copies the weights to weights_out (if non-NULL) once
+ * everything passed. *sum = sum of the weights. */
+static int merge_weigh(const fragment_table *t, int p, const merge_contrib *c, int k, int max_k,
+                       size_t max_len, merge_weighting weighting, double *w, const float **vs, double *sum,
+                       double *weights_out, char *err, size_t errlen)
 {
     if (p < 0 || p >= fragment_count(t))
         return cx_fail(err, errlen, CX_EINVAL, "merge: fragment %d out of range 0..%d", p,
                        fragment_count(t) - 1);
-    if (k < 1 || k > MERGE_MAX_CONTRIB)
-        return cx_fail(err, errlen, CX_EINVAL, "merge: %d contributions, expected 1..%d", k,
-                       MERGE_MAX_CONTRIB);
-    double w[MERGE_MAX_CONTRIB];
-    const float *vs[MERGE_MAX_CONTRIB];
+    if (k < 1 || k > max_k)
+        return cx_fail(err, errlen, CX_EINVAL, "merge: %d contributions, expected 1..%d", k, max_k);
+    if (fragment_length(t, p) > max_len)
+        return cx_fail(err, errlen, CX_EINVAL, "merge: fragment %d has %zu floats, workspace holds %zu", p,
+                       fragment_length(t, p), max_len);
     for (int j = 0; j < k; j++) {
         w[j] = weighting == MERGE_WEIGHTS_UNIFORM ? 1.0 : merge_token_weight(c[j].tokens, c[j].steps);
         vs[j] = c[j].delta;
     }
-    double sum;
-    int rc = merge_check(vs, w, k, &sum, err, errlen);
+    int rc = merge_check(vs, w, k, sum, err, errlen);
     if (rc != CX_OK)
         return rc;
     if (weights_out)
         memcpy(weights_out, w, (size_t)k * sizeof(double));
+    return CX_OK;
+}
+
+int merge_fragment(float *out, const fragment_table *t, int p, const merge_contrib *c, int k, merge_rule rule,
+                   merge_weighting weighting, double *weights_out, char *err, size_t errlen)
+{
+    double w[MERGE_MAX_CONTRIB];
+    const float *vs[MERGE_MAX_CONTRIB];
+    double sum;
+    int rc = merge_weigh(t, p, c, k, MERGE_MAX_CONTRIB, SIZE_MAX, weighting, w, vs, &sum, weights_out, err,
+                         errlen);
+    if (rc != CX_OK)
+        return rc;
 
     const fragment_range *r = fragment_ranges(t, p);
     int nr = fragment_num_ranges(t, p);
@@ -226,6 +262,156 @@ int merge_fragment(float *out, const fragment_table *t, int p, const merge_contr
             merge_mean_unchecked(out + seg, sv, w, k, r[j].length, sum);
         seg += r[j].length;
     }
+    return CX_OK;
+}
+
+/* ---- fused merge + outer Nesterov ---- */
+
+struct merge_ws {
+    size_t max_len;
+    int max_k;
+    float *dir;                /* [max_len] RDA direction of the current segment */
+    float *buf[MERGE_WS_BUFS]; /* [max_len] each, the caller's */
+};
+
+merge_ws *merge_ws_new(size_t max_len, int max_k, char *err, size_t errlen)
+{
+    if (max_len == 0 || max_len > SIZE_MAX / sizeof(float) || max_k < 1 || max_k > MERGE_MAX_CONTRIB) {
+        cx_fail(err, errlen, CX_EINVAL,
+                "merge workspace: %zu floats, %d contributions (expected >= 1, 1..%d)", max_len, max_k,
+                MERGE_MAX_CONTRIB);
+        return NULL;
+    }
+    merge_ws *ws = calloc(1, sizeof *ws);
+    if (!ws) {
+        cx_fail(err, errlen, CX_ENOMEM, "merge workspace: out of memory");
+        return NULL;
+    }
+    ws->max_len = max_len;
+    ws->max_k = max_k;
+    int ok = (ws->dir = malloc(max_len * sizeof(float))) != NULL;
+    for (int i = 0; i < MERGE_WS_BUFS; i++)
+        ok &= (ws->buf[i] = malloc(max_len * sizeof(float))) != NULL;
+    if (!ok) {
+        merge_ws_free(ws);
+        cx_fail(err, errlen, CX_ENOMEM, "merge workspace: out of memory for %zu floats", max_len);
+        return NULL;
+    }
+    return ws;
+}
+
+void merge_ws_free(merge_ws *ws)
+{
+    if (!ws)
+        return;
+    free(ws->dir);
+    for (int i = 0; i < MERGE_WS_BUFS; i++)
+        free(ws->buf[i]);
+    free(ws);
+}
+
+size_t merge_ws_max_len(const merge_ws *ws)
+{
+    return ws->max_len;
+}
+
+int merge_ws_max_k(const merge_ws *ws)
+{
+    return ws->max_k;
+}
+
+float *merge_ws_buf(merge_ws *ws, int i)
+{
+    return i >= 0 && i < MERGE_WS_BUFS ? ws->buf[i] : NULL;
+}
+
+/* One block of the outer step: o [bn] holds the merged gradient as
+ * merge_fragment writes it (float); scale it as the syncer did (a separate
+ * float rounding, skipped for 1 which is exact), add its squares to *ss and
+ * apply nesterov_step to theta/mom [bn]. */
+static void merge_step_block(float *theta, float *mom, float *o, size_t bn, double scale, float lr, float mu,
+                             double *ss)
+{
+    if (scale != 1.0)
+        for (size_t i = 0; i < bn; i++)
+            o[i] = (float)(o[i] * scale);
+    double q0 = 0, q1 = 0, q2 = 0, q3 = 0;
+    size_t i = 0;
+    for (; i + 4 <= bn; i += 4) {
+        q0 += (double)o[i] * o[i];
+        q1 += (double)o[i + 1] * o[i + 1];
+        q2 += (double)o[i + 2] * o[i + 2];
+        q3 += (double)o[i + 3] * o[i + 3];
+    }
+    for (; i < bn; i++)
+        q0 += (double)o[i] * o[i];
+    *ss += (q0 + q1) + (q2 + q3);
+    nesterov_step(theta, mom, o, bn, lr, mu);
+}
+
+/* Mean segment: a single pass reading the k inputs, theta and mom. */
+static void merge_apply_mean(float *theta, float *mom, const float *const *vs, const double *w, int k,
+                             size_t n, double sum, double scale, float lr, float mu, double *ss)
+{
+    double c[MERGE_MAX_CONTRIB];
+    for (int j = 0; j < k; j++)
+        c[j] = w[j] / sum;
+    double acc[MERGE_BLOCK];
+    float o[MERGE_BLOCK];
+    for (size_t b0 = 0; b0 < n; b0 += MERGE_BLOCK) {
+        size_t bn = n - b0 < MERGE_BLOCK ? n - b0 : MERGE_BLOCK;
+        merge_block_acc(acc, vs, c, k, b0, bn);
+        for (size_t i = 0; i < bn; i++)
+            o[i] = (float)acc[i];
+        merge_step_block(theta + b0, mom + b0, o, bn, scale, lr, mu, ss);
+    }
+}
+
+/* RDA segment: the final scale needs the norm of the whole direction, so
+ * the direction goes to dir [n] first (as merge_rda_unchecked writes out),
+ * then one pass over dir applies the scale and the step. */
+static void merge_apply_rda(float *dir, float *theta, float *mom, const float *const *vs, const double *w,
+                            int k, size_t n, double sum, double scale, float lr, float mu, double *ss)
+{
+    merge_rda_unchecked(dir, vs, w, k, n, sum);
+    float o[MERGE_BLOCK];
+    for (size_t b0 = 0; b0 < n; b0 += MERGE_BLOCK) {
+        size_t bn = n - b0 < MERGE_BLOCK ? n - b0 : MERGE_BLOCK;
+        memcpy(o, dir + b0, bn * sizeof(float));
+        merge_step_block(theta + b0, mom + b0, o, bn, scale, lr, mu, ss);
+    }
+}
+
+int merge_apply(merge_ws *ws, float *theta, float *mom, const fragment_table *t, int p,
+                const merge_contrib *c, int k, merge_rule rule, merge_weighting weighting, double scale,
+                float lr, float mu, double *weights_out, double *update_norm, char *err, size_t errlen)
+{
+    if (!isfinite(scale))
+        return cx_fail(err, errlen, CX_EINVAL, "merge: scale %g is not finite", scale);
+    double w[MERGE_MAX_CONTRIB];
+    const float *vs[MERGE_MAX_CONTRIB];
+    double sum;
+    int rc =
+        merge_weigh(t, p, c, k, ws->max_k, ws->max_len, weighting, w, vs, &sum, weights_out, err, errlen);
+    if (rc != CX_OK)
+        return rc;
+
+    const fragment_range *r = fragment_ranges(t, p);
+    int nr = fragment_num_ranges(t, p);
+    size_t seg = 0;
+    double ss = 0.0;
+    for (int j = 0; j < nr; j++) {
+        const float *sv[MERGE_MAX_CONTRIB];
+        for (int q = 0; q < k; q++)
+            sv[q] = vs[q] + seg;
+        if (rule == MERGE_RULE_RDA && !fragment_range_is_embedding(t, p, j))
+            merge_apply_rda(ws->dir, theta + seg, mom + seg, sv, w, k, r[j].length, sum, scale, lr, mu, &ss);
+        else
+            merge_apply_mean(theta + seg, mom + seg, sv, w, k, r[j].length, sum, scale, lr, mu, &ss);
+        seg += r[j].length;
+    }
+    if (update_norm)
+        *update_norm = sqrt(ss);
     return CX_OK;
 }
 

@@ -4,7 +4,8 @@
  *
  * Inputs are decoded f32 vectors (encoding.h decodes); every sum is
  * accumulated in double and the result written as f32. Nothing here
- * allocates or keeps state, except the EMA helper which the caller embeds.
+ * allocates or keeps state, except the EMA helper which the caller embeds
+ * and the merge_ws workspace of merge_apply (allocated once, by the caller).
  *
  *   token weight   w = tokens * (tokens / steps)    (0 if steps == 0)
  *   mean           out = sum_k w_k v_k / sum_k w_k
@@ -15,8 +16,8 @@
  * directions disagree (a plain mean of orthogonal unit vectors shrinks to
  * 1/sqrt(k)); for identical inputs it equals the plain mean.
  *
- * Not here: quorum, versions, staleness checks (the syncer), the outer step
- * (optim.h nesterov_step).
+ * Not here: quorum, versions, staleness checks (the syncer). The outer step
+ * is optim.h nesterov_step; merge_apply fuses it with the merge.
  */
 #ifndef CX_MERGE_H
 #define CX_MERGE_H
@@ -73,6 +74,43 @@ int merge_rda(float *out, const float *const *vs, const double *w, int k, size_t
  * all weights are 0 (e.g. every contribution has steps == 0). */
 int merge_fragment(float *out, const fragment_table *t, int p, const merge_contrib *c, int k, merge_rule rule,
                    merge_weighting weighting, double *weights_out, char *err, size_t errlen);
+
+/* ---- fused merge + outer step (the syncer's hot path) ---- */
+
+/* Workspace for merge_apply, sized once: fragments of up to max_len floats,
+ * up to max_k contributions. Besides merge_apply's own scratch it holds
+ * MERGE_WS_BUFS caller buffers of max_len floats (merge_ws_buf), which the
+ * syncer uses for the gathered Θ, momentum and Θ_V of a fragment. Not
+ * thread-safe: one merge at a time per workspace. */
+typedef struct merge_ws merge_ws;
+
+#define MERGE_WS_BUFS 3
+
+/* NULL with CX_EINVAL (max_len 0, max_k outside 1..MERGE_MAX_CONTRIB) or
+ * CX_ENOMEM in err. */
+merge_ws *merge_ws_new(size_t max_len, int max_k, char *err, size_t errlen);
+void merge_ws_free(merge_ws *ws);
+size_t merge_ws_max_len(const merge_ws *ws);
+int merge_ws_max_k(const merge_ws *ws);
+/* Caller buffer i (0..MERGE_WS_BUFS-1) of max_len floats; NULL otherwise. */
+float *merge_ws_buf(merge_ws *ws, int i);
+
+/* Merge fragment p of table t from k contributions exactly as
+ * merge_fragment does (same rule, weighting, weights_out and errors), scale
+ * the merged outer gradient by `scale` (the k/M of a partial round; 1 for
+ * none), and apply the outer Nesterov step of nesterov_step (lr, mu) to
+ * theta [fragment_length(t, p)] and mom [same] in place. *update_norm
+ * (if non-NULL) receives the L2 norm of the scaled merged gradient.
+ *
+ * Mean segments are one pass over the contributions; RDA segments two (the
+ * contribution norms, then the direction into the workspace) plus one over
+ * the direction that applies the step. Allocates nothing. Errors are
+ * detected before theta and mom are touched: CX_EINVAL as merge_fragment,
+ * or if k > merge_ws_max_k, the fragment is longer than merge_ws_max_len,
+ * or scale is not finite. */
+int merge_apply(merge_ws *ws, float *theta, float *mom, const fragment_table *t, int p,
+                const merge_contrib *c, int k, merge_rule rule, merge_weighting weighting, double scale,
+                float lr, float mu, double *weights_out, double *update_norm, char *err, size_t errlen);
 
 /* L2 norm of v[0..n) accumulated in double (the "update_norm" of a merge). */
 double merge_l2norm(const float *v, size_t n);

@@ -251,6 +251,7 @@ struct syncer {
     int eval_n;             /* eval examples */
     double entropy_floor;   /* nats, NAN for a file */
     fragment_table *ft;     /* fragments of the model */
+    merge_ws *mws;          /* round_merge's buffers (largest fragment, MAX_LEARNERS); mu */
     size_t n;               /* parameters */
     int P;                  /* fragments */
     events *ev;             /* the event log */
@@ -557,6 +558,12 @@ static void hist_clear(frag_hist *h)
         hist_drop_oldest(h);
 }
 
+/* Whether downstream_encode does anything for fragment p (and so needs Θ_V). */
+static int downstream_encodes(const syncer *s, int p)
+{
+    return (encoding_kind)s->cfg.encoding != ENCODING_F32 && s->hist[p].resid;
+}
+
 /* Quantize the update of fragment p (mu held). old = Θ_V, th = the exact
  * Θ_new on entry; on return th = Θ_{V+1} = Θ_V + d^, the canonical value
  * every learner reproduces by the same f32 add, where d^ = decode(encode(
@@ -567,7 +574,7 @@ static void downstream_encode(syncer *s, int p, const float *old, float *th, int
 {
     frag_hist *h = &s->hist[p];
     encoding_kind enc = (encoding_kind)s->cfg.encoding;
-    if (enc == ENCODING_F32 || !h->resid)
+    if (!downstream_encodes(s, p))
         return;
     size_t len = fragment_length(s->ft, p), bytes = encoding_size(enc, len);
     float *d = malloc(len * sizeof *d), *dh = malloc(len * sizeof *dh);
@@ -633,26 +640,11 @@ static int round_merge(syncer *s, int p, const char *why)
     }
     if (k == 0)
         return 1;
-    float *out = malloc(len * sizeof *out), *th = malloc(len * sizeof *th), *mo = malloc(len * sizeof *mo);
-    float *old = malloc(len * sizeof *old);
-    if (!out || !th || !mo || !old) {
-        free(out), free(th), free(mo), free(old);
-        cx_error("merge fragment=%d: out of memory", p);
-        return 1;
-    }
     merge_rule rule = MERGE_RULE_MEAN;
     merge_weighting weighting = MERGE_WEIGHTS_UNIFORM;
     if (s->cfg.mode == CONFIG_MODE_DECOUPLED) {
         rule = s->cfg.merge == CONFIG_MERGE_RDA ? MERGE_RULE_RDA : MERGE_RULE_MEAN;
         weighting = s->cfg.weights == CONFIG_WEIGHTS_TOKEN ? MERGE_WEIGHTS_TOKEN : MERGE_WEIGHTS_UNIFORM;
-    }
-    int rc = merge_fragment(out, s->ft, p, mc, k, rule, weighting, w, err, sizeof err);
-    if (rc != 0 && weighting == MERGE_WEIGHTS_TOKEN) /* all steps 0: fall back to uniform */
-        rc = merge_fragment(out, s->ft, p, mc, k, rule, MERGE_WEIGHTS_UNIFORM, w, err, sizeof err);
-    if (rc != 0) {
-        cx_error("merge fragment=%d failed: %s", p, err);
-        free(out), free(th), free(mo), free(old);
-        return 1;
     }
     /* A decoupled round merged from k of the M live learners applies k/M of
      * the merged outer gradient: over one period (every learner sending the
@@ -665,18 +657,39 @@ static int round_merge(syncer *s, int p, const char *why)
         if (live < k)
             live = k;
         scale = (double)k / live;
-        for (size_t i = 0; i < len; i++)
-            out[i] = (float)(out[i] * scale);
     }
-    double norm = merge_l2norm(out, len);
-    fragment_gather(s->ft, p, s->theta, th);
-    fragment_gather(s->ft, p, s->momentum, mo);
-    memcpy(old, th, len * sizeof *old);
-    nesterov_step(th, mo, out, len, (float)s->cfg.outer_lr, (float)s->cfg.outer_momentum);
+    /* merge_apply merges, scales and takes the outer step on the fragment's
+     * Θ (th) and momentum (mo) in place, allocating nothing. A fragment of
+     * one range is contiguous in theta/momentum and updated there; others
+     * are gathered into the workspace's buffers and scattered back. Θ_V
+     * (old) is copied only when downstream_encode uses it. */
+    const fragment_range *fr = fragment_ranges(s->ft, p);
+    int direct = fragment_num_ranges(s->ft, p) == 1;
+    float *th = direct ? s->theta + fr[0].offset : merge_ws_buf(s->mws, 0);
+    float *mo = direct ? s->momentum + fr[0].offset : merge_ws_buf(s->mws, 1);
+    float *old = merge_ws_buf(s->mws, 2);
+    if (!direct) {
+        fragment_gather(s->ft, p, s->theta, th);
+        fragment_gather(s->ft, p, s->momentum, mo);
+    }
+    if (downstream_encodes(s, p))
+        memcpy(old, th, len * sizeof *old);
+    float lr = (float)s->cfg.outer_lr, mu = (float)s->cfg.outer_momentum;
+    double norm = 0.0;
+    int rc = merge_apply(s->mws, th, mo, s->ft, p, mc, k, rule, weighting, scale, lr, mu, w, &norm, err,
+                         sizeof err);
+    if (rc != 0 && weighting == MERGE_WEIGHTS_TOKEN) /* all steps 0: fall back to uniform */
+        rc = merge_apply(s->mws, th, mo, s->ft, p, mc, k, rule, MERGE_WEIGHTS_UNIFORM, scale, lr, mu, w,
+                         &norm, err, sizeof err);
+    if (rc != 0) { /* th/mo untouched on error */
+        cx_error("merge fragment=%d failed: %s", p, err);
+        return 1;
+    }
     downstream_encode(s, p, old, th, s->versions[p] + 1);
-    fragment_scatter(s->ft, p, th, s->theta);
-    fragment_scatter(s->ft, p, mo, s->momentum);
-    free(out), free(th), free(mo), free(old);
+    if (!direct) {
+        fragment_scatter(s->ft, p, th, s->theta);
+        fragment_scatter(s->ft, p, mo, s->momentum);
+    }
 
     int64_t version = ++s->versions[p];
     json_t *parts = json_array();
@@ -3061,6 +3074,13 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
         fragment_table_new(model_tensors(s->eval_model), model_num_tensors(s->eval_model), s->P, err, errlen);
     if (!s->ft)
         goto fail;
+    size_t max_frag = 1;
+    for (int p = 0; p < s->P; p++)
+        if (fragment_length(s->ft, p) > max_frag)
+            max_frag = fragment_length(s->ft, p);
+    s->mws = merge_ws_new(max_frag, MAX_LEARNERS, err, errlen);
+    if (!s->mws)
+        goto fail;
 
     data_config dc;
     data_config_default(&dc);
@@ -3260,6 +3280,7 @@ void syncer_free(syncer *s)
     model_free(s->eval_model);
     data_source_free(s->data);
     fragment_table_free(s->ft);
+    merge_ws_free(s->mws);
     adamw_free(s->opt);
     free(s->eval_in), free(s->eval_tg), free(s->theta), free(s->momentum), free(s->versions), free(s->rounds);
     free(s->ddp_sum), free(s->ddp_mean), free(s->ddp_mean_wire);

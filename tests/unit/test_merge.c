@@ -1,9 +1,19 @@
 /* test_merge.c - token weights, weighted mean, RDA (norm preservation,
  * identical inputs, zero vectors), the fragment merge's per-segment rule
- * choice, grace window clamps and the EMA.
+ * choice, the fused merge_apply against merge_fragment + scale +
+ * nesterov_step, its workspace, grace window clamps and the EMA.
  *
  * Tolerances: results are summed in double and stored as float: 1e-6
- * relative on O(1) values.
+ * relative on O(1) values. merge_apply does the same float operations as
+ * the reference in the same order, so Θ and momentum agree to 1e-6 absolute
+ * on O(1) values (in practice bit for bit); the update norm is summed in a
+ * different order: 1e-9 relative.
+ *
+ * "No allocation per call" is not observed directly: ASan interposes
+ * malloc, so a counting wrapper cannot be linked into this binary. What is
+ * tested instead is the sizing it rests on: merge_apply works on a
+ * workspace sized exactly to the fragment and k, and refuses (CX_EINVAL,
+ * Θ untouched) a fragment or k the workspace was not sized for.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -13,6 +23,7 @@
 #include "common/err.h"
 #include "trainer/merge.h"
 #include "trainer/model.h"
+#include "trainer/optim.h"
 
 static double norm(const float *v, size_t n)
 {
@@ -238,6 +249,255 @@ Test(merge, fragment_merge_uses_rda_except_on_embeddings)
     free(rda);
     fragment_table_free(t);
     model_free(m);
+}
+
+/* k contributions of fragment length L, random around distinct means. */
+static void fill_contribs(float **d, merge_contrib *c, int k, size_t L, unsigned seed)
+{
+    unsigned s = seed;
+    for (int j = 0; j < k; j++) {
+        for (size_t i = 0; i < L; i++) {
+            s = s * 1103515245u + 12345u;
+            d[j][i] = ((float)(s >> 8) / 16777216.0f - 0.5f + (float)j * 0.05f) * 1e-2f;
+        }
+        c[j] = (merge_contrib){d[j], (uint64_t)(500 * (j + 1) + 37 * j * j), (uint64_t)(10 + 3 * j)};
+    }
+}
+
+/* The fragment mixing an embedding range with others (RDA and mean
+ * segments in one fragment) of an 8-fragment table of the mlp model. */
+static int mixed_fragment(const fragment_table *t)
+{
+    for (int p = 0; p < fragment_count(t); p++)
+        for (int j = 0; j < fragment_num_ranges(t, p); j++)
+            if (fragment_range_is_embedding(t, p, j) && fragment_num_ranges(t, p) >= 2)
+                return p;
+    return -1;
+}
+
+Test(merge, merge_apply_matches_merge_fragment_and_nesterov)
+{
+    char err[CX_ERRLEN];
+    model *m = model_new("mlp", NULL, 1, err, sizeof(err));
+    cr_assert_not_null(m, "%s", err);
+    fragment_table *t = fragment_table_new(model_tensors(m), model_num_tensors(m), 8, err, sizeof(err));
+    cr_assert_not_null(t, "%s", err);
+    int pe = mixed_fragment(t);
+    cr_assert(pe >= 0, "test wants a fragment mixing embedding and others");
+    int frags[2] = {pe, (pe + 1) % fragment_count(t)};
+    enum { KMAX = 8 };
+    const int ks[] = {1, 3, 8};
+    const float lr = 0.7f, mu = 0.9f;
+    size_t Lmax = 0;
+    for (int f = 0; f < 2; f++)
+        Lmax = fragment_length(t, frags[f]) > Lmax ? fragment_length(t, frags[f]) : Lmax;
+    merge_ws *ws = merge_ws_new(Lmax, KMAX, err, sizeof(err));
+    cr_assert_not_null(ws, "%s", err);
+    float *d[KMAX];
+    for (int j = 0; j < KMAX; j++)
+        d[j] = malloc(Lmax * sizeof(float));
+    float *th = malloc(Lmax * sizeof(float)), *mo = malloc(Lmax * sizeof(float));
+    float *th_ref = malloc(Lmax * sizeof(float)), *mo_ref = malloc(Lmax * sizeof(float));
+    float *out = malloc(Lmax * sizeof(float));
+    merge_contrib c[KMAX];
+    int cases = 0;
+    for (int f = 0; f < 2; f++) {
+        int p = frags[f];
+        size_t L = fragment_length(t, p);
+        for (int rule = 0; rule < 2; rule++)
+            for (int wt = 0; wt < 2; wt++)
+                for (int ki = 0; ki < 3; ki++) {
+                    int k = ks[ki];
+                    double scale = ki == 0 ? 1.0 : (double)k / 8.0 + 0.03; /* 1 and a partial round */
+                    unsigned s = 99u + (unsigned)(p * 7 + rule * 3 + wt + ki * 11);
+                    for (size_t i = 0; i < L; i++) {
+                        s = s * 1103515245u + 12345u;
+                        th[i] = th_ref[i] = (float)(s >> 8) / 16777216.0f - 0.5f;
+                        mo[i] = mo_ref[i] = 0.0f;
+                    }
+                    /* two rounds: the second runs with a non-zero momentum */
+                    for (int round = 0; round < 2; round++) {
+                        fill_contribs(d, c, k, L, s + (unsigned)round * 1000u);
+                        double w_ref[KMAX], w_new[KMAX];
+                        cr_assert_eq(merge_fragment(out, t, p, c, k, (merge_rule)rule, (merge_weighting)wt,
+                                                    w_ref, err, sizeof(err)),
+                                     0, "%s", err);
+                        for (size_t i = 0; i < L; i++)
+                            out[i] = (float)(out[i] * scale);
+                        double norm_ref = merge_l2norm(out, L);
+                        nesterov_step(th_ref, mo_ref, out, L, lr, mu);
+                        double norm_new = -1.0;
+                        cr_assert_eq(merge_apply(ws, th, mo, t, p, c, k, (merge_rule)rule,
+                                                 (merge_weighting)wt, scale, lr, mu, w_new, &norm_new, err,
+                                                 sizeof(err)),
+                                     0, "%s", err);
+                        for (int j = 0; j < k; j++)
+                            cr_assert_eq(w_new[j], w_ref[j], "weight %d", j);
+                        cr_assert(norm_ref > 0.0);
+                        cr_assert(fabs(norm_new - norm_ref) <= 1e-9 * norm_ref, "norm %g vs %g", norm_new,
+                                  norm_ref);
+                        for (size_t i = 0; i < L; i++) {
+                            cr_assert(fabsf(th[i] - th_ref[i]) <= 1e-6f,
+                                      "p=%d rule=%d w=%d k=%d theta[%zu] %g vs %g", p, rule, wt, k, i,
+                                      (double)th[i], (double)th_ref[i]);
+                            cr_assert(fabsf(mo[i] - mo_ref[i]) <= 1e-6f,
+                                      "p=%d rule=%d w=%d k=%d mom[%zu] %g vs %g", p, rule, wt, k, i,
+                                      (double)mo[i], (double)mo_ref[i]);
+                        }
+                    }
+                    cases++;
+                }
+    }
+    cr_assert_eq(cases, 2 * 2 * 2 * 3);
+    /* the comparison has teeth: theta moved, and RDA differs from mean */
+    fill_contribs(d, c, 3, fragment_length(t, pe), 5u);
+    size_t L = fragment_length(t, pe);
+    memset(th, 0, L * sizeof(float)), memset(mo, 0, L * sizeof(float));
+    memset(th_ref, 0, L * sizeof(float)), memset(mo_ref, 0, L * sizeof(float));
+    cr_assert_eq(merge_apply(ws, th, mo, t, pe, c, 3, MERGE_RULE_RDA, MERGE_WEIGHTS_UNIFORM, 1.0, lr, mu,
+                             NULL, NULL, err, sizeof(err)),
+                 0);
+    cr_assert_eq(merge_apply(ws, th_ref, mo_ref, t, pe, c, 3, MERGE_RULE_MEAN, MERGE_WEIGHTS_UNIFORM, 1.0, lr,
+                             mu, NULL, NULL, err, sizeof(err)),
+                 0);
+    double diff = 0.0, moved = 0.0;
+    for (size_t i = 0; i < L; i++)
+        diff += fabs(th[i] - th_ref[i]), moved += fabs(th[i]);
+    cr_assert(diff > 1e-4 && moved > 1e-3, "diff %g moved %g", diff, moved);
+    for (int j = 0; j < KMAX; j++)
+        free(d[j]);
+    free(th), free(mo), free(th_ref), free(mo_ref), free(out);
+    merge_ws_free(ws);
+    fragment_table_free(t);
+    model_free(m);
+}
+
+Test(merge, merge_apply_refuses_before_touching_theta)
+{
+    char err[CX_ERRLEN];
+    model *m = model_new("mlp", NULL, 1, err, sizeof(err));
+    cr_assert_not_null(m, "%s", err);
+    fragment_table *t = fragment_table_new(model_tensors(m), model_num_tensors(m), 8, err, sizeof(err));
+    cr_assert_not_null(t, "%s", err);
+    int p = mixed_fragment(t);
+    cr_assert(p >= 0);
+    size_t L = fragment_length(t, p);
+    enum { K = 4 };
+    /* sized exactly: L floats, K contributions */
+    merge_ws *ws = merge_ws_new(L, K, err, sizeof(err));
+    cr_assert_not_null(ws, "%s", err);
+    cr_assert_eq(merge_ws_max_len(ws), L);
+    cr_assert_eq(merge_ws_max_k(ws), K);
+    float *d[K + 1];
+    for (int j = 0; j < K + 1; j++)
+        d[j] = malloc(L * sizeof(float));
+    merge_contrib c[K + 1];
+    fill_contribs(d, c, K + 1, L, 3u);
+    float *th = calloc(L, sizeof(float)), *mo = calloc(L, sizeof(float));
+    for (size_t i = 0; i < L; i++)
+        th[i] = 1.0f, mo[i] = 2.0f;
+#define UNTOUCHED()                                                                                          \
+    do {                                                                                                     \
+        for (size_t i_ = 0; i_ < L; i_++)                                                                    \
+            cr_assert(th[i_] == 1.0f && mo[i_] == 2.0f, "element %zu touched", i_);                          \
+    } while (0)
+    double wout[K + 1] = {-1, -1, -1, -1, -1};
+    /* more contributions than the workspace was sized for */
+    cr_assert_eq(merge_apply(ws, th, mo, t, p, c, K + 1, MERGE_RULE_RDA, MERGE_WEIGHTS_TOKEN, 1.0, 1.0f, 0.9f,
+                             wout, NULL, err, sizeof(err)),
+                 CX_EINVAL);
+    cr_assert(strstr(err, "5 contributions") != NULL, "%s", err);
+    UNTOUCHED();
+    cr_assert_eq(wout[0], -1.0, "weights written on error");
+    /* all steps 0 under token weights */
+    merge_contrib z[K];
+    for (int j = 0; j < K; j++)
+        z[j] = c[j], z[j].steps = 0;
+    cr_assert_eq(merge_apply(ws, th, mo, t, p, z, K, MERGE_RULE_RDA, MERGE_WEIGHTS_TOKEN, 1.0, 1.0f, 0.9f,
+                             wout, NULL, err, sizeof(err)),
+                 CX_EINVAL);
+    cr_assert(strstr(err, "zero") != NULL, "%s", err);
+    UNTOUCHED();
+    /* fragment out of range, scale not finite, a missing delta */
+    cr_assert_eq(merge_apply(ws, th, mo, t, 99, c, K, MERGE_RULE_MEAN, MERGE_WEIGHTS_UNIFORM, 1.0, 1.0f, 0.9f,
+                             NULL, NULL, err, sizeof(err)),
+                 CX_EINVAL);
+    cr_assert(strstr(err, "fragment 99") != NULL, "%s", err);
+    cr_assert_eq(merge_apply(ws, th, mo, t, p, c, K, MERGE_RULE_MEAN, MERGE_WEIGHTS_UNIFORM, NAN, 1.0f, 0.9f,
+                             NULL, NULL, err, sizeof(err)),
+                 CX_EINVAL);
+    cr_assert(strstr(err, "scale") != NULL, "%s", err);
+    merge_contrib nd[K];
+    memcpy(nd, c, sizeof nd);
+    nd[2].delta = NULL;
+    cr_assert_eq(merge_apply(ws, th, mo, t, p, nd, K, MERGE_RULE_MEAN, MERGE_WEIGHTS_UNIFORM, 1.0, 1.0f, 0.9f,
+                             NULL, NULL, err, sizeof(err)),
+                 CX_EINVAL);
+    UNTOUCHED();
+    /* a fragment longer than the workspace: pick one longer than p's */
+    int longer = -1;
+    for (int q = 0; q < fragment_count(t); q++)
+        if (fragment_length(t, q) > L)
+            longer = q;
+    if (longer >= 0) {
+        size_t LL = fragment_length(t, longer);
+        float *big[K];
+        merge_contrib bc[K];
+        for (int j = 0; j < K; j++)
+            big[j] = calloc(LL, sizeof(float));
+        fill_contribs(big, bc, K, LL, 4u);
+        float *bt = calloc(LL, sizeof(float)), *bm = calloc(LL, sizeof(float));
+        cr_assert_eq(merge_apply(ws, bt, bm, t, longer, bc, K, MERGE_RULE_MEAN, MERGE_WEIGHTS_UNIFORM, 1.0,
+                                 1.0f, 0.9f, NULL, NULL, err, sizeof(err)),
+                     CX_EINVAL);
+        cr_assert(strstr(err, "workspace") != NULL, "%s", err);
+        for (size_t i = 0; i < LL; i++)
+            cr_assert(bt[i] == 0.0f && bm[i] == 0.0f);
+        for (int j = 0; j < K; j++)
+            free(big[j]);
+        free(bt), free(bm);
+    }
+    /* and at exactly its size it merges, and moves theta */
+    cr_assert_eq(merge_apply(ws, th, mo, t, p, c, K, MERGE_RULE_RDA, MERGE_WEIGHTS_TOKEN, 1.0, 1.0f, 0.9f,
+                             wout, NULL, err, sizeof(err)),
+                 0, "%s", err);
+    cr_assert(wout[0] > 0.0);
+    int moved = 0;
+    for (size_t i = 0; i < L; i++)
+        moved += th[i] != 1.0f;
+    cr_assert(moved > 0);
+#undef UNTOUCHED
+    for (int j = 0; j < K + 1; j++)
+        free(d[j]);
+    free(th), free(mo);
+    merge_ws_free(ws);
+    fragment_table_free(t);
+    model_free(m);
+}
+
+Test(merge, merge_ws_sizing)
+{
+    char err[CX_ERRLEN];
+    cr_assert_null(merge_ws_new(0, 4, err, sizeof(err)));
+    cr_assert(strstr(err, "workspace") != NULL, "%s", err);
+    cr_assert_null(merge_ws_new(100, 0, err, sizeof(err)));
+    cr_assert_null(merge_ws_new(100, MERGE_MAX_CONTRIB + 1, err, sizeof(err)));
+    merge_ws *ws = merge_ws_new(1000, MERGE_MAX_CONTRIB, err, sizeof(err));
+    cr_assert_not_null(ws, "%s", err);
+    /* caller buffers: distinct, max_len floats each (ASan checks the writes) */
+    for (int i = 0; i < MERGE_WS_BUFS; i++) {
+        float *b = merge_ws_buf(ws, i);
+        cr_assert_not_null(b);
+        for (int j = 0; j < i; j++)
+            cr_assert_neq(b, merge_ws_buf(ws, j));
+        for (size_t e = 0; e < 1000; e++)
+            b[e] = (float)i;
+    }
+    cr_assert_eq(merge_ws_buf(ws, 0)[999], 0.0f);
+    cr_assert_null(merge_ws_buf(ws, MERGE_WS_BUFS));
+    cr_assert_null(merge_ws_buf(ws, -1));
+    merge_ws_free(ws);
+    merge_ws_free(NULL);
 }
 
 Test(merge, grace_window_clamps)
