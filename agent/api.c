@@ -81,42 +81,6 @@ static int is_toxiproxy_route(const cx_http_route *route)
     return strncmp(route->pattern, "/v1/", 4) != 0 && strcmp(route->pattern, "/metrics") != 0;
 }
 
-/* The host part of a Host header ("[::1]:8474" -> "::1"). 0 when malformed. */
-static int host_part(const char *h, char *out, size_t len)
-{
-    const char *end;
-    if (h[0] == '[') {
-        end = strchr(h, ']');
-        if (!end || (end[1] && end[1] != ':'))
-            return 0;
-        h++;
-    } else {
-        end = strchr(h, ':');
-        if (!end)
-            end = h + strlen(h);
-    }
-    size_t n = (size_t)(end - h);
-    if (n == 0 || n >= len)
-        return 0;
-    memcpy(out, h, n);
-    out[n] = '\0';
-    return 1;
-}
-
-static int host_is_loopback(const char *h)
-{
-    char host[256];
-    if (!host_part(h, host, sizeof host))
-        return 0;
-    if (strcasecmp(host, "localhost") == 0 || strcmp(host, "::1") == 0)
-        return 1;
-    /* 127.0.0.0/8, dotted quad only */
-    unsigned o[4];
-    char tail;
-    return sscanf(host, "%3u.%3u.%3u.%3u%c", &o[0], &o[1], &o[2], &o[3], &tail) == 4 && o[0] == 127 &&
-           o[1] < 256 && o[2] < 256 && o[3] < 256;
-}
-
 /* "application/json" (any case), with optional parameters. */
 static int is_json_type(const char *ct)
 {
@@ -145,7 +109,7 @@ static int api_gate(void *ctx, cx_http_req *req, const cx_http_route *route, cx_
     if (is_read(req->method))
         return 0;
     const char *host = cx_http_header(req, "Host");
-    if (a->loopback && (!host || !host_is_loopback(host))) {
+    if (a->loopback && (!host || !cx_http_host_is_loopback(host))) {
         refuse(resp, 403, "Host", host,
                "not a loopback name; this agent listens on loopback and answers only 127.0.0.1, localhost "
                "or [::1] (a web page could otherwise reach it through DNS rebinding)");
