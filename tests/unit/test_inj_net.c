@@ -166,7 +166,15 @@ Test(inj_net, latency_on_every_proxy_then_revert)
     cr_assert_eq(ntoxics(pxs[0]), 0);
     cr_assert_eq(ntoxics(pxs[1]), 0);
     cr_assert_eq(inj->revert(ctx, &tgt, errbuf, sizeof errbuf), 0, "second revert");
-    cr_assert(ping_ms(proxy_listen_addr(pxs[0])) < 100.0);
+    /* gone: the best of three round trips is far below the 120 ms (one
+     * alone can stall beside a parallel test run; with the toxic every one
+     * takes >= 115 ms) */
+    double best = ping_ms(proxy_listen_addr(pxs[0]));
+    for (int i = 0; i < 2; i++) {
+        double t = ping_ms(proxy_listen_addr(pxs[0]));
+        best = t < best ? t : best;
+    }
+    cr_assert(best < 100.0, "best round trip after the revert %.1f ms", best);
     inj->free(ctx);
 }
 
