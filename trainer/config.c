@@ -44,8 +44,8 @@ static const char *const model_names[] = {"mlp", "gpt", NULL};
 static const key_def keys[] = {
     {"mode", KEY_ENUM, OFF(mode), 0, 0, mode_names, 0,
      "training mode: ddp, ddp-elastic, diloco or decoupled"},
-    {"learners", KEY_INT, OFF(learners), 1, 64, NULL, 0, "M, learners the run expects"},
-    {"fragments", KEY_INT, OFF(fragments), 1, 256, NULL, 0, "P, parameter fragments"},
+    {"learners", KEY_INT, OFF(learners), 1, CONFIG_LEARNERS_MAX, NULL, 0, "M, learners the run expects"},
+    {"fragments", KEY_INT, OFF(fragments), 1, CONFIG_FRAGMENTS_MAX, NULL, 0, "P, parameter fragments"},
     {"H", KEY_INT, OFF(H), 1, 100000, NULL, 0,
      "inner steps between two sends of one fragment (diloco, decoupled)"},
     {"quorum", KEY_INT, OFF(quorum), 1, 64, NULL, 0,

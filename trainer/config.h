@@ -83,6 +83,10 @@ typedef struct config {
     double slowdown;                  /* learner compute padding factor (>= 1) */
 } config;
 
+/* Capacities every module sizes its arrays by (syncer slots, learner queues,
+ * checkpoint records): the config refuses anything larger. */
+#define CONFIG_LEARNERS_MAX 64   /* bound of --learners (M) */
+#define CONFIG_FRAGMENTS_MAX 256 /* bound of --fragments (P) */
 #define CONFIG_STEPS_MAX 100000000LL /* bound of --steps (any learner's own too) */
 #define CONFIG_BATCH_MAX 65536LL     /* bound of --batch (any learner's own too) */
 

@@ -56,7 +56,9 @@
 
 #define HTTP_TIMEOUT_MS 15000
 #define POLL_WAIT_MS 10000
-#define MAX_QUEUE 64
+/* Queue capacity: a full pull hands the main thread one message per
+ * fragment, so the inbox must hold P of them. */
+#define MAX_QUEUE CONFIG_FRAGMENTS_MAX
 
 typedef struct frag_msg {
     int p;              /* fragment */

@@ -85,7 +85,7 @@
 #include "trainer/optim.h"
 #include "trainer/protocol.h"
 
-#define MAX_LEARNERS 64
+#define MAX_LEARNERS CONFIG_LEARNERS_MAX
 #define RECENT_MERGES 16
 #define BARRIER_WAIT_MS 5000   /* a ddp handler answers 503 "retry" after this */
 #define LONG_POLL_MAX_MS 30000 /* cap on ?wait-ms */

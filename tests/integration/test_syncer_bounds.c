@@ -3,10 +3,12 @@
  * naming the field and change nothing; token/step claims and contribution
  * norms are bounded; a flood of bad requests grows events.jsonl by O(1)
  * lines; a restart does not re-read the history; a decoupled learner exits
- * promptly on SIGTERM with its checkpoint written. */
+ * promptly on SIGTERM with its checkpoint written; a run with more
+ * fragments than the learner's queues once held trains. */
 #include "trainer_it.h"
 
 #include <stdint.h>
+#include <ftw.h>
 #include <sys/stat.h>
 
 #include "common/crc32c.h"
@@ -428,5 +430,51 @@ Test(syncer_bounds, a_decoupled_learner_exits_promptly_on_sigterm_with_its_check
     cr_assert(st != -1, "the learner exited within 4 s of SIGTERM");
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit 0 (status %d)", st);
     cr_assert(stat(ckpt[0], &sb) == 0 || stat(ckpt[1], &sb) == 0, "its SIGTERM checkpoint was written");
+    tr_done(&r);
+}
+
+/* ---- capacities ---- */
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* The learner's queues were 64 messages while the config allows P = 256: a
+ * full pull on the comm thread (after a rejoin) filled a 64-entry stack
+ * array once per fragment, an ASan abort at P > 64. Every capacity now
+ * follows CONFIG_FRAGMENTS_MAX. The syncer loses its state dir mid-run, so
+ * the learner rejoins, hands its copy back and pulls all 80 fragments on
+ * its comm thread; training then goes on. */
+Test(syncer_bounds, a_rejoin_pulls_more_fragments_than_any_old_queue, .timeout = 200)
+{
+    tr_run r = {0};
+    const char *args[] = {"--mode", "decoupled", "--learners",  "1",  "--steps", "1000000",
+                          "--H",    "80",        "--fragments", "80", TR_MODEL,  NULL};
+    tr_syncer_start(&r, "bounds-frags", args);
+    pid_t p = tr_learner_start(&r, 0, NULL, NULL);
+    cr_assert_geq(tr_wait_merges(&r, 100, 90000), 100, "training runs with 80 fragments");
+    it_signal(r.syncer, SIGKILL, 0);
+    it_wait_exit(r.syncer, 10000);
+    /* lose the state dir; keep the deployer's credentials (docs/security.md) */
+    char creds[800], keep[800];
+    snprintf(creds, sizeof creds, "%s/credentials", r.state);
+    snprintf(keep, sizeof keep, "%s/credentials.kept", r.dir);
+    cr_assert_eq(rename(creds, keep), 0);
+    nftw(r.state, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    cr_assert_eq(mkdir(r.state, 0700), 0);
+    cr_assert_eq(rename(keep, creds), 0);
+    tr_syncer_start(&r, NULL, NULL);
+    /* the learner rejoined (incarnation 2) and merges go on past the
+     * rebuild, which needs every fragment pulled back */
+    cr_assert_geq(tr_wait_merges(&r, 100, 90000), 100, "merges go on after the rejoin");
+    json_t *evs = tr_events(&r, 0);
+    json_int_t inc = 0;
+    cr_assert_geq(tr_find_join(evs, 0, 0, &inc), 0, "learner 0 rejoined");
+    tr_assert_pulled_first(evs, 0, inc, 80);
+    json_decref(evs);
+    int st = 0;
+    cr_assert_eq(waitpid(p, &st, WNOHANG), 0, "the learner still runs");
     tr_done(&r);
 }

@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "common/http_client.h"
 #include "support.h"
+#include "trainer/config.h"
 
 /* A small, fast model for tests under ASan on a shared 2-core box. */
 #define TR_MODEL "--hidden", "64", "--batch", "16", "--eval-tokens", "2048"
@@ -284,7 +285,8 @@ static inline json_int_t tr_find_join(json_t *evs, int id, json_int_t min_inc, j
  * participation in ddp modes). Asserts; returns the seq of that first use. */
 static inline json_int_t tr_assert_pulled_first(json_t *evs, int id, json_int_t inc, int P)
 {
-    int pulled[64] = {0};
+    int pulled[CONFIG_FRAGMENTS_MAX] = {0};
+    cr_assert(P >= 1 && P <= CONFIG_FRAGMENTS_MAX, "P %d out of the config's range", P);
     size_t i;
     json_t *e;
     json_array_foreach(evs, i, e)
@@ -292,7 +294,7 @@ static inline json_int_t tr_assert_pulled_first(json_t *evs, int id, json_int_t 
         const char *t = tr_type(e);
         if (strcmp(t, "pull") == 0 && tr_int(e, "learner") == id && tr_int(e, "incarnation") == inc) {
             json_int_t f = tr_int(e, "fragment");
-            if (f >= 0 && f < 64)
+            if (f >= 0 && f < P)
                 pulled[f] = 1;
         }
         int used = 0;
