@@ -21,7 +21,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CKPT_MAX_LEARNERS 1024
+#include "trainer/config.h"
+
+/* A syncer checkpoint never holds more learners than a run can have. */
+#define CKPT_MAX_LEARNERS CONFIG_LEARNERS_MAX
 
 typedef struct ckpt_learner_inc {
     int64_t learner;     /* learner id */
