@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # check.sh OUT - is bench/claims' output well-formed? Exit 0 yes, 1 no (every
 # problem printed). Checks: claims.json parses, has the expected claims, every
-# row has non-empty claim/paper/ours/settings and at least one finite figure;
+# row has non-empty claim/paper/ours/settings/model, seeds >= 1 and at least
+# one finite figure;
 # claims.csv is the same rows, RFC 4180-quoted, 4 fields each; claims.md has the
 # header and one table line per row with 4 cells; every plot is a complete SVG
 # with drawn data; every run has metrics with a finite final loss.
@@ -16,7 +17,7 @@ if ! jq -e 'type == "object" and (.rows | type == "array")' "$J" >/dev/null 2>&1
     exit 1
 fi
 n=$(jq '.rows | length' "$J")
-for c in "1. " "2. " "2b. " "3. " "4. " "4b. " "4c. " "5. " "6. "; do
+for c in "0. " "1. " "2. " "2b. " "3. " "4. " "4b. " "4c. " "5. " "6. "; do
     jq -e --arg c "$c" '[.rows[] | select(.claim | startswith($c))] | length >= 1' "$J" >/dev/null ||
         fail "claims.json: no row for claim '$c'"
 done
@@ -24,7 +25,9 @@ jq -r '(.rows | to_entries[] | .key as $i | .value
     | (["claim", "paper", "ours", "settings"][] as $k | select((.[$k] | type) != "string" or .[$k] == "")
        | "row \($i): \($k) missing or empty"),
       (select([.figures | .. | numbers | select(isinfinite | not)] | length == 0)
-       | "row \($i) (\(.claim)): no finite figure (every run behind it failed?)")),
+       | "row \($i) (\(.claim)): no finite figure (every run behind it failed?)"),
+      (select((.model | type) != "string" or .model == "" or ((.seeds | type) != "number") or .seeds < 1)
+       | "row \($i) (\(.claim)): no model or seeds")),
     (.runs | to_entries[] | select((.value.final_loss | type) != "number") | "run \(.key): no final eval loss")' \
     "$J" >"$OUT/data/check.txt"
 while IFS= read -r line; do fail "$line"; done <"$OUT/data/check.txt"

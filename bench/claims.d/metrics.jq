@@ -1,16 +1,18 @@
 # metrics.jq - the figures bench/claims reads out of one run directory.
 #
 #   jq -n --slurpfile ev RUN/syncer/events.jsonl --slurpfile sum RUN/summary.json \
-#         --slurpfile faults RUN/faults.json -L bench/claims.d 'include "metrics"; metrics'
+#         --slurpfile faults RUN/faults.json --argjson targets '[5.0, 4.5]' \
+#         -L bench/claims.d 'include "metrics"; metrics'
 #
 # $ev: every syncer event (docs/api.md), $sum: [summary.json] (or [{}] for a run
-# made without the harness), $faults: [faults.json] (or [[]]).
+# made without the harness), $faults: [faults.json] (or [[]]), $targets:
+# held-out bits/byte whose first crossing is reported (tokens_to, time_to).
 # Times are seconds since the syncer's first "start" event (CLOCK_MONOTONIC).
 
 def mean: if length > 0 then add / length else null end;
 
-# time (s) of the first eval at or below target, else null
-def time_to($target): map(select(.[1] <= $target)) | if length > 0 then .[0][0] else null end;
+# first eval curve point [t, loss, tokens, merges] at or below $bpb bits/byte, else null
+def first_at_bpb($bpb): map(select(.[1] / (2 | log) <= $bpb)) | .[0];
 
 # gaps (ms) between consecutive merges
 def gaps: [range(1; length) as $i | .[$i] - .[$i - 1]];
@@ -30,7 +32,13 @@ def metrics:
       mode: ($s.mode // ([$e[] | select(.type == "start")][0].mode)),
       learners: ($s.learners // ([$e[] | select(.type == "start")][0].learners)),
       final_loss: ($evals | if length > 0 then .[-1].loss else null end),
+      final_bpb: ($evals | if length > 0 then .[-1].loss / (2 | log) else null end),
       eval_curve: [$evals[] | [((.t_mono_ms - $t0) / 1000), .loss, .tokens, .merges]],
+      # per target (bits/byte, as a string key): merged tokens and s at the first crossing
+      tokens_to: ([$evals[] | [((.t_mono_ms - $t0) / 1000), .loss, .tokens, .merges]] as $c
+                  | [($targets // [])[] as $b | {key: ($b | tostring), value: ($c | first_at_bpb($b) | if . then .[2] else null end)}] | from_entries),
+      time_to: ([$evals[] | [((.t_mono_ms - $t0) / 1000), .loss, .tokens, .merges]] as $c
+                | [($targets // [])[] as $b | {key: ($b | tostring), value: ($c | first_at_bpb($b) | if . then .[0] else null end)}] | from_entries),
       merged_tokens: ($evals | if length > 0 then .[-1].tokens else null end),
       merges: ($m | length),
       merge_participants_mean: ([$m[] | .participants | length] | mean),

@@ -17,18 +17,18 @@ mkdir -p "$P" "$W"
 term() { echo "set terminal svg size ${1:-960},${2:-640} dynamic enhanced font 'Helvetica,12' background rgb 'white'"; }
 
 runs() { jq -r "$1" "$R"; } # jq over runs.json
-curve() { # RUN FILE: "t loss tokens" lines
-    jq -r --arg n "$1" '.[$n].eval_curve // [] | .[] | "\(.[0]) \(.[1]) \(.[2] // 0)"' "$R" >"$2"
+curve() { # RUN FILE: "t bits/byte tokens" lines
+    jq -r --arg n "$1" '.[$n].eval_curve // [] | .[] | "\(.[0]) \(.[1] / (2 | log)) \(.[2] // 0)"' "$R" >"$2"
 }
 
 # ---- loss curves with fault windows (claim 4) ----
-mapfile -t PR < <(runs 'keys[] | select(test("^poisson-(dp/|m[0-9]+$)"))')
+mapfile -t PR < <(runs 'keys[] | select(test("^poisson-(dp@s1/|m[0-9]+@s1$)"))')
 if [[ ${#PR[@]} -gt 0 ]]; then
     {
         term 960 $((220 * ${#PR[@]} + 60))
         echo "set output '$P/loss_faults.svg'"
-        echo "set multiplot layout ${#PR[@]},1 title 'Eval loss under Poisson kills (shaded: a learner down, from the kill to its rejoin)'"
-        echo "set ylabel 'eval loss (nats)'; set grid; set key top right"
+        echo "set multiplot layout ${#PR[@]},1 title 'Held-out bits/byte under Poisson kills (seed 11) (shaded: a learner down, from the kill to its rejoin)'"
+        echo "set ylabel 'held-out bits/byte'; set grid; set key top right"
         for i in "${!PR[@]}"; do
             n=${PR[$i]}
             curve "$n" "$W/curve-f$i.dat"
@@ -44,14 +44,13 @@ if [[ ${#PR[@]} -gt 0 ]]; then
 fi
 
 # ---- loss parity (claim 1) ----
-mapfile -t QR < <(runs 'keys[] | select(startswith("quality-"))')
+mapfile -t QR < <(runs 'keys[] | select(startswith("quality-") and test("@s1/"))')
 if [[ ${#QR[@]} -gt 0 ]]; then
     {
         term
         echo "set output '$P/loss_parity.svg'"
-        echo "set title 'Quality parity at equal tokens: global eval loss against merged tokens'"
-        echo "set xlabel 'tokens merged into the global model'; set ylabel 'eval loss (nats)'; set grid; set key top right"
-        echo "set yrange [*:4.5]"
+        echo "set title 'Quality parity at equal tokens: held-out bits/byte against merged tokens (seed 11)'"
+        echo "set xlabel 'tokens merged into the global model'; set ylabel 'held-out bits/byte'; set grid; set key top right"
         printf 'plot '
         for i in "${!QR[@]}"; do
             curve "${QR[$i]}" "$W/curve-q$i.dat"
@@ -64,13 +63,13 @@ if [[ ${#QR[@]} -gt 0 ]]; then
 fi
 
 # ---- slow links (claim 3) ----
-mapfile -t SR < <(runs 'keys[] | select(startswith("slow-"))')
+mapfile -t SR < <(runs 'keys[] | select(startswith("slow-") and test("@s1(/|$)"))')
 if [[ ${#SR[@]} -gt 0 ]]; then
     {
         term
         echo "set output '$P/loss_slowlinks.svg'"
-        echo "set title 'Every learner link capped (bandwidth toxic): eval loss against time'"
-        echo "set xlabel 's since the syncer started'; set ylabel 'eval loss (nats)'; set grid; set key top right"
+        echo "set title 'Every learner link capped (bandwidth toxic): held-out bits/byte against time (seed 11)'"
+        echo "set xlabel 's since the syncer started'; set ylabel 'held-out bits/byte'; set grid; set key top right"
         printf 'plot '
         for i in "${!SR[@]}"; do
             curve "${SR[$i]}" "$W/curve-s$i.dat"

@@ -1,7 +1,9 @@
 # table.jq - bench/claims' table: one row per claim of DESIGN.md section 9,
 # the paper's figure beside ours and the settings, from OUT/data/runs.json
-# (every run's metrics.json, keyed by run name) and OUT/data/simulate.json.
-# `table` builds claims.json; `markdown` renders it.
+# (every run's metrics.json, keyed by run name NAME@sK[/MODE], K the seed) and
+# OUT/data/simulate.json. A configuration's figures are the mean over its
+# seeds with a 95% Student-t interval ("mean +- half-width"; the half-width
+# alone is in .ci). `table` builds claims.json; `markdown` renders it.
 
 include "metrics";
 
@@ -11,9 +13,48 @@ def ratio: if . == null then "n/a" else ((. * 10 | round) / 10 | tostring) + "x"
 def div($a; $b): if $a == null or $b == null or $b == 0 then null else $a / $b end;
 def words: split(" ") | map(select(length > 0));
 
+# two-sided 95% Student-t critical value for n samples (n - 1 degrees of freedom)
+def tcrit: {"2": 12.706, "3": 4.303, "4": 3.182, "5": 2.776, "6": 2.571, "7": 2.447, "8": 2.365,
+            "9": 2.306, "10": 2.262}[tostring] // 2.0;
+# [numbers] -> {mean, ci (95% half-width, null below 2 samples), n}
+def mean_ci:
+  map(numbers | select(isinfinite | not)) as $x | ($x | length) as $n
+  | if $n == 0 then {mean: null, ci: null, n: 0}
+    else ($x | add / $n) as $m
+    | if $n < 2 then {mean: $m, ci: null, n: $n}
+      else ((($x | map((. - $m) * (. - $m)) | add) / ($n - 1)) | sqrt) as $sd
+      | {mean: $m, ci: (($n | tcrit) * $sd / ($n | sqrt)), n: $n} end end;
+def NUMERIC: ["final_loss", "final_bpb", "bytes_per_token", "goodput", "uptime", "longest_gap_s", "downtime_s",
+              "update_norm_median", "update_norm_mean", "merges", "merge_participants_mean", "merged_tokens"];
+# [metrics of one configuration's seeds] -> the first seed's metrics with every
+# NUMERIC figure replaced by the mean; .ci the half-widths, .n the seeds,
+# .all every seed's metrics
+def agg:
+  . as $s
+  | if length == 0 then {n: 0, all: [], ci: {}}
+    else $s[0] + (reduce NUMERIC[] as $k ({}; . + {($k): ($s | map(.[$k]) | mean_ci | .mean)}))
+      + {ci: (reduce NUMERIC[] as $k ({}; . + {($k): ($s | map(.[$k]) | mean_ci | .ci)})), n: length, all: $s}
+    end;
+# "mean +- ci" of figure $k of an aggregate, $d decimals
+def pm($k; $d):
+  if .[$k] == null then "n/a" elif (.ci[$k] // null) == null then (.[$k] | fx($d))
+  else "\(.[$k] | fx($d)) ± \(.ci[$k] | fx($d))" end;
+# merged tokens to reach $b bits/byte over an aggregate's seeds: "mean +- ci"
+# when every seed got there, else how many did
+def tokens_to($b):
+  (.all | map(.tokens_to[$b | tostring])) as $v
+  | if ($v | length) == 0 then "n/a"
+    elif ($v | all(. != null)) then ($v | mean_ci) as $c
+      | (if $c.ci == null then "\($c.mean | fx(0))" else "\($c.mean | fx(0)) ± \($c.ci | fx(0))" end)
+    else "\($v | map(select(. != null)) | length)/\($v | length) seeds reached it" end;
+
 def table:
   $runs[0] as $R
-  | def run($n): $R[$n] // {};
+  # every seed of configuration $n ("NAME" or "NAME/MODE"), aggregated
+  | def run($n):
+      ($n | split("/")) as $p
+      | ("^" + $p[0] + "@s[0-9]+" + (if ($p | length) > 1 then "/" + $p[1] else "" end) + "$") as $re
+      | [$R | to_entries[] | select(.key | test($re)) | .value] | agg;
   ($qms | words) as $QM
   | ($encs | words) as $EN
   | ($slow | words) as $SG
@@ -21,15 +62,31 @@ def table:
   | ($rms | words) as $RM
   | ($sim[0].results // []) as $S
   | [
+      # ---- 0. the noise floor: one configuration, two seeds ----
+      (run("quality-m\($QM[0])/decoupled") as $aa
+       | ($aa.all | map(.final_bpb)) as $v
+       | {claim: "0. A/A: the same configuration, another seed",
+          paper: "(none: the noise floor every difference below is read against)",
+          ours: (if ($v | length) >= 2 and $v[0] != null and $v[1] != null
+                 then "final bits/byte seed 11 \($v[0] | fx(3)), seed 12 \($v[1] | fx(3)): absolute difference \(($v[0] - $v[1]) | fabs | fx(3)) (\(div((($v[0] - $v[1]) | fabs); $v[0]) * 100 | fx(1))%)"
+                      + (if ($v | length) > 2 then "; \($v | length) seeds: \($aa | pm("final_bpb"; 3))" else "" end)
+                 else "n/a (fewer than two seeds ran)" end),
+          settings: "decoupled, claim 1's configuration (M=\($QM[0])), seeds 11 and 12 (harness schedule and training data order/initialisation)",
+          model: $model, seeds: ($v | length),
+          figures: {seed_bpb: $v, abs_diff: (if ($v | length) >= 2 and $v[0] != null and $v[1] != null then ($v[0] - $v[1] | fabs) else null end)}}),
       # ---- 1. quality parity ----
       ($QM[] as $m
        | [run("quality-m\($m)/ddp"), run("quality-m\($m)/diloco"), run("quality-m\($m)/decoupled")] as [$dp, $dl, $dc]
        | {claim: "1. Quality parity with data-parallel (M=\($m))",
           paper: "text avg 69.8 (Decoupled) vs 70.1 (DP): -0.4% (5B, 1T tokens)",
-          ours: ("final eval loss (nats) ddp \($dp.final_loss | fx(3)), diloco \($dl.final_loss | fx(3)), decoupled \($dc.final_loss | fx(3)); decoupled vs ddp "
-                 + (div($dc.final_loss - $dp.final_loss; $dp.final_loss) | if . == null then "n/a" else ((. * 1000 | round) / 10 | tostring) + "%" end)),
-          settings: "M=\($m), \($tokens / ($m | tonumber) / 16 | floor) steps x 16 tokens per learner (\($tokens) tokens in all), P=4, H=24, K=1, f32, seed 11",
-          figures: {ddp: $dp.final_loss, diloco: $dl.final_loss, decoupled: $dc.final_loss}}),
+          ours: ("final held-out bits/byte ddp \($dp | pm("final_bpb"; 3)), diloco \($dl | pm("final_bpb"; 3)), decoupled \($dc | pm("final_bpb"; 3)); decoupled vs ddp "
+                 + (div($dc.final_bpb - $dp.final_bpb; $dp.final_bpb) | if . == null then "n/a" else ((. * 1000 | round) / 10 | tostring) + "%" end)
+                 + "; merged tokens to reach " + ([$targets[] as $b | "\($b) bits/byte: ddp \($dp | tokens_to($b)), decoupled \($dc | tokens_to($b))"] | join("; "))),
+          settings: "M=\($m), \($tokens / ($m | tonumber) / $tokstep | floor) steps x \($tokstep) tokens per learner (\($tokens) tokens in all), P=4, H=24, K=1, f32",
+          model: $model, seeds: ([$dp.n, $dl.n, $dc.n] | min),
+          figures: {ddp: $dp.final_bpb, diloco: $dl.final_bpb, decoupled: $dc.final_bpb,
+                    ci: {ddp: $dp.ci.final_bpb, diloco: $dl.ci.final_bpb, decoupled: $dc.ci.final_bpb},
+                    tokens_to: {ddp: ($dp.all | map(.tokens_to)), decoupled: ($dc.all | map(.tokens_to))}}}),
       # ---- 2. bandwidth ----
       (("quality-m4" | if ($QM | index("4")) then . else "quality-m\($QM[0])" end) as $q
        | [run("\($q)/ddp"), run("\($q)/diloco"), run("\($q)/decoupled")] as [$dp, $dl, $dc]
@@ -38,33 +95,37 @@ def table:
           paper: "198 -> 0.84 Gbit/s (~236x less than DP)",
           ours: ("bytes/token ddp \($dp.bytes_per_token | fx(0)), diloco \($dl.bytes_per_token | fx(0)) (\(div($dp.bytes_per_token; $dl.bytes_per_token) | ratio) less), decoupled f32 \($dc.bytes_per_token | fx(0)) (\(div($dp.bytes_per_token; $dc.bytes_per_token) | ratio))"
                  + ([$EN[] as $e | ", \($e) \($bpt[$e] | fx(0)) (\(div($dp.bytes_per_token; $bpt[$e]) | ratio))"] | add // "")),
-          settings: "decoupled vs ddp vs diloco, M=\($q | ltrimstr("quality-m")), \($tokens) tokens, P=4, H=24, K=1; syncer tensor payload bytes in + out / tokens trained; encodings shrink upstream and downstream deltas",
+          settings: "decoupled vs ddp vs diloco, M=\($q | ltrimstr("quality-m")), \($tokens) tokens, P=4, H=24, K=1; syncer tensor payload bytes in + out / tokens trained, mean over seeds; encodings shrink upstream and downstream deltas",
+          model: $model, seeds: ([$dp.n, $dc.n] | min),
           figures: ({ddp: $dp.bytes_per_token, diloco: $dl.bytes_per_token, f32: $dc.bytes_per_token} + $bpt)}),
-      (([$EN[] as $e | {key: $e, value: (run("enc-\($e)").final_loss)}] | from_entries) as $fl
-       | run("quality-m4/decoupled").final_loss as $f32
+      (([$EN[] as $e | {key: $e, value: run("enc-\($e)")}] | from_entries) as $er
+       | run("quality-m4/decoupled") as $f32
        | {claim: "2b. int4 outer gradients are lossless, 2-bit is not",
           paper: "int4 55.3 vs 55.4 (f32); 2-bit 42.6",
-          ours: ("final eval loss f32 \($f32 | fx(3))" + ([$EN[] as $e | ", \($e) \($fl[$e] | fx(3))"] | add // "")),
-          settings: "decoupled M=4, \($tokens) tokens, P=4, H=24, K=1; blockwise-scaled encodings; int2 run without the harness (its validator accepts f32..int4 only)",
-          figures: ({f32: $f32} + $fl)}),
+          ours: ("final held-out bits/byte f32 \($f32 | pm("final_bpb"; 3))" + ([$EN[] as $e | ", \($e) \($er[$e] | pm("final_bpb"; 3))"] | add // "")),
+          settings: "decoupled M=4, \($tokens) tokens, P=4, H=24, K=1; blockwise-scaled encodings with upstream error feedback (int2: the ternary code, 2.5 bits/value; q2: 2.25 bits/value)",
+          model: $model, seeds: ([$f32.n] + [$EN[] as $e | $er[$e].n] | min),
+          figures: ({f32: $f32.final_bpb} + ($er | map_values(.final_bpb)) + {ci: ({f32: $f32.ci.final_bpb} + ($er | map_values(.ci.final_bpb)))})}),
       # ---- 3. slow links ----
       ($SG[] as $g
        | [run("slow-\($g)g/ddp"), run("slow-\($g)g/decoupled"), run("slow-\($g)g-f32")] as [$dp, $dc, $d32]
-       | (run("quality-m4/ddp").eval_curve // [] | map(select(.[1] <= $slowtarget)) | .[0][3]) as $ddp_steps
+       | (run("quality-m4/ddp").eval_curve // [] | first_at_bpb($slowtarget) | if . then .[3] else null end) as $ddp_steps
        | (if ($dp.merges // 0) > 1 then $dp.merge_span_s / ($dp.merges - 1) else null end) as $ddp_spstep
-       | ($dp.eval_curve // [] | time_to($slowtarget)) as $tdp
-       | ($dc.eval_curve // [] | time_to($slowtarget)) as $tdc
-       | ($d32.eval_curve // [] | time_to($slowtarget)) as $t32
+       | ([$dp.all[] | .time_to[$slowtarget | tostring]] | mean_ci) as $tdp
+       | ([$dc.all[] | .time_to[$slowtarget | tostring]] | mean_ci) as $tdc
+       | ([$d32.all[] | .time_to[$slowtarget | tostring]] | mean_ci) as $t32
        | (if $ddp_steps == null or $ddp_spstep == null then null else $ddp_steps * $ddp_spstep end) as $est
        | ($nparams * 1e9 * ($g | tonumber) / 8 / 12e9 * $nstep / 1000 | round) as $kbs
-       | {claim: "3. Faster over slow links (\($g) Gbit/s)",
+       | def reached($t; $a): if $t.n == ($a.all | length) and $t.n > 0 then "\($t.mean | fx(1))" + (if $t.ci then " ± \($t.ci | fx(1))" else "" end) + " s" else null end;
+       {claim: "3. Faster over slow links (\($g) Gbit/s)",
           paper: "12B over 2-5 Gbit/s: > 20x faster than synchronous",
-          ours: ("time to eval loss \($slowtarget): decoupled \($tdc | fx(1)) s; ddp "
-                 + (if $tdp != null then "\($tdp | fx(1)) s: \(div($tdp; $tdc) | ratio) faster"
-                    else "not within \($slowtl) s (\($dp.merges // 0) steps, loss \($dp.final_loss | fx(3))): > \(div($slowtl; $tdc) | ratio) faster; at its capped \($ddp_spstep | fx(2)) s/step x the \($ddp_steps // "n/a") steps it needs uncapped (claim 1 run) ddp would take ~\($est | fx(0)) s: ~\(div($est; $tdc) | ratio)" end)
-                 + "; decoupled at claim 1 settings (f32, H=24): " + (if $t32 != null then "\($t32 | fx(1)) s" else "not reached (loss \($d32.final_loss | fx(3)))" end)),
-          settings: "M=4, every link capped at \($kbs) KB/s both ways = \($g) Gbit/s x \($nparams)/12e9 params x \($nstep) (12B step ~1 s vs ~10 ms here, assumed); decoupled int4 H=96 K=1, ddp f32 gradients; \($slowtl) s per run",
-          figures: {target: $slowtarget, ddp_s: $tdp, decoupled_s: $tdc, decoupled_f32_h24_s: $t32, ddp_s_per_step: $ddp_spstep, ddp_steps_uncapped: $ddp_steps, ddp_estimate_s: $est, speedup_lower_bound: (if $tdp != null then div($tdp; $tdc) else div($slowtl; $tdc) end), speedup_estimate: (if $tdp != null then div($tdp; $tdc) else div($est; $tdc) end), rate_kbs: $kbs}}),
+          ours: ("time to \($slowtarget) bits/byte: decoupled \(reached($tdc; $dc) // "not reached in every seed"); ddp "
+                 + (if reached($tdp; $dp) != null then "\(reached($tdp; $dp)): \(div($tdp.mean; $tdc.mean) | ratio) faster"
+                    else "not within \($slowtl) s in every seed (\($dp.merges // 0 | fx(0)) steps, \($dp | pm("final_bpb"; 3)) bits/byte): > \(div($slowtl; $tdc.mean) | ratio) faster; at its capped \($ddp_spstep | fx(2)) s/step x the \($ddp_steps // "n/a") steps it needs uncapped (claim 1 run) ddp would take ~\($est | fx(0)) s: ~\(div($est; $tdc.mean) | ratio)" end)
+                 + "; decoupled at claim 1 settings (f32, H=24): " + (reached($t32; $d32) // "not reached in every seed (\($d32 | pm("final_bpb"; 3)) bits/byte)")),
+          settings: "M=4, every link capped at \($kbs) KB/s both ways = \($g) Gbit/s x \($nparams)/12e9 params x \($nstep) (a 12B step ~1 s vs our measured \($stepms) ms median inner step); decoupled int4 H=96 K=1, ddp f32 gradients; \($slowtl) s per run",
+          model: $model, seeds: ([$dp.n, $dc.n, $d32.n] | min),
+          figures: {target_bpb: $slowtarget, ddp_s: $tdp.mean, decoupled_s: $tdc.mean, decoupled_f32_h24_s: $t32.mean, ddp_s_per_step: $ddp_spstep, ddp_steps_uncapped: $ddp_steps, ddp_estimate_s: $est, speedup_lower_bound: (if $tdp.mean != null then div($tdp.mean; $tdc.mean) else div($slowtl; $tdc.mean) end), speedup_estimate: (if $tdp.mean != null then div($tdp.mean; $tdc.mean) else div($est; $tdc.mean) end), rate_kbs: $kbs}}),
       # ---- 4. goodput and downtime under Poisson kills ----
       ([{name: "ddp", f: run("poisson-dp/ddp"), r: run("poisson-dp-ref/ddp")},
         {name: "ddp-elastic", f: run("poisson-dp/ddp-elastic"), r: run("poisson-dp-ref/ddp-elastic")}]
@@ -89,6 +150,7 @@ def table:
           paper: "Table 1, 1.2M chips: M=8 88%, elastic DP 58%, DP 27%",
           ours: "1.2M chips: M=8 \($c | pct), elastic DP \($b | pct), DP \($a | pct)",
           settings: "chaosloco simulate --trials \($trials): per-chip MTBF 1 year, 30 days; restart/checkpoint/re-shard/recovery fitted on the DP and elastic rows only (docs/simulate.md)",
+          model: "chaosloco simulate (no training)", seeds: $trials,
           figures: {dp: $a, elastic: $b, decoupled_m8: $c}}),
       # ---- 5. heterogeneous learners ----
       ([{name: "K=M", r: run("straggle-km")}, {name: "K=1", r: run("straggle-k1")},
@@ -96,23 +158,24 @@ def table:
        | run("straggle-ref") as $ref
        | {claim: "5. Heterogeneous learners (one x1.18 slower, 10% jitter)",
           paper: "K=1 + grace: 100% goodput, quality kept",
-          ours: ("goodput vs no straggler / final loss: "
-                 + ([$V[] | "\(.name) \(div(.r.goodput; $ref.goodput) | pct) / \(.r.final_loss | fx(3))"] | join(", "))
-                 + "; no straggler \($ref.final_loss | fx(3))"),
+          ours: ("goodput vs no straggler / final bits/byte: "
+                 + ([$V[] | "\(.name) \(div(.r.goodput; $ref.goodput) | pct) / \(.r | pm("final_bpb"; 3))"] | join(", "))
+                 + "; no straggler \($ref | pm("final_bpb"; 3))"),
           settings: "decoupled M=4, \($ssteps) steps per learner, learner 3 straggled (agent straggle fault, 500 ms period), every learner padded to 1/4 duty (slowdown 4), P=4, H=24; K=1 without grace: grace_cap_ms 0",
           figures: ([$V[] | {key: .name, value: {goodput: .r.goodput, relative: div(.r.goodput; $ref.goodput), final_loss: .r.final_loss, merges: .r.merges}}] | from_entries + {reference: {goodput: $ref.goodput, final_loss: $ref.final_loss}})}),
       # ---- 6. RDA vs plain averaging ----
       ([$RM[] as $m | {m: $m, rda: run("merge-rda-m\($m)"), mean: run("merge-mean-m\($m)")}] as $G
        | {claim: "6. RDA vs plain averaging as M grows",
           paper: "RDA keeps the merged update's norm as M grows (no figure in DESIGN.md section 9)",
-          ours: ("median merged update norm rda / mean (final loss rda / mean): "
-                 + ([$G[] | "M=\(.m) \(.rda.update_norm_median | fx(3)) / \(.mean.update_norm_median | fx(3)) (\(.rda.final_loss | fx(3)) / \(.mean.final_loss | fx(3)))"] | join(", "))),
+          ours: ("median merged update norm rda / mean (final bits/byte rda / mean): "
+                 + ([$G[] | "M=\(.m) \(.rda | pm("update_norm_median"; 3)) / \(.mean | pm("update_norm_median"; 3)) (\(.rda | pm("final_bpb"; 3)) / \(.mean | pm("final_bpb"; 3)))"] | join(", "))),
           settings: "decoupled, K=M (every merge averages M contributions), \($tokens) tokens in all, P=4, H=24, token weights",
           figures: ([$G[] | {key: "M=\(.m)", value: {rda_norm: .rda.update_norm_median, mean_norm: .mean.update_norm_median, rda_loss: .rda.final_loss, mean_loss: .mean.final_loss, rda_participants: .rda.merge_participants_mean, mean_participants: .mean.merge_participants_mean}}] | from_entries)})
     ] as $rows
   | {generated: $when, mode: (if $short == "1" then "short" else "full" end), host: $host,
      elapsed_s: $elapsed, failed_runs: ($failed | words),
-     rows: $rows,
+     model: $model, seeds: $seeds, targets_bpb: $targets,
+     rows: ($rows | map(. + {model: (.model // $model), seeds: (.seeds // $seeds)})),
      simulate: $S,
      runs: ($R | with_entries(.value |= del(.eval_curve)))};
 
@@ -121,16 +184,18 @@ def cell: tostring | gsub("\\|"; "/") | gsub("\n"; " ");
 def markdown:
   "## Claims (\(.mode) mode, \(.generated), \(.elapsed_s) s, \(.host))",
   "",
+  "Model: \(.model); \(.seeds) seed(s) per configuration; figures are means with a 95% Student-t interval (mean ± half-width) where two or more seeds ran.",
+  "",
   "| claim | paper | ours | settings |",
   "|---|---|---|---|",
   (.rows[] | "| \(.claim | cell) | \(.paper | cell) | \(.ours | cell) | \(.settings | cell) |"),
   "",
   "### Runs",
   "",
-  "| run | mode | M | final loss | bytes/token | goodput | longest merge gap s | uptime | merges | participants/merge | median update norm | kills | rejects | exit |",
+  "| run | mode | M | final bits/byte | bytes/token | goodput | longest merge gap s | uptime | merges | participants/merge | median update norm | kills | rejects | exit |",
   "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   (.runs | to_entries[] | .key as $k | .value
-   | "| \($k) | \(.mode) | \(.learners) | \(.final_loss | fx(3)) | \(.bytes_per_token | fx(0)) | \(.goodput | fx(3)) | \(.longest_gap_s | fx(2)) | \(.uptime | pct) | \(.merges) | \(.merge_participants_mean | fx(2)) | \(.update_norm_median | fx(3)) | \([.faults[]? | select(.type == "kill")] | length) | \(.rejects | to_entries | map("\(.key) \(.value)") | join(", ") | if . == "" then "-" else . end) | \(.exit // "-") |"),
+   | "| \($k) | \(.mode) | \(.learners) | \(.final_bpb | fx(3)) | \(.bytes_per_token | fx(0)) | \(.goodput | fx(3)) | \(.longest_gap_s | fx(2)) | \(.uptime | pct) | \(.merges) | \(.merge_participants_mean | fx(2)) | \(.update_norm_median | fx(3)) | \([.faults[]? | select(.type == "kill")] | length) | \(.rejects | to_entries | map("\(.key) \(.value)") | join(", ") | if . == "" then "-" else . end) | \(.exit // "-") |"),
   "",
   "### chaosloco simulate (goodput %, ours [paper])",
   "",
