@@ -1,8 +1,8 @@
 /* injector.c - the registry of fault kinds, and what is derived from it.
  *
  * Add a kind: write injectors/kinds/<kind>.c exporting `const injector
- * inj_<kind>` with its params table and traits, declare it below and list
- * it in injector_table. Nothing else names the kinds: the agent's stop
+ * inj_<kind>` with its params table and traits, and add its line to
+ * INJECTOR_KINDS below. Nothing else names the kinds: the agent's stop
  * rule and toxicity, the harness's validator, --list-faults, GET
  * /v1/fault-kinds (the dashboard's form) and docs/faults.md come from this
  * table, and tests/unit/test_injector.c fails when the JSON Schema's enum
@@ -17,16 +17,35 @@
 
 /* ---- injector: registered fault kinds ---- */
 
-extern const injector inj_kill, inj_preempt, inj_pause, inj_straggle, inj_cpu, inj_memory;
-extern const injector inj_clock, inj_disk, inj_nan;
-extern const injector inj_latency, inj_bandwidth, inj_blackhole, inj_reset_peer, inj_slicer, inj_limit_data;
-extern const injector inj_corrupt, inj_partition;
+/* One line per kind, in docs order: X(name) for `const injector inj_name`
+ * in injectors/kinds/name.c. */
+/* clang-format off */
+#define INJECTOR_KINDS(X) \
+    X(kill)          \
+    X(preempt)       \
+    X(pause)         \
+    X(straggle)      \
+    X(cpu)           \
+    X(memory)        \
+    X(latency)       \
+    X(bandwidth)     \
+    X(blackhole)     \
+    X(reset_peer)    \
+    X(slicer)        \
+    X(limit_data)    \
+    X(corrupt)       \
+    X(partition)     \
+    X(clock)         \
+    X(disk)          \
+    X(nan)           \
+    /* the list ends here: each line above ends with a backslash */
+/* clang-format on */
 
-const injector *const injector_table[] = {
-    &inj_kill,    &inj_preempt,   &inj_pause,     &inj_straggle,   &inj_cpu,    &inj_memory,
-    &inj_latency, &inj_bandwidth, &inj_blackhole, &inj_reset_peer, &inj_slicer, &inj_limit_data,
-    &inj_corrupt, &inj_partition, &inj_clock,     &inj_disk,       &inj_nan,    NULL,
-};
+#define INJ_DECLARE(name) extern const injector inj_##name;
+INJECTOR_KINDS(INJ_DECLARE)
+
+#define INJ_ENTRY(name) &inj_##name,
+const injector *const injector_table[] = {INJECTOR_KINDS(INJ_ENTRY) NULL};
 
 const injector *injector_find(const char *type)
 {
