@@ -38,6 +38,7 @@
     X(clock)         \
     X(disk)          \
     X(nan)           \
+    X(cpu_spike)     \
     /* the list ends here: each line above ends with a backslash */
 /* clang-format on */
 
