@@ -63,9 +63,9 @@ typedef enum inj_ptype {
 /* inj_param.flags */
 #define INJ_REQUIRED 0x1u /* must be given */
 #define INJ_NODEF 0x2u    /* optional without a default value: absent means what help says */
-#define INJ_CUSTOM                                                                                           \
-    0x4u /* prepare() decodes it itself (its range depends on another param);                                \
-            inj_params_decode only admits the key */
+/* prepare() decodes it itself (its range depends on another param);
+ * inj_params_decode only admits the key */
+#define INJ_CUSTOM 0x4u
 
 /* One key of a kind's params object. A kind lists them in a {NULL}-
  * terminated array; that array is what validates the params
@@ -88,9 +88,9 @@ typedef struct inj_param {
 
 /* injector.traits: what the agent and the harness must know about a kind
  * without naming it. */
-#define INJ_TRAIT_STOPS_UNIT                                                                                 \
-    0x01u                          /* stops/freezes the unit's processes while active: the registry's        \
-                                      stop rule (at most one; kill/preempt end it first) */
+/* stops/freezes the unit's processes while active: the registry's stop
+ * rule (at most one; kill/preempt end it first) */
+#define INJ_TRAIT_STOPS_UNIT 0x01u
 #define INJ_TRAIT_TERMINATES 0x02u /* ends the unit by a signal that must land on a running unit */
 #define INJ_TRAIT_TAKES_DOWN 0x04u /* takes the learner out of training while active */
 #define INJ_TRAIT_TOXICITY 0x08u   /* takes the request's top-level toxicity as params.toxicity */
