@@ -15,6 +15,7 @@
 #include "common/file.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "injectors/injector.h"
 
 int agent_main(int argc, char **argv);
 
@@ -71,6 +72,19 @@ static void usage(FILE *f)
         "Exit: 0 after a clean shutdown (SIGTERM/SIGINT: every fault reverted, unit stopped),\n"
         "1 on a runtime failure, 64 on a usage error.\n",
         AGENT_MAX_PROXIES);
+    /* from injector_table, like GET /v1/fault-kinds */
+    fprintf(f, "\nFault kinds (POST /v1/faults; their params: chaosloco validate --list-faults):\n ");
+    int col = 1;
+    for (const injector *const *k = injector_table; *k; k++) {
+        int n = (int)strlen((*k)->type) + 1;
+        if (col + n > 80) {
+            fprintf(f, "\n ");
+            col = 1;
+        }
+        fprintf(f, " %s", (*k)->type);
+        col += n;
+    }
+    fprintf(f, "\n");
 }
 
 static int usage_error(const char *fmt, const char *a, const char *b)

@@ -334,65 +334,67 @@ static void end_fault(reg *r, fault *f, const char *reason, fault_state final);
  *      once and the exit is reaped promptly. The restarted unit runs
  *      unstopped; a new pause/straggle may be requested for it.
  *
- * All of it lives here, in reg_create, keyed by type name; the injectors
- * know nothing of each other.
+ * All of it lives here, in reg_create, keyed by the kinds' traits
+ * (INJ_TRAIT_STOPS_UNIT and nonstop_method, INJ_TRAIT_TERMINATES); the
+ * injectors know nothing of each other, and the rule names no kind.
  */
 
-typedef struct stop_kind {
-    const char *type;           /* fault type that may stop the unit */
-    const char *nonstop_method; /* params.method / evidence.method under which it does not, or NULL */
-} stop_kind;
+/* The stop rule knows kinds only by their traits (injectors/injector.h):
+ * INJ_TRAIT_STOPS_UNIT with an optional nonstop_method, and
+ * INJ_TRAIT_TERMINATES. */
 
-static const stop_kind stop_kinds[] = {
-    {"pause", NULL},
-    {"straggle", NULL},
-    {"cpu", "cgroup"}, /* "duty" stops; "auto" stops only when it falls back */
-};
-
-/* Kinds whose signal must land on a running (not stopped/frozen) unit. */
-static const char *const terminating_kinds[] = {"kill", "preempt", NULL};
-
-static const stop_kind *stop_kind_of(const char *type)
+static int is_terminating(const injector *inj)
 {
-    for (size_t i = 0; i < sizeof stop_kinds / sizeof stop_kinds[0]; i++)
-        if (strcmp(stop_kinds[i].type, type) == 0)
-            return &stop_kinds[i];
-    return NULL;
-}
-
-static int is_terminating(const char *type)
-{
-    for (const char *const *k = terminating_kinds; *k; k++)
-        if (strcmp(*k, type) == 0)
-            return 1;
-    return 0;
+    return inj && (inj->traits & INJ_TRAIT_TERMINATES);
 }
 
 /* A request: 0 never stops the unit, 1 stops it, 2 stops it only if its
  * method "auto" falls back (it may be steered to nonstop_method). */
-static int request_stops(const char *type, json_t *params)
+static int request_stops(const injector *inj, json_t *params)
 {
-    const stop_kind *k = stop_kind_of(type);
-    if (!k)
+    if (!inj || !(inj->traits & INJ_TRAIT_STOPS_UNIT))
         return 0;
-    if (!k->nonstop_method)
+    if (!inj->nonstop_method)
         return 1;
     const char *m = json_string_value(json_object_get(params, "method"));
     if (!m || strcmp(m, "auto") == 0)
         return 2;
-    return strcmp(m, k->nonstop_method) == 0 ? 0 : 1;
+    return strcmp(m, inj->nonstop_method) == 0 ? 0 : 1;
 }
 
 /* An active fault stops the unit (by the method its apply used). */
 static int active_stops(const fault *f)
 {
-    const stop_kind *k = stop_kind_of(f->type);
-    if (!k)
+    if (!f->inj || !(f->inj->traits & INJ_TRAIT_STOPS_UNIT))
         return 0;
-    if (!k->nonstop_method)
+    if (!f->inj->nonstop_method)
         return 1;
     const char *m = json_string_value(json_object_get(f->evidence, "method"));
-    return !(m && strcmp(m, k->nonstop_method) == 0);
+    return !(m && strcmp(m, f->inj->nonstop_method) == 0);
+}
+
+/* "pause, straggle and cpu (but for method cgroup)": the kinds of the
+ * table that stop the unit, for messages. */
+static void stopping_kinds(char *buf, size_t len)
+{
+    const injector *k[16];
+    int n = 0;
+    for (const injector *const *p = injector_table; *p && n < 16; p++)
+        if ((*p)->traits & INJ_TRAIT_STOPS_UNIT)
+            k[n++] = *p;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && used < len; i++) {
+        int w = snprintf(buf + used, len - used, "%s%s%s%s%s",
+                         i == 0       ? ""
+                         : i == n - 1 ? " and "
+                                      : ", ",
+                         k[i]->type, k[i]->nonstop_method ? " (but for method " : "",
+                         k[i]->nonstop_method ? k[i]->nonstop_method : "", k[i]->nonstop_method ? ")" : "");
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
 }
 
 /* The active fault a new stopping fault conflicts with (rules 1 and 2), or
@@ -401,15 +403,16 @@ static const fault *stop_conflict(reg *r, int64_t now, char *msg, size_t msglen)
 {
     for (const fault *f = r->active; f; f = f->next) {
         if (active_stops(f)) {
+            char kinds[256];
+            stopping_kinds(kinds, sizeof kinds);
             snprintf(msg, msglen,
                      "conflict: fault %s (%s) is active and stops the unit's processes; only one of "
-                     "pause, straggle and a cpu duty cycle may be active at a time (DELETE /v1/faults/%s "
-                     "first, or wait for its expiry)",
-                     f->id, f->type, f->id);
+                     "%s may be active at a time (DELETE /v1/faults/%s first, or wait for its expiry)",
+                     f->id, f->type, kinds, f->id);
             return f;
         }
         json_t *g = json_object_get(f->evidence, "grace_ms");
-        if (is_terminating(f->type) && json_is_integer(g) &&
+        if (is_terminating(f->inj) && json_is_integer(g) &&
             now < f->started_mono_ms + (int64_t)json_integer_value(g)) {
             snprintf(msg, msglen,
                      "conflict: fault %s (%s) is in its grace period (SIGKILL due in %" PRId64
@@ -551,17 +554,17 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
     seed &= (uint64_t)INT64_MAX; /* it is echoed as a JSON integer */
 
     /* Params the injector sees: the request's, plus toxicity for kinds that
-     * document it (the network toxics) so one field serves both APIs. */
+     * take it (INJ_TRAIT_TOXICITY: the network toxics) so one field serves
+     * both APIs. */
     json_t *params = spec->params ? json_deep_copy(spec->params) : json_object();
     if (!params) {
         rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
         goto rejected_nolock;
     }
-    if (spec->has_toxicity && inj->params && strstr(inj->params, "toxicity") &&
-        !json_object_get(params, "toxicity"))
+    int takes_toxicity = (inj->traits & INJ_TRAIT_TOXICITY) != 0;
+    if (spec->has_toxicity && takes_toxicity && !json_object_get(params, "toxicity"))
         json_object_set_new(params, "toxicity", json_real(spec->toxicity));
-    else if (spec->has_toxicity && spec->toxicity < 1.0 &&
-             !(inj->params && strstr(inj->params, "toxicity"))) {
+    else if (spec->has_toxicity && spec->toxicity < 1.0 && !takes_toxicity) {
         json_decref(params);
         rc =
             cx_fail(err, errlen, CX_EINVAL, "toxicity: fault type '%s' does not take a toxicity", spec->type);
@@ -592,14 +595,14 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
      * prepare so that bad params are a 400 whatever else is active. */
     char steered[CX_ERRLEN] = ""; /* cpu "auto" steered away from its duty cycle: why */
     char steered_by[32] = "";     /* ... by this active fault */
-    int stops = rc == 0 ? request_stops(spec->type, params) : 0;
+    int stops = rc == 0 ? request_stops(inj, params) : 0;
     if (stops) {
         char msg[CX_ERRLEN];
         const fault *c = stop_conflict(r, cx_mono_ms(), msg, sizeof msg);
         if (c && stops == 2) {
             inj->free(ctx);
             ctx = NULL;
-            json_object_set_new(params, "method", json_string(stop_kind_of(spec->type)->nonstop_method));
+            json_object_set_new(params, "method", json_string(inj->nonstop_method));
             rc = inj->prepare(params, seed, &ctx, err, errlen);
             snprintf(steered, sizeof steered, "%s", msg);
             snprintf(steered_by, sizeof steered_by, "%s", c->id);
@@ -625,7 +628,7 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
      * signal lands on a running unit (only when there is a unit to hit:
      * otherwise apply refuses with 409 and nothing must change). */
     json_t *ended_first = NULL;
-    if (is_terminating(spec->type) && t.pid > 0) {
+    if (is_terminating(inj) && t.pid > 0) {
         for (fault *g = r->active, *nx; g; g = nx) {
             nx = g->next;
             if (!active_stops(g))

@@ -113,7 +113,8 @@ static int toxic_revert(void *ctx, inj_target *t, char *err, size_t errlen)
 const injector tp_toxic_injector = {
     .type = "toxic",
     .summary = "a Toxiproxy toxic on one proxy (Toxiproxy API)",
-    .params = "proxy, toxic (Toxiproxy toxic JSON)",
+    /* params {proxy, toxic: Toxiproxy toxic JSON}, decoded by toxic_prepare */
+    .traits = INJ_TRAIT_NETWORK,
     .prepare = toxic_prepare,
     .apply = toxic_apply,
     .revert = toxic_revert,
@@ -162,7 +163,8 @@ static int disable_revert(void *ctx, inj_target *t, char *err, size_t errlen)
 const injector tp_disable_injector = {
     .type = "proxy_disabled",
     .summary = "a proxy turned off (Toxiproxy enabled=false)",
-    .params = "proxy",
+    /* params {proxy} */
+    .traits = INJ_TRAIT_NETWORK,
     .prepare = disable_prepare,
     .apply = disable_apply,
     .revert = disable_revert,
@@ -221,7 +223,8 @@ static int upstream_revert(void *ctx, inj_target *t, char *err, size_t errlen)
 const injector tp_upstream_injector = {
     .type = "proxy_upstream",
     .summary = "a proxy's upstream redirected (Toxiproxy POST /proxies/{name} {upstream})",
-    .params = "proxy, upstream (HOST:PORT)",
+    /* params {proxy, upstream: HOST:PORT} */
+    .traits = INJ_TRAIT_NETWORK,
     .prepare = upstream_prepare,
     .apply = upstream_apply,
     .revert = upstream_revert,
@@ -295,7 +298,8 @@ static int dyn_revert(void *ctx, inj_target *t, char *err, size_t errlen)
 const injector tp_proxy_injector = {
     .type = "proxy",
     .summary = "a proxy created through the Toxiproxy API (POST /proxies, /populate)",
-    .params = "name, listen (HOST:PORT), upstream (HOST:PORT), enabled",
+    /* params {name, listen: HOST:PORT, upstream: HOST:PORT, enabled} */
+    .traits = INJ_TRAIT_NETWORK,
     .prepare = dyn_prepare,
     .apply = dyn_apply,
     .revert = dyn_revert,

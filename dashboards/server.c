@@ -61,6 +61,7 @@
 #include "common/log.h"
 #include "common/parse.h"
 #include "dashboards/assets.h"
+#include "injectors/injector.h"
 
 #define DASH_BODY_MAX (64 * 1024)        /* bytes: request bodies */
 #define DASH_RESP_MAX ((size_t)64 << 20) /* bytes: one response */
@@ -1257,6 +1258,11 @@ static void route(dash_server *s, const cx_http_req *req, cx_http_resp *resp)
     } else if (strcmp(p, "/api/state") == 0) {
         if (get) {
             h_state(s, resp);
+            return;
+        }
+    } else if (strcmp(p, "/api/fault-kinds") == 0) {
+        if (get) { /* the inject form's kinds and params: injector_table, like GET /v1/fault-kinds */
+            cx_http_reply_json(resp, 200, json_pack("{s:o}", "kinds", injector_table_json()));
             return;
         }
     } else if (strcmp(p, "/api/halt") == 0) {

@@ -10,6 +10,8 @@
  *   GET  /                         the page (embedded, see assets.h)
  *   GET  /assets/NAME              embedded assets (uPlot, app.js, ...)
  *   GET  /api/state                the whole snapshot as JSON
+ *   GET  /api/fault-kinds          {kinds: [...]}: every fault kind with its params and
+ *                                  traits (injector_table; the inject form is built from it)
  *   GET  /api/events               SSE: `snapshot` on connect, then `update`
  *                                  after each poll and `event` per new event
  *   GET  /api/logs/AGENT?tail=N    the agent's GET /v1/logs?tail=N

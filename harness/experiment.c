@@ -14,41 +14,18 @@
 
 /* ---- fault types ---- */
 
-/* DESIGN §4's kinds: the fallback while the injector registry is empty
- * (e.g. a build without the injectors yet). */
-static const char *const builtin_faults[] = {
-    "kill",    "preempt",   "pause",     "straggle",   "cpu",    "memory",
-    "latency", "bandwidth", "blackhole", "reset_peer", "slicer", "limit_data",
-    "corrupt", "partition", "clock",     "disk",       "nan",    NULL,
-};
-
 #define MAX_FAULT_TYPES 64
 static const char *table_faults[MAX_FAULT_TYPES + 1];
 
-static int registry_size(void)
-{
-    int n = 0;
-    for (const injector *const *p = injector_table; *p && n < MAX_FAULT_TYPES; p++)
-        n++;
-    return n;
-}
-
 const char *const *exp_fault_types(void)
 {
-    int n = registry_size();
-    if (n == 0)
-        return builtin_faults;
     /* Rebuilt on each call: cheap, and no lazy-init race between threads
      * writing the same values. */
-    for (int i = 0; i < n; i++)
-        table_faults[i] = injector_table[i]->type;
+    int n = 0;
+    for (const injector *const *p = injector_table; *p && n < MAX_FAULT_TYPES; p++)
+        table_faults[n++] = (*p)->type;
     table_faults[n] = NULL;
     return table_faults;
-}
-
-const char *exp_fault_source(void)
-{
-    return registry_size() ? "injector_table" : "builtin";
 }
 
 int exp_fault_known(const char *type)
@@ -73,7 +50,7 @@ static void check_fault_type(jv_diag *d, const char *path, const char *type)
             break;
         used += (size_t)w;
     }
-    jv_diag_add(d, path, "expected a fault type (%s: %s), got \"%s\"", exp_fault_source(), list, type);
+    jv_diag_add(d, path, "expected a fault type (injector_table: %s), got \"%s\"", list, type);
 }
 
 /* When the agent's injector is linked in, its prepare() validates params

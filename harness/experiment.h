@@ -9,10 +9,8 @@
  * Validation collects EVERY problem, each naming its JSON path and what was
  * expected (`$.method[1].targets.ids[0]: expected a learner id in 0..3,
  * got 7`); unknown keys are errors. Fault types are checked against the
- * agent's injector registry (injectors/injector.h injector_table) when it is
- * linked in and non-empty, whose prepare() also checks each action's params
- * exactly as the agent will; otherwise against the DESIGN §4 list
- * (exp_fault_source() says which).
+ * agent's injector registry (injectors/injector.h injector_table), whose
+ * prepare() also checks each action's params exactly as the agent will.
  *
  * The optional "ci" block is a JSON merge patch (RFC 7386) applied to the
  * document when EXP_CI is asked for: the CI variant (fewer steps, shorter
@@ -170,10 +168,9 @@ int exp_action_index(const experiment *e, const char *name);
 /* The seed of method[idx]'s fault when the file gives none. */
 uint64_t exp_action_seed(uint64_t run_seed, int idx);
 
-/* Fault types known to this build: NULL-terminated, static. */
+/* Fault types known to this build (injector_table's, in its order):
+ * NULL-terminated, static. */
 const char *const *exp_fault_types(void);
-/* "injector_table" or "builtin" (DESIGN §4 list; the registry was empty). */
-const char *exp_fault_source(void);
 int exp_fault_known(const char *type);
 /* Faults the runner performs itself, not an agent (method actions only):
  * "syncer_restart" kills the launched syncer (params.signal KILL|TERM,

@@ -37,16 +37,28 @@ static void usage(FILE *f)
             "exit: 0 all valid, 1 some file invalid, 64 usage error\n");
 }
 
+/* From injector_table: each kind's summary, params and traits. */
 static void list_faults(void)
 {
-    printf("fault types (%s):\n", exp_fault_source());
-    for (const char *const *t = exp_fault_types(); *t; t++) {
-        const injector *inj = injector_find(*t);
-        if (inj)
-            printf("  %-11s %s\n  %-11s params: %s\n", *t, inj->summary ? inj->summary : "", "",
-                   inj->params ? inj->params : "");
-        else
-            printf("  %s\n", *t);
+    printf("fault types (injector_table):\n");
+    for (const injector *const *k = injector_table; *k; k++) {
+        const injector *inj = *k;
+        printf("  %s\n    %s\n", inj->type, inj->summary ? inj->summary : "");
+        for (const inj_param *p = inj->params; p && p->name; p++) {
+            char text[512];
+            inj_param_text(p, text, sizeof text);
+            printf("    params.%s: %s; %s\n", p->name, text, p->help ? p->help : "");
+        }
+        if (!inj->params || !inj->params->name)
+            printf("    params: none\n");
+        printf("    traits:");
+        int any = 0;
+        for (unsigned bit = 1; bit; bit <<= 1)
+            if ((inj->traits & bit) && injector_trait_name(bit)) {
+                printf(" %s", injector_trait_name(bit));
+                any = 1;
+            }
+        printf("%s%s\n", any ? "" : " none", inj->sweep ? "; swept after an agent crash" : "");
     }
 }
 
@@ -187,7 +199,7 @@ int validate_main(int argc, char **argv)
     if (has_seed)
         snprintf(seedtxt, sizeof(seedtxt), "%" PRIu64, seed);
     cx_debug("validate files=%d variant=%s schedule=%d seed=%s fault_types=%s", argc - first_file, variant,
-             want_schedule, seedtxt, exp_fault_source());
+             want_schedule, seedtxt, "injector_table");
     if (first_file >= argc) {
         fprintf(stderr, "chaosloco validate: no EXPERIMENT.json given (see --help)\n");
         return 64;

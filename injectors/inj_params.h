@@ -3,7 +3,10 @@
  * [0, 600000], got -5").
  *
  * Jansson's strict unpack reports unknown keys well but type errors without
- * the key, so the process-level injectors validate through these instead.
+ * the key, so the injectors validate through these instead. A kind's
+ * prepare() decodes everything its inj_param table states with one
+ * inj_params_decode() call and keeps only its own special checks (a bound
+ * that depends on another param, a cross-field rule).
  * Every getter leaves *out at the default when the key is absent and not
  * required. Borrowed strings stay valid while params lives: copy them in
  * prepare().
@@ -14,6 +17,8 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "injectors/injector.h"
 
 /* params must be NULL (= {}) or an object whose keys are all in allowed
  * (NULL-terminated). */
@@ -29,5 +34,26 @@ int inj_param_int(json_t *params, const char *key, int required, int64_t def, in
 /* A JSON string of 1..maxlen bytes (borrowed). */
 int inj_param_string(json_t *params, const char *key, int required, const char *def, size_t maxlen,
                      const char **out, char *err, size_t errlen);
+
+/* One decoded param. */
+typedef struct inj_value {
+    int given;     /* the key was present (and not JSON null) */
+    int64_t i;     /* INJ_INT: the value, else the table's def */
+    double d;      /* INJ_NUMBER: the value, else the table's def */
+    const char *s; /* INJ_STRING/INJ_ENUM: borrowed from params, else the table's def_str */
+    int index;     /* INJ_ENUM: index of s in values (-1 when s is NULL) */
+    unsigned mask; /* INJ_LIST: bit k = values[k] listed (every bit by default) */
+} inj_value;
+
+/* Decode params against spec (a {NULL}-terminated inj_param array):
+ * refuse unknown keys (naming the allowed ones), then check every key that
+ * is not INJ_CUSTOM in table order: required, JSON type, range (max_fn on
+ * this host), enum/list membership. out[k] gets spec[k]'s value or
+ * default. 0, or CX_EINVAL + err naming the key ("params.grace_ms: ...");
+ * spec NULL = no keys allowed. */
+int inj_params_decode(json_t *params, const inj_param *spec, inj_value *out, char *err, size_t errlen);
+
+/* Number of entries of spec (0 for NULL). */
+size_t inj_params_count(const inj_param *spec);
 
 #endif

@@ -9,46 +9,11 @@
 (function () {
   'use strict';
 
-  /* Fault kinds and their params (DESIGN.md §4; the agent validates strictly
-   * and answers 400 naming a bad key). type: int|num|str|enum|list. */
-  const NET_DIR = { name: 'direction', type: 'enum', values: ['both', 'upstream', 'downstream'], help: 'upstream = learner→syncer' };
-  const FAULT_KINDS = [
-    { type: 'kill', summary: 'send a signal to the unit; optionally restart it after a delay', params: [
-      { name: 'signal', type: 'enum', values: ['KILL', 'TERM', 'INT', 'SEGV', 'ABRT', 'HUP', 'QUIT', 'USR1', 'USR2'] },
-      { name: 'restart_after_ms', type: 'int', min: 0, help: 'empty = no restart' }] },
-    { type: 'preempt', summary: 'SIGTERM, a grace period, then SIGKILL; restart after a delay', params: [
-      { name: 'grace_ms', type: 'int', min: 0 }, { name: 'restart_after_ms', type: 'int', min: 0 }] },
-    { type: 'pause', summary: 'freeze the unit (cgroup freezer, else SIGSTOP) for the duration', params: [] },
-    { type: 'straggle', summary: 'duty-cycled pause: a slow learner', params: [
-      { name: 'period_ms', type: 'int', min: 1 }, { name: 'stopped_ms', type: 'int', min: 0 },
-      { name: 'slowdown', type: 'num', min: 1, help: 'instead of period/stopped, e.g. 1.18' },
-      { name: 'jitter', type: 'num', min: 0, max: 1 }] },
-    { type: 'cpu', summary: 'CPU quota (cgroup cpu.max / cfs_quota_us, else duty cycle)', params: [
-      { name: 'cpus', type: 'num', min: 0.01 }] },
-    { type: 'memory', summary: 'memory limit (cgroup), where available', params: [
-      { name: 'limit_bytes', type: 'int', min: 4194304 }] },
-    { type: 'latency', net: true, summary: 'proxy toxic: add latency (ms) ± jitter', params: [
-      NET_DIR, { name: 'latency', type: 'int', min: 0 }, { name: 'jitter', type: 'int', min: 0 }] },
-    { type: 'bandwidth', net: true, summary: 'proxy toxic: cap the rate (KB/s)', params: [
-      NET_DIR, { name: 'rate', type: 'int', min: 1 }] },
-    { type: 'blackhole', net: true, summary: 'proxy toxic: bytes are swallowed', params: [NET_DIR] },
-    { type: 'reset_peer', net: true, summary: 'proxy toxic: reset connections (RST) after a timeout (ms)', params: [
-      NET_DIR, { name: 'timeout', type: 'int', min: 0 }] },
-    { type: 'slicer', net: true, summary: 'proxy toxic: slice data into small chunks with delays', params: [
-      NET_DIR, { name: 'average_size', type: 'int', min: 1 }, { name: 'size_variation', type: 'int', min: 0 },
-      { name: 'delay', type: 'int', min: 0, help: 'µs' }] },
-    { type: 'limit_data', net: true, summary: 'proxy toxic: close after N bytes', params: [
-      NET_DIR, { name: 'bytes', type: 'int', min: 0 }] },
-    { type: 'corrupt', net: true, summary: 'proxy toxic: flip random bits', params: [
-      NET_DIR, { name: 'probability', type: 'num', min: 0, max: 1 }] },
-    { type: 'partition', net: true, summary: 'the proxy refuses and drops the unit\'s connections', params: [] },
-    { type: 'clock', summary: 'skew the unit\'s realtime clock (libfaketime)', params: [
-      { name: 'offset_s', type: 'num' }, { name: 'rate', type: 'num', min: 0.001 }] },
-    { type: 'disk', summary: 'fail write/fsync/rename on matching paths (LD_PRELOAD shim)', params: [
-      { name: 'errno', type: 'enum', values: ['EIO', 'ENOSPC'] }, { name: 'ops', type: 'list', help: 'write,fsync,rename' },
-      { name: 'path', type: 'str', help: 'glob' }, { name: 'probability', type: 'num', min: 0, max: 1 }] },
-    { type: 'nan', summary: 'the next N contributions carry NaN', params: [{ name: 'count', type: 'int', min: 1, max: 1000 }] },
-  ];
+  /* Fault kinds and their params: GET /api/fault-kinds, which serves the
+   * agent's injector table (each kind's params with type, range, unit,
+   * default, help, and its traits), so the form never drifts from what the
+   * agent checks. Filled by loadFaultKinds(). */
+  let FAULT_KINDS = [];
 
   const TOKEN_KEY = 'chaosloco.token';
   const SERIES_MAX = 4000;
@@ -163,23 +128,43 @@
 
   /* ---- the fault form ---- */
 
+  /* A served param's form kind: int|num|str|enum|list (data-kind). */
+  function formKind(p) {
+    if (p.type === 'array') return 'list';
+    if (p.enum) return 'enum';
+    return p.type === 'integer' ? 'int' : p.type === 'number' ? 'num' : 'str';
+  }
+
+  function paramHint(p) {
+    const bits = [];
+    if (p.help) bits.push(p.help);
+    if (p.unit) bits.push(p.unit);
+    if (p.required) bits.push('required');
+    else if (p.default !== null && p.default !== undefined) bits.push(`default ${Array.isArray(p.default) ? p.default.join(',') : p.default}`);
+    return bits.join('; ');
+  }
+
   function buildParamFields() {
     const kind = FAULT_KINDS.find(k => k.type === $('ff-type').value);
     const box = $('ff-params');
     box.textContent = '';
     $('ff-summary').textContent = kind ? kind.summary : '';
-    $('ff-toxicity-row').hidden = !(kind && kind.net);
+    const toxic = !!(kind && kind.traits.includes('toxicity'));
+    $('ff-toxicity-row').hidden = !toxic;
     for (const p of (kind ? kind.params : [])) {
+      if (toxic && p.name === 'toxicity') continue; /* the toxicity row sends it */
+      const k = formKind(p);
       let input;
-      if (p.type === 'enum') {
-        input = h('select', { name: p.name, 'data-kind': p.type }, h('option', { value: '' }, '(default)'),
-                  p.values.map(v => h('option', { value: v }, v)));
+      if (k === 'enum') {
+        input = h('select', { name: p.name, 'data-kind': k }, h('option', { value: '' }, '(default)'),
+                  p.enum.map(v => h('option', { value: v }, v)));
       } else {
-        input = h('input', { name: p.name, 'data-kind': p.type, type: p.type === 'int' || p.type === 'num' ? 'number' : 'text',
-                             step: p.type === 'num' ? 'any' : p.type === 'int' ? '1' : null,
-                             min: p.min, max: p.max, placeholder: p.help || '' });
+        input = h('input', { name: p.name, 'data-kind': k, type: k === 'int' || k === 'num' ? 'number' : 'text',
+                             step: k === 'num' ? 'any' : k === 'int' ? '1' : null,
+                             min: p.min, max: p.max,
+                             placeholder: k === 'list' ? `${p.enum.join(',')} (${paramHint(p)})` : paramHint(p) });
       }
-      box.appendChild(h('label', {}, `${p.name} `, input));
+      box.appendChild(h('label', { title: paramHint(p) }, `${p.name} `, input));
     }
   }
 
@@ -207,11 +192,24 @@
     return fault;
   }
 
-  function setupForm() {
+  async function loadFaultKinds() {
+    try {
+      const r = await fetch('/api/fault-kinds', { headers: { Accept: 'application/json' } });
+      if (!r.ok) throw new Error(`HTTP ${r.status}`);
+      FAULT_KINDS = (await r.json()).kinds || [];
+    } catch (e) {
+      notice(`cannot load the fault kinds: ${e.message}`, true);
+      FAULT_KINDS = [];
+    }
     const sel = $('ff-type');
+    sel.textContent = '';
     for (const k of FAULT_KINDS) sel.appendChild(h('option', { value: k.type }, k.type));
-    sel.addEventListener('change', buildParamFields);
     buildParamFields();
+  }
+
+  function setupForm() {
+    $('ff-type').addEventListener('change', buildParamFields);
+    loadFaultKinds();
     $('fault-form').addEventListener('submit', async ev => {
       ev.preventDefault();
       let fault;

@@ -527,7 +527,7 @@ static pump_result dir_timers(dir *d, int64_t now)
         if (ti->timer != TOXIC_TIMER_NONE && ti->timer_ns <= now) {
             __atomic_fetch_add(&ti->ctr->closes, 1, __ATOMIC_RELAXED);
             ti->timer = TOXIC_TIMER_NONE;
-            return ti->spec.type == TOXIC_RESET_PEER ? PUMP_RESET : PUMP_CLOSE;
+            return ti->spec.kind->resets ? PUMP_RESET : PUMP_CLOSE;
         }
     }
     return PUMP_OK;
@@ -1248,8 +1248,8 @@ int proxy_toxic_add(proxy *p, json_t *toxic, uint64_t seed, json_t **out, char *
     }
     t->id = p->next_toxic_id++;
     p->toxics[p->ntoxics++] = t;
-    cx_info("proxy %s: toxic added name=%s type=%s stream=%s toxicity=%g", p->name, s.name,
-            toxic_type_name(s.type), toxic_stream_name(s.stream), s.toxicity);
+    cx_info("proxy %s: toxic added name=%s type=%s stream=%s toxicity=%g", p->name, s.name, s.kind->name,
+            toxic_stream_name(s.stream), s.toxicity);
     proxy_commit_locked(p);
     pthread_mutex_unlock(&p->mu);
     if (out)
@@ -1349,14 +1349,14 @@ json_t *proxy_toxic_lenient(json_t *body, const char *type, json_t *ignored)
             json_array_append_new(ignored, json_string(key));
     }
     json_t *attrs = json_object_get(body, "attributes");
-    int t = toxic_type_from_name(type ? type : json_string_value(json_object_get(body, "type")));
-    if (attrs && (t < 0 || !json_is_object(attrs))) {
+    const toxic_kind *t = toxic_kind_find(type ? type : json_string_value(json_object_get(body, "type")));
+    if (attrs && (!t || !json_is_object(attrs))) {
         json_object_set(out, "attributes", attrs); /* the strict check names what is wrong */
     } else if (attrs) {
         json_t *kept = json_object();
         json_object_foreach(attrs, key, v)
         {
-            if (toxic_attr_known((toxic_type)t, key)) {
+            if (toxic_attr_known(t, key)) {
                 json_object_set(kept, key, v);
             } else if (ignored) {
                 char path[300];

@@ -1,5 +1,7 @@
-/* toxic.c - Toxiproxy toxic specs and the stages that apply them.
- * See toxic.h for the model (stages stamp ready times, never sleep).
+/* toxic.c - Toxiproxy toxic specs and the stages that apply them: the
+ * registry of toxic kinds (one file each in toxics/), parsing, chunks and
+ * the per-link chain. See toxic.h for the model (stages stamp ready times,
+ * never sleep).
  */
 #include "injectors/proxy/toxic.h"
 
@@ -9,23 +11,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TOXIC_MS_MAX INT64_C(86400000) /* one day: cap for every ms attribute */
+/* ---- toxic: the kinds ---- */
 
-#define CTR_ADD(ti, field, v) __atomic_fetch_add(&(ti)->ctr->field, (uint64_t)(v), __ATOMIC_RELAXED)
+/* One line per kind: X(name) for `const toxic_kind toxic_name` in
+ * injectors/proxy/toxics/name.c. The order is the one error messages list. */
+/* clang-format off */
+#define TOXIC_KINDS(X) \
+    X(latency)         \
+    X(bandwidth)       \
+    X(slow_close)      \
+    X(timeout)         \
+    X(reset_peer)      \
+    X(slicer)          \
+    X(limit_data)      \
+    X(corrupt)         \
+    X(noop)            \
+    /* the list ends here: each line above ends with a backslash */
+/* clang-format on */
 
-/* ---- toxic: names ---- */
+#define TOXIC_DECLARE(name) extern const toxic_kind toxic_##name;
+TOXIC_KINDS(TOXIC_DECLARE)
 
-static const char *const toxic_type_names[TOXIC_NTYPES] = {
-    [TOXIC_NOOP] = "noop",           [TOXIC_LATENCY] = "latency",
-    [TOXIC_BANDWIDTH] = "bandwidth", [TOXIC_SLOW_CLOSE] = "slow_close",
-    [TOXIC_TIMEOUT] = "timeout",     [TOXIC_RESET_PEER] = "reset_peer",
-    [TOXIC_SLICER] = "slicer",       [TOXIC_LIMIT_DATA] = "limit_data",
-    [TOXIC_CORRUPT] = "corrupt",
-};
+#define TOXIC_ENTRY(name) &toxic_##name,
+static const toxic_kind *const toxic_kinds[] = {TOXIC_KINDS(TOXIC_ENTRY) NULL};
 
-const char *toxic_type_name(toxic_type t)
+const toxic_kind *toxic_kind_find(const char *name)
 {
-    return (unsigned)t < TOXIC_NTYPES ? toxic_type_names[t] : "?";
+    for (const toxic_kind *const *k = toxic_kinds; name && *k; k++)
+        if (strcmp((*k)->name, name) == 0)
+            return *k;
+    return NULL;
 }
 
 const char *toxic_stream_name(toxic_stream s)
@@ -33,90 +48,44 @@ const char *toxic_stream_name(toxic_stream s)
     return s == TOXIC_UPSTREAM ? "upstream" : "downstream";
 }
 
-/* ---- toxic: attribute table ---- */
+/* ---- toxic: attributes ---- */
 
-typedef struct attr_def {
-    toxic_type type;
-    const char *key; /* Toxiproxy attribute name */
-    size_t off;      /* offsetof(toxic_attrs, ...) */
-    bool is_double;  /* else int64 */
-    double min, max; /* inclusive range */
-} attr_def;
-
-#define A_I(t, k, f, lo, hi)                                                                                 \
-    {                                                                                                        \
-        t, k, offsetof(toxic_attrs, f), false, (double)(lo), (double)(hi)                                    \
-    }
-static const attr_def attr_defs[] = {
-    A_I(TOXIC_LATENCY, "latency", latency_ms, 0, TOXIC_MS_MAX),
-    A_I(TOXIC_LATENCY, "jitter", jitter_ms, 0, TOXIC_MS_MAX),
-    A_I(TOXIC_BANDWIDTH, "rate", rate_kbps, 1, INT64_C(1000000000)),
-    A_I(TOXIC_SLOW_CLOSE, "delay", close_delay_ms, 0, TOXIC_MS_MAX),
-    A_I(TOXIC_TIMEOUT, "timeout", timeout_ms, 0, TOXIC_MS_MAX),
-    A_I(TOXIC_RESET_PEER, "timeout", timeout_ms, 0, TOXIC_MS_MAX),
-    A_I(TOXIC_SLICER, "average_size", average_size, 1, 1 << 20),
-    A_I(TOXIC_SLICER, "size_variation", size_variation, 0, 1 << 20),
-    A_I(TOXIC_SLICER, "delay", slice_delay_us, 0, INT64_C(1000000000)),
-    A_I(TOXIC_LIMIT_DATA, "bytes", limit_bytes, 0, INT64_C(1) << 50),
-    {TOXIC_CORRUPT, "probability", offsetof(toxic_attrs, probability), true, 0.0, 1.0},
-};
-#define N_ATTR_DEFS (sizeof attr_defs / sizeof attr_defs[0])
-
-static const attr_def *attr_find(toxic_type t, const char *key)
+/* Index of key among k's attributes, or -1. */
+static int attr_index(const toxic_kind *k, const char *key)
 {
-    for (size_t i = 0; i < N_ATTR_DEFS; i++)
-        if (attr_defs[i].type == t && strcmp(attr_defs[i].key, key) == 0)
-            return &attr_defs[i];
-    return NULL;
-}
-
-int toxic_attr_known(toxic_type t, const char *key)
-{
-    return attr_find(t, key) != NULL;
-}
-
-int toxic_type_from_name(const char *name)
-{
-    for (int i = 0; name && i < TOXIC_NTYPES; i++)
-        if (strcmp(name, toxic_type_names[i]) == 0)
+    for (int i = 0; k && k->attrs[i].key; i++)
+        if (strcmp(k->attrs[i].key, key) == 0)
             return i;
     return -1;
 }
 
-static double attr_get(const toxic_attrs *a, const attr_def *d)
+int toxic_attr_known(const toxic_kind *k, const char *key)
 {
-    const char *base = (const char *)a + d->off;
-    if (d->is_double)
-        return *(const double *)(const void *)base;
-    return (double)*(const int64_t *)(const void *)base;
+    return attr_index(k, key) >= 0;
 }
 
-/* Range-check every attribute of the type (defaults included) and the one
- * cross-field rule. */
-static int attrs_check(toxic_type t, const toxic_attrs *a, char *err, size_t errlen)
+static int attr_range_error(const toxic_attr_def *d, double v, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < N_ATTR_DEFS; i++) {
-        const attr_def *d = &attr_defs[i];
-        if (d->type != t)
-            continue;
-        double v = attr_get(a, d);
-        if (v < d->min || v > d->max) {
-            if (d->min > 0 && v < d->min)
-                return cx_fail(err, errlen, CX_EINVAL, "toxic.attributes.%s: must be > 0 (got %g)", d->key,
-                               v);
-            return cx_fail(err, errlen, CX_EINVAL, "toxic.attributes.%s: must be in [%g, %g] (got %g)",
-                           d->key, d->min, d->max, v);
-        }
+    if (d->min > 0 && v < d->min)
+        return cx_fail(err, errlen, CX_EINVAL, "toxic.attributes.%s: must be > 0 (got %g)", d->key, v);
+    return cx_fail(err, errlen, CX_EINVAL, "toxic.attributes.%s: must be in [%g, %g] (got %g)", d->key,
+                   d->min, d->max, v);
+}
+
+/* Range-check every attribute of the kind (defaults included), then its
+ * own cross-field rule. */
+static int attrs_check(const toxic_kind *k, const toxic_attrs *a, char *err, size_t errlen)
+{
+    for (int i = 0; k->attrs[i].key; i++) {
+        const toxic_attr_def *d = &k->attrs[i];
+        if (a->v[i] < d->min || a->v[i] > d->max)
+            return attr_range_error(d, a->v[i], err, errlen);
     }
-    if (t == TOXIC_SLICER && a->size_variation >= a->average_size)
-        return cx_fail(err, errlen, CX_EINVAL,
-                       "toxic.attributes.size_variation: must be < average_size (%lld) (got %lld)",
-                       (long long)a->average_size, (long long)a->size_variation);
-    return CX_OK;
+    return k->check ? k->check(a, err, errlen) : CX_OK;
 }
 
-/* Decode attributes (object) into *a for type t; range checks come later. */
-static int attrs_decode(toxic_type t, json_t *attrs, toxic_attrs *a, char *err, size_t errlen)
+/* Decode attributes (object) into *a for kind k; range checks come later. */
+static int attrs_decode(const toxic_kind *k, json_t *attrs, toxic_attrs *a, char *err, size_t errlen)
 {
     if (!json_is_object(attrs))
         return cx_fail(err, errlen, CX_EINVAL, "toxic.attributes: must be an object");
@@ -124,30 +93,24 @@ static int attrs_decode(toxic_type t, json_t *attrs, toxic_attrs *a, char *err, 
     json_t *v;
     json_object_foreach(attrs, key, v)
     {
-        const attr_def *d = attr_find(t, key);
-        if (!d)
+        int i = attr_index(k, key);
+        if (i < 0)
             return cx_fail(err, errlen, CX_EINVAL, "toxic.attributes.%s: unknown attribute for type %s", key,
-                           toxic_type_name(t));
+                           k->name);
+        const toxic_attr_def *d = &k->attrs[i];
         if (!json_is_number(v))
             return cx_fail(err, errlen, CX_EINVAL, "toxic.attributes.%s: must be a number", key);
         double x = json_number_value(v);
         if (!isfinite(x))
             return cx_fail(err, errlen, CX_EINVAL, "toxic.attributes.%s: must be finite", key);
-        char *base = (char *)a + d->off;
-        if (d->is_double) {
-            *(double *)(void *)base = x;
-        } else {
+        if (!d->is_double) {
             if (json_is_real(v) && x != floor(x))
                 return cx_fail(err, errlen, CX_EINVAL, "toxic.attributes.%s: must be an integer (got %g)",
                                key, x);
-            if (x < d->min || x > d->max) /* check before the cast can overflow */
-                return d->min > 0 && x < d->min ? cx_fail(err, errlen, CX_EINVAL,
-                                                          "toxic.attributes.%s: must be > 0 (got %g)", key, x)
-                                                : cx_fail(err, errlen, CX_EINVAL,
-                                                          "toxic.attributes.%s: must be in [%g, %g] (got %g)",
-                                                          key, d->min, d->max, x);
-            *(int64_t *)(void *)base = json_is_integer(v) ? (int64_t)json_integer_value(v) : (int64_t)x;
+            if (x < d->min || x > d->max)
+                return attr_range_error(d, x, err, errlen);
         }
+        a->v[i] = x;
     }
     return CX_OK;
 }
@@ -213,13 +176,18 @@ int toxic_spec_parse(json_t *j, toxic_spec *out, char *err, size_t errlen)
     const char *type = json_string_value(jt);
     if (!type)
         return cx_fail(err, errlen, CX_EINVAL, "toxic.type: required string");
-    int t = toxic_type_from_name(type);
-    if (t < 0)
-        return cx_fail(err, errlen, CX_EINVAL,
-                       "toxic.type: unknown type '%s' (known: latency, bandwidth, slow_close, timeout, "
-                       "reset_peer, slicer, limit_data, corrupt, noop)",
-                       type);
-    s.type = (toxic_type)t;
+    s.kind = toxic_kind_find(type);
+    if (!s.kind) {
+        char known[256] = "";
+        size_t used = 0;
+        for (const toxic_kind *const *k = toxic_kinds; *k && used < sizeof known; k++) {
+            int n = snprintf(known + used, sizeof known - used, "%s%s", used ? ", " : "", (*k)->name);
+            if (n < 0)
+                break;
+            used += (size_t)n;
+        }
+        return cx_fail(err, errlen, CX_EINVAL, "toxic.type: unknown type '%s' (known: %s)", type, known);
+    }
 
     int rc;
     v = json_object_get(j, "stream");
@@ -229,9 +197,9 @@ int toxic_spec_parse(json_t *j, toxic_spec *out, char *err, size_t errlen)
     if (v && !json_is_null(v) && (rc = toxicity_decode(v, &s.toxicity, err, errlen)) != 0)
         return rc;
     v = json_object_get(j, "attributes");
-    if (v && !json_is_null(v) && (rc = attrs_decode(s.type, v, &s.a, err, errlen)) != 0)
+    if (v && !json_is_null(v) && (rc = attrs_decode(s.kind, v, &s.a, err, errlen)) != 0)
         return rc;
-    if ((rc = attrs_check(s.type, &s.a, err, errlen)) != 0)
+    if ((rc = attrs_check(s.kind, &s.a, err, errlen)) != 0)
         return rc;
     v = json_object_get(j, "name");
     if (v && !json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0)) {
@@ -241,7 +209,7 @@ int toxic_spec_parse(json_t *j, toxic_spec *out, char *err, size_t errlen)
             return rc;
         snprintf(s.name, sizeof s.name, "%s", json_string_value(v));
     } else { /* Toxiproxy's default name */
-        snprintf(s.name, sizeof s.name, "%s_%s", toxic_type_name(s.type), toxic_stream_name(s.stream));
+        snprintf(s.name, sizeof s.name, "%s_%s", s.kind->name, toxic_stream_name(s.stream));
     }
     *out = s;
     return CX_OK;
@@ -264,7 +232,7 @@ int toxic_spec_update(toxic_spec *cur, json_t *body, char *err, size_t errlen)
                 return cx_fail(err, errlen, CX_EINVAL, "toxic.name: cannot be changed by an update");
         } else if (strcmp(key, "type") == 0) {
             if (!json_is_string(v) ||
-                (json_string_length(v) && strcmp(json_string_value(v), toxic_type_name(s.type)) != 0))
+                (json_string_length(v) && strcmp(json_string_value(v), s.kind->name) != 0))
                 return cx_fail(err, errlen, CX_EINVAL, "toxic.type: cannot be changed by an update");
         } else if (strcmp(key, "stream") == 0) {
             toxic_stream st = s.stream;
@@ -278,13 +246,13 @@ int toxic_spec_update(toxic_spec *cur, json_t *body, char *err, size_t errlen)
             if ((rc = toxicity_decode(v, &s.toxicity, err, errlen)) != 0)
                 return rc;
         } else if (strcmp(key, "attributes") == 0) {
-            if ((rc = attrs_decode(s.type, v, &s.a, err, errlen)) != 0)
+            if ((rc = attrs_decode(s.kind, v, &s.a, err, errlen)) != 0)
                 return rc;
         } else {
             return cx_fail(err, errlen, CX_EINVAL, "toxic: unknown key '%s'", key);
         }
     }
-    if ((rc = attrs_check(s.type, &s.a, err, errlen)) != 0)
+    if ((rc = attrs_check(s.kind, &s.a, err, errlen)) != 0)
         return rc;
     *cur = s;
     return CX_OK;
@@ -293,15 +261,13 @@ int toxic_spec_update(toxic_spec *cur, json_t *body, char *err, size_t errlen)
 json_t *toxic_spec_json(const toxic_spec *s)
 {
     json_t *attrs = json_object();
-    for (size_t i = 0; attrs && i < N_ATTR_DEFS; i++) {
-        const attr_def *d = &attr_defs[i];
-        if (d->type != s->type)
-            continue;
-        double v = attr_get(&s->a, d);
+    for (int i = 0; attrs && s->kind->attrs[i].key; i++) {
+        const toxic_attr_def *d = &s->kind->attrs[i];
+        double v = s->a.v[i];
         json_object_set_new(attrs, d->key, d->is_double ? json_real(v) : json_integer((json_int_t)v));
     }
-    return json_pack("{s:s, s:s, s:s, s:f, s:o*}", "name", s->name, "type", toxic_type_name(s->type),
-                     "stream", toxic_stream_name(s->stream), "toxicity", s->toxicity, "attributes", attrs);
+    return json_pack("{s:s, s:s, s:s, s:f, s:o*}", "name", s->name, "type", s->kind->name, "stream",
+                     toxic_stream_name(s->stream), "toxicity", s->toxicity, "attributes", attrs);
 }
 
 /* ---- chunks ---- */
@@ -371,33 +337,16 @@ static uint64_t rng_next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-/* Uniform in [0, 1). */
-static double rng_unit(uint64_t *s)
+double toxic_rng_unit(toxic_inst *ti)
 {
-    return (double)(rng_next(s) >> 11) * 0x1.0p-53;
+    return (double)(rng_next(&ti->rng) >> 11) * 0x1.0p-53;
 }
 
-/* Uniform integer in [-r, r]. */
-static int64_t rng_pm(uint64_t *s, int64_t r)
+int64_t toxic_rng_pm(toxic_inst *ti, int64_t r)
 {
     if (r <= 0)
         return 0;
-    return (int64_t)(rng_next(s) % (uint64_t)(2 * r + 1)) - r;
-}
-
-/* Bits to skip before the next flip: geometric with success probability p,
- * so that flips are independent per bit whatever the chunking. */
-static uint64_t corrupt_gap(uint64_t *s, double p)
-{
-    if (p <= 0.0)
-        return UINT64_MAX / 2;
-    if (p >= 1.0)
-        return 0;
-    double u = 1.0 - rng_unit(s); /* (0, 1] */
-    double g = floor(log(u) / log1p(-p));
-    if (!(g < 1e18))
-        return UINT64_MAX / 2;
-    return (uint64_t)g;
+    return (int64_t)(rng_next(&ti->rng) % (uint64_t)(2 * r + 1)) - r;
 }
 
 /* ---- stages: per-link state ---- */
@@ -413,54 +362,54 @@ void toxic_inst_init(toxic_inst *ti, uint64_t id, const toxic_spec *s, uint64_t 
     double u = (double)(draw >> 11) * 0x1.0p-53;
     ti->applied = s->toxicity >= 1.0 || u < s->toxicity;
     if (ti->applied)
-        CTR_ADD(ti, links_applied, 1);
+        TOXIC_CTR_ADD(ti, links_applied, 1);
     else
-        CTR_ADD(ti, links_skipped, 1);
+        TOXIC_CTR_ADD(ti, links_skipped, 1);
     ti->rng = toxic_mix(seed ^ UINT64_C(0x5851f42d4c957f2d), link_id * 2 + (uint64_t)s->stream);
-    toxic_inst_update(ti, s, now_ns);
-    ti->next_flip = corrupt_gap(&ti->rng, s->a.probability);
+    if (ti->applied && s->kind->start)
+        s->kind->start(ti, NULL, now_ns);
 }
 
 void toxic_inst_update(toxic_inst *ti, const toxic_spec *s, int64_t now_ns)
 {
-    bool prob_changed = ti->spec.a.probability != s->a.probability;
+    toxic_spec old = ti->spec;
     ti->spec = *s;
-    if (!ti->applied)
-        return;
-    if (s->type == TOXIC_TIMEOUT) {
-        ti->timer = s->a.timeout_ms > 0 ? TOXIC_TIMER_CLOSE : TOXIC_TIMER_NONE;
-        ti->timer_ns = now_ns + s->a.timeout_ms * 1000000;
-    }
-    if (s->type == TOXIC_CORRUPT && prob_changed)
-        ti->next_flip = ti->bit_pos + corrupt_gap(&ti->rng, s->a.probability);
+    if (ti->applied && s->kind->start)
+        s->kind->start(ti, &old, now_ns);
 }
 
-/* ---- stages: the toxics ---- */
+/* ---- stages: helpers of the kinds ---- */
 
-static void delay_to(toxic_inst *ti, chunk *c, int64_t t)
+void toxic_pass(toxic_inst *ti, chunk *c, chunk_list *out)
+{
+    if (c->kind == CHUNK_DATA)
+        TOXIC_CTR_ADD(ti, chunks, 1);
+    chunk_list_push(out, c);
+}
+
+void toxic_drop(toxic_inst *ti, chunk *c)
+{
+    TOXIC_CTR_ADD(ti, bytes_dropped, c->len - c->off);
+    free(c);
+}
+
+void toxic_delay_to(toxic_inst *ti, chunk *c, int64_t t)
 {
     if (t > c->ready_ns) {
-        CTR_ADD(ti, delayed_ns, t - c->ready_ns);
+        TOXIC_CTR_ADD(ti, delayed_ns, t - c->ready_ns);
         c->ready_ns = t;
     }
 }
 
-/* Cut c into pieces of the given sizes (sizes sum to c->len), appended to
- * out; each piece's ready time is set by the caller through the callback
- * state. Returns false (c untouched) on allocation failure. */
-static bool split_push(chunk_list *out, chunk *c, size_t piece_max, toxic_inst *ti, int mode)
+bool toxic_split(toxic_inst *ti, chunk *c, chunk_list *out, size_t (*piece)(toxic_inst *ti),
+                 int64_t (*ready)(toxic_inst *ti, chunk *p, int64_t i, int64_t base))
 {
-    /* mode 0: bandwidth (piece_max fixed); mode 1: slicer (random sizes). */
     chunk_list tmp = {0};
     size_t off = 0;
     int64_t base = c->ready_ns;
     int64_t i = 0;
     while (off < c->len) {
-        size_t n = piece_max;
-        if (mode == 1) {
-            int64_t sz = ti->spec.a.average_size + rng_pm(&ti->rng, ti->spec.a.size_variation);
-            n = sz < 1 ? 1 : (size_t)sz;
-        }
+        size_t n = piece(ti);
         if (n > c->len - off)
             n = c->len - off;
         chunk *p = chunk_new(CHUNK_DATA, c->data + off, n, c->arrival_ns, base);
@@ -468,143 +417,37 @@ static bool split_push(chunk_list *out, chunk *c, size_t piece_max, toxic_inst *
             chunk_list_clear(&tmp);
             return false;
         }
-        if (mode == 0) {
-            int64_t start = p->ready_ns > ti->next_free_ns ? p->ready_ns : ti->next_free_ns;
-            ti->next_free_ns = start + (int64_t)n * 1000000 / ti->spec.a.rate_kbps;
-            delay_to(ti, p, ti->next_free_ns);
-        } else {
-            delay_to(ti, p, base + i * ti->spec.a.slice_delay_us * 1000);
-        }
+        toxic_delay_to(ti, p, ready(ti, p, i, base));
         chunk_list_push(&tmp, p);
         off += n;
         i++;
     }
     for (chunk *p; (p = chunk_list_pop(&tmp));) {
-        CTR_ADD(ti, chunks, 1);
+        TOXIC_CTR_ADD(ti, chunks, 1);
         chunk_list_push(out, p);
     }
     free(c);
     return true;
 }
 
-static void drop(toxic_inst *ti, chunk *c)
-{
-    CTR_ADD(ti, bytes_dropped, c->len - c->off);
-    free(c);
-}
+/* ---- stages: the chain ---- */
 
 bool toxic_inst_run(toxic_inst *ti, chunk_list *in, chunk_list *out, int64_t now_ns)
 {
     bool ok = true;
-    const toxic_attrs *a = &ti->spec.a;
     for (chunk *c; (c = chunk_list_pop(in));) {
         if (!ti->applied) {
             chunk_list_push(out, c);
             continue;
         }
         if (c->kind == CHUNK_DATA)
-            CTR_ADD(ti, bytes, c->len - c->off);
-        switch (ti->spec.type) {
-        case TOXIC_NOOP:
-            break;
-        case TOXIC_LATENCY:
-            if (c->kind == CHUNK_DATA) {
-                int64_t d_ms = a->latency_ms + rng_pm(&ti->rng, a->jitter_ms);
-                delay_to(ti, c, c->arrival_ns + (d_ms > 0 ? d_ms : 0) * 1000000);
-            }
-            break;
-        case TOXIC_BANDWIDTH:
-            if (c->kind == CHUNK_DATA) {
-                /* pieces of at most 100 ms of wire time, as Toxiproxy does */
-                int64_t piece = a->rate_kbps * 100;
-                if (!split_push(out, c, (size_t)(piece > 0 ? piece : 1), ti, 0))
-                    ok = false, chunk_list_push(out, c);
-                continue;
-            }
-            break;
-        case TOXIC_SLOW_CLOSE:
-            if (c->kind == CHUNK_EOF) {
-                delay_to(ti, c, c->ready_ns + a->close_delay_ms * 1000000);
-                CTR_ADD(ti, closes, 1);
-            }
-            break;
-        case TOXIC_TIMEOUT:
-            if (c->kind == CHUNK_DATA) {
-                drop(ti, c);
-                continue;
-            }
-            break;
-        case TOXIC_RESET_PEER:
-            /* Toxiproxy: the first input (data or EOF) arms the reset;
-             * everything from then on is swallowed. */
-            if (c->kind != CHUNK_CLOSE) {
-                if (!ti->tripped) {
-                    ti->tripped = true;
-                    ti->timer = TOXIC_TIMER_RESET;
-                    ti->timer_ns = now_ns + a->timeout_ms * 1000000;
-                }
-                drop(ti, c);
-                continue;
-            }
-            break;
-        case TOXIC_SLICER:
-            if (c->kind == CHUNK_DATA) {
-                if (!split_push(out, c, 0, ti, 1))
-                    ok = false, chunk_list_push(out, c);
-                continue;
-            }
-            break;
-        case TOXIC_LIMIT_DATA:
-            if (c->kind == CHUNK_DATA) {
-                if (ti->tripped) {
-                    drop(ti, c);
-                    continue;
-                }
-                uint64_t room = (uint64_t)a->limit_bytes - ti->passed;
-                size_t n = c->len - c->off;
-                if (n < room) {
-                    ti->passed += n;
-                    break;
-                }
-                /* reaching the limit: deliver the allowed prefix, then end the link */
-                chunk *close = chunk_new(CHUNK_CLOSE, NULL, 0, c->arrival_ns, c->ready_ns);
-                if (!close) {
-                    ok = false;
-                    break;
-                }
-                ti->tripped = true;
-                ti->passed += room;
-                CTR_ADD(ti, bytes_dropped, n - room);
-                CTR_ADD(ti, closes, 1);
-                c->len = c->off + (size_t)room;
-                if (room > 0) {
-                    CTR_ADD(ti, chunks, 1);
-                    chunk_list_push(out, c);
-                } else {
-                    free(c);
-                }
-                chunk_list_push(out, close);
-                continue;
-            }
-            break;
-        case TOXIC_CORRUPT:
-            if (c->kind == CHUNK_DATA) {
-                uint64_t nbits = (uint64_t)(c->len - c->off) * 8;
-                while (ti->next_flip < ti->bit_pos + nbits) {
-                    uint64_t b = ti->next_flip - ti->bit_pos;
-                    c->data[c->off + b / 8] ^= (unsigned char)(1u << (b % 8));
-                    CTR_ADD(ti, bits_flipped, 1);
-                    ti->next_flip += corrupt_gap(&ti->rng, a->probability) + 1;
-                }
-                ti->bit_pos += nbits;
-            }
-            break;
-        case TOXIC_NTYPES:
-            break;
+            TOXIC_CTR_ADD(ti, bytes, c->len - c->off);
+        if (ti->spec.kind->run) {
+            if (!ti->spec.kind->run(ti, c, out, now_ns))
+                ok = false;
+        } else {
+            toxic_pass(ti, c, out);
         }
-        if (c->kind == CHUNK_DATA)
-            CTR_ADD(ti, chunks, 1);
-        chunk_list_push(out, c);
     }
     return ok;
 }

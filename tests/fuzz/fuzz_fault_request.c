@@ -40,8 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (api_decode_fault(body, &spec, err, sizeof err) == 0 && (inj = injector_find(spec.type)) &&
         inj->prepare) {
         json_t *params = spec.params ? json_deep_copy(spec.params) : json_object();
-        if (spec.has_toxicity && inj->params && strstr(inj->params, "toxicity") &&
-            !json_object_get(params, "toxicity"))
+        if (spec.has_toxicity && (inj->traits & INJ_TRAIT_TOXICITY) && !json_object_get(params, "toxicity"))
             json_object_set_new(params, "toxicity", json_real(spec.toxicity));
         void *ctx = NULL;
         if (inj->prepare(params, spec.has_seed ? spec.seed : 1, &ctx, err, sizeof err) == 0 && inj->free)

@@ -13,6 +13,7 @@
 #include "common/err.h"
 #include "common/file.h"
 #include "common/http_client.h"
+#include "injectors/inj_params.h"
 
 #define TOKEN "test-token-0123456789"
 
@@ -172,6 +173,37 @@ Test(api, token_is_required_on_every_mutating_call)
     /* Read-only calls need no token. */
     cr_assert_eq(call("GET", "/v1/status", NULL, NULL, NULL), 200);
     cr_assert_eq(call("GET", "/v1/version", NULL, NULL, NULL), 200);
+}
+
+/* GET /v1/fault-kinds serves injector_table: every kind, in order, with its
+ * params (this host's ranges) and traits. */
+Test(api, fault_kinds_from_the_table)
+{
+    json_t *o = NULL;
+    cr_assert_eq(call("GET", "/v1/fault-kinds", NULL, NULL, &o), 200);
+    json_t *kinds = json_object_get(o, "kinds");
+    size_t n = 0;
+    for (const injector *const *p = injector_table; *p; p++, n++) {
+        json_t *k = json_array_get(kinds, n);
+        cr_assert_str_eq(json_string_value(json_object_get(k, "type")), (*p)->type);
+        cr_assert_eq(json_array_size(json_object_get(k, "params")), inj_params_count((*p)->params), "%s",
+                     (*p)->type);
+    }
+    cr_assert_eq(json_array_size(kinds), n);
+    /* spot checks: a range, a host-dependent bound, a trait, an enum */
+    json_t *straggle = json_array_get(kinds, 3), *cpu = json_array_get(kinds, 4);
+    json_t *period = json_array_get(json_object_get(straggle, "params"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(period, "name")), "period_ms");
+    cr_assert_eq(json_integer_value(json_object_get(period, "min")), 50);
+    cr_assert_eq(json_integer_value(json_object_get(period, "max")), 600000);
+    cr_assert_eq(json_integer_value(json_object_get(period, "default")), 1000);
+    json_t *cpus = json_array_get(json_object_get(cpu, "params"), 0);
+    cr_assert_eq(json_number_value(json_object_get(cpus, "max")), (double)sysconf(_SC_NPROCESSORS_ONLN));
+    cr_assert(json_is_true(json_object_get(cpus, "required")));
+    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(straggle, "traits"), 0)), "stops_unit");
+    json_t *method = json_array_get(json_object_get(cpu, "params"), 1);
+    cr_assert_eq(json_array_size(json_object_get(method, "enum")), 3);
+    json_decref(o);
 }
 
 Test(api, halt_refuses_until_resume)

@@ -11,6 +11,7 @@
 
 #include "common/err.h"
 #include "harness/experiment.h"
+#include "injectors/injector.h"
 
 /* ---- helpers ---- */
 
@@ -292,9 +293,14 @@ Test(experiment, unknown_fault_type)
         "{\"title\": \"t\", \"topology\": {\"learners\": 2}, \"chaos\": {\"mtbf_s\": 5, \"recovery\": "
         "{\"dist\": \"fixed\", \"mean_s\": 1}, \"faults\": [{\"type\": \"meteor\"}], \"end_s\": 10}}",
         "$.chaos.faults[0].type: expected a fault type (");
-    /* Every DESIGN §4 kind is accepted whichever list is in force. */
-    const char *src = exp_fault_source();
-    cr_assert(strcmp(src, "builtin") == 0 || strcmp(src, "injector_table") == 0);
+    /* The known kinds are exactly injector_table's, in its order. */
+    const char *const *t = exp_fault_types();
+    size_t n = 0;
+    for (const injector *const *p = injector_table; *p; p++, n++)
+        cr_assert(t[n] && strcmp(t[n], (*p)->type) == 0, "kind %zu: %s, table has %s", n,
+                  t[n] ? t[n] : "(end)", (*p)->type);
+    cr_assert_null(t[n], "exp_fault_types lists more kinds than injector_table");
+    cr_assert(n >= 17, "the table has its kinds");
     cr_assert(exp_fault_known("kill") && exp_fault_known("pause") && exp_fault_known("nan"));
     cr_assert(!exp_fault_known("meteor") && !exp_fault_known(""));
 }

@@ -17,7 +17,9 @@ Test(inj_kill, registry_lists_process_kinds_with_docs)
         cr_assert_not_null(inj, "%s not registered", *k);
         cr_assert_str_eq(inj->type, *k);
         cr_assert(inj->summary && strlen(inj->summary) > 20, "%s: summary", *k);
-        cr_assert(inj->params && strlen(inj->params) > 10, "%s: params", *k);
+        cr_assert(inj->params && inj->params[0].name, "%s: params table", *k);
+        for (const inj_param *p = inj->params; p->name; p++)
+            cr_assert(p->help && strlen(p->help) > 5, "%s: params.%s has no help", *k, p->name);
         cr_assert(inj->prepare && inj->apply && inj->revert && inj->undo_record && inj->free, "%s: ops", *k);
     }
     cr_assert_null(injector_find("no-such-kind"));

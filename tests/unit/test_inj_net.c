@@ -76,7 +76,8 @@ Test(inj_net, all_kinds_registered)
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         const injector *inj = injector_find(kinds[i]);
         cr_assert_not_null(inj, "%s", kinds[i]);
-        cr_assert(inj->summary && inj->summary[0] && inj->params && inj->params[0]);
+        cr_assert(inj->summary && inj->summary[0] && inj->params && inj->params[0].name);
+        cr_assert(inj->traits & INJ_TRAIT_NETWORK, "%s: network trait", inj->type);
     }
 }
 

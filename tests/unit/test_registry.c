@@ -110,7 +110,6 @@ static void fake_free(void *ctx)
 static const injector fake_inj = {
     .type = "fake",
     .summary = "test double",
-    .params = "fail_apply bool, marker int",
     .prepare = fake_prepare,
     .apply = fake_apply,
     .tick = fake_tick,
@@ -120,7 +119,7 @@ static const injector fake_inj = {
     .free = fake_free,
 };
 
-/* ---- fakes named like the kinds the stop rule knows ----
+/* ---- fakes with the traits of the kinds the stop rule acts on ----
  *
  * "pause", "straggle", "cpu", "kill", "preempt": nothing is signalled; each
  * call is appended to g_log ("apply:pause revert:pause ...") so a test can
@@ -203,20 +202,23 @@ static json_t *stop_undo(void *ctx)
     return NULL;
 }
 
-#define STOP_INJ(name)                                                                                       \
+/* Each fake declares the traits of the kind it is named after: the stop
+ * rule goes by traits, not names. */
+#define STOP_INJ(name, traits_, nonstop_)                                                                    \
     static const injector stop_##name = {.type = #name,                                                      \
                                          .summary = "test double",                                           \
-                                         .params = "method, grace_ms",                                       \
+                                         .traits = traits_,                                                  \
+                                         .nonstop_method = nonstop_,                                         \
                                          .prepare = prepare_##name,                                          \
                                          .apply = stop_apply,                                                \
                                          .revert = stop_revert,                                              \
                                          .undo_record = stop_undo,                                           \
                                          .free = fake_free};
-STOP_INJ(pause)
-STOP_INJ(straggle)
-STOP_INJ(cpu)
-STOP_INJ(kill)
-STOP_INJ(preempt)
+STOP_INJ(pause, INJ_TRAIT_STOPS_UNIT, NULL)
+STOP_INJ(straggle, INJ_TRAIT_STOPS_UNIT, NULL)
+STOP_INJ(cpu, INJ_TRAIT_STOPS_UNIT, "cgroup")
+STOP_INJ(kill, INJ_TRAIT_TERMINATES, NULL)
+STOP_INJ(preempt, INJ_TRAIT_TERMINATES, NULL)
 
 static const injector *fake_find(const char *type)
 {

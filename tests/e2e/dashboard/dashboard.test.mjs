@@ -7,12 +7,15 @@
 // loss chart has its points and a shaded fault window (read back from the
 // canvas pixels); clicking "pause 10 s" on a card sends the fault to that
 // agent with the bearer token (asked once by a prompt); heal sends DELETE;
-// HALT ALL (after its confirmation) calls every agent's /v1/halt; the page
+// the inject form is built from GET /api/fault-kinds (the injector table:
+// the kinds of `chaosloco validate --list-faults`, the C code's ranges) and
+// sends typed params; HALT ALL (after its confirmation) calls every agent's
+// /v1/halt; the page
 // makes no request outside the dashboard's origin. Saves a screenshot.
 //
 // env: CHAOSLOCO_BIN (the binary), E2E_OUT_DIR (where the screenshot goes),
 //      CHROMIUM (default /usr/bin/chromium). Exit 0 pass, 1 fail, 77 skip.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -254,6 +257,43 @@ try {
   await page.click('.card[data-agent="learner-1"] .faults button.heal');
   await until('the heal to reach agent 1', () => agents[1].deletes.length === 1);
   check(agents[1].deletes[0] === 'f1-1', 'heal sent DELETE for that fault');
+
+  // the inject form is built from GET /api/fault-kinds, which serves the
+  // injector table: the same kinds as `chaosloco validate --list-faults`,
+  // with the C code's ranges
+  const served = await (await fetch(origin + '/api/fault-kinds')).json();
+  const servedTypes = served.kinds.map(k => k.type);
+  const listed = execFileSync(BIN, ['validate', '--list-faults'], { encoding: 'utf8' })
+    .split('\n').filter(l => /^  [a-z_]+$/.test(l)).map(l => l.trim());
+  check(servedTypes.length >= 17 && servedTypes.join() === listed.join(),
+    `/api/fault-kinds serves the injector table (${servedTypes.length} kinds, --list-faults has ${listed.length})`);
+  const formTypes = await page.$$eval('#ff-type option', os => os.map(o => o.value));
+  check(formTypes.join() === servedTypes.join(), `the form offers exactly the served kinds (${formTypes.join(',')})`);
+  const kind = t => served.kinds.find(k => k.type === t);
+  const param = (t, n) => kind(t).params.find(p => p.name === n);
+  check(param('straggle', 'period_ms').min === 50 && param('straggle', 'period_ms').max === 600000 &&
+        param('straggle', 'jitter').max === 0.5 && param('cpu', 'period_ms').min === 20,
+        'served ranges are the C tables\' (straggle period_ms 50..600000, jitter ..0.5; cpu period_ms 20..)');
+  await page.selectOption('#ff-type', 'straggle');
+  const field = n => page.locator(`#ff-params [name="${n}"]`);
+  check(await field('period_ms').getAttribute('min') === '50' && await field('period_ms').getAttribute('max') === '600000',
+    'the straggle form field has the served range');
+  check(await page.locator('#ff-toxicity-row').isHidden(), 'no toxicity row for straggle');
+  await page.selectOption('#ff-type', 'latency');
+  check(!(await page.locator('#ff-toxicity-row').isHidden()) && await field('direction').count() === 1 &&
+        await field('toxicity').count() === 0, 'latency: toxicity row, a direction select, no duplicate toxicity field');
+  // a fault sent through the form reaches its agent with typed params
+  await page.selectOption('#ff-agent', 'learner-0');
+  await page.selectOption('#ff-type', 'straggle');
+  await field('period_ms').fill('500');
+  await field('slowdown').fill('2');
+  await page.fill('#ff-duration', '3000');
+  await page.click('#fault-form button[type="submit"]');
+  await until('the form fault to reach agent 0', () => agents[0].posts.length === 1);
+  const sent = agents[0].posts[0];
+  check(sent.type === 'straggle' && sent.duration_ms === 3000 && sent.params.period_ms === 500 &&
+        sent.params.slowdown === 2 && Object.keys(sent.params).length === 2,
+        `the form sent straggle with typed params (${JSON.stringify(sent)})`);
 
   // screenshot while the run is live (before HALT)
   await sleep(500);

@@ -27,16 +27,20 @@ typedef struct memory_ctx {
     char unit_id[65];    /* unit id */
 } memory_ctx;
 
+static const inj_param memory_params[] = {
+    {"limit_bytes", INJ_INT, INJ_REQUIRED, MEMORY_MIN_BYTES, 1LL << 50, .unit = "bytes",
+     .help = "the memory limit of the unit's cgroup"},
+    {0},
+};
+
 static int memory_prepare(json_t *params, uint64_t seed, void **ctx, char *err, size_t errlen)
 {
     (void)seed;
-    static const char *const keys[] = {"limit_bytes", NULL};
-    int64_t limit = 0;
-    int rc = inj_params_check(params, keys, err, errlen);
-    if (!rc)
-        rc = inj_param_int(params, "limit_bytes", 1, 0, MEMORY_MIN_BYTES, 1LL << 50, &limit, err, errlen);
+    inj_value v[1];
+    int rc = inj_params_decode(params, memory_params, v, err, errlen);
     if (rc)
         return rc;
+    int64_t limit = v[0].i;
     memory_ctx *m = calloc(1, sizeof *m);
     if (!m)
         return cx_fail(err, errlen, CX_ENOMEM, "memory ctx");
@@ -130,7 +134,7 @@ const injector inj_memory = {
     .type = "memory",
     .summary = "Memory limit on the unit's cgroup (v2 memory.max, v1 memory.limit_in_bytes); 501 where no "
                "memory cgroup is writable. Below current usage: v1 refuses (EBUSY), v2 may OOM-kill.",
-    .params = "limit_bytes: integer 4194304 (4 MiB)..2^50 bytes, required",
+    .params = memory_params,
     .prepare = memory_prepare,
     .apply = memory_apply,
     .tick = NULL,

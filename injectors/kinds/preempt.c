@@ -32,18 +32,23 @@ typedef struct preempt_ctx {
     int killed;               /* 1 if SIGKILL was needed */
 } preempt_ctx;
 
+enum { P_GRACE, P_RESTART };
+static const inj_param preempt_params[] = {
+    [P_GRACE] = {"grace_ms", INJ_INT, 0, 0, 600000, .def = 5000, .unit = "ms",
+                 .help = "SIGTERM to SIGKILL; 0 = SIGKILL at once"},
+    [P_RESTART] = {"restart_after_ms", INJ_INT, INJ_NODEF, 0, 86400000, .def = -1, .unit = "ms",
+                   .help = "restart the unit this long after its exit; absent = do not restart"},
+    {0},
+};
+
 static int preempt_prepare(json_t *params, uint64_t seed, void **ctx, char *err, size_t errlen)
 {
     (void)seed;
-    static const char *const keys[] = {"grace_ms", "restart_after_ms", NULL};
-    int64_t grace = 5000, restart = -1;
-    int rc = inj_params_check(params, keys, err, errlen);
-    if (!rc)
-        rc = inj_param_int(params, "grace_ms", 0, 5000, 0, 600000, &grace, err, errlen);
-    if (!rc)
-        rc = inj_param_int(params, "restart_after_ms", 0, -1, 0, 86400000, &restart, err, errlen);
+    inj_value v[2];
+    int rc = inj_params_decode(params, preempt_params, v, err, errlen);
     if (rc)
         return rc;
+    int64_t grace = v[P_GRACE].i, restart = v[P_RESTART].i;
     preempt_ctx *p = calloc(1, sizeof *p);
     if (!p)
         return cx_fail(err, errlen, CX_ENOMEM, "preempt ctx");
@@ -152,8 +157,8 @@ const injector inj_preempt = {
     .type = "preempt",
     .summary = "Preemption notice: SIGTERM to the unit's process group, then SIGKILL after grace_ms "
                "if it is still alive; restart after restart_after_ms, or never.",
-    .params = "grace_ms: integer 0..600000 ms (default 5000; 0 = SIGKILL at once); "
-              "restart_after_ms: integer 0..86400000 ms, absent = do not restart",
+    .params = preempt_params,
+    .traits = INJ_TRAIT_TERMINATES | INJ_TRAIT_TAKES_DOWN,
     .prepare = preempt_prepare,
     .apply = preempt_apply,
     .tick = preempt_tick,

@@ -17,81 +17,48 @@
 #include "injectors/inj_params.h"
 #include "injectors/injector.h"
 
-enum { DISK_OP_WRITE = 1, DISK_OP_FSYNC = 2, DISK_OP_RENAME = 4 };
-
 typedef struct disk_ctx {
     char line[1200]; /* the control line (with '\n') */
     char file[512];  /* control file written at apply */
     int applied;     /* 1 between apply and revert */
 } disk_ctx;
 
-/* ops: array of unique "write"/"fsync"/"rename" → "write,fsync" in that
- * canonical order. */
-static int disk_ops(json_t *params, char *out, size_t len, char *err, size_t errlen)
-{
-    static const char *const names[] = {"write", "fsync", "rename"};
-    unsigned mask = DISK_OP_WRITE | DISK_OP_FSYNC | DISK_OP_RENAME;
-    if (inj_param_has(params, "ops")) {
-        json_t *ops = json_object_get(params, "ops");
-        if (!json_is_array(ops) || json_array_size(ops) == 0)
-            return cx_fail(err, errlen, CX_EINVAL,
-                           "params.ops: must be a non-empty array of \"write\", "
-                           "\"fsync\", \"rename\"");
-        mask = 0;
-        size_t i;
-        json_t *v;
-        json_array_foreach(ops, i, v)
-        {
-            unsigned bit = 0;
-            for (unsigned k = 0; k < 3; k++)
-                if (json_is_string(v) && strcmp(json_string_value(v), names[k]) == 0)
-                    bit = 1u << k;
-            if (!bit)
-                return cx_fail(err, errlen, CX_EINVAL,
-                               "params.ops[%zu]: must be \"write\", \"fsync\" or \"rename\"", i);
-            if (mask & bit)
-                return cx_fail(err, errlen, CX_EINVAL, "params.ops[%zu]: \"%s\" listed twice", i,
-                               json_string_value(v));
-            mask |= bit;
-        }
-    }
-    size_t used = 0;
-    out[0] = '\0';
-    for (unsigned k = 0; k < 3; k++)
-        if (mask & (1u << k)) {
-            int n = snprintf(out + used, len - used, "%s%s", used ? "," : "", names[k]);
-            if (n > 0)
-                used += (size_t)n;
-        }
-    return 0;
-}
+/* ops: bit k of the decoded mask is disk_op_names[k]. */
+static const char *const disk_op_names[] = {"write", "fsync", "rename", NULL};
+static const char *const disk_errnos[] = {"EIO", "ENOSPC", NULL};
+enum { P_ERRNO, P_OPS, P_PATH, P_PROB };
+static const inj_param disk_params[] = {
+    [P_ERRNO] = {"errno", INJ_ENUM, 0, .max = 16, .def_str = "EIO", .values = disk_errnos,
+                 .help = "what the failed calls return"},
+    [P_OPS] = {"ops", INJ_LIST, 0, .values = disk_op_names,
+               .help = "write: write/pwrite; fsync: fsync/fdatasync; rename: rename/renameat"},
+    [P_PATH] = {"path", INJ_STRING, 0, .max = 1024, .def_str = "*",
+                .help = "fnmatch glob on the absolute path, no spaces; '*' also matches '/'"},
+    [P_PROB] = {"probability", INJ_NUMBER, 0, 0, 1, .def = 1, .help = "chance per matching call"},
+    {0},
+};
 
 static int disk_prepare(json_t *params, uint64_t seed, void **ctx, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"errno", "ops", "path", "probability", NULL};
-    const char *eno = "EIO", *path = "*";
-    double prob = 1;
-    char ops[32];
-    int rc = inj_params_check(params, keys, err, errlen);
-    if (!rc)
-        rc = inj_param_string(params, "errno", 0, "EIO", 16, &eno, err, errlen);
-    if (!rc && strcmp(eno, "EIO") != 0 && strcmp(eno, "ENOSPC") != 0)
-        rc = cx_fail(err, errlen, CX_EINVAL, "params.errno: '%s' is not EIO or ENOSPC", eno);
-    if (!rc)
-        rc = inj_param_string(params, "path", 0, "*", 1024, &path, err, errlen);
-    if (!rc)
-        for (const char *p = path; *p; p++)
-            if ((unsigned char)*p <= ' ' || *p == 0x7f) {
-                rc = cx_fail(err, errlen, CX_EINVAL,
-                             "params.path: the glob may not contain spaces or control characters");
-                break;
-            }
-    if (!rc)
-        rc = inj_param_number(params, "probability", 0, 1, 0, 1, &prob, err, errlen);
-    if (!rc)
-        rc = disk_ops(params, ops, sizeof ops, err, errlen);
+    inj_value v[4];
+    int rc = inj_params_decode(params, disk_params, v, err, errlen);
     if (rc)
         return rc;
+    const char *eno = v[P_ERRNO].s, *path = v[P_PATH].s;
+    double prob = v[P_PROB].d;
+    for (const char *p = path; *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f)
+            return cx_fail(err, errlen, CX_EINVAL,
+                           "params.path: the glob may not contain spaces or control characters");
+    /* "write,fsync" in canonical order */
+    char ops[32] = "";
+    size_t used = 0;
+    for (unsigned k = 0; disk_op_names[k]; k++)
+        if (v[P_OPS].mask & (1u << k)) {
+            int n = snprintf(ops + used, sizeof ops - used, "%s%s", used ? "," : "", disk_op_names[k]);
+            if (n > 0)
+                used += (size_t)n;
+        }
     disk_ctx *d = calloc(1, sizeof *d);
     if (!d)
         return cx_fail(err, errlen, CX_ENOMEM, "disk ctx");
@@ -160,10 +127,7 @@ const injector inj_disk = {
     .type = "disk",
     .summary = "Fail the unit's write/pwrite, fsync/fdatasync and rename/renameat on matching paths with "
                "EIO or ENOSPC (LD_PRELOAD shim; effective within 50 ms). 501 without the shim.",
-    .params =
-        "errno: \"EIO\" (default) | \"ENOSPC\"; ops: non-empty array of \"write\", \"fsync\", \"rename\" "
-        "(default all); path: fnmatch glob on the absolute path, no spaces, '*' also matches '/' "
-        "(default \"*\"); probability: number 0..1 per matching call (default 1)",
+    .params = disk_params,
     .prepare = disk_prepare,
     .apply = disk_apply,
     .tick = NULL,

@@ -39,19 +39,21 @@ typedef struct clock_ctx {
     int applied;     /* 1 between apply and revert */
 } clock_ctx;
 
+static const inj_param clock_params[] = {
+    {"offset_s", INJ_NUMBER, INJ_REQUIRED, -CLOCK_MAX_OFFSET_S, CLOCK_MAX_OFFSET_S, .unit = "s",
+     .help = "realtime offset, may be negative or fractional"},
+    {"rate", INJ_NUMBER, 0, 0.001, 1000, .def = 1, .help = "realtime speed relative to real time"},
+    {0},
+};
+
 static int clock_prepare(json_t *params, uint64_t seed, void **ctx, char *err, size_t errlen)
 {
     (void)seed;
-    static const char *const keys[] = {"offset_s", "rate", NULL};
-    double offset = 0, rate = 1;
-    int rc = inj_params_check(params, keys, err, errlen);
-    if (!rc)
-        rc = inj_param_number(params, "offset_s", 1, 0, -CLOCK_MAX_OFFSET_S, CLOCK_MAX_OFFSET_S, &offset, err,
-                              errlen);
-    if (!rc)
-        rc = inj_param_number(params, "rate", 0, 1, 0.001, 1000, &rate, err, errlen);
+    inj_value v[2];
+    int rc = inj_params_decode(params, clock_params, v, err, errlen);
     if (rc)
         return rc;
+    double offset = v[0].d, rate = v[1].d;
     clock_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return cx_fail(err, errlen, CX_ENOMEM, "clock ctx");
@@ -171,8 +173,7 @@ const injector inj_clock = {
     .type = "clock",
     .summary = "Skew the unit's realtime clock through libfaketime's timestamp file (offset and rate); "
                "CLOCK_MONOTONIC stays real. 501 when the unit does not run under libfaketime.",
-    .params = "offset_s: number -315360000..315360000 s, required (may be negative or fractional); "
-              "rate: number 0.001..1000 (default 1), realtime speed relative to real time",
+    .params = clock_params,
     .prepare = clock_prepare,
     .apply = clock_apply,
     .tick = NULL,

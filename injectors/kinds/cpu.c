@@ -35,31 +35,34 @@ typedef struct cpu_ctx {
     int duty_noop;    /* 1 if cpus >= online CPUs: the duty method stops nothing */
 } cpu_ctx;
 
+static double cpu_online(void)
+{
+    return (double)uproc_ncpus();
+}
+
+/* In cpu_method order. */
+static const char *const cpu_methods[] = {"auto", "cgroup", "duty", NULL};
+enum { P_CPUS, P_METHOD, P_PERIOD };
+static const inj_param cpu_params[] = {
+    [P_CPUS] = {"cpus", INJ_NUMBER, INJ_REQUIRED, 0.01, 1024, .max_fn = cpu_online, .max_note = "online CPUs",
+                .help = "CPUs the unit may use"},
+    [P_METHOD] = {"method", INJ_ENUM, 0, .max = 16, .def_str = "auto", .values = cpu_methods,
+                  .help = "auto: the cgroup quota, else the duty cycle; cgroup: 501 if unavailable; duty: "
+                          "SIGSTOP/SIGCONT duty cycle"},
+    [P_PERIOD] = {"period_ms", INJ_INT, 0, 20, 10000, .def = 100, .unit = "ms", .help = "duty-cycle period"},
+    {0},
+};
+
 static int cpu_prepare(json_t *params, uint64_t seed, void **ctx, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"cpus", "method", "period_ms", NULL};
-    double cpus = 0;
-    const char *m = "auto";
-    int64_t period = 100;
+    inj_value v[3];
     int ncpu = uproc_ncpus();
-    int rc = inj_params_check(params, keys, err, errlen);
-    if (!rc)
-        rc = inj_param_number(params, "cpus", 1, 0, 0.01, (double)ncpu, &cpus, err, errlen);
-    if (!rc)
-        rc = inj_param_string(params, "method", 0, "auto", 16, &m, err, errlen);
-    if (!rc)
-        rc = inj_param_int(params, "period_ms", 0, 100, 20, 10000, &period, err, errlen);
+    int rc = inj_params_decode(params, cpu_params, v, err, errlen);
     if (rc)
         return rc;
-    cpu_method want;
-    if (strcmp(m, "auto") == 0)
-        want = CPU_AUTO;
-    else if (strcmp(m, "cgroup") == 0)
-        want = CPU_CGROUP;
-    else if (strcmp(m, "duty") == 0)
-        want = CPU_DUTY;
-    else
-        return cx_fail(err, errlen, CX_EINVAL, "params.method: '%s' is not auto, cgroup or duty", m);
+    double cpus = v[P_CPUS].d;
+    int64_t period = v[P_PERIOD].i;
+    cpu_method want = (cpu_method)v[P_METHOD].index;
     cpu_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return cx_fail(err, errlen, CX_ENOMEM, "cpu ctx");
@@ -206,8 +209,9 @@ const injector inj_cpu = {
     .summary = "Cap the unit's CPU time: CFS quota cpus*100 ms per 100 ms period on its cpu cgroup "
                "(v2 cpu.max, v1 cpu.cfs_quota_us), else a SIGSTOP/SIGCONT duty cycle running "
                "min(1, cpus/online CPUs) of each period.",
-    .params = "cpus: number 0.01..(online CPUs), required; method: \"auto\" (default) | \"cgroup\" (501 if "
-              "unavailable) | \"duty\"; period_ms: integer 20..10000 ms, duty-cycle period (default 100)",
+    .params = cpu_params,
+    .traits = INJ_TRAIT_STOPS_UNIT,
+    .nonstop_method = "cgroup", /* "duty" stops; "auto" stops only when it falls back */
     .prepare = cpu_prepare,
     .apply = cpu_apply,
     .tick = cpu_tick,

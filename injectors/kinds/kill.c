@@ -25,19 +25,27 @@ typedef struct kill_ctx {
 static const char *const kill_names[] = {"KILL", "TERM", "INT",  "SEGV", "ABRT",
                                          "HUP",  "QUIT", "USR1", "USR2", NULL};
 
+enum { P_SIGNAL, P_RESTART };
+static const inj_param kill_params[] = {
+    [P_SIGNAL] = {"signal", INJ_ENUM, INJ_CUSTOM, .max = 16, .def_str = "KILL", .values = kill_names,
+                  .help = "the signal, with or without a SIG prefix"},
+    [P_RESTART] = {"restart_after_ms", INJ_INT, INJ_NODEF, 0, 86400000, .def = -1, .unit = "ms",
+                   .help = "restart the unit this long after its exit; absent = do not restart"},
+    {0},
+};
+
 static int kill_prepare(json_t *params, uint64_t seed, void **ctx, char *err, size_t errlen)
 {
     (void)seed;
-    static const char *const keys[] = {"signal", "restart_after_ms", NULL};
+    inj_value v[2];
     const char *name = "KILL";
-    int64_t restart = -1;
-    int rc = inj_params_check(params, keys, err, errlen);
+    int rc = inj_params_decode(params, kill_params, v, err, errlen);
+    /* the SIG prefix is what the table cannot say: decoded here */
     if (!rc)
         rc = inj_param_string(params, "signal", 0, "KILL", 16, &name, err, errlen);
-    if (!rc)
-        rc = inj_param_int(params, "restart_after_ms", 0, -1, 0, 86400000, &restart, err, errlen);
     if (rc)
         return rc;
+    int64_t restart = v[P_RESTART].i;
     if (strncmp(name, "SIG", 3) == 0)
         name += 3;
     int known = 0;
@@ -102,8 +110,8 @@ const injector inj_kill = {
     .type = "kill",
     .summary = "Send one signal to the unit's process group (through its pidfd); the supervisor "
                "treats the exit as injected and restarts the unit after restart_after_ms, or never.",
-    .params = "signal: KILL|TERM|INT|SEGV|ABRT|HUP|QUIT|USR1|USR2 (optional SIG prefix; default KILL); "
-              "restart_after_ms: integer 0..86400000 ms, absent = do not restart",
+    .params = kill_params,
+    .traits = INJ_TRAIT_TERMINATES | INJ_TRAIT_TAKES_DOWN,
     .prepare = kill_prepare,
     .apply = kill_apply,
     .tick = NULL,

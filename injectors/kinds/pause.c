@@ -38,25 +38,22 @@ typedef struct pause_ctx {
     char unit_id[65];   /* the unit's id (freezer method) */
 } pause_ctx;
 
+/* In pause_method order. */
+static const char *const pause_methods[] = {"auto", "freezer", "signal", NULL};
+static const inj_param pause_params[] = {
+    {"method", INJ_ENUM, 0, .max = 16, .def_str = "auto", .values = pause_methods,
+     .help = "auto: the freezer, else signals; freezer: 501 if unavailable; signal: SIGSTOP/SIGCONT"},
+    {0},
+};
+
 static int pause_prepare(json_t *params, uint64_t seed, void **ctx, char *err, size_t errlen)
 {
     (void)seed;
-    static const char *const keys[] = {"method", NULL};
-    const char *m = "auto";
-    int rc = inj_params_check(params, keys, err, errlen);
-    if (!rc)
-        rc = inj_param_string(params, "method", 0, "auto", 16, &m, err, errlen);
+    inj_value v[1];
+    int rc = inj_params_decode(params, pause_params, v, err, errlen);
     if (rc)
         return rc;
-    pause_method want;
-    if (strcmp(m, "auto") == 0)
-        want = PAUSE_AUTO;
-    else if (strcmp(m, "freezer") == 0)
-        want = PAUSE_FREEZER;
-    else if (strcmp(m, "signal") == 0)
-        want = PAUSE_SIGNAL;
-    else
-        return cx_fail(err, errlen, CX_EINVAL, "params.method: '%s' is not auto, freezer or signal", m);
+    pause_method want = (pause_method)v[0].index;
     pause_ctx *p = calloc(1, sizeof *p);
     if (!p)
         return cx_fail(err, errlen, CX_ENOMEM, "pause ctx");
@@ -219,9 +216,8 @@ const injector inj_pause = {
     .type = "pause",
     .summary = "Freeze the unit: cgroup freezer (v2 cgroup.freeze, v1 freezer.state) when writable, else "
                "SIGSTOP to its process group; revert thaws / SIGCONTs.",
-    .params =
-        "method: \"auto\" (default: freezer, else signal) | \"freezer\" (fail with 501 if unavailable) | "
-        "\"signal\" (SIGSTOP/SIGCONT)",
+    .params = pause_params,
+    .traits = INJ_TRAIT_STOPS_UNIT | INJ_TRAIT_TAKES_DOWN,
     .prepare = pause_prepare,
     .apply = pause_apply,
     .tick = NULL,

@@ -23,16 +23,19 @@ typedef struct nan_ctx {
     int applied;    /* 1 between apply and revert */
 } nan_ctx;
 
+static const inj_param nan_params[] = {
+    {"count", INJ_INT, 0, 1, 1000, .def = 1, .unit = "contributions", .help = "contributions to poison"},
+    {0},
+};
+
 static int nan_prepare(json_t *params, uint64_t seed, void **ctx, char *err, size_t errlen)
 {
     (void)seed;
-    static const char *const keys[] = {"count", NULL};
-    int64_t count = 1;
-    int rc = inj_params_check(params, keys, err, errlen);
-    if (!rc)
-        rc = inj_param_int(params, "count", 0, 1, 1, 1000, &count, err, errlen);
+    inj_value v[1];
+    int rc = inj_params_decode(params, nan_params, v, err, errlen);
     if (rc)
         return rc;
+    int64_t count = v[0].i;
     nan_ctx *n = calloc(1, sizeof *n);
     if (!n)
         return cx_fail(err, errlen, CX_ENOMEM, "nan ctx");
@@ -110,7 +113,7 @@ const injector inj_nan = {
     .type = "nan",
     .summary = "The learner's next count contributions carry a NaN (in-band hook file <hook_dir>/nan), "
                "to prove the syncer's finite check rejects them; revert removes the hook file.",
-    .params = "count: integer 1..1000 contributions (default 1)",
+    .params = nan_params,
     .prepare = nan_prepare,
     .apply = nan_apply,
     .tick = NULL,

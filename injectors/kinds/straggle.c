@@ -20,27 +20,40 @@ typedef struct straggle_ctx {
     uproc_duty duty; /* the cycle (period, stopped part, jitter, state) */
 } straggle_ctx;
 
+enum { P_PERIOD, P_STOPPED, P_SLOWDOWN, P_JITTER };
+static const inj_param straggle_params[] = {
+    [P_PERIOD] = {"period_ms", INJ_INT, 0, 50, 600000, .def = 1000, .unit = "ms", .help = "one duty cycle"},
+    [P_STOPPED] = {"stopped_ms", INJ_INT, INJ_NODEF | INJ_CUSTOM, 1, 599999, .max_note = "period_ms-1",
+                   .unit = "ms",
+                   .help = "stopped part of each cycle; give exactly one of stopped_ms and slowdown"},
+    [P_SLOWDOWN] = {"slowdown", INJ_NUMBER, INJ_NODEF | INJ_CUSTOM, 1.001, 100,
+                    .help = "the unit runs 1/slowdown of its speed (stopped fraction 1-1/slowdown); "
+                            "give exactly one of stopped_ms and slowdown"},
+    [P_JITTER] = {"jitter", INJ_NUMBER, 0, 0, 0.5, .def = 0,
+                  .help = "each cycle's stopped time scaled by U[1-jitter, 1+jitter]"},
+    {0},
+};
+
 static int straggle_prepare(json_t *params, uint64_t seed, void **ctx, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"period_ms", "stopped_ms", "slowdown", "jitter", NULL};
-    int64_t period = 1000, stopped = 0;
-    double slowdown = 0, jitter = 0;
-    int rc = inj_params_check(params, keys, err, errlen);
-    if (!rc)
-        rc = inj_param_int(params, "period_ms", 0, 1000, 50, 600000, &period, err, errlen);
-    if (!rc)
-        rc = inj_param_number(params, "jitter", 0, 0, 0, 0.5, &jitter, err, errlen);
+    inj_value v[4];
+    int64_t stopped = 0;
+    double slowdown = 0;
+    int rc = inj_params_decode(params, straggle_params, v, err, errlen);
     if (rc)
         return rc;
+    int64_t period = v[P_PERIOD].i;
+    double jitter = v[P_JITTER].d;
+    const inj_param *ps = &straggle_params[P_STOPPED], *pw = &straggle_params[P_SLOWDOWN];
     int has_stopped = inj_param_has(params, "stopped_ms");
     int has_slowdown = inj_param_has(params, "slowdown");
     if (has_stopped == has_slowdown)
         return cx_fail(err, errlen, CX_EINVAL, "params.%s: give exactly one of stopped_ms and slowdown",
                        has_stopped ? "slowdown" : "stopped_ms");
     if (has_stopped) {
-        rc = inj_param_int(params, "stopped_ms", 1, 0, 1, period - 1, &stopped, err, errlen);
+        rc = inj_param_int(params, ps->name, 1, 0, (int64_t)ps->min, period - 1, &stopped, err, errlen);
     } else {
-        rc = inj_param_number(params, "slowdown", 1, 0, 1.001, 100, &slowdown, err, errlen);
+        rc = inj_param_number(params, pw->name, 1, 0, pw->min, pw->max, &slowdown, err, errlen);
         /* only a valid slowdown is converted: 0 (the default of a rejected
          * value) gave -inf, and casting that to int64 is undefined */
         if (!rc)
@@ -125,9 +138,8 @@ const injector inj_straggle = {
     .type = "straggle",
     .summary = "Slow learner: SIGSTOP the unit's process group for stopped_ms of every period_ms "
                "(tick-driven, ~10 ms granularity), SIGCONT for the rest; revert leaves it running.",
-    .params = "period_ms: integer 50..600000 ms (default 1000); exactly one of stopped_ms: integer "
-              "1..period_ms-1 ms, or slowdown: number 1.001..100 (stopped fraction 1-1/slowdown); "
-              "jitter: number 0..0.5 (default 0), each cycle's stopped time scaled by U[1-jitter, 1+jitter]",
+    .params = straggle_params,
+    .traits = INJ_TRAIT_STOPS_UNIT,
     .prepare = straggle_prepare,
     .apply = straggle_apply,
     .tick = straggle_tick,
