@@ -59,6 +59,7 @@
 #include "common/proc.h"
 #include "dashboards/server.h"
 #include "harness/experiment.h"
+#include "harness/fault_kinds.h"
 #include "harness/horizon.h"
 #include "harness/hypothesis.h"
 #include "harness/journal.h"
@@ -708,15 +709,6 @@ static void steady_state(runner *r, double limit_s)
 
 /* ---- run: the timeline ---- */
 
-static int fault_is_down_kind(const char *type)
-{
-    static const char *const down[] = {"kill", "preempt", "pause", "partition", "blackhole", NULL};
-    for (int i = 0; down[i]; i++)
-        if (strcmp(type, down[i]) == 0)
-            return 1;
-    return 0;
-}
-
 static int unit_running(const agent_view *a)
 {
     return strcmp(a->unit_state, "running") == 0 || strcmp(a->unit_state, "paused") == 0 ||
@@ -733,7 +725,7 @@ static int busy_learners(runner *r, int except)
         int busy = !unit_running(&r->av[l]);
         for (int k = 0; k < r->sched->n && !busy; k++) {
             sched_entry *se = &r->sched->entries[k];
-            if (se->learner == l && r->fx[k].ok && !r->fx[k].healed && fault_is_down_kind(se->fault))
+            if (se->learner == l && r->fx[k].ok && !r->fx[k].healed && hx_kind_takes_unit_down(se->fault))
                 busy = 1;
         }
         n += busy;
@@ -871,7 +863,7 @@ static void fire(runner *r, int k)
         if (!unit_running(&r->av[l])) {
             snprintf(why, sizeof why, "unit %d is %s", l, r->av[l].unit_state);
             skip = why;
-        } else if (fault_is_down_kind(se->fault) && r->m - busy_learners(r, l) - 1 < r->e->chaos.min_live) {
+        } else if (hx_kind_takes_unit_down(se->fault) && r->m - busy_learners(r, l) - 1 < r->e->chaos.min_live) {
             snprintf(why, sizeof why, "would leave fewer than %d learners alive", r->e->chaos.min_live);
             skip = why;
         }
@@ -1272,28 +1264,19 @@ static json_t *summary_json(runner *r)
     hyp_history *h = build_history(r, 0);
     if (!h)
         return NULL;
-    static const char *const probes[][2] = {
-        {"goodput", "{\"hypothesis\":\"goodput\",\"min\":0}"},
-        {"bytes_per_token", "{\"hypothesis\":\"bandwidth\",\"max\":1e300}"},
-        {"longest_merge_gap_s", "{\"hypothesis\":\"no_global_downtime\",\"max_gap_s\":1e9}"},
+    /* each figure measured by the hypothesis that judges it, without a verdict */
+    static const char *const figures[][2] = {
+        {"goodput", "goodput"},
+        {"bytes_per_token", "bandwidth"},
+        {"longest_merge_gap_s", "no_global_downtime"},
     };
     json_t *o = json_object();
     json_object_set_new(o, "mode", json_string(r->e->mode));
     json_object_set_new(o, "learners", json_integer(r->m));
     json_object_set_new(o, "seed", json_integer((json_int_t)r->seed));
-    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
-        json_t *spec = json_loads(probes[i][1], 0, NULL);
-        hyp_spec *s = hyp_spec_parse(spec, "$", r->m, NULL);
-        json_decref(spec);
-        double x = NAN;
-        if (s) {
-            hyp_verdict v;
-            hyp_spec_eval(s, h, &v);
-            if (v.status != HYP_ERROR)
-                x = v.measured;
-            hyp_spec_free(s);
-        }
-        json_object_set_new(o, probes[i][0], isfinite(x) ? json_real(x) : json_null());
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
+        double x = hyp_measure(figures[i][1], h);
+        json_object_set_new(o, figures[i][0], isfinite(x) ? json_real(x) : json_null());
     }
     hyp_history_free(h);
     /* tokens the learners reported (what the figures above were measured over) */
