@@ -44,6 +44,12 @@ void hyp_note(char *buf, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
+double hyp_spec_num(const json_t *spec, const char *key)
+{
+    const json_t *v = json_object_get(spec, key);
+    return json_is_number(v) ? json_number_value(v) : 0.0;
+}
+
 /* ---- registry ---- */
 
 /* The only list of hypotheses, in docs order: one line each; the file
@@ -116,7 +122,8 @@ hyp_spec *hyp_spec_parse(const json_t *spec, const char *path, int learners, jv_
         jv_diag_add(d, p, "expected a non-empty string, got \"\"");
     }
     void *ctx = NULL;
-    kind->parse(spec, path, learners, d, &ctx);
+    if (jv_check_keys(d, path, spec, kind->keys) == 0)
+        kind->parse(spec, path, learners, d, &ctx);
     hyp_spec *s = NULL;
     if (jv_diag_count(d) == before && ctx)
         s = calloc(1, sizeof(*s));
@@ -169,4 +176,9 @@ void hyp_spec_eval(const hyp_spec *s, const hyp_history *h, hyp_verdict *v)
 {
     memset(v, 0, sizeof(*v));
     s->kind->eval(s->ctx, h, v);
+}
+
+double hyp_spec_measure(const hyp_spec *s, const hyp_history *h)
+{
+    return s->kind->measure ? s->kind->measure(s->ctx, h) : NAN;
 }

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "harness/history.h"
+#include "harness/horizon.h"
 #include "harness/jsonv.h"
 
 /* ---- verdicts ---- */
@@ -53,10 +54,15 @@ typedef struct hypothesis {
     const char *name;    /* as written in experiments: "loss_continuity" */
     const char *summary; /* one line: when it passes */
     const char *params;  /* one line: keys, units, ranges, defaults */
-    /* Parse params strictly: spec is the whole experiment entry; keys
-     * "hypothesis" and "name" are the caller's. Every problem goes to d
-     * with path (e.g. "$.verify[0]"). *ctx is NULL when any error was
-     * reported. learners: M, to range-check learner ids. */
+    /* Every key an entry may have: "hypothesis", "name", then the params
+     * (NULL-terminated). hyp_spec_parse rejects any other before parse
+     * runs; docs/experiment.schema.json lists the same (a test checks). */
+    const char *const *keys;
+    /* Parse params (the keys are checked): spec is the whole experiment
+     * entry; keys "hypothesis" and "name" are the caller's. Every problem
+     * goes to d with path (e.g. "$.verify[0]"); the spec is invalid when d
+     * grew. *ctx: the params (new, kind->free), NULL when out of memory.
+     * learners: M, to range-check learner ids. */
     void (*parse)(const json_t *spec, const char *path, int learners, jv_diag *d, void **ctx);
     /* Judge: measure, then compare with the params' threshold. */
     void (*eval)(const void *ctx, const hyp_history *h, hyp_verdict *v);
@@ -65,6 +71,10 @@ typedef struct hypothesis {
      * too when the figure needs a param that has no default. */
     double (*measure)(const void *ctx, const hyp_history *h);
     void (*free)(void *ctx);
+    /* The window the run must observe before this entry can be judged
+     * (horizon.h), from the entry as written: fill *w (label and learner
+     * -1 preset) and return 1, or 0 when it has none. NULL: never one. */
+    int (*window)(const json_t *spec, hz_window *w);
 } hypothesis;
 
 /* NULL-terminated, in docs order. */
@@ -88,5 +98,8 @@ const char *hyp_spec_label(const hyp_spec *s);
 /* The entry as written (borrowed), for journals. */
 const json_t *hyp_spec_json(const hyp_spec *s);
 void hyp_spec_eval(const hyp_spec *s, const hyp_history *h, hyp_verdict *v);
+/* The entry's figure alone (its kind's measure with its params), NAN when
+ * there is none. */
+double hyp_spec_measure(const hyp_spec *s, const hyp_history *h);
 
 #endif

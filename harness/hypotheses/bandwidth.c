@@ -16,12 +16,14 @@ typedef struct bw_figure {
     double bpt;      /* bytes/token (NAN when no token was trained) */
 } bw_figure;
 
+/* Every key an entry may have. */
+static const char *const bw_keys[] = {"hypothesis", "name", "max", NULL};
+
 static void bw_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
 {
     (void)m;
-    HYP_KEYS("max");
     bw_params *p = *ctx = calloc(1, sizeof *p);
-    if (!p || jv_check_keys(d, path, s, keys) < 0)
+    if (!p)
         return;
     jv_get_number(d, path, s, "max", 1, 1e-9, 1e12, "bytes per token", &p->max);
 }
@@ -72,10 +74,13 @@ static double bw_figure_of(const void *ctx, const hyp_history *h)
     return f.bpt;
 }
 
-const hypothesis hyp_bandwidth = {"bandwidth",
-                                  "bytes on the wire per trained token <= max",
-                                  "max (bytes/token, required)",
-                                  bw_parse,
-                                  bw_eval,
-                                  bw_figure_of,
-                                  free};
+const hypothesis hyp_bandwidth = {
+    .name = "bandwidth",
+    .summary = "bytes on the wire per trained token <= max",
+    .params = "max (bytes/token, required)",
+    .keys = bw_keys,
+    .parse = bw_parse,
+    .eval = bw_eval,
+    .measure = bw_figure_of,
+    .free = free,
+};

@@ -24,12 +24,15 @@ typedef struct da_figure {
     int worst;          /* the first learner that lost steps (or never joined), -1 none */
 } da_figure;
 
+/* Every key an entry may have. */
+static const char *const da_keys[] = {"hypothesis",           "name", "steps", "slack_steps",
+                                      "max_retrained_tokens", NULL};
+
 static void da_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
 {
     (void)m;
-    HYP_KEYS("steps", "slack_steps", "max_retrained_tokens");
     da_params *p = *ctx = calloc(1, sizeof *p);
-    if (!p || jv_check_keys(d, path, s, keys) < 0)
+    if (!p)
         return;
     jv_get_int(d, path, s, "steps", 0, 1, INT64_MAX, "inner steps per learner", &p->steps);
     jv_get_int(d, path, s, "slack_steps", 0, 0, INT64_MAX, "inner steps", &p->slack_steps);
@@ -155,12 +158,16 @@ static double da_figure_of(const void *ctx, const hyp_history *h)
 }
 
 const hypothesis hyp_data_accounting = {
-    "data_accounting",
-    "every learner trained its whole shard (no step skipped, final step >= steps - slack_steps); re-trained "
-    "tokens "
-    "are counted and reported",
-    "steps (per learner, default the run's), slack_steps (default 0), max_retrained_tokens (optional)",
-    da_parse,
-    da_eval,
-    da_figure_of,
-    free};
+    .name = "data_accounting",
+    .summary = "every learner trained its whole shard (no step skipped, final step >= steps - slack_steps); "
+               "re-trained "
+               "tokens "
+               "are counted and reported",
+    .params =
+        "steps (per learner, default the run's), slack_steps (default 0), max_retrained_tokens (optional)",
+    .keys = da_keys,
+    .parse = da_parse,
+    .eval = da_eval,
+    .measure = da_figure_of,
+    .free = free,
+};

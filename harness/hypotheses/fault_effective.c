@@ -19,12 +19,14 @@ typedef struct fe_figure {
     char why[384]; /* the first that did not ("" none) */
 } fe_figure;
 
+/* Every key an entry may have. */
+static const char *const fe_keys[] = {"hypothesis", "name", "allow_none", NULL};
+
 static void fe_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
 {
     (void)m;
-    HYP_KEYS("allow_none");
     fe_params *p = *ctx = calloc(1, sizeof *p);
-    if (!p || jv_check_keys(d, path, s, keys) < 0)
+    if (!p)
         return;
     jv_get_bool(d, path, s, "allow_none", 0, &p->allow_none);
 }
@@ -132,12 +134,15 @@ static double fe_figure_of(const void *ctx, const hyp_history *h)
 }
 
 const hypothesis hyp_fault_effective = {
-    "fault_effective",
-    "every injected fault has evidence and did not fail; nan faults are rejected by the syncer, restarted "
-    "kills "
-    "rejoin, clock skews show in heartbeats",
-    "allow_none (bool, default false: an experiment that injected nothing fails)",
-    fe_parse,
-    fe_eval,
-    fe_figure_of,
-    free};
+    .name = "fault_effective",
+    .summary = "every injected fault has evidence and did not fail; nan faults are rejected by the syncer, "
+               "restarted "
+               "kills "
+               "rejoin, clock skews show in heartbeats",
+    .params = "allow_none (bool, default false: an experiment that injected nothing fails)",
+    .keys = fe_keys,
+    .parse = fe_parse,
+    .eval = fe_eval,
+    .measure = fe_figure_of,
+    .free = free,
+};

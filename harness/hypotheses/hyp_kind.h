@@ -1,5 +1,5 @@
 /* hyp_kind.h - what a hypothesis file (harness/hypotheses/NAME.c) needs
- * besides the history: the verdict writer and the params-parsing idiom.
+ * besides the history: the verdict writer and small parsing helpers.
  * Private to harness/: hypothesis.c and the hypothesis files include it.
  *
  * A hypothesis file defines one `const hypothesis hyp_<name>` (the name its
@@ -21,7 +21,8 @@ void hyp_verdict_set(hyp_verdict *v, hyp_status st, double measured, const char 
 /* Append to a fixed note buffer (never overflows; what does not fit is cut). */
 void hyp_note(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* The keys an entry may have: "hypothesis", "name" and the kind's own. */
-#define HYP_KEYS(...) static const char *const keys[] = {"hypothesis", "name", __VA_ARGS__, NULL}
+/* A number of the entry as written, 0 when absent (windows read the raw
+ * entry: horizon_window is called on it). */
+double hyp_spec_num(const json_t *spec, const char *key);
 
 #endif

@@ -15,31 +15,33 @@ typedef struct lc_params {
     double slack_rel;    /* rel over the reference still counted as back (default 0.02) */
 } lc_params;
 
-typedef struct lc_window {
+typedef struct lc_win {
     size_t fault; /* index of the fault record */
     int64_t end;  /* ms the fault healed */
     double ref;   /* nats: the last eval loss at or before the fault's start */
     double peak;  /* nats: the highest eval loss in the window (>= ref) */
     double last;  /* nats: the window's last eval loss (NAN: none) */
-} lc_window;
+} lc_win;
 
 typedef struct lc_figure {
     size_t nev;      /* eval events in the history */
     int64_t bad_seq; /* seq of the first non-finite eval loss, -1 none */
     int64_t bad_t;   /* its t_mono_ms */
-    lc_window *win;  /* [windows] the fault windows with a reference (new) */
+    lc_win *win;     /* [windows] the fault windows with a reference (new) */
     int windows;     /* entries of win */
     int noref;       /* faults that began before the first eval (skipped) */
     double worst;    /* rel: the largest peak / ref - 1 over the windows (>= 0) */
     int oom;         /* 1 when win could not be allocated */
 } lc_figure;
 
+/* Every key an entry may have. */
+static const char *const lc_keys[] = {"hypothesis", "name", "max_jump_rel", "recover_s", "slack_rel", NULL};
+
 static void lc_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
 {
     (void)m;
-    HYP_KEYS("max_jump_rel", "recover_s", "slack_rel");
     lc_params *p = *ctx = calloc(1, sizeof *p);
-    if (!p || jv_check_keys(d, path, s, keys) < 0)
+    if (!p)
         return;
     p->slack_rel = 0.02;
     jv_get_number(d, path, s, "max_jump_rel", 1, 0.0, 1e6, "a relative jump", &p->max_jump_rel);
@@ -85,7 +87,7 @@ static void lc_measure(const lc_params *p, const hyp_history *h, lc_figure *f)
          * recover_s) is back at or below the reference. The last one, not
          * the first after the heal: a run may end before the fault heals,
          * and a loss that never rose has nothing to recover from. */
-        lc_window *w = &f->win[f->windows++];
+        lc_win *w = &f->win[f->windows++];
         w->fault = k;
         w->end = end;
         w->ref = w->peak = ref;
@@ -121,7 +123,7 @@ static void lc_judge(const lc_params *p, const lc_figure *f, const hyp_history *
         return;
     }
     for (int i = 0; i < f->windows; i++) {
-        const lc_window *w = &f->win[i];
+        const lc_win *w = &f->win[i];
         if (!isnan(w->last) && w->last <= w->ref * (1.0 + p->slack_rel))
             continue;
         const json_t *r = hx_fault(h, w->fault);
@@ -162,12 +164,25 @@ static double lc_figure_of(const void *ctx, const hyp_history *h)
     return x;
 }
 
+/* Open at the heal of any fault, closed recover_s later. */
+static int lc_window(const json_t *spec, hz_window *w)
+{
+    w->key = "recover_s";
+    w->len_ms = (int64_t)(hyp_spec_num(spec, "recover_s") * 1000.0);
+    return 1;
+}
+
 const hypothesis hyp_loss_continuity = {
-    "loss_continuity",
-    "every eval loss is finite, none rises more than max_jump_rel over the last one before a fault, and the "
-    "last one by recover_s after the heal is at or below reference x (1 + slack_rel)",
-    "max_jump_rel (rel, >= 0, required), recover_s (s, > 0, required), slack_rel (rel, >= 0, default 0.02)",
-    lc_parse,
-    lc_eval,
-    lc_figure_of,
-    free};
+    .name = "loss_continuity",
+    .summary = "every eval loss is finite, none rises more than max_jump_rel over the last one before a "
+               "fault, and the "
+               "last one by recover_s after the heal is at or below reference x (1 + slack_rel)",
+    .params = "max_jump_rel (rel, >= 0, required), recover_s (s, > 0, required), slack_rel (rel, >= 0, "
+              "default 0.02)",
+    .keys = lc_keys,
+    .parse = lc_parse,
+    .eval = lc_eval,
+    .measure = lc_figure_of,
+    .free = free,
+    .window = lc_window,
+};

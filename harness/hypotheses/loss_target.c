@@ -33,12 +33,15 @@ typedef struct lt_figure {
     int64_t last_tokens; /* by_tokens: merged tokens of the last eval considered */
 } lt_figure;
 
+/* Every key an entry may have. */
+static const char *const lt_keys[] = {"hypothesis", "name", "max",       "max_rel", "tol",
+                                      "control",    "by_s", "by_tokens", NULL};
+
 static void lt_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
 {
     (void)m;
-    HYP_KEYS("max", "max_rel", "tol", "control", "by_s", "by_tokens");
     lt_params *p = *ctx = calloc(1, sizeof *p);
-    if (!p || jv_check_keys(d, path, s, keys) < 0)
+    if (!p)
         return;
     p->tol = 0.10;
     p->has_max = jv_get_number(d, path, s, "max", 0, 0.0, 1e6, "a loss in nats", &p->max) == 1;
@@ -173,11 +176,32 @@ static double lt_figure_of(const void *ctx, const hyp_history *h)
     return f.last;
 }
 
+/* by_s from the run's start, or by_tokens merged tokens; none for the
+ * final loss. */
+static int lt_window(const json_t *spec, hz_window *w)
+{
+    if (json_object_get(spec, "by_s")) {
+        w->key = "by_s";
+        w->from_start = 1;
+        w->len_ms = (int64_t)(hyp_spec_num(spec, "by_s") * 1000.0);
+        return 1;
+    }
+    if (json_object_get(spec, "by_tokens")) {
+        w->key = "by_tokens";
+        w->tokens = (int64_t)hyp_spec_num(spec, "by_tokens");
+        return 1;
+    }
+    return 0;
+}
+
 const hypothesis hyp_loss_target = {
-    "loss_target",
-    "the final eval loss (or the lowest one within by_s) is <= max, or <= control x (1 + tol)",
-    "max (nats) | tol (rel, with control in nats or the runner's control run); by_s (s, optional)",
-    lt_parse,
-    lt_eval,
-    lt_figure_of,
-    free};
+    .name = "loss_target",
+    .summary = "the final eval loss (or the lowest one within by_s) is <= max, or <= control x (1 + tol)",
+    .params = "max (nats) | tol (rel, with control in nats or the runner's control run); by_s (s, optional)",
+    .keys = lt_keys,
+    .parse = lt_parse,
+    .eval = lt_eval,
+    .measure = lt_figure_of,
+    .free = free,
+    .window = lt_window,
+};

@@ -20,11 +20,13 @@ typedef struct ng_figure {
     int64_t worst_at; /* ms: where it began */
 } ng_figure;
 
+/* Every key an entry may have. */
+static const char *const ng_keys[] = {"hypothesis", "name", "max_gap_s", "min_live", NULL};
+
 static void ng_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
 {
-    HYP_KEYS("max_gap_s", "min_live");
     ng_params *p = *ctx = calloc(1, sizeof *p);
-    if (!p || jv_check_keys(d, path, s, keys) < 0)
+    if (!p)
         return;
     jv_get_number(d, path, s, "max_gap_s", 1, 1e-3, 1e7, "seconds", &p->max_gap_s);
     jv_get_int(d, path, s, "min_live", 0, 1, m, "a number of live learners", &p->min_live);
@@ -103,11 +105,14 @@ static double ng_figure_of(const void *ctx, const hyp_history *h)
 }
 
 const hypothesis hyp_no_global_downtime = {
-    "no_global_downtime",
-    "the longest gap between merges, not counting time with fewer than min_live learners alive, is <= "
-    "max_gap_s",
-    "max_gap_s (s, required), min_live (learners, default the quorum K)",
-    ng_parse,
-    ng_eval,
-    ng_figure_of,
-    free};
+    .name = "no_global_downtime",
+    .summary =
+        "the longest gap between merges, not counting time with fewer than min_live learners alive, is <= "
+        "max_gap_s",
+    .params = "max_gap_s (s, required), min_live (learners, default the quorum K)",
+    .keys = ng_keys,
+    .parse = ng_parse,
+    .eval = ng_eval,
+    .measure = ng_figure_of,
+    .free = free,
+};

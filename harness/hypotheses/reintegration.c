@@ -38,11 +38,14 @@ typedef struct ri_figure {
     size_t nothers;      /* learners in that median */
 } ri_figure;
 
+/* Every key an entry may have. */
+static const char *const ri_keys[] = {"hypothesis", "name", "learner",  "join_s", "merged",
+                                      "merged_s",   "tol",  "pull_all", NULL};
+
 static void ri_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
 {
-    HYP_KEYS("learner", "join_s", "merged", "merged_s", "tol", "pull_all");
     ri_params *p = *ctx = calloc(1, sizeof *p);
-    if (!p || jv_check_keys(d, path, s, keys) < 0)
+    if (!p)
         return;
     p->tol = 0.10;
     p->merged = 1;
@@ -238,16 +241,30 @@ static double ri_figure_of(const void *ctx, const hyp_history *h)
     return !f.fault ? NAN : f.restart && !f.joined ? 0.0 : (double)f.merged;
 }
 
-const hypothesis hyp_reintegration = {"reintegration",
-                                      "the learner joins with a new incarnation within join_s of the "
-                                      "fault healing, pulls every fragment at the "
-                                      "current version before contributing, has >= merged "
-                                      "contributions merged within merged_s, and its train loss "
-                                      "is within tol of the others' median",
-                                      "learner (id, required), join_s (s, required), merged (count, "
-                                      "default 1), merged_s (s, required), tol (rel, "
-                                      "default 0.10), pull_all (bool, default true)",
-                                      ri_parse,
-                                      ri_eval,
-                                      ri_figure_of,
-                                      free};
+/* Join within join_s of the heal on its learner, merges within merged_s
+ * of the join. */
+static int ri_window(const json_t *spec, hz_window *w)
+{
+    w->key = "merged_s";
+    w->learner = (int)json_integer_value(json_object_get(spec, "learner"));
+    w->len_ms = (int64_t)((hyp_spec_num(spec, "join_s") + hyp_spec_num(spec, "merged_s")) * 1000.0);
+    return 1;
+}
+
+const hypothesis hyp_reintegration = {
+    .name = "reintegration",
+    .summary = "the learner joins with a new incarnation within join_s of the "
+               "fault healing, pulls every fragment at the "
+               "current version before contributing, has >= merged "
+               "contributions merged within merged_s, and its train loss "
+               "is within tol of the others' median",
+    .params = "learner (id, required), join_s (s, required), merged (count, "
+              "default 1), merged_s (s, required), tol (rel, "
+              "default 0.10), pull_all (bool, default true)",
+    .keys = ri_keys,
+    .parse = ri_parse,
+    .eval = ri_eval,
+    .measure = ri_figure_of,
+    .free = free,
+    .window = ri_window,
+};
