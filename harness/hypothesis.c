@@ -64,7 +64,8 @@ double hyp_spec_num(const json_t *spec, const char *key)
     X(bandwidth)            \
     X(versions_monotonic)   \
     X(data_accounting)      \
-    X(fault_effective)
+    X(fault_effective)      \
+    X(rejoin_time)
 // clang-format on
 
 #define HYP_DECLARE(name) extern const hypothesis hyp_##name;

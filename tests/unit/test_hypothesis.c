@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "harness/horizon.h"
 #include "harness/hypothesis.h"
 
 /* ---- a synthetic run ----
@@ -183,14 +184,14 @@ static hyp_verdict judge(const hyp_history *h, const char *spec_json)
 
 Test(hypothesis, registry_has_every_design_hypothesis)
 {
-    const char *names[] = {"loss_continuity",    "loss_target",     "reintegration",
-                           "no_global_downtime", "goodput",         "bandwidth",
-                           "versions_monotonic", "data_accounting", "fault_effective"};
+    const char *names[] = {"loss_continuity", "loss_target", "reintegration",      "no_global_downtime",
+                           "goodput",         "bandwidth",   "versions_monotonic", "data_accounting",
+                           "fault_effective", "rejoin_time"};
     int n = 0;
     for (const hypothesis *const *p = hyp_table; *p; p++)
         n++;
-    cr_assert_eq(n, 9);
-    for (size_t i = 0; i < 9; i++) {
+    cr_assert_eq(n, 10);
+    for (size_t i = 0; i < 10; i++) {
         const hypothesis *k = hyp_find(names[i]);
         cr_assert_not_null(k, "%s", names[i]);
         cr_assert(strlen(k->summary) > 10 && strlen(k->params) > 3);
@@ -600,6 +601,43 @@ Test(hypothesis, fault_effective)
     hyp_history_free(h);
 }
 
+Test(hypothesis, rejoin_time)
+{
+    opts o = {0};
+    hyp_history *h = build(&o);
+    /* Healed at 15 s, rejoined at 15.5 s, first merged contribution at 16 s. */
+    hyp_verdict v = judge(h, "{\"hypothesis\": \"rejoin_time\", \"max_s\": 2}");
+    PASS(v);
+    cr_assert_float_eq(v.measured, 1.0, 1e-9);
+    cr_assert_float_eq(v.threshold, 2.0, 1e-9);
+    cr_assert(strstr(v.explanation, "learner 2 after the kill fault healed at t=15.0 s of the run") != NULL,
+              "%s", v.explanation);
+    v = judge(h, "{\"hypothesis\": \"rejoin_time\", \"max_s\": 0.5}");
+    FAIL(v);
+    cr_assert_float_eq(v.measured, 1.0, 1e-9);
+    /* No kill on learner 1: cannot be judged. */
+    v = judge(h, "{\"hypothesis\": \"rejoin_time\", \"max_s\": 2, \"learner\": 1}");
+    cr_assert_eq(v.status, HYP_ERROR);
+    hyp_history_free(h);
+
+    o.no_rejoin = 1;
+    h = build(&o);
+    v = judge(h, "{\"hypothesis\": \"rejoin_time\", \"max_s\": 60}");
+    FAIL(v);
+    cr_assert(strstr(v.explanation, "1 of 1 restarted learners never had a contribution merged") != NULL,
+              "%s", v.explanation);
+    hyp_history_free(h);
+
+    /* Its window: max_s after the last heal (of its learner when named). */
+    json_t *spec = json_loads("{\"hypothesis\": \"rejoin_time\", \"max_s\": 2.5, \"learner\": 2}", 0, NULL);
+    hz_window w;
+    cr_assert_eq(horizon_window(spec, "rj", &w), 1);
+    cr_assert_eq(w.len_ms, 2500);
+    cr_assert_eq(w.learner, 2);
+    cr_assert_str_eq(w.key, "max_s");
+    json_decref(spec);
+}
+
 /* measure() is the figure eval() reports: for every kind, on a history
  * where it passes and one where it fails. Every registered kind must be
  * listed here. */
@@ -617,6 +655,7 @@ Test(hypothesis, measure_is_the_judged_figure)
         "{\"hypothesis\": \"versions_monotonic\"}",
         "{\"hypothesis\": \"data_accounting\", \"steps\": 3000}",
         "{\"hypothesis\": \"fault_effective\"}",
+        "{\"hypothesis\": \"rejoin_time\", \"max_s\": 2}",
     };
     const size_t n = sizeof specs / sizeof specs[0];
     opts hist[] = {{0}, {.spike = 1, .gap_from = 12000, .gap_to = 18000, .no_rejoin = 1, .restart_at0 = 1}};
