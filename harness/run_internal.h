@@ -150,59 +150,94 @@ void run_assert_state(const runner *r);
 #define run_assert_state(r) ((void)0)
 #endif
 
+/* The first stop condition / signal / halt: r->abort and r->why (a later
+ * one, or one after an error, is ignored). */
 void run_set_abort(runner *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The first harness or injection error: r->error and r->why (exit 3). */
 void run_set_error(runner *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A harness event into events.jsonl and the dashboard (steals obj). */
 void run_emit(runner *r, json_t *obj);
+/* A {"kind": "run", "event": what, "detail"?} event. */
 void run_emit_run(runner *r, const char *what, const char *detail);
-double run_now_s_since(int64_t mono);
-void run_nap(int64_t ms);
-const char *run_jstr(const json_t *o, const char *key);
-void run_join_path(char *out, size_t len, const char *dir, const char *name);
-int run_http_ok(int status);
+double run_now_s_since(int64_t mono);                   /* s from mono ms to now */
+void run_nap(int64_t ms);                               /* sleep up to ms, waking early on a signal */
+const char *run_jstr(const json_t *o, const char *key); /* a string member, "" when none */
+void run_join_path(char *out, size_t len, const char *dir, const char *name); /* out = dir/name */
+int run_http_ok(int status);                                                  /* 1 for 2xx */
+/* The error text of a JSON error answer, or the transport error, into out. */
 void run_answer_error(const json_t *ans, int status, const char *transport, char *out, size_t len);
+/* What horizon.h decides on, from what the runner saw; heal holds r->m. */
 void run_hz_fill(runner *r, int64_t *heal, hz_progress *p);
 
 /* ---- run_poll.c ---- */
 
+/* Lease every agent synchronously (a refusal: run_set_error, < 0), then
+ * start the renewal thread (r->lease_running). */
 int run_take_leases(runner *r);
+/* Stop the renewal thread and release every lease (ttl 0); no-op when none. */
 void run_release_leases(runner *r);
+/* The syncer's new events (since r->last_seq) into r->sev; eval-loss stop
+ * conditions. Skipped while the harness holds the syncer down. */
 void run_poll_events(runner *r);
-void run_poll_syncer_status(runner *r);
+void run_poll_syncer_status(runner *r); /* r->status, r->merges */
+/* Every agent's fault list (kept when an agent does not answer). */
 void run_fetch_faults(runner *r);
+/* The history the hypotheses judge, as of now (new; NULL when out of
+ * memory); with_faults: fetch the agents' fault records first. */
 hyp_history *run_build_history(runner *r, int with_faults);
-void run_check_training_over(runner *r);
+void run_check_training_over(runner *r); /* sets r->training_over */
+/* One tick's polling (events, status when due, agents when due) and, in
+ * STEADY/METHOD, the stop conditions and signals. */
 void run_poll_all(runner *r);
+/* The progress line (TTY) or log (every 10 s), and the dashboard's. */
 void run_progress(runner *r, const char *phase, double left_s);
-void run_progress_end(runner *r);
+void run_progress_end(runner *r); /* clear the TTY progress line before a log line */
 
 /* ---- run_actions.c ---- */
 
+/* An action event (journal.h jr_action_event) into r->acts and events.jsonl. */
 void run_action_event(runner *r, const char *phase, const sched_entry *se, int learner, const char *fid,
                       const char *error);
+/* Restart the syncer the harness killed once its down time has passed. */
 void run_maybe_restart_syncer(runner *r);
+/* Fire every entry that is due (METHOD only), check heals, restart the syncer. */
 void run_play_timeline(runner *r);
-int run_pending_entries(runner *r);
-int run_active_faults(runner *r);
+int run_pending_entries(runner *r); /* entries not fired, or fired and not healed (until_end: not fired) */
+int run_active_faults(runner *r);   /* entries sent and not healed */
+/* REVERT: delete every active fault, run the rollbacks, halt the agents
+ * when aborted, warn of what is still active, release the leases. */
 void run_revert(runner *r);
 
 /* ---- run_output.c ---- */
 
-void run_dash_pending(runner *r);
+void run_dash_pending(runner *r); /* every hypothesis "pending" on the dashboard */
+/* Judge the steady state (re-evaluated every second until all pass or the
+ * deadline); r->steady_ok; journal and dashboard entries. */
 void run_steady_state(runner *r, double limit_s);
+/* Judge the verify list on the final history (a window the run did not see
+ * close: an error); journal and dashboard entries. */
 void run_verify(runner *r);
+/* summary.json's figures (new; NULL when out of memory). */
 json_t *run_summary_json(runner *r);
+/* events.jsonl: every training event and final fault record; faults.json. */
 void run_append_collected(runner *r);
-void run_journal_endpoints(runner *r);
-void run_print_verdicts(runner *r, const run_result *res);
+void run_journal_endpoints(runner *r);                     /* the journal's syncer and agent URLs */
+void run_print_verdicts(runner *r, const run_result *res); /* the verdicts on stdout */
 void run_write_outputs(runner *r, run_result *res);
 
 /* ---- run_setup.c ---- */
 
+/* r->run_dir: --out, else out/SLUG-STAMP; refuses one that holds a run. */
 int run_make_run_dir(runner *r, char *err, size_t errlen);
+/* The syncer's config (new), checked with the trainer's rules; sets
+ * r->steps_target and r->batch. NULL with err when invalid. */
 json_t *run_syncer_config(runner *r, char *err, size_t errlen);
+/* The experiment (its errors printed with their paths), the seed, the
+ * timeline, the slug. < 0 with err when invalid. */
 int run_load(runner *r, char *err, size_t errlen);
-void run_dry_run(runner *r);
+void run_dry_run(runner *r); /* print the timeline */
+/* Launch (or attach to) the syncer and agents; the HTTP clients. */
 int run_start_topology(runner *r, char *err, size_t errlen);
-void run_start_dashboard(runner *r);
+void run_start_dashboard(runner *r); /* the embedded dashboard, when asked for (a failure only warns) */
 
 #endif
