@@ -1,26 +1,15 @@
 /* fault_kinds.c - fault kinds by their effect on the unit (see
- * fault_kinds.h). At the merge with the injector traits table each body
- * becomes injector_has_trait(kind, ...). */
+ * fault_kinds.h): the injector table's traits (injectors/injector.h). */
 #include "harness/fault_kinds.h"
 
-#include <string.h>
-
-static int in_list(const char *kind, const char *const *list)
-{
-    for (int i = 0; kind && list[i]; i++)
-        if (strcmp(kind, list[i]) == 0)
-            return 1;
-    return 0;
-}
+#include "injectors/injector.h"
 
 int hx_kind_takes_unit_down(const char *kind)
 {
-    static const char *const down[] = {"kill", "preempt", "pause", "partition", "blackhole", NULL};
-    return in_list(kind, down);
+    return kind && injector_has_trait(kind, INJ_TRAIT_TAKES_DOWN);
 }
 
 int hx_kind_restarts_unit(const char *kind)
 {
-    static const char *const restart[] = {"kill", "preempt", NULL};
-    return in_list(kind, restart);
+    return kind && injector_has_trait(kind, INJ_TRAIT_TERMINATES);
 }

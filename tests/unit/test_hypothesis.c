@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "harness/fault_kinds.h"
 #include "harness/horizon.h"
 #include "harness/hypothesis.h"
 
@@ -761,6 +762,21 @@ Test(hypothesis, docs_describe_every_hypothesis)
         snprintf(head, sizeof head, "\n### %s\n", (*p)->name);
         cr_assert(strstr(text, head) != NULL, "docs/experiments.md has no \"### %s\" section", (*p)->name);
     }
+}
+
+/* The effects the history and the live floor ask of a kind come from the
+ * injector table's traits. */
+Test(hypothesis, fault_kinds_by_effect)
+{
+    const char *down[] = {"kill", "preempt", "pause", "partition", "blackhole"};
+    for (size_t i = 0; i < 5; i++)
+        cr_assert(hx_kind_takes_unit_down(down[i]), "%s", down[i]);
+    cr_assert(hx_kind_restarts_unit("kill") && hx_kind_restarts_unit("preempt"));
+    const char *up[] = {"latency", "straggle", "nan", "clock", "corrupt", "syncer_restart", "vibes"};
+    for (size_t i = 0; i < 7; i++)
+        cr_assert(!hx_kind_takes_unit_down(up[i]) && !hx_kind_restarts_unit(up[i]), "%s", up[i]);
+    cr_assert(!hx_kind_restarts_unit("pause") && !hx_kind_restarts_unit("partition"));
+    cr_assert(!hx_kind_takes_unit_down(NULL) && !hx_kind_restarts_unit(NULL));
 }
 
 Test(hypothesis, history_rejects_malformed_input)
