@@ -4,39 +4,15 @@
 #include <stdio.h>
 #include <string.h>
 
-static double num(const json_t *spec, const char *key)
-{
-    const json_t *v = json_object_get(spec, key);
-    return json_is_number(v) ? json_number_value(v) : 0.0;
-}
+#include "harness/hypothesis.h"
 
 int horizon_window(const json_t *spec, const char *label, hz_window *w)
 {
-    const char *kind = json_string_value(json_object_get(spec, "hypothesis"));
+    const hypothesis *k = hyp_find(json_string_value(json_object_get(spec, "hypothesis")));
     memset(w, 0, sizeof *w);
     w->label = label;
     w->learner = -1;
-    if (!kind)
-        return 0;
-    if (strcmp(kind, "loss_continuity") == 0) {
-        w->key = "recover_s";
-        w->len_ms = (int64_t)(num(spec, "recover_s") * 1000.0);
-    } else if (strcmp(kind, "reintegration") == 0) {
-        /* join within join_s of the heal, merges within merged_s of the join */
-        w->key = "merged_s";
-        w->learner = (int)json_integer_value(json_object_get(spec, "learner"));
-        w->len_ms = (int64_t)((num(spec, "join_s") + num(spec, "merged_s")) * 1000.0);
-    } else if (strcmp(kind, "loss_target") == 0 && json_object_get(spec, "by_s")) {
-        w->key = "by_s";
-        w->from_start = 1;
-        w->len_ms = (int64_t)(num(spec, "by_s") * 1000.0);
-    } else if (strcmp(kind, "loss_target") == 0 && json_object_get(spec, "by_tokens")) {
-        w->key = "by_tokens";
-        w->tokens = (int64_t)num(spec, "by_tokens");
-    } else {
-        return 0;
-    }
-    return 1;
+    return k && k->window ? k->window(spec, w) : 0;
 }
 
 int64_t horizon_close_ms(const hz_window *w, const hz_progress *p)

@@ -4,10 +4,11 @@
  * budget and the runner ends the run (POST /v1/end on the syncer) once
  *   - every timeline entry (method action, chaos draw) fired and healed
  *     (an until_end action only fired: it lasts until the run ends),
- *   - every verify hypothesis's window has closed (loss_continuity's
- *     recover_s and reintegration's join_s + merged_s after the heal of the
- *     fault on its learner, loss_target's by_s after the start, and its
- *     by_tokens once an eval has seen that many merged tokens), and
+ *   - every verify hypothesis's window has closed (each hypothesis's table
+ *     entry says, hypothesis.h window(): loss_continuity's recover_s and
+ *     reintegration's join_s + merged_s after the heal of the fault on its
+ *     learner, loss_target's by_s after the start, and its by_tokens once
+ *     an eval has seen that many merged tokens), and
  *   - the learners trained at least min_tokens in total and the syncer
  *     merged at least min_merges times (outer steps: a run whose links are
  *     capped in bytes/s must not end before its merges happened, however

@@ -1,23 +1,22 @@
-/* hypothesis.h - the built-in hypotheses of an experiment and the event
- * history they are judged on.
+/* hypothesis.h - the built-in hypotheses of an experiment: the registry,
+ * parsed specs and verdicts.
  *
- * A hypothesis is a const table entry (name, params parser, evaluator)
- * registered in hyp_table (DESIGN §5's table: loss_continuity, loss_target,
- * reintegration, no_global_downtime, goodput, bandwidth, versions_monotonic,
- * data_accounting, fault_effective). It is pure: it never talks to a
- * process. The runner (part 2) feeds a hyp_history with what it collected,
+ * A hypothesis is one file under harness/hypotheses/ that defines one const
+ * table entry (name, summary, params, parse, measure, eval, free); the
+ * registry hyp_table (hypothesis.c) is the only list of them. Each file has
+ * its own params struct and parser, and splits the work in two: *measure*
+ * computes the figure from the history (no threshold), *judge* compares it
+ * with the threshold and writes the explanation; eval is judge(measure).
+ * A hypothesis is pure: it never talks to a process. The runner feeds a
+ * hyp_history (history.h) with what it collected and asks each spec for a
+ * verdict, or a kind for its figure alone (summary.json).
  *
- *   syncer events   (GET /v1/events, contracts.md: seq, t_mono_ms, type, ...)
- *   fault records   (each agent's GET /v1/faults, tagged with its learner id)
- *   action events   (the harness's own events.jsonl lines, journal.h)
- *   counters        (figures only the runner knows: wire bytes, control loss)
+ * Adding one: its file, one line in hypothesis.c's HYP_KINDS, its cases in
+ * tests/unit/test_hypothesis.c, its section in docs/experiments.md and its
+ * params in docs/experiment.schema.json (test_hypothesis checks the schema
+ * against the table).
  *
- * and asks each spec for a verdict. Every time is CLOCK_MONOTONIC ms; on one
- * host every process shares that clock (attach mode across hosts would need
- * an offset; not handled here).
- *
- * Ownership: hyp_history keeps its own references to what it is fed; a
- * hyp_spec owns its parsed params; verdicts are plain values.
+ * Ownership: a hyp_spec owns its parsed params; verdicts are plain values.
  */
 #ifndef HARNESS_HYPOTHESIS_H
 #define HARNESS_HYPOTHESIS_H
@@ -26,37 +25,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "harness/history.h"
+#include "harness/horizon.h"
 #include "harness/jsonv.h"
-
-/* ---- history ---- */
-
-typedef struct hyp_history hyp_history;
-
-/* Counters a runner may set (hyp_history_set_counter). */
-#define HYP_C_BYTES_IN "bytes_in"         /* syncer /v1/status bytes.in at the end */
-#define HYP_C_BYTES_OUT "bytes_out"       /* syncer /v1/status bytes.out at the end */
-#define HYP_C_TOKENS "tokens_trained"     /* total tokens trained by all learners */
-#define HYP_C_CONTROL_LOSS "control_loss" /* final eval loss of a control run */
-#define HYP_C_STEPS_TARGET "steps_target" /* inner steps each learner must train */
-#define HYP_C_END_MONO "end_mono_ms"      /* end of the observed run */
-#define HYP_C_START_MONO "start_mono_ms"  /* start of the observed run */
-
-/* learners: M; quorum: K (the live floor of no_global_downtime). */
-hyp_history *hyp_history_new(int learners, int quorum);
-void hyp_history_free(hyp_history *h);
-/* A syncer event (contracts.md shape). Copied. Returns CX_EINVAL (with err)
- * when it lacks seq/t_mono_ms/type. */
-int hyp_history_add_syncer_event(hyp_history *h, const json_t *ev, char *err, size_t errlen);
-/* An agent fault record (contracts.md shape) of the agent beside learner. */
-int hyp_history_add_fault(hyp_history *h, int learner, const json_t *record, char *err, size_t errlen);
-/* A harness action event (journal.h: phase invoke|ok|fail ...). */
-int hyp_history_add_action(hyp_history *h, const json_t *ev, char *err, size_t errlen);
-void hyp_history_set_counter(hyp_history *h, const char *name, double value);
-/* 1 and *out when set, else 0. */
-int hyp_history_counter(const hyp_history *h, const char *name, double *out);
-/* Final per-learner progress as the runner saw it (syncer status at the
- * end): step and cumulative tokens. Optional; heartbeats are used too. */
-void hyp_history_set_learner_final(hyp_history *h, int learner, int64_t step, int64_t tokens);
 
 /* ---- verdicts ---- */
 
@@ -83,18 +54,35 @@ typedef struct hypothesis {
     const char *name;    /* as written in experiments: "loss_continuity" */
     const char *summary; /* one line: when it passes */
     const char *params;  /* one line: keys, units, ranges, defaults */
-    /* Parse params strictly: spec is the whole experiment entry; keys
-     * "hypothesis" and "name" are the caller's. Every problem goes to d
-     * with path (e.g. "$.verify[0]"). *ctx is NULL when any error was
-     * reported. learners: M, to range-check learner ids. */
+    /* Every key an entry may have: "hypothesis", "name", then the params
+     * (NULL-terminated). hyp_spec_parse rejects any other before parse
+     * runs; docs/experiment.schema.json lists the same (a test checks). */
+    const char *const *keys;
+    /* Parse params (the keys are checked): spec is the whole experiment
+     * entry; keys "hypothesis" and "name" are the caller's. Every problem
+     * goes to d with path (e.g. "$.verify[0]"); the spec is invalid when d
+     * grew. *ctx: the params (new, kind->free), NULL when out of memory.
+     * learners: M, to range-check learner ids. */
     void (*parse)(const json_t *spec, const char *path, int learners, jv_diag *d, void **ctx);
+    /* Judge: measure, then compare with the params' threshold. */
     void (*eval)(const void *ctx, const hyp_history *h, hyp_verdict *v);
+    /* The figure alone (what eval reports as measured), NAN when there is
+     * none. ctx NULL = the params' defaults (no threshold is needed); NAN
+     * too when the figure needs a param that has no default. */
+    double (*measure)(const void *ctx, const hyp_history *h);
     void (*free)(void *ctx);
+    /* The window the run must observe before this entry can be judged
+     * (horizon.h), from the entry as written: fill *w (label and learner
+     * -1 preset) and return 1, or 0 when it has none. NULL: never one. */
+    int (*window)(const json_t *spec, hz_window *w);
 } hypothesis;
 
 /* NULL-terminated, in docs order. */
 extern const hypothesis *const hyp_table[];
 const hypothesis *hyp_find(const char *name);
+/* The figure of hypothesis name with default params (hypothesis.measure
+ * with ctx NULL); NAN when it has none or name is not registered. */
+double hyp_measure(const char *name, const hyp_history *h);
 
 /* ---- specs: one parsed hypothesis entry of an experiment ---- */
 
@@ -110,5 +98,8 @@ const char *hyp_spec_label(const hyp_spec *s);
 /* The entry as written (borrowed), for journals. */
 const json_t *hyp_spec_json(const hyp_spec *s);
 void hyp_spec_eval(const hyp_spec *s, const hyp_history *h, hyp_verdict *v);
+/* The entry's figure alone (its kind's measure with its params), NAN when
+ * there is none. */
+double hyp_spec_measure(const hyp_spec *s, const hyp_history *h);
 
 #endif

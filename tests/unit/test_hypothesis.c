@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "harness/fault_kinds.h"
+#include "harness/horizon.h"
 #include "harness/hypothesis.h"
 
 /* ---- a synthetic run ----
@@ -183,14 +185,14 @@ static hyp_verdict judge(const hyp_history *h, const char *spec_json)
 
 Test(hypothesis, registry_has_every_design_hypothesis)
 {
-    const char *names[] = {"loss_continuity",    "loss_target",     "reintegration",
-                           "no_global_downtime", "goodput",         "bandwidth",
-                           "versions_monotonic", "data_accounting", "fault_effective"};
+    const char *names[] = {"loss_continuity", "loss_target", "reintegration",      "no_global_downtime",
+                           "goodput",         "bandwidth",   "versions_monotonic", "data_accounting",
+                           "fault_effective", "rejoin_time"};
     int n = 0;
     for (const hypothesis *const *p = hyp_table; *p; p++)
         n++;
-    cr_assert_eq(n, 9);
-    for (size_t i = 0; i < 9; i++) {
+    cr_assert_eq(n, 10);
+    for (size_t i = 0; i < 10; i++) {
         const hypothesis *k = hyp_find(names[i]);
         cr_assert_not_null(k, "%s", names[i]);
         cr_assert(strlen(k->summary) > 10 && strlen(k->params) > 3);
@@ -598,6 +600,183 @@ Test(hypothesis, fault_effective)
     v = judge(h, "{\"hypothesis\": \"fault_effective\", \"allow_none\": true}");
     PASS(v);
     hyp_history_free(h);
+}
+
+Test(hypothesis, rejoin_time)
+{
+    opts o = {0};
+    hyp_history *h = build(&o);
+    /* Healed at 15 s, rejoined at 15.5 s, first merged contribution at 16 s. */
+    hyp_verdict v = judge(h, "{\"hypothesis\": \"rejoin_time\", \"max_s\": 2}");
+    PASS(v);
+    cr_assert_float_eq(v.measured, 1.0, 1e-9);
+    cr_assert_float_eq(v.threshold, 2.0, 1e-9);
+    cr_assert(strstr(v.explanation, "learner 2 after the kill fault healed at t=15.0 s of the run") != NULL,
+              "%s", v.explanation);
+    v = judge(h, "{\"hypothesis\": \"rejoin_time\", \"max_s\": 0.5}");
+    FAIL(v);
+    cr_assert_float_eq(v.measured, 1.0, 1e-9);
+    /* No kill on learner 1: cannot be judged. */
+    v = judge(h, "{\"hypothesis\": \"rejoin_time\", \"max_s\": 2, \"learner\": 1}");
+    cr_assert_eq(v.status, HYP_ERROR);
+    hyp_history_free(h);
+
+    o.no_rejoin = 1;
+    h = build(&o);
+    v = judge(h, "{\"hypothesis\": \"rejoin_time\", \"max_s\": 60}");
+    FAIL(v);
+    cr_assert(strstr(v.explanation, "1 of 1 restarted learners never had a contribution merged") != NULL,
+              "%s", v.explanation);
+    hyp_history_free(h);
+
+    /* Its window: max_s after the last heal (of its learner when named). */
+    json_t *spec = json_loads("{\"hypothesis\": \"rejoin_time\", \"max_s\": 2.5, \"learner\": 2}", 0, NULL);
+    hz_window w;
+    cr_assert_eq(horizon_window(spec, "rj", &w), 1);
+    cr_assert_eq(w.len_ms, 2500);
+    cr_assert_eq(w.learner, 2);
+    cr_assert_str_eq(w.key, "max_s");
+    json_decref(spec);
+}
+
+/* measure() is the figure eval() reports: for every kind, on a history
+ * where it passes and one where it fails. Every registered kind must be
+ * listed here. */
+Test(hypothesis, measure_is_the_judged_figure)
+{
+    static const char *const specs[] = {
+        "{\"hypothesis\": \"loss_continuity\", \"max_jump_rel\": 0.1, \"recover_s\": 5}",
+        "{\"hypothesis\": \"loss_target\", \"max\": 3.0}",
+        "{\"hypothesis\": \"loss_target\", \"max_rel\": 0.5, \"by_s\": 10}",
+        "{\"hypothesis\": \"reintegration\", \"learner\": 2, \"join_s\": 2, \"merged_s\": 10}",
+        "{\"hypothesis\": \"no_global_downtime\", \"max_gap_s\": 1}",
+        "{\"hypothesis\": \"goodput\", \"min\": 0.5}",
+        "{\"hypothesis\": \"goodput\", \"min_rel\": 0.5}",
+        "{\"hypothesis\": \"bandwidth\", \"max\": 1.0}",
+        "{\"hypothesis\": \"versions_monotonic\"}",
+        "{\"hypothesis\": \"data_accounting\", \"steps\": 3000}",
+        "{\"hypothesis\": \"fault_effective\"}",
+        "{\"hypothesis\": \"rejoin_time\", \"max_s\": 2}",
+    };
+    const size_t n = sizeof specs / sizeof specs[0];
+    opts hist[] = {{0}, {.spike = 1, .gap_from = 12000, .gap_to = 18000, .no_rejoin = 1, .restart_at0 = 1}};
+    for (size_t k = 0; k < 2; k++) {
+        hyp_history *h = build(&hist[k]);
+        for (size_t i = 0; i < n; i++) {
+            json_t *spec = json_loads(specs[i], 0, NULL);
+            hyp_spec *s = hyp_spec_parse(spec, "$", 4, NULL);
+            cr_assert_not_null(s, "%s", specs[i]);
+            hyp_verdict v;
+            hyp_spec_eval(s, h, &v);
+            double x = hyp_spec_measure(s, h);
+            if (v.status != HYP_ERROR) {
+                if (isnan(v.measured))
+                    cr_assert(isnan(x), "%s: measure %g, eval NaN", specs[i], x);
+                else
+                    cr_assert_float_eq(x, v.measured, 1e-12, "%s: measure %g, eval %g", specs[i], x,
+                                       v.measured);
+            }
+            hyp_spec_free(s);
+            json_decref(spec);
+        }
+        hyp_history_free(h);
+    }
+    for (const hypothesis *const *p = hyp_table; *p; p++) {
+        cr_assert_not_null((*p)->measure, "%s has no measure", (*p)->name);
+        char want[64];
+        snprintf(want, sizeof want, "\"hypothesis\": \"%s\"", (*p)->name);
+        int listed = 0;
+        for (size_t i = 0; i < n; i++)
+            listed |= strstr(specs[i], want) != NULL;
+        cr_assert(listed, "%s is not in measure_is_the_judged_figure's list", (*p)->name);
+    }
+}
+
+/* The runner's summary figures (hyp_measure, default params) are what the
+ * hypotheses judge with those defaults. */
+Test(hypothesis, default_figures)
+{
+    opts o = {0};
+    hyp_history *h = build(&o);
+    hyp_history_set_counter(h, HYP_C_BYTES_IN, 1e6);
+    hyp_history_set_counter(h, HYP_C_BYTES_OUT, 3e6);
+    hyp_verdict g = judge(h, "{\"hypothesis\": \"goodput\", \"min\": 0}");
+    hyp_verdict b = judge(h, "{\"hypothesis\": \"bandwidth\", \"max\": 1e12}");
+    hyp_verdict n = judge(h, "{\"hypothesis\": \"no_global_downtime\", \"max_gap_s\": 1e7}");
+    cr_assert_float_eq(hyp_measure("goodput", h), g.measured, 1e-12);
+    cr_assert_float_eq(hyp_measure("bandwidth", h), b.measured, 1e-12);
+    cr_assert_float_eq(hyp_measure("no_global_downtime", h), n.measured, 1e-12);
+    cr_assert(g.measured > 0 && b.measured > 0 && n.measured > 0);
+    cr_assert(isnan(hyp_measure("vibes", h)));
+    /* a figure that needs a param without a default has none */
+    cr_assert(isnan(hyp_measure("reintegration", h)));
+    hyp_history_free(h);
+}
+
+/* docs/experiment.schema.json's hypothesis entries: one per registered
+ * hypothesis, each with exactly the keys its table entry accepts. */
+Test(hypothesis, schema_matches_the_registry)
+{
+    json_error_t je;
+    json_t *schema = json_load_file(CHAOSLOCO_SRC "/docs/experiment.schema.json", 0, &je);
+    cr_assert_not_null(schema, "%s", je.text);
+    json_t *alts = json_object_get(json_object_get(json_object_get(schema, "$defs"), "hypothesis"), "oneOf");
+    cr_assert(json_is_array(alts));
+    int nreg = 0;
+    for (const hypothesis *const *p = hyp_table; *p; p++)
+        nreg++;
+    cr_assert_eq((int)json_array_size(alts), nreg, "schema lists %zu hypotheses, the registry %d",
+                 json_array_size(alts), nreg);
+    size_t i;
+    json_t *alt;
+    json_array_foreach(alts, i, alt)
+    {
+        json_t *props = json_object_get(alt, "properties");
+        const char *name = json_string_value(json_object_get(json_object_get(props, "hypothesis"), "const"));
+        cr_assert_not_null(name, "schema hypothesis %zu has no const name", i);
+        const hypothesis *k = hyp_find(name);
+        cr_assert_not_null(k, "schema names \"%s\", which is not registered", name);
+        size_t nkeys = 0;
+        for (const char *const *key = k->keys; *key; key++, nkeys++)
+            cr_assert_not_null(json_object_get(props, *key), "%s: key %s missing from the schema", name,
+                               *key);
+        cr_assert_eq(json_object_size(props), nkeys, "%s: the schema has %zu keys, the registry %zu", name,
+                     json_object_size(props), nkeys);
+        cr_assert(json_is_false(json_object_get(alt, "additionalProperties")), "%s", name);
+    }
+    json_decref(schema);
+}
+
+/* docs/experiments.md describes every registered hypothesis in a section
+ * of its own. */
+Test(hypothesis, docs_describe_every_hypothesis)
+{
+    FILE *f = fopen(CHAOSLOCO_SRC "/docs/experiments.md", "r");
+    cr_assert_not_null(f);
+    static char text[1 << 20];
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    for (const hypothesis *const *p = hyp_table; *p; p++) {
+        char head[80];
+        snprintf(head, sizeof head, "\n### %s\n", (*p)->name);
+        cr_assert(strstr(text, head) != NULL, "docs/experiments.md has no \"### %s\" section", (*p)->name);
+    }
+}
+
+/* The effects the history and the live floor ask of a kind come from the
+ * injector table's traits. */
+Test(hypothesis, fault_kinds_by_effect)
+{
+    const char *down[] = {"kill", "preempt", "pause", "partition", "blackhole"};
+    for (size_t i = 0; i < 5; i++)
+        cr_assert(hx_kind_takes_unit_down(down[i]), "%s", down[i]);
+    cr_assert(hx_kind_restarts_unit("kill") && hx_kind_restarts_unit("preempt"));
+    const char *up[] = {"latency", "straggle", "nan", "clock", "corrupt", "syncer_restart", "vibes"};
+    for (size_t i = 0; i < 7; i++)
+        cr_assert(!hx_kind_takes_unit_down(up[i]) && !hx_kind_restarts_unit(up[i]), "%s", up[i]);
+    cr_assert(!hx_kind_restarts_unit("pause") && !hx_kind_restarts_unit("partition"));
+    cr_assert(!hx_kind_takes_unit_down(NULL) && !hx_kind_restarts_unit(NULL));
 }
 
 Test(hypothesis, history_rejects_malformed_input)

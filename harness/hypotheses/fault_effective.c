@@ -1,0 +1,148 @@
+/* fault_effective.c - every injected fault has evidence and did not fail;
+ * nan faults are rejected by the syncer, restarted kills rejoin, clock
+ * skews show in heartbeats. Formula: docs/experiments.md "fault_effective". */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/fault_kinds.h"
+#include "harness/hypotheses/hyp_kind.h"
+
+typedef struct fe_params {
+    int allow_none; /* an experiment that injected nothing passes */
+} fe_params;
+
+typedef struct fe_figure {
+    size_t total;  /* faults and failed injections */
+    size_t ok;     /* faults with evidence that held the cross-check */
+    char why[384]; /* the first that did not ("" none) */
+} fe_figure;
+
+/* Every key an entry may have. */
+static const char *const fe_keys[] = {"hypothesis", "name", "allow_none", NULL};
+
+static void fe_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
+{
+    (void)m;
+    fe_params *p = *ctx = calloc(1, sizeof *p);
+    if (!p)
+        return;
+    jv_get_bool(d, path, s, "allow_none", 0, &p->allow_none);
+}
+
+/* A cross-check against the syncer's events for kinds that leave a trace
+ * there; NULL when it holds (or the kind leaves none). */
+static const char *cross_check(const hyp_history *h, int l, const json_t *r)
+{
+    const char *type = hx_jstr(r, "type");
+    int64_t s = hx_fault_start(r), e = hx_fault_end(r);
+    json_t *params = json_object_get(r, "params");
+    const json_t *ev;
+    if (strcmp(type, "nan") == 0) {
+        for (size_t i = 0; (ev = hx_next_event(h, "reject", &i));)
+            if (hx_jint(ev, "learner", -1) == l && hx_ev_t(ev) >= s &&
+                strcmp(hx_jstr(ev, "reason"), "nonfinite") == 0)
+                return NULL;
+        return "no nonfinite reject by the syncer after it";
+    }
+    if (hx_kind_restarts_unit(type) && json_is_integer(json_object_get(params, "restart_after_ms"))) {
+        int64_t prev = 0;
+        for (size_t i = 0; (ev = hx_next_event(h, "join", &i));)
+            if (hx_jint(ev, "learner", -1) == l && hx_ev_t(ev) < s)
+                prev = hx_jint(ev, "incarnation", prev);
+        return hx_next_join(h, l, s, prev) ? NULL : "the learner never joined again with a new incarnation";
+    }
+    double off;
+    if (strcmp(type, "clock") == 0 && hx_jnum(params, "offset_s", &off) && off != 0.0) {
+        for (size_t i = 0; (ev = hx_next_event(h, "heartbeat", &i));) {
+            double skew;
+            if (hx_jint(ev, "learner", -1) == l && hx_ev_t(ev) >= s && hx_ev_t(ev) <= e &&
+                hx_jnum(ev, "clock_skew_ms", &skew) && fabs(skew) >= 0.5 * fabs(off) * 1000.0)
+                return NULL;
+        }
+        return "no heartbeat showed the clock skew";
+    }
+    return NULL;
+}
+
+static void fe_measure(const hyp_history *h, fe_figure *f)
+{
+    memset(f, 0, sizeof *f);
+    for (size_t i = 0; i < hx_nfaults(h); i++) {
+        const json_t *r = hx_fault(h, i);
+        f->total++;
+        json_t *ev = json_object_get(r, "evidence");
+        const char *state = hx_jstr(r, "state");
+        const char *bad = NULL;
+        if (strcmp(state, "failed") == 0)
+            bad = json_is_string(json_object_get(r, "error")) ? hx_jstr(r, "error") : "state failed";
+        else if (!json_is_object(ev) || json_object_size(ev) == 0)
+            bad = "no evidence";
+        else
+            bad = cross_check(h, hx_fault_learner(h, i), r);
+        if (!bad) {
+            f->ok++;
+            continue;
+        }
+        if (!f->why[0])
+            snprintf(f->why, sizeof(f->why), "%s fault %s on learner %d: %s", hx_jstr(r, "type"),
+                     hx_jstr(r, "id"), hx_fault_learner(h, i), bad);
+    }
+    for (size_t i = 0; i < hx_nactions(h); i++) {
+        const json_t *a = hx_action(h, i);
+        if (strcmp(hx_jstr(a, "phase"), "fail") != 0)
+            continue;
+        f->total++;
+        if (!f->why[0])
+            snprintf(f->why, sizeof(f->why), "action %s failed to inject: %s", hx_jstr(a, "action"),
+                     hx_jstr(a, "error"));
+    }
+}
+
+static void fe_judge(const fe_params *p, const fe_figure *f, hyp_verdict *v)
+{
+    if (f->total == 0) {
+        hyp_verdict_set(v, p->allow_none ? HYP_PASS : HYP_FAIL, NAN, ">=", 1.0, "ratio",
+                        "no fault was injected%s", p->allow_none ? " (allowed)" : "");
+        return;
+    }
+    double ratio = (double)f->ok / (double)f->total;
+    if (f->ok < f->total) {
+        hyp_verdict_set(v, HYP_FAIL, ratio, ">=", 1.0, "ratio", "%zu of %zu faults showed evidence; %s",
+                        f->ok, f->total, f->why);
+        return;
+    }
+    hyp_verdict_set(v, HYP_PASS, ratio, ">=", 1.0, "ratio", "all %zu faults showed evidence they took effect",
+                    f->total);
+}
+
+static void fe_eval(const void *ctx, const hyp_history *h, hyp_verdict *v)
+{
+    fe_figure f;
+    fe_measure(h, &f);
+    fe_judge(ctx, &f, v);
+}
+
+/* The share of faults that took effect; NAN when none was injected. */
+static double fe_figure_of(const void *ctx, const hyp_history *h)
+{
+    (void)ctx;
+    fe_figure f;
+    fe_measure(h, &f);
+    return f.total ? (double)f.ok / (double)f.total : NAN;
+}
+
+const hypothesis hyp_fault_effective = {
+    .name = "fault_effective",
+    .summary = "every injected fault has evidence and did not fail; nan faults are rejected by the syncer, "
+               "restarted "
+               "kills "
+               "rejoin, clock skews show in heartbeats",
+    .params = "allow_none (bool, default false: an experiment that injected nothing fails)",
+    .keys = fe_keys,
+    .parse = fe_parse,
+    .eval = fe_eval,
+    .measure = fe_figure_of,
+    .free = free,
+};

@@ -1,0 +1,250 @@
+/* goodput.c - useful learner-time / allocated learner-time >= min, or,
+ * with min_rel, the goodput after a fault-free reference phase over the
+ * goodput in it >= min_rel. Formula: docs/experiments.md "goodput". */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/hypotheses/hyp_kind.h"
+
+typedef struct gp_params {
+    double min; /* ratio 0..1: absolute goodput floor */
+    int has_min_rel;
+    double min_rel; /* ratio to the same run's reference phase */
+    int has_ref_s;
+    double ref_s; /* s of the reference phase after the first join */
+    int has_step_ms;
+    double step_ms; /* ms per inner step when no heartbeat says */
+} gp_params;
+
+typedef struct gp_figure {
+    char none[256];   /* why there is no figure ("" when there is one) */
+    double g;         /* ratio: the goodput (absolute), or g_rest / g_ref (min_rel) */
+    double steps;     /* absolute: merged inner steps */
+    double useful_ms; /* absolute: useful learner-ms */
+    double alloc_ms;  /* absolute: allocated learner-ms */
+    int64_t span_ms;  /* absolute: the run's span */
+    double g_ref;     /* min_rel: goodput in the reference phase */
+    double g_rest;    /* min_rel: goodput after it */
+    double s_ref;     /* min_rel: merged inner steps in it */
+    double s_rest;    /* min_rel: merged inner steps after it */
+    int64_t ref_ms;   /* min_rel: length of the reference phase */
+} gp_figure;
+
+/* Every key an entry may have. */
+static const char *const gp_keys[] = {"hypothesis", "name", "min", "min_rel", "ref_s", "step_ms", NULL};
+
+static void gp_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
+{
+    (void)m;
+    gp_params *p = *ctx = calloc(1, sizeof *p);
+    if (!p)
+        return;
+    jv_get_number(d, path, s, "min", 0, 0.0, 1.0, "a goodput ratio", &p->min);
+    p->has_min_rel = jv_get_number(d, path, s, "min_rel", 0, 0.0, 10.0, "a ratio to the reference goodput",
+                                   &p->min_rel) == 1;
+    p->has_ref_s = jv_get_number(d, path, s, "ref_s", 0, 1.0, 1e7, "seconds", &p->ref_s) == 1;
+    int nmin = !!json_object_get(s, "min"), nrel = !!json_object_get(s, "min_rel");
+    if (nmin + nrel != 1)
+        jv_diag_add(d, path,
+                    "expected exactly one of min (absolute) or min_rel (relative to the run's fault-free "
+                    "reference phase), got %d",
+                    nmin + nrel);
+    if (json_object_get(s, "ref_s") && !nrel)
+        jv_diag_add(d, path, "expected ref_s only together with min_rel");
+    p->has_step_ms =
+        jv_get_number(d, path, s, "step_ms", 0, 1e-3, 1e7, "ms per inner step", &p->step_ms) == 1;
+}
+
+/* Useful learner-ms of the merges in [a, b): each participant's merged
+ * steps (1/P of them for a fragment merge) times its step time then (its
+ * last heartbeat's step_ms before the merge; mean_ms[l] before its first),
+ * so a phase of the run is weighed by the step times of that phase. */
+static double useful_ms(const hyp_history *h, const double *mean_ms, int np, int64_t a, int64_t b,
+                        double *steps)
+{
+    int m = hx_learners(h);
+    double useful = 0, *ms = malloc((size_t)m * sizeof *ms);
+    if (!ms)
+        return NAN;
+    memcpy(ms, mean_ms, (size_t)m * sizeof *ms);
+    for (size_t i = 0; i < hx_nevents(h); i++) {
+        const json_t *e = hx_event(h, i);
+        int64_t who = hx_jint(e, "learner", -1);
+        double x;
+        if (hx_ev_is(e, "heartbeat") && who >= 0 && who < m && hx_jnum(e, "step_ms", &x) && x > 0)
+            ms[who] = x;
+        if (!hx_ev_is(e, "merge") || hx_ev_t(e) < a || hx_ev_t(e) >= b)
+            continue;
+        int64_t frag = hx_jint(e, "fragment", -1);
+        double w = frag < 0 || np <= 0 ? 1.0 : 1.0 / np;
+        json_t *parts = json_object_get(e, "participants");
+        for (size_t j = 0; j < json_array_size(parts); j++) {
+            json_t *pa = json_array_get(parts, j);
+            int64_t l = hx_jint(pa, "learner", -1);
+            if (l >= 0 && l < m) {
+                useful += w * (double)hx_jint(pa, "steps", 0) * ms[l];
+                *steps += w * (double)hx_jint(pa, "steps", 0);
+            }
+        }
+    }
+    free(ms);
+    return useful;
+}
+
+/* Each learner's mean step time (else everyone's, else step_ms) into ms[m];
+ * the first join's time into *first_join (-1 none). 0, or -1 when a learner
+ * has no step time. */
+static int step_times(const gp_params *p, const hyp_history *h, double *ms, double *ms_n, int64_t *first_join)
+{
+    int m = hx_learners(h);
+    double all_ms = 0, all_n = 0;
+    *first_join = -1;
+    for (size_t i = 0; i < hx_nevents(h); i++) {
+        const json_t *e = hx_event(h, i);
+        if (hx_ev_is(e, "join") && *first_join < 0)
+            *first_join = hx_ev_t(e);
+        double x;
+        int64_t who = hx_jint(e, "learner", -1);
+        if (hx_ev_is(e, "heartbeat") && who >= 0 && who < m && hx_jnum(e, "step_ms", &x) && x > 0) {
+            ms[who] += x;
+            ms_n[who] += 1;
+            all_ms += x;
+            all_n += 1;
+        }
+    }
+    int missing = 0;
+    for (int l = 0; l < m; l++) {
+        ms[l] = ms_n[l] > 0      ? ms[l] / ms_n[l]
+                : all_n > 0      ? all_ms / all_n
+                : p->has_step_ms ? p->step_ms
+                                 : NAN;
+        missing |= isnan(ms[l]);
+    }
+    return missing ? -1 : 0;
+}
+
+/* min_rel: goodput after the reference phase (first join .. first fault, or
+ * first join + ref_s) over goodput in it. */
+static void measure_relative(const gp_params *p, const hyp_history *h, const double *ms, int np, int64_t a,
+                             int64_t end, gp_figure *f)
+{
+    int m = hx_learners(h);
+    int64_t ref_end = INT64_MAX;
+    if (p->has_ref_s) {
+        ref_end = a + (int64_t)(p->ref_s * 1000.0);
+    } else {
+        for (size_t i = 0; i < hx_nfaults(h); i++) {
+            int64_t fs = hx_fault_start(hx_fault(h, i));
+            if (fs >= 0 && fs < ref_end)
+                ref_end = fs;
+        }
+    }
+    if (ref_end == INT64_MAX || ref_end - a < 1000 || end - ref_end < 1000) {
+        snprintf(
+            f->none, sizeof f->none,
+            "min_rel needs a fault-free reference phase of >= 1 s after the first join and >= 1 s after it "
+            "(reference %.1f s, rest %.1f s; set ref_s or start the faults later)",
+            ref_end == INT64_MAX ? 0.0 : (ref_end - a) / 1000.0,
+            ref_end == INT64_MAX ? 0.0 : (end - ref_end) / 1000.0);
+        return;
+    }
+    f->ref_ms = ref_end - a;
+    f->g_ref = useful_ms(h, ms, np, a, ref_end, &f->s_ref) / ((double)m * (double)(ref_end - a));
+    f->g_rest = useful_ms(h, ms, np, ref_end, INT64_MAX, &f->s_rest) / ((double)m * (double)(end - ref_end));
+    if (!(f->g_ref > 0)) {
+        snprintf(f->none, sizeof f->none,
+                 "no merged progress in the reference phase (first %.1f s after the first join)",
+                 (ref_end - a) / 1000.0);
+        return;
+    }
+    f->g = f->g_rest / f->g_ref;
+}
+
+/* Goodput = useful learner-time / allocated learner-time. With min_rel the
+ * figure is relative to the same run, so that what a 2-core box or a CPU
+ * hog costs every learner alike (a machine's capacity, not the faults)
+ * cancels out. */
+static void gp_measure(const gp_params *p, const hyp_history *h, gp_figure *f)
+{
+    memset(f, 0, sizeof *f);
+    f->g = NAN;
+    int np = hx_fragment_count(h);
+    int m = hx_learners(h);
+    double *ms = calloc((size_t)m, sizeof(double)), *ms_n = calloc((size_t)m, sizeof(double));
+    if (!ms || !ms_n) {
+        free(ms), free(ms_n);
+        snprintf(f->none, sizeof f->none, "out of memory");
+        return;
+    }
+    int64_t first_join;
+    int missing_ms = step_times(p, h, ms, ms_n, &first_join) < 0;
+    free(ms_n);
+    double start_c;
+    int64_t start = hyp_history_counter(h, HYP_C_START_MONO, &start_c) ? (int64_t)start_c : first_join;
+    int64_t end = hx_end(h);
+    if (start < 0 || end <= start)
+        snprintf(f->none, sizeof f->none, "no run span (no join event and no start counter)");
+    else if (missing_ms)
+        snprintf(f->none, sizeof f->none, "no step time: no heartbeat step_ms and no step_ms param");
+    else if (p->has_min_rel)
+        measure_relative(p, h, ms, np, first_join >= 0 ? first_join : start, end, f);
+    else {
+        f->useful_ms = useful_ms(h, ms, np, INT64_MIN, INT64_MAX, &f->steps);
+        f->alloc_ms = (double)m * (double)(end - start);
+        f->span_ms = end - start;
+        f->g = f->useful_ms / f->alloc_ms;
+    }
+    free(ms);
+}
+
+static void gp_judge(const gp_params *p, const gp_figure *f, const hyp_history *h, hyp_verdict *v)
+{
+    double thr = p->has_min_rel ? p->min_rel : p->min;
+    int m = hx_learners(h);
+    if (f->none[0]) {
+        hyp_verdict_set(v, HYP_ERROR, NAN, ">=", thr, "ratio", "%s", f->none);
+        return;
+    }
+    if (!p->has_min_rel) {
+        hyp_verdict_set(v, f->g >= p->min ? HYP_PASS : HYP_FAIL, f->g, ">=", p->min, "ratio",
+                        "goodput %.3f: %.1f merged inner steps = %.1f learner-s useful of %.1f learner-s "
+                        "allocated (%d learners x %.1fs)",
+                        f->g, f->steps, f->useful_ms / 1000.0, f->alloc_ms / 1000.0, m, f->span_ms / 1000.0);
+        return;
+    }
+    hyp_verdict_set(
+        v, f->g >= thr ? HYP_PASS : HYP_FAIL, f->g, ">=", thr, "ratio",
+        "goodput %.3f after the reference phase over %.3f in it (%.1f s fault-free from the first "
+        "join; %.1f and %.1f merged inner steps; %d learners)",
+        f->g_rest, f->g_ref, f->ref_ms / 1000.0, f->s_rest, f->s_ref, m);
+}
+
+static void gp_eval(const void *ctx, const hyp_history *h, hyp_verdict *v)
+{
+    gp_figure f;
+    gp_measure(ctx, h, &f);
+    gp_judge(ctx, &f, h, v);
+}
+
+/* The goodput ratio (absolute without params); NAN when there is none. */
+static double gp_figure_of(const void *ctx, const hyp_history *h)
+{
+    static const gp_params dflt = {0};
+    gp_figure f;
+    gp_measure(ctx ? ctx : &dflt, h, &f);
+    return f.none[0] ? NAN : f.g;
+}
+
+const hypothesis hyp_goodput = {
+    .name = "goodput",
+    .summary =
+        "useful learner-time / allocated learner-time >= min (useful = merged inner steps x step time)",
+    .params = "min (ratio 0..1, required), step_ms (ms, used only without heartbeats)",
+    .keys = gp_keys,
+    .parse = gp_parse,
+    .eval = gp_eval,
+    .measure = gp_figure_of,
+    .free = free,
+};

@@ -1,0 +1,270 @@
+/* reintegration.c - after a fault that took it down, a learner joins with a
+ * new incarnation within join_s of the heal, pulls every fragment at the
+ * current version before contributing, has >= merged contributions merged
+ * within merged_s, and its train loss is within tol of the others' median.
+ * Formula: docs/experiments.md "reintegration". */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/fault_kinds.h"
+#include "harness/hypotheses/hyp_kind.h"
+
+typedef struct ri_params {
+    int64_t learner; /* the learner that was taken down */
+    double join_s;   /* s after the heal by which it joins again */
+    int64_t merged;  /* contributions merged (default 1) */
+    double merged_s; /* s after the join within which they are merged */
+    double tol;      /* rel: its train loss vs the others' median (default 0.10) */
+    int pull_all;    /* require pulls of every fragment (default 1) */
+} ri_params;
+
+typedef struct ri_figure {
+    const json_t *fault; /* the learner's last down-kind fault that ran (NULL none) */
+    int restart;         /* it ends the process: a new incarnation must join */
+    int64_t prev_inc;    /* incarnation before the fault */
+    int joined;          /* restart: it joined again (else the fault's heal counts) */
+    int64_t inc;         /* incarnation after the fault */
+    int64_t join_seq;    /* seq of that join, -1 when none was needed */
+    int64_t t_join;      /* ms of the join (or the heal) */
+    int64_t healed;      /* ms the fault healed */
+    int nfrag;           /* fragments (pull_all) */
+    int missing;         /* fragments not pulled at the current version before the first contribution */
+    int first_missing;   /* the first of them, -1 none */
+    int64_t merged;      /* contributions merged within merged_s of the join */
+    double mine;         /* nats: its last train loss after the join (NAN none) */
+    double others;       /* nats: the median of the others' last (NAN none) */
+    size_t nothers;      /* learners in that median */
+} ri_figure;
+
+/* Every key an entry may have. */
+static const char *const ri_keys[] = {"hypothesis", "name", "learner",  "join_s", "merged",
+                                      "merged_s",   "tol",  "pull_all", NULL};
+
+static void ri_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
+{
+    ri_params *p = *ctx = calloc(1, sizeof *p);
+    if (!p)
+        return;
+    p->tol = 0.10;
+    p->merged = 1;
+    p->pull_all = 1;
+    jv_get_int(d, path, s, "learner", 1, 0, m - 1, "a learner id", &p->learner);
+    jv_get_number(d, path, s, "join_s", 1, 1e-3, 1e7, "seconds", &p->join_s);
+    jv_get_int(d, path, s, "merged", 0, 1, 1000000, "a number of merged contributions", &p->merged);
+    jv_get_number(d, path, s, "merged_s", 1, 1e-3, 1e7, "seconds", &p->merged_s);
+    jv_get_number(d, path, s, "tol", 0, 0.0, 1e6, "a relative tolerance", &p->tol);
+    jv_get_bool(d, path, s, "pull_all", 0, &p->pull_all);
+}
+
+static double median(double *x, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && x[j - 1] > x[j]; j--) {
+            double t = x[j];
+            x[j] = x[j - 1];
+            x[j - 1] = t;
+        }
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* Fragments the rejoined incarnation did not pull at the version current at
+ * its join before its first contribution. */
+static void measure_pulls(const hyp_history *h, int l, ri_figure *f)
+{
+    f->nfrag = hx_fragment_count(h);
+    int64_t first_contrib = INT64_MAX;
+    const json_t *e;
+    for (size_t i = 0; (e = hx_next_event(h, "contribution", &i));)
+        if (hx_jint(e, "learner", -1) == l && hx_jint(e, "incarnation", -1) == f->inc &&
+            hx_ev_seq(e) < first_contrib)
+            first_contrib = hx_ev_seq(e);
+    for (int k = 0; k < f->nfrag; k++) {
+        int64_t cur = 0;
+        for (size_t i = 0; i < hx_nevents(h) && hx_ev_seq(hx_event(h, i)) < f->join_seq; i++) {
+            e = hx_event(h, i);
+            if (hx_ev_is(e, "start") && json_array_size(json_object_get(e, "versions")) > (size_t)k)
+                cur = json_integer_value(json_array_get(json_object_get(e, "versions"), (size_t)k));
+            if (hx_ev_is(e, "merge") && hx_jint(e, "fragment", -2) == k)
+                cur = hx_jint(e, "version", cur);
+        }
+        int ok = 0;
+        for (size_t i = 0; !ok && (e = hx_next_event(h, "pull", &i));)
+            ok = hx_jint(e, "learner", -1) == l && hx_jint(e, "incarnation", -1) == f->inc &&
+                 hx_jint(e, "fragment", -1) == k && hx_ev_seq(e) > f->join_seq &&
+                 hx_ev_seq(e) < first_contrib && hx_jint(e, "version", -1) >= cur;
+        if (!ok) {
+            if (f->missing == 0)
+                f->first_missing = k;
+            f->missing++;
+        }
+    }
+}
+
+/* Train loss after the join: its last heartbeat's beside the median of the
+ * others' last ones. */
+static void measure_train_loss(const hyp_history *h, int l, ri_figure *f)
+{
+    int m = hx_learners(h);
+    double *others = calloc((size_t)m, sizeof(double));
+    double *last = calloc((size_t)m, sizeof(double));
+    int *seen = calloc((size_t)m, sizeof(int));
+    if (others && seen && last) {
+        const json_t *e;
+        for (size_t i = 0; (e = hx_next_event(h, "heartbeat", &i));) {
+            double loss;
+            int64_t who = hx_jint(e, "learner", -1);
+            if (who < 0 || who >= m || hx_ev_t(e) < f->t_join || !hx_jloss(e, "train_loss", &loss))
+                continue;
+            if (who == l && hx_jint(e, "incarnation", -1) != f->inc)
+                continue;
+            last[who] = loss;
+            seen[who] = 1;
+        }
+        for (int k = 0; k < m; k++)
+            if (seen[k] && k != l)
+                others[f->nothers++] = last[k];
+        if (seen[l])
+            f->mine = last[l];
+        if (f->nothers > 0)
+            f->others = median(others, f->nothers);
+    }
+    free(others);
+    free(last);
+    free(seen);
+}
+
+static void ri_measure(const ri_params *p, const hyp_history *h, ri_figure *f)
+{
+    memset(f, 0, sizeof *f);
+    f->first_missing = -1;
+    f->join_seq = -1;
+    f->mine = f->others = NAN;
+    int l = (int)p->learner;
+    for (size_t i = 0; i < hx_nfaults(h); i++)
+        if (hx_fault_learner(h, i) == l && hx_kind_takes_unit_down(hx_jstr(hx_fault(h, i), "type")) &&
+            hx_fault_ran(hx_fault(h, i)))
+            f->fault = hx_fault(h, i);
+    if (!f->fault)
+        return;
+    int64_t fs = hx_fault_start(f->fault);
+    f->healed = hx_fault_end(f->fault);
+    f->restart = hx_kind_restarts_unit(hx_jstr(f->fault, "type"));
+    f->prev_inc = f->inc = hx_incarnation_before(h, l, fs);
+    f->t_join = f->healed;
+    if (f->restart) {
+        const json_t *j = hx_next_join(h, l, fs, f->prev_inc);
+        if (!j)
+            return;
+        f->joined = 1;
+        f->inc = hx_jint(j, "incarnation", 0);
+        f->join_seq = hx_ev_seq(j);
+        f->t_join = hx_ev_t(j);
+        if (p->pull_all)
+            measure_pulls(h, l, f);
+    }
+    int64_t until = f->t_join + (int64_t)(p->merged_s * 1000.0);
+    const json_t *e;
+    for (size_t i = 0; (e = hx_next_event(h, "merge", &i));)
+        if (hx_ev_t(e) >= f->t_join && hx_ev_t(e) <= until && hx_ev_seq(e) > f->join_seq &&
+            hx_participated(e, l, f->inc))
+            f->merged++;
+    measure_train_loss(h, l, f);
+}
+
+static void ri_judge(const ri_params *p, const ri_figure *f, hyp_verdict *v)
+{
+    int l = (int)p->learner;
+    if (!f->fault) {
+        hyp_verdict_set(v, HYP_ERROR, NAN, ">=", (double)p->merged, "merges",
+                        "no kill/preempt/pause/partition/blackhole fault on learner %d in the history", l);
+        return;
+    }
+    if (f->restart && !f->joined) {
+        hyp_verdict_set(v, HYP_FAIL, 0, ">=", (double)p->merged, "merges",
+                        "learner %d never joined again after the %s fault (incarnation stayed %lld)", l,
+                        hx_jstr(f->fault, "type"), (long long)f->prev_inc);
+        return;
+    }
+    char why[448] = "";
+    if (f->restart && f->t_join > f->healed + (int64_t)(p->join_s * 1000.0))
+        hyp_note(why, sizeof(why), "joined %.1fs after the fault healed (limit %gs); ",
+                 (f->t_join - f->healed) / 1000.0, p->join_s);
+    if (f->missing)
+        hyp_note(why, sizeof(why),
+                 "%d of %d fragments not pulled at the current version before its first "
+                 "contribution (first: %d); ",
+                 f->missing, f->nfrag, f->first_missing);
+    if (f->merged < p->merged)
+        hyp_note(why, sizeof(why), "%lld contributions merged within %gs of the join (need %lld); ",
+                 (long long)f->merged, p->merged_s, (long long)p->merged);
+    char lossnote[128] = "";
+    if (!isnan(f->mine) && f->nothers > 0) {
+        double o = f->others;
+        double rel = o > 0 ? fabs(f->mine - o) / o : 0.0;
+        snprintf(lossnote, sizeof(lossnote), ", train loss %.4f vs others' median %.4f", f->mine, o);
+        if (rel > p->tol)
+            hyp_note(why, sizeof(why), "train loss %.4f is %.1f%% away from the others' %.4f (tol %.1f%%); ",
+                     f->mine, rel * 100.0, o, p->tol * 100.0);
+    } else if (isnan(f->mine) && f->nothers > 0) {
+        hyp_note(why, sizeof(why), "no heartbeat from learner %d after it rejoined; ", l);
+    }
+    if (why[0]) {
+        hyp_verdict_set(v, HYP_FAIL, (double)f->merged, ">=", (double)p->merged, "merges", "learner %d: %s",
+                        l, why);
+        return;
+    }
+    hyp_verdict_set(
+        v, HYP_PASS, (double)f->merged, ">=", (double)p->merged, "merges",
+        "learner %d rejoined as incarnation %lld %.1fs after the %s fault healed, %lld contributions "
+        "merged within %gs%s",
+        l, (long long)f->inc, (f->t_join - f->healed) / 1000.0, hx_jstr(f->fault, "type"),
+        (long long)f->merged, p->merged_s, lossnote);
+}
+
+static void ri_eval(const void *ctx, const hyp_history *h, hyp_verdict *v)
+{
+    ri_figure f;
+    ri_measure(ctx, h, &f);
+    ri_judge(ctx, &f, v);
+}
+
+/* Contributions merged within merged_s of the rejoin; NAN without params
+ * (learner and merged_s have no default) or without a fault. */
+static double ri_figure_of(const void *ctx, const hyp_history *h)
+{
+    if (!ctx)
+        return NAN;
+    ri_figure f;
+    ri_measure(ctx, h, &f);
+    return !f.fault ? NAN : f.restart && !f.joined ? 0.0 : (double)f.merged;
+}
+
+/* Join within join_s of the heal on its learner, merges within merged_s
+ * of the join. */
+static int ri_window(const json_t *spec, hz_window *w)
+{
+    w->key = "merged_s";
+    w->learner = (int)json_integer_value(json_object_get(spec, "learner"));
+    w->len_ms = (int64_t)((hyp_spec_num(spec, "join_s") + hyp_spec_num(spec, "merged_s")) * 1000.0);
+    return 1;
+}
+
+const hypothesis hyp_reintegration = {
+    .name = "reintegration",
+    .summary = "the learner joins with a new incarnation within join_s of the "
+               "fault healing, pulls every fragment at the "
+               "current version before contributing, has >= merged "
+               "contributions merged within merged_s, and its train loss "
+               "is within tol of the others' median",
+    .params = "learner (id, required), join_s (s, required), merged (count, "
+              "default 1), merged_s (s, required), tol (rel, "
+              "default 0.10), pull_all (bool, default true)",
+    .keys = ri_keys,
+    .parse = ri_parse,
+    .eval = ri_eval,
+    .measure = ri_figure_of,
+    .free = free,
+    .window = ri_window,
+};

@@ -1,0 +1,417 @@
+/* run_actions.c - the runner's actions (see run_internal.h): the timeline
+ * (fire each entry when due, the live floor, heal checks), the harness's
+ * own syncer fault, and the revert at the end (active faults, rollbacks,
+ * halt on abort, leases). */
+#include "harness/run_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/file.h"
+#include "common/log.h"
+#include "common/proc.h"
+#include "harness/fault_kinds.h"
+#include "harness/report.h"
+#include "trainer/config.h"
+
+/* ---- run: the timeline ---- */
+
+static int unit_running(const agent_view *a)
+{
+    return strcmp(a->unit_state, "running") == 0 || strcmp(a->unit_state, "paused") == 0 ||
+           strcmp(a->unit_state, "starting") == 0;
+}
+
+/* Learners under an unhealed down-kind fault of ours, or not running. */
+static int busy_learners(runner *r, int except)
+{
+    int n = 0;
+    for (int l = 0; l < r->m; l++) {
+        if (l == except)
+            continue;
+        int busy = !unit_running(&r->av[l]);
+        for (int k = 0; k < r->sched->n && !busy; k++) {
+            sched_entry *se = &r->sched->entries[k];
+            if (se->learner == l && r->fx[k].ok && !r->fx[k].healed && hx_kind_takes_unit_down(se->fault))
+                busy = 1;
+        }
+        n += busy;
+    }
+    return n;
+}
+
+void run_action_event(runner *r, const char *phase, const sched_entry *se, int learner, const char *fid,
+                      const char *error)
+{
+    json_t *ev = jr_action_event(phase, se->name, se->fault, learner, fid, error);
+    if (!ev)
+        return;
+    json_array_append(r->acts, ev);
+    run_emit(r, ev);
+}
+
+/* The harness's own fault: kill the syncer now, restart it after down_ms. */
+static void fire_syncer_fault(runner *r, int k)
+{
+    sched_entry *se = &r->sched->entries[k];
+    fired *f = &r->fx[k];
+    int64_t t0 = cx_real_ns();
+    f->fired = 1;
+    f->start_mono = cx_mono_ms();
+    run_action_event(r, "invoke", se, -1, NULL, NULL);
+    const char *sig = json_string_value(json_object_get(se->params, "signal"));
+    int signo = sig && (strcmp(sig, "TERM") == 0 || strcmp(sig, "SIGTERM") == 0) ? SIGTERM : SIGKILL;
+    json_t *dm = json_object_get(se->params, "down_ms");
+    int64_t down_ms = json_is_integer(dm) ? json_integer_value(dm) : se->duration_ms;
+    char err[CX_ERRLEN] = "";
+    if (r->syncer_down || topo_syncer_kill(r->t, signo, err, sizeof err) < 0) {
+        if (!err[0])
+            snprintf(err, sizeof err, "the syncer is already down");
+        run_action_event(r, "fail", se, -1, NULL, err);
+        journal_add_action(r->j, 0, se->name, se->fault, -1, "failed", NULL, t0, cx_real_ns());
+        f->healed = 1;
+        run_set_error(r, "action %s: %s", se->name, err);
+        return;
+    }
+    f->ok = 1;
+    snprintf(f->fault_id, sizeof f->fault_id, "syncer");
+    r->syncer_down = 1;
+    r->syncer_up_at = cx_mono_ms() + down_ms;
+    r->syncer_entry = k;
+    run_action_event(r, "ok", se, -1, "syncer", NULL);
+    json_t *out =
+        json_pack("{s:s,s:I}", "signal", signo == SIGKILL ? "KILL" : "TERM", "down_ms", (json_int_t)down_ms);
+    journal_add_action(r->j, 0, se->name, se->fault, -1, "succeeded", out, t0, cx_real_ns());
+    json_decref(out);
+    cx_info("action %s: syncer killed (SIG%s), restart in %" PRId64 " ms", se->name,
+            signo == SIGKILL ? "KILL" : "TERM", down_ms);
+}
+
+void run_maybe_restart_syncer(runner *r)
+{
+    if (!r->syncer_down || cx_mono_ms() < r->syncer_up_at)
+        return;
+    char err[CX_ERRLEN] = "";
+    run_progress_end(r);
+    int rc = topo_syncer_start(r->t, 30000, err, sizeof err);
+    r->syncer_down = 0;
+    r->fx[r->syncer_entry].healed = 1;
+    r->fx[r->syncer_entry].healed_mono = cx_mono_ms();
+    r->last_merge_mono = cx_mono_ms(); /* the no-merge clock restarts with the syncer */
+    if (rc < 0) {
+        run_emit_run(r, "syncer_restart_failed", err);
+        run_set_error(r, "restarting the syncer: %s", err);
+        return;
+    }
+    run_emit_run(r, "syncer_restarted", topo_syncer_url(r->t));
+    cx_info("syncer restarted url=%s", topo_syncer_url(r->t));
+}
+
+/* A method action whose unit is not running (not started yet, restarting,
+ * finished) waits for it up to its wait_ms (if_not_running "wait"), or not at
+ * all ("skip"), then is skipped and the skip recorded (journal, events):
+ * never an error that aborts the run. Returns 1 when the action must not be
+ * sent now (f->fired stays 0 while waiting). */
+static int wait_for_unit(runner *r, int k, const char *state)
+{
+    sched_entry *se = &r->sched->entries[k];
+    fired *f = &r->fx[k];
+    int64_t now = cx_mono_ms();
+    if (!f->wait_since) {
+        f->wait_since = now;
+        if (se->wait_ms > 0)
+            cx_info("action %s: learner %d is %s; waiting up to %.1f s for it to run", se->name, se->learner,
+                    state, (double)se->wait_ms / 1000.0);
+    }
+    if (now - f->wait_since < se->wait_ms) {
+        f->fired = 0;
+        return 1;
+    }
+    char why[160];
+    if (se->wait_ms > 0)
+        snprintf(why, sizeof why, "unit %d was %s for %.1f s: skipped", se->learner, state,
+                 (double)se->wait_ms / 1000.0);
+    else
+        snprintf(why, sizeof why, "unit %d was %s: skipped (if_not_running \"skip\")", se->learner, state);
+    f->fired = f->skipped = f->healed = 1;
+    run_action_event(r, "skip", se, se->learner, NULL, why);
+    int64_t t = cx_real_ns();
+    json_t *out = json_pack("{s:s}", "skipped", why); /* not sent: "failed" in Chaos Toolkit's terms */
+    journal_add_action(r->j, 0, se->name, se->fault, se->learner, "failed", out, t, t);
+    json_decref(out);
+    cx_warn("action %s: %s", se->name, why);
+    return 1;
+}
+
+static void fire(runner *r, int k)
+{
+    assert(r->state == RS_METHOD); /* from REVERT on nothing new is injected */
+    run_progress_end(r);
+    sched_entry *se = &r->sched->entries[k];
+    fired *f = &r->fx[k];
+    if (strcmp(se->fault, RUN_SYNCER_FAULT) == 0) {
+        /* one syncer fault per action, whatever its targets */
+        for (int j = 0; j < k; j++)
+            if (r->sched->entries[j].action == se->action && se->action >= 0 && r->fx[j].fired) {
+                f->fired = f->healed = f->skipped = 1;
+                return;
+            }
+        fire_syncer_fault(r, k);
+        return;
+    }
+    int l = se->learner;
+    f->fired = 1;
+    f->start_mono = cx_mono_ms();
+    if (se->action >= 0 && !unit_running(&r->av[l]) && wait_for_unit(r, k, r->av[l].unit_state))
+        return;
+    if (se->action < 0) {
+        /* chaos draws keep the live floor at run time too */
+        const char *skip = NULL;
+        char why[128];
+        if (!unit_running(&r->av[l])) {
+            snprintf(why, sizeof why, "unit %d is %s", l, r->av[l].unit_state);
+            skip = why;
+        } else if (hx_kind_takes_unit_down(se->fault) &&
+                   r->m - busy_learners(r, l) - 1 < r->e->chaos.min_live) {
+            snprintf(why, sizeof why, "would leave fewer than %d learners alive", r->e->chaos.min_live);
+            skip = why;
+        }
+        if (skip) {
+            f->skipped = f->healed = 1;
+            json_t *ev = jr_action_event("skip", se->name, se->fault, l, NULL, skip);
+            run_emit(r, ev);
+            cx_info("chaos %s on learner %d skipped: %s", se->name, l, skip);
+            return;
+        }
+    }
+    int64_t t0 = cx_real_ns();
+    run_action_event(r, "invoke", se, l, NULL, NULL);
+    json_t *body = json_pack("{s:s,s:O,s:I,s:I}", "type", se->fault, "params", se->params, "duration_ms",
+                             (json_int_t)se->duration_ms, "seed", (json_int_t)se->seed);
+    if (se->has_toxicity)
+        json_object_set_new(body, "toxicity", json_real(se->toxicity));
+    int st = 0;
+    json_t *ans = NULL;
+    char err[CX_ERRLEN] = "";
+    cx_http_json(r->av[l].http, "POST", "/v1/faults", body, &st, &ans, err, sizeof err);
+    json_decref(body);
+    const char *id = json_string_value(json_object_get(ans, "id"));
+    if (run_http_ok(st) && id) {
+        f->ok = 1;
+        snprintf(f->fault_id, sizeof f->fault_id, "%s", id);
+        run_action_event(r, "ok", se, l, id, NULL);
+        journal_add_action(r->j, 0, se->name, se->fault, l, "succeeded", ans, t0, cx_real_ns());
+        cx_info("action %s: %s on learner %d for %" PRId64 " ms -> fault %s", se->name, se->fault, l,
+                se->duration_ms, id);
+    } else {
+        char msg[CX_ERRLEN + 64];
+        run_answer_error(ans, st, err, msg, sizeof msg);
+        if (se->action >= 0 && st == 409 && strstr(msg, "not running")) {
+            /* our view of the unit was stale: wait for it like above */
+            json_decref(ans);
+            snprintf(r->av[l].unit_state, sizeof r->av[l].unit_state, "restarting");
+            wait_for_unit(r, k, "not running");
+            return;
+        }
+        f->healed = 1;
+        run_action_event(r, "fail", se, l, NULL, msg);
+        json_t *rec = json_object_get(ans, "fault");
+        journal_add_action(r->j, 0, se->name, se->fault, l, "failed", rec ? rec : ans, t0, cx_real_ns());
+        if (st == 503 && strstr(msg, "halted"))
+            run_set_abort(r, "agent %d is halted: %s", l, msg);
+        else
+            run_set_error(r, "action %s on learner %d: %s", se->name, l, msg);
+    }
+    json_decref(ans);
+}
+
+/* Has every fault of method action a ended? */
+static int action_healed(runner *r, int a)
+{
+    int any = 0;
+    for (int k = 0; k < r->sched->n; k++) {
+        if (r->sched->entries[k].action != a)
+            continue;
+        any = 1;
+        if (!r->fx[k].fired || !r->fx[k].healed)
+            return 0;
+    }
+    return any;
+}
+
+/* Heal checks: a fault past its duration is asked for its state. */
+static void check_heals(runner *r)
+{
+    int64_t now = cx_mono_ms();
+    for (int k = 0; k < r->sched->n; k++) {
+        fired *f = &r->fx[k];
+        sched_entry *se = &r->sched->entries[k];
+        if (!f->ok || f->healed || strcmp(se->fault, RUN_SYNCER_FAULT) == 0)
+            continue;
+        if (now < f->start_mono + se->duration_ms || now - f->last_check < 500)
+            continue;
+        f->last_check = now;
+        char path[128];
+        snprintf(path, sizeof path, "/v1/faults/%s", f->fault_id);
+        int st = 0;
+        json_t *ans = NULL;
+        cx_http_json(r->av[se->learner].http, "GET", path, NULL, &st, &ans, NULL, 0);
+        const char *state = json_string_value(json_object_get(ans, "state"));
+        if ((st == 200 && state && strcmp(state, "active") != 0) || st == 404) {
+            f->healed = 1;
+            f->healed_mono = now;
+        }
+        json_decref(ans);
+    }
+}
+
+static int entry_due(runner *r, int k)
+{
+    sched_entry *se = &r->sched->entries[k];
+    switch (se->when) {
+    case EXP_AT_S:
+        return run_now_s_since(r->method_mono) >= se->at_s;
+    case EXP_AT_OUTER_STEP:
+        return !r->syncer_down && r->merges >= se->at_outer_step;
+    case EXP_AFTER:
+        return action_healed(r, se->after);
+    }
+    return 0;
+}
+
+void run_play_timeline(runner *r)
+{
+    for (int k = 0; k < r->sched->n && !r->abort && !r->error && !run_signal; k++)
+        if (!r->fx[k].fired && entry_due(r, k))
+            fire(r, k);
+    check_heals(r);
+    run_maybe_restart_syncer(r);
+}
+
+/* Entries the horizon waits for: not fired yet, or fired and not healed
+ * (an until_end fault, once fired, lasts until the run ends instead). */
+int run_pending_entries(runner *r)
+{
+    int n = 0;
+    for (int k = 0; k < r->sched->n; k++)
+        n += !r->fx[k].fired || (r->fx[k].ok && !r->fx[k].healed && !r->sched->entries[k].until_end);
+    return n;
+}
+
+int run_active_faults(runner *r)
+{
+    int n = 0;
+    for (int k = 0; k < r->sched->n; k++)
+        n += r->fx[k].ok && !r->fx[k].healed;
+    return n;
+}
+
+/* ---- run: revert ---- */
+
+static void delete_active(runner *r, int l, const char *why)
+{
+    int st = 0;
+    json_t *ans = NULL;
+    cx_http_json(r->av[l].http, "GET", "/v1/faults", NULL, &st, &ans, NULL, 0);
+    size_t i;
+    json_t *rec;
+    json_array_foreach(json_object_get(ans, "faults"), i, rec)
+    {
+        if (strcmp(run_jstr(rec, "state"), "active") != 0)
+            continue;
+        const char *id = json_string_value(json_object_get(rec, "id"));
+        char path[128];
+        snprintf(path, sizeof path, "/v1/faults/%s", id ? id : "");
+        int dst = 0;
+        json_t *d = NULL;
+        cx_http_json(r->av[l].http, "DELETE", path, NULL, &dst, &d, NULL, 0);
+        json_decref(d);
+        if (!run_http_ok(dst))
+            cx_warn("revert of fault %s on agent %d failed (HTTP %d) (%s)", id, l, dst, why);
+        else
+            cx_info("reverted fault %s on learner %d (%s)", id, l, why);
+    }
+    json_decref(ans);
+}
+
+static int agent_post(runner *r, int l, const char *path, json_t **ans)
+{
+    json_t *body = json_object();
+    int st = 0;
+    cx_http_json(r->av[l].http, "POST", path, body, &st, ans, NULL, 0);
+    json_decref(body);
+    return st;
+}
+
+void run_revert(runner *r)
+{
+    int aborted = r->abort || r->error || run_signal;
+    for (int l = 0; l < r->m; l++)
+        delete_active(r, l, "end of run");
+    /* rollbacks from the file, whatever happened */
+    for (int i = 0; i < r->e->nrollbacks; i++) {
+        exp_rollback *rb = &r->e->rollbacks[i];
+        int ids[EXP_MAX_LEARNERS], n = 0;
+        if (rb->targets.kind == EXP_TARGET_IDS && rb->targets.nids > 0) {
+            for (int k = 0; k < rb->targets.nids; k++)
+                ids[n++] = rb->targets.ids[k];
+        } else if (rb->targets.kind == EXP_TARGET_IDS) {
+            for (int k = 0; k < r->m; k++)
+                ids[n++] = k;
+        } else {
+            /* random/percent: the same seeded draw style as the schedule */
+            int want = rb->targets.kind == EXP_TARGET_RANDOM ? rb->targets.random_n
+                                                             : (int)ceil(rb->targets.percent * r->m / 100.0);
+            for (int k = 0; k < r->m && n < want; k++)
+                ids[n++] = k;
+        }
+        const char *kind = rb->kind == EXP_RB_HALT     ? "halt"
+                           : rb->kind == EXP_RB_RESUME ? "resume"
+                                                       : "revert_faults";
+        for (int k = 0; k < n; k++) {
+            int l = ids[k];
+            int64_t t0 = cx_real_ns();
+            int st = 200;
+            json_t *ans = NULL;
+            if (rb->kind == EXP_RB_REVERT_FAULTS)
+                delete_active(r, l, rb->name);
+            else
+                st = agent_post(r, l, rb->kind == EXP_RB_HALT ? "/v1/halt" : "/v1/resume", &ans);
+            journal_add_action(r->j, 1, rb->name, kind, l, run_http_ok(st) ? "succeeded" : "failed", ans, t0,
+                               cx_real_ns());
+            json_decref(ans);
+        }
+    }
+    if (aborted)
+        for (int l = 0; l < r->m; l++) {
+            int64_t t0 = cx_real_ns();
+            json_t *ans = NULL;
+            int st = agent_post(r, l, "/v1/halt", &ans);
+            journal_add_action(r->j, 1, "halt-on-abort", "halt", l, run_http_ok(st) ? "succeeded" : "failed",
+                               ans, t0, cx_real_ns());
+            json_decref(ans);
+            if (!run_http_ok(st))
+                cx_warn("POST /v1/halt on agent %d failed (HTTP %d)", l, st);
+        }
+    run_fetch_faults(r);
+    for (int l = 0; l < r->m; l++) {
+        size_t i;
+        json_t *rec;
+        json_array_foreach(r->av[l].faults, i, rec) if (strcmp(run_jstr(rec, "state"), "active") == 0)
+            cx_warn("fault %s on learner %d is still active after the revert",
+                    json_string_value(json_object_get(rec, "id")), l);
+    }
+    run_release_leases(r);
+}

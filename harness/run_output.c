@@ -1,0 +1,349 @@
+/* run_output.c - the runner's judging and outputs (see run_internal.h):
+ * the steady state, verify, summary.json's figures, the dashboard's
+ * hypotheses table, events.jsonl/faults.json at the end, the verdicts
+ * printed on stdout. */
+#include "harness/run_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/file.h"
+#include "common/log.h"
+#include "common/proc.h"
+#include "harness/fault_kinds.h"
+#include "harness/report.h"
+#include "trainer/config.h"
+
+/* ---- run: hypotheses ---- */
+
+static json_t *verdict_json(const char *label, const char *phase, const hyp_verdict *v, int pending)
+{
+    json_t *o = json_pack("{s:s,s:s,s:s}", "name", label, "phase", phase, "status",
+                          pending ? "running" : hyp_status_name(v->status));
+    if (!pending) {
+        json_object_set_new(o, "measured", isfinite(v->measured) ? json_real(v->measured) : json_null());
+        json_object_set_new(o, "threshold", isfinite(v->threshold) ? json_real(v->threshold) : json_null());
+        json_object_set_new(o, "cmp", json_string(v->cmp));
+        json_object_set_new(o, "unit", json_string(v->unit));
+        json_object_set_new(o, "explanation", json_string(v->explanation));
+    }
+    return o;
+}
+
+static void dash_hyp(runner *r, json_t *entry)
+{
+    if (!r->dash) {
+        json_decref(entry);
+        return;
+    }
+    if (!r->dash_hyps)
+        r->dash_hyps = json_array();
+    const char *name = json_string_value(json_object_get(entry, "name"));
+    const char *phase = json_string_value(json_object_get(entry, "phase"));
+    size_t i;
+    json_t *v;
+    json_array_foreach(r->dash_hyps, i, v)
+    {
+        if (strcmp(json_string_value(json_object_get(v, "name")), name) == 0 &&
+            strcmp(json_string_value(json_object_get(v, "phase")), phase) == 0) {
+            json_array_set_new(r->dash_hyps, i, entry);
+            dash_server_set_hypotheses(r->dash, r->dash_hyps, NULL, 0);
+            return;
+        }
+    }
+    json_array_append_new(r->dash_hyps, entry);
+    dash_server_set_hypotheses(r->dash, r->dash_hyps, NULL, 0);
+}
+
+void run_dash_pending(runner *r)
+{
+    if (!r->dash)
+        return;
+    for (int i = 0; i < r->e->nsteady; i++)
+        dash_hyp(r, json_pack("{s:s,s:s,s:s}", "name", hyp_spec_label(r->e->steady_state[i]), "phase",
+                              "steady_state", "status", "pending"));
+    for (int i = 0; i < r->e->nverify; i++)
+        dash_hyp(r, json_pack("{s:s,s:s,s:s}", "name", hyp_spec_label(r->e->verify[i]), "phase", "verify",
+                              "status", "pending"));
+}
+
+/* by_s of a steady-state entry, when it has one. */
+static double spec_by_s(const hyp_spec *s)
+{
+    json_t *b = json_object_get(hyp_spec_json(s), "by_s");
+    return json_is_number(b) ? json_number_value(b) : -1.0;
+}
+
+void run_poll_all(runner *r);
+
+/* Judge the steady state: re-evaluated every second until every entry
+ * passes or the deadline passes: the largest by_s + 5 s, else 30 s; an
+ * entry judged by training progress (by_tokens) is waited for up to the
+ * run's time bound instead, so a slow machine is not judged by the clock. */
+void run_steady_state(runner *r, double limit_s)
+{
+    r->steady_ok = 1;
+    if (r->e->nsteady == 0)
+        return;
+    double deadline_s = STEADY_DEFAULT_S;
+    double maxby = -1;
+    int by_progress = 0;
+    for (int i = 0; i < r->e->nsteady; i++) {
+        if (spec_by_s(r->e->steady_state[i]) > maxby)
+            maxby = spec_by_s(r->e->steady_state[i]);
+        by_progress |= json_object_get(hyp_spec_json(r->e->steady_state[i]), "by_tokens") != NULL;
+    }
+    if (maxby > 0)
+        deadline_s = maxby + 5.0;
+    if (by_progress && limit_s > deadline_s)
+        deadline_s = limit_s;
+    int64_t t0 = cx_real_ns();
+    hyp_verdict *v = calloc((size_t)r->e->nsteady, sizeof *v);
+    if (!v) {
+        run_set_error(r, "out of memory");
+        return;
+    }
+    cx_info("steady state: %d hypotheses, deadline %.0f s after the run start", r->e->nsteady, deadline_s);
+    for (;;) {
+        run_poll_all(r);
+        if (r->abort || r->error || run_signal)
+            break;
+        hyp_history *h = run_build_history(r, 1);
+        int all = 1;
+        for (int i = 0; i < r->e->nsteady; i++) {
+            hyp_spec_eval(r->e->steady_state[i], h, &v[i]);
+            all &= v[i].status == HYP_PASS;
+        }
+        hyp_history_free(h);
+        if (all || run_now_s_since(r->start_mono) >= deadline_s)
+            break;
+        run_nap(1000);
+    }
+    for (int i = 0; i < r->e->nsteady; i++) {
+        const hyp_spec *s = r->e->steady_state[i];
+        journal_add_hypothesis(r->j, JR_BEFORE, s, &v[i], t0, cx_real_ns());
+        dash_hyp(r, verdict_json(hyp_spec_label(s), "steady_state", &v[i], 0));
+        cx_log(v[i].status == HYP_PASS ? CX_LOG_INFO : CX_LOG_WARN, "steady state %s: %s (%s)",
+               hyp_spec_label(s), hyp_status_name(v[i].status), v[i].explanation);
+        if (v[i].status != HYP_PASS)
+            r->steady_ok = 0;
+    }
+    free(v);
+}
+
+/* ---- run: verify ---- */
+
+/* A window the run did not see close (it ended by its time bound, a stop
+ * condition or the learners' budget, not by the horizon) cannot be judged:
+ * the verdict becomes an error that says so. */
+static void unobserved(runner *r, int spec, hyp_verdict *v)
+{
+    if (r->end_sent)
+        return;
+    int64_t heal[EXP_MAX_LEARNERS];
+    hz_progress p;
+    run_hz_fill(r, heal, &p);
+    for (int i = 0; i < r->nhw; i++) {
+        char msg[sizeof v->explanation];
+        if (r->hw_spec[i] != spec || !horizon_unobserved(&r->hw[i], &p, msg, sizeof msg))
+            continue;
+        v->status = HYP_ERROR;
+        snprintf(v->explanation, sizeof v->explanation, "%s", msg);
+    }
+}
+
+void run_verify(runner *r)
+{
+    /* final collection: every event, every fault record, final status */
+    run_poll_events(r);
+    run_poll_syncer_status(r);
+    hyp_history *h = run_build_history(r, 1);
+    if (!h) {
+        run_set_error(r, "out of memory");
+        return;
+    }
+    for (int i = 0; i < r->e->nverify; i++) {
+        const hyp_spec *s = r->e->verify[i];
+        int64_t t0 = cx_real_ns();
+        hyp_verdict v;
+        hyp_spec_eval(s, h, &v);
+        unobserved(r, i, &v);
+        journal_add_hypothesis(r->j, JR_AFTER, s, &v, t0, cx_real_ns());
+        dash_hyp(r, verdict_json(hyp_spec_label(s), "verify", &v, 0));
+        cx_log(v.status == HYP_PASS ? CX_LOG_INFO : CX_LOG_WARN, "verify %s: %s measured=%g %s %g %s (%s)",
+               hyp_spec_label(s), hyp_status_name(v.status), v.measured, v.cmp, v.threshold, v.unit,
+               v.explanation);
+    }
+    hyp_history_free(h);
+}
+
+/* Figures for compare and summary.json. */
+json_t *run_summary_json(runner *r)
+{
+    hyp_history *h = run_build_history(r, 0);
+    if (!h)
+        return NULL;
+    /* each figure measured by the hypothesis that judges it, without a verdict */
+    static const char *const figures[][2] = {
+        {"goodput", "goodput"},
+        {"bytes_per_token", "bandwidth"},
+        {"longest_merge_gap_s", "no_global_downtime"},
+    };
+    json_t *o = json_object();
+    json_object_set_new(o, "mode", json_string(r->e->mode));
+    json_object_set_new(o, "learners", json_integer(r->m));
+    json_object_set_new(o, "seed", json_integer((json_int_t)r->seed));
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
+        double x = hyp_measure(figures[i][1], h);
+        json_object_set_new(o, figures[i][0], isfinite(x) ? json_real(x) : json_null());
+    }
+    hyp_history_free(h);
+    /* tokens the learners reported (what the figures above were measured over) */
+    json_int_t tokens = 0;
+    json_t *lv;
+    size_t li;
+    json_array_foreach(json_object_get(r->status, "learners"), li, lv) tokens +=
+        json_integer_value(json_object_get(lv, "tokens"));
+    json_object_set_new(o, "tokens", json_integer(tokens));
+    /* the eval curve, s since the run start */
+    json_t *curve = json_array();
+    double final = NAN;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(r->sev, i, ev)
+    {
+        if (strcmp(run_jstr(ev, "type"), "eval") != 0)
+            continue;
+        json_t *l = json_object_get(ev, "loss");
+        double loss = json_is_number(l) ? json_number_value(l) : NAN;
+        double t = (double)(json_integer_value(json_object_get(ev, "t_mono_ms")) - r->start_mono) / 1000.0;
+        json_array_append_new(
+            curve, json_pack("[f,o]", t, isfinite(loss) && loss >= 0 ? json_real(loss) : json_null()));
+        final = isfinite(loss) && loss >= 0 ? loss : NAN;
+    }
+    json_object_set_new(o, "final_loss", isfinite(final) ? json_real(final) : json_null());
+    json_object_set_new(o, "final_bpb", isfinite(final) ? json_real(final / M_LN2) : json_null());
+    json_object_set_new(o, "eval_curve", curve);
+    json_object_set_new(o, "duration_s", json_real((double)(r->end_mono - r->start_mono) / 1000.0));
+    json_object_set_new(o, "merges", json_integer((json_int_t)r->merges));
+    return o;
+}
+
+/* ---- run: outputs ---- */
+
+void run_append_collected(runner *r)
+{
+    /* events.jsonl also carries every training event and the final fault
+     * records, so one file tells the whole story (report.c reads it). */
+    size_t i;
+    json_t *v;
+    json_array_foreach(r->sev, i, v)
+    {
+        json_t *c = json_deep_copy(v);
+        json_object_set_new(c, "kind", json_string("training"));
+        jr_events_append(r->ev, c, NULL, 0);
+        json_decref(c);
+    }
+    for (int l = 0; l < r->m; l++)
+        json_array_foreach(r->av[l].faults, i, v)
+        {
+            json_t *c = json_pack("{s:s,s:i,s:O}", "kind", "fault", "learner", l, "record", v);
+            jr_events_append(r->ev, c, NULL, 0);
+            json_decref(c);
+        }
+    json_t *fl = json_array();
+    for (int l = 0; l < r->m; l++)
+        json_array_foreach(r->av[l].faults, i, v)
+            json_array_append_new(fl, json_pack("{s:i,s:O}", "learner", l, "record", v));
+    char path[PATHLEN + 32];
+    run_join_path(path, sizeof path, r->run_dir, "faults.json");
+    json_dump_file(fl, path, JSON_INDENT(1));
+    json_decref(fl);
+}
+
+/* The addresses the journal's translated experiment calls. */
+void run_journal_endpoints(runner *r)
+{
+    const char *urls[EXP_MAX_LEARNERS];
+    for (int i = 0; i < r->m && i < EXP_MAX_LEARNERS; i++)
+        urls[i] = topo_agent_url(r->t, i);
+    journal_set_endpoints(r->j, topo_syncer_url(r->t), urls,
+                          r->m < EXP_MAX_LEARNERS ? r->m : EXP_MAX_LEARNERS);
+}
+
+void run_print_verdicts(runner *r, const run_result *res)
+{
+    json_t *jj = journal_json(r->j);
+    printf("\n%s\n  status %s, exit %d, run dir %s\n", r->e->title, res->status, res->exit_code, r->run_dir);
+    json_t *ss = json_object_get(jj, "steady_states");
+    const char *phases[] = {"before", "after"};
+    for (int p = 0; p < 2; p++) {
+        json_t *probes = json_object_get(json_object_get(ss, phases[p]), "probes");
+        size_t i;
+        json_t *pr;
+        json_array_foreach(probes, i, pr)
+        {
+            json_t *out = json_object_get(pr, "output");
+            const char *name = json_string_value(json_object_get(json_object_get(pr, "activity"), "name"));
+            printf("  %-6s %-28s %-5s %s\n", p == 0 ? "steady" : "verify", name ? name : "?",
+                   run_jstr(out, "verdict"), run_jstr(out, "explanation"));
+        }
+    }
+    if (r->why[0])
+        printf("  %s: %s\n", r->error ? "error" : "aborted", r->why);
+    fflush(stdout);
+    json_decref(jj);
+}
+
+/* DONE's outputs: the journal's end and status, events.jsonl's collected
+ * events, journal.json, junit.xml, summary.json, report.html. A write that
+ * fails is a harness error (the journal, JUnit) or a warning (the report). */
+void run_write_outputs(runner *r, run_result *res)
+{
+    char path[PATHLEN + 64], e2[CX_ERRLEN] = "";
+    /* Chaos Toolkit's meanings: a signal, a stop condition or a halt
+     * interrupts the run; an error nobody planned for aborts it. */
+    jr_status js = JR_COMPLETED;
+    if (run_signal)
+        js = JR_INTERRUPTED;
+    else if (r->error)
+        js = JR_ABORTED;
+    else if (r->abort)
+        js = JR_INTERRUPTED;
+    journal_set_end(r->j, cx_real_ns(), js);
+    if (r->why[0]) {
+        run_emit_run(r, r->error ? "error" : "aborted", r->why);
+    }
+    if (r->ev) {
+        run_append_collected(r);
+    }
+    run_join_path(path, sizeof path, r->run_dir, "journal.json");
+    if (journal_write(r->j, path, e2, sizeof e2) < 0)
+        run_set_error(r, "journal: %s", e2);
+    if (r->o->junit)
+        snprintf(path, sizeof path, "%s", r->o->junit);
+    else
+        run_join_path(path, sizeof path, r->run_dir, "junit.xml");
+    if (journal_write_junit(r->j, path, e2, sizeof e2) < 0)
+        run_set_error(r, "junit: %s", e2);
+    if (res->summary) {
+        json_object_set_new(res->summary, "status", json_string(jr_status_name(journal_status(r->j))));
+        json_object_set_new(res->summary, "deviated", json_boolean(journal_deviated(r->j)));
+        run_join_path(path, sizeof path, r->run_dir, "summary.json");
+        json_dump_file(res->summary, path, JSON_INDENT(1) | JSON_SORT_KEYS);
+    }
+    if (report_render(r->run_dir, e2, sizeof e2) < 0)
+        cx_warn("report.html: %s", e2);
+}

@@ -1,0 +1,378 @@
+/* run_poll.c - what the runner collects while it runs (see run_internal.h):
+ * the lease thread, the syncer's events and status, the agents' status and
+ * fault records, the history the hypotheses judge, stop conditions, the
+ * end of training and the progress line. */
+#include "harness/run_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/file.h"
+#include "common/log.h"
+#include "common/proc.h"
+#include "harness/fault_kinds.h"
+#include "harness/report.h"
+#include "trainer/config.h"
+
+/* ---- run: leases ---- */
+
+static void *lease_thread(void *arg)
+{
+    runner *r = arg;
+    int m = r->m;
+    cx_http_client **c = calloc((size_t)m, sizeof *c);
+    if (!c)
+        return NULL;
+    cx_http_opts ho = {.connect_timeout_ms = 500, .timeout_ms = 2000, .bearer = topo_token(r->t)};
+    for (int i = 0; i < m; i++)
+        c[i] = cx_http_client_new(topo_agent_url(r->t, i), &ho);
+    pthread_mutex_lock(&r->lease_mu);
+    while (!r->lease_stop) {
+        pthread_mutex_unlock(&r->lease_mu);
+        for (int i = 0; i < m; i++) {
+            json_t *body = json_pack("{s:I}", "ttl_ms", (json_int_t)LEASE_TTL_MS);
+            int st = 0;
+            json_t *ans = NULL;
+            char err[CX_ERRLEN] = "";
+            if (c[i] && (cx_http_json(c[i], "POST", "/v1/lease", body, &st, &ans, err, sizeof err) < 0 ||
+                         !run_http_ok(st)))
+                cx_warn("lease renewal on agent %d failed (status %d) %s", i, st, err);
+            json_decref(body);
+            json_decref(ans);
+        }
+        pthread_mutex_lock(&r->lease_mu);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t ns = ts.tv_nsec + (int64_t)(LEASE_TTL_MS / 3) * 1000000;
+        ts.tv_sec += ns / 1000000000;
+        ts.tv_nsec = ns % 1000000000;
+        if (!r->lease_stop)
+            pthread_cond_timedwait(&r->lease_cv, &r->lease_mu, &ts);
+    }
+    pthread_mutex_unlock(&r->lease_mu);
+    for (int i = 0; i < m; i++)
+        cx_http_client_free(c[i]);
+    free(c);
+    return NULL;
+}
+
+/* Take a lease on every agent (synchronously, so a refusal is an error),
+ * then start the renewal thread. */
+int run_take_leases(runner *r)
+{
+    for (int i = 0; i < r->m; i++) {
+        json_t *body = json_pack("{s:I}", "ttl_ms", (json_int_t)LEASE_TTL_MS);
+        int st = 0;
+        json_t *ans = NULL;
+        char err[CX_ERRLEN] = "", msg[CX_ERRLEN + 64];
+        cx_http_json(r->av[i].http, "POST", "/v1/lease", body, &st, &ans, err, sizeof err);
+        json_decref(body);
+        if (!run_http_ok(st)) {
+            run_answer_error(ans, st, err, msg, sizeof msg);
+            json_decref(ans);
+            run_set_error(r, "lease on agent %d (%s): %s", i, topo_agent_url(r->t, i), msg);
+            return CX_EUNAVAIL;
+        }
+        json_decref(ans);
+    }
+    pthread_mutex_init(&r->lease_mu, NULL);
+    pthread_cond_init(&r->lease_cv, NULL);
+    if (pthread_create(&r->lease_tid, NULL, lease_thread, r) != 0) {
+        run_set_error(r, "cannot start the lease thread");
+        return CX_ESYS;
+    }
+    r->lease_running = 1;
+    cx_info("leases taken on %d agents ttl_ms=%d (renewed every %d ms)", r->m, LEASE_TTL_MS,
+            LEASE_TTL_MS / 3);
+    return 0;
+}
+
+/* Stop renewing and release (ttl 0: no revert; the faults were already
+ * reverted or the agents are about to stop). */
+void run_release_leases(runner *r)
+{
+    if (!r->lease_running)
+        return;
+    pthread_mutex_lock(&r->lease_mu);
+    r->lease_stop = 1;
+    pthread_cond_signal(&r->lease_cv);
+    pthread_mutex_unlock(&r->lease_mu);
+    pthread_join(r->lease_tid, NULL);
+    r->lease_running = 0;
+    pthread_mutex_destroy(&r->lease_mu);
+    pthread_cond_destroy(&r->lease_cv);
+    for (int i = 0; i < r->m; i++) {
+        json_t *body = json_pack("{s:i}", "ttl_ms", 0);
+        int st = 0;
+        json_t *ans = NULL;
+        cx_http_json(r->av[i].http, "POST", "/v1/lease", body, &st, &ans, NULL, 0);
+        json_decref(body);
+        json_decref(ans);
+    }
+}
+
+/* ---- run: collecting ---- */
+
+/* Fetch the syncer's new events. */
+void run_poll_events(runner *r)
+{
+    if (r->syncer_down)
+        return;
+    for (int round = 0; round < 20; round++) {
+        char path[96];
+        snprintf(path, sizeof path, "/v1/events?since=%" PRId64 "&limit=5000", r->last_seq);
+        cx_http_result res;
+        cx_http_result_init(&res);
+        int n = 0;
+        if (cx_http_do(r->sy, "GET", path, NULL, NULL, 0, NULL, 0, &res, NULL, 0) == 0 && res.status == 200 &&
+            res.body.data) {
+            char *save = NULL;
+            for (char *line = strtok_r(res.body.data, "\n", &save); line;
+                 line = strtok_r(NULL, "\n", &save)) {
+                json_t *ev = json_loads(line, 0, NULL);
+                if (!json_is_object(ev)) {
+                    json_decref(ev);
+                    continue;
+                }
+                int64_t seq = json_integer_value(json_object_get(ev, "seq"));
+                if (seq <= r->last_seq) {
+                    json_decref(ev);
+                    continue;
+                }
+                r->last_seq = seq;
+                n++;
+                const char *type = json_string_value(json_object_get(ev, "type"));
+                if (type && strcmp(type, "merge") == 0) {
+                    int64_t t = json_integer_value(json_object_get(ev, "t_mono_ms"));
+                    if (t > r->last_merge_mono)
+                        r->last_merge_mono = t;
+                } else if (type && strcmp(type, "eval") == 0) {
+                    json_t *l = json_object_get(ev, "loss");
+                    double loss = json_is_number(l) ? json_number_value(l) : NAN;
+                    if (loss < 0)
+                        loss = NAN; /* the syncer writes a non-finite loss as -1 */
+                    r->eval_loss = loss;
+                    if (r->state == RS_STEADY || r->state == RS_METHOD) {
+                        if (r->e->stop.nan && !isfinite(loss))
+                            run_set_abort(
+                                r, "stop condition nan: non-finite eval loss (event seq %" PRId64 ")", seq);
+                        else if (r->e->stop.has_eval_loss_above && isfinite(loss) &&
+                                 loss > r->e->stop.eval_loss_above)
+                            run_set_abort(
+                                r,
+                                "stop condition eval_loss_above %g: eval loss %.4f (event seq %" PRId64 ")",
+                                r->e->stop.eval_loss_above, loss, seq);
+                    }
+                }
+                json_array_append_new(r->sev, ev);
+            }
+        }
+        cx_http_result_cleanup(&res);
+        if (n < 5000)
+            break;
+    }
+}
+
+void run_poll_syncer_status(runner *r)
+{
+    if (r->syncer_down)
+        return;
+    int st = 0;
+    json_t *s = NULL;
+    cx_http_json(r->sy, "GET", "/v1/status", NULL, &st, &s, NULL, 0);
+    if (st == 200 && json_is_object(s)) {
+        json_decref(r->status);
+        r->status = s;
+        r->merges = json_integer_value(json_object_get(s, "merges"));
+    } else {
+        json_decref(s);
+    }
+}
+
+static void poll_agent(runner *r, int i)
+{
+    agent_view *a = &r->av[i];
+    a->last_poll = cx_mono_ms();
+    int st = 0;
+    json_t *s = NULL;
+    cx_http_json(a->http, "GET", "/v1/status", NULL, &st, &s, NULL, 0);
+    if (st == 200 && json_is_object(s)) {
+        a->last_ok_mono = cx_mono_ms();
+        json_t *unit = json_object_get(s, "unit");
+        const char *us = json_string_value(json_object_get(unit, "state"));
+        snprintf(a->unit_state, sizeof a->unit_state, "%s", us ? us : "?");
+        json_t *le = json_object_get(unit, "last_exit");
+        a->exit_code = json_is_object(le) ? (int)json_integer_value(json_object_get(le, "code")) : -1;
+        if (json_is_object(le) && json_integer_value(json_object_get(le, "signal")) != 0)
+            a->exit_code = -1;
+        a->faults_active = (int)json_integer_value(json_object_get(s, "faults_active"));
+        json_int_t pid = json_integer_value(json_object_get(unit, "pid"));
+        if (pid > 0)
+            topo_note_unit(r->t, i, (pid_t)pid);
+        if (json_is_true(json_object_get(s, "halted")) && r->state == RS_METHOD)
+            run_set_abort(r, "agent %d was halted (chaosloco halt or the dashboard's HALT ALL)", i);
+    }
+    json_decref(s);
+}
+
+/* Every agent's fault list (kept when an agent does not answer). */
+void run_fetch_faults(runner *r)
+{
+    for (int i = 0; i < r->m; i++) {
+        int st = 0;
+        json_t *ans = NULL;
+        cx_http_json(r->av[i].http, "GET", "/v1/faults", NULL, &st, &ans, NULL, 0);
+        json_t *list = json_object_get(ans, "faults");
+        if (st == 200 && json_is_array(list)) {
+            json_decref(r->av[i].faults);
+            r->av[i].faults = json_incref(list);
+        }
+        json_decref(ans);
+    }
+}
+
+/* The history the hypotheses judge, as of now (new). */
+hyp_history *run_build_history(runner *r, int with_faults)
+{
+    hyp_history *h = hyp_history_new(r->m, r->e->quorum);
+    if (!h)
+        return NULL;
+    size_t i;
+    json_t *v;
+    char err[CX_ERRLEN];
+    json_array_foreach(r->sev, i, v) if (hyp_history_add_syncer_event(h, v, err, sizeof err) < 0)
+        cx_debug("event skipped: %s", err);
+    if (with_faults)
+        run_fetch_faults(r);
+    for (int l = 0; l < r->m; l++)
+        json_array_foreach(r->av[l].faults, i, v) hyp_history_add_fault(h, l, v, NULL, 0);
+    json_array_foreach(r->acts, i, v) hyp_history_add_action(h, v, NULL, 0);
+    hyp_history_set_counter(h, HYP_C_START_MONO, (double)r->start_mono);
+    hyp_history_set_counter(h, HYP_C_END_MONO, (double)(r->end_mono ? r->end_mono : cx_mono_ms()));
+    if (r->steps_target > 0)
+        hyp_history_set_counter(h, HYP_C_STEPS_TARGET, (double)r->steps_target);
+    if (r->status) {
+        json_t *b = json_object_get(r->status, "bytes");
+        hyp_history_set_counter(h, HYP_C_BYTES_IN, (double)json_integer_value(json_object_get(b, "in")));
+        hyp_history_set_counter(h, HYP_C_BYTES_OUT, (double)json_integer_value(json_object_get(b, "out")));
+        double tokens = 0;
+        json_array_foreach(json_object_get(r->status, "learners"), i, v)
+        {
+            int64_t id = json_integer_value(json_object_get(v, "id"));
+            int64_t tk = json_integer_value(json_object_get(v, "tokens"));
+            tokens += (double)tk;
+            if (id >= 0 && id < r->m)
+                hyp_history_set_learner_final(h, (int)id, json_integer_value(json_object_get(v, "step")), tk);
+        }
+        /* Learners report tokens in heartbeats (<= 1 per second), so a short
+         * run can end before the syncer heard of them: when every learner
+         * finished, it trained at least steps x batch tokens. */
+        double nominal = r->training_over && !r->end_sent && r->batch > 0
+                             ? (double)r->m * (double)r->steps_target * (double)r->batch
+                             : 0.0;
+        if (nominal > tokens)
+            tokens = nominal;
+        if (tokens > 0)
+            hyp_history_set_counter(h, HYP_C_TOKENS, tokens);
+    }
+    return h;
+}
+
+/* ---- run: polling, stop conditions, end of training ---- */
+
+void run_check_training_over(runner *r)
+{
+    int done = 1, exited0 = 0;
+    for (int l = 0; l < r->m; l++) {
+        agent_view *a = &r->av[l];
+        if (strcmp(a->unit_state, "exited") == 0 && a->exit_code == 0) {
+            exited0++;
+            continue;
+        }
+        /* a unit down for good (killed, no restart pending) counts as over
+         * once nothing of ours is pending on it */
+        if ((strcmp(a->unit_state, "killed") == 0 || strcmp(a->unit_state, "exited") == 0) &&
+            a->faults_active == 0 && run_pending_entries(r) == 0)
+            continue;
+        done = 0;
+    }
+    if (done && exited0 > 0 && !r->syncer_down)
+        r->training_over = 1;
+}
+
+void run_poll_all(runner *r)
+{
+    int64_t now = cx_mono_ms();
+    run_poll_events(r);
+    if (now - r->last_status >= STATUS_EVERY_MS) {
+        r->last_status = now;
+        run_poll_syncer_status(r);
+    }
+    for (int l = 0; l < r->m; l++)
+        if (now - r->av[l].last_poll >= AGENT_EVERY_MS)
+            poll_agent(r, l);
+    if (r->state != RS_STEADY && r->state != RS_METHOD)
+        return;
+    const exp_stop *sc = &r->e->stop;
+    now = cx_mono_ms();
+    if (sc->has_no_merge_for_s && !r->syncer_down && !r->training_over) {
+        int64_t since = r->last_merge_mono > r->start_mono ? r->last_merge_mono : r->start_mono;
+        if ((double)(now - since) / 1000.0 > sc->no_merge_for_s)
+            run_set_abort(r, "stop condition no_merge_for_s %g: no merge for %.1f s", sc->no_merge_for_s,
+                          (double)(now - since) / 1000.0);
+    }
+    if (sc->has_agent_unreachable_s)
+        for (int l = 0; l < r->m; l++) {
+            int64_t last = r->av[l].last_ok_mono ? r->av[l].last_ok_mono : r->start_mono;
+            if ((double)(now - last) / 1000.0 > sc->agent_unreachable_s)
+                run_set_abort(r, "stop condition agent_unreachable_s %g: agent %d silent for %.1f s",
+                              sc->agent_unreachable_s, l, (double)(now - last) / 1000.0);
+        }
+    if (run_signal)
+        run_set_abort(r, "interrupted by %s", run_signal == SIGINT ? "SIGINT" : "SIGTERM");
+}
+
+/* ---- run: progress ---- */
+
+void run_progress(runner *r, const char *phase, double left_s)
+{
+    int64_t now = cx_mono_ms();
+    int every = r->tty ? 250 : 10000;
+    if (now - r->last_progress < every)
+        return;
+    r->last_progress = now;
+    char loss[32];
+    if (isfinite(r->eval_loss))
+        snprintf(loss, sizeof loss, "%.4f", r->eval_loss);
+    else
+        snprintf(loss, sizeof loss, "-");
+    if (r->tty)
+        fprintf(stderr,
+                "\r\033[K%-12s outer step %-6" PRId64 " eval loss %-8s faults %-2d time left %4.0f s ", phase,
+                r->merges, loss, run_active_faults(r), left_s);
+    else
+        cx_info("progress phase=%s merges=%" PRId64 " eval_loss=%s faults_active=%d time_left_s=%.0f", phase,
+                r->merges, loss, run_active_faults(r), left_s);
+    if (r->dash)
+        dash_server_set_progress(r->dash, phase, now - r->start_mono, (int64_t)(left_s * 1000));
+}
+
+void run_progress_end(runner *r)
+{
+    if (r->tty && r->last_progress) {
+        fprintf(stderr, "\r\033[K");
+        r->last_progress = 0;
+    }
+}

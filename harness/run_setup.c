@@ -1,0 +1,299 @@
+/* run_setup.c - before the run (see run_internal.h): the experiment and
+ * its timeline, the run directory, the syncer's config checked with the
+ * trainer's rules, the topology (launch or attach) and the embedded
+ * dashboard. */
+#include "harness/run_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/file.h"
+#include "common/log.h"
+#include "common/proc.h"
+#include "harness/fault_kinds.h"
+#include "harness/report.h"
+#include "trainer/config.h"
+
+/* ---- run: set-up ---- */
+
+static void make_slug(const char *path, const char *title, char *out, size_t len)
+{
+    const char *src = title;
+    char base[256];
+    if (path) {
+        const char *b = strrchr(path, '/');
+        snprintf(base, sizeof base, "%s", b ? b + 1 : path);
+        char *dot = strrchr(base, '.');
+        if (dot && strcmp(dot, ".json") == 0)
+            *dot = '\0';
+        src = base;
+    }
+    size_t n = 0;
+    int dash = 0;
+    for (const char *p = src; *p && n + 1 < len && n < 60; p++) {
+        char c = *p;
+        if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_') {
+            out[n++] = c;
+            dash = 0;
+        } else if (c >= 'A' && c <= 'Z') {
+            out[n++] = (char)(c - 'A' + 'a');
+            dash = 0;
+        } else if (!dash && n > 0) {
+            out[n++] = '-';
+            dash = 1;
+        }
+    }
+    while (n > 0 && out[n - 1] == '-')
+        n--;
+    out[n] = '\0';
+    if (!n)
+        snprintf(out, len, "experiment");
+}
+
+int run_make_run_dir(runner *r, char *err, size_t errlen)
+{
+    if (r->o->out_dir && strlen(r->o->out_dir) >= sizeof r->run_dir - 64)
+        return cx_fail(err, errlen, CX_EINVAL, "--out: path longer than %zu bytes", sizeof r->run_dir - 64);
+    if (r->o->out_root && strlen(r->o->out_root) >= 256)
+        return cx_fail(err, errlen, CX_EINVAL, "output root longer than 255 bytes");
+    if (r->o->out_dir) {
+        snprintf(r->run_dir, sizeof r->run_dir, "%s", r->o->out_dir);
+    } else {
+        char iso[40];
+        cx_iso_time(iso, sizeof iso, cx_real_ns());
+        /* 2026-12-02T11:30:26.123Z -> 20261202T113026Z */
+        char stamp[24];
+        size_t n = 0;
+        for (const char *p = iso; *p && *p != '.' && n + 2 < sizeof stamp; p++)
+            if (*p != '-' && *p != ':')
+                stamp[n++] = *p;
+        stamp[n++] = 'Z';
+        stamp[n] = '\0';
+        const char *root = r->o->out_root ? r->o->out_root : "out";
+        snprintf(r->run_dir, sizeof r->run_dir, "%s/%s-%s", root, r->slug, stamp);
+        struct stat sb;
+        for (int k = 2; stat(r->run_dir, &sb) == 0 && k < 100; k++)
+            snprintf(r->run_dir, sizeof r->run_dir, "%s/%s-%s-%d", root, r->slug, stamp, k);
+    }
+    struct stat sb;
+    if (stat(r->run_dir, &sb) == 0) {
+        char probe[PATHLEN + 32];
+        snprintf(probe, sizeof probe, "%s/journal.json", r->run_dir);
+        if (access(probe, F_OK) == 0 ||
+            (snprintf(probe, sizeof probe, "%s/pids.json", r->run_dir), access(probe, F_OK) == 0))
+            return cx_fail(
+                err, errlen, CX_ECONFLICT,
+                "--out %s already holds a run (journal.json or pids.json); choose a fresh directory",
+                r->run_dir);
+    }
+    return cx_mkdir_p(r->run_dir, err, errlen);
+}
+
+/* The syncer's config: topology.training, M, the mode override; checked
+ * with the trainer's own rules so a bad key fails before anything starts. */
+json_t *run_syncer_config(runner *r, char *err, size_t errlen)
+{
+    json_t *c = json_deep_copy(r->e->training ? r->e->training : json_object());
+    if (!c)
+        c = json_object();
+    json_object_set_new(c, "learners", json_integer(r->m));
+    if (r->o->mode)
+        json_object_set_new(c, "mode", json_string(r->o->mode));
+    /* CI's slow pass: every learner slowed (docs/experiments.md) */
+    const char *slow = getenv("CHAOSLOCO_SLOWDOWN");
+    if (slow && *slow) {
+        char *end = NULL;
+        double x = strtod(slow, &end);
+        if (*end || !(x >= 1.0 && x <= 1000.0)) {
+            cx_fail(err, errlen, CX_EINVAL, "CHAOSLOCO_SLOWDOWN=%s: expected a number in 1..1000", slow);
+            json_decref(c);
+            return NULL;
+        }
+        json_object_set_new(c, "slowdown", json_real(x));
+    }
+    config cfg;
+    config_defaults(&cfg);
+    int64_t mode = cfg.mode, model = cfg.model; /* what the file does not name */
+    json_t *jm = json_object_get(c, "mode");
+    if (json_is_string(jm) && config_parse_mode(json_string_value(jm), &mode) < 0) {
+        cx_fail(err, errlen, CX_EINVAL, "training mode '%s' is not ddp|ddp-elastic|diloco|decoupled",
+                json_string_value(jm));
+        json_decref(c);
+        return NULL;
+    }
+    json_t *jk = json_object_get(c, "model");
+    if (json_is_string(jk) && config_parse_model(json_string_value(jk), &model) < 0) {
+        cx_fail(err, errlen, CX_EINVAL, "model '%s' is not mlp|gpt", json_string_value(jk));
+        json_decref(c);
+        return NULL;
+    }
+    config_kind_defaults(&cfg, mode, model);
+    char e2[CX_ERRLEN];
+    if (config_from_json(&cfg, c, "topology.training", e2, sizeof e2) < 0 ||
+        config_validate(&cfg, e2, sizeof e2) < 0) {
+        cx_fail(err, errlen, CX_EINVAL, "topology.training: %s", e2);
+        json_decref(c);
+        return NULL;
+    }
+    r->steps_target = cfg.steps;
+    r->batch = cfg.batch;
+    return c;
+}
+
+int run_load(runner *r, char *err, size_t errlen)
+{
+    jv_diag *d = jv_diag_new();
+    unsigned flags = r->o->ci ? EXP_CI : 0;
+    int rc = r->o->experiment ? exp_load(r->o->experiment, flags, &r->e, d, err, errlen)
+                              : exp_load_string(run_default_experiment(), flags, &r->e, d, err, errlen);
+    if (rc < 0) {
+        char pre[600];
+        snprintf(pre, sizeof pre, "%s: ", r->o->experiment ? r->o->experiment : "(default)");
+        jv_diag_print(stderr, d, pre);
+        jv_diag_free(d);
+        return rc;
+    }
+    jv_diag_free(d);
+    if (r->e->attach_syncer && r->o->mode) {
+        return cx_fail(err, errlen, CX_EINVAL, "--mode cannot change the mode of an attached syncer");
+    }
+    if (r->o->mode) {
+        int64_t m;
+        if (config_parse_mode(r->o->mode, &m) < 0)
+            return cx_fail(err, errlen, CX_EINVAL, "--mode: '%s' is not ddp|ddp-elastic|diloco|decoupled",
+                           r->o->mode);
+        free(r->e->mode);
+        r->e->mode = strdup(r->o->mode);
+    }
+    r->m = r->e->learners;
+    r->seed = r->o->has_seed ? r->o->seed : r->e->seed;
+    rc = sched_build(r->e, r->seed, &r->sched, err, errlen);
+    if (rc < 0)
+        return rc;
+    make_slug(r->o->experiment, r->e->title, r->slug, sizeof r->slug);
+    if (!r->o->experiment)
+        snprintf(r->slug, sizeof r->slug, "default");
+    return 0;
+}
+
+void run_dry_run(runner *r)
+{
+    json_t *s = sched_json(r->sched);
+    printf("experiment: %s\nvariant: %s\nlearners: %d  mode: %s  seed: %" PRIu64 "\n", r->e->title,
+           r->o->ci ? "ci" : "base", r->m, r->e->mode, r->seed);
+    printf("timeline: %d entries (%d chaos draws, %d skipped for the live floor, %d skipped as busy)\n",
+           r->sched->n, r->sched->chaos_drawn, r->sched->skipped_floor, r->sched->skipped_busy);
+    for (int k = 0; k < r->sched->n; k++) {
+        sched_entry *se = &r->sched->entries[k];
+        char when[64];
+        if (se->when == EXP_AT_S)
+            snprintf(when, sizeof when, "at %.1f s", se->at_s);
+        else if (se->when == EXP_AT_OUTER_STEP)
+            snprintf(when, sizeof when, "at outer step %" PRId64, se->at_outer_step);
+        else
+            snprintf(when, sizeof when, "after %s", r->e->method[se->after].name);
+        char *params = json_dumps(se->params, JSON_COMPACT | JSON_SORT_KEYS);
+        printf("  %-22s %-10s learner %-3d %-20s for %" PRId64 " ms  params %s\n", se->name, se->fault,
+               se->learner, when, se->duration_ms, params ? params : "{}");
+        free(params);
+    }
+    char *js = json_dumps(s, JSON_COMPACT | JSON_SORT_KEYS);
+    printf("%s\n", js ? js : "{}");
+    free(js);
+    json_decref(s);
+}
+
+int run_start_topology(runner *r, char *err, size_t errlen)
+{
+    char exe[PATHLEN];
+    int rc = cx_self_exe(exe, sizeof exe);
+    if (rc < 0)
+        return cx_fail(err, errlen, rc, "cannot find the chaosloco binary (/proc/self/exe)");
+    if (r->e->attach_syncer) {
+        rc = topo_attach(
+            r->e->attach_syncer, r->e->attach_agents, r->e->nattach_agents, r->e->attach_token_file,
+            r->o->syncer_credential_file ? r->o->syncer_credential_file : r->e->attach_syncer_credential_file,
+            &r->t, err, errlen);
+    } else {
+        json_t *sc = run_syncer_config(r, err, errlen);
+        if (!sc)
+            return CX_EINVAL;
+        char prefix[48];
+        snprintf(prefix, sizeof prefix, "cl%d", (int)getpid());
+        topo_launch_cfg lc = {.run_dir = r->run_dir,
+                              .exe = exe,
+                              .learners = r->m,
+                              .syncer_cfg = sc,
+                              .unit_prefix = prefix,
+                              .ready_timeout_ms = 60000,
+                              .learner_steps = (long long)r->steps_target * HZ_BUDGET_X};
+        rc = topo_launch(&lc, &r->t, err, errlen);
+        json_decref(sc);
+    }
+    if (rc < 0)
+        return rc;
+    /* the syncer gets the harness's own (admin) credential, never the agents' token */
+    cx_http_opts so = {.connect_timeout_ms = 500, .timeout_ms = 5000, .bearer = topo_syncer_credential(r->t)};
+    r->sy = cx_http_client_new(topo_syncer_url(r->t), &so);
+    r->av = calloc((size_t)r->m, sizeof *r->av);
+    if (!r->sy || !r->av)
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    cx_http_opts ao = {.connect_timeout_ms = 500, .timeout_ms = 3000, .bearer = topo_token(r->t)};
+    for (int l = 0; l < r->m; l++) {
+        r->av[l].http = cx_http_client_new(topo_agent_url(r->t, l), &ao);
+        r->av[l].exit_code = -1;
+        snprintf(r->av[l].unit_state, sizeof r->av[l].unit_state, "starting");
+        if (!r->av[l].http)
+            return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+void run_start_dashboard(runner *r)
+{
+    const char *listen = r->o->dashboard ? r->o->dashboard : (!r->o->experiment ? "127.0.0.1:0" : NULL);
+    if (!listen)
+        return;
+    const char *urls[EXP_MAX_LEARNERS];
+    int ids[EXP_MAX_LEARNERS];
+    int n = r->m < DASH_MAX_AGENTS ? r->m : DASH_MAX_AGENTS;
+    for (int l = 0; l < n; l++) {
+        urls[l] = topo_agent_url(r->t, l);
+        ids[l] = l;
+    }
+    char dstate[PATHLEN + 16];
+    snprintf(dstate, sizeof dstate, "%s/dashboard", r->run_dir);
+    cx_mkdir_p(dstate, NULL, 0);
+    dash_config dc = {.listen = listen,
+                      .syncer_url = topo_syncer_url(r->t),
+                      .agent_urls = urls,
+                      .agent_learners = ids,
+                      .nagents = n,
+                      .token = topo_token(r->t),
+                      .syncer_credential = topo_syncer_credential(r->t),
+                      .poll_ms = 500,
+                      .state_dir = dstate,
+                      .title = r->e->title};
+    char err[CX_ERRLEN];
+    r->dash = dash_server_new(&dc, err, sizeof err);
+    if (!r->dash) {
+        cx_warn("dashboard not started: %s", err);
+        return;
+    }
+    printf("dashboard: %s\n", dash_server_url(r->dash));
+    fflush(stdout);
+    cx_info("dashboard url=%s", dash_server_url(r->dash));
+    run_dash_pending(r);
+}
