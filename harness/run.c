@@ -1165,7 +1165,10 @@ static int hz_setup(runner *r)
         if (horizon_window(hyp_spec_json(sp), hyp_spec_label(sp), &r->hw[r->nhw]))
             r->hw_spec[r->nhw++] = i;
     }
-    r->min_tokens = r->e->min_tokens > 0 ? r->e->min_tokens : (int64_t)r->m * r->steps_target * r->batch;
+    /* a foreign trainer's horizon is the file's (the validator requires one): steps x batch are ours */
+    r->min_tokens = r->e->min_tokens > 0 ? r->e->min_tokens
+                    : r->e->trainer      ? 0
+                                         : (int64_t)r->m * r->steps_target * r->batch;
     return 0;
 }
 
@@ -1440,7 +1443,7 @@ static void append_collected(runner *r)
         jr_events_append(r->ev, c, NULL, 0);
         json_decref(c);
     }
-    for (int l = 0; l < r->m; l++)
+    for (int l = 0; r->av && l < r->m; l++) /* no agent views when the topology never started */
         json_array_foreach(r->av[l].faults, i, v)
         {
             json_t *c = json_pack("{s:s,s:i,s:O}", "kind", "fault", "learner", l, "record", v);
@@ -1448,7 +1451,7 @@ static void append_collected(runner *r)
             json_decref(c);
         }
     json_t *fl = json_array();
-    for (int l = 0; l < r->m; l++)
+    for (int l = 0; r->av && l < r->m; l++)
         json_array_foreach(r->av[l].faults, i, v)
             json_array_append_new(fl, json_pack("{s:i,s:O}", "learner", l, "record", v));
     char path[PATHLEN + 32];
