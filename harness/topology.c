@@ -1,4 +1,6 @@
-/* topology.c - launch (or attach to) a syncer and M agents with learners.
+/* topology.c - launch (or attach to) a syncer and M agents with learners,
+ * or a foreign trainer's coordinator and M agents with its learners (the
+ * same lifecycle; "syncer" below is either).
  *
  * A launched process's lifecycle, as seen from here:
  *
@@ -7,6 +9,8 @@
  *   reaped (syncer only) --topo_syncer_start()--> started --> ready
  *
  * pid != 0 holds exactly while a child is started and not yet reaped.
+ * A foreign coordinator's argv is expanded again at every spawn (its
+ * {listen} is 127.0.0.1:0 first, its own address after a restart).
  */
 #include "harness/topology.h"
 
