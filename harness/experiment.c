@@ -179,20 +179,94 @@ static int nonempty_string(jv_diag *d, const char *path, const json_t *obj, cons
 static const char *const modes[] = {"ddp", "ddp-elastic", "diloco", "decoupled", NULL};
 static const char *const encodings[] = {"f32", "bf16", "int8", "int4", "int2", "q2", NULL};
 
+/* A trainer's argv template at path.key: a non-empty array of non-empty
+ * strings whose {placeholders} are known for role (topology.h); *used
+ * collects the placeholders it names. NULL-terminated copy, or NULL. */
+static char **parse_template(jv_diag *d, const char *path, const json_t *tr, const char *key, topo_role role,
+                             int *n, unsigned *used)
+{
+    json_t *arr = NULL;
+    char p[JV_PATHLEN];
+    jv_path_key(p, sizeof(p), path, key);
+    *n = 0;
+    if (get_array(d, path, tr, key, 1, &arr) != 1)
+        return NULL;
+    size_t len = json_array_size(arr);
+    if (len == 0) {
+        jv_diag_add(d, p, "expected a command (a non-empty array of strings), got []");
+        return NULL;
+    }
+    char **argv = calloc(len + 1, sizeof *argv);
+    for (size_t i = 0; argv && i < len; i++) {
+        char pi[JV_PATHLEN], why[256];
+        jv_path_idx(pi, sizeof(pi), p, i);
+        json_t *v = json_array_get(arr, i);
+        if (!json_is_string(v) || !json_string_length(v)) {
+            char got[64];
+            jv_describe(got, sizeof(got), v);
+            jv_diag_add(d, pi, "expected a non-empty string, got %s", got);
+        } else if (topo_check_template(role, json_string_value(v), used, why, sizeof why) < 0) {
+            jv_diag_add(d, pi, "%s", why);
+        }
+        argv[i] = strdup(json_is_string(v) ? json_string_value(v) : "");
+        *n = (int)i + 1;
+    }
+    return argv;
+}
+
+/* topology.trainer: a foreign trainer's coordinator and learner commands. */
+static void parse_trainer(experiment *e, const json_t *doc, const json_t *tr, jv_diag *d)
+{
+    static const char *const keys[] = {"coordinator", "learner", "cwd", NULL};
+    const char *path = "$.topology.trainer";
+    jv_check_keys(d, path, tr, keys);
+    topo_trainer *t = e->trainer = calloc(1, sizeof *t);
+    if (!t) {
+        jv_diag_add(d, path, "out of memory");
+        return;
+    }
+    unsigned cu = 0, lu = 0;
+    t->coordinator = parse_template(d, path, tr, "coordinator", TOPO_COORDINATOR, &t->ncoordinator, &cu);
+    t->learner = parse_template(d, path, tr, "learner", TOPO_LEARNER, &t->nlearner, &lu);
+    /* bit i = topo_placeholders(role)[i]: listen 0, state_dir 1; proxy 0, proxy.syncer 1 */
+    if (t->coordinator && (~cu & 3u))
+        jv_diag_add(d, "$.topology.trainer.coordinator",
+                    "expected {listen} (the address it must bind: a syncer_restart keeps it) and {state_dir} "
+                    "(where it writes listen.addr), missing %s",
+                    (~cu & 3u) == 3u ? "both"
+                    : (~cu & 1u)     ? "{listen}"
+                                     : "{state_dir}");
+    if (t->learner && !(lu & 3u))
+        jv_diag_add(d, "$.topology.trainer.learner",
+                    "expected {proxy}: the learner must reach the coordinator through its agent's proxy, or "
+                    "network faults cannot reach its traffic");
+    const char *cwd = NULL;
+    if (nonempty_string(d, path, tr, "cwd", 0, &cwd) == 1)
+        t->cwd = strdup(cwd);
+    /* The default token horizon is learners x steps x batch of chaosloco's
+     * own learners: meaningless for another trainer. */
+    json_t *hz = json_object_get(doc, "horizon");
+    if (!json_object_get(hz, "min_tokens") && !json_object_get(hz, "min_merges"))
+        jv_diag_add(
+            d, "$.horizon",
+            "expected min_tokens or min_merges with topology.trainer (the default, learners x steps x "
+            "batch, is chaosloco's own learners' training)");
+}
+
 static void parse_topology(experiment *e, const json_t *doc, jv_diag *d)
 {
-    json_t *topo = NULL;
+    json_t *tp = NULL;
     e->learners = 0;
-    if (get_object(d, "$", doc, "topology", 1, &topo) != 1)
+    if (get_object(d, "$", doc, "topology", 1, &tp) != 1)
         return;
-    static const char *const keys[] = {"learners", "training", "attach", NULL};
-    jv_check_keys(d, "$.topology", topo, keys);
+    static const char *const keys[] = {"learners", "training", "attach", "trainer", NULL};
+    jv_check_keys(d, "$.topology", tp, keys);
     int64_t m = 0;
-    if (jv_get_int(d, "$.topology", topo, "learners", 1, 1, EXP_MAX_LEARNERS, "a learner count", &m) == 1)
+    if (jv_get_int(d, "$.topology", tp, "learners", 1, 1, EXP_MAX_LEARNERS, "a learner count", &m) == 1)
         e->learners = (int)m;
 
     json_t *tr = NULL;
-    int rt = get_object(d, "$.topology", topo, "training", 0, &tr);
+    int rt = get_object(d, "$.topology", tp, "training", 0, &tr);
     e->training = rt == 1 ? json_deep_copy(tr) : json_object();
     e->mode = strdup("decoupled");
     e->quorum = 1;
@@ -223,8 +297,15 @@ static void parse_topology(experiment *e, const json_t *doc, jv_diag *d)
                         "unexpected key: the learner count is topology.learners");
     }
 
+    json_t *tn = NULL;
+    if (get_object(d, "$.topology", tp, "trainer", 0, &tn) == 1) {
+        parse_trainer(e, doc, tn, d);
+        if (json_object_get(tp, "attach"))
+            jv_diag_add(d, "$.topology", "expected at most one of attach and trainer, got both");
+    }
+
     json_t *at = NULL;
-    if (get_object(d, "$.topology", topo, "attach", 0, &at) == 1) {
+    if (get_object(d, "$.topology", tp, "attach", 0, &at) == 1) {
         static const char *const akeys[] = {"syncer", "agents", "token_file", "syncer_credential_file", NULL};
         jv_check_keys(d, "$.topology.attach", at, akeys);
         const char *s = NULL;
@@ -895,6 +976,12 @@ void exp_free(experiment *e)
     free_strv(e->attach_agents, e->nattach_agents);
     free(e->attach_token_file);
     free(e->attach_syncer_credential_file);
+    if (e->trainer) {
+        free_strv(e->trainer->coordinator, e->trainer->ncoordinator);
+        free_strv(e->trainer->learner, e->trainer->nlearner);
+        free(e->trainer->cwd);
+        free(e->trainer);
+    }
     for (int i = 0; i < e->nsteady; i++)
         hyp_spec_free(e->steady_state[i]);
     free(e->steady_state);

@@ -28,6 +28,7 @@
 
 #include "harness/hypothesis.h"
 #include "harness/jsonv.h"
+#include "harness/topology.h"
 
 #define EXP_MAX_LEARNERS 256
 #define EXP_MAX_DURATION_MS (24LL * 3600 * 1000) /* the agent caps it lower (--max-duration-ms) */
@@ -138,6 +139,7 @@ typedef struct experiment {
     int nattach_agents;   /* entries in attach_agents (== learners when valid) */
     char *attach_token_file;
     char *attach_syncer_credential_file; /* topology.attach.syncer_credential_file, or NULL */
+    topo_trainer *trainer; /* topology.trainer: a foreign trainer's commands, NULL = chaosloco's own */
     hyp_spec **steady_state;
     int nsteady;
     exp_action *method;

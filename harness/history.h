@@ -3,7 +3,7 @@
  * A hyp_history is what a runner collected about one run, and nothing
  * else: it never talks to a process and judges nothing. The runner feeds it
  *
- *   syncer events   (GET /v1/events, contracts.md: seq, t_mono_ms, type, ...)
+ *   syncer events   (GET /v1/events, docs/telemetry.md: seq, t_mono_ms, type, ...)
  *   fault records   (each agent's GET /v1/faults, tagged with its learner id)
  *   action events   (the harness's own events.jsonl lines, journal.h)
  *   counters        (figures only the runner knows: wire bytes, control loss)
@@ -42,10 +42,10 @@ typedef struct hyp_history hyp_history;
 /* learners: M; quorum: K (the live floor of no_global_downtime). */
 hyp_history *hyp_history_new(int learners, int quorum);
 void hyp_history_free(hyp_history *h);
-/* A syncer event (contracts.md shape). Copied; kept in seq order. Returns
+/* A syncer event (docs/telemetry.md shape). Copied; kept in seq order. Returns
  * CX_EINVAL (with err) when it lacks seq/t_mono_ms/type. */
 int hyp_history_add_syncer_event(hyp_history *h, const json_t *ev, char *err, size_t errlen);
-/* An agent fault record (contracts.md shape) of the agent beside learner. */
+/* An agent fault record (docs/telemetry.md shape) of the agent beside learner. */
 int hyp_history_add_fault(hyp_history *h, int learner, const json_t *record, char *err, size_t errlen);
 /* A harness action event (journal.h: phase invoke|ok|fail ...). */
 int hyp_history_add_action(hyp_history *h, const json_t *ev, char *err, size_t errlen);

@@ -332,7 +332,10 @@ static int hz_setup(runner *r)
         if (horizon_window(hyp_spec_json(sp), hyp_spec_label(sp), &r->hw[r->nhw]))
             r->hw_spec[r->nhw++] = i;
     }
-    r->min_tokens = r->e->min_tokens > 0 ? r->e->min_tokens : (int64_t)r->m * r->steps_target * r->batch;
+    /* a foreign trainer's horizon is the file's (the validator requires one): steps x batch are ours */
+    r->min_tokens = r->e->min_tokens > 0 ? r->e->min_tokens
+                    : r->e->trainer      ? 0
+                                         : (int64_t)r->m * r->steps_target * r->batch;
     return 0;
 }
 

@@ -256,7 +256,7 @@ void run_append_collected(runner *r)
         jr_events_append(r->ev, c, NULL, 0);
         json_decref(c);
     }
-    for (int l = 0; l < r->m; l++)
+    for (int l = 0; r->av && l < r->m; l++) /* no agent views when the topology never started */
         json_array_foreach(r->av[l].faults, i, v)
         {
             json_t *c = json_pack("{s:s,s:i,s:O}", "kind", "fault", "learner", l, "record", v);
@@ -264,7 +264,7 @@ void run_append_collected(runner *r)
             json_decref(c);
         }
     json_t *fl = json_array();
-    for (int l = 0; l < r->m; l++)
+    for (int l = 0; r->av && l < r->m; l++)
         json_array_foreach(r->av[l].faults, i, v)
             json_array_append_new(fl, json_pack("{s:i,s:O}", "learner", l, "record", v));
     char path[PATHLEN + 32];

@@ -238,7 +238,10 @@ int run_start_topology(runner *r, char *err, size_t errlen)
                               .syncer_cfg = sc,
                               .unit_prefix = prefix,
                               .ready_timeout_ms = 60000,
-                              .learner_steps = (long long)r->steps_target * HZ_BUDGET_X};
+                              .learner_steps = (long long)r->steps_target * HZ_BUDGET_X,
+                              .trainer = r->e->trainer,
+                              .experiment_path = r->o->experiment,
+                              .seed = r->seed};
         rc = topo_launch(&lc, &r->t, err, errlen);
         json_decref(sc);
     }

@@ -1,4 +1,6 @@
-/* topology.c - launch (or attach to) a syncer and M agents with learners.
+/* topology.c - launch (or attach to) a syncer and M agents with learners,
+ * or a foreign trainer's coordinator and M agents with its learners (the
+ * same lifecycle; "syncer" below is either).
  *
  * A launched process's lifecycle, as seen from here:
  *
@@ -7,11 +9,14 @@
  *   reaped (syncer only) --topo_syncer_start()--> started --> ready
  *
  * pid != 0 holds exactly while a child is started and not yet reaped.
+ * A foreign coordinator's argv is expanded again at every spawn (its
+ * {listen} is 127.0.0.1:0 first, its own address after a restart).
  */
 #include "harness/topology.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/file.h"
@@ -52,8 +58,12 @@ struct topo {
     char syncer_cred[CRED_MAX];       /* the admin credential the harness uses, "" none */
     char syncer_cred_file[TOPO_PATH]; /* its file, "" none */
     topo_proc syncer;
-    topo_proc *agents; /* m entries */
-    pid_t all[512];    /* every pid ever started or reported (pids.json "all") */
+    topo_proc *agents;   /* m entries */
+    const char *sname;   /* "syncer", or "coordinator" for a foreign trainer (messages, files) */
+    char **coord_tmpl;   /* a foreign trainer's coordinator argv template (owned, NULL-terminated), or NULL */
+    char cwd[TOPO_PATH]; /* the foreign trainer's working directory (absolute), "" none */
+    char seed[24];       /* the run seed, decimal ({seed}) */
+    pid_t all[512];      /* every pid ever started or reported (pids.json "all") */
     int nall;
 };
 
@@ -66,6 +76,158 @@ static void remember(topo *t, pid_t pid)
             return;
     if (t->nall < (int)(sizeof t->all / sizeof t->all[0]))
         t->all[t->nall++] = pid;
+}
+
+/* ---- topology: a foreign trainer's placeholders ---- */
+
+/* One list per role; topo_expand's values follow the same order. */
+static const char *const coordinator_ph[] = {
+    "listen",  "state_dir", "credentials_dir", "admin_credential_file", "config", "learners", "seed",
+    "run_dir", NULL};
+static const char *const learner_ph[] = {"proxy",           "proxy.syncer", "id",   "learners", "state_dir",
+                                         "credential_file", "steps",        "seed", "run_dir",  NULL};
+enum {
+    PH_C_LISTEN,
+    PH_C_STATE_DIR,
+    PH_C_CREDS,
+    PH_C_ADMIN,
+    PH_C_CONFIG,
+    PH_C_LEARNERS,
+    PH_C_SEED,
+    PH_C_RUN,
+    PH_C_N
+};
+enum {
+    PH_L_PROXY,
+    PH_L_PROXY_SYNCER,
+    PH_L_ID,
+    PH_L_LEARNERS,
+    PH_L_STATE_DIR,
+    PH_L_CRED,
+    PH_L_STEPS,
+    PH_L_SEED,
+    PH_L_RUN,
+    PH_L_N
+};
+
+const char *const *topo_placeholders(topo_role role)
+{
+    return role == TOPO_COORDINATOR ? coordinator_ph : learner_ph;
+}
+
+/* Length of a placeholder's name at s (just after a '{'): 1+ of [a-z0-9_.]
+ * followed by '}'; 0 when s does not start one (the '{' is literal). */
+static size_t ph_name_len(const char *s)
+{
+    size_t n = 0;
+    while ((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= '0' && s[n] <= '9') || s[n] == '_' || s[n] == '.')
+        n++;
+    return n > 0 && s[n] == '}' ? n : 0;
+}
+
+static int ph_index(topo_role role, const char *name, size_t n)
+{
+    const char *const *list = topo_placeholders(role);
+    for (int i = 0; list[i]; i++)
+        if (strlen(list[i]) == n && strncmp(list[i], name, n) == 0)
+            return i;
+    return -1;
+}
+
+int topo_check_template(topo_role role, const char *arg, unsigned *used, char *err, size_t errlen)
+{
+    for (const char *s = strchr(arg, '{'); s; s = strchr(s + 1, '{')) {
+        size_t n = ph_name_len(s + 1);
+        if (!n)
+            continue;
+        int i = ph_index(role, s + 1, n);
+        if (i < 0) {
+            char known[256] = "";
+            const char *const *list = topo_placeholders(role);
+            for (int k = 0; list[k]; k++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s{%s}", k ? ", " : "",
+                         list[k]);
+            return cx_fail(err, errlen, CX_EINVAL, "unknown placeholder {%.*s} (known: %s)", (int)n, s + 1,
+                           known);
+        }
+        if (used)
+            *used |= 1u << i;
+    }
+    return 0;
+}
+
+char *topo_expand(topo_role role, const char *arg, const char *const *values)
+{
+    cx_buf b;
+    cx_buf_init(&b, 1 << 16);
+    const char *s = arg;
+    int bad = 0;
+    for (const char *open = strchr(s, '{'); open; open = strchr(open + 1, '{')) {
+        size_t n = ph_name_len(open + 1);
+        int i = n ? ph_index(role, open + 1, n) : -1;
+        if (i < 0 || !values[i])
+            continue;
+        bad |= cx_buf_append(&b, s, (size_t)(open - s)) < 0;
+        bad |= cx_buf_append(&b, values[i], strlen(values[i])) < 0;
+        s = open + n + 2;
+        open = s - 1;
+    }
+    bad |= cx_buf_append(&b, s, strlen(s) + 1) < 0; /* with the NUL */
+    char *out = bad ? NULL : cx_buf_take(&b, NULL);
+    cx_buf_cleanup(&b);
+    return out;
+}
+
+static void free_argv(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* argv = every template entry expanded (malloc'd, NULL-terminated), or NULL. */
+static char **expand_argv(topo_role role, char *const *tmpl, const char *const *values)
+{
+    size_t n = 0;
+    while (tmpl[n])
+        n++;
+    char **out = calloc(n + 1, sizeof *out);
+    for (size_t i = 0; out && i < n; i++)
+        if (!(out[i] = topo_expand(role, tmpl[i], values))) {
+            free_argv(out);
+            return NULL;
+        }
+    return out;
+}
+
+/* The trainer's working directory: cwd (as written) against the directory of
+ * the experiment file, made absolute; it must exist. */
+static int trainer_cwd(const topo_launch_cfg *cfg, char *out, size_t len, char *err, size_t errlen)
+{
+    char base[TOPO_PATH] = ".", want[2 * TOPO_PATH + 2];
+    if (cfg->experiment_path) {
+        snprintf(base, sizeof base, "%s", cfg->experiment_path);
+        char *slash = strrchr(base, '/');
+        if (slash)
+            *(slash == base ? slash + 1 : slash) = '\0';
+        else
+            snprintf(base, sizeof base, ".");
+    }
+    const char *cwd = cfg->trainer->cwd;
+    if (cwd && cwd[0] == '/')
+        snprintf(want, sizeof want, "%s", cwd);
+    else
+        snprintf(want, sizeof want, "%s/%s", base, cwd ? cwd : ".");
+    char real[PATH_MAX];
+    if (!realpath(want, real))
+        return cx_fail(err, errlen, CX_EINVAL, "topology.trainer.cwd: %s: %s", want, strerror(errno));
+    struct stat st;
+    if (stat(real, &st) != 0 || !S_ISDIR(st.st_mode))
+        return cx_fail(err, errlen, CX_EINVAL, "topology.trainer.cwd: %s is not a directory", real);
+    if (strlen(real) >= len)
+        return cx_fail(err, errlen, CX_EINVAL, "topology.trainer.cwd: path too long");
+    snprintf(out, len, "%s", real);
+    return 0;
 }
 
 /* ---- topology: small helpers ---- */
@@ -131,7 +293,8 @@ static int make_token(topo *t, char *err, size_t errlen)
  * syncer gets SIGTERM (it checkpoints and exits); agents get none: they must
  * outlive a dead harness long enough for their lease to lapse and revert
  * its faults, then leave by themselves (--orphan-exit-ms). */
-static int spawn_logged(topo_proc *p, const char *const *argv, int pdeath, char *err, size_t errlen)
+static int spawn_logged(topo_proc *p, const char *const *argv, int pdeath, const char *cwd, char *err,
+                        size_t errlen)
 {
     int fd = open(p->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
@@ -140,7 +303,7 @@ static int spawn_logged(topo_proc *p, const char *const *argv, int pdeath, char 
                        .stdout_fd = fd,
                        .stderr_fd = fd,
                        .extra_env = NULL,
-                       .cwd = NULL,
+                       .cwd = cwd,
                        .die_with_parent = pdeath};
     int rc = cx_spawn(argv, &o, &p->pid, err, errlen);
     close(fd);
@@ -223,10 +386,24 @@ static int syncer_spawn(topo *t, const char *listen, char *err, size_t errlen)
     snprintf(lpath, sizeof lpath, "%s/listen.addr", t->syncer.state);
     unlink(lpath); /* a stale address must not be mistaken for the new one */
     t->syncer.url[0] = '\0';
+    if (t->coord_tmpl) {
+        char learners[16];
+        snprintf(learners, sizeof learners, "%d", t->m);
+        const char *vals[PH_C_N] = {[PH_C_LISTEN] = listen,      [PH_C_STATE_DIR] = t->syncer.state,
+                                    [PH_C_CREDS] = t->creds_dir, [PH_C_ADMIN] = t->syncer_cred_file,
+                                    [PH_C_CONFIG] = cfgpath,     [PH_C_LEARNERS] = learners,
+                                    [PH_C_SEED] = t->seed,       [PH_C_RUN] = t->run_dir};
+        char **argv = expand_argv(TOPO_COORDINATOR, t->coord_tmpl, vals);
+        if (!argv)
+            return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+        int rc = spawn_logged(&t->syncer, (const char *const *)argv, SIGTERM, t->cwd, err, errlen);
+        free_argv(argv);
+        return rc;
+    }
     const char *argv[] = {
         t->exe,     "syncer", "--listen",          listen,       "--state-dir", t->syncer.state,
         "--config", cfgpath,  "--credentials-dir", t->creds_dir, NULL};
-    return spawn_logged(&t->syncer, argv, SIGTERM, err, errlen);
+    return spawn_logged(&t->syncer, argv, SIGTERM, NULL, err, errlen);
 }
 
 int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen)
@@ -251,9 +428,35 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
     }
     snprintf(t->run_dir, sizeof t->run_dir, "%s", cfg->run_dir);
     snprintf(t->exe, sizeof t->exe, "%s", cfg->exe);
+    snprintf(t->seed, sizeof t->seed, "%llu", cfg->seed);
+    t->sname = cfg->trainer ? "coordinator" : "syncer";
     long ready = cfg->ready_timeout_ms > 0 ? cfg->ready_timeout_ms : 30000;
     int rc;
     char path[TOPO_PATH + 64];
+
+    if (cfg->trainer) {
+        /* a foreign trainer runs in its own cwd: every path it gets is absolute */
+        char real[PATH_MAX];
+        errno = 0;
+        if ((rc = trainer_cwd(cfg, t->cwd, sizeof t->cwd, err, errlen)) < 0)
+            goto fail;
+        if (!realpath(cfg->run_dir, real) || strlen(real) >= sizeof t->run_dir) {
+            rc = cx_fail(err, errlen, CX_EINVAL, "topology: run dir %s: %s", cfg->run_dir,
+                         errno ? strerror(errno) : "path too long");
+            goto fail;
+        }
+        snprintf(t->run_dir, sizeof t->run_dir, "%s", real);
+        size_t n = (size_t)cfg->trainer->ncoordinator;
+        if (!(t->coord_tmpl = calloc(n + 1, sizeof *t->coord_tmpl))) {
+            rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (!(t->coord_tmpl[i] = strdup(cfg->trainer->coordinator[i]))) {
+                rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+                goto fail;
+            }
+    }
 
     snprintf(path, sizeof path, "%s/logs", t->run_dir);
     if ((rc = cx_mkdir_p(path, err, errlen)) < 0)
@@ -272,18 +475,18 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
         goto fail;
     }
 
-    /* syncer */
-    snprintf(t->syncer.state, sizeof t->syncer.state, "%s/syncer", t->run_dir);
-    snprintf(t->syncer.log, sizeof t->syncer.log, "%s/logs/syncer.log", t->run_dir);
+    /* syncer (or a foreign trainer's coordinator) */
+    snprintf(t->syncer.state, sizeof t->syncer.state, "%s/%s", t->run_dir, t->sname);
+    snprintf(t->syncer.log, sizeof t->syncer.log, "%s/logs/%s.log", t->run_dir, t->sname);
     if ((rc = cx_mkdir_p(t->syncer.state, err, errlen)) < 0)
         goto fail;
     if ((rc = syncer_spawn(t, "127.0.0.1:0", err, errlen)) < 0)
         goto fail;
     write_pids(t);
-    if ((rc = wait_ready(&t->syncer, "syncer", t->syncer_cred, ready, err, errlen)) < 0)
+    if ((rc = wait_ready(&t->syncer, t->sname, t->syncer_cred, ready, err, errlen)) < 0)
         goto fail;
     snprintf(t->syncer_addr, sizeof t->syncer_addr, "%s", t->syncer.url + strlen("http://"));
-    cx_info("syncer ready url=%s", t->syncer.url);
+    cx_info("%s ready url=%s", t->sname, t->syncer.url);
 
     /* agents, each with its learner behind its proxy */
     char proxy[128];
@@ -301,37 +504,57 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
         snprintf(lcred, sizeof lcred, "%s/learner-%d.cred", t->creds_dir, i);
         if ((rc = cx_mkdir_p(a->state, err, errlen)) < 0 || (rc = cx_mkdir_p(lstate, err, errlen)) < 0)
             goto fail;
-        const char *argv[] = {t->exe,
-                              "agent",
-                              "--listen",
-                              "127.0.0.1:0",
-                              "--id",
-                              id,
-                              "--state-dir",
-                              a->state,
-                              "--token-file",
-                              t->token_file,
-                              "--proxy",
-                              proxy,
-                              "--restart",
-                              "on-failure",
-                              "--orphan-exit-ms",
-                              TOPO_ORPHAN_EXIT_MS,
-                              "--",
-                              t->exe,
-                              "learner",
-                              "--syncer",
-                              "http://{proxy.syncer}",
-                              "--id",
-                              num,
-                              "--state-dir",
-                              lstate,
-                              "--credential-file",
-                              lcred,
-                              cfg->learner_steps > 0 ? "--steps" : NULL,
-                              budget,
-                              NULL};
-        if ((rc = spawn_logged(a, argv, 0, err, errlen)) < 0)
+        const char *head[] = {
+            t->exe,        "agent",      "--listen",         "127.0.0.1:0",       "--id",    id,
+            "--state-dir", a->state,     "--token-file",     t->token_file,       "--proxy", proxy,
+            "--restart",   "on-failure", "--orphan-exit-ms", TOPO_ORPHAN_EXIT_MS, "--"};
+        const char *own[] = {t->exe,
+                             "learner",
+                             "--syncer",
+                             "http://{proxy.syncer}",
+                             "--id",
+                             num,
+                             "--state-dir",
+                             lstate,
+                             "--credential-file",
+                             lcred,
+                             cfg->learner_steps > 0 ? "--steps" : NULL,
+                             budget,
+                             NULL};
+        char **foreign = NULL;
+        if (cfg->trainer) {
+            char learners[16];
+            snprintf(learners, sizeof learners, "%d", t->m);
+            /* {proxy} is the agent's own {proxy.syncer}: the agent puts its proxy's address there */
+            const char *vals[PH_L_N] = {[PH_L_PROXY] = "{proxy.syncer}",
+                                        [PH_L_PROXY_SYNCER] = "{proxy.syncer}",
+                                        [PH_L_ID] = num,
+                                        [PH_L_LEARNERS] = learners,
+                                        [PH_L_STATE_DIR] = lstate,
+                                        [PH_L_CRED] = lcred,
+                                        [PH_L_STEPS] = budget,
+                                        [PH_L_SEED] = t->seed,
+                                        [PH_L_RUN] = t->run_dir};
+            if (!(foreign = expand_argv(TOPO_LEARNER, cfg->trainer->learner, vals))) {
+                rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+                goto fail;
+            }
+        }
+        size_t nhead = sizeof head / sizeof head[0], ntail = 0;
+        const char *const *tail = foreign ? (const char *const *)foreign : own;
+        while (tail[ntail])
+            ntail++;
+        const char **argv = calloc(nhead + ntail + 1, sizeof *argv);
+        if (argv) {
+            memcpy(argv, head, sizeof head);
+            memcpy(argv + nhead, tail, ntail * sizeof *argv);
+            rc = spawn_logged(a, argv, 0, foreign ? t->cwd : NULL, err, errlen);
+        } else {
+            rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+        }
+        free(argv);
+        free_argv(foreign);
+        if (rc < 0)
             goto fail;
     }
     write_pids(t);
@@ -341,7 +564,8 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
         if ((rc = wait_ready(&t->agents[i], what, NULL, ready, err, errlen)) < 0)
             goto fail;
     }
-    cx_info("topology launched learners=%d syncer=%s agents=%s..", t->m, t->syncer.url, t->agents[0].url);
+    cx_info("topology launched learners=%d %s=%s agents=%s..", t->m, t->sname, t->syncer.url,
+            t->agents[0].url);
     *out = t;
     return 0;
 fail:
@@ -364,6 +588,7 @@ int topo_attach(const char *syncer_url, char *const *agents, int n, const char *
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     }
     t->m = n;
+    t->sname = "syncer";
     snprintf(t->syncer.url, sizeof t->syncer.url, "%s", syncer_url);
     for (int i = 0; i < n; i++) {
         if (!agents[i]) {
@@ -467,6 +692,7 @@ void topo_free(topo *t)
     if (!t)
         return;
     topo_stop(t, 10000);
+    free_argv(t->coord_tmpl);
     free(t->agents);
     free(t);
 }
@@ -559,7 +785,9 @@ int topo_syncer_start(topo *t, long ready_timeout_ms, char *err, size_t errlen)
         if ((rc = syncer_spawn(t, t->syncer_addr, err, errlen)) < 0)
             return rc;
         write_pids(t);
-        rc = wait_ready(&t->syncer, "restarted syncer", t->syncer_cred, ready_timeout_ms, err, errlen);
+        char what[32];
+        snprintf(what, sizeof what, "restarted %s", t->sname);
+        rc = wait_ready(&t->syncer, what, t->syncer_cred, ready_timeout_ms, err, errlen);
         if (rc == 0)
             return 0;
         if (t->syncer.pid > 0) {

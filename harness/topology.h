@@ -26,6 +26,17 @@
  * The harness calls the syncer with RUN/credentials/admin.cred (end of run,
  * status reads); the agents' token is never sent to the syncer.
  *
+ * With a foreign trainer (topo_trainer: an experiment's topology.trainer)
+ * the coordinator command replaces the syncer and the learner command
+ * replaces `chaosloco learner` under each agent, after their {placeholders}
+ * are expanded (topo_expand; the list is topo_placeholders). Everything else
+ * is the same: the coordinator gets its own process group, its log in
+ * RUN/logs/coordinator.log and is ready when RUN/coordinator/listen.addr
+ * exists and GET /v1/status answers; each learner runs under its agent with
+ * the proxy on its path. Both commands run in the trainer's cwd (the agent
+ * is started there and its unit inherits it), and every path handed to them
+ * is absolute. docs/telemetry.md says what the coordinator must serve.
+ *
  * Attach mode only records the URLs, the agents' token and the syncer
  * credential; it starts and stops nothing.
  *
@@ -42,14 +53,43 @@
 
 typedef struct topo topo;
 
+/* A foreign trainer's commands (topology.trainer; docs/experiments.md). */
+typedef struct topo_trainer {
+    char **coordinator; /* argv template of the coordinator, ncoordinator entries, NULL-terminated */
+    int ncoordinator;
+    char **learner; /* argv template of one learner unit, nlearner entries, NULL-terminated */
+    int nlearner;
+    char *cwd; /* as written: relative to the experiment file's directory; NULL = that directory */
+} topo_trainer;
+
+/* Which command a placeholder is expanded in. */
+typedef enum topo_role { TOPO_COORDINATOR, TOPO_LEARNER } topo_role;
+
+/* The placeholders of role: a NULL-terminated static list of names
+ * ("listen", "state_dir", ...; docs/experiments.md has their meanings). */
+const char *const *topo_placeholders(topo_role role);
+/* Check one template argument: 0, or CX_EINVAL with the first unknown
+ * "{name}" in err. *used gets a bit per placeholder of topo_placeholders
+ * that occurs (bit i = name i), so a caller can require some. */
+int topo_check_template(topo_role role, const char *arg, unsigned *used, char *err, size_t errlen);
+/* Expand every {name} of arg with values[i] for topo_placeholders(role)[i]
+ * (values has one entry per name; NULL = leave it as written). Returns a
+ * malloc'd string or NULL (out of memory). Unknown names stay as written
+ * (topo_check_template refuses them first). */
+char *topo_expand(topo_role role, const char *arg, const char *const *values);
+
 typedef struct topo_launch_cfg {
-    const char *run_dir;      /* RUN: logs/, syncer/, agents/, learners/, token, pids.json */
-    const char *exe;          /* the chaosloco binary (/proc/self/exe) */
-    int learners;             /* M, 1..EXP_MAX_LEARNERS */
-    const json_t *syncer_cfg; /* the syncer's --config object (borrowed, written to RUN) */
-    const char *unit_prefix;  /* agent --id prefix, unique on the host (cgroup names) */
-    long ready_timeout_ms;    /* ms to wait for every listen.addr + /v1/status */
-    long long learner_steps;  /* > 0: each learner's --steps budget (the run ends by POST /v1/end) */
+    const char *run_dir;         /* RUN: logs/, syncer/, agents/, learners/, token, pids.json */
+    const char *exe;             /* the chaosloco binary (/proc/self/exe) */
+    int learners;                /* M, 1..EXP_MAX_LEARNERS */
+    const json_t *syncer_cfg;    /* the syncer's --config object (borrowed, written to RUN) */
+    const char *unit_prefix;     /* agent --id prefix, unique on the host (cgroup names) */
+    long ready_timeout_ms;       /* ms to wait for every listen.addr + /v1/status */
+    long long learner_steps;     /* > 0: each learner's --steps budget (the run ends by POST /v1/end) */
+    const topo_trainer *trainer; /* NULL: chaosloco syncer + learners; else a foreign trainer (borrowed) */
+    const char *experiment_path; /* the file the trainer came from (its cwd is relative to its
+                                    directory); NULL = the current directory */
+    unsigned long long seed;     /* the run seed, the trainer's {seed} */
 } topo_launch_cfg;
 
 int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen);

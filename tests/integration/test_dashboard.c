@@ -1,6 +1,6 @@
 /* test_dashboard.c - `chaosloco dashboard` against a fake syncer and fake
  * agents served from this test process (cx_http_server answering the
- * documented shapes of DESIGN §3.1/§4 and contracts.md). Checks that
+ * documented shapes of DESIGN §3.1/§4, docs/api.md and docs/telemetry.md). Checks that
  * /api/state aggregates them, /api/events streams a snapshot then updates
  * and events, the controls forward to the agents with the bearer token and
  * refuse without it, and an unreachable agent is shown as such.

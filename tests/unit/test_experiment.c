@@ -517,6 +517,103 @@ Test(experiment, attach_mode)
                  "$.topology.attach.agents: expected 2 agent URLs (one per learner), got 1");
 }
 
+/* A topology.trainer document around the given trainer object and horizon. */
+static char *trainer_doc(const char *trainer, const char *horizon)
+{
+    static char buf[2048];
+    snprintf(buf, sizeof buf,
+             "{\"title\": \"t\", \"topology\": {\"learners\": 2, \"trainer\": %s}%s%s, "
+             "\"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}",
+             trainer, horizon ? ", \"horizon\": " : "", horizon ? horizon : "");
+    return buf;
+}
+
+#define COORD                                                                                                \
+    "\"coordinator\": [\"py\", \"c.py\", \"--listen\", \"{listen}\", \"--state-dir\", \"{state_dir}\"]"
+#define LEARN "\"learner\": [\"py\", \"w.py\", \"--to\", \"http://{proxy}\", \"--id\", \"{id}\"]"
+
+Test(experiment, trainer_commands)
+{
+    experiment *e = NULL;
+    jv_diag *d;
+    cr_assert_eq(
+        load(trainer_doc("{" COORD ", " LEARN ", \"cwd\": \"..\"}", "{\"min_merges\": 5}"), 0, &e, &d), 0);
+    cr_assert_not_null(e->trainer);
+    cr_assert_eq(e->trainer->ncoordinator, 6);
+    cr_assert_str_eq(e->trainer->coordinator[3], "{listen}");
+    cr_assert_null(e->trainer->coordinator[6], "NULL-terminated");
+    cr_assert_eq(e->trainer->nlearner, 6);
+    cr_assert_str_eq(e->trainer->learner[3], "http://{proxy}");
+    cr_assert_str_eq(e->trainer->cwd, "..");
+    exp_free(e);
+    jv_diag_free(d);
+    /* without topology.trainer: chaosloco's own */
+    cr_assert_eq(load("{\"title\": \"t\", \"topology\": {\"learners\": 2}, \"verify\": [{\"hypothesis\": "
+                      "\"versions_monotonic\"}]}",
+                      0, &e, &d),
+                 0);
+    cr_assert_null(e->trainer);
+    exp_free(e);
+    jv_diag_free(d);
+}
+
+Test(experiment, trainer_refused)
+{
+    const char *hz = "{\"min_tokens\": 100}";
+    expect_error(trainer_doc("{" COORD ", \"learner\": [\"w\", \"{proxy}\", \"{nope}\"]}", hz),
+                 "$.topology.trainer.learner[2]: unknown placeholder {nope} (known: {proxy}, ");
+    /* a coordinator placeholder is not a learner's */
+    expect_error(trainer_doc("{" COORD ", \"learner\": [\"w\", \"{proxy}\", \"{listen}\"]}", hz),
+                 "$.topology.trainer.learner[2]: unknown placeholder {listen}");
+    expect_error(trainer_doc("{\"coordinator\": [\"c\", \"{state_dir}\"], " LEARN "}", hz),
+                 "$.topology.trainer.coordinator: expected {listen} (the address it must bind");
+    expect_error(trainer_doc("{\"coordinator\": [\"c\"], " LEARN "}", hz),
+                 "$.topology.trainer.coordinator: expected {listen} (the address it must bind: a "
+                 "syncer_restart keeps it) and {state_dir} (where it writes listen.addr), missing both");
+    expect_error(trainer_doc("{" COORD ", \"learner\": [\"w\", \"--id\", \"{id}\"]}", hz),
+                 "$.topology.trainer.learner: expected {proxy}: the learner must reach the coordinator");
+    expect_error(trainer_doc("{" COORD ", \"learner\": []}", hz),
+                 "$.topology.trainer.learner: expected a command (a non-empty array of strings), got []");
+    expect_error(trainer_doc("{" COORD ", \"learner\": [\"w\", \"\", \"{proxy}\"]}", hz),
+                 "$.topology.trainer.learner[1]: expected a non-empty string, got \"\"");
+    expect_error(trainer_doc("{" COORD "}", hz), "$.topology.trainer.learner: missing required key");
+    expect_error(trainer_doc("{" COORD ", " LEARN ", \"env\": {}}", hz),
+                 "$.topology.trainer.env: unknown key (expected one of: coordinator, learner, cwd)");
+    expect_error(trainer_doc("{" COORD ", " LEARN "}", NULL),
+                 "$.horizon: expected min_tokens or min_merges with topology.trainer");
+    expect_error("{\"title\": \"t\", \"topology\": {\"learners\": 1, \"trainer\": {" COORD ", " LEARN
+                 "}, \"attach\": {\"syncer\": \"http://x\", \"agents\": [\"http://a\"]}}, \"horizon\": "
+                 "{\"min_merges\": 1}, \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}",
+                 "$.topology: expected at most one of attach and trainer, got both");
+}
+
+/* Placeholders: {name} of [a-z0-9_.] is expanded, anything else is literal. */
+Test(experiment, trainer_placeholders_expand)
+{
+    const char *cv[] = {"127.0.0.1:0",
+                        "/r/coordinator",
+                        "/r/credentials",
+                        "/r/credentials/admin.cred",
+                        "/r/syncer-config.json",
+                        "4",
+                        "7",
+                        "/r"};
+    char *s = topo_expand(TOPO_COORDINATOR, "--listen={listen} {state_dir}/x {JSON} {a {} {learners}}", cv);
+    cr_assert_str_eq(s, "--listen=127.0.0.1:0 /r/coordinator/x {JSON} {a {} 4}");
+    free(s);
+    const char *lv[] = {"{proxy.syncer}",      "{proxy.syncer}", "2", "4", "/r/learners/2",
+                        "/r/c/learner-2.cred", "100000",         "7", "/r"};
+    s = topo_expand(TOPO_LEARNER, "http://{proxy}/{id}/{steps}", lv);
+    cr_assert_str_eq(s, "http://{proxy.syncer}/2/100000", "the agent expands its own {proxy.syncer}");
+    free(s);
+    unsigned used = 0;
+    char err[256];
+    cr_assert_eq(topo_check_template(TOPO_LEARNER, "{proxy.syncer}:{id}", &used, err, sizeof err), 0);
+    cr_assert_eq(used, (1u << 1) | (1u << 2));
+    cr_assert_eq(topo_check_template(TOPO_LEARNER, "{proxy.other}", &used, err, sizeof err), CX_EINVAL);
+    cr_assert(strstr(err, "unknown placeholder {proxy.other}"), "%s", err);
+}
+
 Test(experiment, merge_patch_rfc7386)
 {
     /* RFC 7386 appendix A cases. */
