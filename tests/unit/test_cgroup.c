@@ -3,6 +3,7 @@
 #include "inj_test.h"
 
 #include "injectors/cgroup.h"
+#include "injectors/unit_proc.h"
 
 TestSuite(cgroup);
 
@@ -104,6 +105,17 @@ Test(cgroup, fake_v1_tree_via_env)
     char want[32];
     snprintf(want, sizeof want, "%d", (int)pid);
     cr_assert_str_eq(injt_read(fz, "cgroup.procs", buf, sizeof buf), want);
+    /* a pid listed in a cgroup.procs is signalled only if /proc/PID/cgroup
+     * agrees: this fake tree's list names a process that is not there */
+    cg_kill_spec k;
+    cr_assert_eq(cg_set_kill_spec(s, &k), 0);
+    cr_assert_eq(strcmp(k.rel, "/chaosloco/u1"), 0, "rel: %s", k.rel);
+    cr_assert_eq(cg_kill_spec_signal(&k, SIGKILL), 0, "no process of the fake cgroup is signalled");
+    int kn = -1;
+    cr_assert_eq(cg_set_kill(s, &kn, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(kn, 0);
+    char st = uproc_state(pid);
+    cr_assert(st != 0 && st != 'Z', "the listed child was never signalled (state %c)", st ? st : '-');
     injt_reap(pid, pidfd);
     cr_assert_eq(cg_set_attach_group(s, CG_FREEZER, pid, err, sizeof err), CX_ENOTFOUND);
     cg_set_free(s);
