@@ -3318,8 +3318,11 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
             cx_fail(err, errlen, CX_EINVAL, "--tls-cert and --tls-key go together");
             goto fail;
         }
+        /* the key is a secret: refused when group/others may read it, as a
+         * credential file is (docs/security.md) */
         if (cx_file_read(o->tls_cert, 1 << 20, &s->tls_cert, &len, why, sizeof why) != 0 ||
-            cx_file_read(o->tls_key, 1 << 20, &s->tls_key, &len, why, sizeof why) != 0) {
+            cred_read_private_file(o->tls_key, "--tls-key file", 1 << 20, &s->tls_key, &len, why,
+                                   sizeof why) != 0) {
             cx_fail(err, errlen, CX_EINVAL, "TLS: %s", why);
             goto fail;
         }
