@@ -287,20 +287,25 @@ Test(trainer_rebuild, merges_after_the_checkpoint, .timeout = 240)
 /* ddp: the global state is the model plus its AdamW state (m, v, step
  * counter), and every ddp learner holds a bit-identical copy of it at the
  * last step it received. A ddp syncer SIGKILLed and restarted with its
- * state dir deleted takes that copy back: eval near the one before (not
- * the initial model's), the learners go on to the end of the schedule and
- * end with the syncer's parameters bit for bit (params_crc32c), having
- * taken every step. Before the ddp rebuild the restarted syncer handed the
- * learners its initial model at step 0 (eval back at the initial loss). */
+ * state dir deleted, or with its state dir kept but steps logged after its
+ * checkpoint, takes that copy back: eval near the one before (not the
+ * initial model's or the checkpoint's), the learners go on to the end of
+ * the schedule and end with the syncer's parameters bit for bit
+ * (params_crc32c), having taken every step. Before the ddp rebuild the
+ * restarted syncer handed the learners its initial model at step 0 (or its
+ * checkpoint's older state). */
 #define DDP_STEPS 3000
 #define DDP_STEPS_S "3000"
-Test(trainer_rebuild, ddp_state_dir_deleted, .timeout = 300)
+static void ddp_kill_and_lose(int how)
 {
     tr_run r = {0};
+    /* a checkpoint at step 40 (the first is not held back), then at most
+     * one per 2 s (checkpoint_min_ms): the kill comes after steps that only
+     * the learners hold */
     const char *args[] = {
         "--mode",          "ddp", "--learners",         "2",  "--steps", DDP_STEPS_S, "--fragments", "2",
         "--eval-every-ms", "300", "--checkpoint-every", "40", TR_MODEL,  NULL};
-    tr_syncer_start(&r, "rebuild-ddp", args);
+    tr_syncer_start(&r, how == LOSE_DIR ? "rebuild-ddp" : "rebuild-ddp-kept", args);
     pid_t p[2];
     for (int i = 0; i < 2; i++)
         p[i] = tr_learner_start(&r, i, NULL, NULL);
@@ -317,17 +322,40 @@ Test(trainer_rebuild, ddp_state_dir_deleted, .timeout = 300)
     json_decref(st);
     it_signal(r.syncer, SIGKILL, 1);
     it_wait_exit(r.syncer, 5000);
-    lose_state_dir(&r);
-    cr_log_info("ddp before the crash: eval loss %.4f (initial %.4f), step >= %lld", before, initial,
-                (long long)step_seen);
+    /* the steps the log has after the last checkpoint */
+    char path[800], line[65536];
+    snprintf(path, sizeof path, "%s/events.jsonl", r.state);
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "events.jsonl exists before the loss");
+    json_int_t n_merges = 0, ckpt_merges = 0;
+    while (fgets(line, sizeof line, f)) {
+        json_t *ev = json_loads(line, 0, NULL);
+        n_merges += ev && strcmp(tr_type(ev), "merge") == 0;
+        if (ev && strcmp(tr_type(ev), "checkpoint") == 0 && tr_int(ev, "merges") > ckpt_merges)
+            ckpt_merges = tr_int(ev, "merges");
+        json_decref(ev);
+    }
+    fclose(f);
+    if (how == LOSE_DIR)
+        lose_state_dir(&r);
+    cr_log_info("ddp before the crash: eval loss %.4f (initial %.4f), step >= %lld, checkpoint at %lld",
+                before, initial, (long long)step_seen, (long long)ckpt_merges);
     tr_syncer_start(&r, NULL, NULL);
+    if (how == LOSE_NOTHING && n_merges <= ckpt_merges) {
+        cr_log_info("no step after the last checkpoint (%lld): the checkpoint is the state",
+                    (long long)ckpt_merges);
+        cr_assert_null(wait_event(&r, "rebuild", 8000), "no rebuild when the checkpoint is current");
+        tr_done(&r);
+        return;
+    }
     json_t *rb = wait_event(&r, "rebuild", 60000);
     if (!rb) {
         it_dump_log(r.dir, "syncer1");
         it_dump_log(r.dir, "learner0");
         cr_assert_fail("no rebuild event after the restart");
     }
-    cr_assert_str_eq(json_string_value(json_object_get(rb, "start_state")), "fresh");
+    cr_assert_str_eq(json_string_value(json_object_get(rb, "start_state")),
+                     how == LOSE_DIR ? "fresh" : "restored");
     cr_assert(json_is_false(json_object_get(rb, "momentum_reset")), "ddp keeps the AdamW moments");
     cr_assert_geq(tr_int(rb, "ddp_step"), step_seen, "the rebuilt state is at the step of the crash");
     cr_assert_eq(tr_int(rb, "adam_steps"), tr_int(rb, "ddp_step"), "one AdamW step per ddp step");
@@ -363,6 +391,16 @@ Test(trainer_rebuild, ddp_state_dir_deleted, .timeout = 300)
     }
     json_decref(st);
     tr_done(&r);
+}
+
+Test(trainer_rebuild, ddp_state_dir_deleted, .timeout = 300)
+{
+    ddp_kill_and_lose(LOSE_DIR);
+}
+
+Test(trainer_rebuild, ddp_steps_after_the_checkpoint, .timeout = 300)
+{
+    ddp_kill_and_lose(LOSE_NOTHING);
 }
 
 /* ---- the protocol over HTTP ---- */
