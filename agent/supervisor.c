@@ -410,6 +410,9 @@ static void watchdog_main(int fd, pid_t pgid, long maxfd, const cg_kill_spec *cg
         break; /* end of file: the agent is gone */
     }
     kill(-pgid, SIGKILL);
+    /* a unit frozen by a pause fault acts on its SIGKILL only once thawed
+     * (no agent is left to revert the pause) */
+    cg_kill_spec_thaw(cg);
     /* what left the group but not the cgroup; again while some are left
      * (one may fork meanwhile), bounded at ~1 s */
     for (int round = 0; cg->procs[0] && round < 100 && cg_kill_spec_signal(cg, SIGKILL) > 0; round++) {

@@ -502,7 +502,13 @@ int cg_set_remove(cg_set *s, char *err, size_t errlen)
 int cg_set_kill_spec(const cg_set *s, cg_kill_spec *k)
 {
     static const cg_ctrl order[] = {CG_FREEZER, CG_CPU, CG_MEMORY};
-    k->procs[0] = k->rel[0] = '\0';
+    k->procs[0] = k->rel[0] = k->thaw[0] = k->thaw_value[0] = '\0';
+    if (s && s->h[CG_FREEZER].version) {
+        int v2 = s->h[CG_FREEZER].version == 2;
+        snprintf(k->thaw, sizeof k->thaw, "%s/%s", s->h[CG_FREEZER].dir,
+                 v2 ? "cgroup.freeze" : "freezer.state");
+        snprintf(k->thaw_value, sizeof k->thaw_value, "%s", v2 ? "0" : "THAWED");
+    }
     for (size_t i = 0; s && i < sizeof order / sizeof order[0]; i++) {
         const cg_hier *h = &s->h[order[i]];
         if (!h->version)
@@ -614,6 +620,18 @@ int cg_kill_spec_signal(const cg_kill_spec *k, int sig)
         n += cg_kill_one((pid_t)pid, k->rel, sig);
     close(fd);
     return n;
+}
+
+void cg_kill_spec_thaw(const cg_kill_spec *k)
+{
+    if (!k || !k->thaw[0])
+        return;
+    int fd = open(k->thaw, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t w = write(fd, k->thaw_value, strlen(k->thaw_value));
+    (void)w; /* best effort: the kill is what matters */
+    close(fd);
 }
 
 int cg_set_kill(cg_set *s, int *n, char *err, size_t errlen)

@@ -112,6 +112,8 @@ int cg_set_remove(cg_set *s, char *err, size_t errlen);
 typedef struct cg_kill_spec {
     char procs[CG_KILL_PATH]; /* <unit dir>/cgroup.procs ("" = none) */
     char rel[CG_KILL_PATH];   /* the unit's cgroup as /proc/PID/cgroup names it: <self>/chaosloco/<unit> */
+    char thaw[CG_KILL_PATH];  /* the freezer's control file ("" = no freezer) */
+    char thaw_value[8];       /* what thaws it: "THAWED" (v1), "0" (v2) */
 } cg_kill_spec;
 
 /* Fill k from the first available controller (freezer, cpu, memory).
@@ -122,6 +124,10 @@ int cg_set_kill_spec(const cg_set *s, cg_kill_spec *k);
  * (open, read, close and syscalls only; no allocation). Returns how many
  * were signalled, or -1 when cgroup.procs cannot be read. */
 int cg_kill_spec_signal(const cg_kill_spec *k, int sig);
+
+/* Thaw k's freezer (a frozen process acts on a SIGKILL only once thawed).
+ * Async-signal-safe; nothing without a freezer. */
+void cg_kill_spec_thaw(const cg_kill_spec *k);
 
 /* End every process in the unit's cgroup: thaw it (a frozen process does
  * not act on SIGKILL), SIGKILL what cgroup.procs lists, again until it is

@@ -467,3 +467,28 @@ Test(agent_fork, the_next_agent_sweeps_an_escaped_child_whose_watchdog_died)
     free(a.dir);
     free(udir);
 }
+
+/* A unit frozen by a pause fault (cgroup freezer) cannot act on the
+ * SIGKILL its dying agent's watchdog sends: the watchdog thaws the cgroup
+ * first, so the frozen leader and its escaped child die with the agent. */
+Test(agent_fork, a_frozen_unit_dies_with_its_agent)
+{
+    char *udir = it_mkdtemp("fk-esc-frozen-u");
+    ag a;
+    start_fork_agent(&a, "fk-esc-frozen", udir, "escape", NULL);
+    pid_t leader = ag_wait_running(&a, 10000);
+    pid_t esc = escaped_child(&a, udir, leader);
+    json_t *f =
+        ag_fault(&a, "{\"type\":\"pause\",\"duration_ms\":60000,\"params\":{\"method\":\"freezer\"}}");
+    cr_assert(f, "a pause through the freezer");
+    json_decref(f);
+    cx_sleep_ms(300);
+    it_signal(a.pid, SIGKILL, 0);
+    cr_assert(it_wait_exit(a.pid, 5000) >= 0);
+    cr_assert(wait_dead(leader, 3000), "the frozen leader dies with its agent (state %c)",
+              ag_proc_state(leader));
+    cr_assert(wait_dead(esc, 3000), "the frozen setsid child dies with its agent (state %c)",
+              ag_proc_state(esc));
+    free(a.dir);
+    free(udir);
+}
