@@ -9,7 +9,6 @@
  * its agent and in the next agent's sweep (skipped where no cgroup is
  * writable). Real agents on 127.0.0.1. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -77,41 +76,6 @@ static int wait_dead(pid_t pid, long timeout_ms)
     return dead(pid);
 }
 
-/* Field 4 (ppid) of /proc/PID/stat, or -1. */
-static pid_t ppid_of(pid_t pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *rp = strrchr(buf, ')');
-    char st = 0;
-    int pp = -1;
-    if (!rp || sscanf(rp + 1, " %c %d", &st, &pp) != 2)
-        return -1;
-    return (pid_t)pp;
-}
-
-/* The agent's children other than its unit: the watchdog. */
-static pid_t watchdog_of(pid_t agent, pid_t unit)
-{
-    DIR *d = opendir("/proc");
-    cr_assert_not_null(d);
-    pid_t found = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        pid_t p = (pid_t)atoi(de->d_name);
-        if (p > 0 && p != unit && ppid_of(p) == agent && !dead(p))
-            found = p;
-    }
-    closedir(d);
-    return found;
-}
-
 /* Start an agent whose unit is fork_unit writing into udir. */
 static void start_fork_agent(ag *a, const char *tag, const char *udir, const char *mode, const ag *state_from)
 {
@@ -168,7 +132,7 @@ Test(agent_fork, the_next_agent_sweeps_a_group_whose_watchdog_died)
     char path[700];
     snprintf(path, sizeof path, "%s/unit.json", a.state);
     cr_assert_eq(access(path, F_OK), 0, "the agent records its unit in unit.json");
-    pid_t wd = watchdog_of(a.pid, leader);
+    pid_t wd = ag_watchdog_of(a.pid, leader);
     cr_assert(wd > 0, "the agent has a watchdog child beside its unit");
     /* A crash that takes the watchdog too: it first, then the agent. */
     kill(wd, SIGKILL);
@@ -434,7 +398,7 @@ Test(agent_fork, the_next_agent_sweeps_an_escaped_child_whose_watchdog_died)
     pid_t leader = ag_wait_running(&a, 10000);
     pid_t esc = escaped_child(&a, udir, leader);
     pid_t child = wait_pid_file(udir, "child.pid", 10000);
-    pid_t wd = watchdog_of(a.pid, leader);
+    pid_t wd = ag_watchdog_of(a.pid, leader);
     cr_assert(wd > 0, "the agent has a watchdog child beside its unit");
     kill(wd, SIGKILL); /* a crash that takes the watchdog too */
     cr_assert(ag_wait_proc(wd, "Z", 3000) || dead(wd));
