@@ -1065,8 +1065,9 @@ static int rb_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, i
 }
 
 /* A join of the learner in `slot` that reported v/crc (NULL: no holds)
- * and named `step` (ddp: the step its copy is at) (mu held). Returns RB_NONE to join normally, RB_COLLECTING
- * to answer 503 with the fragments it must upload (upload[*n]), RB_REFUSED to refuse. */
+ * and named `step` (ddp: the step its copy is at) (mu held). Returns
+ * RB_NONE to join normally, RB_COLLECTING to answer 503 with the fragments
+ * it must upload (upload[*n]), RB_REFUSED to refuse. */
 static rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const uint32_t *crc,
                                   const int64_t *pub, int64_t step, int *upload, int *n)
 {
