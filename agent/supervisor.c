@@ -409,13 +409,21 @@ static void watchdog_main(int fd, pid_t pgid, long maxfd, const cg_kill_spec *cg
             continue;
         break; /* end of file: the agent is gone */
     }
+    /* now, in /proc start-time ticks: the cgroup rounds below spare what
+     * starts later (the next agent's unit joins the same cgroup) */
+    struct timespec now;
+    uint64_t started_by = 0;
+    if (cg->procs[0] && cg->clk_tck > 0 && clock_gettime(CLOCK_BOOTTIME, &now) == 0)
+        started_by = (uint64_t)now.tv_sec * (uint64_t)cg->clk_tck +
+                     (uint64_t)now.tv_nsec / (1000000000ULL / (uint64_t)cg->clk_tck);
     kill(-pgid, SIGKILL);
     /* a unit frozen by a pause fault acts on its SIGKILL only once thawed
      * (no agent is left to revert the pause) */
     cg_kill_spec_thaw(cg);
     /* what left the group but not the cgroup; again while some are left
      * (one may fork meanwhile), bounded at ~1 s */
-    for (int round = 0; cg->procs[0] && round < 100 && cg_kill_spec_signal(cg, SIGKILL) > 0; round++) {
+    for (int round = 0; cg->procs[0] && round < 100 && cg_kill_spec_signal(cg, SIGKILL, started_by) > 0;
+         round++) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }

@@ -503,6 +503,9 @@ int cg_set_kill_spec(const cg_set *s, cg_kill_spec *k)
 {
     static const cg_ctrl order[] = {CG_FREEZER, CG_CPU, CG_MEMORY};
     k->procs[0] = k->rel[0] = k->thaw[0] = k->thaw_value[0] = '\0';
+    k->clk_tck = sysconf(_SC_CLK_TCK);
+    if (k->clk_tck <= 0)
+        k->clk_tck = 100;
     if (s && s->h[CG_FREEZER].version) {
         int v2 = s->h[CG_FREEZER].version == 2;
         snprintf(k->thaw, sizeof k->thaw, "%s/%s", s->h[CG_FREEZER].dir,
@@ -520,8 +523,9 @@ int cg_set_kill_spec(const cg_set *s, cg_kill_spec *k)
     return CX_ENOTSUP;
 }
 
-/* "/proc/<pid>/cgroup" into out (async-signal-safe: no snprintf). */
-static void cg_proc_cgroup_path(pid_t pid, char out[40])
+/* "/proc/<pid>/<file>" into out (async-signal-safe: no snprintf); file is
+ * "cgroup" or "stat". */
+static void cg_proc_path(pid_t pid, const char *file, char out[48])
 {
     char digits[16];
     int n = 0;
@@ -534,15 +538,45 @@ static void cg_proc_cgroup_path(pid_t pid, char out[40])
     int o = 6;
     while (n > 0)
         out[o++] = digits[--n];
-    memcpy(out + o, "/cgroup", 8);
+    out[o++] = '/';
+    memcpy(out + o, file, strlen(file) + 1);
+}
+
+/* Field 22 of /proc/<pid>/stat (start time, clock ticks since boot), 0 when
+ * unreadable. Async-signal-safe. */
+static uint64_t cg_pid_starttime(pid_t pid)
+{
+    char path[48], buf[1024];
+    cg_proc_path(pid, "stat", path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t r = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (r <= 0)
+        return 0;
+    buf[r] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command may hold spaces and ')' */
+    if (!p)
+        return 0;
+    p++;
+    for (int field = 2; field < 22 && p; field++) { /* p is before field `field + 1` */
+        p = strchr(p, ' ');
+        if (p)
+            p++;
+    }
+    uint64_t v = 0;
+    for (; p && *p >= '0' && *p <= '9'; p++)
+        v = v * 10 + (uint64_t)(*p - '0');
+    return v;
 }
 
 /* 1 when one line of /proc/<pid>/cgroup ("ID:controllers:path") has the
  * path rel. Async-signal-safe. */
 static int cg_pid_in(pid_t pid, const char *rel)
 {
-    char path[40], buf[4096];
-    cg_proc_cgroup_path(pid, path);
+    char path[48], buf[4096];
+    cg_proc_path(pid, "cgroup", path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
@@ -571,8 +605,9 @@ static int cg_pid_in(pid_t pid, const char *rel)
     return 0;
 }
 
-/* sig to pid through a pidfd, only when it is in rel. 1 signalled, 0 not. */
-static int cg_kill_one(pid_t pid, const char *rel, int sig)
+/* sig to pid through a pidfd, only when it is in rel (and, when
+ * started_by > 0, started no later than that). 1 signalled, 0 not. */
+static int cg_kill_one(pid_t pid, const char *rel, int sig, uint64_t started_by)
 {
 #if defined(SYS_pidfd_open) && defined(SYS_pidfd_send_signal)
     int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -581,16 +616,17 @@ static int cg_kill_one(pid_t pid, const char *rel, int sig)
     /* checked after the pidfd pins the process: if pid was recycled
      * meanwhile, the check reads the new process but the signal below goes
      * to the old one, which is gone (ESRCH) */
-    int done = cg_pid_in(pid, rel) && syscall(SYS_pidfd_send_signal, pfd, sig, NULL, 0) == 0;
+    int done = cg_pid_in(pid, rel) && (started_by == 0 || cg_pid_starttime(pid) <= started_by) &&
+               syscall(SYS_pidfd_send_signal, pfd, sig, NULL, 0) == 0;
     close(pfd);
     return done;
 #else
-    (void)pid, (void)rel, (void)sig;
+    (void)pid, (void)rel, (void)sig, (void)started_by;
     return 0; /* no pidfd: never risk a recycled pid */
 #endif
 }
 
-int cg_kill_spec_signal(const cg_kill_spec *k, int sig)
+int cg_kill_spec_signal(const cg_kill_spec *k, int sig, uint64_t started_by)
 {
     if (!k || !k->procs[0])
         return -1;
@@ -611,13 +647,13 @@ int cg_kill_spec_signal(const cg_kill_spec *k, int sig)
                 continue;
             }
             if (digits && pid > 1 && pid != self)
-                n += cg_kill_one((pid_t)pid, k->rel, sig);
+                n += cg_kill_one((pid_t)pid, k->rel, sig, started_by);
             pid = 0;
             digits = 0;
         }
     }
     if (digits && pid > 1 && pid != self)
-        n += cg_kill_one((pid_t)pid, k->rel, sig);
+        n += cg_kill_one((pid_t)pid, k->rel, sig, started_by);
     close(fd);
     return n;
 }
@@ -645,7 +681,7 @@ int cg_set_kill(cg_set *s, int *n, char *err, size_t errlen)
         (void)cg_set_freeze(s, 0, NULL, 0);
     int total = 0, left = 0;
     for (int round = 0; round < 100; round++) {
-        left = cg_kill_spec_signal(&k, SIGKILL);
+        left = cg_kill_spec_signal(&k, SIGKILL, 0);
         if (left < 0)
             return cx_fail(err, errlen, CX_ESYS, "read %s: %s", k.procs, strerror(errno));
         if (left == 0)

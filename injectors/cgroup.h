@@ -114,16 +114,21 @@ typedef struct cg_kill_spec {
     char rel[CG_KILL_PATH];   /* the unit's cgroup as /proc/PID/cgroup names it: <self>/chaosloco/<unit> */
     char thaw[CG_KILL_PATH];  /* the freezer's control file ("" = no freezer) */
     char thaw_value[8];       /* what thaws it: "THAWED" (v1), "0" (v2) */
+    long clk_tck;             /* sysconf(_SC_CLK_TCK): /proc start times are in these ticks */
 } cg_kill_spec;
 
 /* Fill k from the first available controller (freezer, cpu, memory).
  * CX_ENOTSUP (k->procs "") when none is available. */
 int cg_set_kill_spec(const cg_set *s, cg_kill_spec *k);
 
-/* Send sig to every process in k's cgroup but the caller. Async-signal-safe
- * (open, read, close and syscalls only; no allocation). Returns how many
- * were signalled, or -1 when cgroup.procs cannot be read. */
-int cg_kill_spec_signal(const cg_kill_spec *k, int sig);
+/* Send sig to every process in k's cgroup but the caller; with
+ * started_by > 0 only to those that started no later (/proc/PID/stat
+ * field 22, clock ticks since boot): the watchdog of a dead agent must not
+ * reach the unit of the next agent of the same id, which joins the same
+ * cgroup while it still loops. Async-signal-safe (open, read, close and
+ * syscalls only; no allocation). Returns how many were signalled, or -1
+ * when cgroup.procs cannot be read. */
+int cg_kill_spec_signal(const cg_kill_spec *k, int sig, uint64_t started_by);
 
 /* Thaw k's freezer (a frozen process acts on a SIGKILL only once thawed).
  * Async-signal-safe; nothing without a freezer. */
