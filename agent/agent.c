@@ -227,10 +227,28 @@ static void clean_faketime_shm(agent *a, const char *when)
         cx_info("libfaketime shm cleanup (%s): %d stale file(s) of dead processes removed", when, n);
 }
 
+/* End every process left in the unit's cgroup (the unit's group is gone
+ * by now: what is left there left the group, e.g. with setsid). when: for
+ * the log. Returns how many were signalled. */
+static int end_cgroup_leftovers(agent *a, const char *when)
+{
+    int n = 0;
+    char err[CX_ERRLEN] = "";
+    if (!a->cgroup)
+        return 0;
+    int rc = cg_set_kill(a->cgroup, &n, err, sizeof err);
+    if (rc < 0 && rc != CX_ENOTSUP)
+        cx_warn("%s: unit cgroup: %s", when, err);
+    if (n > 0)
+        cx_warn("%s: %d process(es) left the unit's process group but not its cgroup: SIGKILL", when, n);
+    return n;
+}
+
 /* Supervisor hook (its lock held): after each reaped exit, before each spawn. */
 static void on_cleanup(void *ctx, pid_t dead_pid)
 {
     clean_faketime_shm(ctx, dead_pid > 0 ? "exit" : "spawn");
+    end_cgroup_leftovers(ctx, dead_pid > 0 ? "unit exit" : "unit spawn");
 }
 
 /* ---- agent: construction ---- */
@@ -434,6 +452,8 @@ agent *agent_new(const agent_opts *o, char *err, size_t errlen)
         cx_error("crash sweep: unit: %s", serr);
     else if (nended > 0)
         cx_warn("crash sweep: %d process(es) of the previous agent's unit ended", nended);
+    /* ... and whatever of it left that group but not the unit's cgroup */
+    end_cgroup_leftovers(a, "crash sweep");
 
     if (o->argv) {
         argv = subst_argv(a, o->argv, err, errlen);
@@ -461,6 +481,22 @@ agent *agent_new(const agent_opts *o, char *err, size_t errlen)
             .unit_file = unit_file,
             .group_grace_ms = AGENT_STOP_GRACE_MS,
         };
+        cg_kill_spec ks;
+        if (a->cgroup && cg_set_kill_spec(a->cgroup, &ks) == 0)
+            so.cgroup_kill = &ks;
+        char join_paths[CG_NCTRL][CG_KILL_PATH];
+        const char *join[CG_NCTRL + 1];
+        int nj = 0;
+        for (int c = 0; a->cgroup && c < CG_NCTRL; c++)
+            if (cg_set_available(a->cgroup, (cg_ctrl)c)) {
+                snprintf(join_paths[nj], sizeof join_paths[nj], "%s/cgroup.procs",
+                         cg_set_dir(a->cgroup, (cg_ctrl)c));
+                join[nj] = join_paths[nj];
+                nj++;
+            }
+        join[nj] = NULL;
+        if (nj > 0)
+            so.join_cgroups = join;
         a->sup = sup_new(&so, err, errlen);
         for (char **p = env; *p; p++)
             free(*p);
@@ -506,6 +542,7 @@ void agent_free(agent *a)
     }
     if (a->cgroup) {
         char err[CX_ERRLEN] = "";
+        end_cgroup_leftovers(a, "agent stop"); /* before the removal moves them out */
         if (cg_set_remove(a->cgroup, err, sizeof err) < 0)
             cx_warn("cgroup cleanup: %s", err);
         cg_set_free(a->cgroup);

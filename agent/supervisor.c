@@ -49,9 +49,11 @@
  * forked child of the agent (watchdog_main: no exec, async-signal-safe
  * calls only, termination signals ignored) blocks reading a socket whose
  * other end only the agent holds. A byte means "the group is done, go";
- * end-of-file means the agent died: it SIGKILLs the group and exits. If
- * the watchdog dies with the agent, <state>/unit.json (unit_file_write())
- * lets the next agent's crash sweep end the group (scope.c).
+ * end-of-file means the agent died: it SIGKILLs the group, then every
+ * process in the unit's cgroup (opts.cgroup_kill: a child that left the
+ * group with setsid is still there), and exits. If the watchdog dies with
+ * the agent, <state>/unit.json (unit_file_write()) lets the next agent's
+ * crash sweep end the group (scope.c), and its cgroup sweep the rest.
  *
  * Output capture: one pipe for the unit's stdout and stderr, kept across
  * restarts; a writer thread appends to unit.log and rotates it to unit.log.1
@@ -100,6 +102,8 @@ struct sup {
     void *on_cleanup_ctx;
     char *unit_file;        /* <state>/unit.json, or NULL */
     int64_t group_grace_ms; /* SIGTERM → SIGKILL for what outlives the leader */
+    cg_kill_spec cg_kill;   /* the unit's cgroup, emptied by the watchdog too (procs "" = none) */
+    char **join_cg;         /* cgroup.procs paths the unit joins before exec, or NULL */
 
     sup_state state;           /* see the diagram */
     pid_t pid;                 /* > 0 while a process exists */
@@ -299,15 +303,18 @@ sup *sup_new(const sup_opts *o, char *err, size_t errlen)
     s->on_spawn_ctx = o->on_spawn_ctx;
     s->on_cleanup = o->on_cleanup;
     s->on_cleanup_ctx = o->on_cleanup_ctx;
+    if (o->cgroup_kill)
+        s->cg_kill = *o->cgroup_kill;
     s->group_grace_ms = o->group_grace_ms > 0 ? o->group_grace_ms : SUP_GROUP_GRACE_MS;
     s->unit_file = o->unit_file ? strdup(o->unit_file) : NULL;
     s->argv = strv_dup(o->argv);
     s->env = o->extra_env ? strv_dup(o->extra_env) : NULL;
+    s->join_cg = o->join_cgroups ? strv_dup(o->join_cgroups) : NULL;
     s->log_path = strdup(o->log_path);
     size_t l1 = strlen(o->log_path) + 3;
     s->log_path1 = malloc(l1);
     if (!s->argv || (o->extra_env && !s->env) || !s->log_path || !s->log_path1 ||
-        (o->unit_file && !s->unit_file)) {
+        (o->unit_file && !s->unit_file) || (o->join_cgroups && !s->join_cg)) {
         cx_fail(err, errlen, CX_ENOMEM, "supervisor: out of memory");
         goto fail;
     }
@@ -360,6 +367,7 @@ void sup_free(sup *s, int64_t grace_ms)
     json_decref(s->last_exit);
     strv_free(s->argv);
     strv_free(s->env);
+    strv_free(s->join_cg);
     free(s->log_path);
     free(s->log_path1);
     free(s->unit_file);
@@ -371,7 +379,7 @@ void sup_free(sup *s, int64_t grace_ms)
 
 /* The watchdog child (see the notes at the top): fork()ed from a threaded
  * process, so async-signal-safe calls only. */
-static void watchdog_main(int fd, pid_t pgid, long maxfd)
+static void watchdog_main(int fd, pid_t pgid, long maxfd, const cg_kill_spec *cg)
 {
     struct sigaction ign;
     memset(&ign, 0, sizeof ign);
@@ -401,7 +409,24 @@ static void watchdog_main(int fd, pid_t pgid, long maxfd)
             continue;
         break; /* end of file: the agent is gone */
     }
+    /* now, in /proc start-time ticks: the cgroup rounds below spare what
+     * starts later (the next agent's unit joins the same cgroup) */
+    struct timespec now;
+    uint64_t started_by = 0;
+    if (cg->procs[0] && cg->clk_tck > 0 && clock_gettime(CLOCK_BOOTTIME, &now) == 0)
+        started_by = (uint64_t)now.tv_sec * (uint64_t)cg->clk_tck +
+                     (uint64_t)now.tv_nsec / (1000000000ULL / (uint64_t)cg->clk_tck);
     kill(-pgid, SIGKILL);
+    /* a unit frozen by a pause fault acts on its SIGKILL only once thawed
+     * (no agent is left to revert the pause) */
+    cg_kill_spec_thaw(cg);
+    /* what left the group but not the cgroup; again while some are left
+     * (one may fork meanwhile), bounded at ~1 s */
+    for (int round = 0; cg->procs[0] && round < 100 && cg_kill_spec_signal(cg, SIGKILL, started_by) > 0;
+         round++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
     _exit(0);
 }
 
@@ -417,7 +442,7 @@ static void watchdog_start(sup *s, pid_t pgid)
         maxfd = maxfd < 1024 ? 1024 : 1048576;
     pid_t w = fork();
     if (w == 0)
-        watchdog_main(sv[1], pgid, maxfd);
+        watchdog_main(sv[1], pgid, maxfd, &s->cg_kill);
     int e = errno;
     close(sv[1]);
     if (w < 0) {
@@ -537,6 +562,7 @@ static int respawn(sup *s, sup_state next, char *err, size_t errlen)
         .extra_env = (const char *const *)s->env,
         .cwd = NULL,
         .die_with_parent = SIGKILL,
+        .join_cgroups = (const char *const *)s->join_cg,
     };
     pid_t pid = 0;
     cleanup_hook(s, 0);

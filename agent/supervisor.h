@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "injectors/cgroup.h"
+
 typedef enum sup_state {
     SUP_STARTING,   /* first spawn done, inside the startup window */
     SUP_RUNNING,    /* alive past the startup window */
@@ -56,6 +58,15 @@ typedef struct sup_opts {
     /* Grace for what is left of the group after its leader exited, before
      * SIGKILL; 0 means 5000. */
     int64_t group_grace_ms;
+    /* The unit's cgroup (copied), or NULL: the watchdog SIGKILLs every
+     * process in it too when the agent dies, so a child that left the
+     * unit's process group (setsid) dies with its agent. */
+    const cg_kill_spec *cgroup_kill;
+    /* NULL-terminated cgroup.procs paths (copied) the unit joins in the
+     * spawned child before exec (cx_spawn_opts.join_cgroups), or NULL: a
+     * child it forks at once is in the unit's cgroups even if it leaves
+     * the group before on_spawn could attach it. */
+    const char *const *join_cgroups;
 } sup_opts;
 
 typedef struct sup sup;

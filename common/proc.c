@@ -79,6 +79,14 @@ int cx_spawn(const char *const *argv, const cx_spawn_opts *opts, pid_t *pid, cha
         signal(SIGPIPE, SIG_DFL);
         if (opts->new_pgrp)
             setpgid(0, 0);
+        for (int i = 0; opts->join_cgroups && opts->join_cgroups[i]; i++) {
+            int cfd = open(opts->join_cgroups[i], O_WRONLY | O_CLOEXEC);
+            if (cfd >= 0) {
+                ssize_t cw = write(cfd, "0", 1);
+                (void)cw; /* best effort: the parent attaches the group after the spawn too */
+                close(cfd);
+            }
+        }
         if (opts->die_with_parent) {
             prctl(PR_SET_PDEATHSIG, opts->die_with_parent);
             if (getppid() != parent)

@@ -20,6 +20,9 @@ typedef struct cx_spawn_opts {
     const char *cwd;              /* chdir in the child, or NULL */
     int die_with_parent;          /* 0, or the signal the child gets when the spawning thread
                                      exits (PR_SET_PDEATHSIG): SIGKILL, SIGTERM */
+    const char *const *join_cgroups; /* NULL-terminated cgroup.procs paths the child joins (writes
+                                        "0") before exec, best effort; or NULL. Then it and all it
+                                        starts are in them from its first instruction */
 } cx_spawn_opts;
 
 int cx_spawn(const char *const *argv, const cx_spawn_opts *opts, pid_t *pid, char *err, size_t errlen);

@@ -375,8 +375,13 @@ static int wait_ready(topo_proc *p, const char *what, const char *bearer, long t
 /* ---- topology: launch ---- */
 
 /* How long a launched agent stays after its lease lapsed (the harness is
- * gone) before it stops its learner and exits. */
-#define TOPO_ORPHAN_EXIT_MS "10000"
+ * gone) before it stops its learner and exits. After a harness SIGKILL the
+ * lease lapses within its ttl (10 s), then this, then the agent stops its
+ * learner (SIGTERM, at most its 5 s stop grace; ~1 s in practice): 10 + 5 +
+ * 5 = the 20 s docs/experiments.md promises for nothing to be left. With
+ * 10 s here a run was gone only after 20.5 s, a learner that used its grace
+ * after 25 s (test_harness_signals). */
+#define TOPO_ORPHAN_EXIT_MS "5000"
 
 static int syncer_spawn(topo *t, const char *listen, char *err, size_t errlen)
 {

@@ -15,8 +15,11 @@
  * Nothing here fails the agent: a hierarchy that is missing, read-only, or
  * lacks its control file is simply "unavailable" with a reason
  * (cg_set_why), and injectors fall back (pause, cpu) or answer CX_ENOTSUP
- * (memory). What this module does not do: reap, signal, or track which
- * fault set which value (the injectors own that; see docs/internals/cgroup.md).
+ * (memory). What this module does not do: reap, or track which fault set
+ * which value (the injectors own that; see docs/internals/cgroup.md). The
+ * one signal it sends is the end of every process in the unit's cgroup
+ * (cg_set_kill, cg_kill_spec_signal): a process that left the unit's
+ * process group (setsid) is still in its cgroup.
  */
 #ifndef INJ_CGROUP_H
 #define INJ_CGROUP_H
@@ -89,7 +92,54 @@ int cg_set_memory_usage(cg_set *s, int64_t *bytes, char *err, size_t errlen);
 
 /* Unit cleanup: thaw, move any process left in the unit's cgroups back to
  * the parent of chaosloco/, rmdir the unit directories (and chaosloco/ when
- * empty). Idempotent; the first failure is reported, the rest still tried. */
+ * empty). Idempotent; the first failure is reported, the rest still tried.
+ * Call cg_set_kill first for a unit that must not outlive its agent. */
 int cg_set_remove(cg_set *s, char *err, size_t errlen);
+
+/* ---- every process in the unit's cgroup ----
+ *
+ * Children inherit their cgroup, and only root can move a process out of
+ * it, so the unit's cgroup holds everything the unit started, including a
+ * child that called setsid() and so left the process group the supervisor
+ * signals. A signal goes to a pid listed in cgroup.procs only through a
+ * pidfd opened before its /proc/PID/cgroup is checked to name the unit's
+ * cgroup: a pid that was recycled in between is never signalled.
+ */
+#define CG_KILL_PATH 600
+
+/* What cg_kill_spec_signal needs, made before a fork (the supervisor's
+ * watchdog uses it in a child of a threaded process). */
+typedef struct cg_kill_spec {
+    char procs[CG_KILL_PATH]; /* <unit dir>/cgroup.procs ("" = none) */
+    char rel[CG_KILL_PATH];   /* the unit's cgroup as /proc/PID/cgroup names it: <self>/chaosloco/<unit> */
+    char thaw[CG_KILL_PATH];  /* the freezer's control file ("" = no freezer) */
+    char thaw_value[8];       /* what thaws it: "THAWED" (v1), "0" (v2) */
+    long clk_tck;             /* sysconf(_SC_CLK_TCK): /proc start times are in these ticks */
+} cg_kill_spec;
+
+/* Fill k from the first available controller (freezer, cpu, memory).
+ * CX_ENOTSUP (k->procs "") when none is available. */
+int cg_set_kill_spec(const cg_set *s, cg_kill_spec *k);
+
+/* Send sig to every process in k's cgroup but the caller; with
+ * started_by > 0 only to those that started no later (/proc/PID/stat
+ * field 22, clock ticks since boot): the watchdog of a dead agent must not
+ * reach the unit of the next agent of the same id, which joins the same
+ * cgroup while it still loops. Async-signal-safe (open, read, close and
+ * syscalls only; no allocation). Returns how many were signalled, or -1
+ * when cgroup.procs cannot be read. */
+int cg_kill_spec_signal(const cg_kill_spec *k, int sig, uint64_t started_by);
+
+/* Thaw k's freezer (a frozen process acts on a SIGKILL only once thawed).
+ * Async-signal-safe; nothing without a freezer. */
+void cg_kill_spec_thaw(const cg_kill_spec *k);
+
+/* End every process in the unit's cgroup: thaw it (a frozen process does
+ * not act on SIGKILL), SIGKILL what cgroup.procs lists, again until it is
+ * empty (bounded: ~1 s; a process forking meanwhile is caught next round).
+ * *n (optional) gets how many processes were signalled. 0, CX_ENOTSUP when
+ * no controller is available, CX_ESYS + err when cgroup.procs cannot be
+ * read or processes are left. */
+int cg_set_kill(cg_set *s, int *n, char *err, size_t errlen);
 
 #endif

@@ -132,29 +132,85 @@ int cred_write_file(const char *path, const char *cred, char *err, size_t errlen
     return rc;
 }
 
+/* Open a private file for reading: the one rule for credential files and
+ * TLS keys. A regular file, opened without following a symlink, whose mode
+ * (fstat on the open descriptor: nothing can be swapped in between) grants
+ * group and others nothing. *fd on success; CX_EINVAL (CX_EIO for fstat)
+ * + err naming `what` and the file otherwise. */
+static int private_open(const char *path, const char *what, int *fd, char *err, size_t errlen)
+{
+    int f = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (f < 0)
+        return cx_fail(err, errlen, CX_EINVAL, "%s %s: %s", what, path, strerror(errno));
+    struct stat st;
+    int rc = 0;
+    if (fstat(f, &st) != 0)
+        rc = cx_fail(err, errlen, CX_EIO, "%s %s: fstat: %s", what, path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = cx_fail(err, errlen, CX_EINVAL, "%s %s: not a regular file", what, path);
+    else if (st.st_mode & 077)
+        rc = cx_fail(err, errlen, CX_EINVAL,
+                     "%s %s: mode %04o lets group or others read or write it; it must be 0600 or 0400 "
+                     "(chmod 600 %s)",
+                     what, path, (unsigned)(st.st_mode & 07777), path);
+    if (rc != 0) {
+        close(f);
+        return rc;
+    }
+    *fd = f;
+    return 0;
+}
+
+int cred_read_private_file(const char *path, const char *what, size_t max, char **out, size_t *len, char *err,
+                           size_t errlen)
+{
+    int fd;
+    *out = NULL;
+    *len = 0;
+    int rc = private_open(path, what, &fd, err, errlen);
+    if (rc != 0)
+        return rc;
+    char *buf = malloc(max + 1);
+    size_t n = 0;
+    if (!buf) {
+        close(fd);
+        return cx_fail(err, errlen, CX_ENOMEM, "%s %s: out of memory", what, path);
+    }
+    for (;;) {
+        ssize_t r = read(fd, buf + n, max + 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            rc = cx_fail(err, errlen, CX_EIO, "%s %s: read: %s", what, path, strerror(errno));
+            break;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+        if (n > max) {
+            rc = cx_fail(err, errlen, CX_EINVAL, "%s %s: larger than %zu bytes", what, path, max);
+            break;
+        }
+    }
+    close(fd);
+    if (rc != 0) {
+        memset(buf, 0, n);
+        free(buf);
+        return rc;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
 int cred_read_file(const char *path, char out[CRED_MAX], char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return cx_fail(err, errlen, CX_EINVAL, "credential file %s: %s", path, strerror(errno));
-    struct stat st;
+    int fd;
     char buf[CRED_MAX + 2];
-    int rc = 0;
-    if (fstat(fd, &st) != 0) {
-        rc = cx_fail(err, errlen, CX_EIO, "credential file %s: fstat: %s", path, strerror(errno));
-        goto out;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        rc = cx_fail(err, errlen, CX_EINVAL, "credential file %s: not a regular file", path);
-        goto out;
-    }
-    if (st.st_mode & 077) {
-        rc = cx_fail(err, errlen, CX_EINVAL,
-                     "credential file %s: mode %04o lets group or others read or write it; it must be 0600 "
-                     "or 0400 (chmod 600 %s)",
-                     path, (unsigned)(st.st_mode & 07777), path);
-        goto out;
-    }
+    int rc = private_open(path, "credential file", &fd, err, errlen);
+    if (rc != 0)
+        return rc;
     size_t len = 0;
     for (;;) {
         ssize_t r = read(fd, buf + len, sizeof buf - 1 - len);

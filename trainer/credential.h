@@ -12,8 +12,10 @@
  * and read). Comparison is constant time.
  * A credentials directory (0700) holds the files of one run: the syncer
  * loads it (cred_store_load), the harness creates it (cred_dir_create).
- * What it is not: TLS, or an access policy (the syncer's access table
- * decides who may call which route; docs/security.md).
+ * The same rule guards the syncer's TLS private key (--tls-key):
+ * cred_read_private_file. What it is not: TLS itself, or an access policy
+ * (the syncer's access table decides who may call which route;
+ * docs/security.md).
  */
 #ifndef TRN_CREDENTIAL_H
 #define TRN_CREDENTIAL_H
@@ -48,6 +50,15 @@ int cred_write_file(const char *path, const char *cred, char *err, size_t errlen
  * its mode grants group/others any access; CX_EINVAL for a malformed
  * credential. */
 int cred_read_file(const char *path, char out[CRED_MAX], char *err, size_t errlen);
+
+/* Read a private file that is not a credential (the TLS key) under the
+ * credential files' rule: a regular file, not a symlink, whose mode
+ * (checked with fstat on the opened descriptor) grants group/others no
+ * access. *out: malloc'd, NUL-terminated, at most max bytes (*len); the
+ * caller wipes and frees it. CX_EINVAL + err naming `what` and the file
+ * (and its mode) when refused or larger than max; CX_EIO, CX_ENOMEM. */
+int cred_read_private_file(const char *path, const char *what, size_t max, char **out, size_t *len, char *err,
+                           size_t errlen);
 
 /* Constant-time equality of two NUL-terminated strings (the time depends on
  * the length of b only, the stored one). 1 equal, 0 not. */

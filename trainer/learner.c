@@ -109,6 +109,8 @@ typedef struct learner {
     int64_t n_full;       /* fragments received in full */
     int64_t n_mismatch;   /* delta results that failed the CRC check (then pulled in full) */
     int64_t *seen_ver; /* [P] newest version of each fragment GET /v1/versions showed (same owner as gcopy) */
+    int64_t ddp_version; /* ddp: the syncer's version of the state this learner holds (its params and
+                            AdamW state equal the syncer's at that version); -1 unknown. Main thread */
     /* Upstream error feedback (main thread only; memory only, never
      * checkpointed): what the encoding lost of each fragment's last
      * contribution, added to the next one. NULL until the first contribution
@@ -258,6 +260,7 @@ static int build(learner *L, char *err, size_t errlen)
     L->gcopy = malloc(L->n * sizeof(float));
     L->gver = malloc((size_t)L->P * sizeof(int64_t));
     L->seen_ver = calloc((size_t)L->P, sizeof(int64_t));
+    L->ddp_version = -1;
     for (int p = 0; L->gver && p < L->P; p++)
         L->gver[p] = -1;
     L->scratch = malloc(2 * L->n * sizeof(float)); /* delta + base of one fragment */
@@ -300,33 +303,68 @@ static void apply_restored(learner *L)
     cx_info("resumed from local checkpoint: step=%lld tokens=%lld", (long long)c->step, (long long)c->tokens);
 }
 
-/* What this thread's copy of the global fragments is (gcopy/gver, owned by
- * the caller of join): {"versions": [...], "crc32c": [...]}, the optional
+static int is_ddp(const learner *L)
+{
+    return L->cfg.mode == CONFIG_MODE_DDP || L->cfg.mode == CONFIG_MODE_DDP_ELASTIC;
+}
+
+/* Floats in this learner's copy of global fragment p as a rebuild takes it
+ * (the syncer's rb_state_len): the fragment, or in ddp modes its params,
+ * AdamW m and v. */
+static size_t state_len(const learner *L, int p)
+{
+    return fragment_length(L->ft, p) * (is_ddp(L) ? 3 : 1);
+}
+
+/* The version of that copy (<= 0: none or untrained). */
+static int64_t state_version(const learner *L, int p)
+{
+    return is_ddp(L) ? L->ddp_version : L->gver[p];
+}
+
+/* That copy into out[state_len]: the global fragment as the syncer sent it
+ * (gcopy), or in ddp modes the fragment of the params and AdamW moments
+ * (bit-identical with the syncer's at ddp_version). */
+static void state_gather(learner *L, int p, float *out)
+{
+    size_t len = fragment_length(L->ft, p);
+    if (!is_ddp(L)) {
+        fragment_gather(L->ft, p, L->gcopy, out);
+        return;
+    }
+    fragment_gather(L->ft, p, model_params(L->m), out);
+    fragment_gather(L->ft, p, adamw_m(L->opt), out + len);
+    fragment_gather(L->ft, p, adamw_v(L->opt), out + 2 * len);
+}
+
+/* What this thread's copy of the global state is (gcopy/gver, owned by
+ * the caller of join; ddp: the model and its AdamW state, main thread):
+ * {"versions": [...], "crc32c": [...], "published": [...]}, the optional
  * "holds" of a join, so that a syncer that lost its state can rebuild it
- * from the newest copies (docs/api.md). NULL before the first join (nothing
- * held yet) and in ddp modes (their copy is the model itself, not
- * reported: docs/internals/syncer.md). */
+ * from the newest copies (docs/api.md). NULL before the first join
+ * (nothing held yet). */
 static json_t *holds_json(learner *L)
 {
-    if (!L->gver || L->cfg.mode == CONFIG_MODE_DDP || L->cfg.mode == CONFIG_MODE_DDP_ELASTIC)
+    if (!L->gver)
         return NULL;
     size_t maxlen = 0;
     for (int p = 0; p < L->P; p++)
-        if (fragment_length(L->ft, p) > maxlen)
-            maxlen = fragment_length(L->ft, p);
+        if (state_len(L, p) > maxlen)
+            maxlen = state_len(L, p);
     float *tmp = malloc(maxlen * sizeof *tmp);
     if (!tmp)
         return NULL;
     json_t *v = json_array(), *c = json_array(), *pub = json_array();
     for (int p = 0; p < L->P; p++) {
-        int64_t seen = L->seen_ver[p] > L->gver[p] ? L->seen_ver[p] : L->gver[p];
+        int64_t held = state_version(L, p);
+        int64_t seen = !is_ddp(L) && L->seen_ver[p] > held ? L->seen_ver[p] : held;
         json_array_append_new(pub, json_integer(seen > 0 ? seen : 0));
         char crc[9] = "0";
-        if (L->gver[p] > 0) {
-            fragment_gather(L->ft, p, L->gcopy, tmp);
-            proto_crc_format(proto_f32_crc(tmp, fragment_length(L->ft, p)), crc);
+        if (held > 0) {
+            state_gather(L, p, tmp);
+            proto_crc_format(proto_f32_crc(tmp, state_len(L, p)), crc);
         }
-        json_array_append_new(v, json_integer(L->gver[p] > 0 ? L->gver[p] : 0));
+        json_array_append_new(v, json_integer(held > 0 ? held : 0));
         json_array_append_new(c, json_string(crc));
     }
     free(tmp);
@@ -335,8 +373,9 @@ static json_t *holds_json(learner *L)
 
 /* The syncer answered a join with 503 and {"rebuild": {"incarnation",
  * "upload": [p...]}}: POST each asked fragment of this thread's copy to
- * /v1/fragments/{p}/state. Failures are logged; the join is retried
- * either way (the syncer goes on with the copies it got). */
+ * /v1/fragments/{p}/state (ddp: with the step the join named and the AdamW
+ * step counter). Failures are logged; the join is retried either way (the
+ * syncer goes on with the copies it got). */
 static void upload_state(learner *L, cx_http_client *c, json_t *ans)
 {
     json_t *rb = json_object_get(ans, "rebuild"), *up = json_object_get(rb, "upload"), *e;
@@ -347,18 +386,19 @@ static void upload_state(learner *L, cx_http_client *c, json_t *ans)
     json_array_foreach(up, i, e)
     {
         json_int_t p = json_integer_value(e);
-        if (!json_is_integer(e) || p < 0 || p >= L->P || L->gver[p] <= 0) {
+        if (!json_is_integer(e) || p < 0 || p >= L->P || state_version(L, (int)p) <= 0) {
             cx_warn("rebuild: the syncer asks for fragment %lld, which we do not hold", (long long)p);
             continue;
         }
-        size_t len = fragment_length(L->ft, (int)p);
+        int64_t held = state_version(L, (int)p);
+        size_t len = state_len(L, (int)p);
         float *vals = malloc(len * sizeof *vals);
         unsigned char *wire = malloc(len * 4);
         if (!vals || !wire) {
             free(vals), free(wire);
             return;
         }
-        fragment_gather(L->ft, (int)p, L->gcopy, vals);
+        state_gather(L, (int)p, vals);
         proto_f32_encode(vals, len, wire);
         proto_hdr h;
         memset(&h, 0xff, sizeof h);
@@ -366,14 +406,24 @@ static void upload_state(learner *L, cx_http_client *c, json_t *ans)
         h.incarnation = inc;
         h.fragment = p;
         h.crc32c = cx_crc32c(0, wire, len * 4);
-        char lines[PROTO_MAX_LINES][PROTO_LINE], vline[PROTO_LINE], path[96];
-        const char *hdrs[PROTO_MAX_LINES + 2];
+        char lines[PROTO_MAX_LINES][PROTO_LINE], vline[3][PROTO_LINE], path[96];
+        const char *hdrs[PROTO_MAX_LINES + 4];
         proto_hdr_format(&h, lines, hdrs);
         int k = 0;
         while (hdrs[k])
             k++;
-        snprintf(vline, sizeof vline, "%s: %lld", PROTO_H_VERSION, (long long)L->gver[p]);
-        hdrs[k++] = vline;
+        snprintf(vline[0], sizeof vline[0], "%s: %lld", PROTO_H_VERSION, (long long)held);
+        hdrs[k++] = vline[0];
+        if (is_ddp(L)) { /* the state is at the step the join named (main thread: only it moves L->step) */
+            pthread_mutex_lock(&L->mu);
+            int64_t step = L->step;
+            pthread_mutex_unlock(&L->mu);
+            snprintf(vline[1], sizeof vline[1], "%s: %lld", PROTO_H_STEP, (long long)step);
+            snprintf(vline[2], sizeof vline[2], "%s: %llu", PROTO_H_ADAM_STEPS,
+                     (unsigned long long)adamw_steps(L->opt));
+            hdrs[k++] = vline[1];
+            hdrs[k++] = vline[2];
+        }
         hdrs[k] = NULL;
         snprintf(path, sizeof path, "/v1/fragments/%lld/state", (long long)p);
         cx_http_result r;
@@ -381,7 +431,7 @@ static void upload_state(learner *L, cx_http_client *c, json_t *ans)
         int rc =
             call(L, c, "POST", path, hdrs, wire, len * 4, "application/octet-stream", HTTP_TIMEOUT_MS, &r);
         if (rc == 0 && r.status == 200)
-            cx_info("rebuild: uploaded fragment %lld version %lld", (long long)p, (long long)L->gver[p]);
+            cx_info("rebuild: uploaded fragment %lld version %lld", (long long)p, (long long)held);
         else
             cx_warn("rebuild: upload of fragment %lld refused: HTTP %d %s", (long long)p,
                     rc == 0 ? r.status : 0, r.body.data ? r.body.data : "");
@@ -1077,6 +1127,18 @@ static int keep_training(learner *L)
  * a step it missed, non-finite parameters). why: for the log. 0, or
  * CX_EUNAVAIL when the syncer stayed unreachable past --give-up-s or a
  * signal came; a malformed answer is retried. */
+/* X-Chaosloco-Version of an answer (the syncer's version of the state it
+ * describes), -1 when absent or malformed. */
+static int64_t result_version(const cx_http_result *r)
+{
+    char vbuf[32];
+    int64_t v = -1;
+    if (cx_http_result_header(r, PROTO_H_VERSION, vbuf, sizeof vbuf) != 0 ||
+        cx_parse_i64(vbuf, PROTO_H_VERSION, 0, INT64_MAX / 2, &v, NULL, 0) != 0)
+        return -1;
+    return v;
+}
+
 static int ddp_resync(learner *L, const char *why)
 {
     size_t n = L->n;
@@ -1085,10 +1147,34 @@ static int ddp_resync(learner *L, const char *why)
         char crcbuf[16], sbuf[32], abuf[32];
         uint32_t crc;
         int64_t step = -1, adam_steps = -1;
+        /* who asks: a syncer restarted since our join refuses us (403/409)
+         * until we rejoin and report what we hold, instead of handing us its
+         * initial state over ours */
+        proto_hdr h;
+        char lines[PROTO_MAX_LINES][PROTO_LINE];
+        const char *hdrs[PROTO_MAX_LINES + 1];
+        memset(&h, 0xff, sizeof h);
+        h.learner = L->o->id;
+        pthread_mutex_lock(&L->mu);
+        h.incarnation = L->incarnation;
+        pthread_mutex_unlock(&L->mu);
+        proto_hdr_format(&h, lines, hdrs);
         cx_http_result_init(&r);
-        if (call(L, L->http, "GET", "/v1/optimizer", NULL, NULL, 0, NULL, HTTP_TIMEOUT_MS, &r) != 0) {
+        if (call(L, L->http, "GET", "/v1/optimizer", hdrs, NULL, 0, NULL, HTTP_TIMEOUT_MS, &r) != 0) {
             cx_http_result_cleanup(&r);
             return CX_EUNAVAIL;
+        }
+        if (r.status == 403 || r.status == 409) {
+            char jerr[CX_ERRLEN];
+            cx_warn("GET /v1/optimizer (%s): HTTP %d %s; rejoining first", why, r.status,
+                    r.body.data ? r.body.data : "");
+            cx_http_result_cleanup(&r);
+            int rc = join(L, L->http, 0, jerr, sizeof jerr);
+            if (rc != 0) {
+                cx_error("%s", jerr);
+                return rc;
+            }
+            continue;
         }
         if (r.status == 200 && cx_http_result_header(&r, PROTO_H_CRC32C, crcbuf, sizeof crcbuf) == 0 &&
             proto_crc_parse(crcbuf, &crc) == 0 &&
@@ -1102,6 +1188,7 @@ static int ddp_resync(learner *L, const char *why)
             proto_f32_decode(b + n * 4, n, adamw_m(L->opt));
             proto_f32_decode(b + n * 8, n, adamw_v(L->opt));
             adamw_set_steps(L->opt, (uint64_t)adam_steps);
+            L->ddp_version = result_version(&r);
             cx_http_result_cleanup(&r);
             /* Θ_base is "the global params as last received"; gcopy/gver
              * (delta chains) are left as they are, a consistent pair */
@@ -1189,6 +1276,7 @@ static int ddp_loop(learner *L, char *err, size_t errlen)
                 proto_f32_decode(r.body.data, L->n, L->scratch);
                 int64_t t1 = cx_mono_ns();
                 adamw_step(L->opt, model_params(L->m), L->scratch, lr_now(L, t));
+                L->ddp_version = result_version(&r); /* now equal to the syncer's state at it */
                 done = 1;
                 after_step(L, compute_ns + (cx_mono_ns() - t1));
             } else if (r.status == 503) {

@@ -224,13 +224,16 @@ typedef struct rb_frag {
     int64_t got_learner;   /* who uploaded it */
     uint32_t got_crc;      /* its CRC32C */
     int64_t disagree;      /* reports of want_version with another CRC32C */
-    float *vals;           /* [fragment_length] the uploaded copy (NULL none) */
+    int64_t got_step;      /* ddp: the ddp step the uploaded copy is at (the learner's next step) */
+    int64_t got_adam;      /* ddp: its AdamW step counter */
+    float *vals;           /* [rb_state_len] the uploaded copy (NULL none); ddp: params | m | v */
 } rb_frag;
 
 /* A learner's report of one fragment at its last join. */
 typedef struct rb_report {
     int64_t version; /* version of its copy (<= 0: none or untrained) */
-    uint32_t crc;    /* CRC32C of its copy as f32 LE bytes */
+    uint32_t crc;    /* CRC32C of its copy as f32 LE bytes (ddp: params | m | v of the fragment) */
+    int64_t step;    /* ddp: the step its join named (its copy is the state before that step) */
 } rb_report;
 
 typedef struct merge_note {
@@ -958,6 +961,17 @@ static int check_real(cx_http_resp *resp, const char *call, const char *field, d
  * The bar of fragment p is the checkpoint's version while p has not
  * changed since the start, then its current version (a learner cannot hold
  * a version the syncer did not publish since).
+ * ddp modes use the same machine with a bigger copy: a ddp learner is
+ * bit-identical with the syncer after each step it received, so what it
+ * holds is the syncer's whole state at the version of that step. Its report
+ * names that version for every fragment and the CRC32C of each fragment's
+ * params | AdamW m | v; an upload carries those 3 x length values plus the
+ * ddp step and AdamW step counter (headers). All fragments must come from
+ * one version (one step): rebuild_tick applies a ddp collection only when
+ * every fragment is staged at the same version, step and AdamW count, and
+ * otherwise opens it again (the live learners, still joining, report
+ * afresh). rebuild_apply then also sets the AdamW state and the ddp step;
+ * the learners take it with GET /v1/optimizer after their join.
  * This section stays in syncer.c rather than its own file because it works
  * on struct syncer's private state under s->mu like every handler here;
  * moving the struct into a private header would touch all of them. */
@@ -986,6 +1000,13 @@ static void assert_rebuild_state(const syncer *s)
 static int64_t rb_gap(const syncer *s)
 {
     return s->cfg.learners * (s->cfg.tau > 0 ? s->cfg.tau : 1);
+}
+
+/* Floats in a learner's copy of fragment p: the fragment, or in ddp modes
+ * the fragment's params, AdamW m and v. */
+static size_t rb_state_len(const syncer *s, int p)
+{
+    return fragment_length(s->ft, p) * (is_ddp(s) ? 3 : 1);
 }
 
 static int64_t rb_bar(const syncer *s, int p)
@@ -1044,10 +1065,11 @@ static int rb_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, i
 }
 
 /* A join of the learner in `slot` that reported v/crc (NULL: no holds)
- * (mu held). Returns RB_NONE to join normally, RB_COLLECTING to answer 503
- * with the fragments it must upload (upload[*n]), RB_REFUSED to refuse. */
+ * and named `step` (ddp: the step its copy is at) (mu held). Returns
+ * RB_NONE to join normally, RB_COLLECTING to answer 503 with the fragments
+ * it must upload (upload[*n]), RB_REFUSED to refuse. */
 static rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const uint32_t *crc,
-                                  const int64_t *pub, int *upload, int *n)
+                                  const int64_t *pub, int64_t step, int *upload, int *n)
 {
     int64_t id = s->learners[slot].id;
     *n = 0;
@@ -1059,7 +1081,7 @@ static rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const u
         memset(&s->rb_rep[slot * s->P], 0, (size_t)s->P * sizeof *s->rb_rep);
     for (int p = 0; v && p < s->P; p++) {
         rb_frag *f = &s->rbf[p];
-        s->rb_rep[slot * s->P + p] = (rb_report){v[p], crc[p]};
+        s->rb_rep[slot * s->P + p] = (rb_report){v[p], crc[p], step};
         if (pub[p] > f->max_reported) /* published (it holds or saw it): a rebuild goes above */
             f->max_reported = pub[p];
         if (v[p] <= 0) /* untrained (or nothing held): never seeds the state */
@@ -1149,12 +1171,45 @@ static int rebuild_stale_pull(syncer *s, const proto_hdr *h, cx_http_resp *resp)
     return 1;
 }
 
+/* 1 when a ddp collection can be applied (mu held): every fragment staged
+ * at one version, one step and one AdamW count (one learner state). */
+static int rb_ddp_consistent(const syncer *s)
+{
+    const rb_frag *f0 = &s->rbf[0];
+    for (int p = 0; p < s->P; p++) {
+        const rb_frag *f = &s->rbf[p];
+        if (!f->vals || f->got_version != f0->got_version || f->got_step != f0->got_step ||
+            f->got_adam != f0->got_adam)
+            return 0;
+    }
+    return 1;
+}
+
+/* The ddp part of rebuild_apply (mu held; rb_ddp_consistent): the AdamW
+ * step counter and the ddp step of the staged state; the step being
+ * collected and the last mean are dropped (learners resync to this step). */
+static void rebuild_apply_ddp(syncer *s)
+{
+    adamw_set_steps(s->opt, (uint64_t)s->rbf[0].got_adam);
+    s->ddp_step = s->rbf[0].got_step;
+    memset(s->ddp_sum, 0, s->n * sizeof *s->ddp_sum);
+    s->ddp_count = 0;
+    s->ddp_first_ms = s->ddp_done_ms = 0;
+    s->ddp_mean_step = -1;
+    for (int i = 0; i < MAX_LEARNERS; i++)
+        s->learners[i].ddp_arrived = s->learners[i].ddp_dropped = -1;
+}
+
 /* Apply the staged copies (mu held): theta, versions past everything
  * reported, outer momentum and held contributions of each rebuilt fragment
- * reset. Returns the per-fragment sources (new reference). */
+ * reset; in ddp modes the AdamW moments, step counter and ddp step from the
+ * staged copy instead of a momentum reset. Returns the per-fragment
+ * sources (new reference). */
 static json_t *rebuild_apply(syncer *s)
 {
     json_t *src = json_array();
+    if (is_ddp(s) && s->rbf[0].vals) /* rb_ddp_ready: all fragments or none */
+        rebuild_apply_ddp(s);
     for (int p = 0; p < s->P; p++) {
         rb_frag *f = &s->rbf[p];
         size_t len = fragment_length(s->ft, p);
@@ -1165,6 +1220,10 @@ static json_t *rebuild_apply(syncer *s)
             continue;
         }
         fragment_scatter(s->ft, p, f->vals, s->theta);
+        if (is_ddp(s)) {
+            fragment_scatter(s->ft, p, f->vals + len, adamw_m(s->opt));
+            fragment_scatter(s->ft, p, f->vals + 2 * len, adamw_v(s->opt));
+        }
         memset(f->vals, 0, len * sizeof(float));
         fragment_scatter(s->ft, p, f->vals, s->momentum); /* the outer momentum restarts at 0 */
         /* past everything published: a merge no surviving learner saw
@@ -1200,6 +1259,43 @@ static json_t *rebuild_apply(syncer *s)
     return src;
 }
 
+/* Forget what was collected and collect again (mu held): the learners
+ * still alive are still joining (503 until the rebuild is done) and
+ * report afresh. */
+static void rebuild_reopen(syncer *s, const char *why)
+{
+    cx_warn("rebuild: %s; collecting the learners' reports again", why);
+    for (int p = 0; p < s->P; p++) {
+        rb_frag *f = &s->rbf[p];
+        free(f->vals);
+        f->vals = NULL;
+        f->want_version = f->got_version = 0;
+        f->want_learner = f->got_learner = -1;
+        f->disagree = 0;
+    }
+    s->rb_opened_ms = cx_mono_ms();
+    memset(s->rb_joined, 0, sizeof s->rb_joined);
+}
+
+/* ddp: 1 when the collection can be applied (mu held): every fragment is
+ * staged from one state (rb_ddp_consistent), or nothing is staged nor
+ * wanted any more (whoever held a newer state is gone: the syncer keeps
+ * its own). A partial or mixed collection is opened again: fragments of
+ * two steps are not one model with its AdamW state. */
+static int rb_ddp_ready(syncer *s)
+{
+    int staged = 0, wanted = 0;
+    for (int p = 0; p < s->P; p++) {
+        staged += s->rbf[p].vals != NULL;
+        wanted += s->rbf[p].want_version > 0;
+    }
+    if ((staged == s->P && rb_ddp_consistent(s)) || (staged == 0 && wanted == 0))
+        return 1;
+    rebuild_reopen(s, staged == s->P ? "the uploaded copies are of different ddp steps"
+                                     : "some fragments of the newest ddp state never came");
+    return 0;
+}
+
 /* The worker's step of the rebuild (mu held; drops it while the
  * checkpoint is written). */
 static void rebuild_tick(syncer *s)
@@ -1218,21 +1314,27 @@ static void rebuild_tick(syncer *s)
      * counts as absent anyway. Past 3 windows, go with what came. */
     if (!((complete && (joined >= s->cfg.learners || age >= window)) || age >= 3 * window))
         return;
+    if (is_ddp(s) && !rb_ddp_ready(s))
+        return;
     s->rb = RB_WRITING;
     json_t *src = rebuild_apply(s);
     s->eval_pending = 1;
     s->last_eval_ms = 0;
     s->rb_count++;
     double waited = (double)age;
+    int64_t ddp_step = s->ddp_step, adam_steps = s->opt ? (int64_t)adamw_steps(s->opt) : 0;
     pthread_mutex_unlock(&s->mu);
     char err[CX_ERRLEN];
     int rc = write_checkpoint(s, err, sizeof err);
     if (rc != 0)
         cx_error("rebuild: checkpoint failed (%s); serving the rebuilt state anyway", err);
-    events_emit(s->ev, "rebuild",
-                json_pack("{s:s, s:o, s:b, s:b, s:f, s:b}", "start_state", start_kind_names[s->start],
-                          "fragments", src, "momentum_reset", 1, "checkpoint", rc == 0, "waited_ms", waited,
-                          "complete", complete));
+    json_t *ev = json_pack("{s:s, s:o, s:b, s:b, s:f, s:b}", "start_state", start_kind_names[s->start],
+                           "fragments", src, "momentum_reset", !is_ddp(s), "checkpoint", rc == 0, "waited_ms",
+                           waited, "complete", complete);
+    if (is_ddp(s)) /* the step and AdamW count the rebuilt state is at (unchanged if none came) */
+        json_object_update_new(ev, json_pack("{s:I, s:I}", "ddp_step", (json_int_t)ddp_step, "adam_steps",
+                                             (json_int_t)adam_steps));
+    events_emit(s->ev, "rebuild", ev);
     cx_info("rebuild done after %.0f ms (%s); serving", waited,
             complete ? "every reported copy uploaded" : "window over, some copies never came");
     pthread_mutex_lock(&s->mu);
@@ -1251,8 +1353,10 @@ static void rebuild_tick(syncer *s)
 
 /* POST /v1/fragments/{p}/state: a learner's copy of global fragment p,
  * asked for by its join's 503 answer. Headers: learner, incarnation,
- * fragment, X-Chaosloco-Version (the version it reported), CRC32C; body:
- * the f32 values. Staged when it matches the report and is newer than
+ * fragment, X-Chaosloco-Version (the version it reported), CRC32C, in ddp
+ * modes also X-Chaosloco-Step (the step its join named) and
+ * X-Chaosloco-Adam-Steps; body: the f32 values (ddp: params | m | v of the
+ * fragment, v >= 0). Staged when it matches the report and is newer than
  * what is staged. */
 static int h_fragment_state(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
@@ -1281,7 +1385,19 @@ static int h_fragment_state(void *ctx, const cx_http_req *req, cx_http_resp *res
                             PROTO_H_FRAGMENT, (long long)h.fragment, (long long)p);
         return 0;
     }
-    size_t len = fragment_length(s->ft, (int)p);
+    int64_t ddp_step = 0, adam = 0;
+    if (is_ddp(s)) {
+        const char *names[2] = {PROTO_H_STEP, PROTO_H_ADAM_STEPS};
+        int64_t *outs[2] = {&ddp_step, &adam};
+        for (int k = 0; k < 2; k++) {
+            const char *hv = cx_http_header(req, names[k]);
+            if (!hv || cx_parse_i64(hv, names[k], 0, RB_VERSION_MAX, outs[k], why, sizeof why) != 0) {
+                cx_http_reply_error(resp, 400, "state upload: header %s: %s", names[k], hv ? why : "missing");
+                return 0;
+            }
+        }
+    }
+    size_t flen = fragment_length(s->ft, (int)p), len = rb_state_len(s, (int)p);
     if (proto_check_body(req->body, req->body_len, len * 4, h.crc32c, why, sizeof why) != PROTO_OK) {
         cx_http_reply_error(resp, 400, "state upload: %s", why);
         return 0;
@@ -1299,6 +1415,13 @@ static int h_fragment_state(void *ctx, const cx_http_req *req, cx_http_resp *res
                             (long long)p);
         return 0;
     }
+    for (size_t i = 2 * flen; is_ddp(s) && i < len; i++)
+        if (vals[i] < 0.0f) { /* AdamW's second moment: its square root is taken */
+            free(vals);
+            cx_http_reply_error(resp, 400, "state upload: AdamW v value %zu of fragment %lld is negative",
+                                i - 2 * flen, (long long)p);
+            return 0;
+        }
     pthread_mutex_lock(&s->mu);
     proto_reason r = check_learner(s, h.learner, h.incarnation, &slot);
     int status = 200, staged = 0;
@@ -1312,14 +1435,14 @@ static int h_fragment_state(void *ctx, const cx_http_req *req, cx_http_resp *res
     } else {
         rb_report rep = s->rb_rep[slot * s->P + p];
         rb_frag *f = &s->rbf[p];
-        if (rep.version != version || rep.crc != h.crc32c) {
+        if (rep.version != version || rep.crc != h.crc32c || (is_ddp(s) && rep.step != ddp_step)) {
             status = 409;
             snprintf(
                 why, sizeof why,
-                "state upload: learner %lld reported fragment %lld version %lld crc32c %08x at join, this is "
-                "version %lld crc32c %08x",
-                (long long)h.learner, (long long)p, (long long)rep.version, rep.crc, (long long)version,
-                h.crc32c);
+                "state upload: learner %lld reported fragment %lld version %lld crc32c %08x step %lld at "
+                "join, this is version %lld crc32c %08x step %lld",
+                (long long)h.learner, (long long)p, (long long)rep.version, rep.crc, (long long)rep.step,
+                (long long)version, h.crc32c, (long long)ddp_step);
         } else if (version > f->got_version && version > rb_bar(s, (int)p)) {
             free(f->vals);
             f->vals = vals;
@@ -1327,6 +1450,8 @@ static int h_fragment_state(void *ctx, const cx_http_req *req, cx_http_resp *res
             f->got_version = version;
             f->got_learner = h.learner;
             f->got_crc = h.crc32c;
+            f->got_step = ddp_step;
+            f->got_adam = adam;
             staged = 1;
             touch(s, slot);
             s->bytes_in += (int64_t)req->body_len;
@@ -1370,11 +1495,11 @@ static int h_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         return 0;
     }
     /* what the learner holds (optional: old learners and first joins send
-     * none; ddp learners neither, see docs/internals/syncer.md) */
+     * none) */
     int64_t *hv = NULL, *hp = NULL;
     uint32_t *hc = NULL;
     int *upload = NULL;
-    if (holds && !is_ddp(s)) {
+    if (holds) {
         hv = malloc((size_t)s->P * sizeof *hv);
         hp = malloc((size_t)s->P * sizeof *hp);
         hc = malloc((size_t)s->P * sizeof *hc);
@@ -1480,7 +1605,7 @@ static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, j
     l->ddp_arrived = -1;
     l->must_rejoin = 0;
     int n_up = 0;
-    rebuild_state rb = rebuild_join(s, slot, hv, hc, hp, upload, &n_up);
+    rebuild_state rb = rebuild_join(s, slot, hv, hc, hp, step, upload, &n_up);
     if (rb != RB_NONE) {
         join_rebuilding(s, resp, rb, id, new_inc, upload, n_up);
         pthread_mutex_unlock(&s->mu);
@@ -2176,6 +2301,11 @@ static int h_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         pthread_mutex_unlock(&s->mu);
         return 0;
     }
+    if (rebuild_gate(s, resp)) {
+        pthread_mutex_unlock(&s->mu);
+        free(g);
+        return 0;
+    }
     learner_rec *l = &s->learners[slot];
     touch(s, slot);
     if (t == s->ddp_mean_step && l->ddp_arrived == t) {
@@ -2240,11 +2370,16 @@ static int h_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
  * went non-finite: body = params[n] | AdamW m[n] | v[n], little-endian f32;
  * X-Chaosloco-Crc32c over the body, X-Chaosloco-Step the step being
  * collected (the learner's next gradient is for it), X-Chaosloco-Adam-Steps
- * the AdamW step counter. One snapshot under the lock, so the four agree. */
+ * the AdamW step counter. One snapshot under the lock, so the four agree.
+ * Like a fragment pull: 503 while a rebuild collects, and with learner
+ * headers refused to a learner that must rejoin first (rebuild_stale_pull),
+ * so that it cannot take a restarted syncer's initial state over its own. */
 static int h_optimizer(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
-    (void)req;
+    proto_hdr h;
+    if (proto_hdr_parse(&h, req_header, req, 0, NULL, 0) != 0)
+        h.learner = h.incarnation = -1;
     if (!is_ddp(s)) {
         cx_http_reply_error(resp, 409, "mode %s has no global optimizer state (ddp modes only)",
                             mode_name(s));
@@ -2257,6 +2392,11 @@ static int h_optimizer(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         return 0;
     }
     pthread_mutex_lock(&s->mu);
+    if (rebuild_stale_pull(s, &h, resp) || rebuild_gate(s, resp)) {
+        pthread_mutex_unlock(&s->mu);
+        free(b);
+        return 0;
+    }
     proto_f32_encode(s->theta, n, b);
     proto_f32_encode(adamw_m(s->opt), n, b + n * 4);
     proto_f32_encode(adamw_v(s->opt), n, b + n * 8);
@@ -2991,8 +3131,7 @@ static void start_log(syncer *s, int64_t before_bump)
     }
     if (s->start == START_FRESH && after > before_bump)
         s->start = START_LOST; /* merges in the log, no checkpoint: it was lost */
-    /* ddp learners do not report, and their pull loop does not rejoin */
-    s->rb_guard = !is_ddp(s) && (s->start != START_RESTORED || after > before_bump);
+    s->rb_guard = s->start != START_RESTORED || after > before_bump;
     switch (s->start) {
     case START_FRESH:
         cx_info("state dir %s holds no checkpoint and no merge: starting from the initial model (learners "
@@ -3007,11 +3146,10 @@ static void start_log(syncer *s, int64_t before_bump)
                 s->on_lost_state == SYNCER_LOST_REFUSE ? "refuse" : "rebuild");
         break;
     case START_RESTORED:
-        /* merges were published after the checkpoint: the learners hold
-         * them. Make every known learner rejoin (its calls answer 409
-         * stale_incarnation) so that it reports what it holds; ddp
-         * learners do not report, so there the checkpoint stands. */
-        if (after > before_bump && !is_ddp(s)) {
+        /* merges (ddp: steps) were published after the checkpoint: the
+         * learners hold them. Make every known learner rejoin (its calls
+         * answer 409 stale_incarnation) so that it reports what it holds. */
+        if (after > before_bump) {
             for (int i = 0; i < MAX_LEARNERS; i++)
                 if (s->learners[i].id >= 0 && s->learners[i].incarnation > 0)
                     s->learners[i].must_rejoin = 1;
@@ -3181,8 +3319,11 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
             cx_fail(err, errlen, CX_EINVAL, "--tls-cert and --tls-key go together");
             goto fail;
         }
+        /* the key is a secret: refused when group/others may read it, as a
+         * credential file is (docs/security.md) */
         if (cx_file_read(o->tls_cert, 1 << 20, &s->tls_cert, &len, why, sizeof why) != 0 ||
-            cx_file_read(o->tls_key, 1 << 20, &s->tls_key, &len, why, sizeof why) != 0) {
+            cred_read_private_file(o->tls_key, "--tls-key file", 1 << 20, &s->tls_key, &len, why,
+                                   sizeof why) != 0) {
             cx_fail(err, errlen, CX_EINVAL, "TLS: %s", why);
             goto fail;
         }

@@ -9,6 +9,7 @@
 #define IT_AGENT_IT_H
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <glob.h>
@@ -239,6 +240,43 @@ static inline char ag_proc_state(pid_t pid)
     buf[n] = '\0';
     char *rp = strrchr(buf, ')');
     return rp && rp[1] == ' ' ? rp[2] : 0;
+}
+
+/* Field 4 (ppid) of /proc/PID/stat, or -1. */
+static inline pid_t ag_ppid_of(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    char st = 0;
+    int pp = -1;
+    if (!rp || sscanf(rp + 1, " %c %d", &st, &pp) != 2)
+        return -1;
+    return (pid_t)pp;
+}
+
+/* The agent's live child other than its unit: the supervisor's watchdog
+ * (0 when none). */
+static inline pid_t ag_watchdog_of(pid_t agent, pid_t unit)
+{
+    DIR *d = opendir("/proc");
+    cr_assert_not_null(d);
+    pid_t found = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        pid_t p = (pid_t)atoi(de->d_name);
+        char st = p > 0 ? ag_proc_state(p) : 0;
+        if (p > 0 && p != unit && ag_ppid_of(p) == agent && st != 0 && st != 'Z' && st != 'X')
+            found = p;
+    }
+    closedir(d);
+    return found;
 }
 
 /* First line of a file into out ("" when unreadable). */

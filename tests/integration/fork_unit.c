@@ -13,6 +13,12 @@
  *                                environment (so without the agent's
  *                                marks), in the same process group; writes
  *                                DIR/decoy.pid and waits
+ *   fork_unit DIR escape         leader: as without a mode, plus a double
+ *                                fork whose grandchild calls setsid() (it
+ *                                leaves the unit's process group and
+ *                                session, as a daemonizing wrapper does),
+ *                                ignores SIGTERM, writes DIR/escaped.pid
+ *                                and waits
  */
 #include <signal.h>
 #include <stdio.h>
@@ -86,6 +92,19 @@ int main(int argc, char **argv)
         write_pid(dir, "child.pid");
         for (;;)
             pause();
+    }
+    if (argc > 2 && strcmp(argv[2], "escape") == 0) {
+        pid_t mid = fork();
+        if (mid == 0) {
+            if (fork() == 0) {
+                setsid();
+                signal(SIGTERM, SIG_IGN);
+                write_pid(dir, "escaped.pid");
+                for (;;)
+                    pause();
+            }
+            _exit(0); /* the grandchild is reparented: only its cgroup ties it to the unit */
+        }
     }
     if (argc > 2 && strcmp(argv[2], "with-decoy") == 0 && fork() == 0) {
         char self[4096];

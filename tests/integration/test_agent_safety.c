@@ -154,7 +154,14 @@ Test(agent_safety, sigkill_during_pause_then_restart_thaws_and_runs)
     if (!fz)
         cr_assert(ag_wait_proc(pid, "T", 1000));
 
-    /* The agent dies without reverting anything. */
+    /* The agent dies without reverting anything, and its watchdog with it
+     * (a crash that takes both): a live watchdog would thaw and end the
+     * unit itself (test_agent_fork a_frozen_unit_dies_with_its_agent);
+     * here the next agent's sweep must thaw it. */
+    pid_t wd = ag_watchdog_of(a.pid, pid);
+    cr_assert(wd > 0, "the agent has a watchdog beside its unit");
+    kill(wd, SIGKILL);
+    cr_assert(ag_wait_proc(wd, "Z", 3000) || ag_proc_state(wd) == 0);
     it_signal(a.pid, SIGKILL, 0);
     cr_assert_geq(it_wait_exit(a.pid, 5000), 0);
     if (fz) {

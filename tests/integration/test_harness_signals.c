@@ -1,8 +1,10 @@
 /* test_harness_signals.c - the harness's safety: SIGINT mid-run reverts
  * every fault, stops every process, journals "interrupted" and exits 2;
  * SIGKILL mid-run leaves the agents to their lease: within the lease ttl
- * (10 s) each reverts what the harness injected (revert_reason "lease").
- * The test then kills what the dead harness left behind itself. */
+ * (10 s) each reverts what the harness injected (revert_reason "lease"),
+ * and within ttl + orphan exit (20 s) every process of the run is gone,
+ * each learner having written its SIGTERM checkpoint. The test then kills
+ * what the dead harness left behind itself. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <signal.h>
@@ -12,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "harness_it.h"
+#include "trainer/checkpoint.h"
 
 static void fini(void)
 {
@@ -149,7 +152,7 @@ Test(harness_signals, sigkill_leaves_the_revert_to_the_lease)
     json_decref(ans);
     free(token);
     /* Nothing stays behind: the syncer died with the harness (parent-death
-     * signal) and each agent, 10 s after its lease lapsed with no new
+     * signal) and each agent, 5 s after its lease lapsed with no new
      * lease, stopped its learner and exited (--orphan-exit-ms). */
     json_t *all = hx_pids(out);
     size_t i;
@@ -221,5 +224,134 @@ Test(harness_signals, stop_condition_aborts_halts_and_exits_2)
                                             (long long)json_integer_value(v));
     json_decref(all);
     hx_kill_leftovers(out);
+    free(dir);
+}
+
+/* Every line of path that contains "step=" (the learner's progress log,
+ * every 50 steps): the last such step, -1 if none. */
+static long long last_logged_step(const char *path)
+{
+    char *d = hx_read(path);
+    long long last = -1;
+    for (const char *p = d; p && (p = strstr(p, " step=")) != NULL; p += 6)
+        last = strtoll(p + 6, NULL, 10);
+    free(d);
+    return last;
+}
+
+#define SK_LEARNERS 4
+/* docs/experiments.md: the lease lapses <= 10 s (ttl) after the kill, each
+ * agent leaves 5 s later (--orphan-exit-ms) after stopping its learner
+ * (SIGTERM; ~1 s, at most its 5 s grace): the grace is the tolerance */
+#define SK_BOUND_S 20.0
+
+/* A SIGKILLed harness (decoupled, 4 learners, MLP) leaves nothing running
+ * within the documented bound, and every learner is stopped the clean way:
+ * SIGTERM from its agent, its checkpoint written before it exits.
+ *
+ * How a SIGTERM checkpoint is told from a periodic one: the run sets
+ * learner_checkpoint_every 0 (no periodic checkpoint) and 10^6 steps (no
+ * end of training), and the test checks that no learner.ckpt.* exists when
+ * the harness is killed. The only path left that writes one is the
+ * learner's exit on a signal (learner_run: save_checkpoint after the loop
+ * ends on *stop; a give-up exits 1 without one). So after the kill a valid
+ * checkpoint (ckpt_learner_load checks its CRC) of this learner id with a
+ * step >= the last step its log showed before the kill is its SIGTERM
+ * checkpoint; the log line "signal 15: checkpointed, exiting" is checked as
+ * well when the agent's unit.log has it. */
+Test(harness_signals, sigkill_leaves_no_process_and_every_sigterm_checkpoint, .timeout = 150)
+{
+    char *dir = it_mkdtemp("hsigk");
+    char path[1024], out[1100];
+    snprintf(path, sizeof path, "%s/four.json", dir);
+    snprintf(out, sizeof out, "%s/run", dir);
+    hx_write(path,
+             "{\"title\": \"four learners, no periodic checkpoint\", \"seed\": 7,"
+             " \"topology\": {\"learners\": 4, \"training\": {\"model\": \"mlp\", \"data\": \"synthetic\","
+             " \"mode\": \"decoupled\", \"quorum\": 1, \"fragments\": 2, \"H\": 8, \"steps\": 1000000,"
+             " \"hidden\": 32, \"batch\": 4, \"eval_every_ms\": 200, \"eval_tokens\": 1024,"
+             " \"learner_checkpoint_every\": 0}},"
+             " \"method\": [],"
+             " \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}");
+    const char *args[] = {"run", path, "--out", out, NULL};
+    pid_t pid = it_start(dir, "run", args, NULL);
+    /* every learner trained (its log shows step=50 or later) */
+    char logs[SK_LEARNERS][1200], ckdir[SK_LEARNERS][1200];
+    for (int i = 0; i < SK_LEARNERS; i++) {
+        snprintf(logs[i], sizeof logs[i], "%s/agents/%d/unit.log", out, i);
+        snprintf(ckdir[i], sizeof ckdir[i], "%s/learners/%d", out, i);
+    }
+    int64_t end = cx_mono_ms() + 90000;
+    int trained = 0;
+    while (trained < SK_LEARNERS && cx_mono_ms() < end) {
+        trained = 0;
+        for (int i = 0; i < SK_LEARNERS; i++)
+            trained += last_logged_step(logs[i]) >= 50;
+        if (trained < SK_LEARNERS)
+            cx_sleep_ms(200);
+    }
+    if (trained < SK_LEARNERS)
+        it_dump_log(dir, "run");
+    cr_assert_eq(trained, SK_LEARNERS, "every learner trained 50 steps before the kill (%d did)", trained);
+    /* pids.json lists the syncer, the agents and their learners */
+    json_t *all = NULL;
+    while (cx_mono_ms() < end) {
+        json_decref(all);
+        all = hx_pids(out);
+        if (json_array_size(all) >= 1 + 2 * SK_LEARNERS)
+            break;
+        cx_sleep_ms(200);
+    }
+    cr_assert_geq(json_array_size(all), 1 + 2 * SK_LEARNERS, "pids.json lists syncer, agents and learners");
+    long long before[SK_LEARNERS];
+    for (int i = 0; i < SK_LEARNERS; i++) {
+        before[i] = last_logged_step(logs[i]);
+        char a[1300], b[1300];
+        snprintf(a, sizeof a, "%s/learner.ckpt.a", ckdir[i]);
+        snprintf(b, sizeof b, "%s/learner.ckpt.b", ckdir[i]);
+        cr_assert(access(a, F_OK) != 0 && access(b, F_OK) != 0,
+                  "learner %d has no checkpoint before the kill (learner_checkpoint_every 0)", i);
+    }
+    int64_t killed_at = cx_mono_ms();
+    it_signal(pid, SIGKILL, 0);
+    hx_exit_code(pid, 10000);
+    /* nothing of the run is left within the bound */
+    int left = 1;
+    while (left && cx_mono_ms() - killed_at < 45000) {
+        left = 0;
+        size_t i;
+        json_t *p;
+        json_array_foreach(all, i, p) left += hx_alive((pid_t)json_integer_value(p));
+        if (left)
+            cx_sleep_ms(100);
+    }
+    double gone_s = (double)(cx_mono_ms() - killed_at) / 1000.0;
+    hx_kill_leftovers(out); /* whatever the assertions below find, leave nothing running */
+    json_decref(all);
+    cr_log_info("every process of the SIGKILLed harness gone after %.1f s", gone_s);
+    cr_assert_eq(left, 0, "%d process(es) of the dead harness still alive %.1f s after it died", left,
+                 gone_s);
+    cr_assert_leq(gone_s, SK_BOUND_S, "gone within the documented %.0f s: %.1f s", SK_BOUND_S, gone_s);
+    /* every learner wrote its SIGTERM checkpoint */
+    for (int i = 0; i < SK_LEARNERS; i++) {
+        ckpt_learner c;
+        char why[256];
+        int rc = ckpt_learner_load(ckdir[i], &c, 0, 0, 0, why, sizeof why);
+        if (rc != 0) {
+            char name[32];
+            snprintf(name, sizeof name, "agents/%d/unit", i);
+            it_dump_log(out, name);
+        }
+        cr_assert_eq(rc, 0, "learner %d: a valid checkpoint after its SIGTERM (%s)", i, why);
+        cr_log_info("learner %d: SIGTERM checkpoint at step %lld (its log showed step %lld before the kill)",
+                    i, (long long)c.step, before[i]);
+        cr_expect_eq(c.learner, i, "learner %d's checkpoint is its own", i);
+        cr_expect_geq(c.step, before[i], "learner %d: the checkpoint is of its last steps", i);
+        ckpt_learner_cleanup(&c);
+        char *log = hx_read(logs[i]);
+        cr_expect(log && strstr(log, "signal 15: checkpointed, exiting"),
+                  "learner %d logged its SIGTERM exit", i);
+        free(log);
+    }
     free(dir);
 }

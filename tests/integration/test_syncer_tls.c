@@ -2,9 +2,12 @@
  * libmicrohttpd with GnuTLS) and a learner that verifies it (--ca-file,
  * libcurl CURLOPT_CAINFO), on 127.0.0.1 with a CA made at test time by
  * openssl. Skipped, saying why, when libmicrohttpd lacks TLS or openssl is
- * not installed. */
+ * not installed. A --tls-key file that group or others may access is
+ * refused at start, naming the file (no TLS needed for that). */
 #include <microhttpd.h>
+#include <sys/stat.h>
 
+#include "common/file.h"
 #include "trainer_it.h"
 
 static void fini(void)
@@ -68,6 +71,7 @@ Test(syncer_tls, a_learner_joins_and_trains_over_https)
     cr_assert_eq(openssl(dir, "openssl-ca", a1), 0, "make the CA");
     cr_assert_eq(openssl(dir, "openssl-csr", a2), 0, "make the server key");
     cr_assert_eq(openssl(dir, "openssl-sign", a3), 0, "sign the server certificate");
+    cr_assert_eq(chmod(key, 0600), 0, "the key is the owner's only (else the syncer refuses it)");
 
     tr_run r = {0};
     const char *args[] = {"--tls-cert",  cert, "--tls-key", key,  "--mode", "diloco", "--learners", "1",
@@ -112,4 +116,68 @@ Test(syncer_tls, a_learner_joins_and_trains_over_https)
     cx_http_client_free(c);
     free(dir);
     tr_done(&r);
+}
+
+/* Start a syncer with --tls-cert cert --tls-key key; its exit status (-1:
+ * still running after 20 s) and its log (malloc'd) in *log. */
+static int tls_syncer_exit(const char *dir, const char *name, const char *cert, const char *key, char **log)
+{
+    char state[700], path[700];
+    snprintf(state, sizeof state, "%s/%s-state", dir, name);
+    const char *args[] = {"syncer",     "--listen", "127.0.0.1:0", "--state-dir", state, IT_MLP,
+                          "--tls-cert", cert,       "--tls-key",   key,           NULL};
+    pid_t pid = it_start(dir, name, args, NULL);
+    int st = it_wait_exit(pid, 20000);
+    snprintf(path, sizeof path, "%s/%s.log", dir, name);
+    size_t len = 0;
+    *log = NULL;
+    cr_assert_eq(cx_file_read(path, 1 << 20, log, &len, NULL, 0), 0, "read %s", path);
+    return st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+Test(syncer_tls, a_key_file_others_can_read_is_refused)
+{
+    char *dir = it_mkdtemp("tls-mode");
+    char cert[600], key[600], link[600], want[800];
+    snprintf(cert, sizeof cert, "%s/srv.pem", dir);
+    snprintf(key, sizeof key, "%s/srv.key", dir);
+    snprintf(link, sizeof link, "%s/link.key", dir);
+    static const char pem[] = "-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n";
+    cr_assert_eq(cx_file_write_atomic(cert, pem, sizeof pem - 1, NULL, 0), 0);
+    cr_assert_eq(cx_file_write_atomic(key, pem, sizeof pem - 1, NULL, 0), 0);
+    static const mode_t bad[] = {0644, 0640, 0604, 0660};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char name[32], *log = NULL;
+        cr_assert_eq(chmod(key, bad[i]), 0);
+        snprintf(name, sizeof name, "syncer-%04o", (unsigned)bad[i]);
+        int rc = tls_syncer_exit(dir, name, cert, key, &log);
+        cr_assert_eq(rc, 1, "mode %04o: the syncer exits 1 (got %d)", (unsigned)bad[i], rc);
+        snprintf(want, sizeof want, "--tls-key file %s: mode %04o lets group or others", key,
+                 (unsigned)bad[i]);
+        cr_assert(strstr(log, want), "mode %04o: the error names the file and its mode: %s", (unsigned)bad[i],
+                  log);
+        free(log);
+    }
+    /* a symlink is not followed (as for credential files) */
+    cr_assert_eq(chmod(key, 0600), 0);
+    cr_assert_eq(symlink(key, link), 0);
+    char *log = NULL;
+    cr_assert_eq(tls_syncer_exit(dir, "syncer-link", cert, link, &log), 1);
+    snprintf(want, sizeof want, "--tls-key file %s:", link);
+    cr_assert(strstr(log, want), "a symlinked key is refused, naming it: %s", log);
+    free(log);
+    /* 0600 and 0400 pass the mode check (this key is no PEM key: whatever
+     * fails next, it is not the mode) */
+    static const mode_t good[] = {0600, 0400};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char name[32];
+        cr_assert_eq(chmod(key, good[i]), 0);
+        snprintf(name, sizeof name, "syncer-%04o", (unsigned)good[i]);
+        int rc = tls_syncer_exit(dir, name, cert, key, &log);
+        cr_assert(!strstr(log, "lets group or others"), "mode %04o is accepted: %s", (unsigned)good[i], log);
+        cr_assert_neq(rc, 0, "a key that is no key still fails the start");
+        free(log);
+    }
+    it_cleanup();
+    free(dir);
 }

@@ -10,28 +10,6 @@
 
 #include "common/crc32c.h"
 
-/* The last "params_crc32c=XXXXXXXX" in <dir>/<name>.log into out[9]; 0 when found. */
-static int last_log_crc(tr_run *r, const char *name, char out[9])
-{
-    char path[700];
-    snprintf(path, sizeof path, "%s/%s.log", r->dir, name);
-    FILE *f = fopen(path, "r");
-    char line[4096];
-    int found = -1;
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof line, f)) {
-        const char *p = strstr(line, "params_crc32c=");
-        if (p && strlen(p) >= 14 + 8) {
-            memcpy(out, p + 14, 8);
-            out[8] = 0;
-            found = 0;
-        }
-    }
-    fclose(f);
-    return found;
-}
-
 /* 1 when <dir>/<name>.log contains needle. */
 static int log_has(tr_run *r, const char *name, const char *needle)
 {
@@ -59,7 +37,7 @@ static void assert_bit_identical(tr_run *r, json_int_t steps)
     for (int id = 0; id < 2; id++) {
         char name[16], crc[9];
         snprintf(name, sizeof name, "learner%d", id);
-        cr_assert_eq(last_log_crc(r, name, crc), 0, "learner %d logs its final params_crc32c", id);
+        cr_assert_eq(tr_log_crc(r, name, crc), 0, "learner %d logs its final params_crc32c", id);
         if (strcmp(crc, scrc) != 0) {
             it_dump_log(r->dir, name);
             cr_assert_fail("learner %d ends with params_crc32c %s, the syncer with %s", id, crc, scrc);

@@ -85,6 +85,22 @@ static json_t *wait_event(tr_run *r, const char *type, long timeout_ms)
     return NULL;
 }
 
+/* Delete the syncer's state dir (it must not run), all but its credentials. */
+static void lose_state_dir(tr_run *r)
+{
+    /* The credentials are the deployer's, not the syncer's state: the
+     * harness keeps them in RUN/credentials, outside the state dir
+     * (docs/security.md). Losing the state dir must not take them, or
+     * no learner could rejoin to hand its copy back. */
+    char creds[800], keep[800];
+    snprintf(creds, sizeof creds, "%s/credentials", r->state);
+    snprintf(keep, sizeof keep, "%s/credentials.kept", r->dir);
+    cr_assert_eq(rename(creds, keep), 0, "keep the credentials aside");
+    rm_tree(r->state);
+    cr_assert_eq(mkdir(r->state, 0700), 0);
+    cr_assert_eq(rename(keep, creds), 0, "the credentials come back");
+}
+
 enum { LOSE_DIR = 0, LOSE_CORRUPT, LOSE_NOTHING };
 
 /* Train, SIGKILL the syncer, lose its state (delete the dir, corrupt both
@@ -168,17 +184,7 @@ static void kill_and_lose(int how)
         }
         cr_assert_geq(n, 1, "a checkpoint slot to corrupt");
     } else if (how == LOSE_DIR) {
-        /* The credentials are the deployer's, not the syncer's state: the
-         * harness keeps them in RUN/credentials, outside the state dir
-         * (docs/security.md). Losing the state dir must not take them, or
-         * no learner could rejoin to hand its copy back. */
-        char creds[800], keep[800];
-        snprintf(creds, sizeof creds, "%s/credentials", r.state);
-        snprintf(keep, sizeof keep, "%s/credentials.kept", r.dir);
-        cr_assert_eq(rename(creds, keep), 0, "keep the credentials aside");
-        rm_tree(r.state);
-        cr_assert_eq(mkdir(r.state, 0700), 0);
-        cr_assert_eq(rename(keep, creds), 0, "the credentials come back");
+        lose_state_dir(&r);
     }
     cr_log_info(
         "before the crash: eval loss %.4f (initial %.4f), versions seen %lld %lld %lld %lld, in the log "
@@ -276,6 +282,125 @@ Test(trainer_rebuild, checkpoints_corrupted, .timeout = 240)
 Test(trainer_rebuild, merges_after_the_checkpoint, .timeout = 240)
 {
     kill_and_lose(LOSE_NOTHING);
+}
+
+/* ddp: the global state is the model plus its AdamW state (m, v, step
+ * counter), and every ddp learner holds a bit-identical copy of it at the
+ * last step it received. A ddp syncer SIGKILLed and restarted with its
+ * state dir deleted, or with its state dir kept but steps logged after its
+ * checkpoint, takes that copy back: eval near the one before (not the
+ * initial model's or the checkpoint's), the learners go on to the end of
+ * the schedule and end with the syncer's parameters bit for bit
+ * (params_crc32c), having taken every step. Before the ddp rebuild the
+ * restarted syncer handed the learners its initial model at step 0 (or its
+ * checkpoint's older state). */
+#define DDP_STEPS 3000
+#define DDP_STEPS_S "3000"
+static void ddp_kill_and_lose(int how)
+{
+    tr_run r = {0};
+    /* a checkpoint at step 40 (the first is not held back), then at most
+     * one per 2 s (checkpoint_min_ms): the kill comes after steps that only
+     * the learners hold */
+    const char *args[] = {
+        "--mode",          "ddp", "--learners",         "2",  "--steps", DDP_STEPS_S, "--fragments", "2",
+        "--eval-every-ms", "300", "--checkpoint-every", "40", TR_MODEL,  NULL};
+    tr_syncer_start(&r, how == LOSE_DIR ? "rebuild-ddp" : "rebuild-ddp-kept", args);
+    pid_t p[2];
+    for (int i = 0; i < 2; i++)
+        p[i] = tr_learner_start(&r, i, NULL, NULL);
+    cr_assert_geq(tr_wait_merges(&r, 250, 120000), 250, "ddp steps before the crash");
+    json_t *evs = tr_events(&r, 0);
+    json_t *first_eval = first_of(evs, "eval");
+    cr_assert(first_eval, "an eval before the crash");
+    double initial = json_number_value(json_object_get(first_eval, "loss"));
+    json_decref(evs);
+    cx_sleep_ms(600); /* an eval of the state at the kill, or close to it */
+    double before = tr_eval_loss(&r, NULL);
+    json_t *st = tr_get(&r, "/v1/status");
+    json_int_t step_seen = tr_int(st, "ddp_step");
+    json_decref(st);
+    it_signal(r.syncer, SIGKILL, 1);
+    it_wait_exit(r.syncer, 5000);
+    /* the steps the log has after the last checkpoint */
+    char path[800], line[65536];
+    snprintf(path, sizeof path, "%s/events.jsonl", r.state);
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "events.jsonl exists before the loss");
+    json_int_t n_merges = 0, ckpt_merges = 0;
+    while (fgets(line, sizeof line, f)) {
+        json_t *ev = json_loads(line, 0, NULL);
+        n_merges += ev && strcmp(tr_type(ev), "merge") == 0;
+        if (ev && strcmp(tr_type(ev), "checkpoint") == 0 && tr_int(ev, "merges") > ckpt_merges)
+            ckpt_merges = tr_int(ev, "merges");
+        json_decref(ev);
+    }
+    fclose(f);
+    if (how == LOSE_DIR)
+        lose_state_dir(&r);
+    cr_log_info("ddp before the crash: eval loss %.4f (initial %.4f), step >= %lld, checkpoint at %lld",
+                before, initial, (long long)step_seen, (long long)ckpt_merges);
+    tr_syncer_start(&r, NULL, NULL);
+    if (how == LOSE_NOTHING && n_merges <= ckpt_merges) {
+        cr_log_info("no step after the last checkpoint (%lld): the checkpoint is the state",
+                    (long long)ckpt_merges);
+        cr_assert_null(wait_event(&r, "rebuild", 8000), "no rebuild when the checkpoint is current");
+        tr_done(&r);
+        return;
+    }
+    json_t *rb = wait_event(&r, "rebuild", 60000);
+    if (!rb) {
+        it_dump_log(r.dir, "syncer1");
+        it_dump_log(r.dir, "learner0");
+        cr_assert_fail("no rebuild event after the restart");
+    }
+    cr_assert_str_eq(json_string_value(json_object_get(rb, "start_state")),
+                     how == LOSE_DIR ? "fresh" : "restored");
+    cr_assert(json_is_false(json_object_get(rb, "momentum_reset")), "ddp keeps the AdamW moments");
+    cr_assert_geq(tr_int(rb, "ddp_step"), step_seen, "the rebuilt state is at the step of the crash");
+    cr_assert_eq(tr_int(rb, "adam_steps"), tr_int(rb, "ddp_step"), "one AdamW step per ddp step");
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(rb, "fragments"), i, e)
+    {
+        cr_assert_str_eq(json_string_value(json_object_get(e, "from")), "learner", "fragment %zu", i);
+        cr_assert_gt(tr_int(e, "version"), tr_int(e, "held_version"), "versions go above the held one");
+    }
+    cr_assert_eq(json_array_size(json_object_get(rb, "fragments")), 2);
+    double after = eval_after(&r, tr_int(rb, "seq"), 30000);
+    cr_log_info("ddp after the rebuild: eval loss %.4f (before %.4f, initial %.4f), at step %lld", after,
+                before, initial, (long long)tr_int(rb, "ddp_step"));
+    cr_assert(isfinite(after), "an eval after the rebuild");
+    cr_assert_lt(after, initial - 0.5 * (initial - before), "eval %.4f went back toward the initial %.4f",
+                 after, initial);
+    cr_assert_lt(after, before + 0.3, "eval %.4f is not close to the %.4f before the crash", after, before);
+    json_decref(rb);
+    /* the learners finish the schedule, bit-identical with the syncer */
+    tr_expect_exit0(&r, p[0], 0, 200000);
+    tr_expect_exit0(&r, p[1], 1, 30000);
+    st = tr_get(&r, "/v1/status");
+    cr_assert(st, "status answers");
+    cr_assert_eq(tr_int(st, "ddp_step"), DDP_STEPS, "the syncer took every step");
+    const char *scrc = json_string_value(json_object_get(st, "params_crc32c"));
+    for (int id = 0; id < 2; id++) {
+        char name[16], crc[9];
+        snprintf(name, sizeof name, "learner%d", id);
+        cr_assert_eq(tr_log_crc(&r, name, crc), 0, "learner %d logs its final params_crc32c", id);
+        cr_assert_str_eq(crc, scrc, "learner %d ends with params_crc32c %s, the syncer with %s", id, crc,
+                         scrc);
+    }
+    json_decref(st);
+    tr_done(&r);
+}
+
+Test(trainer_rebuild, ddp_state_dir_deleted, .timeout = 300)
+{
+    ddp_kill_and_lose(LOSE_DIR);
+}
+
+Test(trainer_rebuild, ddp_steps_after_the_checkpoint, .timeout = 300)
+{
+    ddp_kill_and_lose(LOSE_NOTHING);
 }
 
 /* ---- the protocol over HTTP ---- */

@@ -317,6 +317,29 @@ static inline json_int_t tr_assert_pulled_first(json_t *evs, int id, json_int_t 
     return -1;
 }
 
+/* The last "params_crc32c=XXXXXXXX" in <dir>/<name>.log (a learner's
+ * "done:" line) into out[9]; 0 when found. */
+static inline int tr_log_crc(tr_run *r, const char *name, char out[9])
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s.log", r->dir, name);
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    int found = -1;
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, "params_crc32c=");
+        if (p && strlen(p) >= 14 + 8) {
+            memcpy(out, p + 14, 8);
+            out[8] = 0;
+            found = 0;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
 /* Kill everything started, free the run. */
 static inline void tr_done(tr_run *r)
 {

@@ -3,6 +3,7 @@
 #include "inj_test.h"
 
 #include "injectors/cgroup.h"
+#include "injectors/unit_proc.h"
 
 TestSuite(cgroup);
 
@@ -104,6 +105,17 @@ Test(cgroup, fake_v1_tree_via_env)
     char want[32];
     snprintf(want, sizeof want, "%d", (int)pid);
     cr_assert_str_eq(injt_read(fz, "cgroup.procs", buf, sizeof buf), want);
+    /* a pid listed in a cgroup.procs is signalled only if /proc/PID/cgroup
+     * agrees: this fake tree's list names a process that is not there */
+    cg_kill_spec k;
+    cr_assert_eq(cg_set_kill_spec(s, &k), 0);
+    cr_assert_eq(strcmp(k.rel, "/chaosloco/u1"), 0, "rel: %s", k.rel);
+    cr_assert_eq(cg_kill_spec_signal(&k, SIGKILL, 0), 0, "no process of the fake cgroup is signalled");
+    int kn = -1;
+    cr_assert_eq(cg_set_kill(s, &kn, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(kn, 0);
+    char st = uproc_state(pid);
+    cr_assert(st != 0 && st != 'Z', "the listed child was never signalled (state %c)", st ? st : '-');
     injt_reap(pid, pidfd);
     cr_assert_eq(cg_set_attach_group(s, CG_FREEZER, pid, err, sizeof err), CX_ENOTFOUND);
     cg_set_free(s);
@@ -195,5 +207,60 @@ Test(cgroup, real_tree_lifecycle)
     cr_assert_eq(stat(dir, &st), 0, "unit cgroup %s missing before removal", dir);
     cr_assert_eq(cg_set_remove(s, err, sizeof err), 0, "%s", err);
     cr_assert_neq(stat(dir, &st), 0, "unit cgroup %s still exists", dir);
+    cg_set_free(s);
+}
+
+/* As root with a writable cgroup: cg_kill_spec_signal ends what is in the
+ * unit's cgroup (a process that left its group included), spares a process
+ * outside it, and with started_by spares what started later (the next
+ * agent's unit, while a dead agent's watchdog still loops); cg_set_kill
+ * empties the cgroup. */
+Test(cgroup, real_tree_kill)
+{
+    char unit[64];
+    snprintf(unit, sizeof unit, "cxtest-cgk-%d", (int)getpid());
+    cg_set *s = NULL;
+    char err[CX_ERRLEN] = "";
+    cr_assert_eq(cg_set_open(NULL, unit, &s, err, sizeof err), 0, "%s", err);
+    cg_kill_spec k;
+    if (geteuid() != 0 || cg_set_kill_spec(s, &k) != 0) {
+        cr_log_warn("skipped: not root or no writable cgroup (%s)", cg_set_why(s, CG_FREEZER));
+        cg_set_remove(s, NULL, 0);
+        cg_set_free(s);
+        cr_skip_test("no writable cgroup");
+    }
+    int fd_old, fd_new, fd_out;
+    pid_t old = injt_child(&fd_old, 1), out = injt_child(&fd_out, 0); /* each leads its own group */
+    for (int c = 0; c < CG_NCTRL; c++)
+        if (cg_set_available(s, (cg_ctrl)c))
+            cr_assert_eq(cg_set_attach_group(s, (cg_ctrl)c, old, err, sizeof err), 0, "%s", err);
+    /* started_by: now, in /proc start-time ticks; then a later process joins */
+    struct timespec now;
+    cr_assert_eq(clock_gettime(CLOCK_BOOTTIME, &now), 0);
+    uint64_t by = (uint64_t)now.tv_sec * (uint64_t)k.clk_tck +
+                  (uint64_t)now.tv_nsec / (1000000000ULL / (uint64_t)k.clk_tck);
+    usleep(3 * 1000000 / (useconds_t)k.clk_tck); /* past the tick */
+    pid_t later = injt_child(&fd_new, 0);
+    cr_assert_gt(uproc_starttime(later), by, "test bug: the later child started after `by`");
+    for (int c = 0; c < CG_NCTRL; c++)
+        if (cg_set_available(s, (cg_ctrl)c))
+            cr_assert_eq(cg_set_attach_group(s, (cg_ctrl)c, later, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(cg_kill_spec_signal(&k, SIGKILL, by), 1, "only the process that started by then");
+    cr_assert_eq(injt_wait_state(old, 0, 2000), 'Z', "the earlier process (ignoring SIGTERM) is SIGKILLed");
+    char st = uproc_state(later);
+    cr_assert(st != 0 && st != 'Z', "the later process is spared (state %c)", st ? st : '-');
+    /* cg_set_kill: everything in the cgroup, nothing outside it */
+    int n = -1;
+    cr_assert_eq(cg_set_kill(s, &n, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(injt_wait_state(later, 0, 2000), 'Z');
+    st = uproc_state(out);
+    cr_assert(st != 0 && st != 'Z', "a process outside the cgroup is never signalled (state %c)",
+              st ? st : '-');
+    injt_reap(old, fd_old);
+    injt_reap(later, fd_new);
+    kill(out, SIGKILL);
+    injt_reap(out, fd_out);
+    cr_assert_eq(cg_set_remove(s, err, sizeof err), 0, "%s", err);
     cg_set_free(s);
 }
