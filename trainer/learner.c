@@ -66,6 +66,7 @@ typedef struct frag_msg {
     unsigned char *buf; /* inbox: f32 values; outbox: encoded payload */
     size_t len;         /* bytes in buf */
     uint32_t crc;       /* outbox: CRC32C of buf */
+    int64_t round;      /* outbox: the schedule round it was due in (fragment_round) */
 } frag_msg;
 
 typedef struct learner {
@@ -90,6 +91,7 @@ typedef struct learner {
     unsigned char *wire;    /* [4n] encoded payloads */
     float train_loss;       /* nats, last step */
     double step_ms_ema;     /* ms per inner step (compute + slowdown) */
+    double pull_ms_ema;     /* ms per fragment pull round trip (comm thread; read under mu) */
     int64_t ckpt_step;      /* step of the last checkpoint */
     ckpt_learner *restored; /* local checkpoint read at start, or NULL */
     ckpt_writer *ckw;       /* background checkpoint writer (created at the first periodic one), or NULL */
@@ -122,6 +124,7 @@ typedef struct learner {
     pthread_cond_t cv;   /* outbox / inbox changes */
     int64_t incarnation; /* current incarnation */
     int64_t step;        /* inner steps done */
+    int64_t sched_off;   /* decoupled: schedule step = step + sched_off (set at each join) */
     int64_t tokens;      /* tokens trained */
     int64_t last_ok_ms;  /* mono ms of the last answer from the syncer */
     int64_t last_hb_ms;  /* mono ms the last heartbeat POST returned (0 none) */
@@ -430,15 +433,16 @@ static int join(learner *L, cx_http_client *c, int first, char *err, size_t errl
         }
     }
     json_decref(body);
-    json_int_t inc = 0, n_params = 0, ddp_step = 0, merges = 0, who = 0;
+    json_int_t inc = 0, n_params = 0, ddp_step = 0, merges = 0, who = 0, sched = 0;
     int digest = 0;
     json_t *cfgj = NULL, *frags = NULL;
     const char *mode = NULL;
     char why[CX_ERRLEN];
-    if (cx_json_unpack(ans, "join answer", why, sizeof why, "{s:I, s:I, s:o, s:o, s:I, s:i, s:I, s:s, s:I}",
-                       "learner", &who, "incarnation", &inc, "config", &cfgj, "fragments", &frags, "n_params",
-                       &n_params, "table_digest", &digest, "step", &ddp_step, "mode", &mode, "merges",
-                       &merges) != 0) {
+    if (cx_json_unpack(ans, "join answer", why, sizeof why,
+                       "{s:I, s:I, s:o, s:o, s:I, s:i, s:I, s:s, s:I, s?I}", "learner", &who, "incarnation",
+                       &inc, "config", &cfgj, "fragments", &frags, "n_params", &n_params, "table_digest",
+                       &digest, "step", &ddp_step, "mode", &mode, "merges", &merges, "schedule_step",
+                       &sched) != 0) {
         json_decref(ans);
         return cx_fail(err, errlen, CX_EINVAL, "bad join answer: %s", why);
     }
@@ -477,9 +481,13 @@ static int join(learner *L, cx_http_client *c, int first, char *err, size_t errl
     if (L->cfg.mode == CONFIG_MODE_DDP || L->cfg.mode == CONFIG_MODE_DDP_ELASTIC)
         L->step = ddp_step; /* ddp learners move in lockstep with the syncer's step */
     L->need_rejoin = 0;
+    /* decoupled: take the run's schedule position, so that our round r of
+     * fragment p comes due when the other learners' does */
+    L->sched_off = sched > 0 ? sched - L->step : 0;
+    int64_t sched_off = L->sched_off;
     pthread_mutex_unlock(&L->mu);
-    cx_info("joined as incarnation %lld (mode %s, syncer merges %lld, step %lld)", (long long)inc, mode,
-            (long long)merges, (long long)L->step);
+    cx_info("joined as incarnation %lld (mode %s, syncer merges %lld, step %lld, schedule offset %lld)",
+            (long long)inc, mode, (long long)merges, (long long)L->step, (long long)sched_off);
     json_decref(ans);
     return 0;
 }
@@ -634,7 +642,14 @@ static int pull_one(learner *L, cx_http_client *c, int p, int64_t newer, long wa
                     int64_t *version)
 {
     int how = newer >= 0 && L->gver[p] == newer ? GET_DELTA : GET_FULL;
+    int64_t t0 = cx_mono_ns();
     int rc = get_fragment(L, c, p, newer, wait_ms, how, out, version);
+    if (rc == 1 && wait_ms == 0) { /* a round trip without a long-poll wait: the syncer's grace (pull_ms) */
+        double ms = (double)(cx_mono_ns() - t0) / 1e6;
+        pthread_mutex_lock(&L->mu);
+        L->pull_ms_ema = L->pull_ms_ema > 0 ? 0.8 * L->pull_ms_ema + 0.2 * ms : ms;
+        pthread_mutex_unlock(&L->mu);
+    }
     if (rc == GOT_MISMATCH) {
         L->n_mismatch++;
         rc = get_fragment(L, c, p, -1, 0, GET_RESYNC, out, version);
@@ -797,13 +812,13 @@ static void *heartbeat_main(void *arg)
         pthread_mutex_lock(&L->mu);
         int done = L->comm_stop;
         /* batch and steps_total: what the syncer bounds our token/step claims by */
-        json_t *b =
-            json_pack("{s:I, s:I, s:I, s:f, s:I, s:f, s:I, s:I, s:I, s:I}", "learner", (json_int_t)L->o->id,
-                      "incarnation", (json_int_t)L->incarnation, "step", (json_int_t)L->step, "train_loss",
-                      isfinite(L->train_loss) ? (double)L->train_loss : 0.0, "tokens", (json_int_t)L->tokens,
-                      "step_ms", L->step_ms_ema, "t_real_ms", (json_int_t)(cx_real_ns() / 1000000), "cursor",
-                      (json_int_t)L->tokens, "batch", (json_int_t)L->cfg.batch, "steps_total",
-                      (json_int_t)L->cfg.steps);
+        json_t *b = json_pack(
+            "{s:I, s:I, s:I, s:f, s:I, s:f, s:I, s:I, s:I, s:I, s:f}", "learner", (json_int_t)L->o->id,
+            "incarnation", (json_int_t)L->incarnation, "step", (json_int_t)L->step, "train_loss",
+            isfinite(L->train_loss) ? (double)L->train_loss : 0.0, "tokens", (json_int_t)L->tokens, "step_ms",
+            L->step_ms_ema, "t_real_ms", (json_int_t)(cx_real_ns() / 1000000), "cursor",
+            (json_int_t)L->tokens, "batch", (json_int_t)L->cfg.batch, "steps_total", (json_int_t)L->cfg.steps,
+            "pull_ms", L->pull_ms_ema);
         pthread_mutex_unlock(&L->mu);
         if (done) {
             json_decref(b);
@@ -951,8 +966,10 @@ static unsigned char *make_contribution(learner *L, int p, size_t *len, uint32_t
     return out;
 }
 
-/* POST one contribution. Returns the HTTP status (0 = no answer). */
-static int post_contribution(learner *L, cx_http_client *c, const frag_msg *m)
+/* POST one contribution. Returns the HTTP status (0 = no answer); on 202
+ * *merges_into is the version the syncer said its round will produce
+ * (-1 when the answer did not say). */
+static int post_contribution(learner *L, cx_http_client *c, const frag_msg *m, int64_t *merges_into)
 {
     char path[96], lines[PROTO_MAX_LINES][PROTO_LINE];
     const char *hdrs[PROTO_MAX_LINES + 1];
@@ -968,12 +985,21 @@ static int post_contribution(learner *L, cx_http_client *c, const frag_msg *m)
     h.steps = m->steps;
     h.encoding = L->cfg.encoding;
     h.crc32c = m->crc;
+    h.round = m->round;
     proto_hdr_format(&h, lines, hdrs);
     snprintf(path, sizeof path, "/v1/fragments/%d/contributions", m->p);
+    *merges_into = -1;
     cx_http_result_init(&r);
     int status = 0;
     if (call(L, c, "POST", path, hdrs, m->buf, m->len, "application/octet-stream", HTTP_TIMEOUT_MS, &r) == 0)
         status = r.status;
+    if (status == 202 && r.body.data) {
+        json_t *j = json_loadb(r.body.data, r.body.len, 0, NULL);
+        json_t *v = json_object_get(j, "merges_into");
+        if (json_is_integer(v) && json_integer_value(v) > m->version)
+            *merges_into = json_integer_value(v);
+        json_decref(j);
+    }
     if (status != 202 && status != 0) {
         int level_warn = status != 409;
         if (level_warn)
@@ -1245,7 +1271,8 @@ static int ddp_loop(learner *L, char *err, size_t errlen)
 static int diloco_sync(learner *L, char *err, size_t errlen)
 {
     for (int p = 0; p < L->P; p++) {
-        frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0};
+        frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0, -1};
+        int64_t merges_into;
         int status = 400;
         /* a refused (400) payload is rebuilt and sent again: the barrier
          * waits for every learner, so a lost contribution would stall it */
@@ -1253,7 +1280,7 @@ static int diloco_sync(learner *L, char *err, size_t errlen)
             m.buf = make_contribution(L, p, &m.len, &m.crc);
             if (!m.buf)
                 return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-            status = post_contribution(L, L->http, &m);
+            status = post_contribution(L, L->http, &m, &merges_into);
             free(m.buf);
         }
         if (status == 202)
@@ -1385,7 +1412,7 @@ static void *comm_main(void *arg)
                     ok = 0;
                     break;
                 }
-                got[ng] = (frag_msg){p, v, 0, 0, malloc(len * 4), len * 4, 0};
+                got[ng] = (frag_msg){p, v, 0, 0, malloc(len * 4), len * 4, 0, -1};
                 if (got[ng].buf)
                     memcpy(got[ng].buf, buf, len * 4);
                 ng++;
@@ -1414,12 +1441,15 @@ static void *comm_main(void *arg)
             continue;
         }
         if (have) {
-            int status = post_contribution(L, c, &m);
+            int64_t into;
+            int status = post_contribution(L, c, &m, &into);
             free(m.buf);
             pthread_mutex_lock(&L->mu);
             L->sending = 0;
-            if (status == 202 || status == 409)
-                awaiting[m.p] = m.version; /* wait for a version newer than our base */
+            if (status == 202 && into > m.version)
+                awaiting[m.p] = into - 1; /* the version our round merges into, which holds our work */
+            else if (status == 202 || status == 409)
+                awaiting[m.p] = m.version; /* refused as stale, or no round said: anything newer */
             else {
                 if (L->inflight[m.p]) {
                     L->inflight[m.p] = 0;
@@ -1476,7 +1506,7 @@ static void *comm_main(void *arg)
                 else if (pull_one(L, c, p, L->gver[p], 0, buf, &v) != 1)
                     continue;
                 size_t len = fragment_length(L->ft, p);
-                frag_msg in = {p, v, 0, 0, malloc(len * 4), len * 4, 0};
+                frag_msg in = {p, v, 0, 0, malloc(len * 4), len * 4, 0, -1};
                 if (in.buf)
                     memcpy(in.buf, buf, len * 4);
                 pthread_mutex_lock(&L->mu);
@@ -1536,7 +1566,10 @@ static void apply_inbox(learner *L)
 static void enqueue_due(learner *L)
 {
     int due[64];
-    int nd = fragment_due(L->step, (int)L->cfg.H, L->P, due, 64);
+    pthread_mutex_lock(&L->mu);
+    int64_t sched = L->step + L->sched_off; /* the run's schedule position (join) */
+    pthread_mutex_unlock(&L->mu);
+    int nd = fragment_due(sched, (int)L->cfg.H, L->P, due, 64);
     if (nd > 64)
         nd = 64;
     for (int i = 0; i < nd; i++)
@@ -1556,7 +1589,9 @@ static void enqueue_due(learner *L)
         }
         if (blocked)
             break;
-        frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0};
+        /* its round: the last time p was due (a send delayed past its due step keeps that round) */
+        int64_t round = fragment_round(sched, p, (int)L->cfg.H, L->P);
+        frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0, round};
         m.buf = make_contribution(L, p, &m.len, &m.crc);
         if (!m.buf)
             continue;
