@@ -50,7 +50,9 @@ static const key_def keys[] = {
      "inner steps between two sends of one fragment (diloco, decoupled)"},
     {"quorum", KEY_INT, OFF(quorum), 1, 64, NULL, 0,
      "K, contributions that close a decoupled round (then the grace window)"},
-    {"tau", KEY_INT, OFF(tau), 1, 64, NULL, 0, "contributions in flight per learner (decoupled)"},
+    {"tau", KEY_INT, OFF(tau), 1, 64, NULL, 0,
+     "decoupled: steps of overlap (a merged value is applied tau steps after its send) and contributions in "
+     "flight per learner"},
     {"grace_gamma", KEY_DOUBLE, OFF(grace_gamma), 0, 0.999, NULL, 0,
      "gamma < 1, share of the existing slack used as grace window"},
     {"grace_cap_ms", KEY_INT, OFF(grace_cap_ms), 0, 600000, NULL, 0, "upper bound of the grace window, ms"},

@@ -57,6 +57,7 @@
 #define HTTP_TIMEOUT_MS 15000
 #define POLL_WAIT_MS 10000
 #define MAX_QUEUE 64
+#define OVERLAP_WAIT_MAX_MS 250 /* decoupled: longest wait at s + tau for a merged value that is late */
 
 typedef struct frag_msg {
     int p;              /* fragment */
@@ -140,6 +141,15 @@ typedef struct learner {
     int reset_all;  /* comm -> main: a rejoin happened; inbox holds every fragment */
     int *inflight;  /* [P] 1 from enqueue until the merged fragment is applied */
     int *pending;   /* [P] main only: due, waiting for a free slot (tau) */
+    int64_t *apply_at; /* [P] main only: step at which the merged value of p's contribution in flight is
+                          applied (its send step + tau; -1 none): an earlier arrival waits in the inbox */
+    int *wait_done;    /* [P] main only: 1 once the overlap wait for p's contribution in flight happened */
+    int *late_round;   /* [P] comm -> main: the 202 said the contribution was late (its round waits for the
+                          slot's on-time ones): no overlap wait for it */
+    int overlap_off;   /* main: 1 after an overlap wait timed out, until a merged value is on time again */
+    int64_t n_overlap_waits;    /* main: waits at s + tau */
+    int64_t n_overlap_timeouts; /* ... that ended without the value */
+    double overlap_wait_ms;     /* ... ms spent waiting */
     int n_inflight; /* sum of inflight */
     int sending;    /* comm is posting a contribution */
     int comm_done;  /* comm -> main: the comm thread left its loop (nothing more will be sent) */
@@ -268,10 +278,16 @@ static int build(learner *L, char *err, size_t errlen)
     L->frag_tokens = calloc((size_t)L->P, sizeof(int64_t));
     L->inflight = calloc((size_t)L->P, sizeof(int));
     L->pending = calloc((size_t)L->P, sizeof(int));
+    L->apply_at = malloc((size_t)L->P * sizeof(int64_t));
+    L->wait_done = calloc((size_t)L->P, sizeof(int));
+    L->late_round = calloc((size_t)L->P, sizeof(int));
+    for (int p = 0; L->apply_at && p < L->P; p++)
+        L->apply_at[p] = -1;
     L->in = malloc((size_t)L->cfg.batch * (size_t)L->cfg.context);
     L->tg = malloc((size_t)L->cfg.batch);
     if (!L->base || !L->gcopy || !L->gver || !L->seen_ver || !L->scratch || !L->wire || !L->base_version ||
-        !L->frag_steps || !L->frag_tokens || !L->inflight || !L->pending || !L->in || !L->tg)
+        !L->frag_steps || !L->frag_tokens || !L->inflight || !L->pending || !L->apply_at || !L->wait_done ||
+        !L->late_round || !L->in || !L->tg)
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     return 0;
 }
@@ -968,8 +984,10 @@ static unsigned char *make_contribution(learner *L, int p, size_t *len, uint32_t
 
 /* POST one contribution. Returns the HTTP status (0 = no answer); on 202
  * *merges_into is the version the syncer said its round will produce
- * (-1 when the answer did not say). */
-static int post_contribution(learner *L, cx_http_client *c, const frag_msg *m, int64_t *merges_into)
+ * (-1 when the answer did not say) and *late whether the contribution was
+ * late for its round (then its round waits for the slot's on-time ones). */
+static int post_contribution(learner *L, cx_http_client *c, const frag_msg *m, int64_t *merges_into,
+                             int *late)
 {
     char path[96], lines[PROTO_MAX_LINES][PROTO_LINE];
     const char *hdrs[PROTO_MAX_LINES + 1];
@@ -989,6 +1007,7 @@ static int post_contribution(learner *L, cx_http_client *c, const frag_msg *m, i
     proto_hdr_format(&h, lines, hdrs);
     snprintf(path, sizeof path, "/v1/fragments/%d/contributions", m->p);
     *merges_into = -1;
+    *late = 0;
     cx_http_result_init(&r);
     int status = 0;
     if (call(L, c, "POST", path, hdrs, m->buf, m->len, "application/octet-stream", HTTP_TIMEOUT_MS, &r) == 0)
@@ -998,6 +1017,7 @@ static int post_contribution(learner *L, cx_http_client *c, const frag_msg *m, i
         json_t *v = json_object_get(j, "merges_into");
         if (json_is_integer(v) && json_integer_value(v) > m->version)
             *merges_into = json_integer_value(v);
+        *late = json_is_true(json_object_get(j, "late"));
         json_decref(j);
     }
     if (status != 202 && status != 0) {
@@ -1273,14 +1293,14 @@ static int diloco_sync(learner *L, char *err, size_t errlen)
     for (int p = 0; p < L->P; p++) {
         frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0, -1};
         int64_t merges_into;
-        int status = 400;
+        int late, status = 400;
         /* a refused (400) payload is rebuilt and sent again: the barrier
          * waits for every learner, so a lost contribution would stall it */
         for (int attempt = 0; attempt < 3 && status == 400; attempt++) {
             m.buf = make_contribution(L, p, &m.len, &m.crc);
             if (!m.buf)
                 return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-            status = post_contribution(L, L->http, &m, &merges_into);
+            status = post_contribution(L, L->http, &m, &merges_into, &late);
             free(m.buf);
         }
         if (status == 202)
@@ -1425,6 +1445,7 @@ static void *comm_main(void *arg)
                     L->inbox[i] = got[i];
                 L->n_in = ng;
                 L->reset_all = 1;
+                pthread_cond_broadcast(&L->cv);
                 L->pull_all = 0;
                 for (int p = 0; p < L->P; p++)
                     awaiting[p] = -1;
@@ -1442,10 +1463,12 @@ static void *comm_main(void *arg)
         }
         if (have) {
             int64_t into;
-            int status = post_contribution(L, c, &m, &into);
+            int late;
+            int status = post_contribution(L, c, &m, &into, &late);
             free(m.buf);
             pthread_mutex_lock(&L->mu);
             L->sending = 0;
+            L->late_round[m.p] = status != 202 || late || into < 0; /* no round to wait for at s + tau */
             if (status == 202 && into > m.version)
                 awaiting[m.p] = into - 1; /* the version our round merges into, which holds our work */
             else if (status == 202 || status == 409)
@@ -1514,6 +1537,7 @@ static void *comm_main(void *arg)
                     L->inbox[L->n_in++] = in;
                 else
                     free(in.buf);
+                pthread_cond_broadcast(&L->cv); /* an overlap wait may be for it */
                 pthread_mutex_unlock(&L->mu);
                 awaiting[p] = -1;
             }
@@ -1532,19 +1556,30 @@ out:
     return NULL;
 }
 
-/* Main thread, between two steps: take what the comm thread received. */
+/* Main thread, between two steps: take what the comm thread received. The
+ * merged value of a contribution sent at step s is applied at step s + tau
+ * (apply_at): one that came earlier stays in the inbox until then; after a
+ * (re)join or a resync everything is taken at once. */
 static void apply_inbox(learner *L)
 {
     pthread_mutex_lock(&L->mu);
     if (L->reset_all) {
-        for (int p = 0; p < L->P; p++)
+        for (int p = 0; p < L->P; p++) {
             L->inflight[p] = 0;
+            L->apply_at[p] = -1;
+        }
         L->n_inflight = 0;
         L->reset_all = 0;
         cx_info("took every fragment after a (re)join or a resync");
     }
+    int kept = 0;
     for (int i = 0; i < L->n_in; i++) {
         frag_msg *m = &L->inbox[i];
+        if (L->apply_at[m->p] >= 0 && L->step < L->apply_at[m->p]) {
+            L->inbox[kept++] = *m; /* not yet: tau steps of overlap */
+            continue;
+        }
+        L->apply_at[m->p] = -1;
         size_t len = fragment_length(L->ft, m->p);
         proto_f32_decode(m->buf, len, L->scratch);
         adopt(L, m->p, L->scratch, m->version);
@@ -1555,8 +1590,69 @@ static void apply_inbox(learner *L)
         L->pending[m->p] = 0; /* just received: its next turn comes on schedule */
         free(m->buf);
     }
-    L->n_in = 0;
+    L->n_in = kept;
     pthread_mutex_unlock(&L->mu);
+}
+
+/* Main thread, before a step: a fragment whose merged value is due now
+ * (step >= apply_at) and has not arrived is waited for, once per
+ * contribution, at most min(tau x step time, OVERLAP_WAIT_MAX_MS) — unless
+ * its contribution was late (its round waits for others: no wait), or the
+ * last wait timed out and no value has been on time since (a syncer that is
+ * gone or slow costs one bounded wait, not one per fragment). A K=1 round
+ * closes without waiting for slow peers, so this waits only for the
+ * syncer's merge and the transfer. */
+static void overlap_wait(learner *L)
+{
+    for (int p = 0; p < L->P; p++) {
+        if (L->apply_at[p] < 0 || L->wait_done[p] || L->step < L->apply_at[p])
+            continue;
+        L->wait_done[p] = 1;
+        pthread_mutex_lock(&L->mu);
+        int here = 0;
+        for (int i = 0; i < L->n_in; i++)
+            here |= L->inbox[i].p == p;
+        if (here) {
+            L->overlap_off = 0; /* on time */
+            pthread_mutex_unlock(&L->mu);
+            continue;
+        }
+        if (L->late_round[p] || L->overlap_off || !L->inflight[p]) {
+            pthread_mutex_unlock(&L->mu);
+            continue;
+        }
+        double w = (double)L->cfg.tau * L->step_ms_ema;
+        if (w > OVERLAP_WAIT_MAX_MS)
+            w = OVERLAP_WAIT_MAX_MS;
+        if (w < 1)
+            w = 1;
+        int64_t t0 = cx_mono_ns(), end = t0 + (int64_t)(w * 1e6);
+        while (!here && !*L->stop && !L->fatal && !L->need_rejoin && !L->pull_all && !L->reset_all) {
+            int64_t now = cx_mono_ns();
+            if (now >= end)
+                break;
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            int64_t ns = ts.tv_nsec + (end - now);
+            ts.tv_sec += ns / 1000000000L;
+            ts.tv_nsec = ns % 1000000000L;
+            pthread_cond_timedwait(&L->cv, &L->mu, &ts);
+            for (int i = 0; i < L->n_in; i++)
+                here |= L->inbox[i].p == p;
+        }
+        pthread_mutex_unlock(&L->mu);
+        double ms = (double)(cx_mono_ns() - t0) / 1e6;
+        L->n_overlap_waits++;
+        L->overlap_wait_ms += ms;
+        if (!here) {
+            L->overlap_off = 1;
+            if (L->n_overlap_timeouts++ == 0)
+                cx_info(
+                    "fragment %d: its merged value was not here %lld steps after the send; waited %.1f ms "
+                    "and went on (logged once; counts at exit)",
+                    p, (long long)L->cfg.tau, ms);
+        }
+    }
 }
 
 /* Fragments due by the stagger schedule are sent at once unless tau
@@ -1597,7 +1693,10 @@ static void enqueue_due(learner *L)
             continue;
         ef_commit(L, p); /* sent from here on: its fate is the comm thread's */
         L->pending[p] = 0;
+        L->apply_at[p] = L->step + L->cfg.tau; /* its merged value is applied tau steps from now */
+        L->wait_done[p] = 0;
         pthread_mutex_lock(&L->mu);
+        L->late_round[p] = 0; /* until its 202 says otherwise */
         L->outbox[L->n_out++] = m;
         L->inflight[p] = 1;
         L->n_inflight++;
@@ -1623,6 +1722,8 @@ static int decoupled_loop(learner *L, char *err, size_t errlen)
             break;
         }
         (void)resetting; /* training goes on while the comm thread rejoins */
+        overlap_wait(L);
+        apply_inbox(L);
         int64_t t0 = cx_mono_ns();
         compute_grads(L);
         adamw_step(L->opt, model_params(L->m), model_grads(L->m), lr_now(L, L->step));
@@ -1664,6 +1765,8 @@ static int decoupled_loop(learner *L, char *err, size_t errlen)
     for (int i = 0; i < L->n_in; i++)
         free(L->inbox[i].buf);
     L->n_in = 0;
+    cx_info("overlap: %lld waits for a merged value at s + tau (%.0f ms in all), %lld timed out",
+            (long long)L->n_overlap_waits, L->overlap_wait_ms, (long long)L->n_overlap_timeouts);
     return rc;
 }
 
@@ -1788,6 +1891,7 @@ out:
     free(L->ef), free(L->ef_next), free(L->ef_off);
     free(L->base), free(L->scratch), free(L->wire), free(L->base_version), free(L->frag_steps);
     free(L->frag_tokens), free(L->inflight), free(L->pending), free(L->in), free(L->tg);
+    free(L->apply_at), free(L->wait_done), free(L->late_round);
     pthread_cond_destroy(&L->cv);
     pthread_mutex_destroy(&L->mu);
     free(L);

@@ -2298,9 +2298,9 @@ static int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
      * round joined merges into version + 1 (round_merge; a rebuild that
      * drops held contributions moves versions and makes the learner rejoin) */
     cx_http_reply_json(resp, 202,
-                       json_pack("{s:I, s:I, s:I, s:I}", "round", (json_int_t)round, "fragment",
+                       json_pack("{s:I, s:I, s:I, s:I, s:b}", "round", (json_int_t)round, "fragment",
                                  (json_int_t)p, "version", (json_int_t)version, "merges_into",
-                                 (json_int_t)(version + 1)));
+                                 (json_int_t)(version + 1), "late", late));
     return 0;
 }
 

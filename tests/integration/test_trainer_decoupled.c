@@ -228,3 +228,45 @@ Test(trainer_decoupled, eight_learners_no_contribution_refused_as_stale, .timeou
     cr_assert_geq(rounds_num(st, "merged"), 20, "rounds were merged");
     json_decref(st);
 }
+
+/* The last "step=N" a learner logged (every 50 steps), or -1. */
+static long long logged_step(tr_run *r, int id)
+{
+    char path[700], line[512];
+    snprintf(path, sizeof path, "%s/learner%d.log", r->dir, id);
+    FILE *f = fopen(path, "r");
+    long long last = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *s = strstr(line, " step=");
+        if (s)
+            last = atoll(s + 6);
+    }
+    if (f)
+        fclose(f);
+    return last;
+}
+
+/* tau steps of overlap: a learner that does not have a merged value at
+ * s + tau waits for it only a bounded time, so a frozen syncer does not
+ * stall the inner loop (each learner keeps stepping for the whole freeze). */
+Test(trainer_decoupled, a_frozen_syncer_does_not_stall_the_inner_loop, .timeout = 200)
+{
+    tr_run r = {0};
+    const char *args[] = {"--mode", "decoupled", "--learners", "2",           "--quorum", "1",      "--steps",
+                          "100000", "--H",       "24",         "--fragments", "4",        TR_MODEL, NULL};
+    tr_syncer_start(&r, "decfreeze", args);
+    for (int i = 0; i < 2; i++)
+        tr_learner_start(&r, i, NULL, NULL);
+    cr_assert_geq(tr_wait_merges(&r, 20, 60000), 20, "training started");
+    it_signal(r.syncer, SIGSTOP, 1);
+    cx_sleep_ms(500); /* every contribution in flight now waits for a frozen syncer */
+    long long a0 = logged_step(&r, 0), a1 = logged_step(&r, 1);
+    cx_sleep_ms(3000);
+    long long b0 = logged_step(&r, 0), b1 = logged_step(&r, 1);
+    it_signal(r.syncer, SIGCONT, 1);
+    cr_log_info("steps while the syncer was frozen 3 s: learner 0 %lld -> %lld, learner 1 %lld -> %lld", a0,
+                b0, a1, b1);
+    cr_assert_geq(b0, a0 + 100, "learner 0 stalled while the syncer was frozen (%lld -> %lld)", a0, b0);
+    cr_assert_geq(b1, a1 + 100, "learner 1 stalled while the syncer was frozen (%lld -> %lld)", a1, b1);
+    tr_done(&r);
+}
