@@ -50,12 +50,15 @@ static const key_def keys[] = {
      "inner steps between two sends of one fragment (diloco, decoupled)"},
     {"quorum", KEY_INT, OFF(quorum), 1, 64, NULL, 0,
      "K, contributions that close a decoupled round (then the grace window)"},
-    {"tau", KEY_INT, OFF(tau), 1, 64, NULL, 0, "contributions in flight per learner (decoupled)"},
+    {"tau", KEY_INT, OFF(tau), 1, 64, NULL, 0,
+     "decoupled: steps of overlap (a merged value is applied tau steps after its send) and contributions in "
+     "flight per learner"},
     {"grace_gamma", KEY_DOUBLE, OFF(grace_gamma), 0, 0.999, NULL, 0,
      "gamma < 1, share of the existing slack used as grace window"},
     {"grace_cap_ms", KEY_INT, OFF(grace_cap_ms), 0, 600000, NULL, 0, "upper bound of the grace window, ms"},
-    {"max_staleness", KEY_INT, OFF(max_staleness), 0, 1000000, NULL, 0,
-     "versions a decoupled contribution's base may lag before it is rejected"},
+    {"max_staleness", KEY_INT, OFF(max_staleness), -1, 1000000, NULL, 0,
+     "rounds of its fragment a decoupled contribution's base may lag before it is rejected (-1: 2 x "
+     "learners, at least 4)"},
     {"norm_bound", KEY_DOUBLE, OFF(norm_bound), 0, 1e6, NULL, 0,
      "reject a contribution whose L2 or max-abs norm exceeds this multiple of its fragment's running "
      "median (after a warm-up of accepted ones; 0: off)"},
@@ -121,7 +124,7 @@ void config_defaults(config *c)
     c->tau = 2;
     c->grace_gamma = 0.5;
     c->grace_cap_ms = 2000;
-    c->max_staleness = 4;
+    c->max_staleness = -1; /* 2 x M, at least 4 (syncer.c max_staleness_of) */
     c->norm_bound = 10.0;
     c->encoding = CONFIG_ENC_F32;
     c->upstream_ef = 1;

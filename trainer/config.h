@@ -49,7 +49,7 @@ typedef struct config {
     int64_t tau;                      /* max contributions in flight per learner (decoupled) */
     double grace_gamma;               /* gamma in [0,1): share of existing slack used as grace */
     int64_t grace_cap_ms;             /* ms, upper bound of the grace window */
-    int64_t max_staleness;            /* versions a decoupled contribution's base may lag */
+    int64_t max_staleness;            /* rounds a decoupled contribution's base may lag (-1: 2 x M, >= 4) */
     double norm_bound;                /* x running median norm a contribution may reach (0 = off) */
     int64_t encoding;                 /* config_encoding of contributions */
     int64_t upstream_ef;              /* 1: learners feed back what the encoding lost (not f32) */

@@ -284,3 +284,22 @@ int fragment_due(int64_t step, int H, int P, int *out, int cap)
         }
     return n;
 }
+
+int64_t fragment_round(int64_t step, int p, int H, int P)
+{
+    if (step < 1 || H < 1 || P < 1)
+        return 0;
+    int o = fragment_stagger_offset(p, H, P);
+    if (step < o)
+        return 0;
+    /* due steps o + kH in [1, step]: k from (o == 0 ? 1 : 0) to (step - o) / H */
+    return (step - o) / H + (o > 0);
+}
+
+int64_t fragment_round_step(int64_t r, int p, int H, int P)
+{
+    if (r < 1 || H < 1 || P < 1)
+        return -1;
+    int o = fragment_stagger_offset(p, H, P);
+    return o + (r - (o > 0)) * H;
+}

@@ -79,4 +79,13 @@ int fragment_stagger_offset(int p, int H, int P);
  * only cap are written). 0 for step < 1, H < 1 or P < 1. */
 int fragment_due(int64_t step, int H, int P, int *out, int cap);
 
+/* Round of fragment p at step: how many times p was due in steps [1, step]
+ * (so its r-th due step is round r, r >= 1; 0 before the first). Every
+ * learner names this in its contribution (X-Chaosloco-Round). */
+int64_t fragment_round(int64_t step, int p, int H, int P);
+
+/* The step at which fragment p is due for the r-th time (r >= 1), the
+ * inverse of fragment_round on due steps; -1 for r < 1 or bad H/P. */
+int64_t fragment_round_step(int64_t r, int p, int H, int P);
+
 #endif

@@ -59,6 +59,7 @@
 /* Queue capacity: a full pull hands the main thread one message per
  * fragment, so the inbox must hold P of them. */
 #define MAX_QUEUE CONFIG_FRAGMENTS_MAX
+#define OVERLAP_WAIT_MAX_MS 250 /* decoupled: longest wait at s + tau for a merged value that is late */
 
 typedef struct frag_msg {
     int p;              /* fragment */
@@ -68,6 +69,7 @@ typedef struct frag_msg {
     unsigned char *buf; /* inbox: f32 values; outbox: encoded payload */
     size_t len;         /* bytes in buf */
     uint32_t crc;       /* outbox: CRC32C of buf */
+    int64_t round;      /* outbox: the schedule round it was due in (fragment_round) */
 } frag_msg;
 
 typedef struct learner {
@@ -92,6 +94,7 @@ typedef struct learner {
     unsigned char *wire;    /* [4n] encoded payloads */
     float train_loss;       /* nats, last step */
     double step_ms_ema;     /* ms per inner step (compute + slowdown) */
+    double pull_ms_ema;     /* ms per fragment pull round trip (comm thread; read under mu) */
     int64_t ckpt_step;      /* step of the last checkpoint */
     ckpt_learner *restored; /* local checkpoint read at start, or NULL */
     ckpt_writer *ckw;       /* background checkpoint writer (created at the first periodic one), or NULL */
@@ -126,6 +129,7 @@ typedef struct learner {
     pthread_cond_t cv;   /* outbox / inbox changes */
     int64_t incarnation; /* current incarnation */
     int64_t step;        /* inner steps done */
+    int64_t sched_off;   /* decoupled: schedule step = step + sched_off (set at each join) */
     int64_t tokens;      /* tokens trained */
     int64_t last_ok_ms;  /* mono ms of the last answer from the syncer */
     int64_t last_hb_ms;  /* mono ms the last heartbeat POST returned (0 none) */
@@ -141,6 +145,15 @@ typedef struct learner {
     int reset_all;  /* comm -> main: a rejoin happened; inbox holds every fragment */
     int *inflight;  /* [P] 1 from enqueue until the merged fragment is applied */
     int *pending;   /* [P] main only: due, waiting for a free slot (tau) */
+    int64_t *apply_at; /* [P] main only: step at which the merged value of p's contribution in flight is
+                          applied (its send step + tau; -1 none): an earlier arrival waits in the inbox */
+    int *wait_done;    /* [P] main only: 1 once the overlap wait for p's contribution in flight happened */
+    int *late_round;   /* [P] comm -> main: the 202 said the contribution was late (its round waits for the
+                          slot's on-time ones): no overlap wait for it */
+    int overlap_off;   /* main: 1 after an overlap wait timed out, until a merged value is on time again */
+    int64_t n_overlap_waits;    /* main: waits at s + tau */
+    int64_t n_overlap_timeouts; /* ... that ended without the value */
+    double overlap_wait_ms;     /* ... ms spent waiting */
     int n_inflight; /* sum of inflight */
     int sending;    /* comm is posting a contribution */
     int comm_done;  /* comm -> main: the comm thread left its loop (nothing more will be sent) */
@@ -270,10 +283,16 @@ static int build(learner *L, char *err, size_t errlen)
     L->frag_tokens = calloc((size_t)L->P, sizeof(int64_t));
     L->inflight = calloc((size_t)L->P, sizeof(int));
     L->pending = calloc((size_t)L->P, sizeof(int));
+    L->apply_at = malloc((size_t)L->P * sizeof(int64_t));
+    L->wait_done = calloc((size_t)L->P, sizeof(int));
+    L->late_round = calloc((size_t)L->P, sizeof(int));
+    for (int p = 0; L->apply_at && p < L->P; p++)
+        L->apply_at[p] = -1;
     L->in = malloc((size_t)L->cfg.batch * (size_t)L->cfg.context);
     L->tg = malloc((size_t)L->cfg.batch);
     if (!L->base || !L->gcopy || !L->gver || !L->seen_ver || !L->scratch || !L->wire || !L->base_version ||
-        !L->frag_steps || !L->frag_tokens || !L->inflight || !L->pending || !L->in || !L->tg)
+        !L->frag_steps || !L->frag_tokens || !L->inflight || !L->pending || !L->apply_at || !L->wait_done ||
+        !L->late_round || !L->in || !L->tg)
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     return 0;
 }
@@ -482,15 +501,16 @@ static int join(learner *L, cx_http_client *c, int first, char *err, size_t errl
         }
     }
     json_decref(body);
-    json_int_t inc = 0, n_params = 0, ddp_step = 0, merges = 0, who = 0;
+    json_int_t inc = 0, n_params = 0, ddp_step = 0, merges = 0, who = 0, sched = 0;
     int digest = 0;
     json_t *cfgj = NULL, *frags = NULL;
     const char *mode = NULL;
     char why[CX_ERRLEN];
-    if (cx_json_unpack(ans, "join answer", why, sizeof why, "{s:I, s:I, s:o, s:o, s:I, s:i, s:I, s:s, s:I}",
-                       "learner", &who, "incarnation", &inc, "config", &cfgj, "fragments", &frags, "n_params",
-                       &n_params, "table_digest", &digest, "step", &ddp_step, "mode", &mode, "merges",
-                       &merges) != 0) {
+    if (cx_json_unpack(ans, "join answer", why, sizeof why,
+                       "{s:I, s:I, s:o, s:o, s:I, s:i, s:I, s:s, s:I, s?I}", "learner", &who, "incarnation",
+                       &inc, "config", &cfgj, "fragments", &frags, "n_params", &n_params, "table_digest",
+                       &digest, "step", &ddp_step, "mode", &mode, "merges", &merges, "schedule_step",
+                       &sched) != 0) {
         json_decref(ans);
         return cx_fail(err, errlen, CX_EINVAL, "bad join answer: %s", why);
     }
@@ -529,9 +549,13 @@ static int join(learner *L, cx_http_client *c, int first, char *err, size_t errl
     if (L->cfg.mode == CONFIG_MODE_DDP || L->cfg.mode == CONFIG_MODE_DDP_ELASTIC)
         L->step = ddp_step; /* ddp learners move in lockstep with the syncer's step */
     L->need_rejoin = 0;
+    /* decoupled: take the run's schedule position, so that our round r of
+     * fragment p comes due when the other learners' does */
+    L->sched_off = sched > 0 ? sched - L->step : 0;
+    int64_t sched_off = L->sched_off;
     pthread_mutex_unlock(&L->mu);
-    cx_info("joined as incarnation %lld (mode %s, syncer merges %lld, step %lld)", (long long)inc, mode,
-            (long long)merges, (long long)L->step);
+    cx_info("joined as incarnation %lld (mode %s, syncer merges %lld, step %lld, schedule offset %lld)",
+            (long long)inc, mode, (long long)merges, (long long)L->step, (long long)sched_off);
     json_decref(ans);
     return 0;
 }
@@ -686,7 +710,14 @@ static int pull_one(learner *L, cx_http_client *c, int p, int64_t newer, long wa
                     int64_t *version)
 {
     int how = newer >= 0 && L->gver[p] == newer ? GET_DELTA : GET_FULL;
+    int64_t t0 = cx_mono_ns();
     int rc = get_fragment(L, c, p, newer, wait_ms, how, out, version);
+    if (rc == 1 && wait_ms == 0) { /* a round trip without a long-poll wait: the syncer's grace (pull_ms) */
+        double ms = (double)(cx_mono_ns() - t0) / 1e6;
+        pthread_mutex_lock(&L->mu);
+        L->pull_ms_ema = L->pull_ms_ema > 0 ? 0.8 * L->pull_ms_ema + 0.2 * ms : ms;
+        pthread_mutex_unlock(&L->mu);
+    }
     if (rc == GOT_MISMATCH) {
         L->n_mismatch++;
         rc = get_fragment(L, c, p, -1, 0, GET_RESYNC, out, version);
@@ -849,13 +880,13 @@ static void *heartbeat_main(void *arg)
         pthread_mutex_lock(&L->mu);
         int done = L->comm_stop;
         /* batch and steps_total: what the syncer bounds our token/step claims by */
-        json_t *b =
-            json_pack("{s:I, s:I, s:I, s:f, s:I, s:f, s:I, s:I, s:I, s:I}", "learner", (json_int_t)L->o->id,
-                      "incarnation", (json_int_t)L->incarnation, "step", (json_int_t)L->step, "train_loss",
-                      isfinite(L->train_loss) ? (double)L->train_loss : 0.0, "tokens", (json_int_t)L->tokens,
-                      "step_ms", L->step_ms_ema, "t_real_ms", (json_int_t)(cx_real_ns() / 1000000), "cursor",
-                      (json_int_t)L->tokens, "batch", (json_int_t)L->cfg.batch, "steps_total",
-                      (json_int_t)L->cfg.steps);
+        json_t *b = json_pack(
+            "{s:I, s:I, s:I, s:f, s:I, s:f, s:I, s:I, s:I, s:I, s:f}", "learner", (json_int_t)L->o->id,
+            "incarnation", (json_int_t)L->incarnation, "step", (json_int_t)L->step, "train_loss",
+            isfinite(L->train_loss) ? (double)L->train_loss : 0.0, "tokens", (json_int_t)L->tokens, "step_ms",
+            L->step_ms_ema, "t_real_ms", (json_int_t)(cx_real_ns() / 1000000), "cursor",
+            (json_int_t)L->tokens, "batch", (json_int_t)L->cfg.batch, "steps_total", (json_int_t)L->cfg.steps,
+            "pull_ms", L->pull_ms_ema);
         pthread_mutex_unlock(&L->mu);
         if (done) {
             json_decref(b);
@@ -1003,8 +1034,12 @@ static unsigned char *make_contribution(learner *L, int p, size_t *len, uint32_t
     return out;
 }
 
-/* POST one contribution. Returns the HTTP status (0 = no answer). */
-static int post_contribution(learner *L, cx_http_client *c, const frag_msg *m)
+/* POST one contribution. Returns the HTTP status (0 = no answer); on 202
+ * *merges_into is the version the syncer said its round will produce
+ * (-1 when the answer did not say) and *late whether the contribution was
+ * late for its round (then its round waits for the slot's on-time ones). */
+static int post_contribution(learner *L, cx_http_client *c, const frag_msg *m, int64_t *merges_into,
+                             int *late)
 {
     char path[96], lines[PROTO_MAX_LINES][PROTO_LINE];
     const char *hdrs[PROTO_MAX_LINES + 1];
@@ -1020,12 +1055,23 @@ static int post_contribution(learner *L, cx_http_client *c, const frag_msg *m)
     h.steps = m->steps;
     h.encoding = L->cfg.encoding;
     h.crc32c = m->crc;
+    h.round = m->round;
     proto_hdr_format(&h, lines, hdrs);
     snprintf(path, sizeof path, "/v1/fragments/%d/contributions", m->p);
+    *merges_into = -1;
+    *late = 0;
     cx_http_result_init(&r);
     int status = 0;
     if (call(L, c, "POST", path, hdrs, m->buf, m->len, "application/octet-stream", HTTP_TIMEOUT_MS, &r) == 0)
         status = r.status;
+    if (status == 202 && r.body.data) {
+        json_t *j = json_loadb(r.body.data, r.body.len, 0, NULL);
+        json_t *v = json_object_get(j, "merges_into");
+        if (json_is_integer(v) && json_integer_value(v) > m->version)
+            *merges_into = json_integer_value(v);
+        *late = json_is_true(json_object_get(j, "late"));
+        json_decref(j);
+    }
     if (status != 202 && status != 0) {
         int level_warn = status != 409;
         if (level_warn)
@@ -1335,15 +1381,16 @@ static int ddp_loop(learner *L, char *err, size_t errlen)
 static int diloco_sync(learner *L, char *err, size_t errlen)
 {
     for (int p = 0; p < L->P; p++) {
-        frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0};
-        int status = 400;
+        frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0, -1};
+        int64_t merges_into;
+        int late, status = 400;
         /* a refused (400) payload is rebuilt and sent again: the barrier
          * waits for every learner, so a lost contribution would stall it */
         for (int attempt = 0; attempt < 3 && status == 400; attempt++) {
             m.buf = make_contribution(L, p, &m.len, &m.crc);
             if (!m.buf)
                 return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-            status = post_contribution(L, L->http, &m);
+            status = post_contribution(L, L->http, &m, &merges_into, &late);
             free(m.buf);
         }
         if (status == 202)
@@ -1475,7 +1522,7 @@ static void *comm_main(void *arg)
                     ok = 0;
                     break;
                 }
-                got[ng] = (frag_msg){p, v, 0, 0, malloc(len * 4), len * 4, 0};
+                got[ng] = (frag_msg){p, v, 0, 0, malloc(len * 4), len * 4, 0, -1};
                 if (got[ng].buf)
                     memcpy(got[ng].buf, buf, len * 4);
                 ng++;
@@ -1488,6 +1535,7 @@ static void *comm_main(void *arg)
                     L->inbox[i] = got[i];
                 L->n_in = ng;
                 L->reset_all = 1;
+                pthread_cond_broadcast(&L->cv);
                 L->pull_all = 0;
                 for (int p = 0; p < L->P; p++)
                     awaiting[p] = -1;
@@ -1504,12 +1552,17 @@ static void *comm_main(void *arg)
             continue;
         }
         if (have) {
-            int status = post_contribution(L, c, &m);
+            int64_t into;
+            int late;
+            int status = post_contribution(L, c, &m, &into, &late);
             free(m.buf);
             pthread_mutex_lock(&L->mu);
             L->sending = 0;
-            if (status == 202 || status == 409)
-                awaiting[m.p] = m.version; /* wait for a version newer than our base */
+            L->late_round[m.p] = status != 202 || late || into < 0; /* no round to wait for at s + tau */
+            if (status == 202 && into > m.version)
+                awaiting[m.p] = into - 1; /* the version our round merges into, which holds our work */
+            else if (status == 202 || status == 409)
+                awaiting[m.p] = m.version; /* refused as stale, or no round said: anything newer */
             else {
                 if (L->inflight[m.p]) {
                     L->inflight[m.p] = 0;
@@ -1566,7 +1619,7 @@ static void *comm_main(void *arg)
                 else if (pull_one(L, c, p, L->gver[p], 0, buf, &v) != 1)
                     continue;
                 size_t len = fragment_length(L->ft, p);
-                frag_msg in = {p, v, 0, 0, malloc(len * 4), len * 4, 0};
+                frag_msg in = {p, v, 0, 0, malloc(len * 4), len * 4, 0, -1};
                 if (in.buf)
                     memcpy(in.buf, buf, len * 4);
                 pthread_mutex_lock(&L->mu);
@@ -1574,6 +1627,7 @@ static void *comm_main(void *arg)
                     L->inbox[L->n_in++] = in;
                 else
                     free(in.buf);
+                pthread_cond_broadcast(&L->cv); /* an overlap wait may be for it */
                 pthread_mutex_unlock(&L->mu);
                 awaiting[p] = -1;
             }
@@ -1592,19 +1646,30 @@ out:
     return NULL;
 }
 
-/* Main thread, between two steps: take what the comm thread received. */
+/* Main thread, between two steps: take what the comm thread received. The
+ * merged value of a contribution sent at step s is applied at step s + tau
+ * (apply_at): one that came earlier stays in the inbox until then; after a
+ * (re)join or a resync everything is taken at once. */
 static void apply_inbox(learner *L)
 {
     pthread_mutex_lock(&L->mu);
     if (L->reset_all) {
-        for (int p = 0; p < L->P; p++)
+        for (int p = 0; p < L->P; p++) {
             L->inflight[p] = 0;
+            L->apply_at[p] = -1;
+        }
         L->n_inflight = 0;
         L->reset_all = 0;
         cx_info("took every fragment after a (re)join or a resync");
     }
+    int kept = 0;
     for (int i = 0; i < L->n_in; i++) {
         frag_msg *m = &L->inbox[i];
+        if (L->apply_at[m->p] >= 0 && L->step < L->apply_at[m->p]) {
+            L->inbox[kept++] = *m; /* not yet: tau steps of overlap */
+            continue;
+        }
+        L->apply_at[m->p] = -1;
         size_t len = fragment_length(L->ft, m->p);
         proto_f32_decode(m->buf, len, L->scratch);
         adopt(L, m->p, L->scratch, m->version);
@@ -1615,8 +1680,69 @@ static void apply_inbox(learner *L)
         L->pending[m->p] = 0; /* just received: its next turn comes on schedule */
         free(m->buf);
     }
-    L->n_in = 0;
+    L->n_in = kept;
     pthread_mutex_unlock(&L->mu);
+}
+
+/* Main thread, before a step: a fragment whose merged value is due now
+ * (step >= apply_at) and has not arrived is waited for, once per
+ * contribution, at most min(tau x step time, OVERLAP_WAIT_MAX_MS) — unless
+ * its contribution was late (its round waits for others: no wait), or the
+ * last wait timed out and no value has been on time since (a syncer that is
+ * gone or slow costs one bounded wait, not one per fragment). A K=1 round
+ * closes without waiting for slow peers, so this waits only for the
+ * syncer's merge and the transfer. */
+static void overlap_wait(learner *L)
+{
+    for (int p = 0; p < L->P; p++) {
+        if (L->apply_at[p] < 0 || L->wait_done[p] || L->step < L->apply_at[p])
+            continue;
+        L->wait_done[p] = 1;
+        pthread_mutex_lock(&L->mu);
+        int here = 0;
+        for (int i = 0; i < L->n_in; i++)
+            here |= L->inbox[i].p == p;
+        if (here) {
+            L->overlap_off = 0; /* on time */
+            pthread_mutex_unlock(&L->mu);
+            continue;
+        }
+        if (L->late_round[p] || L->overlap_off || !L->inflight[p]) {
+            pthread_mutex_unlock(&L->mu);
+            continue;
+        }
+        double w = (double)L->cfg.tau * L->step_ms_ema;
+        if (w > OVERLAP_WAIT_MAX_MS)
+            w = OVERLAP_WAIT_MAX_MS;
+        if (w < 1)
+            w = 1;
+        int64_t t0 = cx_mono_ns(), end = t0 + (int64_t)(w * 1e6);
+        while (!here && !*L->stop && !L->fatal && !L->need_rejoin && !L->pull_all && !L->reset_all) {
+            int64_t now = cx_mono_ns();
+            if (now >= end)
+                break;
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            int64_t ns = ts.tv_nsec + (end - now);
+            ts.tv_sec += ns / 1000000000L;
+            ts.tv_nsec = ns % 1000000000L;
+            pthread_cond_timedwait(&L->cv, &L->mu, &ts);
+            for (int i = 0; i < L->n_in; i++)
+                here |= L->inbox[i].p == p;
+        }
+        pthread_mutex_unlock(&L->mu);
+        double ms = (double)(cx_mono_ns() - t0) / 1e6;
+        L->n_overlap_waits++;
+        L->overlap_wait_ms += ms;
+        if (!here) {
+            L->overlap_off = 1;
+            if (L->n_overlap_timeouts++ == 0)
+                cx_info(
+                    "fragment %d: its merged value was not here %lld steps after the send; waited %.1f ms "
+                    "and went on (logged once; counts at exit)",
+                    p, (long long)L->cfg.tau, ms);
+        }
+    }
 }
 
 /* Fragments due by the stagger schedule are sent at once unless tau
@@ -1626,7 +1752,10 @@ static void apply_inbox(learner *L)
 static void enqueue_due(learner *L)
 {
     int due[64];
-    int nd = fragment_due(L->step, (int)L->cfg.H, L->P, due, 64);
+    pthread_mutex_lock(&L->mu);
+    int64_t sched = L->step + L->sched_off; /* the run's schedule position (join) */
+    pthread_mutex_unlock(&L->mu);
+    int nd = fragment_due(sched, (int)L->cfg.H, L->P, due, 64);
     if (nd > 64)
         nd = 64;
     for (int i = 0; i < nd; i++)
@@ -1646,13 +1775,18 @@ static void enqueue_due(learner *L)
         }
         if (blocked)
             break;
-        frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0};
+        /* its round: the last time p was due (a send delayed past its due step keeps that round) */
+        int64_t round = fragment_round(sched, p, (int)L->cfg.H, L->P);
+        frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0, round};
         m.buf = make_contribution(L, p, &m.len, &m.crc);
         if (!m.buf)
             continue;
         ef_commit(L, p); /* sent from here on: its fate is the comm thread's */
         L->pending[p] = 0;
+        L->apply_at[p] = L->step + L->cfg.tau; /* its merged value is applied tau steps from now */
+        L->wait_done[p] = 0;
         pthread_mutex_lock(&L->mu);
+        L->late_round[p] = 0; /* until its 202 says otherwise */
         L->outbox[L->n_out++] = m;
         L->inflight[p] = 1;
         L->n_inflight++;
@@ -1678,6 +1812,8 @@ static int decoupled_loop(learner *L, char *err, size_t errlen)
             break;
         }
         (void)resetting; /* training goes on while the comm thread rejoins */
+        overlap_wait(L);
+        apply_inbox(L);
         int64_t t0 = cx_mono_ns();
         compute_grads(L);
         adamw_step(L->opt, model_params(L->m), model_grads(L->m), lr_now(L, L->step));
@@ -1719,6 +1855,8 @@ static int decoupled_loop(learner *L, char *err, size_t errlen)
     for (int i = 0; i < L->n_in; i++)
         free(L->inbox[i].buf);
     L->n_in = 0;
+    cx_info("overlap: %lld waits for a merged value at s + tau (%.0f ms in all), %lld timed out",
+            (long long)L->n_overlap_waits, L->overlap_wait_ms, (long long)L->n_overlap_timeouts);
     return rc;
 }
 
@@ -1843,6 +1981,7 @@ out:
     free(L->ef), free(L->ef_next), free(L->ef_off);
     free(L->base), free(L->scratch), free(L->wire), free(L->base_version), free(L->frag_steps);
     free(L->frag_tokens), free(L->inflight), free(L->pending), free(L->in), free(L->tg);
+    free(L->apply_at), free(L->wait_done), free(L->late_round);
     pthread_cond_destroy(&L->cv);
     pthread_mutex_destroy(&L->mu);
     free(L);

@@ -24,6 +24,10 @@
 #define PROTO_H_STEPS "X-Chaosloco-Steps"
 #define PROTO_H_ENCODING "X-Chaosloco-Encoding"
 #define PROTO_H_CRC32C "X-Chaosloco-Crc32c"
+/* Contributions: the round of the stagger schedule they were made for
+ * (fragment_round); optional (absent: the syncer's open or next round),
+ * but a present one must be valid. */
+#define PROTO_H_ROUND "X-Chaosloco-Round"
 /* Answers carrying a tensor also say which version / step it is. */
 #define PROTO_H_VERSION "X-Chaosloco-Version"
 #define PROTO_H_STEP "X-Chaosloco-Step"
@@ -67,6 +71,7 @@ typedef struct proto_hdr {
     int64_t steps;        /* inner steps since the learner last received the fragment */
     int64_t encoding;     /* config_encoding */
     uint32_t crc32c;      /* checksum of the body */
+    int64_t round;        /* contributions: slot round of the fragment (fragment_round); -1 absent */
 } proto_hdr;
 
 /* What proto_hdr_parse must find: a bit set of the PROTO_NEED_* values. */
@@ -79,6 +84,7 @@ enum {
     PROTO_NEED_STEPS = 1 << 5,
     PROTO_NEED_ENCODING = 1 << 6,
     PROTO_NEED_CRC = 1 << 7,
+    PROTO_NEED_ROUND = 1 << 8, /* not in PROTO_NEED_CONTRIBUTION: a round is optional */
 };
 #define PROTO_NEED_CONTRIBUTION 0xff
 #define PROTO_NEED_GRADIENT (PROTO_NEED_LEARNER | PROTO_NEED_INCARNATION | PROTO_NEED_CRC)
@@ -88,7 +94,8 @@ typedef const char *(*proto_header_fn)(const void *ctx, const char *name);
 
 /* Parse the headers named in `need` (others are tried and set when present
  * and valid, else -1). A missing or malformed needed header is CX_EINVAL with
- * a message naming it. */
+ * a message naming it; so is a malformed X-Chaosloco-Round even when not
+ * needed (a contribution naming a round must name a valid one). */
 int proto_hdr_parse(proto_hdr *h, proto_header_fn get, const void *ctx, unsigned need, char *err,
                     size_t errlen);
 
@@ -96,7 +103,7 @@ int proto_hdr_parse(proto_hdr *h, proto_header_fn get, const void *ctx, unsigned
  * lines[i] (each PROTO_LINE bytes) and set ptrs[i] to them, NULL-terminated:
  * ready for cx_http_do's hdrs. ptrs must hold PROTO_MAX_LINES + 1. */
 #define PROTO_LINE 64
-#define PROTO_MAX_LINES 8
+#define PROTO_MAX_LINES 9
 void proto_hdr_format(const proto_hdr *h, char lines[PROTO_MAX_LINES][PROTO_LINE], const char **ptrs);
 
 /* "1a2b3c4d" <-> u32. proto_crc_parse accepts 1-8 hex digits, else CX_EINVAL. */

@@ -12,23 +12,45 @@
  * rounds, decoupled grace windows), marks silent learners absent, and runs
  * eval and checkpoints on snapshots taken under the lock and used outside it.
  *
- * The per-fragment round (diloco and decoupled):
+ * The per-fragment round (diloco and decoupled), slot-aligned (round.h):
+ * round r of fragment p is the r-th time the stagger schedule makes p due;
+ * a contribution names it (X-Chaosloco-Round) and joins that round.
  *
- *        h_contribution(): first accepted contribution
+ *        h_contribution(): first accepted contribution,
+ *        id = round_join_id() > closed_id
  *   IDLE ──────────────────────────────────────────► COLLECTING
+ *    │ │ a late one opens it (decoupled)                 ▲  │   │
+ *    │ └──────────────────────────► HELD ───────────────┘  │   │
+ *    │     an on-time contribution joins (h_contribution),   │   │
+ *    │     or hold_until_ms passed (round_check)             │   │
  *    ▲                                                 │   │
  *    │   round_merge(): merge, outer Nesterov,         │   │ n >= need (round_check):
- *    │   version++, wake long-polls                    │   │ decoupled: grace computed
- *    │                                                 │   ▼
+ *    │   version++, map id -> version, closed_id = id, │   │ decoupled: grace computed
+ *    │   wake long-polls                               │   ▼ (round_grace_ms)
  *    ├─────────────────── n >= need, no grace ─────────┘  GRACE
  *    │                    or elastic deadline (ticker)     │
  *    └──────────── grace over, or every live learner ──────┘
- *                  contributed (round_check / ticker)
+ *                  contributed (round_check / ticker: round_close_due)
  *
- *   IDLE        no contribution held; opened_ms = 0.
+ *   IDLE        no contribution held; opened_ms = 0; the next round to open
+ *               gets an id above closed_id.
+ *   HELD        decoupled only: opened by a late contribution; n >= 1, no
+ *               quorum counted until an on-time contribution joins or
+ *               hold_until_ms (one period, H·t_step, at most grace_cap_ms)
+ *               passes; id > closed_id.
  *   COLLECTING  1 <= n < need contributions held (need: diloco = every
- *               expected learner, decoupled = quorum K).
- *   GRACE       n >= K; grace_end_ms set; contributions still accepted.
+ *               expected learner, decoupled = quorum K); id > closed_id.
+ *   GRACE       n >= K; grace_end_ms set; contributions still accepted;
+ *               id > closed_id.
+ * The late rule: a contribution naming a round that already closed (or that
+ * the open round has passed) is folded into the open round, or opens the
+ * next one HELD for the on-time contributions of that round (so a learner
+ * that runs behind merges with the others instead of alone), with its own
+ * base (counted in rounds.late); it is refused only
+ * when its base is more than max_staleness rounds of p behind (each merged
+ * round is one version, so that is versions[p] - base). The 202 answer says
+ * the round joined and the version its merge will produce
+ * (versions[p] + 1: one round of p is open at a time).
  * A contribution from a learner already in the round replaces its previous
  * one (its newer delta includes the older progress: the learner has not
  * received the fragment in between). At merge, contributions of learners
@@ -84,6 +106,7 @@
 #include "trainer/model.h"
 #include "trainer/optim.h"
 #include "trainer/protocol.h"
+#include "trainer/round.h"
 
 #define MAX_LEARNERS CONFIG_LEARNERS_MAX
 #define RECENT_MERGES 16
@@ -151,10 +174,16 @@ typedef struct learner_rec {
     int64_t steps_total;      /* inner steps it runs (its --steps; cfg.steps until reported) */
     int must_rejoin;          /* 1: restored from a checkpoint older than the log; 409 until it rejoins
                                  and reports what it holds (rebuild) */
+    merge_ema step_wall;      /* ms of wall time per inner step, measured between its contributions */
+    int64_t c_ms;             /* mono ms of its last contribution naming a round (0: none this incarnation) */
+    int64_t c_step;           /* ... the schedule step of that round (fragment_round_step) */
+    double pull_ms;           /* its reported EMA of fragment pull round trips, ms (0: none) */
+    int64_t adopted;          /* merged fragments it pulled after contributing to them */
+    int64_t adopted_own;      /* ... of which the version contained its contribution */
 } learner_rec;
 
-typedef enum round_state { RS_IDLE = 0, RS_COLLECTING, RS_GRACE } round_state;
-static const char *const round_state_names[] = {"idle", "collecting", "grace"};
+typedef enum round_state { RS_IDLE = 0, RS_COLLECTING, RS_GRACE, RS_HELD } round_state;
+static const char *const round_state_names[] = {"idle", "collecting", "grace", "held"};
 
 typedef struct contrib {
     int slot;             /* learner slot */
@@ -194,8 +223,14 @@ typedef struct frag_round {
     int64_t quorum_ms;       /* mono ms the quorum was reached */
     int64_t grace_end_ms;    /* mono ms the grace window ends */
     double grace_ms;         /* ms of the grace window granted */
-    merge_ema t_quorum;      /* ms from open to quorum */
-    merge_ema t_sync;        /* ms of a merge */
+    merge_ema t_quorum;      /* ms from the first to the K-th arrival of a round */
+    merge_ema t_sync;        /* ms of a merge (sub-ms resolution) */
+    int64_t id;              /* round (slot, round.h) being collected; valid unless IDLE */
+    int64_t closed_id;       /* last merged round (-1 none) */
+    int late;                /* contributions in the open round that named an earlier round */
+    int64_t hold_until_ms;   /* HELD: mono ms until which it waits for an on-time contribution */
+    int opened_late;         /* 1: opened by a late contribution (no t_quorum sample) */
+    round_map map;           /* merged rounds -> the version each produced */
 } frag_round;
 
 /* What restore() found in the state dir (logged, in the start event). */
@@ -287,6 +322,12 @@ struct syncer {
     reject_agg ragg[PROTO_R_COUNT];     /* rejections not yet logged, by reason */
     int64_t *pull_step;                 /* [MAX_LEARNERS * P] learner's reported step at its last pull of p */
     int64_t accepted_total;             /* accepted contributions/gradients */
+    int64_t *own_ver;       /* [MAX_LEARNERS * P] learner's last accepted contribution to p: -1 none
+                               pending, 0 not merged yet, > 0 the version that merged it (reset at a pull) */
+    int64_t rounds_merged;  /* diloco/decoupled rounds merged */
+    int64_t rounds_parts;   /* contributions merged in them */
+    int64_t rounds_late;    /* contributions that named a closed round (folded into the next) */
+    int64_t stale_rejected; /* contributions refused as stale (base too many rounds behind, or ahead) */
     double eval_loss;                   /* nats, NAN before the first eval */
     int64_t eval_merges;                /* merges at the last eval */
     int64_t eval_tokens;                /* tokens_merged at the last eval */
@@ -518,10 +559,15 @@ static void assert_round_state(const syncer *s, const frag_round *r)
         assert(r->n == 0);
         break;
     case RS_COLLECTING:
-        assert(r->n >= 1 && r->opened_ms > 0);
+        assert(r->n >= 1 && r->opened_ms > 0 && r->id > r->closed_id);
         break;
     case RS_GRACE:
-        assert(r->n >= 1 && s->cfg.mode == CONFIG_MODE_DECOUPLED && r->grace_end_ms > 0);
+        assert(r->n >= 1 && s->cfg.mode == CONFIG_MODE_DECOUPLED && r->grace_end_ms > 0 &&
+               r->id > r->closed_id);
+        break;
+    case RS_HELD:
+        assert(r->n >= 1 && s->cfg.mode == CONFIG_MODE_DECOUPLED && r->hold_until_ms > 0 &&
+               r->id > r->closed_id && r->opened_late);
         break;
     }
 }
@@ -529,18 +575,88 @@ static void assert_round_state(const syncer *s, const frag_round *r)
 #define assert_round_state(s, r) ((void)0)
 #endif
 
-static double mean_step_ms(const syncer *s)
+/* The grace window of round p reaching its quorum now (mu held):
+ * clamp(γ·(τ·t_step − (t_quorum + t_sync)), 0, cap) with, all EMAs,
+ *   t_step   the active learners' mean wall time per inner step, measured
+ *            here between each learner's contributions (schedule steps
+ *            between two rounds it named / ms between their arrivals);
+ *            their heartbeat step_ms until there is a sample;
+ *   t_quorum ms from the first to the K-th arrival of p's rounds;
+ *   t_sync   ms of p's merges plus the active learners' mean reported pull
+ *            round trip (what it takes the merged value to reach them).
+ * τ·t_step is the time between a learner sending p and needing its merged
+ * value (τ steps of overlap); γ < 1 takes only part of what is left. */
+static void learner_timings(const syncer *s, double *t_step, double *t_pull)
+{
+    double step = 0, pull = 0;
+    int ns = 0, np = 0;
+    for (int i = 0; i < MAX_LEARNERS; i++) {
+        const learner_rec *l = &s->learners[i];
+        if (l->id < 0 || l->state != LS_ACTIVE)
+            continue;
+        double t = merge_ema_get(&l->step_wall, l->step_ms);
+        if (t > 0) {
+            step += t;
+            ns++;
+        }
+        if (l->pull_ms > 0) {
+            pull += l->pull_ms;
+            np++;
+        }
+    }
+    *t_step = ns ? step / ns : 0;
+    *t_pull = np ? pull / np : 0;
+}
+
+static double round_grace_ms(const syncer *s, int p)
+{
+    const frag_round *r = &s->rounds[p];
+    double t_step, t_pull;
+    learner_timings(s, &t_step, &t_pull);
+    return merge_grace_ms(s->cfg.grace_gamma, (int)s->cfg.tau, t_step, merge_ema_get(&r->t_quorum, 0),
+                          merge_ema_get(&r->t_sync, 0) + t_pull, (double)s->cfg.grace_cap_ms);
+}
+
+/* How long a round opened by a late contribution waits for the on-time
+ * ones of its slot (mu held): one period of the schedule, H·t_step, at most
+ * grace_cap_ms; 0 (no wait) before any step time is known. The late
+ * learner waits that long for its merged value at most, and loses what it
+ * trains on the fragment meanwhile (its copy is overwritten at adoption);
+ * nobody else waits. One schedule slot (H/P·t_step) lost fewer tokens but
+ * gathered fewer learners (4 learners, small GPT under ASan: 1.6-1.8
+ * contributions per round instead of 2.4-2.6; docs/training.md). */
+static int64_t round_hold_ms(const syncer *s)
+{
+    double t_step, t_pull;
+    learner_timings(s, &t_step, &t_pull);
+    double h = (double)s->cfg.H * t_step;
+    if (!(h > 0))
+        return 0;
+    return (int64_t)ceil(h < (double)s->cfg.grace_cap_ms ? h : (double)s->cfg.grace_cap_ms);
+}
+
+/* Where the stagger schedule is now (mu held): the mean over the active
+ * learners other than slot `except` that named a round since they joined
+ * of their schedule step then plus the steps they have run since at their
+ * measured pace; 0 when no learner gives an estimate. A joining learner
+ * takes it as its schedule position, so that its round r of fragment p
+ * comes due when everyone else's does (a learner that started or
+ * restarted later would otherwise be late for every round of the run). */
+static int64_t schedule_step_now(const syncer *s, int except, int64_t now)
 {
     double sum = 0;
     int n = 0;
     for (int i = 0; i < MAX_LEARNERS; i++) {
         const learner_rec *l = &s->learners[i];
-        if (l->id >= 0 && l->state == LS_ACTIVE && l->step_ms > 0) {
-            sum += l->step_ms;
-            n++;
-        }
+        double t = merge_ema_get(&l->step_wall, 0);
+        if (i == except || l->id < 0 || l->state != LS_ACTIVE || l->c_ms == 0 || !(t > 0))
+            continue;
+        /* a live learner names a round at least every H steps: extrapolate no further */
+        double ahead = (double)(now - l->c_ms) / t;
+        sum += (double)l->c_step + (ahead < (double)s->cfg.H ? ahead : (double)s->cfg.H);
+        n++;
     }
-    return n ? sum / n : 0;
+    return n ? (int64_t)llround(sum / n) : 0;
 }
 
 /* ---- syncer: downstream deltas with error feedback ---- */
@@ -629,7 +745,7 @@ static int round_merge(syncer *s, int p, const char *why)
     int idx[MAX_LEARNERS];
     double w[MAX_LEARNERS];
     int k = 0;
-    int64_t t0 = cx_mono_ms();
+    int64_t t0 = cx_mono_ns();
     char err[CX_ERRLEN];
 
     for (int i = 0; i < r->n; i++) {
@@ -702,6 +818,8 @@ static int round_merge(syncer *s, int p, const char *why)
         contrib *c = &r->c[idx[j]];
         ids[j] = c->learner;
         tokens += c->tokens;
+        if (s->own_ver[c->slot * s->P + p] == 0) /* its pending contribution is in this version */
+            s->own_ver[c->slot * s->P + p] = version;
         json_array_append_new(parts,
                               json_pack("{s:I, s:I, s:f, s:I, s:I, s:I}", "learner", (json_int_t)c->learner,
                                         "incarnation", (json_int_t)c->incarnation, "weight", w[j], "tokens",
@@ -740,17 +858,25 @@ static int round_merge(syncer *s, int p, const char *why)
                                       (json_int_t)l->incarnation, "reason", "deadline", "fragment", p));
         }
     }
-    double sync_ms = (double)(cx_mono_ms() - t0);
+    double sync_ms = (double)(cx_mono_ns() - t0) / 1e6;
     merge_ema_add(&r->t_sync, sync_ms);
+    round_map_add(&r->map, r->id, version, k);
+    r->closed_id = r->id;
+    s->rounds_merged++;
+    s->rounds_parts += k;
     events_emit(s->ev, "merge",
-                json_pack("{s:i, s:I, s:o, s:f, s:f, s:s, s:s, s:I, s:f}", "fragment", p, "version",
+                json_pack("{s:i, s:I, s:o, s:f, s:f, s:s, s:s, s:I, s:f, s:I, s:i}", "fragment", p, "version",
                           (json_int_t)version, "participants", parts, "grace_ms", r->grace_ms, "update_norm",
                           norm, "mode", mode_name(s), "trigger", why, "tokens", (json_int_t)tokens, "scale",
-                          scale));
-    cx_info("merge fragment=%d version=%lld participants=%d trigger=%s grace_ms=%.0f norm=%.4g", p,
-            (long long)version, k, why, r->grace_ms, norm);
+                          scale, "round", (json_int_t)r->id, "late", r->late));
+    cx_info("merge fragment=%d round=%lld version=%lld participants=%d late=%d trigger=%s grace_ms=%.1f "
+            "norm=%.4g",
+            p, (long long)r->id, (long long)version, k, r->late, why, r->grace_ms, norm);
     note_merge(s, p, version, ids, k);
     r->n = 0;
+    r->late = 0;
+    r->hold_until_ms = 0;
+    r->opened_late = 0;
     r->state = RS_IDLE;
     r->opened_ms = r->quorum_ms = r->grace_end_ms = 0;
     r->grace_ms = 0;
@@ -776,19 +902,23 @@ static void round_check(syncer *s, int p, int64_t now)
         return;
     }
     /* decoupled */
+    if (r->state == RS_HELD) {
+        if (now < r->hold_until_ms)
+            return;
+        r->state = RS_COLLECTING; /* nobody on time came: merge the late ones */
+    }
     if (r->state == RS_COLLECTING && r->n >= s->cfg.quorum) {
         r->quorum_ms = now;
-        merge_ema_add(&r->t_quorum, (double)(now - r->opened_ms));
-        r->grace_ms = merge_grace_ms(s->cfg.grace_gamma, (int)s->cfg.tau, mean_step_ms(s),
-                                     merge_ema_get(&r->t_quorum, 0), merge_ema_get(&r->t_sync, 0),
-                                     (double)s->cfg.grace_cap_ms);
+        if (!r->opened_late)
+            merge_ema_add(&r->t_quorum, (double)(now - r->opened_ms));
+        r->grace_ms = round_grace_ms(s, p);
         r->grace_end_ms = now + (int64_t)ceil(r->grace_ms);
         r->state = RS_GRACE;
     }
     if (r->state == RS_GRACE) {
-        int all = r->n >= live;
-        if (all || now >= r->grace_end_ms)
-            round_merge(s, p, all ? "all" : (r->grace_ms > 0 ? "grace" : "quorum"));
+        round_close why = round_close_due(r->n, (int)s->cfg.quorum, live, now, r->grace_end_ms, r->grace_ms);
+        if (why != ROUND_WAIT)
+            round_merge(s, p, round_close_name(why));
     }
 }
 
@@ -1595,8 +1725,12 @@ static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, j
         s->learners[slot].steps_total = s->cfg.steps;
     }
     learner_rec *l = &s->learners[slot];
-    for (int p = 0; p < s->P; p++) /* it pulls every fragment after a join */
+    for (int p = 0; p < s->P; p++) { /* it pulls every fragment after a join */
         s->pull_step[slot * s->P + p] = step;
+        s->own_ver[slot * s->P + p] = -1;
+    }
+    merge_ema_init(&l->step_wall, 0.2); /* a new incarnation may run at another speed */
+    l->c_ms = l->c_step = 0;
     int64_t new_inc = (l->incarnation > inc ? l->incarnation : inc) + 1;
     l->incarnation = new_inc;
     l->state = LS_ACTIVE;
@@ -1616,6 +1750,8 @@ static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, j
                   (json_int_t)new_inc, "config", config_to_json(&s->cfg), "fragments", fragments_json(s),
                   "n_params", (json_int_t)s->n, "table_digest", (int)fragment_table_digest(s->ft), "step",
                   (json_int_t)s->ddp_step, "mode", mode_name(s), "merges", (json_int_t)s->merges);
+    if (s->cfg.mode == CONFIG_MODE_DECOUPLED)
+        json_object_set_new(ans, "schedule_step", json_integer(schedule_step_now(s, slot, cx_mono_ms())));
     pthread_mutex_unlock(&s->mu);
     events_emit(s->ev, "join",
                 json_pack("{s:I, s:I, s:I}", "learner", id, "incarnation", (json_int_t)new_inc,
@@ -1670,15 +1806,16 @@ static int h_heartbeat(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     json_t *body;
     json_int_t id = -1, inc = 0, step = 0, tokens = 0, t_real_ms = 0, cursor = 0, batch = -1,
                steps_total = -1;
-    double loss = 0, step_ms = 0;
+    double loss = 0, step_ms = 0, pull_ms = 0;
     char err[CX_ERRLEN];
     int slot;
     if (cx_http_body_json(req, resp, 0, &body) != 0)
         return 0;
-    if (cx_json_unpack(body, "body", err, sizeof err, "{s:I, s:I, s:I, s:F, s:I, s:F, s:I, s?I, s?I, s?I}",
-                       "learner", &id, "incarnation", &inc, "step", &step, "train_loss", &loss, "tokens",
-                       &tokens, "step_ms", &step_ms, "t_real_ms", &t_real_ms, "cursor", &cursor, "batch",
-                       &batch, "steps_total", &steps_total) != 0) {
+    if (cx_json_unpack(body, "body", err, sizeof err,
+                       "{s:I, s:I, s:I, s:F, s:I, s:F, s:I, s?I, s?I, s?I, s?F}", "learner", &id,
+                       "incarnation", &inc, "step", &step, "train_loss", &loss, "tokens", &tokens, "step_ms",
+                       &step_ms, "t_real_ms", &t_real_ms, "cursor", &cursor, "batch", &batch, "steps_total",
+                       &steps_total, "pull_ms", &pull_ms) != 0) {
         json_decref(body);
         cx_http_reply_error(resp, 400, "%s", err);
         return 0;
@@ -1697,7 +1834,8 @@ static int h_heartbeat(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         (steps_total != -1 &&
          check_field(resp, "heartbeat", "steps_total", steps_total, 1, CONFIG_STEPS_MAX)) ||
         check_real(resp, "heartbeat", "train_loss", loss, 0, 1e9) ||
-        check_real(resp, "heartbeat", "step_ms", step_ms, 0, 1e9))
+        check_real(resp, "heartbeat", "step_ms", step_ms, 0, 1e9) ||
+        check_real(resp, "heartbeat", "pull_ms", pull_ms, 0, 1e9))
         return 0;
     int64_t skew = t_real_ms - cx_real_ns() / 1000000;
     pthread_mutex_lock(&s->mu);
@@ -1714,6 +1852,7 @@ static int h_heartbeat(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     l->tokens = tokens;
     l->train_loss = loss;
     l->step_ms = step_ms;
+    l->pull_ms = pull_ms;
     l->clock_skew_ms = skew;
     if (batch > 0)
         l->batch = batch;
@@ -1918,6 +2057,13 @@ static int h_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
             touch(s, slot);
             s->pull_step[slot * s->P + p] = s->learners[slot].step;
             record = 1;
+            /* a merged value it takes after contributing to p: does it hold its own work? */
+            int64_t *own = &s->own_ver[slot * s->P + p];
+            if (*own >= 0) {
+                s->learners[slot].adopted++;
+                s->learners[slot].adopted_own += *own > 0 && *own <= version;
+                *own = -1;
+            }
         }
     }
     if (chain) {
@@ -2118,10 +2264,15 @@ static proto_reason admit(syncer *s, int p, const proto_hdr *h, double l2, doubl
                  (long long)version);
         return PROTO_R_STALE_VERSION;
     }
-    if (lag > s->cfg.max_staleness) {
-        snprintf(why, len, "base version %lld is %lld behind %lld (max staleness %lld)",
-                 (long long)h->base_version, (long long)lag, (long long)version,
-                 (long long)s->cfg.max_staleness);
+    /* each merged round of p is one version: the lag is in rounds of p. The
+     * default scales with M: with every learner's contribution in a round
+     * of its own (the worst case) a period has M rounds; two periods pass. */
+    int64_t max_stale = s->cfg.max_staleness >= 0 ? s->cfg.max_staleness
+                        : 2 * s->cfg.learners > 4 ? 2 * s->cfg.learners
+                                                  : 4;
+    if (lag > max_stale) {
+        snprintf(why, len, "base version %lld is %lld rounds behind %lld (max staleness %lld)",
+                 (long long)h->base_version, (long long)lag, (long long)version, (long long)max_stale);
         return PROTO_R_STALE_VERSION;
     }
     r = claim_check(s, *slot, p, h, why, len);
@@ -2183,8 +2334,26 @@ static int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     }
     int64_t version = s->versions[p];
     r = admit(s, (int)p, &h, l2, mx, &slot, why, sizeof why);
+    if (r == PROTO_OK && h.round >= 0) {
+        /* a round no learner of this run can reach: the schedule (which a
+         * joining learner takes from the others) ends at the longest run's
+         * steps_total, +H of slack */
+        int64_t most = 0;
+        for (int i = 0; i < MAX_LEARNERS; i++)
+            if (s->learners[i].id >= 0 && s->learners[i].steps_total > most)
+                most = s->learners[i].steps_total;
+        int64_t max_round = fragment_round(most + s->cfg.H, (int)p, (int)s->cfg.H, s->P);
+        if (h.round > max_round) {
+            snprintf(why, sizeof why,
+                     "header %s is %lld: fragment %lld has at most %lld rounds in %lld steps", PROTO_H_ROUND,
+                     (long long)h.round, (long long)p, (long long)max_round, (long long)most);
+            r = PROTO_R_BAD_HEADER;
+        }
+    }
     if (r != PROTO_OK) {
         s->bytes_in += (int64_t)req->body_len;
+        if (r == PROTO_R_STALE_VERSION)
+            s->stale_rejected++;
         free(delta);
         reject(s, resp, r, h.learner, h.incarnation, p, why, 1);
         pthread_mutex_unlock(&s->mu);
@@ -2206,26 +2375,57 @@ static int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         free(rd->c[at].delta);
     rd->c[at] = (contrib){slot, h.learner, h.incarnation, h.base_version, h.tokens, h.steps, delta};
     int64_t now = cx_mono_ms();
+    int late = 0;
+    int64_t round = round_join_id(rd->state != RS_IDLE, rd->id, rd->closed_id, h.round, &late);
     if (rd->state == RS_IDLE) {
-        rd->state = RS_COLLECTING;
+        int64_t hold = late && s->cfg.mode == CONFIG_MODE_DECOUPLED ? round_hold_ms(s) : 0;
+        rd->state = hold > 0 ? RS_HELD : RS_COLLECTING;
+        rd->hold_until_ms = hold > 0 ? now + hold : 0;
+        rd->opened_late = late;
         rd->opened_ms = now;
+        rd->late = 0;
+    } else if (rd->state == RS_HELD && !late) {
+        rd->state = RS_COLLECTING; /* the slot's on-time contribution: count the quorum now */
+        rd->hold_until_ms = 0;
     }
-    int64_t round = version + 1;
+    rd->id = round;
+    rd->late += late;
+    s->rounds_late += late;
+    s->own_ver[slot * s->P + p] = 0; /* pending: the version that merges it says whether a pull has it */
+    learner_rec *lr = &s->learners[slot];
+    int64_t cstep = fragment_round_step(h.round, (int)p, (int)s->cfg.H, s->P);
+    if (cstep > 0) {
+        /* wall time per inner step between two of its contributions at least H schedule steps apart
+         * (queued contributions arrive bunched: a shorter span would measure the queue, not the steps) */
+        if (lr->c_ms == 0 || cstep < lr->c_step) {
+            lr->c_ms = now;
+            lr->c_step = cstep;
+        } else if (cstep - lr->c_step >= s->cfg.H) {
+            merge_ema_add(&lr->step_wall, (double)(now - lr->c_ms) / (double)(cstep - lr->c_step));
+            lr->c_ms = now;
+            lr->c_step = cstep;
+        }
+    }
     pthread_mutex_unlock(&s->mu);
     /* the event goes out before a merge it may trigger, so the log reads in order */
     events_emit(s->ev, "contribution",
-                json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I}", "learner", (json_int_t)h.learner,
-                          "incarnation", (json_int_t)h.incarnation, "fragment", (json_int_t)p, "base_version",
-                          (json_int_t)h.base_version, "tokens", (json_int_t)h.tokens, "steps",
-                          (json_int_t)h.steps, "encoding", config_encoding_name(h.encoding), "bytes",
-                          (json_int_t)req->body_len));
+                json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:b}", "learner",
+                          (json_int_t)h.learner, "incarnation", (json_int_t)h.incarnation, "fragment",
+                          (json_int_t)p, "base_version", (json_int_t)h.base_version, "tokens",
+                          (json_int_t)h.tokens, "steps", (json_int_t)h.steps, "encoding",
+                          config_encoding_name(h.encoding), "bytes", (json_int_t)req->body_len, "round",
+                          (json_int_t)round, "named_round", (json_int_t)h.round, "late", late));
     pthread_mutex_lock(&s->mu);
     round_check(s, (int)p, cx_mono_ms());
     assert_round_state(s, &s->rounds[p]);
     pthread_mutex_unlock(&s->mu);
+    /* one round of p is open at a time and each merge is one version: the
+     * round joined merges into version + 1 (round_merge; a rebuild that
+     * drops held contributions moves versions and makes the learner rejoin) */
     cx_http_reply_json(resp, 202,
-                       json_pack("{s:I, s:I, s:I}", "round", (json_int_t)round, "fragment", (json_int_t)p,
-                                 "version", (json_int_t)version));
+                       json_pack("{s:I, s:I, s:I, s:I, s:b}", "round", (json_int_t)round, "fragment",
+                                 (json_int_t)p, "version", (json_int_t)version, "merges_into",
+                                 (json_int_t)(version + 1), "late", late));
     return 0;
 }
 
@@ -2425,10 +2625,14 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     for (int p = 0; p < s->P; p++) {
         json_t *f = json_pack("{s:i, s:I, s:I}", "id", p, "version", (json_int_t)s->versions[p], "length",
                               (json_int_t)fragment_length(s->ft, p));
-        if (!is_ddp(s))
+        if (!is_ddp(s)) {
+            const frag_round *rd = &s->rounds[p];
             json_object_set_new(f, "round",
-                                json_pack("{s:s, s:i}", "state", round_state_names[s->rounds[p].state],
-                                          "contributions", s->rounds[p].n));
+                                json_pack("{s:s, s:i, s:o, s:I}", "state", round_state_names[rd->state],
+                                          "contributions", rd->n, "id",
+                                          rd->state != RS_IDLE ? json_integer(rd->id) : json_null(), "closed",
+                                          (json_int_t)rd->closed_id));
+        }
         json_array_append_new(frags, f);
     }
     for (int i = 0; i < MAX_LEARNERS; i++) {
@@ -2443,6 +2647,13 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
                           "step_ms", l->step_ms, "clock_skew_ms", (json_int_t)l->clock_skew_ms, "last_seen_s",
                           l->last_seen_ms ? (double)(now - l->last_seen_ms) / 1000.0 : -1.0, "contributions",
                           "accepted", (json_int_t)l->accepted, "rejected", (json_int_t)l->rejected));
+        json_t *lj = json_array_get(ls, json_array_size(ls) - 1);
+        /* fraction of the merged fragments it pulled after contributing that held its contribution */
+        json_object_set_new(lj, "adopted_with_own",
+                            l->adopted ? json_real((double)l->adopted_own / (double)l->adopted)
+                                       : json_null());
+        json_object_set_new(lj, "adopted", json_integer(l->adopted));
+        json_object_set_new(lj, "step_wall_ms", json_real(merge_ema_get(&l->step_wall, 0)));
     }
     int64_t first = s->recent_n > RECENT_MERGES ? s->recent_n - RECENT_MERGES : 0;
     for (int64_t i = first; i < s->recent_n; i++) {
@@ -2474,6 +2685,15 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         "uptime_ms", (json_int_t)(now - s->start_ms), "learners_expected", (int)s->cfg.learners, "loss_floor",
         isfinite(s->entropy_floor) ? json_real(s->entropy_floor) : json_null());
     json_object_set_new(o, "n_params", json_integer((json_int_t)s->n));
+    if (!is_ddp(s))
+        json_object_set_new(o, "rounds",
+                            json_pack("{s:o, s:I, s:I, s:I, s:I}", "participants_mean",
+                                      s->rounds_merged
+                                          ? json_real((double)s->rounds_parts / (double)s->rounds_merged)
+                                          : json_null(),
+                                      "stale_rejected", (json_int_t)s->stale_rejected, "merged",
+                                      (json_int_t)s->rounds_merged, "contributions_merged",
+                                      (json_int_t)s->rounds_parts, "late", (json_int_t)s->rounds_late));
     char pcrc[9];
     proto_crc_format(proto_f32_crc(s->theta, s->n), pcrc);
     json_object_set_new(o, "params_crc32c", json_string(pcrc));
@@ -2584,6 +2804,18 @@ static int h_metrics(void *ctx, const cx_http_req *req, cx_http_resp *resp)
                   "# TYPE chaosloco_syncer_longest_merge_gap_seconds gauge\n"
                   "chaosloco_syncer_longest_merge_gap_seconds %.3f\n",
                   (double)s->longest_gap_ms / 1000.0);
+    if (!is_ddp(s))
+        cx_buf_printf(b,
+                      "# HELP chaosloco_syncer_rounds_merged_total Rounds merged (diloco, decoupled).\n"
+                      "# TYPE chaosloco_syncer_rounds_merged_total counter\n"
+                      "chaosloco_syncer_rounds_merged_total %lld\n"
+                      "# HELP chaosloco_syncer_round_contributions_total Contributions merged in rounds.\n"
+                      "# TYPE chaosloco_syncer_round_contributions_total counter\n"
+                      "chaosloco_syncer_round_contributions_total %lld\n"
+                      "# HELP chaosloco_syncer_stale_rejected_total Contributions refused as stale.\n"
+                      "# TYPE chaosloco_syncer_stale_rejected_total counter\n"
+                      "chaosloco_syncer_stale_rejected_total %lld\n",
+                      (long long)s->rounds_merged, (long long)s->rounds_parts, (long long)s->stale_rejected);
     cx_buf_printf(b, "# HELP chaosloco_syncer_fragment_version Current version of each fragment.\n"
                      "# TYPE chaosloco_syncer_fragment_version gauge\n");
     for (int p = 0; p < s->P; p++)
@@ -2596,6 +2828,8 @@ static int h_metrics(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         {"learner_incarnation", "gauge", "Current incarnation of the learner."},
         {"learner_up", "gauge", "1 while the learner is active (not absent or left)."},
         {"learner_clock_skew_seconds", "gauge", "Learner realtime minus syncer realtime."},
+        {"learner_adopted_with_own", "gauge",
+         "Fraction of the merged fragments a learner pulled after contributing that held its contribution."},
     };
     for (size_t m = 0; m < sizeof lm / sizeof lm[0]; m++) {
         cx_buf_printf(b, "# HELP chaosloco_syncer_%s %s\n# TYPE chaosloco_syncer_%s %s\n", lm[m][0], lm[m][2],
@@ -2621,8 +2855,13 @@ static int h_metrics(void *ctx, const cx_http_req *req, cx_http_resp *resp)
             case 4:
                 v = l->state == LS_ACTIVE;
                 break;
-            default:
+            case 5:
                 v = (double)l->clock_skew_ms / 1000.0;
+                break;
+            default:
+                if (l->adopted == 0)
+                    continue; /* no value yet: no sample */
+                v = (double)l->adopted_own / (double)l->adopted;
                 break;
             }
             cx_buf_printf(b, "chaosloco_syncer_%s{learner=\"%lld\"} %.17g\n", lm[m][0], (long long)l->id, v);
@@ -3238,11 +3477,12 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
     s->rounds = calloc((size_t)s->P, sizeof *s->rounds);
     s->hist = calloc((size_t)s->P, sizeof *s->hist);
     s->pull_step = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->pull_step);
+    s->own_ver = malloc((size_t)MAX_LEARNERS * (size_t)s->P * sizeof *s->own_ver);
     s->rbf = calloc((size_t)s->P, sizeof *s->rbf);
     s->rb_rep = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->rb_rep);
     s->on_lost_state = o->on_lost_state;
     if (!s->eval_in || !s->eval_tg || !s->theta || !s->momentum || !s->versions || !s->rounds || !s->hist ||
-        !s->pull_step || !s->rbf || !s->rb_rep) {
+        !s->pull_step || !s->own_ver || !s->rbf || !s->rb_rep) {
         cx_fail(err, errlen, CX_ENOMEM, "out of memory");
         goto fail;
     }
@@ -3253,7 +3493,10 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
     for (int p = 0; p < s->P; p++) {
         merge_ema_init(&s->rounds[p].t_quorum, 0.2);
         merge_ema_init(&s->rounds[p].t_sync, 0.2);
+        s->rounds[p].closed_id = -1;
     }
+    for (size_t i = 0; i < (size_t)MAX_LEARNERS * (size_t)s->P; i++)
+        s->own_ver[i] = -1;
     /* error-feedback residuals of the downstream deltas: in memory only (a
      * restart resets them; the canonical theta is what is checkpointed) */
     if (!is_ddp(s) && (encoding_kind)s->cfg.encoding != ENCODING_F32)
@@ -3409,6 +3652,7 @@ void syncer_free(syncer *s)
     }
     free(s->hist);
     free(s->pull_step);
+    free(s->own_ver);
     for (int p = 0; s->rbf && p < s->P; p++)
         free(s->rbf[p].vals);
     free(s->rbf), free(s->rb_rep);

@@ -292,6 +292,90 @@ Test(syncer_bounds, token_claims_and_huge_updates_are_refused, .timeout = 90)
     tr_done(&r);
 }
 
+/* POST a 24-step contribution of d to fragment 0 naming round `round` (a
+ * raw header value); the HTTP status, the answer (the caller frees it). */
+static int contribute_round(tr_run *r, json_int_t inc, json_int_t base, const char *round, const float *d,
+                            size_t len, json_t **ans)
+{
+    hdrs h = {.n = 0};
+    add(&h, PROTO_H_LEARNER, "%lld", 0);
+    add(&h, PROTO_H_INCARNATION, "%lld", (long long)inc);
+    add(&h, PROTO_H_FRAGMENT, "%lld", 0);
+    add(&h, PROTO_H_BASE_VERSION, "%lld", (long long)base);
+    add(&h, PROTO_H_TOKENS, "%lld", 384);
+    add(&h, PROTO_H_STEPS, "%lld", 24);
+    add(&h, PROTO_H_CRC32C, "%08llx", (long long)cx_crc32c(0, d, len * 4));
+    snprintf(h.lines[h.n], 96, "%s: f32", PROTO_H_ENCODING);
+    h.p[h.n] = h.lines[h.n];
+    h.p[++h.n] = NULL;
+    snprintf(h.lines[h.n], 96, "%s: %s", PROTO_H_ROUND, round);
+    h.p[h.n] = h.lines[h.n];
+    h.p[++h.n] = NULL;
+    cx_http_opts o = {.bearer = tr_cred(r, "learner-0")};
+    cx_http_client *c = cx_http_client_new(r->url, &o);
+    cx_http_result res;
+    char err[256];
+    cx_http_result_init(&res);
+    int rc = cx_http_do(c, "POST", "/v1/fragments/0/contributions", h.p, d, len * 4,
+                        "application/octet-stream", 10000, &res, err, sizeof err);
+    cr_assert_eq(rc, 0, "%s", err);
+    *ans = res.body.data ? json_loadb(res.body.data, res.body.len, 0, NULL) : NULL;
+    int st = res.status;
+    cx_http_result_cleanup(&res);
+    cx_http_client_free(c);
+    return st;
+}
+
+/* X-Chaosloco-Round: a malformed one or one beyond the run's schedule is a
+ * 400 naming it; a valid one joins that round and the 202 names the
+ * version it merges into; a contribution for a closed round is folded into
+ * the next one (late), not refused. */
+Test(syncer_bounds, contribution_rounds_are_checked_and_late_ones_folded, .timeout = 60)
+{
+    tr_run r = {0};
+    /* one learner, K=1: every round is complete ("all") at its first contribution */
+    const char *args[] = {"--mode", "decoupled", "--learners", "1",      "--fragments",
+                          "4",      "--steps",   "600",        TR_MODEL, NULL};
+    tr_syncer_start(&r, "bounds-rounds", args);
+    size_t len;
+    json_int_t inc = join0(&r, 0, &len);
+    float *d = calloc(len, sizeof(float));
+    cr_assert_not_null(d);
+    for (size_t i = 0; i < len; i++)
+        d[i] = 1e-3f * (float)((int)(i % 7) - 3);
+    json_int_t v = version0(&r);
+    json_t *ans = NULL;
+    const char *bad[] = {"abc", "-1", "9999"}; /* 600 steps / H 24: fragment 0 has 26 rounds */
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_assert_eq(contribute_round(&r, inc, v, bad[i], d, len, &ans), 400, "round '%s'", bad[i]);
+        const char *e = json_string_value(json_object_get(ans, "error"));
+        cr_assert(e && strstr(e, PROTO_H_ROUND), "round '%s': the error names the header: %s", bad[i],
+                  e ? e : "(none)");
+        json_decref(ans);
+    }
+    cr_assert_eq(version0(&r), v, "nothing merged");
+    cr_assert_eq(contribute_round(&r, inc, v, "3", d, len, &ans), 202);
+    cr_assert_eq(tr_int(ans, "round"), 3);
+    cr_assert_eq(tr_int(ans, "merges_into"), v + 1);
+    json_decref(ans);
+    cr_assert_eq(version0(&r), v + 1, "round 3 merged into the version the 202 named");
+    /* round 2 closed with round 3 before it: late, folded into round 4 */
+    cr_assert_eq(contribute_round(&r, inc, v + 1, "2", d, len, &ans), 202);
+    cr_assert_eq(tr_int(ans, "round"), 4);
+    cr_assert_eq(tr_int(ans, "merges_into"), v + 2);
+    json_decref(ans);
+    json_t *st = tr_get(&r, "/v1/status");
+    json_t *rd = json_object_get(st, "rounds");
+    cr_assert_eq(tr_int(rd, "late"), 1);
+    cr_assert_eq(tr_int(rd, "merged"), 2);
+    cr_assert_eq(tr_int(rd, "stale_rejected"), 0);
+    json_t *f0 = json_array_get(json_object_get(st, "fragments"), 0);
+    cr_assert_eq(tr_int(json_object_get(f0, "round"), "closed"), 4, "round 4 is the last merged");
+    json_decref(st);
+    free(d);
+    tr_done(&r);
+}
+
 /* ---- the event log: bounded growth, restart reads the tail ---- */
 
 Test(syncer_bounds, a_flood_of_bad_requests_adds_o1_event_lines, .timeout = 90)

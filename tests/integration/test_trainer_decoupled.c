@@ -2,7 +2,10 @@
  * loss comes within a few percent of an equal-token ddp run; a SIGSTOPped
  * learner does not stop the merges and catches up after SIGCONT; a
  * SIGKILLed one rejoins, pulls everything and contributes again; a learner
- * with --slowdown 2 still contributes, with lower total weight. */
+ * with --slowdown 2 still contributes, with lower total weight. Slot-aligned
+ * rounds: merged rounds carry >= 2 contributions on average, learners adopt
+ * merged values that hold their own contribution, and 8 learners have no
+ * contribution refused as stale. */
 #include "trainer_it.h"
 
 static double run4(const char *mode, const char *tag, json_int_t *tokens)
@@ -148,5 +151,122 @@ Test(trainer_decoupled, stop_kill_and_slow_learners, .timeout = 200)
     cr_assert_gt(n3, 0, "the slow learner's contributions are merged");
     cr_assert_lt(w3, w0, "with lower total weight than a full-speed learner");
     json_decref(evs);
+    tr_done(&r);
+}
+
+/* Runs M learners to the end of their steps and returns the syncer's status
+ * (the caller frees it). */
+static json_t *rounds_run(const char *tag, const char *const *args, int M)
+{
+    tr_run r = {0};
+    tr_syncer_start(&r, tag, args);
+    pid_t p[8];
+    for (int i = 0; i < M; i++)
+        p[i] = tr_learner_start(&r, i, NULL, NULL);
+    for (int i = 0; i < M; i++)
+        tr_expect_exit0(&r, p[i], i, 250000);
+    json_t *st = tr_get(&r, "/v1/status");
+    tr_done(&r);
+    return st;
+}
+
+static double rounds_num(json_t *st, const char *key)
+{
+    json_t *v = json_object_get(json_object_get(st, "rounds"), key);
+    cr_assert(json_is_number(v), "status rounds.%s is a number", key);
+    return json_number_value(v);
+}
+
+/* Fault-free, 4 learners, K=1, default grace window and tau: rounds per
+ * fragment slot gather the learners (a learner running behind is folded
+ * into the next round with the others, not merged alone), and each learner
+ * takes the merged value of the round that holds its contribution. The
+ * small GPT: its steps (tens of ms under ASan) are long next to a pull, as
+ * in the paper's setting; bounded by steps. */
+Test(trainer_decoupled, k1_rounds_gather_learners_and_adopt_their_own, .timeout = 300)
+{
+    const char *args[] = {"--mode",          "decoupled", "--learners", "4",   "--quorum",      "1",
+                          "--steps",         "200",       "--model",    "gpt", "--context",     "32",
+                          "--embed",         "32",        "--hidden",   "128", "--layers",      "2",
+                          "--heads",         "2",         "--batch",    "8",   "--eval-tokens", "256",
+                          "--eval-every-ms", "1000",      NULL};
+    json_t *st = rounds_run("decrounds", args, 4);
+    double pm = rounds_num(st, "participants_mean"), merged = rounds_num(st, "merged");
+    cr_log_info("4 learners, K=1: %.0f rounds merged, %.2f contributions per round, %.0f late, %.0f stale",
+                merged, pm, rounds_num(st, "late"), rounds_num(st, "stale_rejected"));
+    cr_assert_gt(merged, 10, "rounds were merged");
+    cr_assert_geq(pm, 2.0, "merged rounds average %.2f contributions, fewer than 2", pm);
+    cr_assert_eq(rounds_num(st, "stale_rejected"), 0);
+    size_t i;
+    json_t *l;
+    json_array_foreach(json_object_get(st, "learners"), i, l)
+    {
+        json_t *a = json_object_get(l, "adopted_with_own");
+        cr_assert(json_is_number(a), "learner %lld adopted merged values", (long long)tr_int(l, "id"));
+        cr_assert_geq(json_number_value(a), 0.95,
+                      "learner %lld: only %.2f of its adopted values held its own work",
+                      (long long)tr_int(l, "id"), json_number_value(a));
+        cr_assert_gt(tr_int(l, "adopted"), 5);
+    }
+    json_decref(st);
+}
+
+/* 8 learners, K=1, the default max_staleness (in rounds of the fragment,
+ * scaled with M): a fault-free run refuses no contribution as stale. */
+Test(trainer_decoupled, eight_learners_no_contribution_refused_as_stale, .timeout = 300)
+{
+    const char *args[] = {"--mode",          "decoupled", "--learners", "8",  "--quorum",    "1",
+                          "--steps",         "240",       "--H",        "24", "--fragments", "4",
+                          "--eval-every-ms", "1000",      TR_MODEL,     NULL};
+    json_t *st = rounds_run("decstale8", args, 8);
+    double stale = rounds_num(st, "stale_rejected"), pm = rounds_num(st, "participants_mean");
+    cr_log_info("8 learners, K=1: %.2f contributions per round, %.0f stale", pm, stale);
+    cr_assert_eq(stale, 0, "%.0f contributions refused as stale", stale);
+    cr_assert_eq(
+        tr_int(json_object_get(json_object_get(st, "contributions"), "rejected_by_reason"), "stale_version"),
+        0);
+    cr_assert_geq(rounds_num(st, "merged"), 20, "rounds were merged");
+    json_decref(st);
+}
+
+/* The last "step=N" a learner logged (every 50 steps), or -1. */
+static long long logged_step(tr_run *r, int id)
+{
+    char path[700], line[512];
+    snprintf(path, sizeof path, "%s/learner%d.log", r->dir, id);
+    FILE *f = fopen(path, "r");
+    long long last = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *s = strstr(line, " step=");
+        if (s)
+            last = atoll(s + 6);
+    }
+    if (f)
+        fclose(f);
+    return last;
+}
+
+/* tau steps of overlap: a learner that does not have a merged value at
+ * s + tau waits for it only a bounded time, so a frozen syncer does not
+ * stall the inner loop (each learner keeps stepping for the whole freeze). */
+Test(trainer_decoupled, a_frozen_syncer_does_not_stall_the_inner_loop, .timeout = 200)
+{
+    tr_run r = {0};
+    const char *args[] = {"--mode", "decoupled", "--learners", "2",           "--quorum", "1",      "--steps",
+                          "100000", "--H",       "24",         "--fragments", "4",        TR_MODEL, NULL};
+    tr_syncer_start(&r, "decfreeze", args);
+    for (int i = 0; i < 2; i++)
+        tr_learner_start(&r, i, NULL, NULL);
+    cr_assert_geq(tr_wait_merges(&r, 20, 60000), 20, "training started");
+    it_signal(r.syncer, SIGSTOP, 1);
+    cx_sleep_ms(500); /* every contribution in flight now waits for a frozen syncer */
+    long long a0 = logged_step(&r, 0), a1 = logged_step(&r, 1);
+    cx_sleep_ms(3000);
+    long long b0 = logged_step(&r, 0), b1 = logged_step(&r, 1);
+    it_signal(r.syncer, SIGCONT, 1);
+    cr_log_info("steps while the syncer was frozen 3 s: learner 0 %lld -> %lld, learner 1 %lld -> %lld", a0,
+                b0, a1, b1);
+    cr_assert_geq(b0, a0 + 100, "learner 0 stalled while the syncer was frozen (%lld -> %lld)", a0, b0);
+    cr_assert_geq(b1, a1 + 100, "learner 1 stalled while the syncer was frozen (%lld -> %lld)", a1, b1);
     tr_done(&r);
 }

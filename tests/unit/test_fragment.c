@@ -219,3 +219,23 @@ Test(fragment, stagger_sends_each_fragment_once_per_H_steps)
     cr_assert_eq(fragment_due(2, 2, 8, due, 1), 4);
     cr_assert_eq(due[1], 12345);
 }
+
+Test(fragment, round_counts_the_due_steps_of_each_fragment)
+{
+    int H = 24, P = 4;
+    for (int p = 0; p < P; p++) {
+        int64_t seen = 0;
+        for (int64_t s = 1; s <= 10 * H; s++) {
+            int due[8], nd = fragment_due(s, H, P, due, 8), is_due = 0;
+            for (int i = 0; i < nd; i++)
+                is_due |= due[i] == p;
+            seen += is_due;
+            cr_assert_eq(fragment_round(s, p, H, P), seen, "p=%d step=%lld", p, (long long)s);
+            if (is_due)
+                cr_assert_eq(fragment_round_step(seen, p, H, P), s, "p=%d round %lld", p, (long long)seen);
+        }
+        cr_assert_eq(seen, 10, "p=%d is due once per H steps", p);
+    }
+    cr_assert_eq(fragment_round(0, 1, H, P), 0);
+    cr_assert_eq(fragment_round_step(0, 1, H, P), -1);
+}

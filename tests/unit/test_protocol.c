@@ -40,7 +40,7 @@ static void from_lines(kv *h, const char **ptrs)
 
 Test(protocol, header_round_trip)
 {
-    proto_hdr a = {7, 3, 2, 41, 4096, 24, CONFIG_ENC_INT4, 0xdeadbeefu}, b;
+    proto_hdr a = {7, 3, 2, 41, 4096, 24, CONFIG_ENC_INT4, 0xdeadbeefu, 12}, b;
     char lines[PROTO_MAX_LINES][PROTO_LINE];
     const char *ptrs[PROTO_MAX_LINES + 1];
     char err[CX_ERRLEN];
@@ -56,6 +56,29 @@ Test(protocol, header_round_trip)
     cr_assert_eq(b.steps, 24);
     cr_assert_eq(b.encoding, CONFIG_ENC_INT4);
     cr_assert_eq(b.crc32c, 0xdeadbeefu);
+    cr_assert_eq(b.round, 12);
+}
+
+Test(protocol, round_is_optional_but_a_bad_one_is_named)
+{
+    kv h = {{PROTO_H_LEARNER, PROTO_H_INCARNATION, PROTO_H_CRC32C}, {"1", "2", "00ff"}, 3};
+    proto_hdr b;
+    char err[CX_ERRLEN] = "";
+    cr_assert_eq(proto_hdr_parse(&b, get, &h, PROTO_NEED_GRADIENT, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(b.round, -1, "absent");
+    cr_assert_eq(proto_hdr_parse(&b, get, &h, PROTO_NEED_GRADIENT | PROTO_NEED_ROUND, err, sizeof err),
+                 CX_EINVAL, "needed but absent");
+    cr_assert(strstr(err, PROTO_H_ROUND) != NULL, "%s", err);
+    h.k[3] = PROTO_H_ROUND;
+    h.v[3] = "-4";
+    h.n = 4;
+    err[0] = 0;
+    cr_assert_eq(proto_hdr_parse(&b, get, &h, PROTO_NEED_GRADIENT, err, sizeof err), CX_EINVAL,
+                 "present and bad: refused even when not needed");
+    cr_assert(strstr(err, PROTO_H_ROUND) != NULL, "%s", err);
+    h.v[3] = "9";
+    cr_assert_eq(proto_hdr_parse(&b, get, &h, PROTO_NEED_GRADIENT, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(b.round, 9);
 }
 
 Test(protocol, missing_and_bad_headers_are_named)
