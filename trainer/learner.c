@@ -1751,13 +1751,13 @@ static void overlap_wait(learner *L)
  * waiting for its merged version is not sent again: its next turn comes. */
 static void enqueue_due(learner *L)
 {
-    int due[64];
+    int due[CONFIG_FRAGMENTS_MAX];
     pthread_mutex_lock(&L->mu);
     int64_t sched = L->step + L->sched_off; /* the run's schedule position (join) */
     pthread_mutex_unlock(&L->mu);
-    int nd = fragment_due(sched, (int)L->cfg.H, L->P, due, 64);
-    if (nd > 64)
-        nd = 64;
+    int nd = fragment_due(sched, (int)L->cfg.H, L->P, due, CONFIG_FRAGMENTS_MAX);
+    if (nd > CONFIG_FRAGMENTS_MAX)
+        nd = CONFIG_FRAGMENTS_MAX;
     for (int i = 0; i < nd; i++)
         if (!L->inflight[due[i]])
             L->pending[due[i]] = 1;
