@@ -400,13 +400,18 @@ static int topology_flags(const char *text, const char *what, char flags[][64], 
 {
     char key[64];
     snprintf(key, sizeof key, "\"%s\",", what);
-    const char *p = strstr(text, key);
-    if (strcmp(what, "syncer") == 0)
-        while (p && !strstr(p, "\"--listen\"")) /* the argv, not a log line */
-            p = strstr(p + 1, key);
-    if (!p)
+    const char *p = strstr(text, key), *end = p ? strstr(p, "NULL}") : NULL;
+    /* the syncer's argv is the "syncer" literal whose list holds "--listen"
+     * (not a JSON key or a log line that names the syncer) */
+    while (strcmp(what, "syncer") == 0 && p && end) {
+        const char *l = strstr(p, "\"--listen\"");
+        if (l && l < end)
+            break;
+        p = strstr(p + 1, key);
+        end = p ? strstr(p, "NULL}") : NULL;
+    }
+    if (!p || !end)
         return -1;
-    const char *end = strstr(p, "NULL}");
     int n = 0;
     for (const char *q = strchr(p + strlen(key), '"'); q && q < end; q = strchr(q + 1, '"')) {
         const char *close = strchr(q + 1, '"');
