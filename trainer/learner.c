@@ -298,6 +298,60 @@ static void final_heartbeat(learner *L)
 
 /* ---- learner: run ---- */
 
+/* learner_run, step: read the local checkpoint (if any) into L->restored;
+ * it says which incarnation and step this learner was. One that cannot be
+ * read or belongs to another learner id is ignored (logged). */
+static void load_local_checkpoint(learner *L)
+{
+    const learner_opts *o = L->o;
+    L->restored = calloc(1, sizeof *L->restored);
+    char why[CX_ERRLEN];
+    int lrc =
+        L->restored ? ckpt_learner_load(o->state_dir, L->restored, 0, 0, 0, why, sizeof why) : CX_ENOMEM;
+    if (lrc != 0) {
+        if (lrc != CX_ENOTFOUND)
+            cx_warn("no usable local checkpoint: %s", why);
+        free(L->restored);
+        L->restored = NULL;
+    } else {
+        if (L->restored->learner != o->id) {
+            cx_warn("local checkpoint belongs to learner %lld, not %lld; ignoring it",
+                    (long long)L->restored->learner, (long long)o->id);
+            ckpt_learner_cleanup(L->restored);
+            free(L->restored);
+            L->restored = NULL;
+        } else {
+            L->incarnation = L->restored->incarnation;
+            L->step = L->restored->step;
+        }
+    }
+}
+
+/* learner_run, step: free L and everything it holds (after the threads
+ * stopped; an error path lets a background checkpoint write finish). */
+static void learner_free(learner *L)
+{
+    ckpt_writer_free(L->ckw); /* an error path: the write in progress finishes */
+    if (L->restored) {
+        ckpt_learner_cleanup(L->restored);
+        free(L->restored);
+    }
+    cx_http_client_free(L->http);
+    model_free(L->m);
+    adamw_free(L->opt);
+    data_shard_free(L->shard);
+    data_source_free(L->src);
+    fragment_table_free(L->ft);
+    free(L->gcopy), free(L->gver), free(L->seen_ver);
+    free(L->ef), free(L->ef_next), free(L->ef_off);
+    free(L->base), free(L->scratch), free(L->wire), free(L->base_version), free(L->frag_steps);
+    free(L->frag_tokens), free(L->inflight), free(L->pending), free(L->in), free(L->tg);
+    free(L->apply_at), free(L->wait_done), free(L->late_round);
+    pthread_cond_destroy(&L->cv);
+    pthread_mutex_destroy(&L->mu);
+    free(L);
+}
+
 int learner_run(const learner_opts *o, volatile sig_atomic_t *stop, char *err, size_t errlen)
 {
     learner *L = calloc(1, sizeof *L);
@@ -323,27 +377,7 @@ int learner_run(const learner_opts *o, volatile sig_atomic_t *stop, char *err, s
         goto out;
     }
     /* the local checkpoint (if any) says which incarnation and step we were */
-    L->restored = calloc(1, sizeof *L->restored);
-    char why[CX_ERRLEN];
-    int lrc =
-        L->restored ? ckpt_learner_load(o->state_dir, L->restored, 0, 0, 0, why, sizeof why) : CX_ENOMEM;
-    if (lrc != 0) {
-        if (lrc != CX_ENOTFOUND)
-            cx_warn("no usable local checkpoint: %s", why);
-        free(L->restored);
-        L->restored = NULL;
-    } else {
-        if (L->restored->learner != o->id) {
-            cx_warn("local checkpoint belongs to learner %lld, not %lld; ignoring it",
-                    (long long)L->restored->learner, (long long)o->id);
-            ckpt_learner_cleanup(L->restored);
-            free(L->restored);
-            L->restored = NULL;
-        } else {
-            L->incarnation = L->restored->incarnation;
-            L->step = L->restored->step;
-        }
-    }
+    load_local_checkpoint(L);
     if ((rc = learner_join(L, L->http, 1, err, errlen)) != 0)
         goto out;
     if ((rc = learner_pull_all(L)) != 0) {
@@ -402,24 +436,6 @@ out:
     pthread_mutex_unlock(&L->mu);
     if (hb_started)
         pthread_join(hb, NULL);
-    ckpt_writer_free(L->ckw); /* an error path: the write in progress finishes */
-    if (L->restored) {
-        ckpt_learner_cleanup(L->restored);
-        free(L->restored);
-    }
-    cx_http_client_free(L->http);
-    model_free(L->m);
-    adamw_free(L->opt);
-    data_shard_free(L->shard);
-    data_source_free(L->src);
-    fragment_table_free(L->ft);
-    free(L->gcopy), free(L->gver), free(L->seen_ver);
-    free(L->ef), free(L->ef_next), free(L->ef_off);
-    free(L->base), free(L->scratch), free(L->wire), free(L->base_version), free(L->frag_steps);
-    free(L->frag_tokens), free(L->inflight), free(L->pending), free(L->in), free(L->tg);
-    free(L->apply_at), free(L->wait_done), free(L->late_round);
-    pthread_cond_destroy(&L->cv);
-    pthread_mutex_destroy(&L->mu);
-    free(L);
+    learner_free(L);
     return rc;
 }

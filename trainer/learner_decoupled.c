@@ -49,6 +49,150 @@
 
 /* ---- learner: decoupled (comm thread) ---- */
 
+/* comm_main, step 1: rejoin (when the syncer no longer knows this
+ * incarnation) and hand every fragment to the main thread through the
+ * inbox (reset_all); on a failed pull pull_all stays set and it is tried
+ * again. Returns 1 when the thread must leave (the rejoin failed, or the
+ * syncer has been silent past give_up_s), else 0. */
+static int comm_resync(learner *L, cx_http_client *c, int rejoin, float *buf, int64_t *awaiting)
+{
+    char err[CX_ERRLEN];
+    if (rejoin && learner_join(L, c, 0, err, sizeof err) != 0) {
+        cx_error("rejoin failed: %s", err);
+        pthread_mutex_lock(&L->mu);
+        L->fatal = 1;
+        pthread_mutex_unlock(&L->mu);
+        return 1;
+    }
+    int ok = 1;
+    frag_msg got[MAX_QUEUE];
+    int ng = 0;
+    for (int p = 0; p < L->P && ok; p++) {
+        int64_t v;
+        size_t len = fragment_length(L->ft, p);
+        int rc = learner_pull_one(L, c, p, -1, 0, buf, &v);
+        if (rc != 1) {
+            ok = 0;
+            break;
+        }
+        got[ng] = (frag_msg){p, v, 0, 0, malloc(len * 4), len * 4, 0, -1};
+        if (got[ng].buf)
+            memcpy(got[ng].buf, buf, len * 4);
+        ng++;
+    }
+    pthread_mutex_lock(&L->mu);
+    if (ok) {
+        for (int i = 0; i < L->n_in; i++)
+            free(L->inbox[i].buf);
+        for (int i = 0; i < ng; i++)
+            L->inbox[i] = got[i];
+        L->n_in = ng;
+        L->reset_all = 1;
+        pthread_cond_broadcast(&L->cv);
+        L->pull_all = 0;
+        for (int p = 0; p < L->P; p++)
+            awaiting[p] = -1;
+    } else {
+        for (int i = 0; i < ng; i++)
+            free(got[i].buf);
+        L->pull_all = 1; /* e.g. 503 while the syncer rebuilds: pull again */
+    }
+    pthread_mutex_unlock(&L->mu);
+    if (!ok && learner_gave_up(L))
+        return 1;
+    if (!ok)
+        cx_sleep_ms(200);
+    return 0;
+}
+
+/* comm_main, step 2: POST the contribution m took from the outbox (frees
+ * its buffer) and note what to wait for: the version its round merges
+ * into, anything newer than its base, or nothing (refused: the fragment
+ * is no longer in flight). Returns 1 when the thread must leave. */
+static int comm_send(learner *L, cx_http_client *c, frag_msg *m, int64_t *awaiting)
+{
+    int64_t into;
+    int late;
+    int status = learner_post_contribution(L, c, m, &into, &late);
+    free(m->buf);
+    pthread_mutex_lock(&L->mu);
+    L->sending = 0;
+    L->late_round[m->p] = status != 202 || late || into < 0; /* no round to wait for at s + tau */
+    if (status == 202 && into > m->version)
+        awaiting[m->p] = into - 1; /* the version our round merges into, which holds our work */
+    else if (status == 202 || status == 409)
+        awaiting[m->p] = m->version; /* refused as stale, or no round said: anything newer */
+    else {
+        if (L->inflight[m->p]) {
+            L->inflight[m->p] = 0;
+            L->n_inflight--;
+        }
+    }
+    pthread_mutex_unlock(&L->mu);
+    return status == 0 && learner_gave_up(L);
+}
+
+/* comm_main, step 3: nothing to send or wait for: sleep on L->cv (100 ms
+ * at most) unless work came in meanwhile. */
+static void comm_idle(learner *L)
+{
+    pthread_mutex_lock(&L->mu);
+    if (L->n_out == 0 && !L->comm_stop && !L->need_rejoin && !L->pull_all) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&L->cv, &L->mu, &ts);
+    }
+    pthread_mutex_unlock(&L->mu);
+}
+
+/* comm_main, step 4: one long poll of GET /v1/versions on the merge
+ * counter for every fragment awaited, then fetch those that moved past
+ * what they wait for into the inbox. */
+static void comm_poll(learner *L, cx_http_client *c, int64_t *seen_merges, int64_t *awaiting, float *buf)
+{
+    char path[96];
+    cx_http_result r;
+    int64_t vers[FRAGMENT_MAX < 256 ? FRAGMENT_MAX : 256];
+    int nv = 0;
+    snprintf(path, sizeof path, "/v1/versions?merges-above=%lld&wait-ms=50", (long long)*seen_merges);
+    cx_http_result_init(&r);
+    if (learner_call(L, c, "GET", path, NULL, NULL, 0, NULL, HTTP_TIMEOUT_MS, &r) == 0 && r.status == 200) {
+        json_t *j = json_loadb(r.body.data, r.body.len, 0, NULL);
+        json_t *va = json_object_get(j, "versions");
+        *seen_merges = json_integer_value(json_object_get(j, "merges"));
+        for (size_t i = 0; i < json_array_size(va) && nv < 256; i++)
+            vers[nv++] = json_integer_value(json_array_get(va, i));
+        json_decref(j);
+    }
+    cx_http_result_cleanup(&r);
+    for (int p = 0; p < L->P && p < nv; p++) {
+        if (vers[p] > L->seen_ver[p])
+            L->seen_ver[p] = vers[p]; /* published: a rebuild goes above it */
+        if (awaiting[p] < 0 || vers[p] <= awaiting[p])
+            continue;
+        int64_t v = L->gver[p];
+        if (vers[p] <= L->gver[p]) /* our copy is already that new (after a resync) */
+            fragment_gather(L->ft, p, L->gcopy, buf);
+        else if (learner_pull_one(L, c, p, L->gver[p], 0, buf, &v) != 1)
+            continue;
+        size_t len = fragment_length(L->ft, p);
+        frag_msg in = {p, v, 0, 0, malloc(len * 4), len * 4, 0, -1};
+        if (in.buf)
+            memcpy(in.buf, buf, len * 4);
+        pthread_mutex_lock(&L->mu);
+        if (L->n_in < MAX_QUEUE && in.buf)
+            L->inbox[L->n_in++] = in;
+        else
+            free(in.buf);
+        pthread_cond_broadcast(&L->cv); /* an overlap wait may be for it */
+        pthread_mutex_unlock(&L->mu);
+        awaiting[p] = -1;
+    }
+}
+
 static void *comm_main(void *arg)
 {
     learner *L = arg;
@@ -59,7 +203,6 @@ static void *comm_main(void *arg)
         if (fragment_length(L->ft, p) > maxlen)
             maxlen = fragment_length(L->ft, p);
     float *buf = malloc(maxlen * sizeof(float));
-    char err[CX_ERRLEN];
     int64_t seen_merges = 0; /* merge counter at our last look */
     if (!c || !awaiting || !buf) {
         pthread_mutex_lock(&L->mu);
@@ -95,74 +238,12 @@ static void *comm_main(void *arg)
         }
 
         if (rejoin || pull) {
-            /* rejoin (if needed) and hand every fragment to the main thread */
-            if (rejoin && learner_join(L, c, 0, err, sizeof err) != 0) {
-                cx_error("rejoin failed: %s", err);
-                pthread_mutex_lock(&L->mu);
-                L->fatal = 1;
-                pthread_mutex_unlock(&L->mu);
+            if (comm_resync(L, c, rejoin, buf, awaiting))
                 break;
-            }
-            int ok = 1;
-            frag_msg got[MAX_QUEUE];
-            int ng = 0;
-            for (int p = 0; p < L->P && ok; p++) {
-                int64_t v;
-                size_t len = fragment_length(L->ft, p);
-                int rc = learner_pull_one(L, c, p, -1, 0, buf, &v);
-                if (rc != 1) {
-                    ok = 0;
-                    break;
-                }
-                got[ng] = (frag_msg){p, v, 0, 0, malloc(len * 4), len * 4, 0, -1};
-                if (got[ng].buf)
-                    memcpy(got[ng].buf, buf, len * 4);
-                ng++;
-            }
-            pthread_mutex_lock(&L->mu);
-            if (ok) {
-                for (int i = 0; i < L->n_in; i++)
-                    free(L->inbox[i].buf);
-                for (int i = 0; i < ng; i++)
-                    L->inbox[i] = got[i];
-                L->n_in = ng;
-                L->reset_all = 1;
-                pthread_cond_broadcast(&L->cv);
-                L->pull_all = 0;
-                for (int p = 0; p < L->P; p++)
-                    awaiting[p] = -1;
-            } else {
-                for (int i = 0; i < ng; i++)
-                    free(got[i].buf);
-                L->pull_all = 1; /* e.g. 503 while the syncer rebuilds: pull again */
-            }
-            pthread_mutex_unlock(&L->mu);
-            if (!ok && learner_gave_up(L))
-                break;
-            if (!ok)
-                cx_sleep_ms(200);
             continue;
         }
         if (have) {
-            int64_t into;
-            int late;
-            int status = learner_post_contribution(L, c, &m, &into, &late);
-            free(m.buf);
-            pthread_mutex_lock(&L->mu);
-            L->sending = 0;
-            L->late_round[m.p] = status != 202 || late || into < 0; /* no round to wait for at s + tau */
-            if (status == 202 && into > m.version)
-                awaiting[m.p] = into - 1; /* the version our round merges into, which holds our work */
-            else if (status == 202 || status == 409)
-                awaiting[m.p] = m.version; /* refused as stale, or no round said: anything newer */
-            else {
-                if (L->inflight[m.p]) {
-                    L->inflight[m.p] = 0;
-                    L->n_inflight--;
-                }
-            }
-            pthread_mutex_unlock(&L->mu);
-            if (status == 0 && learner_gave_up(L))
+            if (comm_send(L, c, &m, awaiting))
                 break;
             continue;
         }
@@ -172,59 +253,10 @@ static void *comm_main(void *arg)
         for (int p = 0; p < L->P; p++)
             n_await += awaiting[p] >= 0;
         if (n_await == 0) {
-            pthread_mutex_lock(&L->mu);
-            if (L->n_out == 0 && !L->comm_stop && !L->need_rejoin && !L->pull_all) {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_nsec += 100 * 1000000L;
-                ts.tv_sec += ts.tv_nsec / 1000000000L;
-                ts.tv_nsec %= 1000000000L;
-                pthread_cond_timedwait(&L->cv, &L->mu, &ts);
-            }
-            pthread_mutex_unlock(&L->mu);
+            comm_idle(L);
             continue;
         }
-        {
-            char path[96];
-            cx_http_result r;
-            int64_t vers[FRAGMENT_MAX < 256 ? FRAGMENT_MAX : 256];
-            int nv = 0;
-            snprintf(path, sizeof path, "/v1/versions?merges-above=%lld&wait-ms=50", (long long)seen_merges);
-            cx_http_result_init(&r);
-            if (learner_call(L, c, "GET", path, NULL, NULL, 0, NULL, HTTP_TIMEOUT_MS, &r) == 0 &&
-                r.status == 200) {
-                json_t *j = json_loadb(r.body.data, r.body.len, 0, NULL);
-                json_t *va = json_object_get(j, "versions");
-                seen_merges = json_integer_value(json_object_get(j, "merges"));
-                for (size_t i = 0; i < json_array_size(va) && nv < 256; i++)
-                    vers[nv++] = json_integer_value(json_array_get(va, i));
-                json_decref(j);
-            }
-            cx_http_result_cleanup(&r);
-            for (int p = 0; p < L->P && p < nv; p++) {
-                if (vers[p] > L->seen_ver[p])
-                    L->seen_ver[p] = vers[p]; /* published: a rebuild goes above it */
-                if (awaiting[p] < 0 || vers[p] <= awaiting[p])
-                    continue;
-                int64_t v = L->gver[p];
-                if (vers[p] <= L->gver[p]) /* our copy is already that new (after a resync) */
-                    fragment_gather(L->ft, p, L->gcopy, buf);
-                else if (learner_pull_one(L, c, p, L->gver[p], 0, buf, &v) != 1)
-                    continue;
-                size_t len = fragment_length(L->ft, p);
-                frag_msg in = {p, v, 0, 0, malloc(len * 4), len * 4, 0, -1};
-                if (in.buf)
-                    memcpy(in.buf, buf, len * 4);
-                pthread_mutex_lock(&L->mu);
-                if (L->n_in < MAX_QUEUE && in.buf)
-                    L->inbox[L->n_in++] = in;
-                else
-                    free(in.buf);
-                pthread_cond_broadcast(&L->cv); /* an overlap wait may be for it */
-                pthread_mutex_unlock(&L->mu);
-                awaiting[p] = -1;
-            }
-        }
+        comm_poll(L, c, &seen_merges, awaiting, buf);
         if (learner_gave_up(L))
             break;
     }

@@ -1,8 +1,8 @@
 /* learner_join.c - the learner's link to the syncer: calls with give-up,
  * building the model from the joined config, join and rejoin, pulls.
  *
- * What it is: call/call_json (retried until an answer or give_up_s of
- * silence), the HTTP client, build (model, optimizer, data shard, fragment
+ * What it is: learner_call/learner_call_json (retried until an answer or
+ * give_up_s of silence), the HTTP client, build (model, optimizer, data shard, fragment
  * table from the config the join returns), the restore of a local
  * checkpoint, the "holds" report and the upload a rebuilding syncer asks
  * for, POST /v1/join, and fragment pulls (full or delta chains, checked by

@@ -267,28 +267,13 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
+/* ---- syncer: start-up steps (syncer_new) ----
+ * Each fills its part of s and returns 0, or -1 with err filled; on -1
+ * syncer_new frees the partial syncer (syncer_free copes with any prefix). */
+
+/* The credential store of o (or --insecure-no-auth). */
+static int new_credentials(syncer *s, const syncer_opts *o, char *err, size_t errlen)
 {
-    syncer *s = calloc(1, sizeof *s);
-    char path[1200];
-    if (!s) {
-        cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-        return NULL;
-    }
-    s->cfg = o->cfg;
-    s->start_ms = cx_mono_ms();
-    s->eval_loss = NAN;
-    s->ddp_mean_step = -1;
-    snprintf(s->state_dir, sizeof s->state_dir, "%s", o->state_dir);
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->frag_cv, NULL);
-    pthread_cond_init(&s->step_cv, NULL);
-    pthread_cond_init(&s->tick_cv, NULL);
-    pthread_cond_init(&s->work_cv, NULL);
-    for (int i = 0; i < MAX_LEARNERS; i++)
-        s->learners[i].id = -1;
-    if (cx_mkdir_p(o->state_dir, err, errlen) != 0)
-        goto fail;
     s->insecure = o->insecure_no_auth;
     if (!s->insecure) {
         char cdir[1200];
@@ -298,34 +283,40 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
             /* secure by default: the first start makes them, restarts keep them */
             snprintf(cdir, sizeof cdir, "%s/credentials", o->state_dir);
             if (cred_dir_create(cdir, s->cfg.learners, err, errlen) != 0)
-                goto fail;
+                return -1;
         }
         s->creds = cred_store_load(cdir, err, errlen);
         if (!s->creds)
-            goto fail;
+            return -1;
         cx_info("credentials: %s (%d learners, admin%s)", cdir, cred_store_learners(s->creds), "");
     } else {
         cx_warn("--insecure-no-auth: every caller may act as any learner or the admin");
     }
+    return 0;
+}
 
+/* The eval model (whose init params are the initial theta), the fragment
+ * table, the merge workspace, the data source. */
+static int new_model(syncer *s, char *err, size_t errlen)
+{
     model_config mc;
     config_model_config(&s->cfg, INT64_MAX, &mc); /* the eval set: chunks of the cap */
     s->eval_model = model_new(config_model_name(s->cfg.model), &mc, (uint64_t)s->cfg.seed, err, errlen);
     if (!s->eval_model)
-        goto fail;
+        return -1;
     s->n = model_num_params(s->eval_model);
     s->P = (int)s->cfg.fragments;
     s->ft =
         fragment_table_new(model_tensors(s->eval_model), model_num_tensors(s->eval_model), s->P, err, errlen);
     if (!s->ft)
-        goto fail;
+        return -1;
     size_t max_frag = 1;
     for (int p = 0; p < s->P; p++)
         if (fragment_length(s->ft, p) > max_frag)
             max_frag = fragment_length(s->ft, p);
     s->mws = merge_ws_new(max_frag, MAX_LEARNERS, err, errlen);
     if (!s->mws)
-        goto fail;
+        return -1;
 
     data_config dc;
     data_config_default(&dc);
@@ -333,8 +324,16 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
     dc.seed = (uint64_t)s->cfg.seed;
     s->data = data_source_new(&dc, err, errlen);
     if (!s->data)
-        goto fail;
+        return -1;
     s->entropy_floor = data_entropy_rate(s->data);
+    return 0;
+}
+
+/* The eval set and the global state's buffers: theta (the model's init),
+ * momentum, versions, rounds, delta history, per-learner tables, rebuild
+ * records; in ddp modes the AdamW state and the step buffers. */
+static int new_state(syncer *s, char *err, size_t errlen)
+{
     size_t cap = data_eval_capacity(s->data, (int)s->cfg.context);
     s->eval_n = (int)((size_t)s->cfg.eval_tokens < cap ? (size_t)s->cfg.eval_tokens : cap);
     s->eval_in = malloc((size_t)s->eval_n * (size_t)s->cfg.context);
@@ -348,15 +347,14 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
     s->own_ver = malloc((size_t)MAX_LEARNERS * (size_t)s->P * sizeof *s->own_ver);
     s->rbf = calloc((size_t)s->P, sizeof *s->rbf);
     s->rb_rep = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->rb_rep);
-    s->on_lost_state = o->on_lost_state;
     if (!s->eval_in || !s->eval_tg || !s->theta || !s->momentum || !s->versions || !s->rounds || !s->hist ||
         !s->pull_step || !s->own_ver || !s->rbf || !s->rb_rep) {
         cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-        goto fail;
+        return -1;
     }
     if (data_eval_examples(s->data, (int)s->cfg.context, (size_t)s->eval_n, s->eval_in, s->eval_tg, err,
                            errlen))
-        goto fail;
+        return -1;
     memcpy(s->theta, model_params(s->eval_model), s->n * sizeof(float));
     for (int p = 0; p < s->P; p++) {
         merge_ema_init(&s->rounds[p].t_quorum, 0.2);
@@ -371,7 +369,7 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
         for (int p = 0; p < s->P; p++)
             if (!(s->hist[p].resid = calloc(fragment_length(s->ft, p), sizeof(float)))) {
                 cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-                goto fail;
+                return -1;
             }
     if (is_ddp(s)) {
         adamw_config ac;
@@ -379,7 +377,7 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
         ac.weight_decay = (float)s->cfg.weight_decay;
         s->opt = adamw_new(s->n, &ac, err, errlen);
         if (!s->opt)
-            goto fail;
+            return -1;
         for (int i = 0; i < model_num_tensors(s->eval_model); i++) {
             const model_tensor *t = model_tensor_get(s->eval_model, i);
             adamw_set_decay(s->opt, t->offset, t->length, t->weight_decay, NULL, 0);
@@ -389,16 +387,24 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
         s->ddp_mean_wire = malloc(s->n * 4);
         if (!s->ddp_sum || !s->ddp_mean || !s->ddp_mean_wire) {
             cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-            goto fail;
+            return -1;
         }
     }
-    snprintf(path, sizeof path, "%s/events.jsonl", o->state_dir);
+    return 0;
+}
+
+/* Open the event log, restore the newest valid checkpoint, bump the
+ * versions above merges logged after it, log the start, eval once. */
+static int new_restore(syncer *s, const char *state_dir, char *err, size_t errlen)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/events.jsonl", state_dir);
     s->ev = events_new(path, 65536, err, errlen);
     if (!s->ev)
-        goto fail;
+        return -1;
     int restored = syncer_restore(s, err, errlen);
     if (restored < 0)
-        goto fail;
+        return -1;
     for (int p = 0; p < s->P; p++)
         s->rbf[p].ckpt_version = s->versions[p];
     int64_t before_bump = 0;
@@ -421,17 +427,23 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
     cx_info("model %s params=%zu fragments=%d data=%s loss_floor=%.4f nats order0=%.3f order1=%.3f bits/byte",
             model_kind(s->eval_model), s->n, s->P, data_source_describe(s->data), s->entropy_floor, h0, h1);
     syncer_run_eval(s);
+    return 0;
+}
 
+/* Listen, write listen.addr, start the ticker and worker threads. */
+static int new_serve(syncer *s, const syncer_opts *o, char *err, size_t errlen)
+{
+    char path[1200];
     if (syncer_api_listen(s, o, err, errlen) != 0)
-        goto fail;
+        return -1;
     char addr[64];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", cx_http_server_port(s->http));
     snprintf(path, sizeof path, "%s/listen.addr", o->state_dir);
     if (cx_file_write_atomic(path, addr, strlen(addr), err, errlen) != 0)
-        goto fail;
+        return -1;
     if (pthread_create(&s->ticker, NULL, ticker_main, s) != 0) {
         cx_fail(err, errlen, CX_ESYS, "cannot start the ticker thread");
-        goto fail;
+        return -1;
     }
     if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
         pthread_mutex_lock(&s->mu);
@@ -440,11 +452,40 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
         pthread_mutex_unlock(&s->mu);
         pthread_join(s->ticker, NULL);
         cx_fail(err, errlen, CX_ESYS, "cannot start the worker thread");
-        goto fail;
+        return -1;
     }
     s->ticker_started = 1;
     cx_info("listening on %s (mode %s, %lld learners expected)", addr, mode_name(s),
             (long long)s->cfg.learners);
+    return 0;
+}
+
+syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
+{
+    syncer *s = calloc(1, sizeof *s);
+    if (!s) {
+        cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->cfg = o->cfg;
+    s->start_ms = cx_mono_ms();
+    s->eval_loss = NAN;
+    s->ddp_mean_step = -1;
+    snprintf(s->state_dir, sizeof s->state_dir, "%s", o->state_dir);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->frag_cv, NULL);
+    pthread_cond_init(&s->step_cv, NULL);
+    pthread_cond_init(&s->tick_cv, NULL);
+    pthread_cond_init(&s->work_cv, NULL);
+    for (int i = 0; i < MAX_LEARNERS; i++)
+        s->learners[i].id = -1;
+    if (cx_mkdir_p(o->state_dir, err, errlen) != 0)
+        goto fail;
+    s->on_lost_state = o->on_lost_state;
+    if (new_credentials(s, o, err, errlen) != 0 || new_model(s, err, errlen) != 0 ||
+        new_state(s, err, errlen) != 0 || new_restore(s, o->state_dir, err, errlen) != 0 ||
+        new_serve(s, o, err, errlen) != 0)
+        goto fail;
     return s;
 fail:
     syncer_free(s);

@@ -167,6 +167,82 @@ static uint8_t *delta_chain(syncer *s, int p, int64_t from, int64_t cur, size_t 
     return body;
 }
 
+/* h_fragment_get, step 1: the query ?newer-than=V&wait-ms=T&delta=0|1&resync=0|1
+ * into the out parameters (left as they are when absent). 0, or -1 with a
+ * 400 in resp. */
+static int fragment_get_query(const cx_http_req *req, cx_http_resp *resp, int64_t *newer, int64_t *wait_ms,
+                              int64_t *want_delta, int64_t *resync)
+{
+    char why[CX_ERRLEN];
+    const char *q;
+    if ((q = cx_http_query(req, "newer-than")) &&
+        cx_parse_i64(q, "newer-than", 0, INT64_MAX / 2, newer, why, sizeof why) != 0) {
+        cx_http_reply_error(resp, 400, "%s", why);
+        return -1;
+    }
+    if ((q = cx_http_query(req, "wait-ms")) &&
+        cx_parse_i64(q, "wait-ms", 0, LONG_POLL_MAX_MS, wait_ms, why, sizeof why) != 0) {
+        cx_http_reply_error(resp, 400, "%s", why);
+        return -1;
+    }
+    if (query_flag(req, "delta", want_delta, why, sizeof why) != 0 ||
+        query_flag(req, "resync", resync, why, sizeof why) != 0) {
+        cx_http_reply_error(resp, 400, "%s", why);
+        return -1;
+    }
+    if (*want_delta && *newer < 0) {
+        cx_http_reply_error(resp, 400, "delta=1 needs newer-than=V (the version the learner holds)");
+        return -1;
+    }
+    return 0;
+}
+
+/* h_fragment_get, step 2: the long poll: wait (mu held, released while
+ * waiting) until fragment p is newer than `newer`, wait_ms pass or the
+ * syncer stops. */
+static void fragment_wait_newer(syncer *s, int64_t p, int64_t newer, int64_t wait_ms)
+{
+    int64_t end = cx_mono_ms() + wait_ms;
+    while (!s->stopping && s->versions[p] <= newer) {
+        int64_t left = end - cx_mono_ms();
+        if (left <= 0)
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t w = left > 200 ? 200 : left; /* re-check: the realtime clock may be skewed */
+        ts.tv_nsec += (long)(w % 1000) * 1000000L;
+        ts.tv_sec += w / 1000 + ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&s->frag_cv, &s->mu, &ts);
+    }
+}
+
+/* h_fragment_get, step 3: a pull by a current learner (h names it) of
+ * fragment p at version: its step at the pull (claim_check's bound) and
+ * whether the merged value holds its own pending contribution. 1 when it
+ * was recorded (the pull event is due), 0 for an anonymous or stale
+ * caller (mu held). */
+static int fragment_note_pull(syncer *s, int64_t p, const proto_hdr *h, int64_t version)
+{
+    int record = 0;
+    if (h->learner >= 0 && h->incarnation > 0) {
+        int slot;
+        if (syncer_check_learner(s, h->learner, h->incarnation, &slot) == PROTO_OK) {
+            syncer_touch(s, slot);
+            s->pull_step[slot * s->P + p] = s->learners[slot].step;
+            record = 1;
+            /* a merged value it takes after contributing to p: does it hold its own work? */
+            int64_t *own = &s->own_ver[slot * s->P + p];
+            if (*own >= 0) {
+                s->learners[slot].adopted++;
+                s->learners[slot].adopted_own += *own > 0 && *own <= version;
+                *own = -1;
+            }
+        }
+    }
+    return record;
+}
+
 /* The current fragment p: full f32, or with ?newer-than=V&delta=1 the
  * chain of encoded deltas V+1..current when it is kept (see
  * docs/internals/syncer.md "Downstream deltas"). */
@@ -176,30 +252,12 @@ int h_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     int64_t p, newer = -1, wait_ms = 0, want_delta = 0, resync = 0;
     char why[CX_ERRLEN];
     proto_hdr h;
-    const char *q;
     if (syncer_path_int(req->params[0], s->P - 1, &p) != 0) {
         cx_http_reply_error(resp, 404, "no fragment '%s' (fragments are 0..%d)", req->params[0], s->P - 1);
         return 0;
     }
-    if ((q = cx_http_query(req, "newer-than")) &&
-        cx_parse_i64(q, "newer-than", 0, INT64_MAX / 2, &newer, why, sizeof why) != 0) {
-        cx_http_reply_error(resp, 400, "%s", why);
+    if (fragment_get_query(req, resp, &newer, &wait_ms, &want_delta, &resync) != 0)
         return 0;
-    }
-    if ((q = cx_http_query(req, "wait-ms")) &&
-        cx_parse_i64(q, "wait-ms", 0, LONG_POLL_MAX_MS, &wait_ms, why, sizeof why) != 0) {
-        cx_http_reply_error(resp, 400, "%s", why);
-        return 0;
-    }
-    if (query_flag(req, "delta", &want_delta, why, sizeof why) != 0 ||
-        query_flag(req, "resync", &resync, why, sizeof why) != 0) {
-        cx_http_reply_error(resp, 400, "%s", why);
-        return 0;
-    }
-    if (want_delta && newer < 0) {
-        cx_http_reply_error(resp, 400, "delta=1 needs newer-than=V (the version the learner holds)");
-        return 0;
-    }
     /* Learner headers are optional here: with them the pull is recorded. */
     if (proto_hdr_parse(&h, syncer_req_header, req, 0, why, sizeof why) != 0)
         h.learner = h.incarnation = -1;
@@ -210,21 +268,8 @@ int h_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         return 0;
     }
     pthread_mutex_lock(&s->mu);
-    if (newer >= 0 && wait_ms > 0) {
-        int64_t end = cx_mono_ms() + wait_ms;
-        while (!s->stopping && s->versions[p] <= newer) {
-            int64_t left = end - cx_mono_ms();
-            if (left <= 0)
-                break;
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            int64_t w = left > 200 ? 200 : left; /* re-check: the realtime clock may be skewed */
-            ts.tv_nsec += (long)(w % 1000) * 1000000L;
-            ts.tv_sec += w / 1000 + ts.tv_nsec / 1000000000L;
-            ts.tv_nsec %= 1000000000L;
-            pthread_cond_timedwait(&s->frag_cv, &s->mu, &ts);
-        }
-    }
+    if (newer >= 0 && wait_ms > 0)
+        fragment_wait_newer(s, p, newer, wait_ms);
     if (rebuild_gate(s, resp) || rebuild_stale_pull(s, &h, resp)) {
         pthread_mutex_unlock(&s->mu);
         free(tmp);
@@ -245,22 +290,7 @@ int h_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     int chain_n = 0;
     if (want_delta && !resync)
         chain = delta_chain(s, (int)p, newer, version, &chain_len, &chain_n, &reason);
-    int record = 0;
-    if (h.learner >= 0 && h.incarnation > 0) {
-        int slot;
-        if (syncer_check_learner(s, h.learner, h.incarnation, &slot) == PROTO_OK) {
-            syncer_touch(s, slot);
-            s->pull_step[slot * s->P + p] = s->learners[slot].step;
-            record = 1;
-            /* a merged value it takes after contributing to p: does it hold its own work? */
-            int64_t *own = &s->own_ver[slot * s->P + p];
-            if (*own >= 0) {
-                s->learners[slot].adopted++;
-                s->learners[slot].adopted_own += *own > 0 && *own <= version;
-                *own = -1;
-            }
-        }
-    }
+    int record = fragment_note_pull(s, p, &h, version);
     if (chain) {
         s->bytes_out += (int64_t)chain_len;
         s->bytes_out_delta += (int64_t)chain_len;

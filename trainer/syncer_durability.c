@@ -1,10 +1,11 @@
 /* syncer_durability.c - the syncer's durability: eval of the global
  * model, checkpoints, and the restore at start-up.
  *
- * What it is: run_eval and write_checkpoint (snapshot under s->mu, work
- * outside it; the worker thread in syncer.c calls them), restore of the
- * newest valid checkpoint, the version bump above merges logged after it,
- * and the start log line that says what the state dir held. What it is
+ * What it is: syncer_run_eval and syncer_write_checkpoint (snapshot under
+ * s->mu, work outside it; the worker thread in syncer.c calls them),
+ * restore of the newest valid checkpoint, the version bump above merges
+ * logged after it, and the start log line that says what the state dir
+ * held. What it is
  * not: the checkpoint format (trainer/checkpoint.c) nor the rebuild from the
  * learners (syncer_rebuild.c).
  */
@@ -144,7 +145,7 @@ int syncer_restore(syncer *s, char *err, size_t errlen)
     ckpt_syncer c;
     char why[CX_ERRLEN];
     int rc = ckpt_syncer_load(s->state_dir, &c, s->n, s->P, fragment_table_digest(s->ft), why, sizeof why);
-    s->start = START_FRESH; /* START_LOST is told from the event log later (start_log) */
+    s->start = START_FRESH; /* START_LOST is told from the event log later (syncer_start_log) */
     if (rc == CX_ENOTFOUND)
         return 0;
     if (rc == CX_ECORRUPT) {

@@ -187,7 +187,7 @@ extern const char *const syncer_rebuild_state_names[]; /* syncer_rebuild.c */
 typedef struct rb_frag {
     int64_t
         ckpt_version; /* version syncer_restore() found (0 without checkpoint): reports above it are newer */
-    int64_t start_version; /* version after bump_versions: while unchanged, ckpt_version is the bar */
+    int64_t start_version; /* version after syncer_bump_versions: while unchanged, ckpt_version is the bar */
     int64_t max_reported;  /* highest version any learner reported (published at some point) */
     int64_t want_version;  /* newest reported copy above the bar (0 none) */
     int64_t want_learner;  /* who reported it */

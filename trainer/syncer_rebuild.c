@@ -4,7 +4,7 @@
  * What it is: the rebuild state machine drawn below, the report a learner
  * makes at join (rebuild_join, called from syncer_learners.c), the 503 gate
  * of reads and contributions while it runs, and POST
- * /v1/fragments/{p}/state. What it is not: what restore() found at start
+ * /v1/fragments/{p}/state. What it is not: what syncer_restore() found at start
  * (syncer_durability.c).
  */
 #include <assert.h>

@@ -210,20 +210,12 @@ int64_t syncer_schedule_step_now(const syncer *s, int except, int64_t now)
     return n ? (int64_t)llround(sum / n) : 0;
 }
 
-/* Merge what round p holds (mu held). Contributions of absent learners get
- * no weight; returns 0 when merged, 1 when nothing was mergeable (round stays
- * open). */
-static int round_merge(syncer *s, int p, const char *why)
+/* round_merge, step 1: the contributions of round p that still count
+ * (their learner is not absent and has not rejoined since) into mc[], their
+ * index in r->c into idx[]; returns how many (mu held). */
+static int round_mergeable(syncer *s, frag_round *r, merge_contrib *mc, int *idx)
 {
-    frag_round *r = &s->rounds[p];
-    size_t len = fragment_length(s->ft, p);
-    merge_contrib mc[MAX_LEARNERS];
-    int idx[MAX_LEARNERS];
-    double w[MAX_LEARNERS];
     int k = 0;
-    int64_t t0 = cx_mono_ns();
-    char err[CX_ERRLEN];
-
     for (int i = 0; i < r->n; i++) {
         learner_rec *l = &s->learners[r->c[i].slot];
         if (l->state == LS_ABSENT || l->incarnation != r->c[i].incarnation)
@@ -233,8 +225,19 @@ static int round_merge(syncer *s, int p, const char *why)
         mc[k].steps = (uint64_t)r->c[i].steps;
         idx[k++] = i;
     }
-    if (k == 0)
-        return 1;
+    return k;
+}
+
+/* round_merge, step 2: merge the k contributions mc[] into fragment p's Θ
+ * and momentum with the run's rule and weighting, quantize the update
+ * (downstream_encode); w[] gets their weights, *norm the update's norm,
+ * *scale the share of the outer step applied. 0, or 1 when the merge
+ * failed (Θ untouched) (mu held). */
+static int round_apply(syncer *s, int p, const merge_contrib *mc, int k, double *w, double *norm_out,
+                       double *scale_out)
+{
+    size_t len = fragment_length(s->ft, p);
+    char err[CX_ERRLEN];
     merge_rule rule = MERGE_RULE_MEAN;
     merge_weighting weighting = MERGE_WEIGHTS_UNIFORM;
     if (s->cfg.mode == CONFIG_MODE_DECOUPLED) {
@@ -271,6 +274,7 @@ static int round_merge(syncer *s, int p, const char *why)
         memcpy(old, th, len * sizeof *old);
     float lr = (float)s->cfg.outer_lr, mu = (float)s->cfg.outer_momentum;
     double norm = 0.0;
+    *scale_out = scale;
     int rc = merge_apply(s->mws, th, mo, s->ft, p, mc, k, rule, weighting, scale, lr, mu, w, &norm, err,
                          sizeof err);
     if (rc != 0 && weighting == MERGE_WEIGHTS_TOKEN) /* all steps 0: fall back to uniform */
@@ -285,28 +289,15 @@ static int round_merge(syncer *s, int p, const char *why)
         fragment_scatter(s->ft, p, th, s->theta);
         fragment_scatter(s->ft, p, mo, s->momentum);
     }
+    *norm_out = norm;
+    return 0;
+}
 
-    int64_t version = ++s->versions[p];
-    json_t *parts = json_array();
-    int64_t ids[MAX_LEARNERS];
-    int64_t tokens = 0;
-    for (int j = 0; j < k; j++) {
-        contrib *c = &r->c[idx[j]];
-        ids[j] = c->learner;
-        tokens += c->tokens;
-        if (s->own_ver[c->slot * s->P + p] == 0) /* its pending contribution is in this version */
-            s->own_ver[c->slot * s->P + p] = version;
-        json_array_append_new(parts,
-                              json_pack("{s:I, s:I, s:f, s:I, s:I, s:I}", "learner", (json_int_t)c->learner,
-                                        "incarnation", (json_int_t)c->incarnation, "weight", w[j], "tokens",
-                                        (json_int_t)c->tokens, "steps", (json_int_t)c->steps, "base_version",
-                                        (json_int_t)c->base_version));
-    }
-    /* a contribution's tokens were trained on the whole model; this merge
-     * moves 1/P of it, so the run's merged-token count grows by tokens/P */
-    if (__builtin_add_overflow(s->tokens_frag_raw, tokens, &s->tokens_frag_raw))
-        s->tokens_frag_raw = INT64_MAX; /* unreachable with bounded claims; saturate, never wrap */
-    s->tokens_merged = s->tokens_frag_raw / s->P;
+/* round_merge, step 3: free every delta round p held, with a drop event for
+ * the ones that did not count (idx[k]: those that did), and in elastic
+ * diloco one for each expected learner missing at the deadline (mu held). */
+static void round_drops(syncer *s, int p, frag_round *r, const int *idx, int k, const char *why)
+{
     for (int i = 0; i < r->n; i++) {
         learner_rec *l = &s->learners[r->c[i].slot];
         int used = 0;
@@ -334,6 +325,47 @@ static int round_merge(syncer *s, int p, const char *why)
                                       (json_int_t)l->incarnation, "reason", "deadline", "fragment", p));
         }
     }
+}
+
+/* Merge what round p holds (mu held). Contributions of absent learners get
+ * no weight; returns 0 when merged, 1 when nothing was mergeable (round stays
+ * open). */
+static int round_merge(syncer *s, int p, const char *why)
+{
+    frag_round *r = &s->rounds[p];
+    merge_contrib mc[MAX_LEARNERS];
+    int idx[MAX_LEARNERS];
+    double w[MAX_LEARNERS];
+    int64_t t0 = cx_mono_ns();
+    int k = round_mergeable(s, r, mc, idx);
+    if (k == 0)
+        return 1;
+    double norm = 0.0, scale = 1.0;
+    if (round_apply(s, p, mc, k, w, &norm, &scale) != 0)
+        return 1;
+
+    int64_t version = ++s->versions[p];
+    json_t *parts = json_array();
+    int64_t ids[MAX_LEARNERS];
+    int64_t tokens = 0;
+    for (int j = 0; j < k; j++) {
+        contrib *c = &r->c[idx[j]];
+        ids[j] = c->learner;
+        tokens += c->tokens;
+        if (s->own_ver[c->slot * s->P + p] == 0) /* its pending contribution is in this version */
+            s->own_ver[c->slot * s->P + p] = version;
+        json_array_append_new(parts,
+                              json_pack("{s:I, s:I, s:f, s:I, s:I, s:I}", "learner", (json_int_t)c->learner,
+                                        "incarnation", (json_int_t)c->incarnation, "weight", w[j], "tokens",
+                                        (json_int_t)c->tokens, "steps", (json_int_t)c->steps, "base_version",
+                                        (json_int_t)c->base_version));
+    }
+    /* a contribution's tokens were trained on the whole model; this merge
+     * moves 1/P of it, so the run's merged-token count grows by tokens/P */
+    if (__builtin_add_overflow(s->tokens_frag_raw, tokens, &s->tokens_frag_raw))
+        s->tokens_frag_raw = INT64_MAX; /* unreachable with bounded claims; saturate, never wrap */
+    s->tokens_merged = s->tokens_frag_raw / s->P;
+    round_drops(s, p, r, idx, k, why);
     double sync_ms = (double)(cx_mono_ns() - t0) / 1e6;
     merge_ema_add(&r->t_sync, sync_ms);
     round_map_add(&r->map, r->id, version, k);
@@ -523,91 +555,85 @@ static proto_reason admit(syncer *s, int p, const proto_hdr *h, double l2, doubl
     return r != PROTO_OK ? r : norm_check(s, p, l2, mx, why, len);
 }
 
-int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+/* h_contribution, step 1: the fragment the path names (*pp), the headers
+ * (*h) and the body checked and decoded into a malloc'd *delta of the
+ * fragment's length (the caller owns it). 0, or -1 when resp already holds
+ * the refusal (counted as a reject where it is one). Takes no lock. */
+static int contribution_decode(syncer *s, const cx_http_req *req, cx_http_resp *resp, int64_t *pp,
+                               proto_hdr *h, float **delta_out)
 {
-    syncer *s = ctx;
-    int64_t p;
-    proto_hdr h;
     char why[CX_ERRLEN];
-    int slot;
-    if (syncer_path_int(req->params[0], s->P - 1, &p) != 0) {
+    if (syncer_path_int(req->params[0], s->P - 1, pp) != 0) {
         cx_http_reply_error(resp, 404, "no fragment '%s' (fragments are 0..%d)", req->params[0], s->P - 1);
-        return 0;
+        return -1;
     }
     if (is_ddp(s)) {
         cx_http_reply_error(
             resp, 409, "mode %s takes gradients at /v1/steps/{t}/gradients, not contributions", mode_name(s));
-        return 0;
+        return -1;
     }
-    if (proto_hdr_parse(&h, syncer_req_header, req, PROTO_NEED_CONTRIBUTION, why, sizeof why) != 0) {
-        reject(s, resp, PROTO_R_BAD_HEADER, h.learner, h.incarnation, p, why, 0);
-        return 0;
+    if (proto_hdr_parse(h, syncer_req_header, req, PROTO_NEED_CONTRIBUTION, why, sizeof why) != 0) {
+        reject(s, resp, PROTO_R_BAD_HEADER, h->learner, h->incarnation, *pp, why, 0);
+        return -1;
     }
-    if (h.fragment != p) {
+    if (h->fragment != *pp) {
         snprintf(why, sizeof why, "header %s is %lld but the path names fragment %lld", PROTO_H_FRAGMENT,
-                 (long long)h.fragment, (long long)p);
-        reject(s, resp, PROTO_R_BAD_HEADER, h.learner, h.incarnation, p, why, 0);
-        return 0;
+                 (long long)h->fragment, (long long)*pp);
+        reject(s, resp, PROTO_R_BAD_HEADER, h->learner, h->incarnation, *pp, why, 0);
+        return -1;
     }
-    size_t len = fragment_length(s->ft, (int)p);
-    size_t want = encoding_size((encoding_kind)h.encoding, len);
-    proto_reason r = proto_check_body(req->body, req->body_len, want, h.crc32c, why, sizeof why);
+    size_t len = fragment_length(s->ft, (int)*pp);
+    size_t want = encoding_size((encoding_kind)h->encoding, len);
+    proto_reason r = proto_check_body(req->body, req->body_len, want, h->crc32c, why, sizeof why);
     if (r != PROTO_OK) {
-        reject(s, resp, r, h.learner, h.incarnation, p, why, 0);
-        return 0;
+        reject(s, resp, r, h->learner, h->incarnation, *pp, why, 0);
+        return -1;
     }
     float *delta = malloc(len * sizeof *delta);
     if (!delta) {
         cx_http_reply_err(resp, CX_ENOMEM, "out of memory");
-        return 0;
+        return -1;
     }
-    if (encoding_decode((encoding_kind)h.encoding, (const uint8_t *)req->body, req->body_len, delta, len, why,
-                        sizeof why) != 0 ||
+    if (encoding_decode((encoding_kind)h->encoding, (const uint8_t *)req->body, req->body_len, delta, len,
+                        why, sizeof why) != 0 ||
         proto_first_nonfinite(delta, len) >= 0) {
         free(delta);
-        reject(s, resp, PROTO_R_NONFINITE, h.learner, h.incarnation, p, why[0] ? why : "non-finite value", 0);
-        return 0;
+        reject(s, resp, PROTO_R_NONFINITE, h->learner, h->incarnation, *pp, why[0] ? why : "non-finite value",
+               0);
+        return -1;
     }
-    double per = h.steps > 0 ? (double)h.steps : 1.0;
-    double l2 = merge_l2norm(delta, len) / per, mx = max_abs(delta, len) / per;
-    pthread_mutex_lock(&s->mu);
-    if (rebuild_gate(s, resp)) {
-        pthread_mutex_unlock(&s->mu);
-        free(delta);
-        return 0;
+    *delta_out = delta;
+    return 0;
+}
+
+/* h_contribution, step 2: PROTO_OK, or PROTO_R_BAD_HEADER with why when
+ * the round h names is beyond any round of fragment p this run can reach:
+ * the schedule (which a joining learner takes from the others) ends at the
+ * longest run's steps_total, +H of slack (mu held). */
+static proto_reason contribution_round_ok(syncer *s, int64_t p, const proto_hdr *h, char *why, size_t whylen)
+{
+    int64_t most = 0;
+    for (int i = 0; i < MAX_LEARNERS; i++)
+        if (s->learners[i].id >= 0 && s->learners[i].steps_total > most)
+            most = s->learners[i].steps_total;
+    int64_t max_round = fragment_round(most + s->cfg.H, (int)p, (int)s->cfg.H, s->P);
+    if (h->round > max_round) {
+        snprintf(why, whylen, "header %s is %lld: fragment %lld has at most %lld rounds in %lld steps",
+                 PROTO_H_ROUND, (long long)h->round, (long long)p, (long long)max_round, (long long)most);
+        return PROTO_R_BAD_HEADER;
     }
-    int64_t version = s->versions[p];
-    r = admit(s, (int)p, &h, l2, mx, &slot, why, sizeof why);
-    if (r == PROTO_OK && h.round >= 0) {
-        /* a round no learner of this run can reach: the schedule (which a
-         * joining learner takes from the others) ends at the longest run's
-         * steps_total, +H of slack */
-        int64_t most = 0;
-        for (int i = 0; i < MAX_LEARNERS; i++)
-            if (s->learners[i].id >= 0 && s->learners[i].steps_total > most)
-                most = s->learners[i].steps_total;
-        int64_t max_round = fragment_round(most + s->cfg.H, (int)p, (int)s->cfg.H, s->P);
-        if (h.round > max_round) {
-            snprintf(why, sizeof why,
-                     "header %s is %lld: fragment %lld has at most %lld rounds in %lld steps", PROTO_H_ROUND,
-                     (long long)h.round, (long long)p, (long long)max_round, (long long)most);
-            r = PROTO_R_BAD_HEADER;
-        }
-    }
-    if (r != PROTO_OK) {
-        s->bytes_in += (int64_t)req->body_len;
-        if (r == PROTO_R_STALE_VERSION)
-            s->stale_rejected++;
-        free(delta);
-        reject(s, resp, r, h.learner, h.incarnation, p, why, 1);
-        pthread_mutex_unlock(&s->mu);
-        return 0;
-    }
-    syncer_touch(s, slot);
-    norm_add(s, (int)p, l2, mx);
-    s->bytes_in += (int64_t)req->body_len;
-    s->learners[slot].accepted++;
-    s->accepted_total++;
+    return PROTO_OK;
+}
+
+/* h_contribution, step 3: the accepted contribution of the learner in slot
+ * joins round p (replacing its previous one there), which IDLE opens
+ * (COLLECTING, or HELD when it is late in decoupled mode) and HELD leaves
+ * for COLLECTING when it is on time (see the drawing above); the learner's
+ * step wall time is measured from its contributions. Returns the round it
+ * joined, *late whether it named an earlier one (mu held; takes delta). */
+static int64_t round_add_contribution(syncer *s, int64_t p, int slot, const proto_hdr *h, float *delta,
+                                      int *late_out)
+{
     frag_round *rd = &s->rounds[p];
     int at = -1;
     for (int i = 0; i < rd->n; i++)
@@ -617,10 +643,10 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         at = rd->n++;
     else
         free(rd->c[at].delta);
-    rd->c[at] = (contrib){slot, h.learner, h.incarnation, h.base_version, h.tokens, h.steps, delta};
+    rd->c[at] = (contrib){slot, h->learner, h->incarnation, h->base_version, h->tokens, h->steps, delta};
     int64_t now = cx_mono_ms();
     int late = 0;
-    int64_t round = round_join_id(rd->state != RS_IDLE, rd->id, rd->closed_id, h.round, &late);
+    int64_t round = round_join_id(rd->state != RS_IDLE, rd->id, rd->closed_id, h->round, &late);
     if (rd->state == RS_IDLE) {
         int64_t hold = late && s->cfg.mode == CONFIG_MODE_DECOUPLED ? round_hold_ms(s) : 0;
         rd->state = hold > 0 ? RS_HELD : RS_COLLECTING;
@@ -637,7 +663,7 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     s->rounds_late += late;
     s->own_ver[slot * s->P + p] = 0; /* pending: the version that merges it says whether a pull has it */
     learner_rec *lr = &s->learners[slot];
-    int64_t cstep = fragment_round_step(h.round, (int)p, (int)s->cfg.H, s->P);
+    int64_t cstep = fragment_round_step(h->round, (int)p, (int)s->cfg.H, s->P);
     if (cstep > 0) {
         /* wall time per inner step between two of its contributions at least H schedule steps apart
          * (queued contributions arrive bunched: a shorter span would measure the queue, not the steps) */
@@ -650,6 +676,49 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
             lr->c_step = cstep;
         }
     }
+    *late_out = late;
+    return round;
+}
+
+int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    int64_t p;
+    proto_hdr h;
+    char why[CX_ERRLEN];
+    int slot;
+    float *delta;
+    if (contribution_decode(s, req, resp, &p, &h, &delta) != 0)
+        return 0;
+    size_t len = fragment_length(s->ft, (int)p);
+    double per = h.steps > 0 ? (double)h.steps : 1.0;
+    double l2 = merge_l2norm(delta, len) / per, mx = max_abs(delta, len) / per;
+    pthread_mutex_lock(&s->mu);
+    if (rebuild_gate(s, resp)) {
+        pthread_mutex_unlock(&s->mu);
+        free(delta);
+        return 0;
+    }
+    int64_t version = s->versions[p];
+    proto_reason r = admit(s, (int)p, &h, l2, mx, &slot, why, sizeof why);
+    if (r == PROTO_OK && h.round >= 0)
+        r = contribution_round_ok(s, p, &h, why, sizeof why);
+    if (r != PROTO_OK) {
+        s->bytes_in += (int64_t)req->body_len;
+        if (r == PROTO_R_STALE_VERSION)
+            s->stale_rejected++;
+        free(delta);
+        reject(s, resp, r, h.learner, h.incarnation, p, why, 1);
+        pthread_mutex_unlock(&s->mu);
+        return 0;
+    }
+    syncer_touch(s, slot);
+    norm_add(s, (int)p, l2, mx);
+    s->bytes_in += (int64_t)req->body_len;
+    s->learners[slot].accepted++;
+    s->accepted_total++;
+    int late = 0;
+    int64_t round = round_add_contribution(s, p, slot, &h, delta, &late);
     pthread_mutex_unlock(&s->mu);
     /* the event goes out before a merge it may trigger, so the log reads in order */
     events_emit(s->ev, "contribution",
