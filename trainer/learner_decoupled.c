@@ -1,0 +1,486 @@
+/* learner_decoupled.c - the learner's decoupled mode: the comm thread
+ * and the main thread's side of it.
+ *
+ * What it is: comm_main (sends queued contributions, long-polls the merged
+ * fragments, rejoins when the syncer says its incarnation is stale), the
+ * inbox the inner loop drains (apply_inbox), the overlap wait at s + tau,
+ * the stagger schedule's enqueue, and decoupled_loop. What it is not: the
+ * calls themselves (learner_join.c, learner_contrib.c).
+ *
+ * A decoupled fragment's life on the learner:
+ *
+ *        due (fragment_due) and < tau in flight: enqueue Δ_p
+ *   TRAINING ─────────────────────────────────────────────► QUEUED
+ *     (due while tau contributions are queued/sending: PENDING until a
+ *      slot frees, then QUEUED with the delta of that moment)
+ *     ▲                                                      │ comm: POST
+ *     │  main: apply_inbox() overwrites θ_p and Θ_base_p,     ▼
+ *     │  resets steps/tokens since received         AWAITING (long-poll
+ *     └───────────────────────────────────────────── newer-than=base)
+ *   A rejected (400) contribution goes back to TRAINING at once; a 409 stale
+ *   version still waits for the newer fragment.
+ */
+#include <errno.h>
+#include <math.h>
+#include <cblas.h> /* openblas_set_num_threads */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/crc32c.h"
+#include "common/err.h"
+#include "common/file.h"
+#include "common/http_client.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "trainer/checkpoint.h"
+#include "trainer/config.h"
+#include "trainer/data.h"
+#include "trainer/encoding.h"
+#include "trainer/fragment.h"
+#include "trainer/learner_internal.h"
+#include "trainer/model.h"
+#include "trainer/optim.h"
+#include "trainer/protocol.h"
+
+/* ---- learner: decoupled (comm thread) ---- */
+
+/* comm_main, step 1: rejoin (when the syncer no longer knows this
+ * incarnation) and hand every fragment to the main thread through the
+ * inbox (reset_all); on a failed pull pull_all stays set and it is tried
+ * again. Returns 1 when the thread must leave (the rejoin failed, or the
+ * syncer has been silent past give_up_s), else 0. */
+static int comm_resync(learner *L, cx_http_client *c, int rejoin, float *buf, int64_t *awaiting)
+{
+    char err[CX_ERRLEN];
+    if (rejoin && learner_join(L, c, 0, err, sizeof err) != 0) {
+        cx_error("rejoin failed: %s", err);
+        pthread_mutex_lock(&L->mu);
+        L->fatal = 1;
+        pthread_mutex_unlock(&L->mu);
+        return 1;
+    }
+    int ok = 1;
+    frag_msg got[MAX_QUEUE];
+    int ng = 0;
+    for (int p = 0; p < L->P && ok; p++) {
+        int64_t v;
+        size_t len = fragment_length(L->ft, p);
+        int rc = learner_pull_one(L, c, p, -1, 0, buf, &v);
+        if (rc != 1) {
+            ok = 0;
+            break;
+        }
+        got[ng] = (frag_msg){p, v, 0, 0, malloc(len * 4), len * 4, 0, -1};
+        if (got[ng].buf)
+            memcpy(got[ng].buf, buf, len * 4);
+        ng++;
+    }
+    pthread_mutex_lock(&L->mu);
+    if (ok) {
+        for (int i = 0; i < L->n_in; i++)
+            free(L->inbox[i].buf);
+        for (int i = 0; i < ng; i++)
+            L->inbox[i] = got[i];
+        L->n_in = ng;
+        L->reset_all = 1;
+        pthread_cond_broadcast(&L->cv);
+        L->pull_all = 0;
+        for (int p = 0; p < L->P; p++)
+            awaiting[p] = -1;
+    } else {
+        for (int i = 0; i < ng; i++)
+            free(got[i].buf);
+        L->pull_all = 1; /* e.g. 503 while the syncer rebuilds: pull again */
+    }
+    pthread_mutex_unlock(&L->mu);
+    if (!ok && learner_gave_up(L))
+        return 1;
+    if (!ok)
+        cx_sleep_ms(200);
+    return 0;
+}
+
+/* comm_main, step 2: POST the contribution m took from the outbox (frees
+ * its buffer) and note what to wait for: the version its round merges
+ * into, anything newer than its base, or nothing (refused: the fragment
+ * is no longer in flight). Returns 1 when the thread must leave. */
+static int comm_send(learner *L, cx_http_client *c, frag_msg *m, int64_t *awaiting)
+{
+    int64_t into;
+    int late;
+    int status = learner_post_contribution(L, c, m, &into, &late);
+    free(m->buf);
+    pthread_mutex_lock(&L->mu);
+    L->sending = 0;
+    L->late_round[m->p] = status != 202 || late || into < 0; /* no round to wait for at s + tau */
+    if (status == 202 && into > m->version)
+        awaiting[m->p] = into - 1; /* the version our round merges into, which holds our work */
+    else if (status == 202 || status == 409)
+        awaiting[m->p] = m->version; /* refused as stale, or no round said: anything newer */
+    else {
+        if (L->inflight[m->p]) {
+            L->inflight[m->p] = 0;
+            L->n_inflight--;
+        }
+    }
+    pthread_mutex_unlock(&L->mu);
+    return status == 0 && learner_gave_up(L);
+}
+
+/* comm_main, step 3: nothing to send or wait for: sleep on L->cv (100 ms
+ * at most) unless work came in meanwhile. */
+static void comm_idle(learner *L)
+{
+    pthread_mutex_lock(&L->mu);
+    if (L->n_out == 0 && !L->comm_stop && !L->need_rejoin && !L->pull_all) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&L->cv, &L->mu, &ts);
+    }
+    pthread_mutex_unlock(&L->mu);
+}
+
+/* comm_main, step 4: one long poll of GET /v1/versions on the merge
+ * counter for every fragment awaited, then fetch those that moved past
+ * what they wait for into the inbox. */
+static void comm_poll(learner *L, cx_http_client *c, int64_t *seen_merges, int64_t *awaiting, float *buf)
+{
+    char path[96];
+    cx_http_result r;
+    int64_t vers[FRAGMENT_MAX < 256 ? FRAGMENT_MAX : 256];
+    int nv = 0;
+    snprintf(path, sizeof path, "/v1/versions?merges-above=%lld&wait-ms=50", (long long)*seen_merges);
+    cx_http_result_init(&r);
+    if (learner_call(L, c, "GET", path, NULL, NULL, 0, NULL, HTTP_TIMEOUT_MS, &r) == 0 && r.status == 200) {
+        json_t *j = json_loadb(r.body.data, r.body.len, 0, NULL);
+        json_t *va = json_object_get(j, "versions");
+        *seen_merges = json_integer_value(json_object_get(j, "merges"));
+        for (size_t i = 0; i < json_array_size(va) && nv < 256; i++)
+            vers[nv++] = json_integer_value(json_array_get(va, i));
+        json_decref(j);
+    }
+    cx_http_result_cleanup(&r);
+    for (int p = 0; p < L->P && p < nv; p++) {
+        if (vers[p] > L->seen_ver[p])
+            L->seen_ver[p] = vers[p]; /* published: a rebuild goes above it */
+        if (awaiting[p] < 0 || vers[p] <= awaiting[p])
+            continue;
+        int64_t v = L->gver[p];
+        if (vers[p] <= L->gver[p]) /* our copy is already that new (after a resync) */
+            fragment_gather(L->ft, p, L->gcopy, buf);
+        else if (learner_pull_one(L, c, p, L->gver[p], 0, buf, &v) != 1)
+            continue;
+        size_t len = fragment_length(L->ft, p);
+        frag_msg in = {p, v, 0, 0, malloc(len * 4), len * 4, 0, -1};
+        if (in.buf)
+            memcpy(in.buf, buf, len * 4);
+        pthread_mutex_lock(&L->mu);
+        if (L->n_in < MAX_QUEUE && in.buf)
+            L->inbox[L->n_in++] = in;
+        else
+            free(in.buf);
+        pthread_cond_broadcast(&L->cv); /* an overlap wait may be for it */
+        pthread_mutex_unlock(&L->mu);
+        awaiting[p] = -1;
+    }
+}
+
+static void *comm_main(void *arg)
+{
+    learner *L = arg;
+    cx_http_client *c = learner_new_client(L);
+    int64_t *awaiting = malloc((size_t)L->P * sizeof(int64_t)); /* base version waited on, -1 none */
+    size_t maxlen = 0;
+    for (int p = 0; p < L->P; p++)
+        if (fragment_length(L->ft, p) > maxlen)
+            maxlen = fragment_length(L->ft, p);
+    float *buf = malloc(maxlen * sizeof(float));
+    int64_t seen_merges = 0; /* merge counter at our last look */
+    if (!c || !awaiting || !buf) {
+        pthread_mutex_lock(&L->mu);
+        L->fatal = 1;
+        pthread_mutex_unlock(&L->mu);
+        goto out;
+    }
+    for (int p = 0; p < L->P; p++)
+        awaiting[p] = -1;
+    for (;;) {
+        pthread_mutex_lock(&L->mu);
+        if (L->comm_stop && L->n_out == 0) {
+            pthread_mutex_unlock(&L->mu);
+            break;
+        }
+        int rejoin = L->need_rejoin, pull = L->pull_all;
+        frag_msg m = {0};
+        int have = 0;
+        if (!rejoin && !pull && L->n_out > 0) {
+            m = L->outbox[0];
+            memmove(&L->outbox[0], &L->outbox[1], (size_t)(L->n_out - 1) * sizeof m);
+            L->n_out--;
+            have = 1;
+            L->sending = 1;
+        }
+        pthread_mutex_unlock(&L->mu);
+        if (*L->stop && !L->comm_stop) {
+            /* a signal: leave now, what is queued is dropped (the flush
+             * does not wait for it, see comm_done) */
+            if (have)
+                free(m.buf);
+            break;
+        }
+
+        if (rejoin || pull) {
+            if (comm_resync(L, c, rejoin, buf, awaiting))
+                break;
+            continue;
+        }
+        if (have) {
+            if (comm_send(L, c, &m, awaiting))
+                break;
+            continue;
+        }
+        /* long-poll what we wait for: one wait on the merge counter for all
+         * fragments, then fetch the ones that moved past our base */
+        int n_await = 0;
+        for (int p = 0; p < L->P; p++)
+            n_await += awaiting[p] >= 0;
+        if (n_await == 0) {
+            comm_idle(L);
+            continue;
+        }
+        comm_poll(L, c, &seen_merges, awaiting, buf);
+        if (learner_gave_up(L))
+            break;
+    }
+out:
+    pthread_mutex_lock(&L->mu);
+    L->sending = 0;
+    L->comm_done = 1;
+    pthread_mutex_unlock(&L->mu);
+    free(awaiting);
+    free(buf);
+    cx_http_client_free(c);
+    return NULL;
+}
+
+/* Main thread, between two steps: take what the comm thread received. The
+ * merged value of a contribution sent at step s is applied at step s + tau
+ * (apply_at): one that came earlier stays in the inbox until then; after a
+ * (re)join or a resync everything is taken at once. */
+static void apply_inbox(learner *L)
+{
+    pthread_mutex_lock(&L->mu);
+    if (L->reset_all) {
+        for (int p = 0; p < L->P; p++) {
+            L->inflight[p] = 0;
+            L->apply_at[p] = -1;
+        }
+        L->n_inflight = 0;
+        L->reset_all = 0;
+        cx_info("took every fragment after a (re)join or a resync");
+    }
+    int kept = 0;
+    for (int i = 0; i < L->n_in; i++) {
+        frag_msg *m = &L->inbox[i];
+        if (L->apply_at[m->p] >= 0 && L->step < L->apply_at[m->p]) {
+            L->inbox[kept++] = *m; /* not yet: tau steps of overlap */
+            continue;
+        }
+        L->apply_at[m->p] = -1;
+        size_t len = fragment_length(L->ft, m->p);
+        proto_f32_decode(m->buf, len, L->scratch);
+        learner_adopt(L, m->p, L->scratch, m->version);
+        if (L->inflight[m->p]) {
+            L->inflight[m->p] = 0;
+            L->n_inflight--;
+        }
+        L->pending[m->p] = 0; /* just received: its next turn comes on schedule */
+        free(m->buf);
+    }
+    L->n_in = kept;
+    pthread_mutex_unlock(&L->mu);
+}
+
+/* Main thread, before a step: a fragment whose merged value is due now
+ * (step >= apply_at) and has not arrived is waited for, once per
+ * contribution, at most min(tau x step time, OVERLAP_WAIT_MAX_MS) — unless
+ * its contribution was late (its round waits for others: no wait), or the
+ * last wait timed out and no value has been on time since (a syncer that is
+ * gone or slow costs one bounded wait, not one per fragment). A K=1 round
+ * closes without waiting for slow peers, so this waits only for the
+ * syncer's merge and the transfer. */
+static void overlap_wait(learner *L)
+{
+    for (int p = 0; p < L->P; p++) {
+        if (L->apply_at[p] < 0 || L->wait_done[p] || L->step < L->apply_at[p])
+            continue;
+        L->wait_done[p] = 1;
+        pthread_mutex_lock(&L->mu);
+        int here = 0;
+        for (int i = 0; i < L->n_in; i++)
+            here |= L->inbox[i].p == p;
+        if (here) {
+            L->overlap_off = 0; /* on time */
+            pthread_mutex_unlock(&L->mu);
+            continue;
+        }
+        if (L->late_round[p] || L->overlap_off || !L->inflight[p]) {
+            pthread_mutex_unlock(&L->mu);
+            continue;
+        }
+        double w = (double)L->cfg.tau * L->step_ms_ema;
+        if (w > OVERLAP_WAIT_MAX_MS)
+            w = OVERLAP_WAIT_MAX_MS;
+        if (w < 1)
+            w = 1;
+        int64_t t0 = cx_mono_ns(), end = t0 + (int64_t)(w * 1e6);
+        while (!here && !*L->stop && !L->fatal && !L->need_rejoin && !L->pull_all && !L->reset_all) {
+            int64_t now = cx_mono_ns();
+            if (now >= end)
+                break;
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            int64_t ns = ts.tv_nsec + (end - now);
+            ts.tv_sec += ns / 1000000000L;
+            ts.tv_nsec = ns % 1000000000L;
+            pthread_cond_timedwait(&L->cv, &L->mu, &ts);
+            for (int i = 0; i < L->n_in; i++)
+                here |= L->inbox[i].p == p;
+        }
+        pthread_mutex_unlock(&L->mu);
+        double ms = (double)(cx_mono_ns() - t0) / 1e6;
+        L->n_overlap_waits++;
+        L->overlap_wait_ms += ms;
+        if (!here) {
+            L->overlap_off = 1;
+            if (L->n_overlap_timeouts++ == 0)
+                cx_info(
+                    "fragment %d: its merged value was not here %lld steps after the send; waited %.1f ms "
+                    "and went on (logged once; counts at exit)",
+                    p, (long long)L->cfg.tau, ms);
+        }
+    }
+}
+
+/* Fragments due by the stagger schedule are sent at once unless tau
+ * contributions are already queued or on the wire; then they wait (pending)
+ * for a free slot, and go with the delta of that moment. A fragment still
+ * waiting for its merged version is not sent again: its next turn comes. */
+static void enqueue_due(learner *L)
+{
+    int due[CONFIG_FRAGMENTS_MAX];
+    pthread_mutex_lock(&L->mu);
+    int64_t sched = L->step + L->sched_off; /* the run's schedule position (join) */
+    pthread_mutex_unlock(&L->mu);
+    int nd = fragment_due(sched, (int)L->cfg.H, L->P, due, CONFIG_FRAGMENTS_MAX);
+    if (nd > CONFIG_FRAGMENTS_MAX)
+        nd = CONFIG_FRAGMENTS_MAX;
+    for (int i = 0; i < nd; i++)
+        if (!L->inflight[due[i]])
+            L->pending[due[i]] = 1;
+    for (int p = 0; p < L->P; p++) {
+        if (!L->pending[p])
+            continue;
+        pthread_mutex_lock(&L->mu);
+        int blocked = L->n_out + L->sending >= L->cfg.tau || L->n_out >= MAX_QUEUE || L->reset_all ||
+                      L->pull_all || L->need_rejoin;
+        int busy = L->inflight[p];
+        pthread_mutex_unlock(&L->mu);
+        if (busy) {
+            L->pending[p] = 0;
+            continue;
+        }
+        if (blocked)
+            break;
+        /* its round: the last time p was due (a send delayed past its due step keeps that round) */
+        int64_t round = fragment_round(sched, p, (int)L->cfg.H, L->P);
+        frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0, round};
+        m.buf = learner_make_contribution(L, p, &m.len, &m.crc);
+        if (!m.buf)
+            continue;
+        ef_commit(L, p); /* sent from here on: its fate is the comm thread's */
+        L->pending[p] = 0;
+        L->apply_at[p] = L->step + L->cfg.tau; /* its merged value is applied tau steps from now */
+        L->wait_done[p] = 0;
+        pthread_mutex_lock(&L->mu);
+        L->late_round[p] = 0; /* until its 202 says otherwise */
+        L->outbox[L->n_out++] = m;
+        L->inflight[p] = 1;
+        L->n_inflight++;
+        pthread_cond_broadcast(&L->cv);
+        pthread_mutex_unlock(&L->mu);
+    }
+}
+
+int decoupled_loop(learner *L, char *err, size_t errlen)
+{
+    pthread_t comm;
+    if (pthread_create(&comm, NULL, comm_main, L) != 0)
+        return cx_fail(err, errlen, CX_ESYS, "cannot start the comm thread");
+    int rc = 0;
+    while (learner_keep_training(L)) {
+        apply_inbox(L);
+        pthread_mutex_lock(&L->mu);
+        int fatal = L->fatal, resetting = L->need_rejoin || L->pull_all;
+        pthread_mutex_unlock(&L->mu);
+        if (fatal) {
+            rc = cx_fail(err, errlen, CX_EUNAVAIL, "syncer %s unreachable for more than %.0f s",
+                         L->o->syncer_url, L->o->give_up_s);
+            break;
+        }
+        (void)resetting; /* training goes on while the comm thread rejoins */
+        overlap_wait(L);
+        apply_inbox(L);
+        int64_t t0 = cx_mono_ns();
+        learner_compute_grads(L);
+        adamw_step(L->opt, model_params(L->m), model_grads(L->m), learner_lr_now(L, L->step));
+        learner_after_step(L, cx_mono_ns() - t0);
+        if (!learner_params_finite(L)) {
+            cx_warn("own parameters are not finite; discarding them and pulling the global ones");
+            adamw_reset_range(L->opt, 0, L->n, NULL, 0);
+            memcpy(model_params(L->m), L->base, L->n * sizeof(float));
+            pthread_mutex_lock(&L->mu);
+            L->pull_all = 1;
+            pthread_cond_broadcast(&L->cv);
+            pthread_mutex_unlock(&L->mu);
+            continue;
+        }
+        enqueue_due(L);
+    }
+    /* flush: let the comm thread send what is queued (bounded). Only while
+     * it still runs: on a signal it leaves its loop at once and nobody
+     * would empty the queue, so waiting would only spend the stop grace
+     * (the SIGTERM checkpoint comes after this). */
+    int64_t end = cx_mono_ms() + 10000;
+    for (;;) {
+        pthread_mutex_lock(&L->mu);
+        int pending = L->n_out + L->sending, gone = L->comm_done;
+        pthread_mutex_unlock(&L->mu);
+        if (pending == 0 || gone || *L->stop || cx_mono_ms() > end || rc != 0)
+            break;
+        cx_sleep_ms(20);
+    }
+    apply_inbox(L);
+    pthread_mutex_lock(&L->mu);
+    L->comm_stop = 1;
+    for (int i = 0; i < L->n_out; i++) /* anything still queued after the bound is dropped */
+        free(L->outbox[i].buf);
+    L->n_out = 0;
+    pthread_cond_broadcast(&L->cv);
+    pthread_mutex_unlock(&L->mu);
+    pthread_join(comm, NULL);
+    for (int i = 0; i < L->n_in; i++)
+        free(L->inbox[i].buf);
+    L->n_in = 0;
+    cx_info("overlap: %lld waits for a merged value at s + tau (%.0f ms in all), %lld timed out",
+            (long long)L->n_overlap_waits, L->overlap_wait_ms, (long long)L->n_overlap_timeouts);
+    return rc;
+}

@@ -1,0 +1,490 @@
+/* syncer_api.c - the syncer's HTTP surface: helpers, GET /v1/status,
+ * GET /v1/events, the route table and its access rules, listening.
+ *
+ * What it is: request helpers shared by every handler (headers, path and
+ * field checks), the read-only status and event routes, the ONE route
+ * table and the ONE access table (drawn below) with the server's gate, and
+ * syncer_api_listen. What it is not: the handlers of the other routes
+ * (each in the file of its concern) nor GET /metrics (syncer.c).
+ */
+#include <assert.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/crc32c.h"
+#include "common/err.h"
+#include "common/file.h"
+#include "common/http_server.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "trainer/checkpoint.h"
+#include "trainer/credential.h"
+#include "trainer/data.h"
+#include "trainer/encoding.h"
+#include "trainer/events.h"
+#include "trainer/fragment.h"
+#include "trainer/merge.h"
+#include "trainer/model.h"
+#include "trainer/optim.h"
+#include "trainer/protocol.h"
+#include "trainer/round.h"
+#include "trainer/syncer_internal.h"
+
+/* ---- syncer: HTTP helpers ---- */
+
+const char *syncer_req_header(const void *ctx, const char *name)
+{
+    return cx_http_header((const cx_http_req *)ctx, name);
+}
+
+int syncer_path_int(const char *s, int64_t max, int64_t *out)
+{
+    char *end;
+    if (!s || !*s || *s == '-' || *s == '+')
+        return CX_EINVAL;
+    long long v = strtoll(s, &end, 10);
+    if (*end || v < 0 || v > max)
+        return CX_EINVAL;
+    *out = v;
+    return 0;
+}
+
+json_t *syncer_fragments_json(syncer *s)
+{
+    json_t *a = json_array();
+    for (int p = 0; p < s->P; p++) {
+        const fragment_range *rg = fragment_ranges(s->ft, p);
+        json_array_append_new(
+            a, json_pack("{s:i, s:I, s:I, s:I}", "id", p, "offset", (json_int_t)rg[0].offset, "length",
+                         (json_int_t)fragment_length(s->ft, p), "version", (json_int_t)s->versions[p]));
+    }
+    return a;
+}
+
+/* 0 when lo <= v <= hi, else a 400 naming the call and the field. */
+int syncer_check_field(cx_http_resp *resp, const char *call, const char *field, int64_t v, int64_t lo,
+                       int64_t hi)
+{
+    if (v >= lo && v <= hi)
+        return 0;
+    cx_http_reply_error(resp, 400, "%s: field '%s' is %lld, expected %lld..%lld", call, field, (long long)v,
+                        (long long)lo, (long long)hi);
+    return -1;
+}
+
+int syncer_check_real(cx_http_resp *resp, const char *call, const char *field, double v, double lo, double hi)
+{
+    if (isfinite(v) && v >= lo && v <= hi)
+        return 0;
+    cx_http_reply_error(resp, 400, "%s: field '%s' is %g, expected %g..%g", call, field, v, lo, hi);
+    return -1;
+}
+
+/* ---- syncer: GET /v1/status ---- */
+
+static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    int64_t now = cx_mono_ms();
+    pthread_mutex_lock(&s->mu);
+    json_t *frags = json_array(), *ls = json_array(), *merges = json_array(), *rej = json_object();
+    for (int p = 0; p < s->P; p++) {
+        json_t *f = json_pack("{s:i, s:I, s:I}", "id", p, "version", (json_int_t)s->versions[p], "length",
+                              (json_int_t)fragment_length(s->ft, p));
+        if (!is_ddp(s)) {
+            const frag_round *rd = &s->rounds[p];
+            json_object_set_new(f, "round",
+                                json_pack("{s:s, s:i, s:o, s:I}", "state",
+                                          syncer_round_state_names[rd->state], "contributions", rd->n, "id",
+                                          rd->state != RS_IDLE ? json_integer(rd->id) : json_null(), "closed",
+                                          (json_int_t)rd->closed_id));
+        }
+        json_array_append_new(frags, f);
+    }
+    for (int i = 0; i < MAX_LEARNERS; i++) {
+        learner_rec *l = &s->learners[i];
+        if (l->id < 0)
+            continue;
+        json_array_append_new(
+            ls, json_pack("{s:I, s:s, s:I, s:I, s:I, s:f, s:f, s:I, s:f, s:{s:I, s:I}}", "id",
+                          (json_int_t)l->id, "state", syncer_learner_state_names[l->state], "incarnation",
+                          (json_int_t)l->incarnation, "step", (json_int_t)l->step, "tokens",
+                          (json_int_t)l->tokens, "train_loss", isfinite(l->train_loss) ? l->train_loss : 0.0,
+                          "step_ms", l->step_ms, "clock_skew_ms", (json_int_t)l->clock_skew_ms, "last_seen_s",
+                          l->last_seen_ms ? (double)(now - l->last_seen_ms) / 1000.0 : -1.0, "contributions",
+                          "accepted", (json_int_t)l->accepted, "rejected", (json_int_t)l->rejected));
+        json_t *lj = json_array_get(ls, json_array_size(ls) - 1);
+        /* fraction of the merged fragments it pulled after contributing that held its contribution */
+        json_object_set_new(lj, "adopted_with_own",
+                            l->adopted ? json_real((double)l->adopted_own / (double)l->adopted)
+                                       : json_null());
+        json_object_set_new(lj, "adopted", json_integer(l->adopted));
+        json_object_set_new(lj, "step_wall_ms", json_real(merge_ema_get(&l->step_wall, 0)));
+    }
+    int64_t first = s->recent_n > RECENT_MERGES ? s->recent_n - RECENT_MERGES : 0;
+    for (int64_t i = first; i < s->recent_n; i++) {
+        merge_note *m = &s->recent[i % RECENT_MERGES];
+        json_t *parts = json_array();
+        for (int j = 0; j < m->n; j++)
+            json_array_append_new(parts, json_integer(m->learners[j]));
+        json_array_append_new(merges, json_pack("{s:I, s:I, s:I, s:o}", "fragment", (json_int_t)m->fragment,
+                                                "version", (json_int_t)m->version, "t_mono_ms",
+                                                (json_int_t)m->t_mono_ms, "participants", parts));
+    }
+    int64_t rejected = 0;
+    for (int r = 1; r < PROTO_R_COUNT; r++) {
+        json_object_set_new(rej, proto_reason_name((proto_reason)r), json_integer(s->rejects[r]));
+        rejected += s->rejects[r];
+    }
+    json_t *eval = json_pack("{s:o, s:o, s:I, s:I, s:I}", "loss",
+                             isfinite(s->eval_loss) ? json_real(s->eval_loss) : json_null(), "bpb",
+                             isfinite(s->eval_loss) ? json_real(s->eval_loss / M_LN2) : json_null(), "step",
+                             (json_int_t)s->eval_merges, "merges", (json_int_t)s->eval_merges, "tokens",
+                             (json_int_t)s->eval_tokens);
+    json_t *o = json_pack(
+        "{s:s, s:o, s:I, s:I, s:o, s:o, s:o, s:{s:I, s:I}, s:{s:I, s:I, s:o}, s:I, s:I, s:I, s:i, s:o}",
+        "mode", mode_name(s), "eval", eval, "merges", (json_int_t)s->merges, "tokens_merged",
+        (json_int_t)s->tokens_merged, "fragments", frags, "learners", ls, "recent_merges", merges, "bytes",
+        "in", (json_int_t)s->bytes_in, "out", (json_int_t)s->bytes_out, "contributions", "accepted",
+        (json_int_t)s->accepted_total, "rejected", (json_int_t)rejected, "rejected_by_reason", rej,
+        "ddp_step", (json_int_t)s->ddp_step, "longest_merge_gap_ms", (json_int_t)s->longest_gap_ms,
+        "uptime_ms", (json_int_t)(now - s->start_ms), "learners_expected", (int)s->cfg.learners, "loss_floor",
+        isfinite(s->entropy_floor) ? json_real(s->entropy_floor) : json_null());
+    json_object_set_new(o, "n_params", json_integer((json_int_t)s->n));
+    if (!is_ddp(s))
+        json_object_set_new(o, "rounds",
+                            json_pack("{s:o, s:I, s:I, s:I, s:I}", "participants_mean",
+                                      s->rounds_merged
+                                          ? json_real((double)s->rounds_parts / (double)s->rounds_merged)
+                                          : json_null(),
+                                      "stale_rejected", (json_int_t)s->stale_rejected, "merged",
+                                      (json_int_t)s->rounds_merged, "contributions_merged",
+                                      (json_int_t)s->rounds_parts, "late", (json_int_t)s->rounds_late));
+    char pcrc[9];
+    proto_crc_format(proto_f32_crc(s->theta, s->n), pcrc);
+    json_object_set_new(o, "params_crc32c", json_string(pcrc));
+    if (s->cfg.mode == CONFIG_MODE_DDP_ELASTIC)
+        json_object_set_new(o, "elastic_deadline_ms", json_integer((json_int_t)ddp_deadline_ms(s)));
+    json_t *fr = json_object();
+    int64_t fallbacks = s->answers_full[FULL_HISTORY] + s->answers_full[FULL_MISMATCH];
+    for (int r = 0; r < FULL_R_COUNT; r++)
+        json_object_set_new(fr, syncer_full_reason_names[r], json_integer(s->answers_full[r]));
+    json_object_set_new(o, "downstream",
+                        json_pack("{s:s, s:I, s:I, s:I, s:I, s:o, s:I}", "encoding",
+                                  config_encoding_name(s->cfg.encoding), "delta",
+                                  (json_int_t)s->answers_delta, "delta_versions",
+                                  (json_int_t)s->answers_delta_versions, "delta_bytes",
+                                  (json_int_t)s->bytes_out_delta, "full_bytes", (json_int_t)s->bytes_out_full,
+                                  "full", fr, "fallbacks", (json_int_t)fallbacks));
+    json_object_set_new(
+        o, "end",
+        s->ended ? json_pack("{s:s, s:I}", "reason", s->end_reason, "ms_ago", (json_int_t)(now - s->end_ms))
+                 : json_null());
+    json_object_set_new(o, "ms_since_last_merge",
+                        json_integer(s->last_merge_ms ? (json_int_t)(now - s->last_merge_ms) : -1));
+    json_object_set_new(o, "rebuild",
+                        json_pack("{s:s, s:s, s:I}", "state", syncer_rebuild_state_names[s->rb],
+                                  "start_state", syncer_start_kind_names[s->start], "rebuilds",
+                                  (json_int_t)s->rb_count));
+    pthread_mutex_unlock(&s->mu);
+    cx_http_reply_json(resp, 200, o);
+    return 0;
+}
+
+/* ---- syncer: GET /v1/events ---- */
+
+static int h_events(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    int64_t since = 0, limit = 10000;
+    char why[CX_ERRLEN];
+    const char *q;
+    if ((q = cx_http_query(req, "since")) &&
+        cx_parse_i64(q, "since", 0, INT64_MAX / 2, &since, why, sizeof why)) {
+        cx_http_reply_error(resp, 400, "%s", why);
+        return 0;
+    }
+    if ((q = cx_http_query(req, "limit")) && cx_parse_i64(q, "limit", 1, 100000, &limit, why, sizeof why)) {
+        cx_http_reply_error(resp, 400, "%s", why);
+        return 0;
+    }
+    cx_buf out;
+    cx_buf_init(&out, (size_t)64 << 20);
+    events_since(s->ev, since, (size_t)limit, &out);
+    cx_http_reply_bytes(resp, 200, "application/x-ndjson", out.data ? out.data : "", out.len);
+    cx_buf_cleanup(&out);
+    return 0;
+}
+
+/* ---- syncer: GET /metrics ---- */
+
+static const cx_http_route routes[] = {
+    {"POST", "/v1/join", h_join},
+    {"POST", "/v1/leave", h_leave},
+    {"POST", "/v1/heartbeat", h_heartbeat},
+    {"POST", "/v1/end", h_end},
+    {"GET", "/v1/fragments/{}", h_fragment_get},
+    {"GET", "/v1/versions", h_versions},
+    {"POST", "/v1/fragments/{}/contributions", h_contribution},
+    {"POST", "/v1/fragments/{}/state", h_fragment_state},
+    {"POST", "/v1/steps/{}/gradients", h_gradient},
+    {"GET", "/v1/optimizer", h_optimizer},
+    {"GET", "/v1/status", h_status},
+    {"GET", "/v1/events", h_events},
+    {"GET", "/metrics", h_metrics},
+};
+/* Control calls that get through a connection flood (http_guard.h). */
+static const char *const reserved_routes[] = {"GET /v1/status", NULL};
+
+/* ---- syncer: access ----
+ *
+ * Who may call which route: ONE table, checked by the server's gate before
+ * any body byte is read. A route without a rule is refused (403): the table
+ * fails closed, and tests/unit/test_syncer.c walks the route table.
+ *   learner  a learner's credential (learner-<i>); the learner id the call
+ *            names (X-Chaosloco-Learner header here, the body's "learner"
+ *            in the handler) must be <i>, else 403
+ *   admin    the admin credential (the harness, an operator)
+ *   read     any valid credential, or none when the peer is loopback and
+ *            the Host header names a loopback host (a web page reaching
+ *            127.0.0.1 through DNS rebinding sends its own name)
+ * A wrong credential is 401 on every route, reads included. Every POST
+ * must carry Content-Type application/json or application/octet-stream
+ * (415): a cross-origin form post can only send text/plain and friends.
+ * Refusals are counted and logged as rejects of reason "auth", aggregated
+ * like the others. --insecure-no-auth skips the credential checks (not the
+ * Content-Type check) and is refused unless the syncer listens on loopback.
+ */
+typedef enum access_who { ACC_LEARNER, ACC_ADMIN, ACC_READ } access_who;
+static const char *const access_names[] = {"learner", "admin", "read"};
+
+typedef struct access_rule {
+    const char *method;  /* as in routes[] */
+    const char *pattern; /* as in routes[] */
+    access_who who;      /* who may call it */
+} access_rule;
+
+static const access_rule access_rules[] = {
+    {"POST", "/v1/join", ACC_LEARNER},
+    {"POST", "/v1/leave", ACC_LEARNER},
+    {"POST", "/v1/heartbeat", ACC_LEARNER},
+    {"POST", "/v1/end", ACC_ADMIN},
+    {"GET", "/v1/fragments/{}", ACC_LEARNER}, /* the model itself: learners only */
+    {"GET", "/v1/optimizer", ACC_LEARNER},    /* ddp: the model and its AdamW state */
+    {"GET", "/v1/versions", ACC_READ},
+    {"POST", "/v1/fragments/{}/contributions", ACC_LEARNER},
+    {"POST", "/v1/fragments/{}/state", ACC_LEARNER}, /* rebuild: a learner's copy of the fragment */
+    {"POST", "/v1/steps/{}/gradients", ACC_LEARNER},
+    {"GET", "/v1/status", ACC_READ},
+    {"GET", "/v1/events", ACC_READ},
+    {"GET", "/metrics", ACC_READ},
+};
+
+static const access_rule *access_find(const char *method, const char *pattern)
+{
+    for (size_t i = 0; i < sizeof access_rules / sizeof access_rules[0]; i++)
+        if (strcmp(access_rules[i].method, method) == 0 && strcmp(access_rules[i].pattern, pattern) == 0)
+            return &access_rules[i];
+    return NULL;
+}
+
+size_t syncer_route_count(void)
+{
+    return sizeof routes / sizeof routes[0];
+}
+
+const char *syncer_route_access(size_t i, const char **method, const char **pattern)
+{
+    if (i >= syncer_route_count())
+        return NULL;
+    *method = routes[i].method;
+    *pattern = routes[i].pattern;
+    const access_rule *r = access_find(routes[i].method, routes[i].pattern);
+    return r ? access_names[r->who] : NULL;
+}
+
+/* "application/json" or "application/octet-stream", any case, optional
+ * parameters. */
+static int mutating_type_ok(const char *ct)
+{
+    static const char *const ok[] = {"application/json", "application/octet-stream"};
+    if (!ct)
+        return 0;
+    while (*ct == ' ')
+        ct++;
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        size_t n = strlen(ok[i]);
+        if (strncasecmp(ct, ok[i], n) != 0)
+            continue;
+        const char *t = ct + n;
+        while (*t == ' ')
+            t++;
+        if (*t == '\0' || *t == ';')
+            return 1;
+    }
+    return 0;
+}
+
+/* The learner id of a request's (already verified) learner credential, or
+ * -1 when it carries none. */
+static int64_t auth_learner_id(const cx_http_req *req)
+{
+    const char *h = cx_http_header(req, "Authorization");
+    cred_kind k;
+    int64_t id = -1;
+    if (!h || strncmp(h, "Bearer ", 7) != 0 || cred_parse(h + 7, &k, &id, NULL, 0) != 0 || k != CRED_LEARNER)
+        return -1;
+    return id;
+}
+
+/* Refuse a call (not locked): counted as reason "auth", answered with
+ * status and a message; 401s say how to authenticate. */
+static void auth_refuse(syncer *s, cx_http_resp *resp, int status, int64_t learner, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void auth_refuse(syncer *s, cx_http_resp *resp, int status, int64_t learner, const char *fmt, ...)
+{
+    char msg[CX_ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&s->mu);
+    reject_note(s, PROTO_R_AUTH, learner, -1, -1, msg);
+    pthread_mutex_unlock(&s->mu);
+    json_t *body = json_pack("{s:s, s:i, s:s}", "error", msg, "status", status, "reason", "auth");
+    if (status == 401)
+        cx_http_add_header(resp, "WWW-Authenticate", "Bearer realm=\"chaosloco-syncer\"");
+    cx_http_reply_json(resp, status, body);
+}
+
+/* In a handler of a learner route: the id the body names must be the
+ * credential's. 1 when it may go on; 0 when it was refused (403). */
+int syncer_learner_is_caller(syncer *s, const cx_http_req *req, cx_http_resp *resp, int64_t id,
+                             const char *call)
+{
+    if (s->insecure)
+        return 1;
+    int64_t who = auth_learner_id(req);
+    if (who == id)
+        return 1;
+    /* counted against the caller, not the learner it named */
+    auth_refuse(s, resp, 403, who, "%s: the credential of learner-%lld cannot act for learner %lld", call,
+                (long long)who, (long long)id);
+    return 0;
+}
+
+static int syncer_gate(void *ctx, cx_http_req *req, const cx_http_route *route, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    const access_rule *rule = access_find(route->method, route->pattern);
+    if (!rule) {
+        auth_refuse(s, resp, 403, -1, "%s %s: no access rule for this route (refused)", route->method,
+                    route->pattern);
+        return CX_EAUTH;
+    }
+    if (strcmp(req->method, "GET") != 0 && !mutating_type_ok(cx_http_header(req, "Content-Type"))) {
+        const char *ct = cx_http_header(req, "Content-Type");
+        char v[64];
+        cx_utf8_sanitize(ct ? ct : "(none)", v, sizeof v);
+        pthread_mutex_lock(&s->mu);
+        reject_note(s, PROTO_R_AUTH, -1, -1, -1, "Content-Type not application/json or octet-stream");
+        pthread_mutex_unlock(&s->mu);
+        cx_http_reply_error(resp, 415,
+                            "%s %s: Content-Type %s: must be application/json or application/octet-stream",
+                            req->method, route->pattern, v);
+        return CX_EINVAL;
+    }
+    if (s->insecure) {
+        req->auth = "insecure";
+        return 0;
+    }
+    const char *h = cx_http_header(req, "Authorization");
+    if (!h) {
+        if (rule->who == ACC_READ && cx_http_peer_is_loopback(req) &&
+            cx_http_host_is_loopback(cx_http_header(req, "Host"))) {
+            req->auth = "loopback";
+            return 0;
+        }
+        auth_refuse(s, resp, 401, -1, "%s %s: needs Authorization: Bearer <credential> (%s)%s", req->method,
+                    route->pattern, access_names[rule->who],
+                    rule->who == ACC_READ ? "; reads without one only from loopback with a loopback Host"
+                                          : "");
+        return CX_EAUTH;
+    }
+    cred_kind kind;
+    int64_t id;
+    char why[CX_ERRLEN];
+    if (strncmp(h, "Bearer ", 7) != 0) {
+        auth_refuse(s, resp, 401, -1, "%s %s: Authorization must be 'Bearer <credential>'", req->method,
+                    route->pattern);
+        return CX_EAUTH;
+    }
+    if (cred_store_check(s->creds, h + 7, &kind, &id, why, sizeof why) != 0) {
+        auth_refuse(s, resp, 401, -1, "%s %s: %s", req->method, route->pattern, why);
+        return CX_EAUTH;
+    }
+    static const char *const kind_names[] = {"learner", "admin", "read"};
+    if ((rule->who == ACC_LEARNER && kind != CRED_LEARNER) ||
+        (rule->who == ACC_ADMIN && kind != CRED_ADMIN)) {
+        auth_refuse(s, resp, 403, id, "%s %s: needs the %s credential, not a %s one", req->method,
+                    route->pattern, access_names[rule->who], kind_names[kind]);
+        return CX_EAUTH;
+    }
+    if (rule->who == ACC_LEARNER) {
+        /* the learner the headers name (tensor calls, pulls) must be the caller */
+        const char *lh = cx_http_header(req, PROTO_H_LEARNER);
+        int64_t named;
+        if (lh && (cx_parse_i64(lh, PROTO_H_LEARNER, 0, PROTO_MAX_LEARNER_ID, &named, NULL, 0) != 0 ||
+                   named != id)) {
+            char v[32];
+            cx_utf8_sanitize(lh, v, sizeof v);
+            auth_refuse(s, resp, 403, id, "%s %s: the credential of learner-%lld cannot act for learner %s",
+                        req->method, route->pattern, (long long)id, v);
+            return CX_EAUTH;
+        }
+    }
+    req->auth = kind_names[kind];
+    return 0;
+}
+
+static const cx_http_gate syncer_http_gate = {.check = syncer_gate, .refused = NULL};
+
+/* Serve the routes on o->listen (HTTPS when o->tls_cert/o->tls_key are
+ * given; both or neither) with the access gate and the reserved control
+ * routes: 0 with s->http set, or a negative cx_err with err (the caller
+ * frees s). Start-up only, before any thread runs. */
+int syncer_api_listen(syncer *s, const syncer_opts *o, char *err, size_t errlen)
+{
+    char why[CX_ERRLEN];
+    size_t body_max = s->n * 4 + (1 << 20);
+    cx_http_server_opts hopts = {.reserved = reserved_routes, .gate = &syncer_http_gate};
+    if (o->tls_cert || o->tls_key) {
+        size_t len;
+        if (!o->tls_cert || !o->tls_key) {
+            return cx_fail(err, errlen, CX_EINVAL, "--tls-cert and --tls-key go together");
+        }
+        /* the key is a secret: refused when group/others may read it, as a
+         * credential file is (docs/security.md) */
+        if (cx_file_read(o->tls_cert, 1 << 20, &s->tls_cert, &len, why, sizeof why) != 0 ||
+            cred_read_private_file(o->tls_key, "--tls-key file", 1 << 20, &s->tls_key, &len, why,
+                                   sizeof why) != 0) {
+            return cx_fail(err, errlen, CX_EINVAL, "TLS: %s", why);
+        }
+        hopts.tls_cert_pem = s->tls_cert;
+        hopts.tls_key_pem = s->tls_key;
+    }
+    s->http = cx_http_server_new_opts(o->listen, routes, sizeof routes / sizeof routes[0], s, body_max,
+                                      &hopts, why, sizeof why);
+    if (!s->http) {
+        return cx_fail(err, errlen, CX_EUNAVAIL, "--listen %s: %s", o->listen, why);
+    }
+    return 0;
+}

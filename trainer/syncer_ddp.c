@@ -1,0 +1,318 @@
+/* syncer_ddp.c - the syncer's ddp barrier: POST /v1/steps/{t}/gradients,
+ * step completion and deadline, GET /v1/optimizer (ddp modes).
+ *
+ * ddp steps: step t collects one gradient per learner; it completes when
+ * every expected learner has sent one (ddp: all M; ddp-elastic: every live
+ * learner, or at the deadline after the first arrival with whoever came:
+ * elastic_deadline_ms, or when that is 0 twice the median of the recent
+ * compute times, each the gap between a step's completion and the first
+ * gradient of the next — so the deadline follows the machine's speed and
+ * a dead learner's missed steps do not inflate it). Completion averages, applies AdamW to the global
+ * parameters (the source of truth for eval and rejoin) and wakes the waiting handlers, which answer the mean;
+ * each learner applies the same AdamW step.
+ */
+#include <assert.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/crc32c.h"
+#include "common/err.h"
+#include "common/file.h"
+#include "common/http_server.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "trainer/checkpoint.h"
+#include "trainer/credential.h"
+#include "trainer/data.h"
+#include "trainer/encoding.h"
+#include "trainer/events.h"
+#include "trainer/fragment.h"
+#include "trainer/merge.h"
+#include "trainer/model.h"
+#include "trainer/optim.h"
+#include "trainer/protocol.h"
+#include "trainer/round.h"
+#include "trainer/syncer_internal.h"
+
+/* ---- syncer: ddp steps ---- */
+
+static void ddp_complete(syncer *s, const char *why)
+{
+    int64_t t = s->ddp_step;
+    int count = s->ddp_count;
+    float inv = 1.0f / (float)count;
+    for (size_t i = 0; i < s->n; i++)
+        s->ddp_mean[i] = s->ddp_sum[i] * inv;
+    float lr =
+        optim_lr_at(t, s->cfg.warmup, s->cfg.steps, (float)s->cfg.inner_lr, (float)(s->cfg.inner_lr * 0.1));
+    adamw_step(s->opt, s->theta, s->ddp_mean, lr);
+    proto_f32_encode(s->ddp_mean, s->n, s->ddp_mean_wire);
+    s->ddp_mean_crc = cx_crc32c(0, s->ddp_mean_wire, s->n * 4);
+    s->ddp_mean_step = t;
+    s->ddp_step = t + 1;
+    s->ddp_count = 0;
+    s->ddp_first_ms = 0;
+    s->ddp_done_ms = cx_mono_ms();
+    memset(s->ddp_sum, 0, s->n * sizeof *s->ddp_sum);
+    for (int p = 0; p < s->P; p++)
+        s->versions[p]++;
+
+    json_t *parts = json_array();
+    int64_t ids[MAX_LEARNERS];
+    int k = 0;
+    for (int i = 0; i < MAX_LEARNERS; i++) {
+        learner_rec *l = &s->learners[i];
+        if (l->id < 0 || l->incarnation == 0)
+            continue;
+        if (l->ddp_arrived == t) {
+            ids[k++] = l->id;
+            json_array_append_new(parts,
+                                  json_pack("{s:I, s:I, s:f, s:I, s:I}", "learner", (json_int_t)l->id,
+                                            "incarnation", (json_int_t)l->incarnation, "weight", 1.0 / count,
+                                            "tokens", (json_int_t)s->cfg.batch, "steps", (json_int_t)1));
+        } else if (l->state != LS_LEFT) {
+            l->ddp_dropped = t;
+            events_emit(s->ev, "drop",
+                        json_pack("{s:I, s:I, s:s, s:I}", "learner", (json_int_t)l->id, "incarnation",
+                                  (json_int_t)l->incarnation, "reason",
+                                  l->state == LS_ABSENT ? "absent" : "deadline", "step", (json_int_t)t));
+        }
+    }
+    s->tokens_merged += (int64_t)count * s->cfg.batch;
+    /* bytes: the step's gradients in (ddp has no contribution events) */
+    events_emit(s->ev, "merge",
+                json_pack("{s:i, s:I, s:I, s:o, s:f, s:f, s:s, s:s, s:I}", "fragment", -1, "version",
+                          (json_int_t)s->versions[0], "step", (json_int_t)t, "participants", parts,
+                          "grace_ms", 0.0, "update_norm", merge_l2norm(s->ddp_mean, s->n), "mode",
+                          mode_name(s), "trigger", why, "bytes",
+                          (json_int_t)((int64_t)count * (int64_t)s->n * 4)));
+    if (t % 50 == 0)
+        cx_info("ddp step=%lld participants=%d trigger=%s lr=%.3g", (long long)t, count, why, lr);
+    syncer_note_merge(s, -1, s->versions[0], ids, k);
+    pthread_cond_broadcast(&s->step_cv);
+    pthread_cond_broadcast(&s->frag_cv);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* ms a ddp-elastic step waits after its first gradient (see the top). */
+int64_t ddp_deadline_ms(const syncer *s)
+{
+    if (s->cfg.elastic_deadline_ms > 0)
+        return s->cfg.elastic_deadline_ms;
+    int n = s->ddp_ncompute < DDP_COMPUTE_SAMPLES ? (int)s->ddp_ncompute : DDP_COMPUTE_SAMPLES;
+    if (n < DDP_AUTO_MIN_SAMPLES)
+        return DDP_AUTO_INITIAL_MS;
+    int64_t v[DDP_COMPUTE_SAMPLES];
+    memcpy(v, s->ddp_compute_ms, (size_t)n * sizeof v[0]);
+    qsort(v, (size_t)n, sizeof v[0], cmp_i64);
+    int64_t d = 2 * v[n / 2];
+    return d < DDP_AUTO_FLOOR_MS ? DDP_AUTO_FLOOR_MS : d;
+}
+
+void ddp_check(syncer *s, int64_t now)
+{
+    if (s->ddp_count == 0)
+        return;
+    if (s->ddp_count >= syncer_barrier_need(s))
+        ddp_complete(s, "barrier");
+    else if (s->cfg.mode == CONFIG_MODE_DDP_ELASTIC && now - s->ddp_first_ms >= ddp_deadline_ms(s))
+        ddp_complete(s, "deadline");
+}
+
+/* ---- syncer: POST /v1/steps/{t}/gradients (ddp modes) ---- */
+
+static void reply_mean(syncer *s, cx_http_resp *resp, int64_t t)
+{
+    char crchex[9];
+    proto_crc_format(s->ddp_mean_crc, crchex);
+    s->bytes_out += (int64_t)s->n * 4;
+    cx_http_reply_bytes(resp, 200, "application/octet-stream", s->ddp_mean_wire, s->n * 4);
+    cx_http_add_header(resp, PROTO_H_STEP, "%lld", (long long)t);
+    cx_http_add_header(resp, PROTO_H_CRC32C, "%s", crchex);
+    cx_http_add_header(resp, PROTO_H_VERSION, "%lld", (long long)s->versions[0]);
+}
+
+static void reply_step_conflict(syncer *s, cx_http_resp *resp, int64_t t, const char *what)
+{
+    json_t *b = json_pack("{s:s, s:i, s:I, s:I}", "error", what, "status", 409, "step",
+                          (json_int_t)s->ddp_step, "requested", (json_int_t)t);
+    cx_http_reply_json(resp, 409, b);
+}
+
+int h_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    int64_t t;
+    proto_hdr h;
+    char why[CX_ERRLEN];
+    int slot;
+    if (!is_ddp(s)) {
+        cx_http_reply_error(resp, 409, "mode %s takes contributions, not per-step gradients", mode_name(s));
+        return 0;
+    }
+    if (syncer_path_int(req->params[0], INT64_MAX / 2, &t) != 0) {
+        cx_http_reply_error(resp, 404, "bad step '%s'", req->params[0]);
+        return 0;
+    }
+    if (proto_hdr_parse(&h, syncer_req_header, req, PROTO_NEED_GRADIENT, why, sizeof why) != 0) {
+        reject(s, resp, PROTO_R_BAD_HEADER, h.learner, h.incarnation, -1, why, 0);
+        return 0;
+    }
+    if (h.encoding >= 0 && h.encoding != CONFIG_ENC_F32) {
+        reject(s, resp, PROTO_R_BAD_HEADER, h.learner, h.incarnation, -1, "ddp gradients are f32", 0);
+        return 0;
+    }
+    proto_reason r = proto_check_body(req->body, req->body_len, s->n * 4, h.crc32c, why, sizeof why);
+    if (r != PROTO_OK) {
+        reject(s, resp, r, h.learner, h.incarnation, -1, why, 0);
+        return 0;
+    }
+    float *g = malloc(s->n * sizeof *g);
+    if (!g) {
+        cx_http_reply_err(resp, CX_ENOMEM, "out of memory");
+        return 0;
+    }
+    proto_f32_decode(req->body, s->n, g);
+    ptrdiff_t bad = proto_first_nonfinite(g, s->n);
+    if (bad >= 0) {
+        free(g);
+        snprintf(why, sizeof why, "gradient element %td is not finite", bad);
+        reject(s, resp, PROTO_R_NONFINITE, h.learner, h.incarnation, -1, why, 0);
+        return 0;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->bytes_in += (int64_t)req->body_len;
+    r = syncer_check_learner(s, h.learner, h.incarnation, &slot);
+    if (r != PROTO_OK) {
+        free(g);
+        snprintf(why, sizeof why, "%s: learner %lld incarnation %lld", proto_reason_name(r),
+                 (long long)h.learner, (long long)h.incarnation);
+        reject(s, resp, r, h.learner, h.incarnation, -1, why, 1);
+        pthread_mutex_unlock(&s->mu);
+        return 0;
+    }
+    if (rebuild_gate(s, resp)) {
+        pthread_mutex_unlock(&s->mu);
+        free(g);
+        return 0;
+    }
+    learner_rec *l = &s->learners[slot];
+    syncer_touch(s, slot);
+    if (t == s->ddp_mean_step && l->ddp_arrived == t) {
+        /* a retry after its step completed: answer the mean again */
+        reply_mean(s, resp, t);
+        pthread_mutex_unlock(&s->mu);
+        free(g);
+        return 0;
+    }
+    if (t != s->ddp_step) {
+        reply_step_conflict(s, resp, t,
+                            t < s->ddp_step ? "step closed without this learner; resync"
+                                            : "step is ahead of the syncer; resync");
+        pthread_mutex_unlock(&s->mu);
+        free(g);
+        return 0;
+    }
+    if (l->ddp_arrived != t) {
+        for (size_t i = 0; i < s->n; i++)
+            s->ddp_sum[i] += g[i];
+        l->ddp_arrived = t;
+        l->accepted++;
+        s->accepted_total++;
+        if (s->ddp_count++ == 0) {
+            s->ddp_first_ms = cx_mono_ms();
+            if (s->ddp_done_ms > 0)
+                s->ddp_compute_ms[s->ddp_ncompute++ % DDP_COMPUTE_SAMPLES] = s->ddp_first_ms - s->ddp_done_ms;
+        }
+    }
+    free(g);
+    ddp_check(s, cx_mono_ms());
+    int64_t end = cx_mono_ms() + BARRIER_WAIT_MS;
+    while (!s->stopping && s->ddp_mean_step < t) {
+        int64_t left = end - cx_mono_ms();
+        if (left <= 0)
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t w = left > 200 ? 200 : left;
+        ts.tv_nsec += (long)(w % 1000) * 1000000L;
+        ts.tv_sec += w / 1000 + ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&s->step_cv, &s->mu, &ts);
+    }
+    if (s->ddp_mean_step == t && l->ddp_arrived == t && l->incarnation == h.incarnation) {
+        reply_mean(s, resp, t);
+    } else if (s->ddp_mean_step >= t) {
+        reply_step_conflict(s, resp, t, "step closed without this learner; resync");
+    } else {
+        json_t *b = json_pack("{s:s, s:i, s:I, s:i, s:i}", "error",
+                              "barrier still waiting for learners; retry", "status", 503, "step",
+                              (json_int_t)t, "arrived", s->ddp_count, "need", syncer_barrier_need(s));
+        cx_http_reply_json(resp, 503, b);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+/* ---- syncer: GET /v1/optimizer (ddp modes) ---- */
+
+/* The ddp source of truth, for a learner that (re)joins, missed a step or
+ * went non-finite: body = params[n] | AdamW m[n] | v[n], little-endian f32;
+ * X-Chaosloco-Crc32c over the body, X-Chaosloco-Step the step being
+ * collected (the learner's next gradient is for it), X-Chaosloco-Adam-Steps
+ * the AdamW step counter. One snapshot under the lock, so the four agree.
+ * Like a fragment pull: 503 while a rebuild collects, and with learner
+ * headers refused to a learner that must rejoin first (rebuild_stale_pull),
+ * so that it cannot take a restarted syncer's initial state over its own. */
+int h_optimizer(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    proto_hdr h;
+    if (proto_hdr_parse(&h, syncer_req_header, req, 0, NULL, 0) != 0)
+        h.learner = h.incarnation = -1;
+    if (!is_ddp(s)) {
+        cx_http_reply_error(resp, 409, "mode %s has no global optimizer state (ddp modes only)",
+                            mode_name(s));
+        return 0;
+    }
+    size_t n = s->n;
+    unsigned char *b = malloc(n * 12);
+    if (!b) {
+        cx_http_reply_err(resp, CX_ENOMEM, "out of memory");
+        return 0;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (rebuild_stale_pull(s, &h, resp) || rebuild_gate(s, resp)) {
+        pthread_mutex_unlock(&s->mu);
+        free(b);
+        return 0;
+    }
+    proto_f32_encode(s->theta, n, b);
+    proto_f32_encode(adamw_m(s->opt), n, b + n * 4);
+    proto_f32_encode(adamw_v(s->opt), n, b + n * 8);
+    int64_t step = s->ddp_step, adam_steps = (int64_t)adamw_steps(s->opt), version = s->versions[0];
+    s->bytes_out += (int64_t)n * 12;
+    pthread_mutex_unlock(&s->mu);
+    char crchex[9];
+    proto_crc_format(cx_crc32c(0, b, n * 12), crchex);
+    cx_http_reply_bytes(resp, 200, "application/octet-stream", b, n * 12);
+    free(b);
+    cx_http_add_header(resp, PROTO_H_CRC32C, "%s", crchex);
+    cx_http_add_header(resp, PROTO_H_STEP, "%lld", (long long)step);
+    cx_http_add_header(resp, PROTO_H_ADAM_STEPS, "%lld", (long long)adam_steps);
+    cx_http_add_header(resp, PROTO_H_VERSION, "%lld", (long long)version);
+    return 0;
+}

@@ -1,0 +1,509 @@
+/* syncer_learners.c - the syncer's membership: learner slots, joins,
+ * leaves, heartbeats, the end of the run, and rejections.
+ *
+ * What it is: the learner table (find, count, check, touch), how many
+ * learners a barrier waits for, POST /v1/join (with the rebuild's report of
+ * what the learner holds), /v1/leave, /v1/heartbeat, /v1/end, and the
+ * rejection counter and its aggregated reject events. What it is not: the
+ * marking of silent learners absent (the ticker in syncer.c) nor the
+ * rebuild decision (syncer_rebuild.c). Everything here runs with s->mu
+ * held or takes it, like every handler (syncer_internal.h).
+ */
+#include <assert.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/crc32c.h"
+#include "common/err.h"
+#include "common/file.h"
+#include "common/http_server.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "trainer/checkpoint.h"
+#include "trainer/credential.h"
+#include "trainer/data.h"
+#include "trainer/encoding.h"
+#include "trainer/events.h"
+#include "trainer/fragment.h"
+#include "trainer/merge.h"
+#include "trainer/model.h"
+#include "trainer/optim.h"
+#include "trainer/protocol.h"
+#include "trainer/round.h"
+#include "trainer/syncer_internal.h"
+
+const char *const syncer_learner_state_names[] = {"active", "absent", "left"};
+
+/* ---- syncer: learners ---- */
+
+static int find_slot(syncer *s, int64_t id)
+{
+    for (int i = 0; i < MAX_LEARNERS; i++)
+        if (s->learners[i].id == id)
+            return i;
+    return -1;
+}
+
+int syncer_count_learners(const syncer *s, int only_active)
+{
+    int n = 0;
+    for (int i = 0; i < MAX_LEARNERS; i++) {
+        const learner_rec *l = &s->learners[i];
+        if (l->id < 0 || l->incarnation == 0)
+            continue;
+        if (only_active ? l->state == LS_ACTIVE : l->state != LS_LEFT)
+            n++;
+    }
+    return n;
+}
+
+/* How many learners a barrier waits for. Strict barriers (ddp, diloco
+ * without deadline) wait for all M except those that finished; elastic ones
+ * for the learners currently alive. */
+int syncer_barrier_need(const syncer *s)
+{
+    int elastic = s->cfg.mode == CONFIG_MODE_DDP_ELASTIC ||
+                  (s->cfg.mode == CONFIG_MODE_DILOCO && s->cfg.elastic_deadline_ms > 0);
+    if (elastic) {
+        int a = syncer_count_learners(s, 1);
+        return a > 0 ? a : 1;
+    }
+    int left = 0;
+    for (int i = 0; i < MAX_LEARNERS; i++)
+        if (s->learners[i].id >= 0 && s->learners[i].incarnation > 0 && s->learners[i].state == LS_LEFT)
+            left++;
+    int need = (int)s->cfg.learners - left;
+    return need > 0 ? need : 1;
+}
+
+/* Check learner + incarnation of a request. Returns PROTO_OK and *slot, or
+ * the reject reason. */
+proto_reason syncer_check_learner(syncer *s, int64_t id, int64_t inc, int *slot)
+{
+    int i = find_slot(s, id);
+    if (i < 0 || s->learners[i].incarnation == 0)
+        return PROTO_R_UNKNOWN_LEARNER;
+    if (inc != s->learners[i].incarnation || s->learners[i].must_rejoin)
+        return PROTO_R_STALE_INCARNATION;
+    *slot = i;
+    return PROTO_OK;
+}
+
+void syncer_touch(syncer *s, int slot)
+{
+    learner_rec *l = &s->learners[slot];
+    l->last_seen_ms = cx_mono_ms();
+    if (l->state == LS_ABSENT)
+        l->state = LS_ACTIVE;
+}
+
+int syncer_reason_status(proto_reason r)
+{
+    switch (r) {
+    case PROTO_R_UNKNOWN_LEARNER:
+        return 403;
+    case PROTO_R_STALE_INCARNATION:
+    case PROTO_R_STALE_VERSION:
+        return 409;
+    case PROTO_R_HALTED:
+        return 503;
+    default:
+        return 400;
+    }
+}
+
+/* Write the reject event of reason r for its pending rejections (mu held). */
+static void reject_flush(syncer *s, proto_reason r, int64_t now)
+{
+    reject_agg *a = &s->ragg[r];
+    if (a->pending == 0)
+        return;
+    events_emit(s->ev, "reject",
+                json_pack("{s:I, s:I, s:I, s:s, s:s, s:I}", "learner", (json_int_t)a->learner, "incarnation",
+                          (json_int_t)a->incarnation, "fragment", (json_int_t)a->fragment, "reason",
+                          proto_reason_name(r), "detail", a->detail, "count", (json_int_t)a->pending));
+    cx_warn("reject learner=%lld incarnation=%lld fragment=%lld reason=%s count=%lld: %s",
+            (long long)a->learner, (long long)a->incarnation, (long long)a->fragment, proto_reason_name(r),
+            (long long)a->pending, a->detail);
+    a->pending = 0;
+    a->window_ms = now;
+}
+
+/* Flush every reason whose interval is over (mu held; the ticker, and
+ * syncer_free with force). */
+void reject_flush_due(syncer *s, int64_t now, int force)
+{
+    for (int r = 1; r < PROTO_R_COUNT; r++)
+        if (s->ragg[r].pending > 0 && (force || now - s->ragg[r].window_ms >= REJECT_EVENT_MS))
+            reject_flush(s, (proto_reason)r, now);
+}
+
+/* Count a rejection and log it (mu held): the first of a reason in an
+ * interval is written at once, the others are counted into one event when
+ * the interval ends, so a flood of bad requests grows events.jsonl and the
+ * log by O(1) lines per second. */
+void reject_note(syncer *s, proto_reason r, int64_t learner, int64_t inc, int64_t fragment,
+                 const char *detail)
+{
+    int64_t now = cx_mono_ms();
+    reject_agg *a = &s->ragg[r];
+    s->rejects[r]++;
+    int slot = learner >= 0 ? find_slot(s, learner) : -1;
+    if (slot >= 0)
+        s->learners[slot].rejected++;
+    if (a->pending++ == 0) {
+        a->learner = learner;
+        a->incarnation = inc;
+        a->fragment = fragment;
+        snprintf(a->detail, sizeof a->detail, "%s", detail);
+    }
+    if (a->window_ms == 0 || now - a->window_ms >= REJECT_EVENT_MS)
+        reject_flush(s, r, now);
+}
+
+/* Count, log and answer a rejection (called with mu held or not: takes it). */
+void reject(syncer *s, cx_http_resp *resp, proto_reason r, int64_t learner, int64_t inc, int64_t fragment,
+            const char *detail, int locked)
+{
+    if (!locked)
+        pthread_mutex_lock(&s->mu);
+    reject_note(s, r, learner, inc, fragment, detail);
+    json_t *body = json_pack("{s:s, s:i, s:s}", "error", detail, "status", syncer_reason_status(r), "reason",
+                             proto_reason_name(r));
+    /* tell the learner where the syncer is */
+    if ((r == PROTO_R_STALE_VERSION || r == PROTO_R_STALE_INCARNATION) && fragment >= 0 && fragment < s->P)
+        json_object_set_new(body, "version", json_integer(s->versions[fragment]));
+    if (!locked)
+        pthread_mutex_unlock(&s->mu);
+    cx_http_reply_json(resp, syncer_reason_status(r), body);
+}
+
+/* ---- syncer: POST /v1/join ---- */
+
+static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, json_int_t id, json_int_t inc,
+                        json_int_t step, const int64_t *hv, const uint32_t *hc, const int64_t *hp,
+                        int *upload);
+
+int h_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    json_t *body, *holds = NULL;
+    json_int_t id = -1, inc = 0, step = 0;
+    char err[CX_ERRLEN];
+    if (cx_http_body_json(req, resp, 0, &body) != 0)
+        return 0;
+    if (cx_json_unpack(body, "body", err, sizeof err, "{s:I, s:I, s?I, s?o}", "learner", &id, "incarnation",
+                       &inc, "step", &step, "holds", &holds) != 0) {
+        json_decref(body);
+        cx_http_reply_error(resp, 400, "%s", err);
+        return 0;
+    }
+    /* what the learner holds (optional: old learners and first joins send
+     * none) */
+    int64_t *hv = NULL, *hp = NULL;
+    uint32_t *hc = NULL;
+    int *upload = NULL;
+    if (holds) {
+        hv = malloc((size_t)s->P * sizeof *hv);
+        hp = malloc((size_t)s->P * sizeof *hp);
+        hc = malloc((size_t)s->P * sizeof *hc);
+        upload = malloc((size_t)s->P * sizeof *upload);
+        if (!hv || !hp || !hc || !upload) {
+            free(hv), free(hp), free(hc), free(upload);
+            json_decref(body);
+            cx_http_reply_err(resp, CX_ENOMEM, "out of memory");
+            return 0;
+        }
+        if (rb_parse_holds(s, holds, hv, hc, hp, resp) != 0) {
+            free(hv), free(hp), free(hc), free(upload);
+            json_decref(body);
+            return 0;
+        }
+    }
+    json_decref(body);
+    if (!syncer_learner_is_caller(s, req, resp, id, "join")) {
+        free(hv), free(hp), free(hc), free(upload);
+        return 0;
+    }
+    join_checked(s, req, resp, id, inc, step, hv, hc, hp, upload);
+    free(hv), free(hp), free(hc), free(upload);
+    return 0;
+}
+
+/* The 503 answer of a join during a rebuild (mu held): the fragments this
+ * learner must upload to POST /v1/fragments/{p}/state with the incarnation
+ * given here, then join again. */
+static void join_rebuilding(syncer *s, cx_http_resp *resp, rebuild_state rb, json_int_t id, int64_t inc,
+                            const int *upload, int n_up)
+{
+    json_t *up = json_array();
+    for (int i = 0; i < n_up; i++)
+        json_array_append_new(up, json_integer(upload[i]));
+    if (rb == RB_REFUSED) {
+        json_decref(up);
+        rebuild_gate(s, resp);
+        return;
+    }
+    cx_info("join learner=%lld incarnation=%lld during the rebuild: %d fragments to upload", (long long)id,
+            (long long)inc, n_up);
+    cx_http_reply_json(resp, 503,
+                       json_pack("{s:s, s:i, s:{s:I, s:o, s:i}}", "error",
+                                 "rebuilding the global state from the learners; upload what is asked, then "
+                                 "join again",
+                                 "status", 503, "rebuild", "incarnation", (json_int_t)inc, "upload", up,
+                                 "retry_ms", RB_RETRY_MS));
+    cx_http_add_header(resp, "Retry-After", "1");
+}
+
+/* The join once the body is decoded (h_join); hv/hc: the holds or NULL,
+ * upload: room for P fragment ids. */
+static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, json_int_t id, json_int_t inc,
+                        json_int_t step, const int64_t *hv, const uint32_t *hc, const int64_t *hp,
+                        int *upload)
+{
+    (void)req;
+    if (syncer_check_field(resp, "join", "learner", id, 0, PROTO_MAX_LEARNER_ID) ||
+        syncer_check_field(resp, "join", "incarnation", inc, 0, INT64_MAX / 2) ||
+        syncer_check_field(resp, "join", "step", step, 0, CONFIG_STEPS_MAX))
+        return 0;
+    pthread_mutex_lock(&s->mu);
+    int slot = find_slot(s, id);
+    /* an incarnation grows by at most INCARNATION_MAX_STEP per join, so one
+     * request cannot push a learner id out of reach (nor near overflow) */
+    int64_t cur = slot >= 0 ? s->learners[slot].incarnation : 0;
+    if (inc > cur + INCARNATION_MAX_STEP) {
+        pthread_mutex_unlock(&s->mu);
+        cx_http_reply_error(
+            resp, 400, "join: field 'incarnation' is %lld, more than %d above learner %lld's current %lld",
+            (long long)inc, INCARNATION_MAX_STEP, (long long)id, (long long)cur);
+        return 0;
+    }
+    if (slot < 0) {
+        int known = 0;
+        for (int i = 0; i < MAX_LEARNERS; i++)
+            if (s->learners[i].id >= 0)
+                known++;
+        for (int i = 0; i < MAX_LEARNERS && slot < 0; i++)
+            if (s->learners[i].id < 0 && known < s->cfg.learners)
+                slot = i;
+        if (slot < 0) {
+            pthread_mutex_unlock(&s->mu);
+            cx_http_reply_error(resp, 409, "the run expects %lld learners and %d other ids have joined",
+                                (long long)s->cfg.learners, known);
+            return 0;
+        }
+        memset(&s->learners[slot], 0, sizeof s->learners[slot]);
+        s->learners[slot].id = id;
+        s->learners[slot].ddp_arrived = s->learners[slot].ddp_dropped = -1;
+        s->learners[slot].batch = s->cfg.batch;
+        s->learners[slot].steps_total = s->cfg.steps;
+    }
+    learner_rec *l = &s->learners[slot];
+    for (int p = 0; p < s->P; p++) { /* it pulls every fragment after a join */
+        s->pull_step[slot * s->P + p] = step;
+        s->own_ver[slot * s->P + p] = -1;
+    }
+    merge_ema_init(&l->step_wall, 0.2); /* a new incarnation may run at another speed */
+    l->c_ms = l->c_step = 0;
+    int64_t new_inc = (l->incarnation > inc ? l->incarnation : inc) + 1;
+    l->incarnation = new_inc;
+    l->state = LS_ACTIVE;
+    l->joined_ms = l->last_seen_ms = cx_mono_ms();
+    l->step = step;
+    l->ddp_arrived = -1;
+    l->must_rejoin = 0;
+    int n_up = 0;
+    rebuild_state rb = rebuild_join(s, slot, hv, hc, hp, step, upload, &n_up);
+    if (rb != RB_NONE) {
+        join_rebuilding(s, resp, rb, id, new_inc, upload, n_up);
+        pthread_mutex_unlock(&s->mu);
+        return 0;
+    }
+    json_t *ans = json_pack("{s:I, s:I, s:o, s:o, s:I, s:i, s:I, s:s, s:I}", "learner", id, "incarnation",
+                            (json_int_t)new_inc, "config", config_to_json(&s->cfg), "fragments",
+                            syncer_fragments_json(s), "n_params", (json_int_t)s->n, "table_digest",
+                            (int)fragment_table_digest(s->ft), "step", (json_int_t)s->ddp_step, "mode",
+                            mode_name(s), "merges", (json_int_t)s->merges);
+    if (s->cfg.mode == CONFIG_MODE_DECOUPLED)
+        json_object_set_new(ans, "schedule_step",
+                            json_integer(syncer_schedule_step_now(s, slot, cx_mono_ms())));
+    pthread_mutex_unlock(&s->mu);
+    events_emit(s->ev, "join",
+                json_pack("{s:I, s:I, s:I}", "learner", id, "incarnation", (json_int_t)new_inc,
+                          "resumed_step", step));
+    cx_info("join learner=%lld incarnation=%lld resumed_step=%lld", (long long)id, (long long)new_inc,
+            (long long)step);
+    cx_http_reply_json(resp, 200, ans);
+    return 0;
+}
+
+/* ---- syncer: POST /v1/leave ---- */
+
+int h_leave(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    json_t *body;
+    json_int_t id = -1, inc = 0;
+    char err[CX_ERRLEN];
+    int slot;
+    if (cx_http_body_json(req, resp, 0, &body) != 0)
+        return 0;
+    if (cx_json_unpack(body, "body", err, sizeof err, "{s:I, s:I}", "learner", &id, "incarnation", &inc) !=
+        0) {
+        json_decref(body);
+        cx_http_reply_error(resp, 400, "%s", err);
+        return 0;
+    }
+    json_decref(body);
+    if (!syncer_learner_is_caller(s, req, resp, id, "leave"))
+        return 0;
+    pthread_mutex_lock(&s->mu);
+    proto_reason r = syncer_check_learner(s, id, inc, &slot);
+    if (r != PROTO_OK) {
+        pthread_mutex_unlock(&s->mu);
+        cx_http_reply_error(resp, syncer_reason_status(r), "leave: %s", proto_reason_name(r));
+        return 0;
+    }
+    s->learners[slot].state = LS_LEFT;
+    /* barriers waiting for it may now be complete */
+    pthread_cond_broadcast(&s->tick_cv);
+    pthread_mutex_unlock(&s->mu);
+    cx_info("leave learner=%lld incarnation=%lld", (long long)id, (long long)inc);
+    cx_http_reply_json(resp, 200, json_pack("{s:b}", "ok", 1));
+    return 0;
+}
+
+/* ---- syncer: POST /v1/heartbeat ---- */
+
+int h_heartbeat(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    json_t *body;
+    json_int_t id = -1, inc = 0, step = 0, tokens = 0, t_real_ms = 0, cursor = 0, batch = -1,
+               steps_total = -1;
+    double loss = 0, step_ms = 0, pull_ms = 0;
+    char err[CX_ERRLEN];
+    int slot;
+    if (cx_http_body_json(req, resp, 0, &body) != 0)
+        return 0;
+    if (cx_json_unpack(body, "body", err, sizeof err,
+                       "{s:I, s:I, s:I, s:F, s:I, s:F, s:I, s?I, s?I, s?I, s?F}", "learner", &id,
+                       "incarnation", &inc, "step", &step, "train_loss", &loss, "tokens", &tokens, "step_ms",
+                       &step_ms, "t_real_ms", &t_real_ms, "cursor", &cursor, "batch", &batch, "steps_total",
+                       &steps_total, "pull_ms", &pull_ms) != 0) {
+        json_decref(body);
+        cx_http_reply_error(resp, 400, "%s", err);
+        return 0;
+    }
+    json_decref(body);
+    if (!syncer_learner_is_caller(s, req, resp, id, "heartbeat"))
+        return 0;
+    /* every field in range before any arithmetic on it (the skew below) */
+    if (syncer_check_field(resp, "heartbeat", "learner", id, 0, PROTO_MAX_LEARNER_ID) ||
+        syncer_check_field(resp, "heartbeat", "incarnation", inc, 1, INT64_MAX / 2) ||
+        syncer_check_field(resp, "heartbeat", "step", step, 0, CONFIG_STEPS_MAX) ||
+        syncer_check_field(resp, "heartbeat", "tokens", tokens, 0, CONFIG_STEPS_MAX * CONFIG_BATCH_MAX) ||
+        syncer_check_field(resp, "heartbeat", "t_real_ms", t_real_ms, 0, T_REAL_MAX_MS) ||
+        syncer_check_field(resp, "heartbeat", "cursor", cursor, 0, INT64_MAX / 2) ||
+        (batch != -1 && syncer_check_field(resp, "heartbeat", "batch", batch, 1, CONFIG_BATCH_MAX)) ||
+        (steps_total != -1 &&
+         syncer_check_field(resp, "heartbeat", "steps_total", steps_total, 1, CONFIG_STEPS_MAX)) ||
+        syncer_check_real(resp, "heartbeat", "train_loss", loss, 0, 1e9) ||
+        syncer_check_real(resp, "heartbeat", "step_ms", step_ms, 0, 1e9) ||
+        syncer_check_real(resp, "heartbeat", "pull_ms", pull_ms, 0, 1e9))
+        return 0;
+    int64_t skew = t_real_ms - cx_real_ns() / 1000000;
+    pthread_mutex_lock(&s->mu);
+    proto_reason r = syncer_check_learner(s, id, inc, &slot);
+    if (r != PROTO_OK) {
+        pthread_mutex_unlock(&s->mu);
+        cx_http_reply_error(resp, syncer_reason_status(r), "heartbeat: %s (learner %lld incarnation %lld)",
+                            proto_reason_name(r), (long long)id, (long long)inc);
+        return 0;
+    }
+    learner_rec *l = &s->learners[slot];
+    syncer_touch(s, slot);
+    l->step = step;
+    l->tokens = tokens;
+    l->train_loss = loss;
+    l->step_ms = step_ms;
+    l->pull_ms = pull_ms;
+    l->clock_skew_ms = skew;
+    if (batch > 0)
+        l->batch = batch;
+    if (steps_total > 0)
+        l->steps_total = steps_total;
+    int64_t now = cx_mono_ms();
+    int emit = now - l->last_hb_event_ms >= 1000;
+    if (emit)
+        l->last_hb_event_ms = now;
+    int ended = s->ended;
+    pthread_mutex_unlock(&s->mu);
+    if (emit)
+        events_emit(s->ev, "heartbeat",
+                    json_pack("{s:I, s:I, s:I, s:o, s:I, s:f, s:I}", "learner", id, "incarnation", inc,
+                              "step", step, "train_loss", isfinite(loss) ? json_real(loss) : json_null(),
+                              "tokens", tokens, "step_ms", step_ms, "clock_skew_ms", (json_int_t)skew));
+    /* "end": the run was ended (POST /v1/end): finish the step, send, leave */
+    cx_http_reply_json(resp, 200, json_pack("{s:b, s:b}", "ok", 1, "end", ended));
+    return 0;
+}
+
+/* ---- syncer: POST /v1/end ---- */
+
+/* End the run gracefully: from now on every heartbeat answer says "end",
+ * learners finish their inner step, send what they have and leave. The
+ * syncer keeps serving (merges, reads) until it is stopped; its final eval
+ * and checkpoint run at shutdown as always. Idempotent: a second call
+ * answers "already": true and keeps the first reason. */
+int h_end(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    json_t *body;
+    const char *r = "";
+    char err[CX_ERRLEN], reason[sizeof s->end_reason];
+    if (cx_http_body_json(req, resp, 1, &body) != 0)
+        return 0;
+    json_t *jr = json_object_get(body, "reason");
+    if (jr && !json_is_string(jr)) {
+        json_decref(body);
+        cx_http_reply_error(resp, 400, "body: reason must be a string");
+        return 0;
+    }
+    if (cx_json_unpack(body, "body", err, sizeof err, "{s?s}", "reason", &r) != 0) {
+        json_decref(body);
+        cx_http_reply_error(resp, 400, "%s", err);
+        return 0;
+    }
+    if (strlen(r) >= sizeof reason) {
+        json_decref(body);
+        cx_http_reply_error(resp, 400, "body: reason is longer than %zu bytes", sizeof reason - 1);
+        return 0;
+    }
+    snprintf(reason, sizeof reason, "%s", r);
+    json_decref(body);
+    pthread_mutex_lock(&s->mu);
+    int already = s->ended;
+    if (!already) {
+        s->ended = 1;
+        s->end_ms = cx_mono_ms();
+        snprintf(s->end_reason, sizeof s->end_reason, "%s", reason);
+    }
+    json_t *ans = json_pack("{s:b, s:b, s:s, s:I}", "ended", 1, "already", already, "reason", s->end_reason,
+                            "merges", (json_int_t)s->merges);
+    pthread_mutex_unlock(&s->mu);
+    if (!already) {
+        events_emit(s->ev, "end", json_pack("{s:s}", "reason", reason));
+        cx_info("end requested: %s", reason[0] ? reason : "(no reason)");
+    }
+    cx_http_reply_json(resp, 200, ans);
+    return 0;
+}

@@ -1,0 +1,743 @@
+/* syncer_rounds.c - the syncer's per-fragment rounds (diloco, decoupled):
+ * contributions, quorum and grace window, merge.
+ *
+ * The per-fragment round (diloco and decoupled), slot-aligned (round.h):
+ * round r of fragment p is the r-th time the stagger schedule makes p due;
+ * a contribution names it (X-Chaosloco-Round) and joins that round.
+ *
+ *        h_contribution(): first accepted contribution,
+ *        id = round_join_id() > closed_id
+ *   IDLE ──────────────────────────────────────────► COLLECTING
+ *    │ │ a late one opens it (decoupled)                 ▲  │   │
+ *    │ └──────────────────────────► HELD ───────────────┘  │   │
+ *    │     an on-time contribution joins (h_contribution),   │   │
+ *    │     or hold_until_ms passed (round_check)             │   │
+ *    ▲                                                 │   │
+ *    │   round_merge(): merge, outer Nesterov,         │   │ n >= need (round_check):
+ *    │   version++, map id -> version, closed_id = id, │   │ decoupled: grace computed
+ *    │   wake long-polls                               │   ▼ (round_grace_ms)
+ *    ├─────────────────── n >= need, no grace ─────────┘  GRACE
+ *    │                    or elastic deadline (ticker)     │
+ *    └──────────── grace over, or every live learner ──────┘
+ *                  contributed (round_check / ticker: round_close_due)
+ *
+ *   IDLE        no contribution held; opened_ms = 0; the next round to open
+ *               gets an id above closed_id.
+ *   HELD        decoupled only: opened by a late contribution; n >= 1, no
+ *               quorum counted until an on-time contribution joins or
+ *               hold_until_ms (one period, H·t_step, at most grace_cap_ms)
+ *               passes; id > closed_id.
+ *   COLLECTING  1 <= n < need contributions held (need: diloco = every
+ *               expected learner, decoupled = quorum K); id > closed_id.
+ *   GRACE       n >= K; grace_end_ms set; contributions still accepted;
+ *               id > closed_id.
+ * The late rule: a contribution naming a round that already closed (or that
+ * the open round has passed) is folded into the open round, or opens the
+ * next one HELD for the on-time contributions of that round (so a learner
+ * that runs behind merges with the others instead of alone), with its own
+ * base (counted in rounds.late); it is refused only
+ * when its base is more than max_staleness rounds of p behind (each merged
+ * round is one version, so that is versions[p] - base). The 202 answer says
+ * the round joined and the version its merge will produce
+ * (versions[p] + 1: one round of p is open at a time).
+ * A contribution from a learner already in the round replaces its previous
+ * one (its newer delta includes the older progress: the learner has not
+ * received the fragment in between). At merge, contributions of learners
+ * marked absent get no weight (they are dropped); if none is left the round
+ * stays open.
+ */
+#include <assert.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/crc32c.h"
+#include "common/err.h"
+#include "common/file.h"
+#include "common/http_server.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "trainer/checkpoint.h"
+#include "trainer/credential.h"
+#include "trainer/data.h"
+#include "trainer/encoding.h"
+#include "trainer/events.h"
+#include "trainer/fragment.h"
+#include "trainer/merge.h"
+#include "trainer/model.h"
+#include "trainer/optim.h"
+#include "trainer/protocol.h"
+#include "trainer/round.h"
+#include "trainer/syncer_internal.h"
+
+const char *const syncer_round_state_names[] = {"idle", "collecting", "grace", "held"};
+
+/* ---- syncer: merge bookkeeping shared by every mode ---- */
+
+void syncer_note_merge(syncer *s, int64_t fragment, int64_t version, const int64_t *ids, int n)
+{
+    merge_note *m = &s->recent[s->recent_n % RECENT_MERGES];
+    int64_t now = cx_mono_ms();
+    m->fragment = fragment;
+    m->version = version;
+    m->t_mono_ms = now;
+    m->n = n;
+    for (int i = 0; i < n && i < MAX_LEARNERS; i++)
+        m->learners[i] = ids[i];
+    s->recent_n++;
+    if (s->last_merge_ms > 0 && now - s->last_merge_ms > s->longest_gap_ms)
+        s->longest_gap_ms = now - s->last_merge_ms;
+    s->last_merge_ms = now;
+    s->merges++;
+    s->eval_pending = 1;
+    pthread_cond_broadcast(&s->work_cv);
+}
+
+/* ---- syncer: per-fragment rounds (diloco, decoupled) ---- */
+
+#ifndef NDEBUG
+static void assert_round_state(const syncer *s, const frag_round *r)
+{
+    switch (r->state) {
+    case RS_IDLE:
+        assert(r->n == 0);
+        break;
+    case RS_COLLECTING:
+        assert(r->n >= 1 && r->opened_ms > 0 && r->id > r->closed_id);
+        break;
+    case RS_GRACE:
+        assert(r->n >= 1 && s->cfg.mode == CONFIG_MODE_DECOUPLED && r->grace_end_ms > 0 &&
+               r->id > r->closed_id);
+        break;
+    case RS_HELD:
+        assert(r->n >= 1 && s->cfg.mode == CONFIG_MODE_DECOUPLED && r->hold_until_ms > 0 &&
+               r->id > r->closed_id && r->opened_late);
+        break;
+    }
+}
+#else
+#define assert_round_state(s, r) ((void)0)
+#endif
+
+/* The grace window of round p reaching its quorum now (mu held):
+ * clamp(γ·(τ·t_step − (t_quorum + t_sync)), 0, cap) with, all EMAs,
+ *   t_step   the active learners' mean wall time per inner step, measured
+ *            here between each learner's contributions (schedule steps
+ *            between two rounds it named / ms between their arrivals);
+ *            their heartbeat step_ms until there is a sample;
+ *   t_quorum ms from the first to the K-th arrival of p's rounds;
+ *   t_sync   ms of p's merges plus the active learners' mean reported pull
+ *            round trip (what it takes the merged value to reach them).
+ * τ·t_step is the time between a learner sending p and needing its merged
+ * value (τ steps of overlap); γ < 1 takes only part of what is left. */
+static void learner_timings(const syncer *s, double *t_step, double *t_pull)
+{
+    double step = 0, pull = 0;
+    int ns = 0, np = 0;
+    for (int i = 0; i < MAX_LEARNERS; i++) {
+        const learner_rec *l = &s->learners[i];
+        if (l->id < 0 || l->state != LS_ACTIVE)
+            continue;
+        double t = merge_ema_get(&l->step_wall, l->step_ms);
+        if (t > 0) {
+            step += t;
+            ns++;
+        }
+        if (l->pull_ms > 0) {
+            pull += l->pull_ms;
+            np++;
+        }
+    }
+    *t_step = ns ? step / ns : 0;
+    *t_pull = np ? pull / np : 0;
+}
+
+static double round_grace_ms(const syncer *s, int p)
+{
+    const frag_round *r = &s->rounds[p];
+    double t_step, t_pull;
+    learner_timings(s, &t_step, &t_pull);
+    return merge_grace_ms(s->cfg.grace_gamma, (int)s->cfg.tau, t_step, merge_ema_get(&r->t_quorum, 0),
+                          merge_ema_get(&r->t_sync, 0) + t_pull, (double)s->cfg.grace_cap_ms);
+}
+
+/* How long a round opened by a late contribution waits for the on-time
+ * ones of its slot (mu held): one period of the schedule, H·t_step, at most
+ * grace_cap_ms; 0 (no wait) before any step time is known. The late
+ * learner waits that long for its merged value at most, and loses what it
+ * trains on the fragment meanwhile (its copy is overwritten at adoption);
+ * nobody else waits. One schedule slot (H/P·t_step) lost fewer tokens but
+ * gathered fewer learners (4 learners, small GPT under ASan: 1.6-1.8
+ * contributions per round instead of 2.4-2.6; docs/training.md). */
+static int64_t round_hold_ms(const syncer *s)
+{
+    double t_step, t_pull;
+    learner_timings(s, &t_step, &t_pull);
+    double h = (double)s->cfg.H * t_step;
+    if (!(h > 0))
+        return 0;
+    return (int64_t)ceil(h < (double)s->cfg.grace_cap_ms ? h : (double)s->cfg.grace_cap_ms);
+}
+
+/* Where the stagger schedule is now (mu held): the mean over the active
+ * learners other than slot `except` that named a round since they joined
+ * of their schedule step then plus the steps they have run since at their
+ * measured pace; 0 when no learner gives an estimate. A joining learner
+ * takes it as its schedule position, so that its round r of fragment p
+ * comes due when everyone else's does (a learner that started or
+ * restarted later would otherwise be late for every round of the run). */
+int64_t syncer_schedule_step_now(const syncer *s, int except, int64_t now)
+{
+    double sum = 0;
+    int n = 0;
+    for (int i = 0; i < MAX_LEARNERS; i++) {
+        const learner_rec *l = &s->learners[i];
+        double t = merge_ema_get(&l->step_wall, 0);
+        if (i == except || l->id < 0 || l->state != LS_ACTIVE || l->c_ms == 0 || !(t > 0))
+            continue;
+        /* a live learner names a round at least every H steps: extrapolate no further */
+        double ahead = (double)(now - l->c_ms) / t;
+        sum += (double)l->c_step + (ahead < (double)s->cfg.H ? ahead : (double)s->cfg.H);
+        n++;
+    }
+    return n ? (int64_t)llround(sum / n) : 0;
+}
+
+/* round_merge, step 1: the contributions of round p that still count
+ * (their learner is not absent and has not rejoined since) into mc[], their
+ * index in r->c into idx[]; returns how many (mu held). */
+static int round_mergeable(syncer *s, frag_round *r, merge_contrib *mc, int *idx)
+{
+    int k = 0;
+    for (int i = 0; i < r->n; i++) {
+        learner_rec *l = &s->learners[r->c[i].slot];
+        if (l->state == LS_ABSENT || l->incarnation != r->c[i].incarnation)
+            continue;
+        mc[k].delta = r->c[i].delta;
+        mc[k].tokens = (uint64_t)r->c[i].tokens;
+        mc[k].steps = (uint64_t)r->c[i].steps;
+        idx[k++] = i;
+    }
+    return k;
+}
+
+/* round_merge, step 2: merge the k contributions mc[] into fragment p's Θ
+ * and momentum with the run's rule and weighting, quantize the update
+ * (downstream_encode); w[] gets their weights, *norm the update's norm,
+ * *scale the share of the outer step applied. 0, or 1 when the merge
+ * failed (Θ untouched) (mu held). */
+static int round_apply(syncer *s, int p, const merge_contrib *mc, int k, double *w, double *norm_out,
+                       double *scale_out)
+{
+    size_t len = fragment_length(s->ft, p);
+    char err[CX_ERRLEN];
+    merge_rule rule = MERGE_RULE_MEAN;
+    merge_weighting weighting = MERGE_WEIGHTS_UNIFORM;
+    if (s->cfg.mode == CONFIG_MODE_DECOUPLED) {
+        rule = s->cfg.merge == CONFIG_MERGE_RDA ? MERGE_RULE_RDA : MERGE_RULE_MEAN;
+        weighting = s->cfg.weights == CONFIG_WEIGHTS_TOKEN ? MERGE_WEIGHTS_TOKEN : MERGE_WEIGHTS_UNIFORM;
+    }
+    /* A decoupled round merged from k of the M live learners applies k/M of
+     * the merged outer gradient: over one period (every learner sending the
+     * fragment once) Θ then moves about as far as in one synchronous round.
+     * Without it K=1 applies a full outer Nesterov step M times per period
+     * and diverges (docs/internals/syncer.md). */
+    double scale = 1.0;
+    if (s->cfg.mode == CONFIG_MODE_DECOUPLED) {
+        int live = syncer_count_learners(s, 1);
+        if (live < k)
+            live = k;
+        scale = (double)k / live;
+    }
+    /* merge_apply merges, scales and takes the outer step on the fragment's
+     * Θ (th) and momentum (mo) in place, allocating nothing. A fragment of
+     * one range is contiguous in theta/momentum and updated there; others
+     * are gathered into the workspace's buffers and scattered back. Θ_V
+     * (old) is copied only when downstream_encode uses it. */
+    const fragment_range *fr = fragment_ranges(s->ft, p);
+    int direct = fragment_num_ranges(s->ft, p) == 1;
+    float *th = direct ? s->theta + fr[0].offset : merge_ws_buf(s->mws, 0);
+    float *mo = direct ? s->momentum + fr[0].offset : merge_ws_buf(s->mws, 1);
+    float *old = merge_ws_buf(s->mws, 2);
+    if (!direct) {
+        fragment_gather(s->ft, p, s->theta, th);
+        fragment_gather(s->ft, p, s->momentum, mo);
+    }
+    if (downstream_encodes(s, p))
+        memcpy(old, th, len * sizeof *old);
+    float lr = (float)s->cfg.outer_lr, mu = (float)s->cfg.outer_momentum;
+    double norm = 0.0;
+    *scale_out = scale;
+    int rc = merge_apply(s->mws, th, mo, s->ft, p, mc, k, rule, weighting, scale, lr, mu, w, &norm, err,
+                         sizeof err);
+    if (rc != 0 && weighting == MERGE_WEIGHTS_TOKEN) /* all steps 0: fall back to uniform */
+        rc = merge_apply(s->mws, th, mo, s->ft, p, mc, k, rule, MERGE_WEIGHTS_UNIFORM, scale, lr, mu, w,
+                         &norm, err, sizeof err);
+    if (rc != 0) { /* th/mo untouched on error */
+        cx_error("merge fragment=%d failed: %s", p, err);
+        return 1;
+    }
+    downstream_encode(s, p, old, th, s->versions[p] + 1);
+    if (!direct) {
+        fragment_scatter(s->ft, p, th, s->theta);
+        fragment_scatter(s->ft, p, mo, s->momentum);
+    }
+    *norm_out = norm;
+    return 0;
+}
+
+/* round_merge, step 3: free every delta round p held, with a drop event for
+ * the ones that did not count (idx[k]: those that did), and in elastic
+ * diloco one for each expected learner missing at the deadline (mu held). */
+static void round_drops(syncer *s, int p, frag_round *r, const int *idx, int k, const char *why)
+{
+    for (int i = 0; i < r->n; i++) {
+        learner_rec *l = &s->learners[r->c[i].slot];
+        int used = 0;
+        for (int j = 0; j < k; j++)
+            used |= idx[j] == i;
+        if (!used)
+            events_emit(s->ev, "drop",
+                        json_pack("{s:I, s:I, s:s, s:i}", "learner", (json_int_t)l->id, "incarnation",
+                                  (json_int_t)r->c[i].incarnation, "reason", "absent", "fragment", p));
+        free(r->c[i].delta);
+        r->c[i].delta = NULL;
+    }
+    /* elastic diloco: expected learners that did not make it */
+    if (s->cfg.mode == CONFIG_MODE_DILOCO && strcmp(why, "deadline") == 0) {
+        for (int i = 0; i < MAX_LEARNERS; i++) {
+            learner_rec *l = &s->learners[i];
+            int in = 0;
+            if (l->id < 0 || l->incarnation == 0 || l->state == LS_LEFT)
+                continue;
+            for (int j = 0; j < r->n; j++)
+                in |= r->c[j].slot == i;
+            if (!in)
+                events_emit(s->ev, "drop",
+                            json_pack("{s:I, s:I, s:s, s:i}", "learner", (json_int_t)l->id, "incarnation",
+                                      (json_int_t)l->incarnation, "reason", "deadline", "fragment", p));
+        }
+    }
+}
+
+/* Merge what round p holds (mu held). Contributions of absent learners get
+ * no weight; returns 0 when merged, 1 when nothing was mergeable (round stays
+ * open). */
+static int round_merge(syncer *s, int p, const char *why)
+{
+    frag_round *r = &s->rounds[p];
+    merge_contrib mc[MAX_LEARNERS];
+    int idx[MAX_LEARNERS];
+    double w[MAX_LEARNERS];
+    int64_t t0 = cx_mono_ns();
+    int k = round_mergeable(s, r, mc, idx);
+    if (k == 0)
+        return 1;
+    double norm = 0.0, scale = 1.0;
+    if (round_apply(s, p, mc, k, w, &norm, &scale) != 0)
+        return 1;
+
+    int64_t version = ++s->versions[p];
+    json_t *parts = json_array();
+    int64_t ids[MAX_LEARNERS];
+    int64_t tokens = 0;
+    for (int j = 0; j < k; j++) {
+        contrib *c = &r->c[idx[j]];
+        ids[j] = c->learner;
+        tokens += c->tokens;
+        if (s->own_ver[c->slot * s->P + p] == 0) /* its pending contribution is in this version */
+            s->own_ver[c->slot * s->P + p] = version;
+        json_array_append_new(parts,
+                              json_pack("{s:I, s:I, s:f, s:I, s:I, s:I}", "learner", (json_int_t)c->learner,
+                                        "incarnation", (json_int_t)c->incarnation, "weight", w[j], "tokens",
+                                        (json_int_t)c->tokens, "steps", (json_int_t)c->steps, "base_version",
+                                        (json_int_t)c->base_version));
+    }
+    /* a contribution's tokens were trained on the whole model; this merge
+     * moves 1/P of it, so the run's merged-token count grows by tokens/P */
+    if (__builtin_add_overflow(s->tokens_frag_raw, tokens, &s->tokens_frag_raw))
+        s->tokens_frag_raw = INT64_MAX; /* unreachable with bounded claims; saturate, never wrap */
+    s->tokens_merged = s->tokens_frag_raw / s->P;
+    round_drops(s, p, r, idx, k, why);
+    double sync_ms = (double)(cx_mono_ns() - t0) / 1e6;
+    merge_ema_add(&r->t_sync, sync_ms);
+    round_map_add(&r->map, r->id, version, k);
+    r->closed_id = r->id;
+    s->rounds_merged++;
+    s->rounds_parts += k;
+    events_emit(s->ev, "merge",
+                json_pack("{s:i, s:I, s:o, s:f, s:f, s:s, s:s, s:I, s:f, s:I, s:i}", "fragment", p, "version",
+                          (json_int_t)version, "participants", parts, "grace_ms", r->grace_ms, "update_norm",
+                          norm, "mode", mode_name(s), "trigger", why, "tokens", (json_int_t)tokens, "scale",
+                          scale, "round", (json_int_t)r->id, "late", r->late));
+    cx_info("merge fragment=%d round=%lld version=%lld participants=%d late=%d trigger=%s grace_ms=%.1f "
+            "norm=%.4g",
+            p, (long long)r->id, (long long)version, k, r->late, why, r->grace_ms, norm);
+    syncer_note_merge(s, p, version, ids, k);
+    r->n = 0;
+    r->late = 0;
+    r->hold_until_ms = 0;
+    r->opened_late = 0;
+    r->state = RS_IDLE;
+    r->opened_ms = r->quorum_ms = r->grace_end_ms = 0;
+    r->grace_ms = 0;
+    assert_round_state(s, r);
+    pthread_cond_broadcast(&s->frag_cv);
+    return 0;
+}
+
+/* Move round p along its state machine after a contribution arrived or
+ * time passed (mu held). */
+void round_check(syncer *s, int p, int64_t now)
+{
+    frag_round *r = &s->rounds[p];
+    if (r->state == RS_IDLE)
+        return;
+    int live = syncer_count_learners(s, 1);
+    if (s->cfg.mode == CONFIG_MODE_DILOCO) {
+        int need = syncer_barrier_need(s);
+        if (r->n >= need)
+            round_merge(s, p, "barrier");
+        else if (s->cfg.elastic_deadline_ms > 0 && now - r->opened_ms >= s->cfg.elastic_deadline_ms)
+            round_merge(s, p, "deadline");
+        return;
+    }
+    /* decoupled */
+    if (r->state == RS_HELD) {
+        if (now < r->hold_until_ms)
+            return;
+        r->state = RS_COLLECTING; /* nobody on time came: merge the late ones */
+    }
+    if (r->state == RS_COLLECTING && r->n >= s->cfg.quorum) {
+        r->quorum_ms = now;
+        if (!r->opened_late)
+            merge_ema_add(&r->t_quorum, (double)(now - r->opened_ms));
+        r->grace_ms = round_grace_ms(s, p);
+        r->grace_end_ms = now + (int64_t)ceil(r->grace_ms);
+        r->state = RS_GRACE;
+    }
+    if (r->state == RS_GRACE) {
+        round_close why = round_close_due(r->n, (int)s->cfg.quorum, live, now, r->grace_end_ms, r->grace_ms);
+        if (why != ROUND_WAIT)
+            round_merge(s, p, round_close_name(why));
+    }
+}
+
+/* ---- syncer: POST /v1/fragments/{p}/contributions ---- */
+
+/* PROTO_OK when the tokens/steps claim of a contribution to fragment p is
+ * possible (mu held): no more steps than the learner's run has left after
+ * the step it reported when it last pulled p (+ H of slack: reported steps
+ * lag, which only loosens the bound), no more tokens than its batch per
+ * step. Both bounds keep every sum of claims far from overflow. */
+static proto_reason claim_check(syncer *s, int slot, int p, const proto_hdr *h, char *why, size_t len)
+{
+    const learner_rec *l = &s->learners[slot];
+    int64_t since = s->pull_step[slot * s->P + p];
+    int64_t left = l->steps_total > since ? l->steps_total - since : 0;
+    int64_t max_steps = left + s->cfg.H;
+    if (h->steps > max_steps) {
+        snprintf(why, len,
+                 "header %s is %lld: learner %lld cannot have trained more than %lld steps since it pulled "
+                 "fragment %d (at step %lld of %lld, +H)",
+                 PROTO_H_STEPS, (long long)h->steps, (long long)l->id, (long long)max_steps, p,
+                 (long long)since, (long long)l->steps_total);
+        return PROTO_R_CLAIM;
+    }
+    if (h->tokens > h->steps * l->batch) { /* steps <= CONFIG_STEPS_MAX + H: no overflow */
+        snprintf(why, len, "header %s is %lld, more than %s %lld x batch %lld", PROTO_H_TOKENS,
+                 (long long)h->tokens, PROTO_H_STEPS, (long long)h->steps, (long long)l->batch);
+        return PROTO_R_CLAIM;
+    }
+    return PROTO_OK;
+}
+
+static double ring_median(const double *ring, int64_t n)
+{
+    double v[NORM_SAMPLES];
+    int k = n < NORM_SAMPLES ? (int)n : NORM_SAMPLES;
+    memcpy(v, ring, (size_t)k * sizeof v[0]);
+    for (int i = 1; i < k; i++) /* insertion sort: k <= 32 */
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
+}
+
+/* PROTO_OK when the per-step norms of a contribution (L2 / steps and
+ * max-abs / steps) are within cfg.norm_bound x the medians of fragment p's
+ * last NORM_SAMPLES accepted ones (mu held). Per step, because a delta
+ * grows with the steps it covers (a learner back after a long partition).
+ * No bound before NORM_WARMUP accepted, with norm_bound 0, or while a
+ * median is 0. */
+static proto_reason norm_check(syncer *s, int p, double l2, double maxabs, char *why, size_t len)
+{
+    const norm_hist *nh = &s->rounds[p].norms;
+    double b = s->cfg.norm_bound;
+    if (b <= 0 || nh->n < NORM_WARMUP)
+        return PROTO_OK;
+    double ml2 = ring_median(nh->l2, nh->n), mmax = ring_median(nh->maxabs, nh->n);
+    int k = nh->n < NORM_SAMPLES ? (int)nh->n : NORM_SAMPLES;
+    if (ml2 > 0 && l2 > b * ml2) {
+        snprintf(why, len, "L2 norm per step %.4g is more than %g x the median %.4g of fragment %d's last %d",
+                 l2, b, ml2, p, k);
+        return PROTO_R_NORM;
+    }
+    if (mmax > 0 && maxabs > b * mmax) {
+        snprintf(why, len, "max-abs per step %.4g is more than %g x the median %.4g of fragment %d's last %d",
+                 maxabs, b, mmax, p, k);
+        return PROTO_R_NORM;
+    }
+    return PROTO_OK;
+}
+
+static void norm_add(syncer *s, int p, double l2, double maxabs)
+{
+    norm_hist *nh = &s->rounds[p].norms;
+    nh->l2[nh->n % NORM_SAMPLES] = l2;
+    nh->maxabs[nh->n % NORM_SAMPLES] = maxabs;
+    nh->n++;
+}
+
+static double max_abs(const float *v, size_t n)
+{
+    float m = 0;
+    for (size_t i = 0; i < n; i++)
+        m = fabsf(v[i]) > m ? fabsf(v[i]) : m;
+    return m;
+}
+
+/* Whether a well-formed contribution to fragment p may join its round
+ * (mu held): a current learner, a base version the mode accepts, a
+ * possible claim and a bounded norm. PROTO_OK and *slot, or the reason with
+ * the detail in why. */
+static proto_reason admit(syncer *s, int p, const proto_hdr *h, double l2, double mx, int *slot, char *why,
+                          size_t len)
+{
+    proto_reason r = syncer_check_learner(s, h->learner, h->incarnation, slot);
+    int64_t version = s->versions[p], lag = version - h->base_version;
+    if (r != PROTO_OK) {
+        snprintf(why, len, "%s: learner %lld incarnation %lld", proto_reason_name(r), (long long)h->learner,
+                 (long long)h->incarnation);
+        return r;
+    }
+    if (h->base_version > version) {
+        snprintf(why, len, "base version %lld is newer than the syncer's %lld", (long long)h->base_version,
+                 (long long)version);
+        return PROTO_R_STALE_VERSION;
+    }
+    if (s->cfg.mode == CONFIG_MODE_DILOCO && lag != 0) {
+        snprintf(why, len, "diloco round %lld is closed (current version %lld)", (long long)h->base_version,
+                 (long long)version);
+        return PROTO_R_STALE_VERSION;
+    }
+    /* each merged round of p is one version: the lag is in rounds of p. The
+     * default scales with M: with every learner's contribution in a round
+     * of its own (the worst case) a period has M rounds; two periods pass. */
+    int64_t max_stale = s->cfg.max_staleness >= 0 ? s->cfg.max_staleness
+                        : 2 * s->cfg.learners > 4 ? 2 * s->cfg.learners
+                                                  : 4;
+    if (lag > max_stale) {
+        snprintf(why, len, "base version %lld is %lld rounds behind %lld (max staleness %lld)",
+                 (long long)h->base_version, (long long)lag, (long long)version, (long long)max_stale);
+        return PROTO_R_STALE_VERSION;
+    }
+    r = claim_check(s, *slot, p, h, why, len);
+    return r != PROTO_OK ? r : norm_check(s, p, l2, mx, why, len);
+}
+
+/* h_contribution, step 1: the fragment the path names (*pp), the headers
+ * (*h) and the body checked and decoded into a malloc'd *delta of the
+ * fragment's length (the caller owns it). 0, or -1 when resp already holds
+ * the refusal (counted as a reject where it is one). Takes no lock. */
+static int contribution_decode(syncer *s, const cx_http_req *req, cx_http_resp *resp, int64_t *pp,
+                               proto_hdr *h, float **delta_out)
+{
+    char why[CX_ERRLEN];
+    if (syncer_path_int(req->params[0], s->P - 1, pp) != 0) {
+        cx_http_reply_error(resp, 404, "no fragment '%s' (fragments are 0..%d)", req->params[0], s->P - 1);
+        return -1;
+    }
+    if (is_ddp(s)) {
+        cx_http_reply_error(
+            resp, 409, "mode %s takes gradients at /v1/steps/{t}/gradients, not contributions", mode_name(s));
+        return -1;
+    }
+    if (proto_hdr_parse(h, syncer_req_header, req, PROTO_NEED_CONTRIBUTION, why, sizeof why) != 0) {
+        reject(s, resp, PROTO_R_BAD_HEADER, h->learner, h->incarnation, *pp, why, 0);
+        return -1;
+    }
+    if (h->fragment != *pp) {
+        snprintf(why, sizeof why, "header %s is %lld but the path names fragment %lld", PROTO_H_FRAGMENT,
+                 (long long)h->fragment, (long long)*pp);
+        reject(s, resp, PROTO_R_BAD_HEADER, h->learner, h->incarnation, *pp, why, 0);
+        return -1;
+    }
+    size_t len = fragment_length(s->ft, (int)*pp);
+    size_t want = encoding_size((encoding_kind)h->encoding, len);
+    proto_reason r = proto_check_body(req->body, req->body_len, want, h->crc32c, why, sizeof why);
+    if (r != PROTO_OK) {
+        reject(s, resp, r, h->learner, h->incarnation, *pp, why, 0);
+        return -1;
+    }
+    float *delta = malloc(len * sizeof *delta);
+    if (!delta) {
+        cx_http_reply_err(resp, CX_ENOMEM, "out of memory");
+        return -1;
+    }
+    if (encoding_decode((encoding_kind)h->encoding, (const uint8_t *)req->body, req->body_len, delta, len,
+                        why, sizeof why) != 0 ||
+        proto_first_nonfinite(delta, len) >= 0) {
+        free(delta);
+        reject(s, resp, PROTO_R_NONFINITE, h->learner, h->incarnation, *pp, why[0] ? why : "non-finite value",
+               0);
+        return -1;
+    }
+    *delta_out = delta;
+    return 0;
+}
+
+/* h_contribution, step 2: PROTO_OK, or PROTO_R_BAD_HEADER with why when
+ * the round h names is beyond any round of fragment p this run can reach:
+ * the schedule (which a joining learner takes from the others) ends at the
+ * longest run's steps_total, +H of slack (mu held). */
+static proto_reason contribution_round_ok(syncer *s, int64_t p, const proto_hdr *h, char *why, size_t whylen)
+{
+    int64_t most = 0;
+    for (int i = 0; i < MAX_LEARNERS; i++)
+        if (s->learners[i].id >= 0 && s->learners[i].steps_total > most)
+            most = s->learners[i].steps_total;
+    int64_t max_round = fragment_round(most + s->cfg.H, (int)p, (int)s->cfg.H, s->P);
+    if (h->round > max_round) {
+        snprintf(why, whylen, "header %s is %lld: fragment %lld has at most %lld rounds in %lld steps",
+                 PROTO_H_ROUND, (long long)h->round, (long long)p, (long long)max_round, (long long)most);
+        return PROTO_R_BAD_HEADER;
+    }
+    return PROTO_OK;
+}
+
+/* h_contribution, step 3: the accepted contribution of the learner in slot
+ * joins round p (replacing its previous one there), which IDLE opens
+ * (COLLECTING, or HELD when it is late in decoupled mode) and HELD leaves
+ * for COLLECTING when it is on time (see the drawing above); the learner's
+ * step wall time is measured from its contributions. Returns the round it
+ * joined, *late whether it named an earlier one (mu held; takes delta). */
+static int64_t round_add_contribution(syncer *s, int64_t p, int slot, const proto_hdr *h, float *delta,
+                                      int *late_out)
+{
+    frag_round *rd = &s->rounds[p];
+    int at = -1;
+    for (int i = 0; i < rd->n; i++)
+        if (rd->c[i].slot == slot)
+            at = i;
+    if (at < 0)
+        at = rd->n++;
+    else
+        free(rd->c[at].delta);
+    rd->c[at] = (contrib){slot, h->learner, h->incarnation, h->base_version, h->tokens, h->steps, delta};
+    int64_t now = cx_mono_ms();
+    int late = 0;
+    int64_t round = round_join_id(rd->state != RS_IDLE, rd->id, rd->closed_id, h->round, &late);
+    if (rd->state == RS_IDLE) {
+        int64_t hold = late && s->cfg.mode == CONFIG_MODE_DECOUPLED ? round_hold_ms(s) : 0;
+        rd->state = hold > 0 ? RS_HELD : RS_COLLECTING;
+        rd->hold_until_ms = hold > 0 ? now + hold : 0;
+        rd->opened_late = late;
+        rd->opened_ms = now;
+        rd->late = 0;
+    } else if (rd->state == RS_HELD && !late) {
+        rd->state = RS_COLLECTING; /* the slot's on-time contribution: count the quorum now */
+        rd->hold_until_ms = 0;
+    }
+    rd->id = round;
+    rd->late += late;
+    s->rounds_late += late;
+    s->own_ver[slot * s->P + p] = 0; /* pending: the version that merges it says whether a pull has it */
+    learner_rec *lr = &s->learners[slot];
+    int64_t cstep = fragment_round_step(h->round, (int)p, (int)s->cfg.H, s->P);
+    if (cstep > 0) {
+        /* wall time per inner step between two of its contributions at least H schedule steps apart
+         * (queued contributions arrive bunched: a shorter span would measure the queue, not the steps) */
+        if (lr->c_ms == 0 || cstep < lr->c_step) {
+            lr->c_ms = now;
+            lr->c_step = cstep;
+        } else if (cstep - lr->c_step >= s->cfg.H) {
+            merge_ema_add(&lr->step_wall, (double)(now - lr->c_ms) / (double)(cstep - lr->c_step));
+            lr->c_ms = now;
+            lr->c_step = cstep;
+        }
+    }
+    *late_out = late;
+    return round;
+}
+
+int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    syncer *s = ctx;
+    int64_t p;
+    proto_hdr h;
+    char why[CX_ERRLEN];
+    int slot;
+    float *delta;
+    if (contribution_decode(s, req, resp, &p, &h, &delta) != 0)
+        return 0;
+    size_t len = fragment_length(s->ft, (int)p);
+    double per = h.steps > 0 ? (double)h.steps : 1.0;
+    double l2 = merge_l2norm(delta, len) / per, mx = max_abs(delta, len) / per;
+    pthread_mutex_lock(&s->mu);
+    if (rebuild_gate(s, resp)) {
+        pthread_mutex_unlock(&s->mu);
+        free(delta);
+        return 0;
+    }
+    int64_t version = s->versions[p];
+    proto_reason r = admit(s, (int)p, &h, l2, mx, &slot, why, sizeof why);
+    if (r == PROTO_OK && h.round >= 0)
+        r = contribution_round_ok(s, p, &h, why, sizeof why);
+    if (r != PROTO_OK) {
+        s->bytes_in += (int64_t)req->body_len;
+        if (r == PROTO_R_STALE_VERSION)
+            s->stale_rejected++;
+        free(delta);
+        reject(s, resp, r, h.learner, h.incarnation, p, why, 1);
+        pthread_mutex_unlock(&s->mu);
+        return 0;
+    }
+    syncer_touch(s, slot);
+    norm_add(s, (int)p, l2, mx);
+    s->bytes_in += (int64_t)req->body_len;
+    s->learners[slot].accepted++;
+    s->accepted_total++;
+    int late = 0;
+    int64_t round = round_add_contribution(s, p, slot, &h, delta, &late);
+    pthread_mutex_unlock(&s->mu);
+    /* the event goes out before a merge it may trigger, so the log reads in order */
+    events_emit(s->ev, "contribution",
+                json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:b}", "learner",
+                          (json_int_t)h.learner, "incarnation", (json_int_t)h.incarnation, "fragment",
+                          (json_int_t)p, "base_version", (json_int_t)h.base_version, "tokens",
+                          (json_int_t)h.tokens, "steps", (json_int_t)h.steps, "encoding",
+                          config_encoding_name(h.encoding), "bytes", (json_int_t)req->body_len, "round",
+                          (json_int_t)round, "named_round", (json_int_t)h.round, "late", late));
+    pthread_mutex_lock(&s->mu);
+    round_check(s, (int)p, cx_mono_ms());
+    assert_round_state(s, &s->rounds[p]);
+    pthread_mutex_unlock(&s->mu);
+    /* one round of p is open at a time and each merge is one version: the
+     * round joined merges into version + 1 (round_merge; a rebuild that
+     * drops held contributions moves versions and makes the learner rejoin) */
+    cx_http_reply_json(resp, 202,
+                       json_pack("{s:I, s:I, s:I, s:I, s:b}", "round", (json_int_t)round, "fragment",
+                                 (json_int_t)p, "version", (json_int_t)version, "merges_into",
+                                 (json_int_t)(version + 1), "late", late));
+    return 0;
+}
