@@ -382,11 +382,6 @@ static int http_send(cx_http_server *s, struct MHD_Connection *conn, cx_http_res
     return ret;
 }
 
-int cx_http_send(void *mhd_conn, cx_http_resp *resp)
-{
-    return http_send(NULL, mhd_conn, resp);
-}
-
 /* The raw URI, before libmicrohttpd unescapes it: a %00 would silently cut
  * the path (POST /proxies/sy%00/toxics would act on proxy "sy"). Its
  * return value is the request's first *con_cls. */

@@ -174,11 +174,6 @@ void cx_http_reply_text(cx_http_resp *resp, int status, const char *content_type
  * see cx_http_stream). From here on the server owns ctx: done(ctx) is
  * called exactly once, even when the response cannot be sent. */
 void cx_http_reply_stream(cx_http_resp *resp, int status, const char *content_type, cx_http_stream stream);
-/* Queue resp (body moved out, headers, Cache-Control: no-store, nosniff) on
- * a libmicrohttpd connection (struct MHD_Connection *), for servers that
- * keep their own libmicrohttpd glue (the dashboard's SSE). Returns MHD_YES
- * or MHD_NO. */
-int cx_http_send(void *mhd_conn, cx_http_resp *resp);
 /* The peer's IPv4 address in host byte order; 0 when it is not IPv4 or
  * unknown. */
 uint32_t cx_http_peer_ipv4(const cx_http_req *req);
