@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/agent_client.h"
 #include "common/err.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -53,34 +54,59 @@ static int agent_lookup(dash_server *s, const char *key, char *url, size_t ulen,
     return i;
 }
 
-/* One call to an agent with its own curl handle (HTTP threads run
- * concurrently). Returns as cx_http_do. */
-static int agent_call(const char *url, const char *token, const char *method, const char *path,
-                      const char *body, cx_http_result *r, char *err, size_t errlen)
+/* Every control call: its own client (HTTP threads run concurrently, the
+ * poller's clients are the poller's), 1 s to connect, 5 s in all. */
+static agc_opts control_opts(const dash_server *s)
 {
-    cx_http_opts o = {
-        .connect_timeout_ms = 1000, .timeout_ms = 5000, .bearer = token, .max_body = (size_t)4 << 20};
-    cx_http_client *c = cx_http_client_new(url, &o);
-    if (!c)
-        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-    int rc = cx_http_do(c, method, path, NULL, body, body ? strlen(body) : 0,
-                        body ? "application/json" : NULL, 0, r, err, errlen);
-    cx_http_client_free(c);
-    return rc;
+    return (agc_opts){.token = s->token, .connect_timeout_ms = 1000, .timeout_ms = 5000};
 }
 
-/* Answer with the agent's own answer (status and body) when it gave one. */
-static void relay(cx_http_resp *resp, const char *name, int rc, const cx_http_result *r, const char *err)
+/* Answer with the agent's own answer (status and body) when it gave one,
+ * else 502. */
+static void relay(cx_http_resp *resp, const char *name, int rc, const agc_reply *r, const char *err)
 {
-    if (rc != 0) {
+    if (r->status == 0) {
         cx_http_reply_error(resp, 502, "agent %s unreachable: %s", name, err[0] ? err : cx_strerror(rc));
         return;
     }
     char ctype[128] = "application/json";
-    cx_http_result_header(r, "Content-Type", ctype, sizeof ctype);
+    cx_http_result_header(&r->raw, "Content-Type", ctype, sizeof ctype);
     /* only the few types an agent answers; never reflect anything else */
     const char *ct = strncmp(ctype, "text/plain", 10) == 0 ? "text/plain; charset=utf-8" : "application/json";
-    cx_http_reply_bytes(resp, r->status, ct, r->body.data ? r->body.data : "", r->body.len);
+    cx_http_reply_bytes(resp, r->status, ct, r->raw.body.data ? r->raw.body.data : "", r->raw.body.len);
+}
+
+/* One call on the agent at url (call_fault/call_logs below), relayed. */
+static void call_and_relay(dash_server *s, const char *url, const char *name, cx_http_resp *resp,
+                           int (*call)(agc *c, const void *arg, agc_reply *r, char *err, size_t errlen),
+                           const void *arg, const char *what)
+{
+    agc_opts o = control_opts(s);
+    agc *c = agc_new(url, &o);
+    agc_reply r;
+    agc_reply_init(&r);
+    char err[CX_ERRLEN] = "";
+    int rc = c ? call(c, arg, &r, err, sizeof err) : cx_fail(err, sizeof err, CX_ENOMEM, "out of memory");
+    if (what)
+        cx_info("dashboard: %s on %s -> %d", what, name, r.status ? r.status : -1);
+    relay(resp, name, rc, &r, err);
+    agc_reply_cleanup(&r);
+    agc_free(c);
+}
+
+static int call_inject(agc *c, const void *fault, agc_reply *r, char *err, size_t errlen)
+{
+    return agc_inject(c, fault, r, err, errlen);
+}
+
+static int call_delete(agc *c, const void *id, agc_reply *r, char *err, size_t errlen)
+{
+    return agc_delete_fault(c, id, r, err, errlen);
+}
+
+static int call_logs(agc *c, const void *tail, agc_reply *r, char *err, size_t errlen)
+{
+    return agc_logs(c, *(const int *)tail, r, err, errlen);
 }
 
 int dash_h_post_fault(void *ctx, const cx_http_req *req, cx_http_resp *resp)
@@ -119,19 +145,11 @@ int dash_h_post_fault(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         return 0;
     }
     char *fj = json_dumps(fault, JSON_COMPACT);
-    json_decref(body);
-    if (!fj) {
-        cx_http_reply_error(resp, 500, "cannot encode the fault");
-        return 0;
-    }
-    cx_http_result r;
-    cx_http_result_init(&r);
-    err[0] = '\0';
-    int rc = agent_call(url, s->token, "POST", "/v1/faults", fj, &r, err, sizeof err);
-    cx_info("dashboard: POST /v1/faults to %s %s -> %d", name, fj, rc ? -1 : r.status);
+    char what[CX_ERRLEN];
+    snprintf(what, sizeof what, "POST /v1/faults %s", fj ? fj : "?");
     free(fj);
-    relay(resp, name, rc, &r, err);
-    cx_http_result_cleanup(&r);
+    call_and_relay(s, url, name, resp, call_inject, fault, what);
+    json_decref(body);
     return 0;
 }
 
@@ -154,15 +172,9 @@ int dash_h_delete_fault(void *ctx, const cx_http_req *req, cx_http_resp *resp)
             cx_http_reply_error(resp, 400, "fault id '%s': only letters, digits, '-', '_' and '.'", id);
             return 0;
         }
-    char path[160];
-    snprintf(path, sizeof path, "/v1/faults/%s", id);
-    cx_http_result r;
-    cx_http_result_init(&r);
-    char err[CX_ERRLEN] = "";
-    int rc = agent_call(url, s->token, "DELETE", path, NULL, &r, err, sizeof err);
-    cx_info("dashboard: DELETE %s on %s -> %d", path, name, rc ? -1 : r.status);
-    relay(resp, name, rc, &r, err);
-    cx_http_result_cleanup(&r);
+    char what[160];
+    snprintf(what, sizeof what, "DELETE /v1/faults/%s", id);
+    call_and_relay(s, url, name, resp, call_delete, id, what);
     return 0;
 }
 
@@ -185,94 +197,66 @@ int dash_h_logs(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         cx_http_reply_error(resp, 400, "%s", err);
         return 0;
     }
-    char path[64];
-    snprintf(path, sizeof path, "/v1/logs?tail=%d", tail);
-    cx_http_result r;
-    cx_http_result_init(&r);
-    int rc = agent_call(url, s->token, "GET", path, NULL, &r, err, sizeof err);
-    relay(resp, name, rc, &r, err);
-    cx_http_result_cleanup(&r);
+    call_and_relay(s, url, name, resp, call_logs, &tail, NULL);
     return 0;
 }
 
-/* POST path to every agent in parallel (HALT ALL must not wait on one
- * hung agent before telling the next). */
-typedef struct fanout_job {
-    char url[256];
-    char name[64];
-    const char *token;
-    const char *path;
-    int rc; /* cx_http_do's */
-    cx_http_result r;
-    char err[CX_ERRLEN];
-    pthread_t th;
-    int started;
-} fanout_job;
-
-static void *fanout_main(void *arg)
-{
-    fanout_job *j = arg;
-    j->rc = agent_call(j->url, j->token, "POST", j->path, "{}", &j->r, j->err, sizeof j->err);
-    return NULL;
-}
-
-static void fanout(dash_server *s, const cx_http_req *req, const char *path, cx_http_resp *resp)
+/* call on every agent in parallel (HALT ALL must not wait on one hung
+ * agent before telling the next); path names it in the log. */
+static void fanout(dash_server *s, const cx_http_req *req, agc_call_fn call, const char *path,
+                   cx_http_resp *resp)
 {
     if (require_token(s, req, resp) != 0)
         return;
-    fanout_job *jobs = calloc((size_t)s->nagents + 1, sizeof *jobs);
-    if (!jobs) {
+    char(*urls)[256] = calloc((size_t)s->nagents + 1, sizeof *urls);
+    char(*names)[64] = calloc((size_t)s->nagents + 1, sizeof *names);
+    const char **up = calloc((size_t)s->nagents + 1, sizeof *up);
+    agc_fan_result *res = calloc((size_t)s->nagents + 1, sizeof *res);
+    if (!urls || !names || !up || !res) {
         cx_http_reply_error(resp, 500, "out of memory");
-        return;
+        goto out;
     }
     pthread_mutex_lock(&s->mu);
     int n = s->nagents;
     for (int i = 0; i < n; i++) {
-        snprintf(jobs[i].url, sizeof jobs[i].url, "%s", s->agents[i].url);
-        snprintf(jobs[i].name, sizeof jobs[i].name, "%s", s->agents[i].name);
+        snprintf(urls[i], sizeof urls[i], "%s", s->agents[i].url);
+        snprintf(names[i], sizeof names[i], "%s", s->agents[i].name);
+        up[i] = urls[i];
     }
     pthread_mutex_unlock(&s->mu);
-    for (int i = 0; i < n; i++) {
-        jobs[i].token = s->token;
-        jobs[i].path = path;
-        cx_http_result_init(&jobs[i].r);
-        jobs[i].started = pthread_create(&jobs[i].th, NULL, fanout_main, &jobs[i]) == 0;
-        if (!jobs[i].started) /* no thread: do it here */
-            fanout_main(&jobs[i]);
-    }
+    agc_opts o = control_opts(s);
+    int all_ok = agc_fanout(up, n, &o, call, res) == n;
     json_t *results = json_array();
-    int all_ok = 1;
     for (int i = 0; i < n; i++) {
-        if (jobs[i].started)
-            pthread_join(jobs[i].th, NULL);
-        fanout_job *j = &jobs[i];
-        json_t *o = json_pack("{s:s,s:s}", "agent", j->name, "url", j->url);
-        int ok = j->rc == 0 && j->r.status >= 200 && j->r.status < 300;
-        all_ok &= ok;
-        json_object_set_new(o, "ok", json_boolean(ok));
-        json_object_set_new(o, "status", json_integer(j->rc == 0 ? j->r.status : 0));
-        json_t *answer = j->rc == 0 && j->r.body.data ? json_loads(j->r.body.data, 0, NULL) : NULL;
-        json_object_set_new(o, "answer", answer ? answer : json_null());
-        if (j->rc != 0)
-            json_object_set_new(o, "error", json_string(j->err[0] ? j->err : cx_strerror(j->rc)));
-        else if (!ok)
-            json_object_set_new(o, "error", json_sprintf("agent answered HTTP %d", j->r.status));
-        json_array_append_new(results, o);
-        cx_http_result_cleanup(&j->r);
+        const agc_fan_result *j = &res[i];
+        json_t *o1 = json_pack("{s:s,s:s}", "agent", names[i], "url", urls[i]);
+        json_object_set_new(o1, "ok", json_boolean(j->rc == 0));
+        json_object_set_new(o1, "status", json_integer(j->reply.status));
+        json_object_set_new(o1, "answer", j->reply.json ? json_incref(j->reply.json) : json_null());
+        if (j->reply.status == 0)
+            json_object_set_new(o1, "error", json_string(j->err[0] ? j->err : cx_strerror(j->rc)));
+        else if (j->rc != 0)
+            json_object_set_new(o1, "error", json_sprintf("agent answered HTTP %d", j->reply.status));
+        json_array_append_new(results, o1);
     }
-    free(jobs);
+    agc_fanout_cleanup(res, n);
     cx_info("dashboard: POST %s on %d agents: %s", path, n, all_ok ? "all ok" : "some failed");
     cx_http_reply_json(resp, all_ok ? 200 : 502, json_pack("{s:b,s:o}", "ok", all_ok, "results", results));
+out:
+    free(urls);
+    free(names);
+    free(up);
+    free(res);
 }
 
 int dash_h_halt(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
-    fanout(ctx, req, "/v1/halt", resp);
+    fanout(ctx, req, agc_halt, AGC_PATH_HALT, resp);
     return 0;
 }
 
 int dash_h_resume(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
-    fanout(ctx, req, "/v1/resume", resp);
+    fanout(ctx, req, agc_resume, AGC_PATH_RESUME, resp);
     return 0;
 }

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/agent_client.h"
 #include "common/http_client.h"
 #include "common/http_server.h"
 #include "dashboards/server.h"
@@ -46,7 +47,7 @@ typedef struct dash_agent {
     char url[256];           /* base URL */
     char name[64];           /* status "id" once seen, else "agent-<i>" */
     int learner_cfg;         /* configured learner id, -1 = infer */
-    cx_http_client *cli;     /* the poller's handle (poller thread only) */
+    agc *cli;                /* the poller's client (poller thread only) */
     int reachable;           /* -1 not polled yet, 0 no, 1 yes */
     char error[256];         /* why unreachable */
     int64_t last_ok_mono_ms; /* last successful poll, 0 never */

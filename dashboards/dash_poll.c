@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/agent_client.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -81,32 +82,22 @@ static int poll_events(cx_http_client *c, int64_t since, json_t **out, char *why
 
 /* One agent's GET /v1/status and GET /v1/faults (a list). 0 with both (new
  * references), else both NULL and why filled. */
-static int poll_agent(cx_http_client *c, json_t **status, json_t **faults, char *why, size_t whylen)
+static int poll_agent(agc *c, json_t **status, json_t **faults, char *why, size_t whylen)
 {
+    char err[CX_ERRLEN] = "";
     *faults = NULL;
-    if (poll_get(c, "/v1/status", status, why, whylen) != 0)
-        return CX_EUNAVAIL;
-    json_t *f = NULL;
-    if (poll_get(c, "/v1/faults", &f, why, whylen) != 0) {
+    int rc = agc_status(c, status, err, sizeof err);
+    if (rc != 0) {
+        snprintf(why, whylen, "GET /v1/status: %s", err[0] ? err : cx_strerror(rc));
+        return rc;
+    }
+    rc = agc_faults(c, faults, err, sizeof err);
+    if (rc != 0) {
         json_decref(*status);
         *status = NULL;
-        return CX_EUNAVAIL;
+        snprintf(why, whylen, "GET /v1/faults: %s", err[0] ? err : cx_strerror(rc));
     }
-    /* a bare array, or {"faults": [...]} */
-    if (json_is_object(f)) {
-        json_t *inner = json_incref(json_object_get(f, "faults"));
-        json_decref(f);
-        f = inner;
-    }
-    if (!json_is_array(f)) {
-        json_decref(f);
-        json_decref(*status);
-        *status = NULL;
-        snprintf(why, whylen, "GET /v1/faults: not a list of faults");
-        return CX_EUNAVAIL;
-    }
-    *faults = f;
-    return 0;
+    return rc;
 }
 
 static void poll_once(dash_server *s)

@@ -185,13 +185,15 @@ static int check_url(const char *what, const char *url, char *err, size_t errlen
  * 2 s in all). 0, or CX_ENOMEM; dash_server_free cleans up either way. */
 static int open_clients(dash_server *s, const dash_config *cfg, char *err, size_t errlen)
 {
-    cx_http_opts poll_opts = {.connect_timeout_ms = 500,
-                              .timeout_ms = 2000,
-                              .retries = 0,
-                              .bearer = cfg->token,
-                              .max_body = (size_t)64 << 20};
-    cx_http_opts sy_opts = poll_opts; /* the syncer refuses a wrong credential even on reads */
-    sy_opts.bearer = cfg->syncer_credential;
+    /* polls: 0.5 s to connect, 2 s in all */
+    cx_http_opts sy_opts = {.connect_timeout_ms = 500,
+                            .timeout_ms = 2000,
+                            .retries = 0,
+                            .bearer =
+                                cfg->syncer_credential, /* the syncer refuses a wrong one even on reads */
+                            .max_body = (size_t)64 << 20};
+    agc_opts ag_opts = {
+        .token = cfg->token, .connect_timeout_ms = 500, .timeout_ms = 2000, .max_body = (size_t)64 << 20};
     if (s->syncer_url)
         s->syncer_cli = cx_http_client_new(s->syncer_url, &sy_opts);
     s->nagents = cfg->nagents;
@@ -204,7 +206,7 @@ static int open_clients(dash_server *s, const dash_config *cfg, char *err, size_
         snprintf(a->name, sizeof a->name, "agent-%d", i);
         a->learner_cfg = cfg->agent_learners ? cfg->agent_learners[i] : -1;
         a->reachable = -1;
-        a->cli = cx_http_client_new(a->url, &poll_opts);
+        a->cli = agc_new(a->url, &ag_opts);
     }
     if (cfg->syncer_url && !s->syncer_cli)
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
@@ -338,7 +340,7 @@ void dash_server_free(dash_server *s)
     cx_http_server_free(s->http);
     cx_http_client_free(s->syncer_cli);
     for (int i = 0; i < s->nagents; i++) {
-        cx_http_client_free(s->agents[i].cli);
+        agc_free(s->agents[i].cli);
         json_decref(s->agents[i].status);
         json_decref(s->agents[i].faults);
     }
