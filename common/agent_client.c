@@ -30,6 +30,13 @@ void agc_reply_cleanup(agc_reply *r)
     cx_http_result_init(&r->raw);
 }
 
+json_t *agc_reply_take_json(agc_reply *r)
+{
+    json_t *j = r->json;
+    r->json = NULL;
+    return j;
+}
+
 agc *agc_new(const char *base_url, const agc_opts *opts)
 {
     agc_opts o = opts ? *opts : (agc_opts){0};
@@ -113,8 +120,7 @@ static int agc_call(agc *c, const char *method, const char *path, const json_t *
         r->json = json_loadb(r->raw.body.data, r->raw.body.len, 0, NULL);
     if (r->status < 200 || r->status > 299) {
         const char *e = json_string_value(json_object_get(r->json, "error"));
-        rc = cx_fail(err, errlen, status_err(r->status), "HTTP %d: %s", r->status,
-                     e ? e : "(no error message)");
+        rc = cx_fail(err, errlen, status_err(r->status), "HTTP %d: %s", r->status, e ? e : "(no error text)");
     }
 out:
     if (!reply)
@@ -238,7 +244,8 @@ static void *fan_main(void *arg)
     fan_job *j = arg;
     agc *c = agc_new(j->url, j->opts);
     if (!c)
-        j->res->rc = cx_fail(j->res->err, sizeof j->res->err, CX_ENOMEM, "out of memory");
+        j->res->rc =
+            cx_fail(j->res->err, sizeof j->res->err, CX_EINVAL, "cannot make a client for %s", j->url);
     else
         j->res->rc = j->call(c, &j->res->reply, j->res->err, sizeof j->res->err);
     agc_free(c);

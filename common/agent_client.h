@@ -63,6 +63,9 @@ typedef struct agc_reply {
 void agc_reply_init(agc_reply *r);
 /* Free what r holds and make it empty again (init state). */
 void agc_reply_cleanup(agc_reply *r);
+/* Move the JSON answer out of r (new reference for the caller, NULL when
+ * there is none); r keeps its status. */
+json_t *agc_reply_take_json(agc_reply *r);
 
 typedef struct agc agc;
 
