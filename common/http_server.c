@@ -1,17 +1,19 @@
-/* http_server.c - routing, capped bodies and JSON errors over libmicrohttpd
- * (thread-per-connection mode, see http_server.h). */
+/* http_server.c - routing, capped bodies, JSON errors and streamed bodies
+ * over libmicrohttpd (thread-per-connection mode, see http_server.h). */
 #include "common/http_server.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -31,7 +33,16 @@ struct cx_http_server {
     cx_http_guard *guard;     /* connection admission */
     unsigned char *reserved;  /* [nroutes] 1: a reserved route */
     char *tls_cert, *tls_key; /* PEM, NULL for plain HTTP (libmicrohttpd keeps pointers) */
+    atomic_int stopping;      /* 1 once cx_http_server_free began: streams end */
+    atomic_int nstreams;      /* streamed responses not yet done */
 };
+
+/* A streamed response on its way: the handler's stream and the server
+ * whose stop ends it (NULL: none). Freed by stream_done. */
+typedef struct http_stream {
+    cx_http_server *s;
+    cx_http_stream st;
+} http_stream;
 
 /* Per-request state kept between libmicrohttpd's calls of the handler;
  * created once the request passed the checks of the first call. */
@@ -164,6 +175,14 @@ void cx_http_reply_text(cx_http_resp *resp, int status, const char *content_type
     cx_http_reply_bytes(resp, status, content_type, text, strlen(text));
 }
 
+void cx_http_reply_stream(cx_http_resp *resp, int status, const char *content_type, cx_http_stream stream)
+{
+    resp->status = status;
+    resp->content_type = content_type;
+    cx_buf_reset(&resp->body);
+    resp->stream = stream;
+}
+
 /* ---- request accessors ---- */
 
 const char *cx_http_header(const cx_http_req *req, const char *name)
@@ -210,6 +229,17 @@ int cx_http_peer_is_loopback(const cx_http_req *req)
         return IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127;
     }
     return 0;
+}
+
+uint32_t cx_http_peer_ipv4(const cx_http_req *req)
+{
+    if (!req->mhd_conn)
+        return 0;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(req->mhd_conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr || ci->client_addr->sa_family != AF_INET)
+        return 0;
+    return ntohl(((const struct sockaddr_in *)ci->client_addr)->sin_addr.s_addr);
 }
 
 int cx_http_host_is_loopback(const char *h)
@@ -270,16 +300,68 @@ int cx_http_body_json(const cx_http_req *req, cx_http_resp *resp, int allow_empt
 
 /* ---- libmicrohttpd glue ---- */
 
-int cx_http_send(void *mhd_conn, cx_http_resp *resp)
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
-    struct MHD_Connection *conn = mhd_conn;
+    (void)pos;
+    http_stream *hs = cls;
+    if (hs->s && atomic_load(&hs->s->stopping))
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    long n = hs->st.read(hs->st.ctx, buf, max);
+    if (n > 0)
+        return (size_t)n < max ? (ssize_t)n : (ssize_t)max;
+    return n == CX_HTTP_STREAM_END ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void stream_done(void *cls)
+{
+    http_stream *hs = cls;
+    if (hs->st.done)
+        hs->st.done(hs->st.ctx);
+    if (hs->s)
+        atomic_fetch_sub(&hs->s->nstreams, 1);
+    free(hs);
+}
+
+/* The libmicrohttpd response for resp: its buffered body (moved out), or
+ * its stream (whose done runs when MHD is finished with it, or here on
+ * failure). NULL when out of memory. */
+static struct MHD_Response *make_response(cx_http_server *s, cx_http_resp *resp)
+{
+    if (resp->stream.read) {
+        cx_http_stream st = resp->stream;
+        resp->stream = (cx_http_stream){0};
+        http_stream *hs = malloc(sizeof *hs);
+        struct MHD_Response *r =
+            hs ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, stream_read, hs, stream_done)
+               : NULL;
+        if (hs && r) {
+            hs->s = s;
+            hs->st = st;
+            if (s)
+                atomic_fetch_add(&s->nstreams, 1);
+        } else {
+            free(hs);
+            if (st.done)
+                st.done(st.ctx);
+        }
+        return r;
+    }
     size_t len;
     char *data = cx_buf_take(&resp->body, &len);
     struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
+    if (!r)
         free(data);
+    return r;
+}
+
+/* Queue resp (headers, Cache-Control: no-store, nosniff) on conn. Returns
+ * MHD_YES or MHD_NO. */
+static int http_send(cx_http_server *s, struct MHD_Connection *conn, cx_http_resp *resp)
+{
+    struct MHD_Response *r = make_response(s, resp);
+    cx_buf_cleanup(&resp->body);
+    if (!r)
         return MHD_NO;
-    }
     MHD_add_response_header(r, "Content-Type", resp->content_type ? resp->content_type : "application/json");
     MHD_add_response_header(r, "Cache-Control", "no-store");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
@@ -361,7 +443,7 @@ static enum MHD_Result on_first_call(cx_http_server *s, struct MHD_Connection *c
         s->gate.refused(s->ctx, &req, hit, &resp);
     /* Queued before the body: libmicrohttpd reads none of it and closes
      * the connection after the answer. */
-    return (enum MHD_Result)cx_http_send(conn, &resp);
+    return (enum MHD_Result)http_send(s, conn, &resp);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -400,12 +482,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req.body_len = 0;
         if (s->gate.refused)
             s->gate.refused(s->ctx, &req, hit, &resp);
-        return (enum MHD_Result)cx_http_send(conn, &resp);
+        return (enum MHD_Result)http_send(s, conn, &resp);
     }
     int rc = hit->fn(s->ctx, &req, &resp);
-    if (rc < 0 && resp.body.len == 0)
+    if (rc < 0 && resp.body.len == 0 && !resp.stream.read)
         cx_http_reply_err(&resp, rc, NULL);
-    return (enum MHD_Result)cx_http_send(conn, &resp);
+    return (enum MHD_Result)http_send(s, conn, &resp);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -484,7 +566,8 @@ cx_http_server *cx_http_server_new_opts(const char *listen, const cx_http_route 
         s->gate = *opts->gate;
     cx_http_limits defaults;
     cx_http_limits_default(&defaults);
-    s->guard = cx_http_guard_new(opts && opts->limits ? opts->limits : &defaults, "http");
+    s->guard = cx_http_guard_new(opts && opts->limits ? opts->limits : &defaults,
+                                 opts && opts->name ? opts->name : "http");
     s->reserved = calloc(nroutes ? nroutes : 1, 1);
     if (!s->guard || !s->reserved) {
         cx_fail(err, errlen, CX_ENOMEM, "out of memory");
@@ -547,6 +630,13 @@ void cx_http_server_free(cx_http_server *s)
 {
     if (!s)
         return;
+    /* Every stream ends at its next read; give them that long (a reader
+     * blocks about a second at most) to send their last chunk, so that
+     * clients see a clean end rather than a cut connection. */
+    atomic_store(&s->stopping, 1);
+    int64_t until = cx_mono_ms() + 3000;
+    while (atomic_load(&s->nstreams) > 0 && cx_mono_ms() < until)
+        cx_sleep_ms(10);
     MHD_stop_daemon(s->daemon);
     cx_http_guard_free(s->guard);
     free(s->reserved);

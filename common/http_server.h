@@ -14,6 +14,11 @@
  * slow connections are evicted near the limits, requests beyond the caps
  * get 503 before their body is read, and the routes named reserved (halt,
  * lease, status) always get through.
+ * A handler may answer with a stream instead of a body (cx_http_stream:
+ * server-sent events): its read callback runs in the connection's thread
+ * and produces the body piece by piece until it says the stream ended, the
+ * client goes away or the server stops; the connection stays under the
+ * guard's caps for as long as it is open.
  * What it is not: a framework. No middleware. TLS only as libmicrohttpd
  * does it (cx_http_server_opts.tls_*).
  */
@@ -40,11 +45,29 @@ typedef struct cx_http_req {
     const char *auth; /* static string a gate left for the handler (how the call was authorized), or NULL */
 } cx_http_req;
 
+/* What a stream's read callback returns besides a byte count (> 0). */
+#define CX_HTTP_STREAM_END (-1)   /* the body is complete: close cleanly */
+#define CX_HTTP_STREAM_ERROR (-2) /* abort the connection */
+
+/* A streamed response body. read fills at most max bytes of buf and returns
+ * how many (> 0), or CX_HTTP_STREAM_END / CX_HTTP_STREAM_ERROR. It may block
+ * waiting for data, but only for a bounded time (about a second): the
+ * server asks again, and between calls it notices a stop, so a reader that
+ * blocks forever would hold up cx_http_server_free. done is called once
+ * when the connection is over (or the response could not be queued); it
+ * frees ctx. Both run in the connection's thread. */
+typedef struct cx_http_stream {
+    long (*read)(void *ctx, char *buf, size_t max); /* NULL: not a stream */
+    void (*done)(void *ctx);                        /* may be NULL */
+    void *ctx;                                      /* owned by the stream from the handler's return */
+} cx_http_stream;
+
 typedef struct cx_http_resp {
     int status;               /* HTTP status, 200 by default */
     const char *content_type; /* static string; "application/json" default */
-    cx_buf body;              /* response body */
+    cx_buf body;              /* response body (ignored when stream.read is set) */
     char headers[512];        /* extra "Name: value\n" lines */
+    cx_http_stream stream;    /* set by cx_http_reply_stream; zero for a plain body */
 } cx_http_resp;
 
 /* A handler fills resp (status, body). Its return value is ignored unless
@@ -74,6 +97,7 @@ typedef struct cx_http_server_opts {
      * library was built without TLS. Copied. */
     const char *tls_cert_pem;
     const char *tls_key_pem;
+    const char *name; /* log prefix of the connection guard; NULL: "http" */
 } cx_http_server_opts;
 
 typedef struct cx_http_server cx_http_server;
@@ -146,11 +170,13 @@ void cx_http_reply_err(cx_http_resp *resp, int code, const char *detail);
 void cx_http_reply_bytes(cx_http_resp *resp, int status, const char *content_type, const void *data,
                          size_t len);
 void cx_http_reply_text(cx_http_resp *resp, int status, const char *content_type, const char *text);
-/* Queue resp (body moved out, headers, Cache-Control: no-store, nosniff) on
- * a libmicrohttpd connection (struct MHD_Connection *), for servers that
- * keep their own libmicrohttpd glue (the dashboard's SSE). Returns MHD_YES
- * or MHD_NO. */
-int cx_http_send(void *mhd_conn, cx_http_resp *resp);
+/* Answer with a stream (status, content type, then read() until it ends;
+ * see cx_http_stream). From here on the server owns ctx: done(ctx) is
+ * called exactly once, even when the response cannot be sent. */
+void cx_http_reply_stream(cx_http_resp *resp, int status, const char *content_type, cx_http_stream stream);
+/* The peer's IPv4 address in host byte order; 0 when it is not IPv4 or
+ * unknown. */
+uint32_t cx_http_peer_ipv4(const cx_http_req *req);
 /* Add a response header line; silently truncated past 512 bytes total. */
 void cx_http_add_header(cx_http_resp *resp, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -91,6 +91,35 @@ static int parse_agents(char *list, const char **urls, int *learners, int *n, ch
     return 0;
 }
 
+/* Serve cfg until SIGTERM or SIGINT: 0, or 1 when the dashboard cannot
+ * start (the reason is logged). */
+static int serve(const dash_config *cfg)
+{
+    /* SIGTERM/SIGINT end the wait below; block them in every thread */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    char err[CX_ERRLEN];
+    dash_server *s = dash_server_new(cfg, err, sizeof err);
+    if (!s) {
+        cx_error("%s", err);
+        return 1;
+    }
+    cx_info("serving %s", dash_server_url(s));
+    printf("dashboard: %s\n", dash_server_url(s));
+    fflush(stdout);
+
+    int sig = 0;
+    sigwait(&set, &sig);
+    cx_info("signal %d: stopping", sig);
+    dash_server_free(s);
+    return 0;
+}
+
 int dashboard_main(int argc, char **argv)
 {
     const char *syncer = NULL, *listen = "127.0.0.1:0", *token_file = NULL, *state_dir = NULL;
@@ -179,14 +208,6 @@ int dashboard_main(int argc, char **argv)
         goto out;
     }
 
-    /* SIGTERM/SIGINT end the wait below; block them in every thread */
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
     dash_config cfg = {.listen = listen,
                        .syncer_url = syncer,
                        .agent_urls = urls,
@@ -200,20 +221,7 @@ int dashboard_main(int argc, char **argv)
     cx_info("config listen=%s syncer=%s agents=%d poll_ms=%d token=%s state_dir=%s title=%s", listen,
             syncer ? syncer : "-", nagents, poll_ms, token ? "yes" : "no (controls off)",
             state_dir ? state_dir : "-", title ? title : "-");
-    dash_server *s = dash_server_new(&cfg, err, sizeof err);
-    if (!s) {
-        cx_error("%s", err);
-        goto out;
-    }
-    cx_info("serving %s", dash_server_url(s));
-    printf("dashboard: %s\n", dash_server_url(s));
-    fflush(stdout);
-
-    int sig = 0;
-    sigwait(&set, &sig);
-    cx_info("signal %d: stopping", sig);
-    dash_server_free(s);
-    rc = 0;
+    rc = serve(&cfg);
 out:
     free(agents_arg);
     free(token);

@@ -5,7 +5,7 @@
  * What it is: one object that owns (a) a poll thread that every poll_ms
  * asks the syncer for GET /v1/status and GET /v1/events?since=SEQ and each
  * agent for GET /v1/status and GET /v1/faults, and (b) an HTTP server
- * (libmicrohttpd, thread-per-connection) with
+ * (common/http_server.h, thread-per-connection) with
  *
  *   GET  /                         the page (embedded, see assets.h)
  *   GET  /assets/NAME              embedded assets (uPlot, app.js, ...)

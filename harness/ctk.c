@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/agent_client.h"
+
 /* Seconds a Chaos Toolkit runner would wait for one HTTP call. */
 #define CTK_HTTP_TIMEOUT_S 30
 
@@ -69,7 +71,7 @@ static json_t *entry_activity(const experiment *e, const schedule *s, int k, dou
         prov = json_pack("{s:s, s:s, s:[s,s]}", "type", "process", "path", "kill", "arguments",
                          term ? "-TERM" : "-KILL", "${chaosloco_syncer_pid}");
     } else {
-        agent_url(url, sizeof url, se->learner, "/v1/faults");
+        agent_url(url, sizeof url, se->learner, AGC_PATH_FAULTS);
         prov = http_provider("POST", url, fault_body(se));
     }
     json_t *cl = json_pack("{s:s, s:s, s:i}", "action", se->name, "fault", se->fault, "learner",
@@ -165,10 +167,10 @@ static json_t *rollback_activity(const char *name, const char *kind, int learner
         snprintf(label, sizeof label, "%s", name);
     json_t *prov;
     if (strcmp(kind, "revert_faults") == 0) {
-        agent_url(url, sizeof url, learner, "/v1/faults");
+        agent_url(url, sizeof url, learner, AGC_PATH_FAULTS);
         prov = http_provider("DELETE", url, NULL);
     } else {
-        agent_url(url, sizeof url, learner, strcmp(kind, "halt") == 0 ? "/v1/halt" : "/v1/resume");
+        agent_url(url, sizeof url, learner, strcmp(kind, "halt") == 0 ? AGC_PATH_HALT : AGC_PATH_RESUME);
         prov = http_provider("POST", url, json_object());
     }
     return json_pack("{s:s, s:s, s:o, s:{s:s, s:s, s:i}}", "type", "action", "name", label, "provider", prov,
@@ -273,7 +275,7 @@ json_t *ctk_activity_for(json_t *ctk, int rollback, const char *name, const char
     if (rollback)
         return rollback_activity(name ? name : "rollback", fault && fault[0] ? fault : "halt", learner, 0);
     char url[128];
-    agent_url(url, sizeof url, learner, "/v1/faults");
+    agent_url(url, sizeof url, learner, AGC_PATH_FAULTS);
     return json_pack("{s:s, s:s, s:o, s:{s:s, s:s, s:i}}", "type", "action", "name", name ? name : "action",
                      "provider", http_provider("POST", url, json_pack("{s:s}", "type", fault ? fault : "")),
                      "chaosloco", "action", name ? name : "", "fault", fault ? fault : "", "learner",

@@ -1,28 +1,18 @@
 /* halt_main.c - `chaosloco halt --agents URL,...`: POST /v1/halt on every
  * agent at once (each reverts every fault and refuses new ones until
- * POST /v1/resume), report each result. */
-#include <pthread.h>
+ * POST /v1/resume; agc_fanout, common/agent_client.h), report each result. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/agent_client.h"
 #include "common/err.h"
 #include "common/file.h"
-#include "common/http_client.h"
 #include "common/log.h"
 
 #define HALT_MAX_AGENTS 256
 
 int halt_main(int argc, char **argv);
-
-typedef struct halt_job {
-    const char *url;     /* agent base URL (borrowed) */
-    const char *token;   /* bearer or NULL */
-    int status;          /* HTTP status, 0 no answer */
-    long long reverted;  /* faults reverted, -1 unknown */
-    char err[CX_ERRLEN]; /* why it failed */
-    pthread_t tid;
-} halt_job;
 
 static void usage(FILE *f)
 {
@@ -38,29 +28,23 @@ static void usage(FILE *f)
 
 static long g_timeout_ms = 5000;
 
-static void *halt_one(void *arg)
+/* One line for one agent's answer; 0 when it halted. */
+static int report(const char *url, const agc_fan_result *r)
 {
-    halt_job *j = arg;
-    cx_http_opts o = {
-        .connect_timeout_ms = 1000, .timeout_ms = g_timeout_ms, .retries = 2, .bearer = j->token};
-    cx_http_client *c = cx_http_client_new(j->url, &o);
-    if (!c) {
-        snprintf(j->err, sizeof j->err, "bad URL");
-        return NULL;
+    const json_t *ans = r->reply.json;
+    if (r->reply.status == 200) {
+        json_t *rev = json_object_get(ans, "reverted");
+        printf("%s: halted, %lld faults reverted\n", url,
+               json_is_integer(rev) ? (long long)json_integer_value(rev) : -1LL);
+        return 0;
     }
-    json_t *body = json_object();
-    json_t *ans = NULL;
-    cx_http_json(c, "POST", "/v1/halt", body, &j->status, &ans, j->err, sizeof j->err);
-    json_decref(body);
-    j->reverted = json_is_integer(json_object_get(ans, "reverted"))
-                      ? json_integer_value(json_object_get(ans, "reverted"))
-                      : -1;
-    const char *e = json_string_value(json_object_get(ans, "error"));
-    if (e)
-        snprintf(j->err, sizeof j->err, "%s", e);
-    json_decref(ans);
-    cx_http_client_free(c);
-    return NULL;
+    if (r->reply.status) {
+        const char *e = json_string_value(json_object_get(ans, "error"));
+        printf("%s: FAILED: HTTP %d: %s\n", url, r->reply.status, e ? e : "");
+    } else {
+        printf("%s: FAILED: no answer: %s\n", url, r->err[0] ? r->err : "unreachable");
+    }
+    return 1;
 }
 
 int halt_main(int argc, char **argv)
@@ -118,10 +102,12 @@ int halt_main(int argc, char **argv)
         free(data);
     }
     char *list = strdup(agents);
-    halt_job *jobs = calloc(HALT_MAX_AGENTS, sizeof *jobs);
-    if (!list || !jobs) {
+    const char **urls = calloc(HALT_MAX_AGENTS, sizeof *urls);
+    agc_fan_result *res = calloc(HALT_MAX_AGENTS, sizeof *res);
+    if (!list || !urls || !res) {
         free(list);
-        free(jobs);
+        free(urls);
+        free(res);
         return 1;
     }
     int n = 0, rc = 0;
@@ -129,39 +115,30 @@ int halt_main(int argc, char **argv)
     for (char *u = strtok_r(list, ",", &save); u; u = strtok_r(NULL, ",", &save)) {
         if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
             fprintf(stderr, "chaosloco halt: --agents: '%s' is not an http(s) URL\n", u);
-            free(list);
-            free(jobs);
-            return 64;
+            rc = 64;
+            break;
         }
         if (n == HALT_MAX_AGENTS) {
             fprintf(stderr, "chaosloco halt: --agents: more than %d URLs\n", HALT_MAX_AGENTS);
-            free(list);
-            free(jobs);
-            return 64;
+            rc = 64;
+            break;
         }
-        jobs[n].url = u;
-        jobs[n].token = token[0] ? token : NULL;
-        n++;
+        urls[n++] = u;
     }
-    for (int i = 0; i < n; i++)
-        if (pthread_create(&jobs[i].tid, NULL, halt_one, &jobs[i]) != 0)
-            halt_one(&jobs[i]), jobs[i].tid = 0;
-    for (int i = 0; i < n; i++) {
-        if (jobs[i].tid)
-            pthread_join(jobs[i].tid, NULL);
-        if (jobs[i].status == 200) {
-            printf("%s: halted, %lld faults reverted\n", jobs[i].url, jobs[i].reverted);
-        } else {
-            rc = 1;
-            if (jobs[i].status)
-                printf("%s: FAILED: HTTP %d: %s\n", jobs[i].url, jobs[i].status, jobs[i].err);
-            else
-                printf("%s: FAILED: no answer: %s\n", jobs[i].url,
-                       jobs[i].err[0] ? jobs[i].err : "unreachable");
-        }
+    if (rc == 0) {
+        agc_opts o = {.token = token[0] ? token : NULL,
+                      .connect_timeout_ms = 1000,
+                      .timeout_ms = g_timeout_ms,
+                      .retries = 2};
+        agc_fanout(urls, n, &o, agc_halt, res);
+        for (int i = 0; i < n; i++)
+            if (report(urls[i], &res[i]) != 0)
+                rc = 1;
+        fflush(stdout);
+        agc_fanout_cleanup(res, n);
     }
-    fflush(stdout);
     free(list);
-    free(jobs);
+    free(urls);
+    free(res);
     return rc;
 }

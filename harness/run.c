@@ -409,7 +409,7 @@ static void runner_cleanup(runner *r)
     r->hw_spec = NULL;
     if (r->av)
         for (int l = 0; l < r->m; l++) {
-            cx_http_client_free(r->av[l].http);
+            agc_free(r->av[l].agent);
             json_decref(r->av[l].faults);
         }
     free(r->av);

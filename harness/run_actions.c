@@ -202,11 +202,14 @@ static void fire(runner *r, int k)
                              (json_int_t)se->duration_ms, "seed", (json_int_t)se->seed);
     if (se->has_toxicity)
         json_object_set_new(body, "toxicity", json_real(se->toxicity));
-    int st = 0;
-    json_t *ans = NULL;
+    agc_reply rep;
+    agc_reply_init(&rep);
     char err[CX_ERRLEN] = "";
-    cx_http_json(r->av[l].http, "POST", "/v1/faults", body, &st, &ans, err, sizeof err);
+    agc_inject(r->av[l].agent, body, &rep, err, sizeof err);
     json_decref(body);
+    int st = rep.status;
+    json_t *ans = agc_reply_take_json(&rep);
+    agc_reply_cleanup(&rep);
     const char *id = json_string_value(json_object_get(ans, "id"));
     if (run_http_ok(st) && id) {
         f->ok = 1;
@@ -263,17 +266,15 @@ static void check_heals(runner *r)
         if (now < f->start_mono + se->duration_ms || now - f->last_check < 500)
             continue;
         f->last_check = now;
-        char path[128];
-        snprintf(path, sizeof path, "/v1/faults/%s", f->fault_id);
-        int st = 0;
-        json_t *ans = NULL;
-        cx_http_json(r->av[se->learner].http, "GET", path, NULL, &st, &ans, NULL, 0);
-        const char *state = json_string_value(json_object_get(ans, "state"));
-        if ((st == 200 && state && strcmp(state, "active") != 0) || st == 404) {
+        agc_reply rep;
+        agc_reply_init(&rep);
+        agc_fault(r->av[se->learner].agent, f->fault_id, &rep, NULL, 0);
+        const char *state = json_string_value(json_object_get(rep.json, "state"));
+        if ((rep.status == 200 && state && strcmp(state, "active") != 0) || rep.status == 404) {
             f->healed = 1;
             f->healed_mono = now;
         }
-        json_decref(ans);
+        agc_reply_cleanup(&rep);
     }
 }
 
@@ -322,36 +323,38 @@ int run_active_faults(runner *r)
 
 static void delete_active(runner *r, int l, const char *why)
 {
-    int st = 0;
-    json_t *ans = NULL;
-    cx_http_json(r->av[l].http, "GET", "/v1/faults", NULL, &st, &ans, NULL, 0);
+    json_t *list = NULL;
+    agc_faults(r->av[l].agent, &list, NULL, 0);
     size_t i;
     json_t *rec;
-    json_array_foreach(json_object_get(ans, "faults"), i, rec)
+    json_array_foreach(list, i, rec)
     {
         if (strcmp(run_jstr(rec, "state"), "active") != 0)
             continue;
         const char *id = json_string_value(json_object_get(rec, "id"));
-        char path[128];
-        snprintf(path, sizeof path, "/v1/faults/%s", id ? id : "");
-        int dst = 0;
-        json_t *d = NULL;
-        cx_http_json(r->av[l].http, "DELETE", path, NULL, &dst, &d, NULL, 0);
-        json_decref(d);
+        agc_reply d;
+        agc_reply_init(&d);
+        agc_delete_fault(r->av[l].agent, id ? id : "", &d, NULL, 0);
+        int dst = d.status;
+        agc_reply_cleanup(&d);
         if (!run_http_ok(dst))
             cx_warn("revert of fault %s on agent %d failed (HTTP %d) (%s)", id, l, dst, why);
         else
             cx_info("reverted fault %s on learner %d (%s)", id, l, why);
     }
-    json_decref(ans);
+    json_decref(list);
 }
 
-static int agent_post(runner *r, int l, const char *path, json_t **ans)
+/* call (agc_halt, agc_resume) on agent l: its HTTP status (0: no answer)
+ * and its answer in *ans (new reference or NULL). */
+static int agent_post(runner *r, int l, agc_call_fn call, json_t **ans)
 {
-    json_t *body = json_object();
-    int st = 0;
-    cx_http_json(r->av[l].http, "POST", path, body, &st, ans, NULL, 0);
-    json_decref(body);
+    agc_reply rep;
+    agc_reply_init(&rep);
+    call(r->av[l].agent, &rep, NULL, 0);
+    int st = rep.status;
+    *ans = agc_reply_take_json(&rep);
+    agc_reply_cleanup(&rep);
     return st;
 }
 
@@ -388,7 +391,7 @@ void run_revert(runner *r)
             if (rb->kind == EXP_RB_REVERT_FAULTS)
                 delete_active(r, l, rb->name);
             else
-                st = agent_post(r, l, rb->kind == EXP_RB_HALT ? "/v1/halt" : "/v1/resume", &ans);
+                st = agent_post(r, l, rb->kind == EXP_RB_HALT ? agc_halt : agc_resume, &ans);
             journal_add_action(r->j, 1, rb->name, kind, l, run_http_ok(st) ? "succeeded" : "failed", ans, t0,
                                cx_real_ns());
             json_decref(ans);
@@ -398,7 +401,7 @@ void run_revert(runner *r)
         for (int l = 0; l < r->m; l++) {
             int64_t t0 = cx_real_ns();
             json_t *ans = NULL;
-            int st = agent_post(r, l, "/v1/halt", &ans);
+            int st = agent_post(r, l, agc_halt, &ans);
             journal_add_action(r->j, 1, "halt-on-abort", "halt", l, run_http_ok(st) ? "succeeded" : "failed",
                                ans, t0, cx_real_ns());
             json_decref(ans);

@@ -23,6 +23,7 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "common/agent_client.h"
 #include "common/http_client.h"
 #include "dashboards/server.h"
 #include "harness/experiment.h"
@@ -74,7 +75,7 @@ typedef struct fired {
 } fired;
 
 typedef struct agent_view {
-    cx_http_client *http; /* main-thread client */
+    agc *agent;           /* main-thread client */
     int64_t last_ok_mono; /* ms of the last answered status */
     int64_t last_poll;    /* ms of the last poll */
     char unit_state[16];  /* unit.state as last seen */

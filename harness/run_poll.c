@@ -32,25 +32,22 @@ static void *lease_thread(void *arg)
 {
     runner *r = arg;
     int m = r->m;
-    cx_http_client **c = calloc((size_t)m, sizeof *c);
+    agc **c = calloc((size_t)m, sizeof *c);
     if (!c)
         return NULL;
-    cx_http_opts ho = {.connect_timeout_ms = 500, .timeout_ms = 2000, .bearer = topo_token(r->t)};
+    agc_opts ao = {.token = topo_token(r->t), .connect_timeout_ms = 500, .timeout_ms = 2000};
     for (int i = 0; i < m; i++)
-        c[i] = cx_http_client_new(topo_agent_url(r->t, i), &ho);
+        c[i] = agc_new(topo_agent_url(r->t, i), &ao);
     pthread_mutex_lock(&r->lease_mu);
     while (!r->lease_stop) {
         pthread_mutex_unlock(&r->lease_mu);
         for (int i = 0; i < m; i++) {
-            json_t *body = json_pack("{s:I}", "ttl_ms", (json_int_t)LEASE_TTL_MS);
-            int st = 0;
-            json_t *ans = NULL;
+            agc_reply rep;
+            agc_reply_init(&rep);
             char err[CX_ERRLEN] = "";
-            if (c[i] && (cx_http_json(c[i], "POST", "/v1/lease", body, &st, &ans, err, sizeof err) < 0 ||
-                         !run_http_ok(st)))
-                cx_warn("lease renewal on agent %d failed (status %d) %s", i, st, err);
-            json_decref(body);
-            json_decref(ans);
+            if (c[i] && agc_lease(c[i], LEASE_TTL_MS, &rep, err, sizeof err) != 0)
+                cx_warn("lease renewal on agent %d failed (status %d) %s", i, rep.status, err);
+            agc_reply_cleanup(&rep);
         }
         pthread_mutex_lock(&r->lease_mu);
         struct timespec ts;
@@ -63,7 +60,7 @@ static void *lease_thread(void *arg)
     }
     pthread_mutex_unlock(&r->lease_mu);
     for (int i = 0; i < m; i++)
-        cx_http_client_free(c[i]);
+        agc_free(c[i]);
     free(c);
     return NULL;
 }
@@ -73,19 +70,16 @@ static void *lease_thread(void *arg)
 int run_take_leases(runner *r)
 {
     for (int i = 0; i < r->m; i++) {
-        json_t *body = json_pack("{s:I}", "ttl_ms", (json_int_t)LEASE_TTL_MS);
-        int st = 0;
-        json_t *ans = NULL;
+        agc_reply rep;
+        agc_reply_init(&rep);
         char err[CX_ERRLEN] = "", msg[CX_ERRLEN + 64];
-        cx_http_json(r->av[i].http, "POST", "/v1/lease", body, &st, &ans, err, sizeof err);
-        json_decref(body);
-        if (!run_http_ok(st)) {
-            run_answer_error(ans, st, err, msg, sizeof msg);
-            json_decref(ans);
+        if (agc_lease(r->av[i].agent, LEASE_TTL_MS, &rep, err, sizeof err) != 0) {
+            run_answer_error(rep.json, rep.status, err, msg, sizeof msg);
+            agc_reply_cleanup(&rep);
             run_set_error(r, "lease on agent %d (%s): %s", i, topo_agent_url(r->t, i), msg);
             return CX_EUNAVAIL;
         }
-        json_decref(ans);
+        agc_reply_cleanup(&rep);
     }
     pthread_mutex_init(&r->lease_mu, NULL);
     pthread_cond_init(&r->lease_cv, NULL);
@@ -113,14 +107,8 @@ void run_release_leases(runner *r)
     r->lease_running = 0;
     pthread_mutex_destroy(&r->lease_mu);
     pthread_cond_destroy(&r->lease_cv);
-    for (int i = 0; i < r->m; i++) {
-        json_t *body = json_pack("{s:i}", "ttl_ms", 0);
-        int st = 0;
-        json_t *ans = NULL;
-        cx_http_json(r->av[i].http, "POST", "/v1/lease", body, &st, &ans, NULL, 0);
-        json_decref(body);
-        json_decref(ans);
-    }
+    for (int i = 0; i < r->m; i++)
+        agc_lease(r->av[i].agent, 0, NULL, NULL, 0);
 }
 
 /* ---- run: collecting ---- */
@@ -205,10 +193,8 @@ static void poll_agent(runner *r, int i)
 {
     agent_view *a = &r->av[i];
     a->last_poll = cx_mono_ms();
-    int st = 0;
     json_t *s = NULL;
-    cx_http_json(a->http, "GET", "/v1/status", NULL, &st, &s, NULL, 0);
-    if (st == 200 && json_is_object(s)) {
+    if (agc_status(a->agent, &s, NULL, 0) == 0) {
         a->last_ok_mono = cx_mono_ms();
         json_t *unit = json_object_get(s, "unit");
         const char *us = json_string_value(json_object_get(unit, "state"));
@@ -231,15 +217,11 @@ static void poll_agent(runner *r, int i)
 void run_fetch_faults(runner *r)
 {
     for (int i = 0; i < r->m; i++) {
-        int st = 0;
-        json_t *ans = NULL;
-        cx_http_json(r->av[i].http, "GET", "/v1/faults", NULL, &st, &ans, NULL, 0);
-        json_t *list = json_object_get(ans, "faults");
-        if (st == 200 && json_is_array(list)) {
+        json_t *list = NULL;
+        if (agc_faults(r->av[i].agent, &list, NULL, 0) == 0) {
             json_decref(r->av[i].faults);
-            r->av[i].faults = json_incref(list);
+            r->av[i].faults = list;
         }
-        json_decref(ans);
     }
 }
 

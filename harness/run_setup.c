@@ -253,12 +253,15 @@ int run_start_topology(runner *r, char *err, size_t errlen)
     r->av = calloc((size_t)r->m, sizeof *r->av);
     if (!r->sy || !r->av)
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-    cx_http_opts ao = {.connect_timeout_ms = 500, .timeout_ms = 3000, .bearer = topo_token(r->t)};
+    agc_opts ao = {.token = topo_token(r->t),
+                   .connect_timeout_ms = 500,
+                   .timeout_ms = 3000,
+                   .max_body = (size_t)256 << 20};
     for (int l = 0; l < r->m; l++) {
-        r->av[l].http = cx_http_client_new(topo_agent_url(r->t, l), &ao);
+        r->av[l].agent = agc_new(topo_agent_url(r->t, l), &ao);
         r->av[l].exit_code = -1;
         snprintf(r->av[l].unit_state, sizeof r->av[l].unit_state, "starting");
-        if (!r->av[l].http)
+        if (!r->av[l].agent)
             return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     }
     return 0;

@@ -1,6 +1,8 @@
 /* The HTTP server wrapper and client together on 127.0.0.1. */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,9 +39,52 @@ static int h_secret(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     return 0;
 }
 
+/* ---- streamed responses ---- */
+
+static atomic_int streams_done; /* done() calls so far */
+
+typedef struct test_stream {
+    int sent;  /* chunks so far */
+    int count; /* chunks before the end; < 0: never ends */
+} test_stream;
+
+/* "chunk N\n" count times, then the end; a stream that never ends sends a
+ * chunk every 50 ms. */
+static long ts_read(void *ctx, char *buf, size_t max)
+{
+    test_stream *t = ctx;
+    if (t->count >= 0 && t->sent >= t->count)
+        return CX_HTTP_STREAM_END;
+    if (t->count < 0)
+        cx_sleep_ms(50);
+    int n = snprintf(buf, max, "chunk %d\n", t->sent++);
+    return n > 0 && (size_t)n < max ? n : CX_HTTP_STREAM_ERROR;
+}
+
+static void ts_done(void *ctx)
+{
+    free(ctx);
+    atomic_fetch_add(&streams_done, 1);
+}
+
+/* GET /stream/{count}: count chunks, or endless for "forever". */
+static int h_stream(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    (void)ctx;
+    test_stream *t = calloc(1, sizeof *t);
+    if (!t)
+        return CX_ENOMEM;
+    t->count = strcmp(req->params[0], "forever") == 0 ? -1 : atoi(req->params[0]);
+    cx_http_reply_stream(resp, 200, "text/event-stream",
+                         (cx_http_stream){.read = ts_read, .done = ts_done, .ctx = t});
+    cx_http_add_header(resp, "X-Stream", "yes");
+    return 0;
+}
+
 static const cx_http_route routes[] = {
     {"POST", "/v1/things/{}/echo", h_echo},
     {"GET", "/secret", h_secret},
+    {"GET", "/stream/{}", h_stream},
 };
 
 static cx_http_server *srv;
@@ -48,7 +93,8 @@ static char base[64];
 static void setup(void)
 {
     char err[256];
-    srv = cx_http_server_new("127.0.0.1:0", routes, 2, NULL, 1024, err, sizeof err);
+    srv = cx_http_server_new("127.0.0.1:0", routes, sizeof routes / sizeof *routes, NULL, 1024, err,
+                             sizeof err);
     cr_assert_not_null(srv, "%s", err);
     snprintf(base, sizeof base, "http://127.0.0.1:%d", cx_http_server_port(srv));
 }
@@ -141,4 +187,76 @@ Test(http, client_retries_then_reports_unreachable)
     cr_assert(dt >= 60 - 5, "backoff 20+40 ms waited (took %lld ms)", (long long)dt);
     cx_http_result_cleanup(&r);
     cx_http_client_free(c);
+}
+
+Test(http, stream_sends_chunks_until_it_ends)
+{
+    int before = atomic_load(&streams_done);
+    cx_http_client *c = cx_http_client_new(base, NULL);
+    cx_http_result r;
+    cx_http_result_init(&r);
+    cr_assert_eq(cx_http_do(c, "GET", "/stream/3", NULL, NULL, 0, NULL, 0, &r, NULL, 0), 0);
+    cr_assert_eq(r.status, 200);
+    cr_assert_str_eq(r.body.data, "chunk 0\nchunk 1\nchunk 2\n");
+    char v[64];
+    cr_assert_eq(cx_http_result_header(&r, "Content-Type", v, sizeof v), 0);
+    cr_assert_str_eq(v, "text/event-stream");
+    cr_assert_eq(cx_http_result_header(&r, "X-Stream", v, sizeof v), 0);
+    cr_assert_eq(cx_http_result_header(&r, "Cache-Control", v, sizeof v), 0);
+    cr_assert_str_eq(v, "no-store");
+    /* done runs once the connection is over, which may trail the answer */
+    for (int i = 0; i < 100 && atomic_load(&streams_done) == before; i++)
+        cx_sleep_ms(10);
+    cr_assert_eq(atomic_load(&streams_done), before + 1, "done ran once");
+    cx_http_result_cleanup(&r);
+    cx_http_client_free(c);
+}
+
+typedef struct stream_reader {
+    char base[64];
+    int rc; /* cx_http_do's */
+    cx_http_result r;
+} stream_reader;
+
+static void *read_forever(void *arg)
+{
+    stream_reader *sr = arg;
+    cx_http_opts o = {.timeout_ms = 20000};
+    cx_http_client *c = cx_http_client_new(sr->base, &o);
+    sr->rc = cx_http_do(c, "GET", "/stream/forever", NULL, NULL, 0, NULL, 0, &sr->r, NULL, 0);
+    cx_http_client_free(c);
+    return NULL;
+}
+
+Test(http, stream_ends_when_the_server_stops)
+{
+    char err[256];
+    cx_http_server *s2 = cx_http_server_new("127.0.0.1:0", routes, sizeof routes / sizeof *routes, NULL, 1024,
+                                            err, sizeof err);
+    cr_assert_not_null(s2, "%s", err);
+    stream_reader sr = {.rc = -1};
+    snprintf(sr.base, sizeof sr.base, "http://127.0.0.1:%d", cx_http_server_port(s2));
+    cx_http_result_init(&sr.r);
+    int before = atomic_load(&streams_done);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, read_forever, &sr), 0);
+    /* wait until the stream is open and has sent a few chunks */
+    cx_http_guard_stats st;
+    for (int i = 0; i < 200; i++) {
+        cx_http_guard_get_stats(cx_http_server_guard(s2), &st);
+        if (st.in_request > 0)
+            break;
+        cx_sleep_ms(10);
+    }
+    cx_sleep_ms(200);
+    int64_t t0 = cx_mono_ms();
+    cx_http_server_free(s2);
+    int64_t took = cx_mono_ms() - t0;
+    pthread_join(th, NULL);
+    cr_assert_lt(took, 3000, "the stop waited %lld ms for an endless stream", (long long)took);
+    cr_assert_eq(atomic_load(&streams_done), before + 1, "done ran once");
+    cr_assert_eq(sr.rc, 0, "the client got an answer");
+    cr_assert_eq(sr.r.status, 200);
+    cr_assert(strstr(sr.r.body.data ? sr.r.body.data : "", "chunk 1\n"), "chunks arrived before the stop");
+    cx_http_result_cleanup(&sr.r);
 }
