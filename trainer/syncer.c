@@ -54,6 +54,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/prom.h"
 #include "trainer/checkpoint.h"
 #include "trainer/credential.h"
 #include "trainer/data.h"
@@ -67,122 +68,129 @@
 #include "trainer/round.h"
 #include "trainer/syncer_internal.h"
 
-int h_metrics(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+/* GET /metrics, the syncer's counters and gauges (mu held). */
+static void metrics_syncer(const syncer *s, cx_buf *b)
 {
-    syncer *s = ctx;
-    cx_buf *b = &resp->body;
-    int64_t now = cx_mono_ms();
-    pthread_mutex_lock(&s->mu);
-    cx_buf_printf(b,
-                  "# HELP chaosloco_syncer_merges_total Merges done (ddp: averaged steps).\n"
-                  "# TYPE chaosloco_syncer_merges_total counter\nchaosloco_syncer_merges_total %lld\n",
-                  (long long)s->merges);
-    cx_buf_printf(b,
-                  "# HELP chaosloco_syncer_contributions_total Contributions and gradients by result and "
-                  "reason.\n# TYPE chaosloco_syncer_contributions_total counter\n"
-                  "chaosloco_syncer_contributions_total{result=\"accepted\",reason=\"\"} %lld\n",
-                  (long long)s->accepted_total);
-    for (int r = 1; r < PROTO_R_COUNT; r++)
-        cx_buf_printf(b, "chaosloco_syncer_contributions_total{result=\"rejected\",reason=\"%s\"} %lld\n",
-                      proto_reason_name((proto_reason)r), (long long)s->rejects[r]);
-    cx_buf_printf(b,
-                  "# HELP chaosloco_syncer_bytes_total Tensor payload bytes by direction.\n"
-                  "# TYPE chaosloco_syncer_bytes_total counter\n"
-                  "chaosloco_syncer_bytes_total{direction=\"in\"} %lld\n"
-                  "chaosloco_syncer_bytes_total{direction=\"out\"} %lld\n",
-                  (long long)s->bytes_in, (long long)s->bytes_out);
-    cx_buf_printf(b,
-                  "# HELP chaosloco_syncer_fragment_answers_total Fragment answers: delta chains, and full "
-                  "f32 fragments by reason (history and mismatch are fallbacks).\n"
-                  "# TYPE chaosloco_syncer_fragment_answers_total counter\n");
-    cx_buf_printf(b, "chaosloco_syncer_fragment_answers_total{kind=\"delta\",reason=\"\"} %lld\n",
-                  (long long)s->answers_delta);
-    for (int r = 0; r < FULL_R_COUNT; r++)
-        cx_buf_printf(b, "chaosloco_syncer_fragment_answers_total{kind=\"full\",reason=\"%s\"} %lld\n",
-                      syncer_full_reason_names[r], (long long)s->answers_full[r]);
-    cx_buf_printf(b,
-                  "# HELP chaosloco_syncer_fragment_answer_bytes_total Bytes of fragment answers by kind.\n"
-                  "# TYPE chaosloco_syncer_fragment_answer_bytes_total counter\n"
-                  "chaosloco_syncer_fragment_answer_bytes_total{kind=\"delta\"} %lld\n"
-                  "chaosloco_syncer_fragment_answer_bytes_total{kind=\"full\"} %lld\n",
-                  (long long)s->bytes_out_delta, (long long)s->bytes_out_full);
-    cx_buf_printf(
-        b,
-        "# HELP chaosloco_syncer_tokens_merged_total Tokens of merged contributions.\n"
-        "# TYPE chaosloco_syncer_tokens_merged_total counter\nchaosloco_syncer_tokens_merged_total %lld\n",
-        (long long)s->tokens_merged);
-    cx_buf_printf(b,
-                  "# HELP chaosloco_syncer_eval_loss Eval loss of the global model, nats per byte.\n"
-                  "# TYPE chaosloco_syncer_eval_loss gauge\nchaosloco_syncer_eval_loss %s%.6f\n",
-                  "", isfinite(s->eval_loss) ? s->eval_loss : NAN);
-    cx_buf_printf(b,
-                  "# HELP chaosloco_syncer_longest_merge_gap_seconds Longest gap between two merges.\n"
-                  "# TYPE chaosloco_syncer_longest_merge_gap_seconds gauge\n"
-                  "chaosloco_syncer_longest_merge_gap_seconds %.3f\n",
-                  (double)s->longest_gap_ms / 1000.0);
-    if (!is_ddp(s))
-        cx_buf_printf(b,
-                      "# HELP chaosloco_syncer_rounds_merged_total Rounds merged (diloco, decoupled).\n"
-                      "# TYPE chaosloco_syncer_rounds_merged_total counter\n"
-                      "chaosloco_syncer_rounds_merged_total %lld\n"
-                      "# HELP chaosloco_syncer_round_contributions_total Contributions merged in rounds.\n"
-                      "# TYPE chaosloco_syncer_round_contributions_total counter\n"
-                      "chaosloco_syncer_round_contributions_total %lld\n"
-                      "# HELP chaosloco_syncer_stale_rejected_total Contributions refused as stale.\n"
-                      "# TYPE chaosloco_syncer_stale_rejected_total counter\n"
-                      "chaosloco_syncer_stale_rejected_total %lld\n",
-                      (long long)s->rounds_merged, (long long)s->rounds_parts, (long long)s->stale_rejected);
-    cx_buf_printf(b, "# HELP chaosloco_syncer_fragment_version Current version of each fragment.\n"
-                     "# TYPE chaosloco_syncer_fragment_version gauge\n");
-    for (int p = 0; p < s->P; p++)
-        cx_buf_printf(b, "chaosloco_syncer_fragment_version{fragment=\"%d\"} %lld\n", p,
-                      (long long)s->versions[p]);
-    static const char *const lm[][3] = {
-        {"learner_step", "gauge", "Inner steps a learner reported."},
-        {"learner_tokens_total", "counter", "Tokens a learner reported."},
-        {"learner_last_seen_seconds", "gauge", "Seconds since the learner was last heard from."},
-        {"learner_incarnation", "gauge", "Current incarnation of the learner."},
-        {"learner_up", "gauge", "1 while the learner is active (not absent or left)."},
-        {"learner_clock_skew_seconds", "gauge", "Learner realtime minus syncer realtime."},
-        {"learner_adopted_with_own", "gauge",
+    cx_prom_family(b, "chaosloco_syncer_merges_total", CX_PROM_COUNTER, "Merges done (ddp: averaged steps).");
+    cx_prom_int(b, "chaosloco_syncer_merges_total", NULL, (long long)s->merges);
+    cx_prom_family(b, "chaosloco_syncer_contributions_total", CX_PROM_COUNTER,
+                   "Contributions and gradients by result and reason.");
+    static const char *const accepted[] = {"result", "accepted", "reason", "", NULL};
+    cx_prom_int(b, "chaosloco_syncer_contributions_total", accepted, (long long)s->accepted_total);
+    for (int r = 1; r < PROTO_R_COUNT; r++) {
+        const char *const l[] = {"result", "rejected", "reason", proto_reason_name((proto_reason)r), NULL};
+        cx_prom_int(b, "chaosloco_syncer_contributions_total", l, (long long)s->rejects[r]);
+    }
+    static const char *const in[] = {"direction", "in", NULL}, *const out[] = {"direction", "out", NULL};
+    cx_prom_family(b, "chaosloco_syncer_bytes_total", CX_PROM_COUNTER, "Tensor payload bytes by direction.");
+    cx_prom_int(b, "chaosloco_syncer_bytes_total", in, (long long)s->bytes_in);
+    cx_prom_int(b, "chaosloco_syncer_bytes_total", out, (long long)s->bytes_out);
+    cx_prom_family(b, "chaosloco_syncer_fragment_answers_total", CX_PROM_COUNTER,
+                   "Fragment answers: delta chains, and full f32 fragments by reason (history and mismatch "
+                   "are fallbacks).");
+    static const char *const delta[] = {"kind", "delta", "reason", "", NULL};
+    cx_prom_int(b, "chaosloco_syncer_fragment_answers_total", delta, (long long)s->answers_delta);
+    for (int r = 0; r < FULL_R_COUNT; r++) {
+        const char *const l[] = {"kind", "full", "reason", syncer_full_reason_names[r], NULL};
+        cx_prom_int(b, "chaosloco_syncer_fragment_answers_total", l, (long long)s->answers_full[r]);
+    }
+    static const char *const kd[] = {"kind", "delta", NULL}, *const kf[] = {"kind", "full", NULL};
+    cx_prom_family(b, "chaosloco_syncer_fragment_answer_bytes_total", CX_PROM_COUNTER,
+                   "Bytes of fragment answers by kind.");
+    cx_prom_int(b, "chaosloco_syncer_fragment_answer_bytes_total", kd, (long long)s->bytes_out_delta);
+    cx_prom_int(b, "chaosloco_syncer_fragment_answer_bytes_total", kf, (long long)s->bytes_out_full);
+    cx_prom_family(b, "chaosloco_syncer_tokens_merged_total", CX_PROM_COUNTER, "Tokens of merged contributions.");
+    cx_prom_int(b, "chaosloco_syncer_tokens_merged_total", NULL, (long long)s->tokens_merged);
+    cx_prom_family(b, "chaosloco_syncer_eval_loss", CX_PROM_GAUGE, "Eval loss of the global model, nats per byte.");
+    cx_prom_real(b, "chaosloco_syncer_eval_loss", NULL, s->eval_loss, 6);
+    cx_prom_family(b, "chaosloco_syncer_longest_merge_gap_seconds", CX_PROM_GAUGE,
+                   "Longest gap between two merges.");
+    cx_prom_real(b, "chaosloco_syncer_longest_merge_gap_seconds", NULL, (double)s->longest_gap_ms / 1000.0, 3);
+    if (!is_ddp(s)) {
+        cx_prom_family(b, "chaosloco_syncer_rounds_merged_total", CX_PROM_COUNTER,
+                       "Rounds merged (diloco, decoupled).");
+        cx_prom_int(b, "chaosloco_syncer_rounds_merged_total", NULL, (long long)s->rounds_merged);
+        cx_prom_family(b, "chaosloco_syncer_round_contributions_total", CX_PROM_COUNTER,
+                       "Contributions merged in rounds.");
+        cx_prom_int(b, "chaosloco_syncer_round_contributions_total", NULL, (long long)s->rounds_parts);
+        cx_prom_family(b, "chaosloco_syncer_stale_rejected_total", CX_PROM_COUNTER,
+                       "Contributions refused as stale.");
+        cx_prom_int(b, "chaosloco_syncer_stale_rejected_total", NULL, (long long)s->stale_rejected);
+    }
+    cx_prom_family(b, "chaosloco_syncer_fragment_version", CX_PROM_GAUGE, "Current version of each fragment.");
+    for (int p = 0; p < s->P; p++) {
+        char frag[16];
+        snprintf(frag, sizeof frag, "%d", p);
+        const char *const l[] = {"fragment", frag, NULL};
+        cx_prom_int(b, "chaosloco_syncer_fragment_version", l, (long long)s->versions[p]);
+    }
+}
+
+/* GET /metrics, one family per learner figure, one sample per learner that
+ * has joined (mu held). */
+static void metrics_learners(const syncer *s, cx_buf *b, int64_t now)
+{
+    static const struct {
+        const char *name; /* after chaosloco_syncer_ */
+        cx_prom_type type;
+        const char *help;
+    } lm[] = {
+        {"learner_step", CX_PROM_GAUGE, "Inner steps a learner reported."},
+        {"learner_tokens_total", CX_PROM_COUNTER, "Tokens a learner reported."},
+        {"learner_last_seen_seconds", CX_PROM_GAUGE, "Seconds since the learner was last heard from."},
+        {"learner_incarnation", CX_PROM_GAUGE, "Current incarnation of the learner."},
+        {"learner_up", CX_PROM_GAUGE, "1 while the learner is active (not absent or left)."},
+        {"learner_clock_skew_seconds", CX_PROM_GAUGE, "Learner realtime minus syncer realtime."},
+        {"learner_adopted_with_own", CX_PROM_GAUGE,
          "Fraction of the merged fragments a learner pulled after contributing that held its contribution."},
     };
     for (size_t m = 0; m < sizeof lm / sizeof lm[0]; m++) {
-        cx_buf_printf(b, "# HELP chaosloco_syncer_%s %s\n# TYPE chaosloco_syncer_%s %s\n", lm[m][0], lm[m][2],
-                      lm[m][0], lm[m][1]);
+        char name[96];
+        snprintf(name, sizeof name, "chaosloco_syncer_%s", lm[m].name);
+        cx_prom_family(b, name, lm[m].type, lm[m].help);
         for (int i = 0; i < MAX_LEARNERS; i++) {
-            learner_rec *l = &s->learners[i];
-            double v;
+            const learner_rec *l = &s->learners[i];
             if (l->id < 0 || l->incarnation == 0)
                 continue;
+            char id[24];
+            snprintf(id, sizeof id, "%lld", (long long)l->id);
+            const char *const lab[] = {"learner", id, NULL};
             switch (m) {
             case 0:
-                v = (double)l->step;
+                cx_prom_int(b, name, lab, (long long)l->step);
                 break;
             case 1:
-                v = (double)l->tokens;
+                cx_prom_int(b, name, lab, (long long)l->tokens);
                 break;
             case 2:
-                v = (double)(now - l->last_seen_ms) / 1000.0;
+                cx_prom_real(b, name, lab, (double)(now - l->last_seen_ms) / 1000.0, 3);
                 break;
             case 3:
-                v = (double)l->incarnation;
+                cx_prom_int(b, name, lab, (long long)l->incarnation);
                 break;
             case 4:
-                v = l->state == LS_ACTIVE;
+                cx_prom_int(b, name, lab, l->state == LS_ACTIVE);
                 break;
             case 5:
-                v = (double)l->clock_skew_ms / 1000.0;
+                cx_prom_real(b, name, lab, (double)l->clock_skew_ms / 1000.0, 3);
                 break;
             default:
-                if (l->adopted == 0)
-                    continue; /* no value yet: no sample */
-                v = (double)l->adopted_own / (double)l->adopted;
+                if (l->adopted > 0) /* no value yet: no sample */
+                    cx_prom_real(b, name, lab, (double)l->adopted_own / (double)l->adopted, 6);
                 break;
             }
-            cx_buf_printf(b, "chaosloco_syncer_%s{learner=\"%lld\"} %.17g\n", lm[m][0], (long long)l->id, v);
         }
     }
+}
+
+int h_metrics(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    (void)req;
+    syncer *s = ctx;
+    int64_t now = cx_mono_ms();
+    pthread_mutex_lock(&s->mu);
+    metrics_syncer(s, &resp->body);
+    metrics_learners(s, &resp->body, now);
     pthread_mutex_unlock(&s->mu);
     resp->status = 200;
     resp->content_type = "text/plain; version=0.0.4";
