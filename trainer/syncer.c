@@ -99,13 +99,16 @@ static void metrics_syncer(const syncer *s, cx_buf *b)
                    "Bytes of fragment answers by kind.");
     cx_prom_int(b, "chaosloco_syncer_fragment_answer_bytes_total", kd, (long long)s->bytes_out_delta);
     cx_prom_int(b, "chaosloco_syncer_fragment_answer_bytes_total", kf, (long long)s->bytes_out_full);
-    cx_prom_family(b, "chaosloco_syncer_tokens_merged_total", CX_PROM_COUNTER, "Tokens of merged contributions.");
+    cx_prom_family(b, "chaosloco_syncer_tokens_merged_total", CX_PROM_COUNTER,
+                   "Tokens of merged contributions.");
     cx_prom_int(b, "chaosloco_syncer_tokens_merged_total", NULL, (long long)s->tokens_merged);
-    cx_prom_family(b, "chaosloco_syncer_eval_loss", CX_PROM_GAUGE, "Eval loss of the global model, nats per byte.");
+    cx_prom_family(b, "chaosloco_syncer_eval_loss", CX_PROM_GAUGE,
+                   "Eval loss of the global model, nats per byte.");
     cx_prom_real(b, "chaosloco_syncer_eval_loss", NULL, s->eval_loss, 6);
     cx_prom_family(b, "chaosloco_syncer_longest_merge_gap_seconds", CX_PROM_GAUGE,
                    "Longest gap between two merges.");
-    cx_prom_real(b, "chaosloco_syncer_longest_merge_gap_seconds", NULL, (double)s->longest_gap_ms / 1000.0, 3);
+    cx_prom_real(b, "chaosloco_syncer_longest_merge_gap_seconds", NULL, (double)s->longest_gap_ms / 1000.0,
+                 3);
     if (!is_ddp(s)) {
         cx_prom_family(b, "chaosloco_syncer_rounds_merged_total", CX_PROM_COUNTER,
                        "Rounds merged (diloco, decoupled).");
@@ -117,7 +120,8 @@ static void metrics_syncer(const syncer *s, cx_buf *b)
                        "Contributions refused as stale.");
         cx_prom_int(b, "chaosloco_syncer_stale_rejected_total", NULL, (long long)s->stale_rejected);
     }
-    cx_prom_family(b, "chaosloco_syncer_fragment_version", CX_PROM_GAUGE, "Current version of each fragment.");
+    cx_prom_family(b, "chaosloco_syncer_fragment_version", CX_PROM_GAUGE,
+                   "Current version of each fragment.");
     for (int p = 0; p < s->P; p++) {
         char frag[16];
         snprintf(frag, sizeof frag, "%d", p);
