@@ -1,4 +1,4 @@
-/* api.h - the agent's HTTP API v1 (DESIGN.md §4, contracts.md shapes).
+/* api.h - the agent's HTTP API v1 (DESIGN.md §4; shapes in docs/api.md).
  *
  * What it is: the route table's v1 handlers, bearer-token checks, strict
  * decoding of fault requests, and the audit of every mutating call. The

@@ -104,7 +104,7 @@ void sup_set_paused(sup *s, int paused);
 void sup_target(sup *s, pid_t *pid, int *pidfd_dup);
 sup_state sup_get_state(sup *s);
 const char *sup_state_name(sup_state st);
-/* {state, pid, incarnation, restarts, last_exit} as in contracts.md. */
+/* {state, pid, incarnation, restarts, last_exit} as in docs/api.md (GET /v1/status). */
 json_t *sup_status_json(sup *s);
 /* Counters for /metrics. */
 void sup_counters(sup *s, int *up, int64_t *restarts, int64_t *incarnation, int64_t *log_bytes);

@@ -1,4 +1,4 @@
-/* events.h - the syncer's machine-readable event log (contracts.md).
+/* events.h - the syncer's machine-readable event log (docs/api.md, docs/telemetry.md).
  *
  * Every event is one JSON object with a gapless sequence number `seq`
  * (1, 2, 3, ... persisted across restarts), `t_real` (ISO-8601 UTC ms),

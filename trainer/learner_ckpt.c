@@ -1,6 +1,6 @@
 /* learner_ckpt.c - the learner's NaN hook and local checkpoints.
  *
- * What it is: the NaN hook (contracts.md), the periodic checkpoint (a copy
+ * What it is: the NaN hook (docs/faults.md, "nan"), the periodic checkpoint (a copy
  * into the background writer's buffers, the write on its thread) and the
  * final synchronous one. What it is not: the checkpoint format and writer
  * thread (trainer/checkpoint.c) nor the restore at start (learner_join.c).
@@ -35,7 +35,7 @@
 
 /* ---- learner: hooks and checkpoints ---- */
 
-/* The NaN hook (contracts.md): 1 when this contribution must carry NaN. */
+/* The NaN hook (docs/faults.md, "nan"): 1 when this contribution must carry NaN. */
 int learner_nan_hook(learner *L)
 {
     char *data = NULL, why[CX_ERRLEN];

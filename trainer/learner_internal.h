@@ -200,7 +200,7 @@ int learner_pull_all(learner *L);
 
 /* ---- learner_ckpt.c: NaN hook and checkpoints ---- */
 
-/* The NaN hook (contracts.md): 1 when this contribution must carry NaN. */
+/* The NaN hook (docs/faults.md, "nan"): 1 when this contribution must carry NaN. */
 int learner_nan_hook(learner *L);
 /* The periodic checkpoint from the inner loop: the write runs on the
  * writer's thread; skipped (and counted) while the previous one runs. */

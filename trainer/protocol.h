@@ -42,7 +42,7 @@
 
 #define PROTO_MAX_LEARNER_ID 1000000
 
-/* Why the syncer refused a payload (contracts.md `reject` event reasons). */
+/* Why the syncer refused a payload (the `reject` event reasons of docs/api.md). */
 typedef enum proto_reason {
     PROTO_OK = 0,
     PROTO_R_CHECKSUM,

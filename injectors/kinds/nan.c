@@ -1,6 +1,6 @@
 /* nan.c - the `nan` fault: the learner's next N contributions carry NaN.
  *
- * In-band hook (contracts.md): the learner reads <hook_dir>/nan (a decimal
+ * In-band hook (docs/faults.md, "nan"): the learner reads <hook_dir>/nan (a decimal
  * N) before each contribution, poisons it when N > 0 (before the CRC, so
  * only the syncer's finite check can catch it) and rewrites N-1. This
  * injector writes N atomically; revert and sweep remove the file (what the
