@@ -19,6 +19,7 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/file.h"
 #include "common/http_server.h"
 #include "common/log.h"
@@ -694,12 +695,12 @@ json_t *agent_status_json(agent *a)
 
 int agent_run(agent *a, volatile sig_atomic_t *stop)
 {
-    int rc = 0;
+    int rc = CX_EXIT_OK;
     if (a->sup) {
         char err[CX_ERRLEN] = "";
         if (sup_start(a->sup, err, sizeof err) < 0) {
             cx_error("cannot start the unit: %s", err);
-            rc = 1;
+            rc = CX_EXIT_FAILURE;
             goto shutdown;
         }
     }

@@ -12,6 +12,7 @@
 
 #include "agent/agent.h"
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "common/parse.h"
@@ -92,7 +93,7 @@ static int usage_error(const char *fmt, const char *a, const char *b)
     fprintf(stderr, "chaosloco agent: ");
     fprintf(stderr, fmt, a, b);
     fprintf(stderr, "\n(see chaosloco agent --help)\n");
-    return 64;
+    return CX_EXIT_USAGE;
 }
 
 static int valid_name(const char *s, size_t max)
@@ -151,7 +152,7 @@ int agent_main(int argc, char **argv)
         }
         if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
             usage(stdout);
-            return 0;
+            return CX_EXIT_OK;
         }
         if (strcmp(f, "--toxiproxy-compat") == 0) {
             o.toxiproxy_compat = 1;
@@ -251,7 +252,7 @@ int agent_main(int argc, char **argv)
     o.argv = (const char *const *)(argv + i);
     if (check) {
         printf("chaosloco agent: command line ok\n");
-        return 0;
+        return CX_EXIT_OK;
     }
 
     /* A token others can read or write is no secret: refuse it (like ssh
@@ -316,7 +317,7 @@ int agent_main(int argc, char **argv)
     if (!a) {
         cx_error("cannot start the agent: %s", err);
         free(token);
-        return 1;
+        return CX_EXIT_FAILURE;
     }
     char proxies[1024] = "";
     size_t off = 0;

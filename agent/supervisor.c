@@ -77,12 +77,16 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/log.h"
 #include "common/file.h"
 #include "common/proc.h"
 #include "injectors/unit_proc.h"
 
 #define SUP_BACKOFF_CAP_MS 30000
+/* the wait status reap_exit() gets for a leader it could not reap itself:
+ * "exited CX_EXIT_EXEC_FAILED" (0x7f00), counted as a crash */
+#define SUP_STATUS_LOST (CX_EXIT_EXEC_FAILED << 8)
 #define SUP_STABLE_MS 10000     /* a run this long resets the backoff */
 #define SUP_GROUP_GRACE_MS 5000 /* default group_grace_ms */
 
@@ -404,7 +408,7 @@ static void watchdog_main(int fd, pid_t pgid, long maxfd, const cg_kill_spec *cg
         char c;
         ssize_t r = read(fd, &c, 1);
         if (r == 1)
-            _exit(0); /* the supervisor is done with the group */
+            _exit(CX_EXIT_OK); /* the supervisor is done with the group */
         if (r < 0 && errno == EINTR)
             continue;
         break; /* end of file: the agent is gone */
@@ -427,7 +431,7 @@ static void watchdog_main(int fd, pid_t pgid, long maxfd, const cg_kill_spec *cg
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    _exit(0);
+    _exit(CX_EXIT_OK);
 }
 
 static void watchdog_start(sup *s, pid_t pgid)
@@ -683,10 +687,10 @@ void sup_poll(sup *s, int64_t now)
             if (waitpid(s->pid, &status, 0) == s->pid)
                 reap_exit(s, status, now);
             else
-                reap_exit(s, 0x7f00, now);
+                reap_exit(s, SUP_STATUS_LOST, now);
         } else if (exited < 0) {
             /* Someone else reaped it (should not happen): treat as a crash. */
-            reap_exit(s, 0x7f00, now);
+            reap_exit(s, SUP_STATUS_LOST, now);
         } else if (exited == 0 && (s->state == SUP_STARTING || s->state == SUP_RESTARTING) &&
                    now - s->spawned_mono_ms >= s->startup_ms) {
             promote_running(s);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/file.h"
 #include "common/http_client.h"
 #include "common/log.h"
@@ -71,12 +72,12 @@ int halt_main(int argc, char **argv)
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
-            return 0;
+            return CX_EXIT_OK;
         }
         if (strcmp(a, "--agents") == 0 || strcmp(a, "--token-file") == 0 || strcmp(a, "--timeout-ms") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "chaosloco halt: %s needs a value\n", a);
-                return 64;
+                return CX_EXIT_USAGE;
             }
             const char *v = argv[++i];
             if (strcmp(a, "--agents") == 0)
@@ -89,18 +90,18 @@ int halt_main(int argc, char **argv)
                 if (!end || *end || t < 100 || t > 60000) {
                     fprintf(stderr, "chaosloco halt: --timeout-ms: '%s' is not an integer in 100..60000\n",
                             v);
-                    return 64;
+                    return CX_EXIT_USAGE;
                 }
                 g_timeout_ms = t;
             }
             continue;
         }
         fprintf(stderr, "chaosloco halt: unknown argument '%s' (see --help)\n", a);
-        return 64;
+        return CX_EXIT_USAGE;
     }
     if (!agents || !agents[0]) {
         fprintf(stderr, "chaosloco halt: --agents is required\n");
-        return 64;
+        return CX_EXIT_USAGE;
     }
     char token[512] = "";
     if (token_file) {
@@ -109,7 +110,7 @@ int halt_main(int argc, char **argv)
         char err[CX_ERRLEN];
         if (cx_file_read(token_file, 4096, &data, &len, err, sizeof err) < 0) {
             fprintf(stderr, "chaosloco halt: --token-file: %s\n", err);
-            return 64;
+            return CX_EXIT_USAGE;
         }
         char *nl = strpbrk(data, "\r\n");
         if (nl)
@@ -122,22 +123,22 @@ int halt_main(int argc, char **argv)
     if (!list || !jobs) {
         free(list);
         free(jobs);
-        return 1;
+        return CX_EXIT_FAILURE;
     }
-    int n = 0, rc = 0;
+    int n = 0, rc = CX_EXIT_OK;
     char *save = NULL;
     for (char *u = strtok_r(list, ",", &save); u; u = strtok_r(NULL, ",", &save)) {
         if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
             fprintf(stderr, "chaosloco halt: --agents: '%s' is not an http(s) URL\n", u);
             free(list);
             free(jobs);
-            return 64;
+            return CX_EXIT_USAGE;
         }
         if (n == HALT_MAX_AGENTS) {
             fprintf(stderr, "chaosloco halt: --agents: more than %d URLs\n", HALT_MAX_AGENTS);
             free(list);
             free(jobs);
-            return 64;
+            return CX_EXIT_USAGE;
         }
         jobs[n].url = u;
         jobs[n].token = token[0] ? token : NULL;
@@ -152,7 +153,7 @@ int halt_main(int argc, char **argv)
         if (jobs[i].status == 200) {
             printf("%s: halted, %lld faults reverted\n", jobs[i].url, jobs[i].reverted);
         } else {
-            rc = 1;
+            rc = CX_EXIT_FAILURE;
             if (jobs[i].status)
                 printf("%s: FAILED: HTTP %d: %s\n", jobs[i].url, jobs[i].status, jobs[i].err);
             else
