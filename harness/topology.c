@@ -11,6 +11,9 @@
  * pid != 0 holds exactly while a child is started and not yet reaped.
  * A foreign coordinator's argv is expanded again at every spawn (its
  * {listen} is 127.0.0.1:0 first, its own address after a restart).
+ *
+ * A foreign trainer's argv templates (placeholders, checking, expansion,
+ * its working directory) are in topo_template.c.
  */
 #include "harness/topology.h"
 
@@ -33,9 +36,9 @@
 #include "common/log.h"
 #include "common/parse.h"
 #include "common/proc.h"
+#include "harness/topo_internal.h"
 #include "trainer/credential.h"
 
-#define TOPO_PATH 1024
 #define TOPO_URL 256
 
 typedef struct topo_proc {
@@ -76,158 +79,6 @@ static void remember(topo *t, pid_t pid)
             return;
     if (t->nall < (int)(sizeof t->all / sizeof t->all[0]))
         t->all[t->nall++] = pid;
-}
-
-/* ---- topology: a foreign trainer's placeholders ---- */
-
-/* One list per role; topo_expand's values follow the same order. */
-static const char *const coordinator_ph[] = {
-    "listen",  "state_dir", "credentials_dir", "admin_credential_file", "config", "learners", "seed",
-    "run_dir", NULL};
-static const char *const learner_ph[] = {"proxy",           "proxy.syncer", "id",   "learners", "state_dir",
-                                         "credential_file", "steps",        "seed", "run_dir",  NULL};
-enum {
-    PH_C_LISTEN,
-    PH_C_STATE_DIR,
-    PH_C_CREDS,
-    PH_C_ADMIN,
-    PH_C_CONFIG,
-    PH_C_LEARNERS,
-    PH_C_SEED,
-    PH_C_RUN,
-    PH_C_N
-};
-enum {
-    PH_L_PROXY,
-    PH_L_PROXY_SYNCER,
-    PH_L_ID,
-    PH_L_LEARNERS,
-    PH_L_STATE_DIR,
-    PH_L_CRED,
-    PH_L_STEPS,
-    PH_L_SEED,
-    PH_L_RUN,
-    PH_L_N
-};
-
-const char *const *topo_placeholders(topo_role role)
-{
-    return role == TOPO_COORDINATOR ? coordinator_ph : learner_ph;
-}
-
-/* Length of a placeholder's name at s (just after a '{'): 1+ of [a-z0-9_.]
- * followed by '}'; 0 when s does not start one (the '{' is literal). */
-static size_t ph_name_len(const char *s)
-{
-    size_t n = 0;
-    while ((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= '0' && s[n] <= '9') || s[n] == '_' || s[n] == '.')
-        n++;
-    return n > 0 && s[n] == '}' ? n : 0;
-}
-
-static int ph_index(topo_role role, const char *name, size_t n)
-{
-    const char *const *list = topo_placeholders(role);
-    for (int i = 0; list[i]; i++)
-        if (strlen(list[i]) == n && strncmp(list[i], name, n) == 0)
-            return i;
-    return -1;
-}
-
-int topo_check_template(topo_role role, const char *arg, unsigned *used, char *err, size_t errlen)
-{
-    for (const char *s = strchr(arg, '{'); s; s = strchr(s + 1, '{')) {
-        size_t n = ph_name_len(s + 1);
-        if (!n)
-            continue;
-        int i = ph_index(role, s + 1, n);
-        if (i < 0) {
-            char known[256] = "";
-            const char *const *list = topo_placeholders(role);
-            for (int k = 0; list[k]; k++)
-                snprintf(known + strlen(known), sizeof known - strlen(known), "%s{%s}", k ? ", " : "",
-                         list[k]);
-            return cx_fail(err, errlen, CX_EINVAL, "unknown placeholder {%.*s} (known: %s)", (int)n, s + 1,
-                           known);
-        }
-        if (used)
-            *used |= 1u << i;
-    }
-    return 0;
-}
-
-char *topo_expand(topo_role role, const char *arg, const char *const *values)
-{
-    cx_buf b;
-    cx_buf_init(&b, 1 << 16);
-    const char *s = arg;
-    int bad = 0;
-    for (const char *open = strchr(s, '{'); open; open = strchr(open + 1, '{')) {
-        size_t n = ph_name_len(open + 1);
-        int i = n ? ph_index(role, open + 1, n) : -1;
-        if (i < 0 || !values[i])
-            continue;
-        bad |= cx_buf_append(&b, s, (size_t)(open - s)) < 0;
-        bad |= cx_buf_append(&b, values[i], strlen(values[i])) < 0;
-        s = open + n + 2;
-        open = s - 1;
-    }
-    bad |= cx_buf_append(&b, s, strlen(s) + 1) < 0; /* with the NUL */
-    char *out = bad ? NULL : cx_buf_take(&b, NULL);
-    cx_buf_cleanup(&b);
-    return out;
-}
-
-static void free_argv(char **v)
-{
-    for (size_t i = 0; v && v[i]; i++)
-        free(v[i]);
-    free(v);
-}
-
-/* argv = every template entry expanded (malloc'd, NULL-terminated), or NULL. */
-static char **expand_argv(topo_role role, char *const *tmpl, const char *const *values)
-{
-    size_t n = 0;
-    while (tmpl[n])
-        n++;
-    char **out = calloc(n + 1, sizeof *out);
-    for (size_t i = 0; out && i < n; i++)
-        if (!(out[i] = topo_expand(role, tmpl[i], values))) {
-            free_argv(out);
-            return NULL;
-        }
-    return out;
-}
-
-/* The trainer's working directory: cwd (as written) against the directory of
- * the experiment file, made absolute; it must exist. */
-static int trainer_cwd(const topo_launch_cfg *cfg, char *out, size_t len, char *err, size_t errlen)
-{
-    char base[TOPO_PATH] = ".", want[2 * TOPO_PATH + 2];
-    if (cfg->experiment_path) {
-        snprintf(base, sizeof base, "%s", cfg->experiment_path);
-        char *slash = strrchr(base, '/');
-        if (slash)
-            *(slash == base ? slash + 1 : slash) = '\0';
-        else
-            snprintf(base, sizeof base, ".");
-    }
-    const char *cwd = cfg->trainer->cwd;
-    if (cwd && cwd[0] == '/')
-        snprintf(want, sizeof want, "%s", cwd);
-    else
-        snprintf(want, sizeof want, "%s/%s", base, cwd ? cwd : ".");
-    char real[PATH_MAX];
-    if (!realpath(want, real))
-        return cx_fail(err, errlen, CX_EINVAL, "topology.trainer.cwd: %s: %s", want, strerror(errno));
-    struct stat st;
-    if (stat(real, &st) != 0 || !S_ISDIR(st.st_mode))
-        return cx_fail(err, errlen, CX_EINVAL, "topology.trainer.cwd: %s is not a directory", real);
-    if (strlen(real) >= len)
-        return cx_fail(err, errlen, CX_EINVAL, "topology.trainer.cwd: path too long");
-    snprintf(out, len, "%s", real);
-    return 0;
 }
 
 /* ---- topology: small helpers ---- */
@@ -398,11 +249,11 @@ static int syncer_spawn(topo *t, const char *listen, char *err, size_t errlen)
                                     [PH_C_CREDS] = t->creds_dir, [PH_C_ADMIN] = t->syncer_cred_file,
                                     [PH_C_CONFIG] = cfgpath,     [PH_C_LEARNERS] = learners,
                                     [PH_C_SEED] = t->seed,       [PH_C_RUN] = t->run_dir};
-        char **argv = expand_argv(TOPO_COORDINATOR, t->coord_tmpl, vals);
+        char **argv = topo_expand_argv(TOPO_COORDINATOR, t->coord_tmpl, vals);
         if (!argv)
             return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
         int rc = spawn_logged(&t->syncer, (const char *const *)argv, SIGTERM, t->cwd, err, errlen);
-        free_argv(argv);
+        topo_free_argv(argv);
         return rc;
     }
     const char *argv[] = {
@@ -443,7 +294,7 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
         /* a foreign trainer runs in its own cwd: every path it gets is absolute */
         char real[PATH_MAX];
         errno = 0;
-        if ((rc = trainer_cwd(cfg, t->cwd, sizeof t->cwd, err, errlen)) < 0)
+        if ((rc = topo_trainer_cwd(cfg, t->cwd, sizeof t->cwd, err, errlen)) < 0)
             goto fail;
         if (!realpath(cfg->run_dir, real) || strlen(real) >= sizeof t->run_dir) {
             rc = cx_fail(err, errlen, CX_EINVAL, "topology: run dir %s: %s", cfg->run_dir,
@@ -540,7 +391,7 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
                                         [PH_L_STEPS] = budget,
                                         [PH_L_SEED] = t->seed,
                                         [PH_L_RUN] = t->run_dir};
-            if (!(foreign = expand_argv(TOPO_LEARNER, cfg->trainer->learner, vals))) {
+            if (!(foreign = topo_expand_argv(TOPO_LEARNER, cfg->trainer->learner, vals))) {
                 rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
                 goto fail;
             }
@@ -558,7 +409,7 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
             rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
         }
         free(argv);
-        free_argv(foreign);
+        topo_free_argv(foreign);
         if (rc < 0)
             goto fail;
     }
@@ -697,7 +548,7 @@ void topo_free(topo *t)
     if (!t)
         return;
     topo_stop(t, 10000);
-    free_argv(t->coord_tmpl);
+    topo_free_argv(t->coord_tmpl);
     free(t->agents);
     free(t);
 }
