@@ -262,6 +262,101 @@ static int syncer_spawn(topo *t, const char *listen, char *err, size_t errlen)
     return spawn_logged(&t->syncer, argv, SIGTERM, NULL, err, errlen);
 }
 
+/* A foreign trainer runs in its own cwd: resolve it, make the run dir
+ * absolute (every path it gets is) and copy the coordinator's template. 0 or
+ * a negative cx_err; t is freed by the caller either way. */
+static int trainer_prepare(topo *t, const topo_launch_cfg *cfg, char *err, size_t errlen)
+{
+    int rc;
+    char real[PATH_MAX];
+    errno = 0;
+    if ((rc = topo_trainer_cwd(cfg, t->cwd, sizeof t->cwd, err, errlen)) < 0)
+        return rc;
+    if (!realpath(cfg->run_dir, real) || strlen(real) >= sizeof t->run_dir)
+        return cx_fail(err, errlen, CX_EINVAL, "topology: run dir %s: %s", cfg->run_dir,
+                       errno ? strerror(errno) : "path too long");
+    snprintf(t->run_dir, sizeof t->run_dir, "%s", real);
+    size_t n = (size_t)cfg->trainer->ncoordinator;
+    if (!(t->coord_tmpl = calloc(n + 1, sizeof *t->coord_tmpl)))
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        if (!(t->coord_tmpl[i] = strdup(cfg->trainer->coordinator[i])))
+            return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    return 0;
+}
+
+/* Agent i with its learner (chaosloco's, or the foreign trainer's learner
+ * template expanded) behind its proxy to the syncer. 0 or a negative
+ * cx_err. */
+static int agent_spawn(topo *t, const topo_launch_cfg *cfg, int i, const char *proxy, char *err,
+                       size_t errlen)
+{
+    int rc;
+    topo_proc *a = &t->agents[i];
+    char id[64], num[16], lstate[TOPO_PATH + 32];
+    snprintf(id, sizeof id, "%s-%d", cfg->unit_prefix, i);
+    snprintf(num, sizeof num, "%d", i);
+    snprintf(a->state, sizeof a->state, "%s/agents/%d", t->run_dir, i);
+    snprintf(a->log, sizeof a->log, "%s/logs/agent-%d.log", t->run_dir, i);
+    snprintf(lstate, sizeof lstate, "%s/learners/%d", t->run_dir, i);
+    char budget[32], lcred[TOPO_PATH + 32];
+    snprintf(budget, sizeof budget, "%lld", cfg->learner_steps);
+    snprintf(lcred, sizeof lcred, "%s/learner-%d.cred", t->creds_dir, i);
+    if ((rc = cx_mkdir_p(a->state, err, errlen)) < 0 || (rc = cx_mkdir_p(lstate, err, errlen)) < 0)
+        return rc;
+    const char *head[] = {
+        t->exe,        "agent",      "--listen",         "127.0.0.1:0",       "--id",    id,
+        "--state-dir", a->state,     "--token-file",     t->token_file,       "--proxy", proxy,
+        "--restart",   "on-failure", "--orphan-exit-ms", TOPO_ORPHAN_EXIT_MS, "--"};
+    const char *own[] = {t->exe,
+                         "learner",
+                         "--syncer",
+                         "http://{proxy.syncer}",
+                         "--id",
+                         num,
+                         "--state-dir",
+                         lstate,
+                         "--credential-file",
+                         lcred,
+                         cfg->learner_steps > 0 ? "--steps" : NULL,
+                         budget,
+                         NULL};
+    char **foreign = NULL;
+    if (cfg->trainer) {
+        char learners[16];
+        snprintf(learners, sizeof learners, "%d", t->m);
+        /* {proxy} is the agent's own {proxy.syncer}: the agent puts its proxy's address there */
+        const char *vals[PH_L_N] = {[PH_L_PROXY] = "{proxy.syncer}",
+                                    [PH_L_PROXY_SYNCER] = "{proxy.syncer}",
+                                    [PH_L_ID] = num,
+                                    [PH_L_LEARNERS] = learners,
+                                    [PH_L_STATE_DIR] = lstate,
+                                    [PH_L_CRED] = lcred,
+                                    [PH_L_STEPS] = budget,
+                                    [PH_L_SEED] = t->seed,
+                                    [PH_L_RUN] = t->run_dir};
+        if (!(foreign = topo_expand_argv(TOPO_LEARNER, cfg->trainer->learner, vals)))
+            return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    }
+    size_t nhead = sizeof head / sizeof head[0], ntail = 0;
+    const char *const *tail = foreign ? (const char *const *)foreign : own;
+    while (tail[ntail])
+        ntail++;
+    const char **argv = calloc(nhead + ntail + 1, sizeof *argv);
+    if (argv) {
+        memcpy(argv, head, sizeof head);
+        memcpy(argv + nhead, tail, ntail * sizeof *argv);
+        rc = spawn_logged(a, argv, 0, foreign ? t->cwd : NULL, err, errlen);
+    } else {
+        rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    }
+    free(argv);
+    topo_free_argv(foreign);
+    if (rc < 0)
+        return rc;
+    return 0;
+}
+
 int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -290,29 +385,8 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
     int rc;
     char path[TOPO_PATH + 64];
 
-    if (cfg->trainer) {
-        /* a foreign trainer runs in its own cwd: every path it gets is absolute */
-        char real[PATH_MAX];
-        errno = 0;
-        if ((rc = topo_trainer_cwd(cfg, t->cwd, sizeof t->cwd, err, errlen)) < 0)
-            goto fail;
-        if (!realpath(cfg->run_dir, real) || strlen(real) >= sizeof t->run_dir) {
-            rc = cx_fail(err, errlen, CX_EINVAL, "topology: run dir %s: %s", cfg->run_dir,
-                         errno ? strerror(errno) : "path too long");
-            goto fail;
-        }
-        snprintf(t->run_dir, sizeof t->run_dir, "%s", real);
-        size_t n = (size_t)cfg->trainer->ncoordinator;
-        if (!(t->coord_tmpl = calloc(n + 1, sizeof *t->coord_tmpl))) {
-            rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-            goto fail;
-        }
-        for (size_t i = 0; i < n; i++)
-            if (!(t->coord_tmpl[i] = strdup(cfg->trainer->coordinator[i]))) {
-                rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-                goto fail;
-            }
-    }
+    if (cfg->trainer && (rc = trainer_prepare(t, cfg, err, errlen)) < 0)
+        goto fail;
 
     snprintf(path, sizeof path, "%s/logs", t->run_dir);
     if ((rc = cx_mkdir_p(path, err, errlen)) < 0)
@@ -347,72 +421,9 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
     /* agents, each with its learner behind its proxy */
     char proxy[128];
     snprintf(proxy, sizeof proxy, "syncer=127.0.0.1:0->%s", t->syncer_addr);
-    for (int i = 0; i < t->m; i++) {
-        topo_proc *a = &t->agents[i];
-        char id[64], num[16], lstate[TOPO_PATH + 32];
-        snprintf(id, sizeof id, "%s-%d", cfg->unit_prefix, i);
-        snprintf(num, sizeof num, "%d", i);
-        snprintf(a->state, sizeof a->state, "%s/agents/%d", t->run_dir, i);
-        snprintf(a->log, sizeof a->log, "%s/logs/agent-%d.log", t->run_dir, i);
-        snprintf(lstate, sizeof lstate, "%s/learners/%d", t->run_dir, i);
-        char budget[32], lcred[TOPO_PATH + 32];
-        snprintf(budget, sizeof budget, "%lld", cfg->learner_steps);
-        snprintf(lcred, sizeof lcred, "%s/learner-%d.cred", t->creds_dir, i);
-        if ((rc = cx_mkdir_p(a->state, err, errlen)) < 0 || (rc = cx_mkdir_p(lstate, err, errlen)) < 0)
+    for (int i = 0; i < t->m; i++)
+        if ((rc = agent_spawn(t, cfg, i, proxy, err, errlen)) < 0)
             goto fail;
-        const char *head[] = {
-            t->exe,        "agent",      "--listen",         "127.0.0.1:0",       "--id",    id,
-            "--state-dir", a->state,     "--token-file",     t->token_file,       "--proxy", proxy,
-            "--restart",   "on-failure", "--orphan-exit-ms", TOPO_ORPHAN_EXIT_MS, "--"};
-        const char *own[] = {t->exe,
-                             "learner",
-                             "--syncer",
-                             "http://{proxy.syncer}",
-                             "--id",
-                             num,
-                             "--state-dir",
-                             lstate,
-                             "--credential-file",
-                             lcred,
-                             cfg->learner_steps > 0 ? "--steps" : NULL,
-                             budget,
-                             NULL};
-        char **foreign = NULL;
-        if (cfg->trainer) {
-            char learners[16];
-            snprintf(learners, sizeof learners, "%d", t->m);
-            /* {proxy} is the agent's own {proxy.syncer}: the agent puts its proxy's address there */
-            const char *vals[PH_L_N] = {[PH_L_PROXY] = "{proxy.syncer}",
-                                        [PH_L_PROXY_SYNCER] = "{proxy.syncer}",
-                                        [PH_L_ID] = num,
-                                        [PH_L_LEARNERS] = learners,
-                                        [PH_L_STATE_DIR] = lstate,
-                                        [PH_L_CRED] = lcred,
-                                        [PH_L_STEPS] = budget,
-                                        [PH_L_SEED] = t->seed,
-                                        [PH_L_RUN] = t->run_dir};
-            if (!(foreign = topo_expand_argv(TOPO_LEARNER, cfg->trainer->learner, vals))) {
-                rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-                goto fail;
-            }
-        }
-        size_t nhead = sizeof head / sizeof head[0], ntail = 0;
-        const char *const *tail = foreign ? (const char *const *)foreign : own;
-        while (tail[ntail])
-            ntail++;
-        const char **argv = calloc(nhead + ntail + 1, sizeof *argv);
-        if (argv) {
-            memcpy(argv, head, sizeof head);
-            memcpy(argv + nhead, tail, ntail * sizeof *argv);
-            rc = spawn_logged(a, argv, 0, foreign ? t->cwd : NULL, err, errlen);
-        } else {
-            rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-        }
-        free(argv);
-        topo_free_argv(foreign);
-        if (rc < 0)
-            goto fail;
-    }
     write_pids(t);
     for (int i = 0; i < t->m; i++) {
         char what[32];
