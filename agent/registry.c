@@ -306,55 +306,152 @@ static char *dup_or_null(const char *s)
     return s ? strdup(s) : NULL;
 }
 
-int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t errlen)
+/* The request's own checks, before anything is looked up or locked: 0 or
+ * CX_EINVAL with err naming the field. */
+static int check_spec(const reg *r, const reg_spec *spec, const injector *inj, char *err, size_t errlen)
 {
-    *record = NULL;
-    const injector *inj = spec->inj ? spec->inj : r->hooks.find(spec->type);
-    const char *counted_type = inj ? spec->type : "unknown";
-    int rc;
-    if (!inj) {
-        rc = cx_fail(err, errlen, CX_EINVAL, "type: unknown fault type '%s'", spec->type);
-        goto rejected_nolock;
-    }
-    if (spec->duration_ms <= 0) {
-        rc = cx_fail(err, errlen, CX_EINVAL, "duration_ms: must be > 0 (got %" PRId64 ")", spec->duration_ms);
-        goto rejected_nolock;
-    }
-    if (spec->duration_ms > r->max_duration_ms) {
-        rc = cx_fail(err, errlen, CX_EINVAL,
-                     "duration_ms: %" PRId64 " is over the agent's cap of %" PRId64 " ms (--max-duration-ms)",
-                     spec->duration_ms, r->max_duration_ms);
-        goto rejected_nolock;
-    }
-    if (spec->has_toxicity && !(spec->toxicity >= 0.0 && spec->toxicity <= 1.0)) {
-        rc = cx_fail(err, errlen, CX_EINVAL, "toxicity: must be within [0, 1] (got %g)", spec->toxicity);
-        goto rejected_nolock;
-    }
-    if (spec->params && !json_is_object(spec->params)) {
-        rc = cx_fail(err, errlen, CX_EINVAL, "params: must be an object");
-        goto rejected_nolock;
-    }
-    const char *target = spec->target ? spec->target : "unit";
-    uint64_t seed = spec->has_seed ? spec->seed : (uint64_t)cx_real_ns() ^ ((uint64_t)getpid() << 32);
-    seed &= (uint64_t)INT64_MAX; /* it is echoed as a JSON integer */
+    if (!inj)
+        return cx_fail(err, errlen, CX_EINVAL, "type: unknown fault type '%s'", spec->type);
+    if (spec->duration_ms <= 0)
+        return cx_fail(err, errlen, CX_EINVAL, "duration_ms: must be > 0 (got %" PRId64 ")",
+                       spec->duration_ms);
+    if (spec->duration_ms > r->max_duration_ms)
+        return cx_fail(err, errlen, CX_EINVAL,
+                       "duration_ms: %" PRId64 " is over the agent's cap of %" PRId64
+                       " ms (--max-duration-ms)",
+                       spec->duration_ms, r->max_duration_ms);
+    if (spec->has_toxicity && !(spec->toxicity >= 0.0 && spec->toxicity <= 1.0))
+        return cx_fail(err, errlen, CX_EINVAL, "toxicity: must be within [0, 1] (got %g)", spec->toxicity);
+    if (spec->params && !json_is_object(spec->params))
+        return cx_fail(err, errlen, CX_EINVAL, "params: must be an object");
+    return 0;
+}
 
-    /* Params the injector sees: the request's, plus toxicity for kinds that
-     * take it (INJ_TRAIT_TOXICITY: the network toxics) so one field serves
-     * both APIs. */
+/* Params the injector sees: the request's, plus toxicity for kinds that
+ * take it (INJ_TRAIT_TOXICITY: the network toxics) so one field serves
+ * both APIs. 0 and *out (new reference), or a negative code. */
+static int injector_params(const reg_spec *spec, const injector *inj, json_t **out, char *err, size_t errlen)
+{
     json_t *params = spec->params ? json_deep_copy(spec->params) : json_object();
-    if (!params) {
-        rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-        goto rejected_nolock;
-    }
+    if (!params)
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     int takes_toxicity = (inj->traits & INJ_TRAIT_TOXICITY) != 0;
     if (spec->has_toxicity && takes_toxicity && !json_object_get(params, "toxicity"))
         json_object_set_new(params, "toxicity", json_real(spec->toxicity));
     else if (spec->has_toxicity && spec->toxicity < 1.0 && !takes_toxicity) {
         json_decref(params);
-        rc =
-            cx_fail(err, errlen, CX_EINVAL, "toxicity: fault type '%s' does not take a toxicity", spec->type);
-        goto rejected_nolock;
+        return cx_fail(err, errlen, CX_EINVAL, "toxicity: fault type '%s' does not take a toxicity",
+                       spec->type);
     }
+    *out = params;
+    return 0;
+}
+
+/* prepare(), then faults that stop the unit: rules 1 and 2 (see above).
+ * Checked after prepare so that bad params are a 400 whatever else is
+ * active. A kind with a non-stopping method in conflict is prepared again
+ * with it (params gets "method"; steered and steered_by say why and by
+ * which fault); any other conflict is CX_ECONFLICT. Lock held. 0 with *ctx,
+ * or a negative code (then *ctx is NULL or prepare's own failure). */
+static int prepare_under_stop_rule(reg *r, const injector *inj, json_t *params, uint64_t seed, void **ctx,
+                                   char *steered, size_t steered_len, char *steered_by, size_t steered_by_len,
+                                   char *err, size_t errlen)
+{
+    int rc = inj->prepare(params, seed, ctx, err, errlen);
+    int stops = rc == 0 ? request_stops(inj, params) : 0;
+    if (stops) {
+        char msg[CX_ERRLEN];
+        const fault *c = stop_conflict(r, cx_mono_ms(), msg, sizeof msg);
+        if (c && stops == 2) {
+            inj->free(*ctx);
+            *ctx = NULL;
+            json_object_set_new(params, "method", json_string(inj->nonstop_method));
+            rc = inj->prepare(params, seed, ctx, err, errlen);
+            snprintf(steered, steered_len, "%s", msg);
+            snprintf(steered_by, steered_by_len, "%s", c->id);
+        } else if (c) {
+            inj->free(*ctx);
+            *ctx = NULL;
+            rc = cx_fail(err, errlen, CX_ECONFLICT, "%s", msg);
+        }
+    }
+    return rc;
+}
+
+/* Rule 3's step: end every active fault that stops the unit, so that a
+ * kill/preempt (type) lands on a running unit. Their ids (new array), or
+ * NULL when none was active. Lock held. */
+static json_t *end_stopping_faults(reg *r, const char *type)
+{
+    json_t *ended_first = NULL;
+    for (fault *g = r->active, *nx; g; g = nx) {
+        nx = g->next;
+        if (!active_stops(g))
+            continue;
+        if (!ended_first)
+            ended_first = json_array();
+        json_array_append_new(ended_first, json_string(g->id));
+        cx_info("%s: ending %s (%s) first so that the signal lands on a running unit", type, g->id, g->type);
+        end_fault(r, g, "unit_exit", F_REVERTED);
+    }
+    return ended_first;
+}
+
+/* f was applied: it expires duration_ms from now, its undo record is the
+ * one apply() completed, and it heads the active list. Lock held. */
+static void fault_activate(reg *r, fault *f)
+{
+    f->expires_mono_ms = f->started_mono_ms + f->duration_ms;
+    json_decref(f->undo);
+    f->undo = f->inj->undo_record ? f->inj->undo_record(f->ctx) : NULL;
+    f->state = F_ACTIVE;
+    f->next = r->active;
+    r->active = f;
+    r->nactive++;
+    reg_count(r->faults_total, f->type, "applied");
+}
+
+/* Fill a new record (its id already set) from the request; takes ctx and
+ * ended_first (may be NULL). */
+static void fault_fill(fault *f, const reg_spec *spec, const injector *inj, const char *target, uint64_t seed,
+                       void *ctx, json_t *ended_first, const char *steered_by)
+{
+    f->type = strdup(spec->type);
+    f->inj = inj;
+    f->target = strdup(target);
+    f->params = spec->params ? json_deep_copy(spec->params) : json_object();
+    f->duration_ms = spec->duration_ms;
+    f->has_toxicity = spec->has_toxicity;
+    f->toxicity = spec->toxicity;
+    f->seed = seed;
+    f->lease = spec->lease;
+    f->origin = strdup(spec->origin ? spec->origin : "api");
+    f->tag = dup_or_null(spec->tag);
+    f->ctx = ctx;
+    f->evidence = json_object();
+    if (ended_first)
+        json_object_set_new(f->evidence, "ended_first", ended_first);
+    if (steered_by[0])
+        json_object_set_new(f->evidence, "auto_method_steered_by", json_string(steered_by));
+    f->undo = inj->undo_record ? inj->undo_record(ctx) : NULL;
+    cx_iso_time(f->created_real, sizeof f->created_real, cx_real_ns());
+}
+
+int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t errlen)
+{
+    *record = NULL;
+    const injector *inj = spec->inj ? spec->inj : r->hooks.find(spec->type);
+    const char *counted_type = inj ? spec->type : "unknown";
+    int rc = check_spec(r, spec, inj, err, errlen);
+    if (rc < 0)
+        goto rejected_nolock;
+    const char *target = spec->target ? spec->target : "unit";
+    uint64_t seed = spec->has_seed ? spec->seed : (uint64_t)cx_real_ns() ^ ((uint64_t)getpid() << 32);
+    seed &= (uint64_t)INT64_MAX; /* it is echoed as a JSON integer */
+
+    json_t *params = NULL;
+    if ((rc = injector_params(spec, inj, &params, err, errlen)) < 0)
+        goto rejected_nolock;
 
     pthread_mutex_lock(&r->lock);
     if (r->nactive >= REG_MAX_ACTIVE) {
@@ -375,28 +472,10 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
         goto rejected_nolock;
     }
     void *ctx = NULL;
-    rc = inj->prepare(params, seed, &ctx, err, errlen);
-    /* Faults that stop the unit: rules 1 and 2 (see above). Checked after
-     * prepare so that bad params are a 400 whatever else is active. */
     char steered[CX_ERRLEN] = ""; /* cpu "auto" steered away from its duty cycle: why */
     char steered_by[32] = "";     /* ... by this active fault */
-    int stops = rc == 0 ? request_stops(inj, params) : 0;
-    if (stops) {
-        char msg[CX_ERRLEN];
-        const fault *c = stop_conflict(r, cx_mono_ms(), msg, sizeof msg);
-        if (c && stops == 2) {
-            inj->free(ctx);
-            ctx = NULL;
-            json_object_set_new(params, "method", json_string(inj->nonstop_method));
-            rc = inj->prepare(params, seed, &ctx, err, errlen);
-            snprintf(steered, sizeof steered, "%s", msg);
-            snprintf(steered_by, sizeof steered_by, "%s", c->id);
-        } else if (c) {
-            inj->free(ctx);
-            ctx = NULL;
-            rc = cx_fail(err, errlen, CX_ECONFLICT, "%s", msg);
-        }
-    }
+    rc = prepare_under_stop_rule(r, inj, params, seed, &ctx, steered, sizeof steered, steered_by,
+                                 sizeof steered_by, err, errlen);
     if (rc < 0) {
         r->hooks.target_put(r->hooks.ctx, &t);
         pthread_mutex_unlock(&r->lock);
@@ -413,19 +492,8 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
      * signal lands on a running unit (only when there is a unit to hit:
      * otherwise apply refuses with 409 and nothing must change). */
     json_t *ended_first = NULL;
-    if (is_terminating(inj) && t.pid > 0) {
-        for (fault *g = r->active, *nx; g; g = nx) {
-            nx = g->next;
-            if (!active_stops(g))
-                continue;
-            if (!ended_first)
-                ended_first = json_array();
-            json_array_append_new(ended_first, json_string(g->id));
-            cx_info("%s: ending %s (%s) first so that the signal lands on a running unit", spec->type, g->id,
-                    g->type);
-            end_fault(r, g, "unit_exit", F_REVERTED);
-        }
-    }
+    if (is_terminating(inj) && t.pid > 0)
+        ended_first = end_stopping_faults(r, spec->type);
 
     fault *f = calloc(1, sizeof *f);
     if (!f) {
@@ -439,26 +507,8 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     }
     snprintf(f->id, sizeof f->id, "f-%" PRIu64, r->next_id++);
-    f->type = strdup(spec->type);
-    f->inj = inj;
-    f->target = strdup(target);
-    f->params = spec->params ? json_deep_copy(spec->params) : json_object();
     json_decref(params);
-    f->duration_ms = spec->duration_ms;
-    f->has_toxicity = spec->has_toxicity;
-    f->toxicity = spec->toxicity;
-    f->seed = seed;
-    f->lease = spec->lease;
-    f->origin = strdup(spec->origin ? spec->origin : "api");
-    f->tag = dup_or_null(spec->tag);
-    f->ctx = ctx;
-    f->evidence = json_object();
-    if (ended_first)
-        json_object_set_new(f->evidence, "ended_first", ended_first);
-    if (steered_by[0])
-        json_object_set_new(f->evidence, "auto_method_steered_by", json_string(steered_by));
-    f->undo = inj->undo_record ? inj->undo_record(ctx) : NULL;
-    cx_iso_time(f->created_real, sizeof f->created_real, cx_real_ns());
+    fault_fill(f, spec, inj, target, seed, ctx, ended_first, steered_by);
 
     /* Persist BEFORE apply: if we die inside apply, the sweep undoes it. */
     rc = reg_persist(r, f, err, errlen);
@@ -493,14 +543,7 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
         reg_pending_write(r, p, "after a failed apply");
         return rc;
     }
-    f->expires_mono_ms = f->started_mono_ms + f->duration_ms;
-    json_decref(f->undo);
-    f->undo = inj->undo_record ? inj->undo_record(ctx) : NULL;
-    f->state = F_ACTIVE;
-    f->next = r->active;
-    r->active = f;
-    r->nactive++;
-    reg_count(r->faults_total, f->type, "applied");
+    fault_activate(r, f);
     /* The record with the undo after apply; written once the lock is
      * released (if it fails, the one written before apply stays). */
     pending p = reg_pending_take(r);
