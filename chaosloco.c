@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/exitcode.h"
+
 typedef int (*subcommand_fn)(int argc, char **argv);
 
 /* Each folder's *_main.c defines these; argv[0] is the subcommand name. */
@@ -51,19 +53,19 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
-        return 64;
+        return CX_EXIT_USAGE;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         usage(stdout);
-        return 0;
+        return CX_EXIT_OK;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
         printf("chaosloco %s\n", CHAOSLOCO_VERSION);
-        return 0;
+        return CX_EXIT_OK;
     }
     for (const struct subcommand *s = subcommands; s->name; s++)
         if (strcmp(argv[1], s->name) == 0)
             return s->fn(argc - 1, argv + 1);
     fprintf(stderr, "chaosloco: unknown subcommand '%s' (see chaosloco --help)\n", argv[1]);
-    return 64;
+    return CX_EXIT_USAGE;
 }

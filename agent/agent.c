@@ -19,6 +19,7 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/file.h"
 #include "common/http_server.h"
 #include "common/log.h"
@@ -368,10 +369,92 @@ static int start_api(agent *a, char *err, size_t errlen)
     return write_text(path, a->listen_addr, err, errlen);
 }
 
+/* Undo whatever a crashed agent left, before the unit starts: its faults
+ * (the registry's sweep), what is left of its unit's group, and what of it
+ * left that group but not the unit's cgroup. Failures are logged. */
+static void crash_sweep(agent *a)
+{
+    int nswept = 0;
+    char serr[CX_ERRLEN] = "";
+    int src = reg_sweep_previous(a->reg, &nswept, serr, sizeof serr);
+    if (src < 0)
+        cx_error("crash sweep: %s", serr);
+    else if (nswept > 0)
+        cx_info("crash sweep: %d fault(s) of a previous agent undone", nswept);
+    /* ... and end what is left of its unit (a unit that forked keeps a
+     * group that the dead agent's watchdog may not have killed). */
+    int nended = 0;
+    if (agent_sweep_unit(a, AGENT_STOP_GRACE_MS, &nended, serr, sizeof serr) < 0)
+        cx_error("crash sweep: unit: %s", serr);
+    else if (nended > 0)
+        cx_warn("crash sweep: %d process(es) of the previous agent's unit ended", nended);
+    /* ... and whatever of it left that group but not the unit's cgroup */
+    end_cgroup_leftovers(a, "crash sweep");
+}
+
+/* The supervisor of the unit o->argv (its {placeholders} substituted),
+ * with the agent's env, unit.log, unit.json, cgroups to join and kill.
+ * NULL with err filled on failure. */
+static sup *unit_sup_new(agent *a, const agent_opts *o, char *err, size_t errlen)
+{
+    char **argv = subst_argv(a, o->argv, err, errlen);
+    if (!argv)
+        return NULL;
+    char **env = unit_env(a);
+    if (!env) {
+        for (char **p = argv; *p; p++)
+            free(*p);
+        free(argv);
+        cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+        return NULL;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/unit.log", a->state_dir);
+    char unit_file[4200];
+    snprintf(unit_file, sizeof unit_file, "%s/unit.json", a->state_dir);
+    sup_opts so = {
+        .argv = (const char *const *)argv,
+        .extra_env = (const char *const *)env,
+        .log_path = path,
+        .log_max_bytes = o->log_max_bytes,
+        .restart = o->restart,
+        .restart_backoff_ms = o->restart_backoff_ms,
+        .on_spawn = on_spawn,
+        .on_spawn_ctx = a,
+        .on_cleanup = on_cleanup,
+        .on_cleanup_ctx = a,
+        .unit_file = unit_file,
+        .group_grace_ms = AGENT_STOP_GRACE_MS,
+    };
+    cg_kill_spec ks;
+    if (a->cgroup && cg_set_kill_spec(a->cgroup, &ks) == 0)
+        so.cgroup_kill = &ks;
+    char join_paths[CG_NCTRL][CG_KILL_PATH];
+    const char *join[CG_NCTRL + 1];
+    int nj = 0;
+    for (int c = 0; a->cgroup && c < CG_NCTRL; c++)
+        if (cg_set_available(a->cgroup, (cg_ctrl)c)) {
+            snprintf(join_paths[nj], sizeof join_paths[nj], "%s/cgroup.procs",
+                     cg_set_dir(a->cgroup, (cg_ctrl)c));
+            join[nj] = join_paths[nj];
+            nj++;
+        }
+    join[nj] = NULL;
+    if (nj > 0)
+        so.join_cgroups = join;
+    sup *s = sup_new(&so, err, errlen);
+    for (char **p = env; *p; p++)
+        free(*p);
+    free(env);
+    for (char **p = argv; *p; p++)
+        free(*p);
+    free(argv);
+    return s;
+}
+
 agent *agent_new(const agent_opts *o, char *err, size_t errlen)
 {
     agent *a = calloc(1, sizeof *a);
-    char **env = NULL, **argv = NULL;
     if (!a) {
         cx_fail(err, errlen, CX_ENOMEM, "out of memory");
         return NULL;
@@ -437,89 +520,15 @@ agent *agent_new(const agent_opts *o, char *err, size_t errlen)
     a->reg = reg_new(a->state_dir, maxd, &hooks, err, errlen);
     if (!a->reg)
         goto fail;
-    /* Undo whatever a crashed agent left, before the unit starts. */
-    int nswept = 0;
-    char serr[CX_ERRLEN] = "";
-    int src = reg_sweep_previous(a->reg, &nswept, serr, sizeof serr);
-    if (src < 0)
-        cx_error("crash sweep: %s", serr);
-    else if (nswept > 0)
-        cx_info("crash sweep: %d fault(s) of a previous agent undone", nswept);
-    /* ... and end what is left of its unit (a unit that forked keeps a
-     * group that the dead agent's watchdog may not have killed). */
-    int nended = 0;
-    if (agent_sweep_unit(a, AGENT_STOP_GRACE_MS, &nended, serr, sizeof serr) < 0)
-        cx_error("crash sweep: unit: %s", serr);
-    else if (nended > 0)
-        cx_warn("crash sweep: %d process(es) of the previous agent's unit ended", nended);
-    /* ... and whatever of it left that group but not the unit's cgroup */
-    end_cgroup_leftovers(a, "crash sweep");
+    crash_sweep(a);
 
-    if (o->argv) {
-        argv = subst_argv(a, o->argv, err, errlen);
-        if (!argv)
-            goto fail;
-        env = unit_env(a);
-        if (!env) {
-            cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-            goto fail;
-        }
-        snprintf(path, sizeof path, "%s/unit.log", a->state_dir);
-        char unit_file[4200];
-        snprintf(unit_file, sizeof unit_file, "%s/unit.json", a->state_dir);
-        sup_opts so = {
-            .argv = (const char *const *)argv,
-            .extra_env = (const char *const *)env,
-            .log_path = path,
-            .log_max_bytes = o->log_max_bytes,
-            .restart = o->restart,
-            .restart_backoff_ms = o->restart_backoff_ms,
-            .on_spawn = on_spawn,
-            .on_spawn_ctx = a,
-            .on_cleanup = on_cleanup,
-            .on_cleanup_ctx = a,
-            .unit_file = unit_file,
-            .group_grace_ms = AGENT_STOP_GRACE_MS,
-        };
-        cg_kill_spec ks;
-        if (a->cgroup && cg_set_kill_spec(a->cgroup, &ks) == 0)
-            so.cgroup_kill = &ks;
-        char join_paths[CG_NCTRL][CG_KILL_PATH];
-        const char *join[CG_NCTRL + 1];
-        int nj = 0;
-        for (int c = 0; a->cgroup && c < CG_NCTRL; c++)
-            if (cg_set_available(a->cgroup, (cg_ctrl)c)) {
-                snprintf(join_paths[nj], sizeof join_paths[nj], "%s/cgroup.procs",
-                         cg_set_dir(a->cgroup, (cg_ctrl)c));
-                join[nj] = join_paths[nj];
-                nj++;
-            }
-        join[nj] = NULL;
-        if (nj > 0)
-            so.join_cgroups = join;
-        a->sup = sup_new(&so, err, errlen);
-        for (char **p = env; *p; p++)
-            free(*p);
-        free(env);
-        env = NULL;
-        for (char **p = argv; *p; p++)
-            free(*p);
-        free(argv);
-        argv = NULL;
-        if (!a->sup)
-            goto fail;
-    }
+    if (o->argv && !(a->sup = unit_sup_new(a, o, err, errlen)))
+        goto fail;
 
     if (start_api(a, err, errlen) < 0)
         goto fail;
     return a;
 fail:
-    for (char **p = env; p && *p; p++)
-        free(*p);
-    free(env);
-    for (char **p = argv; p && *p; p++)
-        free(*p);
-    free(argv);
     agent_free(a);
     return NULL;
 }
@@ -694,12 +703,12 @@ json_t *agent_status_json(agent *a)
 
 int agent_run(agent *a, volatile sig_atomic_t *stop)
 {
-    int rc = 0;
+    int rc = CX_EXIT_OK;
     if (a->sup) {
         char err[CX_ERRLEN] = "";
         if (sup_start(a->sup, err, sizeof err) < 0) {
             cx_error("cannot start the unit: %s", err);
-            rc = 1;
+            rc = CX_EXIT_FAILURE;
             goto shutdown;
         }
     }

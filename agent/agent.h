@@ -112,7 +112,8 @@ agent *agent_new(const agent_opts *o, char *err, size_t errlen);
 /* Start the unit (if any) and loop until *stop is set (or, with
  * orphan_exit_ms, until that long after a lease lapsed with no new lease):
  * reap, restart, tick faults, expire the lease. Then revert every fault
- * (revert_reason "halt") and stop the unit. Returns 0, or 1 when the unit could not be
+ * (revert_reason "halt") and stop the unit. Returns an exit status: CX_EXIT_OK, or
+ * CX_EXIT_FAILURE when the unit could not be
  * started. */
 int agent_run(agent *a, volatile sig_atomic_t *stop);
 void agent_free(agent *a);

@@ -12,6 +12,7 @@
 
 #include "agent/agent.h"
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "common/parse.h"
@@ -92,7 +93,7 @@ static int usage_error(const char *fmt, const char *a, const char *b)
     fprintf(stderr, "chaosloco agent: ");
     fprintf(stderr, fmt, a, b);
     fprintf(stderr, "\n(see chaosloco agent --help)\n");
-    return 64;
+    return CX_EXIT_USAGE;
 }
 
 static int valid_name(const char *s, size_t max)
@@ -129,6 +130,126 @@ static int parse_proxy(const char *s, agent_proxy_spec *out, char *err, size_t e
     return 0;
 }
 
+/* usage_error() for a step that returns a pointer: prints, returns NULL. */
+static char *usage_error_null(const char *fmt, const char *a, const char *b)
+{
+    usage_error(fmt, a, b);
+    return NULL;
+}
+
+/* Apply one flag that takes a value (f is known, v its value) to o.
+ * 0, or CX_EXIT_USAGE once the message is printed. */
+static int apply_value_flag(agent_opts *o, const char *f, const char *v, const char **token_file, char *err,
+                            size_t errlen)
+{
+    if (strcmp(f, "--listen") == 0) {
+        char host[128];
+        int port;
+        if (cx_parse_hostport(v, "--listen", host, sizeof host, &port, err, errlen) < 0)
+            return usage_error("%s%s", err, "");
+        o->listen = v;
+    } else if (strcmp(f, "--id") == 0) {
+        if (!valid_name(v, 64))
+            return usage_error("--id '%s': must be 1..64 of [A-Za-z0-9._-]%s", v, "");
+        o->id = v;
+    } else if (strcmp(f, "--state-dir") == 0) {
+        o->state_dir = v;
+    } else if (strcmp(f, "--token-file") == 0) {
+        *token_file = v;
+    } else if (strcmp(f, "--proxy") == 0) {
+        if (o->nproxies >= AGENT_MAX_PROXIES)
+            return usage_error("--proxy: at most 16 proxies%s%s", "", "");
+        if (parse_proxy(v, &o->proxies[o->nproxies], err, errlen) < 0)
+            return usage_error("%s%s", err, "");
+        for (int j = 0; j < o->nproxies; j++)
+            if (strcmp(o->proxies[j].name, o->proxies[o->nproxies].name) == 0)
+                return usage_error("--proxy: name '%s' given twice%s", o->proxies[j].name, "");
+        o->nproxies++;
+    } else if (strcmp(f, "--restart") == 0) {
+        if (strcmp(v, "never") == 0)
+            o->restart = SUP_RESTART_NEVER;
+        else if (strcmp(v, "on-failure") == 0)
+            o->restart = SUP_RESTART_ON_FAILURE;
+        else
+            return usage_error("--restart '%s': expected never or on-failure%s", v, "");
+    } else if (strcmp(f, "--restart-backoff-ms") == 0) {
+        if (cx_parse_i64(v, "--restart-backoff-ms", 0, 3600000, &o->restart_backoff_ms, err, errlen) < 0)
+            return usage_error("%s%s", err, "");
+    } else if (strcmp(f, "--max-duration-ms") == 0) {
+        if (cx_parse_i64(v, "--max-duration-ms", 1, 7LL * 24 * 3600 * 1000, &o->max_duration_ms, err,
+                         errlen) < 0)
+            return usage_error("%s%s", err, "");
+    } else if (strcmp(f, "--log-max-bytes") == 0) {
+        if (cx_parse_i64(v, "--log-max-bytes", 4096, (int64_t)1 << 40, &o->log_max_bytes, err, errlen) < 0)
+            return usage_error("%s%s", err, "");
+    } else if (strcmp(f, "--shim") == 0) {
+        o->shim = v;
+    } else if (strcmp(f, "--faketime-lib") == 0) {
+        o->faketime_lib = v;
+    } else if (strcmp(f, "--orphan-exit-ms") == 0) {
+        if (cx_parse_i64(v, "--orphan-exit-ms", 0, 24LL * 3600 * 1000, &o->orphan_exit_ms, err, errlen) < 0)
+            return usage_error("%s%s", err, "");
+    }
+    return 0;
+}
+
+/* Read the bearer token from token_file: a regular file only its owner
+ * may read or write, up to 4096 bytes, its first line without trailing
+ * space, at least 8 characters. The token (malloc'd), or NULL once the
+ * usage error is printed. */
+static char *read_token_file(const char *token_file)
+{
+    /* A token others can read or write is no secret: refuse it (like ssh
+     * with a private key). Checked on the descriptor the token is read
+     * from, so a file swapped after the check is never the one used. */
+    int tfd = open(token_file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (tfd < 0)
+        return usage_error_null("--token-file %s: %s", token_file, strerror(errno));
+    struct stat tst;
+    if (fstat(tfd, &tst) != 0 || !S_ISREG(tst.st_mode)) {
+        close(tfd);
+        return usage_error_null("--token-file %s: not a regular file%s", token_file, "");
+    }
+    if (tst.st_mode & 077) {
+        close(tfd);
+        char why[112];
+        snprintf(why, sizeof why, ": mode %04o lets other users read or write it; chmod 600 it",
+                 (unsigned)(tst.st_mode & 07777));
+        return usage_error_null("--token-file %s%s", token_file, why);
+    }
+    char *token = calloc(1, 4097);
+    ssize_t got = 0, r = 0;
+    while (token && got < 4096 && (r = read(tfd, token + got, (size_t)(4096 - got))) != 0) {
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            break;
+        got += r;
+    }
+    int rerr = errno;
+    close(tfd);
+    if (!token || r < 0) {
+        free(token);
+        return usage_error_null("--token-file %s: %s", token_file, token ? strerror(rerr) : "out of memory");
+    }
+    if (got >= 4096) {
+        free(token);
+        return usage_error_null("--token-file %s: over the 4096 byte limit%s", token_file, "");
+    }
+    size_t tlen = 0;
+    char *nl = strpbrk(token, "\r\n");
+    if (nl)
+        *nl = '\0';
+    tlen = strlen(token);
+    while (tlen > 0 && isspace((unsigned char)token[tlen - 1]))
+        token[--tlen] = '\0';
+    if (strlen(token) < 8) {
+        free(token);
+        return usage_error_null("--token-file %s: the token must be at least 8 characters%s", token_file, "");
+    }
+    return token;
+}
+
 int agent_main(int argc, char **argv)
 {
     cx_log_init("agent", CX_LOG_INFO);
@@ -151,7 +272,7 @@ int agent_main(int argc, char **argv)
         }
         if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
             usage(stdout);
-            return 0;
+            return CX_EXIT_OK;
         }
         if (strcmp(f, "--toxiproxy-compat") == 0) {
             o.toxiproxy_compat = 1;
@@ -188,57 +309,9 @@ int agent_main(int argc, char **argv)
         if (!v)
             return usage_error("%s needs a value%s", f, "");
         i++;
-        if (strcmp(f, "--listen") == 0) {
-            char host[128];
-            int port;
-            if (cx_parse_hostport(v, "--listen", host, sizeof host, &port, err, sizeof err) < 0)
-                return usage_error("%s%s", err, "");
-            o.listen = v;
-        } else if (strcmp(f, "--id") == 0) {
-            if (!valid_name(v, 64))
-                return usage_error("--id '%s': must be 1..64 of [A-Za-z0-9._-]%s", v, "");
-            o.id = v;
-        } else if (strcmp(f, "--state-dir") == 0) {
-            o.state_dir = v;
-        } else if (strcmp(f, "--token-file") == 0) {
-            token_file = v;
-        } else if (strcmp(f, "--proxy") == 0) {
-            if (o.nproxies >= AGENT_MAX_PROXIES)
-                return usage_error("--proxy: at most 16 proxies%s%s", "", "");
-            if (parse_proxy(v, &o.proxies[o.nproxies], err, sizeof err) < 0)
-                return usage_error("%s%s", err, "");
-            for (int j = 0; j < o.nproxies; j++)
-                if (strcmp(o.proxies[j].name, o.proxies[o.nproxies].name) == 0)
-                    return usage_error("--proxy: name '%s' given twice%s", o.proxies[j].name, "");
-            o.nproxies++;
-        } else if (strcmp(f, "--restart") == 0) {
-            if (strcmp(v, "never") == 0)
-                o.restart = SUP_RESTART_NEVER;
-            else if (strcmp(v, "on-failure") == 0)
-                o.restart = SUP_RESTART_ON_FAILURE;
-            else
-                return usage_error("--restart '%s': expected never or on-failure%s", v, "");
-        } else if (strcmp(f, "--restart-backoff-ms") == 0) {
-            if (cx_parse_i64(v, "--restart-backoff-ms", 0, 3600000, &o.restart_backoff_ms, err, sizeof err) <
-                0)
-                return usage_error("%s%s", err, "");
-        } else if (strcmp(f, "--max-duration-ms") == 0) {
-            if (cx_parse_i64(v, "--max-duration-ms", 1, 7LL * 24 * 3600 * 1000, &o.max_duration_ms, err,
-                             sizeof err) < 0)
-                return usage_error("%s%s", err, "");
-        } else if (strcmp(f, "--log-max-bytes") == 0) {
-            if (cx_parse_i64(v, "--log-max-bytes", 4096, (int64_t)1 << 40, &o.log_max_bytes, err,
-                             sizeof err) < 0)
-                return usage_error("%s%s", err, "");
-        } else if (strcmp(f, "--shim") == 0) {
-            o.shim = v;
-        } else if (strcmp(f, "--faketime-lib") == 0) {
-            o.faketime_lib = v;
-        } else if (strcmp(f, "--orphan-exit-ms") == 0) {
-            if (cx_parse_i64(v, "--orphan-exit-ms", 0, 24LL * 3600 * 1000, &o.orphan_exit_ms, err,
-                             sizeof err) < 0)
-                return usage_error("%s%s", err, "");
-        }
+        int rc = apply_value_flag(&o, f, v, &token_file, err, sizeof err);
+        if (rc != 0)
+            return rc;
     }
     if (!o.id)
         return usage_error("--id is required%s%s", "", "");
@@ -251,57 +324,12 @@ int agent_main(int argc, char **argv)
     o.argv = (const char *const *)(argv + i);
     if (check) {
         printf("chaosloco agent: command line ok\n");
-        return 0;
+        return CX_EXIT_OK;
     }
 
-    /* A token others can read or write is no secret: refuse it (like ssh
-     * with a private key). Checked on the descriptor the token is read
-     * from, so a file swapped after the check is never the one used. */
-    int tfd = open(token_file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (tfd < 0)
-        return usage_error("--token-file %s: %s", token_file, strerror(errno));
-    struct stat tst;
-    if (fstat(tfd, &tst) != 0 || !S_ISREG(tst.st_mode)) {
-        close(tfd);
-        return usage_error("--token-file %s: not a regular file%s", token_file, "");
-    }
-    if (tst.st_mode & 077) {
-        close(tfd);
-        char why[112];
-        snprintf(why, sizeof why, ": mode %04o lets other users read or write it; chmod 600 it",
-                 (unsigned)(tst.st_mode & 07777));
-        return usage_error("--token-file %s%s", token_file, why);
-    }
-    char *token = calloc(1, 4097);
-    ssize_t got = 0, r = 0;
-    while (token && got < 4096 && (r = read(tfd, token + got, (size_t)(4096 - got))) != 0) {
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            break;
-        got += r;
-    }
-    int rerr = errno;
-    close(tfd);
-    if (!token || r < 0) {
-        free(token);
-        return usage_error("--token-file %s: %s", token_file, token ? strerror(rerr) : "out of memory");
-    }
-    if (got >= 4096) {
-        free(token);
-        return usage_error("--token-file %s: over the 4096 byte limit%s", token_file, "");
-    }
-    size_t tlen = 0;
-    char *nl = strpbrk(token, "\r\n");
-    if (nl)
-        *nl = '\0';
-    tlen = strlen(token);
-    while (tlen > 0 && isspace((unsigned char)token[tlen - 1]))
-        token[--tlen] = '\0';
-    if (strlen(token) < 8) {
-        free(token);
-        return usage_error("--token-file %s: the token must be at least 8 characters%s", token_file, "");
-    }
+    char *token = read_token_file(token_file);
+    if (!token)
+        return CX_EXIT_USAGE;
     o.token = token;
 
     struct sigaction sa;
@@ -316,7 +344,7 @@ int agent_main(int argc, char **argv)
     if (!a) {
         cx_error("cannot start the agent: %s", err);
         free(token);
-        return 1;
+        return CX_EXIT_FAILURE;
     }
     char proxies[1024] = "";
     size_t off = 0;

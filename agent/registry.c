@@ -21,8 +21,12 @@
  * undo record; faults.json is rewritten (atomically) before apply, while
  * the lock is held, and again after the apply and after each revert, from
  * a snapshot taken under the lock and written once it is released (see
- * "registry: persistence"). A crash at any point leaves a file from which
+ * "registry: persistence" in reg_persist.c). A crash at any point leaves a file from which
  * sweep() can undo everything that may have been done.
+ *
+ * The persistence (snapshots of the active list, their writers) and the
+ * crash sweep live in reg_persist.c; the records and lists they share are
+ * in reg_internal.h.
  */
 #include "agent/registry.h"
 
@@ -35,56 +39,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/reg_internal.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/file.h"
 #include "common/json.h"
 #include "common/log.h"
-
-typedef enum fault_state { F_ACTIVE, F_REVERTED, F_FAILED, F_EXPIRED } fault_state;
-
-typedef struct fault {
-    char id[32];         /* "f-<n>" */
-    char *type;          /* API type name */
-    const injector *inj; /* its injector */
-    char *target;        /* "unit" or a proxy name */
-    json_t *params;      /* as requested */
-    int64_t duration_ms; /* ms */
-    int has_toxicity;
-    double toxicity; /* 0..1 */
-    uint64_t seed;
-    int lease;    /* created under a lease */
-    char *origin; /* "api" | "toxiproxy" | "sweep" */
-    char *tag;    /* reg_find_tag key or NULL */
-    fault_state state;
-    char created_real[40];     /* ISO-8601 */
-    int64_t started_mono_ms;   /* apply time, CLOCK_MONOTONIC ms */
-    int64_t ended_mono_ms;     /* 0 while active */
-    int64_t expires_mono_ms;   /* started + duration */
-    json_t *evidence;          /* object */
-    const char *revert_reason; /* static string or NULL */
-    char *error;               /* apply/revert error or NULL */
-    void *ctx;                 /* injector ctx while active */
-    json_t *undo;              /* for the crash sweep (persisted), or NULL */
-    struct fault *next;
-} fault;
-
-struct reg {
-    pthread_mutex_t lock;
-    char *path;              /* <state-dir>/faults.json */
-    uint64_t gen;            /* snapshot generation, bumped under lock */
-    pthread_mutex_t wlock;   /* one writer of faults.json at a time (order: lock, then wlock) */
-    uint64_t written_gen;    /* newest generation written (wlock) */
-    int64_t max_duration_ms; /* cap on duration_ms */
-    reg_hooks hooks;
-    uint64_t next_id; /* persisted so ids never repeat */
-    fault *active;    /* newest first */
-    int nactive;
-    fault *ended;           /* newest first */
-    int nended;             /* <= REG_KEEP_ENDED */
-    json_t *faults_total;   /* {"type|result": n} */
-    json_t *reverted_total; /* {"type|reason": n} */
-};
 
 /* ---- registry: records ---- */
 
@@ -103,7 +63,7 @@ static const char *state_name(fault_state s)
     return "unknown";
 }
 
-static void fault_free(fault *f)
+void reg_fault_free(fault *f)
 {
     if (!f)
         return;
@@ -149,97 +109,12 @@ static json_t *fault_json(const fault *f, int64_t now)
     return o;
 }
 
-static void count(json_t *map, const char *a, const char *b)
+void reg_count(json_t *map, const char *a, const char *b)
 {
     char key[128];
     snprintf(key, sizeof key, "%s|%s", a, b);
     json_t *v = json_object_get(map, key);
     json_object_set_new(map, key, json_integer(v ? json_integer_value(v) + 1 : 1));
-}
-
-/* ---- registry: persistence ---- */
-
-/* Who may wait for whom: the registry lock is held across the one write
- * that must land before an apply (reg_create's), never across any other.
- * Every other change (a revert, the record after an apply) takes a
- * snapshot of the active list under the lock, releases the lock, then
- * writes it: a POST, a GET or the agent loop never waits for that fsync
- * on the registry lock. Writers take wlock, and a snapshot older than
- * the newest one written is dropped, so the file never goes back in time.
- * A crash before a revert's write leaves the reverted fault in the file:
- * the next start sweeps it again (sweeps are idempotent). */
-
-/* The active list (and extra, a fault about to be applied) as faults.json
- * text, and its generation. Lock held. NULL on out of memory. */
-static char *snapshot(reg *r, const fault *extra, uint64_t *gen)
-{
-    json_t *arr = json_array();
-    json_t *root = json_pack("{s:i,s:I,s:o}", "version", 1, "next_id", (json_int_t)r->next_id, "faults", arr);
-    if (!root)
-        return NULL;
-    for (int pass = 0; pass < 2; pass++) {
-        for (const fault *f = pass == 0 ? extra : r->active; f; f = pass == 0 ? NULL : f->next) {
-            json_t *rec =
-                json_pack("{s:s,s:s,s:s,s:s,s:b,s:O?}", "id", f->id, "type", f->type, "target", f->target,
-                          "created_real", f->created_real, "lease", f->lease, "undo", f->undo);
-            if (rec && !f->undo)
-                json_object_set_new(rec, "undo", json_null());
-            json_array_append_new(arr, rec);
-        }
-    }
-    char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
-    json_decref(root);
-    *gen = ++r->gen;
-    return text;
-}
-
-/* Write a snapshot (taken) unless a newer one is already written. Any
- * thread, registry lock held or not. */
-static int write_snapshot(reg *r, char *text, uint64_t gen, char *err, size_t errlen)
-{
-    if (!text)
-        return cx_fail(err, errlen, CX_ENOMEM, "registry: out of memory");
-    int rc = 0;
-    pthread_mutex_lock(&r->wlock);
-    if (gen > r->written_gen) {
-        rc = cx_file_write_atomic(r->path, text, strlen(text), err, errlen);
-        if (rc == 0)
-            r->written_gen = gen;
-    }
-    pthread_mutex_unlock(&r->wlock);
-    free(text);
-    return rc;
-}
-
-/* Rewrite faults.json now, lock held: the write before an apply. */
-static int persist(reg *r, const fault *extra, char *err, size_t errlen)
-{
-    uint64_t gen = 0;
-    char *text = snapshot(r, extra, &gen);
-    return write_snapshot(r, text, gen, err, errlen);
-}
-
-/* A snapshot taken under the lock, written after it was released. */
-typedef struct pending {
-    char *text;
-    uint64_t gen;
-} pending;
-
-/* Lock held: take the snapshot of the active list as it is now. */
-static pending pending_take(reg *r)
-{
-    pending p = {NULL, 0};
-    p.text = snapshot(r, NULL, &p.gen);
-    return p;
-}
-
-/* Lock released: write it; a failure is logged with what (after a revert
- * of ..., after the apply of ...). */
-static void pending_write(reg *r, pending p, const char *what)
-{
-    char err[CX_ERRLEN];
-    if (write_snapshot(r, p.text, p.gen, err, sizeof err) < 0)
-        cx_warn("registry: %s: %s", what, err);
 }
 
 /* ---- registry: construction ---- */
@@ -274,11 +149,11 @@ void reg_free(reg *r)
         return;
     for (fault *f = r->active, *nx; f; f = nx) {
         nx = f->next;
-        fault_free(f);
+        reg_fault_free(f);
     }
     for (fault *f = r->ended, *nx; f; f = nx) {
         nx = f->next;
-        fault_free(f);
+        reg_fault_free(f);
     }
     json_decref(r->faults_total);
     json_decref(r->reverted_total);
@@ -289,7 +164,7 @@ void reg_free(reg *r)
 }
 
 /* Move f (already unlinked) to the head of the ended list, trimming it. */
-static void push_ended(reg *r, fault *f)
+void reg_push_ended(reg *r, fault *f)
 {
     if (f->ctx && f->inj && f->inj->free)
         f->inj->free(f->ctx);
@@ -300,7 +175,7 @@ static void push_ended(reg *r, fault *f)
         fault *p = r->ended;
         for (int i = 1; i < REG_KEEP_ENDED; i++)
             p = p->next;
-        fault_free(p->next);
+        reg_fault_free(p->next);
         p->next = NULL;
         r->nended = REG_KEEP_ENDED;
     }
@@ -424,96 +299,6 @@ static const fault *stop_conflict(reg *r, int64_t now, char *msg, size_t msglen)
     return NULL;
 }
 
-/* ---- registry: the crash sweep ---- */
-
-int reg_sweep_previous(reg *r, int *nswept, char *err, size_t errlen)
-{
-    *nswept = 0;
-    if (access(r->path, F_OK) != 0)
-        return 0;
-    char lerr[CX_ERRLEN] = "";
-    json_t *root = cx_json_load_file(r->path, lerr, sizeof lerr);
-    json_t *arr = root ? json_object_get(root, "faults") : NULL;
-    if (!root || !json_is_array(arr)) {
-        char bad[4200];
-        snprintf(bad, sizeof bad, "%s.corrupt", r->path);
-        rename(r->path, bad);
-        json_decref(root);
-        return cx_fail(err, errlen, CX_ECORRUPT, "registry: %s unreadable (%s), moved to %s", r->path,
-                       lerr[0] ? lerr : "no faults array", bad);
-    }
-    pthread_mutex_lock(&r->lock);
-    json_t *nid = json_object_get(root, "next_id");
-    if (json_is_integer(nid) && json_integer_value(nid) > 0)
-        r->next_id = (uint64_t)json_integer_value(nid);
-    size_t i;
-    json_t *rec;
-    json_array_foreach(arr, i, rec)
-    {
-        const char *id = json_string_value(json_object_get(rec, "id"));
-        const char *type = json_string_value(json_object_get(rec, "type"));
-        const char *target = json_string_value(json_object_get(rec, "target"));
-        json_t *undo = json_object_get(rec, "undo");
-        fault *f = calloc(1, sizeof *f);
-        if (!f)
-            break;
-        snprintf(f->id, sizeof f->id, "%s", id ? id : "?");
-        f->type = strdup(type ? type : "?");
-        f->target = strdup(target ? target : "unit");
-        f->origin = strdup("sweep");
-        f->inj = type ? r->hooks.find(type) : NULL;
-        f->state = F_REVERTED;
-        f->revert_reason = "agent_restart";
-        f->evidence = json_object();
-        snprintf(f->created_real, sizeof f->created_real, "%s",
-                 json_string_value(json_object_get(rec, "created_real"))
-                     ? json_string_value(json_object_get(rec, "created_real"))
-                     : "");
-        int64_t now = cx_mono_ms();
-        f->started_mono_ms = f->ended_mono_ms = now;
-        if (undo && !json_is_null(undo) && f->inj && f->inj->sweep) {
-            inj_target t;
-            memset(&t, 0, sizeof t);
-            char serr[CX_ERRLEN] = "";
-            /* A forged record must not make the sweep write or signal
-             * outside what this agent owns. */
-            int rc = r->hooks.sweep_check
-                         ? r->hooks.sweep_check(r->hooks.ctx, f->type, undo, serr, sizeof serr)
-                         : 0;
-            if (rc < 0) {
-                char why[CX_ERRLEN];
-                snprintf(why, sizeof why, "%s", serr);
-                snprintf(serr, sizeof serr, "sweep refused: %s", why);
-            } else {
-                rc = r->hooks.target_get(r->hooks.ctx, "unit", &t, serr, sizeof serr);
-                if (rc == 0) {
-                    rc = f->inj->sweep(undo, &t, serr, sizeof serr);
-                    r->hooks.target_put(r->hooks.ctx, &t);
-                }
-            }
-            json_object_set_new(f->evidence, "swept", json_boolean(rc == 0));
-            if (rc < 0) {
-                f->state = F_FAILED;
-                f->error = strdup(serr);
-                cx_error("sweep of fault %s (%s) failed: %s", f->id, f->type, serr);
-            } else {
-                cx_info("swept fault %s (%s) left by a previous agent", f->id, f->type);
-            }
-        } else {
-            json_object_set_new(f->evidence, "swept", json_false());
-            if (!f->inj)
-                cx_warn("previous agent's fault %s has unknown type '%s': nothing to sweep", f->id, f->type);
-        }
-        count(r->reverted_total, f->type, "agent_restart");
-        push_ended(r, f);
-        (*nswept)++;
-    }
-    json_decref(root);
-    int rc = persist(r, NULL, err, errlen);
-    pthread_mutex_unlock(&r->lock);
-    return rc;
-}
-
 /* ---- registry: create ---- */
 
 static char *dup_or_null(const char *s)
@@ -521,55 +306,152 @@ static char *dup_or_null(const char *s)
     return s ? strdup(s) : NULL;
 }
 
-int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t errlen)
+/* The request's own checks, before anything is looked up or locked: 0 or
+ * CX_EINVAL with err naming the field. */
+static int check_spec(const reg *r, const reg_spec *spec, const injector *inj, char *err, size_t errlen)
 {
-    *record = NULL;
-    const injector *inj = spec->inj ? spec->inj : r->hooks.find(spec->type);
-    const char *counted_type = inj ? spec->type : "unknown";
-    int rc;
-    if (!inj) {
-        rc = cx_fail(err, errlen, CX_EINVAL, "type: unknown fault type '%s'", spec->type);
-        goto rejected_nolock;
-    }
-    if (spec->duration_ms <= 0) {
-        rc = cx_fail(err, errlen, CX_EINVAL, "duration_ms: must be > 0 (got %" PRId64 ")", spec->duration_ms);
-        goto rejected_nolock;
-    }
-    if (spec->duration_ms > r->max_duration_ms) {
-        rc = cx_fail(err, errlen, CX_EINVAL,
-                     "duration_ms: %" PRId64 " is over the agent's cap of %" PRId64 " ms (--max-duration-ms)",
-                     spec->duration_ms, r->max_duration_ms);
-        goto rejected_nolock;
-    }
-    if (spec->has_toxicity && !(spec->toxicity >= 0.0 && spec->toxicity <= 1.0)) {
-        rc = cx_fail(err, errlen, CX_EINVAL, "toxicity: must be within [0, 1] (got %g)", spec->toxicity);
-        goto rejected_nolock;
-    }
-    if (spec->params && !json_is_object(spec->params)) {
-        rc = cx_fail(err, errlen, CX_EINVAL, "params: must be an object");
-        goto rejected_nolock;
-    }
-    const char *target = spec->target ? spec->target : "unit";
-    uint64_t seed = spec->has_seed ? spec->seed : (uint64_t)cx_real_ns() ^ ((uint64_t)getpid() << 32);
-    seed &= (uint64_t)INT64_MAX; /* it is echoed as a JSON integer */
+    if (!inj)
+        return cx_fail(err, errlen, CX_EINVAL, "type: unknown fault type '%s'", spec->type);
+    if (spec->duration_ms <= 0)
+        return cx_fail(err, errlen, CX_EINVAL, "duration_ms: must be > 0 (got %" PRId64 ")",
+                       spec->duration_ms);
+    if (spec->duration_ms > r->max_duration_ms)
+        return cx_fail(err, errlen, CX_EINVAL,
+                       "duration_ms: %" PRId64 " is over the agent's cap of %" PRId64
+                       " ms (--max-duration-ms)",
+                       spec->duration_ms, r->max_duration_ms);
+    if (spec->has_toxicity && !(spec->toxicity >= 0.0 && spec->toxicity <= 1.0))
+        return cx_fail(err, errlen, CX_EINVAL, "toxicity: must be within [0, 1] (got %g)", spec->toxicity);
+    if (spec->params && !json_is_object(spec->params))
+        return cx_fail(err, errlen, CX_EINVAL, "params: must be an object");
+    return 0;
+}
 
-    /* Params the injector sees: the request's, plus toxicity for kinds that
-     * take it (INJ_TRAIT_TOXICITY: the network toxics) so one field serves
-     * both APIs. */
+/* Params the injector sees: the request's, plus toxicity for kinds that
+ * take it (INJ_TRAIT_TOXICITY: the network toxics) so one field serves
+ * both APIs. 0 and *out (new reference), or a negative code. */
+static int injector_params(const reg_spec *spec, const injector *inj, json_t **out, char *err, size_t errlen)
+{
     json_t *params = spec->params ? json_deep_copy(spec->params) : json_object();
-    if (!params) {
-        rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-        goto rejected_nolock;
-    }
+    if (!params)
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     int takes_toxicity = (inj->traits & INJ_TRAIT_TOXICITY) != 0;
     if (spec->has_toxicity && takes_toxicity && !json_object_get(params, "toxicity"))
         json_object_set_new(params, "toxicity", json_real(spec->toxicity));
     else if (spec->has_toxicity && spec->toxicity < 1.0 && !takes_toxicity) {
         json_decref(params);
-        rc =
-            cx_fail(err, errlen, CX_EINVAL, "toxicity: fault type '%s' does not take a toxicity", spec->type);
-        goto rejected_nolock;
+        return cx_fail(err, errlen, CX_EINVAL, "toxicity: fault type '%s' does not take a toxicity",
+                       spec->type);
     }
+    *out = params;
+    return 0;
+}
+
+/* prepare(), then faults that stop the unit: rules 1 and 2 (see above).
+ * Checked after prepare so that bad params are a 400 whatever else is
+ * active. A kind with a non-stopping method in conflict is prepared again
+ * with it (params gets "method"; steered and steered_by say why and by
+ * which fault); any other conflict is CX_ECONFLICT. Lock held. 0 with *ctx,
+ * or a negative code (then *ctx is NULL or prepare's own failure). */
+static int prepare_under_stop_rule(reg *r, const injector *inj, json_t *params, uint64_t seed, void **ctx,
+                                   char *steered, size_t steered_len, char *steered_by, size_t steered_by_len,
+                                   char *err, size_t errlen)
+{
+    int rc = inj->prepare(params, seed, ctx, err, errlen);
+    int stops = rc == 0 ? request_stops(inj, params) : 0;
+    if (stops) {
+        char msg[CX_ERRLEN];
+        const fault *c = stop_conflict(r, cx_mono_ms(), msg, sizeof msg);
+        if (c && stops == 2) {
+            inj->free(*ctx);
+            *ctx = NULL;
+            json_object_set_new(params, "method", json_string(inj->nonstop_method));
+            rc = inj->prepare(params, seed, ctx, err, errlen);
+            snprintf(steered, steered_len, "%s", msg);
+            snprintf(steered_by, steered_by_len, "%s", c->id);
+        } else if (c) {
+            inj->free(*ctx);
+            *ctx = NULL;
+            rc = cx_fail(err, errlen, CX_ECONFLICT, "%s", msg);
+        }
+    }
+    return rc;
+}
+
+/* Rule 3's step: end every active fault that stops the unit, so that a
+ * kill/preempt (type) lands on a running unit. Their ids (new array), or
+ * NULL when none was active. Lock held. */
+static json_t *end_stopping_faults(reg *r, const char *type)
+{
+    json_t *ended_first = NULL;
+    for (fault *g = r->active, *nx; g; g = nx) {
+        nx = g->next;
+        if (!active_stops(g))
+            continue;
+        if (!ended_first)
+            ended_first = json_array();
+        json_array_append_new(ended_first, json_string(g->id));
+        cx_info("%s: ending %s (%s) first so that the signal lands on a running unit", type, g->id, g->type);
+        end_fault(r, g, "unit_exit", F_REVERTED);
+    }
+    return ended_first;
+}
+
+/* f was applied: it expires duration_ms from now, its undo record is the
+ * one apply() completed, and it heads the active list. Lock held. */
+static void fault_activate(reg *r, fault *f)
+{
+    f->expires_mono_ms = f->started_mono_ms + f->duration_ms;
+    json_decref(f->undo);
+    f->undo = f->inj->undo_record ? f->inj->undo_record(f->ctx) : NULL;
+    f->state = F_ACTIVE;
+    f->next = r->active;
+    r->active = f;
+    r->nactive++;
+    reg_count(r->faults_total, f->type, "applied");
+}
+
+/* Fill a new record (its id already set) from the request; takes ctx and
+ * ended_first (may be NULL). */
+static void fault_fill(fault *f, const reg_spec *spec, const injector *inj, const char *target, uint64_t seed,
+                       void *ctx, json_t *ended_first, const char *steered_by)
+{
+    f->type = strdup(spec->type);
+    f->inj = inj;
+    f->target = strdup(target);
+    f->params = spec->params ? json_deep_copy(spec->params) : json_object();
+    f->duration_ms = spec->duration_ms;
+    f->has_toxicity = spec->has_toxicity;
+    f->toxicity = spec->toxicity;
+    f->seed = seed;
+    f->lease = spec->lease;
+    f->origin = strdup(spec->origin ? spec->origin : "api");
+    f->tag = dup_or_null(spec->tag);
+    f->ctx = ctx;
+    f->evidence = json_object();
+    if (ended_first)
+        json_object_set_new(f->evidence, "ended_first", ended_first);
+    if (steered_by[0])
+        json_object_set_new(f->evidence, "auto_method_steered_by", json_string(steered_by));
+    f->undo = inj->undo_record ? inj->undo_record(ctx) : NULL;
+    cx_iso_time(f->created_real, sizeof f->created_real, cx_real_ns());
+}
+
+int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t errlen)
+{
+    *record = NULL;
+    const injector *inj = spec->inj ? spec->inj : r->hooks.find(spec->type);
+    const char *counted_type = inj ? spec->type : "unknown";
+    int rc = check_spec(r, spec, inj, err, errlen);
+    if (rc < 0)
+        goto rejected_nolock;
+    const char *target = spec->target ? spec->target : "unit";
+    uint64_t seed = spec->has_seed ? spec->seed : (uint64_t)cx_real_ns() ^ ((uint64_t)getpid() << 32);
+    seed &= (uint64_t)INT64_MAX; /* it is echoed as a JSON integer */
+
+    json_t *params = NULL;
+    if ((rc = injector_params(spec, inj, &params, err, errlen)) < 0)
+        goto rejected_nolock;
 
     pthread_mutex_lock(&r->lock);
     if (r->nactive >= REG_MAX_ACTIVE) {
@@ -590,28 +472,10 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
         goto rejected_nolock;
     }
     void *ctx = NULL;
-    rc = inj->prepare(params, seed, &ctx, err, errlen);
-    /* Faults that stop the unit: rules 1 and 2 (see above). Checked after
-     * prepare so that bad params are a 400 whatever else is active. */
     char steered[CX_ERRLEN] = ""; /* cpu "auto" steered away from its duty cycle: why */
     char steered_by[32] = "";     /* ... by this active fault */
-    int stops = rc == 0 ? request_stops(inj, params) : 0;
-    if (stops) {
-        char msg[CX_ERRLEN];
-        const fault *c = stop_conflict(r, cx_mono_ms(), msg, sizeof msg);
-        if (c && stops == 2) {
-            inj->free(ctx);
-            ctx = NULL;
-            json_object_set_new(params, "method", json_string(inj->nonstop_method));
-            rc = inj->prepare(params, seed, &ctx, err, errlen);
-            snprintf(steered, sizeof steered, "%s", msg);
-            snprintf(steered_by, sizeof steered_by, "%s", c->id);
-        } else if (c) {
-            inj->free(ctx);
-            ctx = NULL;
-            rc = cx_fail(err, errlen, CX_ECONFLICT, "%s", msg);
-        }
-    }
+    rc = prepare_under_stop_rule(r, inj, params, seed, &ctx, steered, sizeof steered, steered_by,
+                                 sizeof steered_by, err, errlen);
     if (rc < 0) {
         r->hooks.target_put(r->hooks.ctx, &t);
         pthread_mutex_unlock(&r->lock);
@@ -628,60 +492,31 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
      * signal lands on a running unit (only when there is a unit to hit:
      * otherwise apply refuses with 409 and nothing must change). */
     json_t *ended_first = NULL;
-    if (is_terminating(inj) && t.pid > 0) {
-        for (fault *g = r->active, *nx; g; g = nx) {
-            nx = g->next;
-            if (!active_stops(g))
-                continue;
-            if (!ended_first)
-                ended_first = json_array();
-            json_array_append_new(ended_first, json_string(g->id));
-            cx_info("%s: ending %s (%s) first so that the signal lands on a running unit", spec->type, g->id,
-                    g->type);
-            end_fault(r, g, "unit_exit", F_REVERTED);
-        }
-    }
+    if (is_terminating(inj) && t.pid > 0)
+        ended_first = end_stopping_faults(r, spec->type);
 
     fault *f = calloc(1, sizeof *f);
     if (!f) {
         inj->free(ctx);
         r->hooks.target_put(r->hooks.ctx, &t);
-        pending p = pending_take(r); /* the faults rule 3 ended */
+        pending p = reg_pending_take(r); /* the faults rule 3 ended */
         pthread_mutex_unlock(&r->lock);
-        pending_write(r, p, "after ending the stopping faults");
+        reg_pending_write(r, p, "after ending the stopping faults");
         json_decref(params);
         json_decref(ended_first);
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     }
     snprintf(f->id, sizeof f->id, "f-%" PRIu64, r->next_id++);
-    f->type = strdup(spec->type);
-    f->inj = inj;
-    f->target = strdup(target);
-    f->params = spec->params ? json_deep_copy(spec->params) : json_object();
     json_decref(params);
-    f->duration_ms = spec->duration_ms;
-    f->has_toxicity = spec->has_toxicity;
-    f->toxicity = spec->toxicity;
-    f->seed = seed;
-    f->lease = spec->lease;
-    f->origin = strdup(spec->origin ? spec->origin : "api");
-    f->tag = dup_or_null(spec->tag);
-    f->ctx = ctx;
-    f->evidence = json_object();
-    if (ended_first)
-        json_object_set_new(f->evidence, "ended_first", ended_first);
-    if (steered_by[0])
-        json_object_set_new(f->evidence, "auto_method_steered_by", json_string(steered_by));
-    f->undo = inj->undo_record ? inj->undo_record(ctx) : NULL;
-    cx_iso_time(f->created_real, sizeof f->created_real, cx_real_ns());
+    fault_fill(f, spec, inj, target, seed, ctx, ended_first, steered_by);
 
     /* Persist BEFORE apply: if we die inside apply, the sweep undoes it. */
-    rc = persist(r, f, err, errlen);
+    rc = reg_persist(r, f, err, errlen);
     if (rc < 0) {
         cx_error("fault %s not applied: cannot persist the registry: %s", f->id, err);
         r->hooks.target_put(r->hooks.ctx, &t);
-        count(r->faults_total, f->type, "failed");
-        fault_free(f);
+        reg_count(r->faults_total, f->type, "failed");
+        reg_fault_free(f);
         pthread_mutex_unlock(&r->lock);
         return rc;
     }
@@ -699,38 +534,31 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
         f->state = F_FAILED;
         f->error = strdup(err);
         f->ended_mono_ms = cx_mono_ms();
-        count(r->faults_total, f->type, "failed");
-        pending p = pending_take(r);
+        reg_count(r->faults_total, f->type, "failed");
+        pending p = reg_pending_take(r);
         *record = fault_json(f, f->ended_mono_ms);
         cx_warn("fault %s (%s) failed to apply: %s", f->id, f->type, err);
-        push_ended(r, f);
+        reg_push_ended(r, f);
         pthread_mutex_unlock(&r->lock);
-        pending_write(r, p, "after a failed apply");
+        reg_pending_write(r, p, "after a failed apply");
         return rc;
     }
-    f->expires_mono_ms = f->started_mono_ms + f->duration_ms;
-    json_decref(f->undo);
-    f->undo = inj->undo_record ? inj->undo_record(ctx) : NULL;
-    f->state = F_ACTIVE;
-    f->next = r->active;
-    r->active = f;
-    r->nactive++;
-    count(r->faults_total, f->type, "applied");
+    fault_activate(r, f);
     /* The record with the undo after apply; written once the lock is
      * released (if it fails, the one written before apply stays). */
-    pending p = pending_take(r);
+    pending p = reg_pending_take(r);
     char *ev = cx_json_dumps(f->evidence);
     cx_info("fault %s applied type=%s target=%s duration_ms=%" PRId64 " evidence=%s", f->id, f->type,
             f->target, f->duration_ms, ev ? ev : "{}");
     free(ev);
     *record = fault_json(f, cx_mono_ms());
     pthread_mutex_unlock(&r->lock);
-    pending_write(r, p, "after an apply (the record written before it stays)");
+    reg_pending_write(r, p, "after an apply (the record written before it stays)");
     return 0;
 
 rejected_nolock:
     pthread_mutex_lock(&r->lock);
-    count(r->faults_total, counted_type, "rejected");
+    reg_count(r->faults_total, counted_type, "rejected");
     pthread_mutex_unlock(&r->lock);
     return rc;
 }
@@ -772,8 +600,8 @@ static void end_fault(reg *r, fault *f, const char *reason, fault_state final)
         cx_info("fault %s reverted type=%s reason=%s active_ms=%" PRId64, f->id, f->type, reason,
                 f->ended_mono_ms - f->started_mono_ms);
     }
-    count(r->reverted_total, f->type, reason);
-    push_ended(r, f);
+    reg_count(r->reverted_total, f->type, reason);
+    reg_push_ended(r, f);
 }
 
 static fault *find_active(reg *r, const char *id)
@@ -815,9 +643,9 @@ int reg_revert(reg *r, const char *id, const char *reason, json_t **out, char *e
         *out = fault_json(f, cx_mono_ms());
     if (f->state == F_FAILED)
         rc = cx_fail(err, errlen, CX_ESYS, "revert failed: %s", f->error ? f->error : "");
-    pending p = pending_take(r);
+    pending p = reg_pending_take(r);
     pthread_mutex_unlock(&r->lock);
-    pending_write(r, p, "after a revert");
+    reg_pending_write(r, p, "after a revert");
     return rc;
 }
 
@@ -834,10 +662,10 @@ int reg_revert_all(reg *r, const char *reason, int lease_only)
     }
     pending p = {NULL, 0};
     if (n > 0)
-        p = pending_take(r);
+        p = reg_pending_take(r);
     pthread_mutex_unlock(&r->lock);
     if (n > 0)
-        pending_write(r, p, "after a revert");
+        reg_pending_write(r, p, "after a revert");
     return n;
 }
 
@@ -857,10 +685,10 @@ int reg_revert_match(reg *r, const char *target, const char *origin, const char 
     }
     pending p = {NULL, 0};
     if (n > 0)
-        p = pending_take(r);
+        p = reg_pending_take(r);
     pthread_mutex_unlock(&r->lock);
     if (n > 0)
-        pending_write(r, p, "after a revert");
+        reg_pending_write(r, p, "after a revert");
     return n;
 }
 
@@ -888,10 +716,10 @@ int reg_tick(reg *r, int64_t now)
     }
     pending p = {NULL, 0};
     if (expired)
-        p = pending_take(r);
+        p = reg_pending_take(r);
     pthread_mutex_unlock(&r->lock);
     if (expired)
-        pending_write(r, p, "after an expiry");
+        reg_pending_write(r, p, "after an expiry");
     return 0;
 }
 

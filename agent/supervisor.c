@@ -41,7 +41,7 @@
  * waitid(WNOWAIT) and reaped only once no other member of the group is
  * alive: the unreaped leader keeps its pid, and so the group id, from
  * being reused while the supervisor signals -pid. What outlives the leader
- * gets SIGTERM, group_grace_ms, then SIGKILL (group_drained(); the state
+ * gets SIGTERM, group_grace_ms, then SIGKILL (sup_group_drained(); the state
  * stays what it was meanwhile and nothing respawns). sup_stop() does the
  * same with SIGTERM first.
  *
@@ -52,12 +52,17 @@
  * end-of-file means the agent died: it SIGKILLs the group, then every
  * process in the unit's cgroup (opts.cgroup_kill: a child that left the
  * group with setsid is still there), and exits. If the watchdog dies with
- * the agent, <state>/unit.json (unit_file_write()) lets the next agent's
+ * the agent, <state>/unit.json (sup_unit_file_write()) lets the next agent's
  * crash sweep end the group (scope.c), and its cgroup sweep the rest.
  *
  * Output capture: one pipe for the unit's stdout and stderr, kept across
  * restarts; a writer thread appends to unit.log and rotates it to unit.log.1
  * when it would grow past log_max_bytes (so disk use ≤ 2 × log_max_bytes).
+ *
+ * Files: this one holds the lifecycle (construction, the transitions drawn
+ * above, accessors); sup_group.c the unit's group (watchdog, unit.json,
+ * draining what outlives the leader); sup_log.c the output capture and
+ * the log tail. They share struct sup through sup_internal.h.
  */
 #include "agent/supervisor.h"
 
@@ -75,61 +80,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/sup_internal.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/log.h"
 #include "common/file.h"
 #include "common/proc.h"
 #include "injectors/unit_proc.h"
 
 #define SUP_BACKOFF_CAP_MS 30000
+/* the wait status reap_exit() gets for a leader it could not reap itself:
+ * "exited CX_EXIT_EXEC_FAILED" (0x7f00), counted as a crash */
+#define SUP_STATUS_LOST (CX_EXIT_EXEC_FAILED << 8)
 #define SUP_STABLE_MS 10000     /* a run this long resets the backoff */
 #define SUP_GROUP_GRACE_MS 5000 /* default group_grace_ms */
-
-struct sup {
-    pthread_mutex_t lock;
-    char **argv;           /* owned copy, NULL-terminated */
-    char **env;            /* owned copy, NULL-terminated, or NULL */
-    char *log_path;        /* unit.log */
-    char *log_path1;       /* unit.log.1 */
-    int64_t log_max_bytes; /* bytes per file */
-    sup_restart restart;   /* policy */
-    int64_t backoff_ms;    /* first backoff */
-    int64_t startup_ms;    /* ms alive before "running" */
-    void (*on_spawn)(void *, pid_t);
-    void *on_spawn_ctx;
-    void (*on_cleanup)(void *, pid_t);
-    void *on_cleanup_ctx;
-    char *unit_file;        /* <state>/unit.json, or NULL */
-    int64_t group_grace_ms; /* SIGTERM → SIGKILL for what outlives the leader */
-    cg_kill_spec cg_kill;   /* the unit's cgroup, emptied by the watchdog too (procs "" = none) */
-    char **join_cg;         /* cgroup.procs paths the unit joins before exec, or NULL */
-
-    sup_state state;           /* see the diagram */
-    pid_t pid;                 /* > 0 while a process exists */
-    int pidfd;                 /* pidfd of pid, or -1 */
-    int64_t spawned_mono_ms;   /* when pid was spawned */
-    int64_t restart_at_ms;     /* mono ms when a scheduled restart is due, 0 = none */
-    int expect_exit;           /* next exit is injected */
-    int64_t expect_restart_ms; /* its restart delay (< 0: none) */
-    int paused;                /* a pause fault holds the unit */
-    int stopped;               /* sup_stop() called: never respawn */
-    int64_t incarnation;       /* starts so far (first = 1) */
-    int64_t restarts;          /* respawns after the first start */
-    int quick_failures;        /* consecutive crashes within SUP_STABLE_MS */
-    json_t *last_exit;         /* {code, signal, expected, t_real} or NULL */
-    int64_t drain_until_ms; /* leader exited, rest of the group SIGTERMed: SIGKILL at this mono ms; 0 = not */
-    pid_t wd_pid;           /* the current group's watchdog, 0 = none */
-    int wd_fd;              /* the agent's end of its socket, -1 = none */
-
-    int log_rd, log_wr; /* capture pipe */
-    int log_fd;         /* unit.log, O_APPEND */
-    int64_t log_size;   /* bytes in unit.log */
-    int64_t log_total;  /* bytes captured since start */
-    pthread_t log_thread;
-    int log_thread_started;
-    int log_stop; /* ask the writer thread to finish (__atomic: read by it) */
-};
 
 /* ---- supervisor: state checks ---- */
 
@@ -179,73 +144,6 @@ const char *sup_state_name(sup_state st)
         return "restarting";
     }
     return "unknown";
-}
-
-/* ---- supervisor: log capture ---- */
-
-static void log_rotate(sup *s)
-{
-    if (s->log_fd >= 0)
-        close(s->log_fd);
-    if (rename(s->log_path, s->log_path1) != 0 && errno != ENOENT)
-        cx_warn("unit log: rename %s: %s", s->log_path, strerror(errno));
-    s->log_fd = open(s->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-    s->log_size = 0;
-    if (s->log_fd < 0)
-        cx_warn("unit log: open %s: %s", s->log_path, strerror(errno));
-}
-
-static void log_write(sup *s, const char *p, size_t n)
-{
-    while (n > 0) {
-        int64_t room = s->log_max_bytes - s->log_size;
-        if (room <= 0) {
-            log_rotate(s);
-            room = s->log_max_bytes;
-        }
-        size_t chunk = n < (size_t)room ? n : (size_t)room;
-        if (s->log_fd >= 0) {
-            ssize_t w = write(s->log_fd, p, chunk);
-            if (w < 0) {
-                if (errno == EINTR)
-                    continue;
-                /* Disk trouble must not stall the unit: drop this chunk. */
-                w = (ssize_t)chunk;
-            }
-            chunk = (size_t)w;
-        }
-        s->log_size += (int64_t)chunk;
-        __atomic_add_fetch(&s->log_total, (int64_t)chunk, __ATOMIC_RELAXED);
-        p += chunk;
-        n -= chunk;
-    }
-}
-
-static void *log_thread_main(void *arg)
-{
-    sup *s = arg;
-    char buf[16384];
-    for (;;) {
-        struct pollfd pfd = {.fd = s->log_rd, .events = POLLIN};
-        int r = poll(&pfd, 1, 100);
-        if (r > 0) {
-            ssize_t n = read(s->log_rd, buf, sizeof buf);
-            if (n > 0) {
-                log_write(s, buf, (size_t)n);
-                continue;
-            }
-        }
-        if (__atomic_load_n(&s->log_stop, __ATOMIC_ACQUIRE))
-            break;
-    }
-    /* Drain what is left without blocking. */
-    for (;;) {
-        ssize_t n = read(s->log_rd, buf, sizeof buf);
-        if (n <= 0)
-            break;
-        log_write(s, buf, (size_t)n);
-    }
-    return NULL;
 }
 
 /* ---- supervisor: construction ---- */
@@ -338,7 +236,7 @@ sup *sup_new(const sup_opts *o, char *err, size_t errlen)
     struct stat st;
     if (fstat(s->log_fd, &st) == 0)
         s->log_size = st.st_size;
-    if (pthread_create(&s->log_thread, NULL, log_thread_main, s) != 0) {
+    if (pthread_create(&s->log_thread, NULL, sup_log_thread_main, s) != 0) {
         cx_fail(err, errlen, CX_ESYS, "supervisor: cannot start the log thread");
         goto fail;
     }
@@ -375,173 +273,6 @@ void sup_free(sup *s, int64_t grace_ms)
     free(s);
 }
 
-/* ---- supervisor: the group, its watchdog and unit.json ---- */
-
-/* The watchdog child (see the notes at the top): fork()ed from a threaded
- * process, so async-signal-safe calls only. */
-static void watchdog_main(int fd, pid_t pgid, long maxfd, const cg_kill_spec *cg)
-{
-    struct sigaction ign;
-    memset(&ign, 0, sizeof ign);
-    ign.sa_handler = SIG_IGN;
-    sigaction(SIGTERM, &ign, NULL);
-    sigaction(SIGINT, &ign, NULL);
-    sigaction(SIGHUP, &ign, NULL);
-    sigaction(SIGPIPE, &ign, NULL);
-    /* Hold nothing of the agent's: no listening socket, no log pipe. */
-    int devnull = open("/dev/null", O_RDWR);
-    for (int i = 0; i < 3 && devnull >= 0; i++)
-        dup2(devnull, i);
-    int closed = 0;
-#ifdef SYS_close_range
-    closed = (fd == 3 || syscall(SYS_close_range, 3U, (unsigned)fd - 1, 0U) == 0) &&
-             syscall(SYS_close_range, (unsigned)fd + 1, ~0U, 0U) == 0;
-#endif
-    for (long i = 3; !closed && i < maxfd; i++)
-        if (i != fd)
-            close((int)i);
-    for (;;) {
-        char c;
-        ssize_t r = read(fd, &c, 1);
-        if (r == 1)
-            _exit(0); /* the supervisor is done with the group */
-        if (r < 0 && errno == EINTR)
-            continue;
-        break; /* end of file: the agent is gone */
-    }
-    /* now, in /proc start-time ticks: the cgroup rounds below spare what
-     * starts later (the next agent's unit joins the same cgroup) */
-    struct timespec now;
-    uint64_t started_by = 0;
-    if (cg->procs[0] && cg->clk_tck > 0 && clock_gettime(CLOCK_BOOTTIME, &now) == 0)
-        started_by = (uint64_t)now.tv_sec * (uint64_t)cg->clk_tck +
-                     (uint64_t)now.tv_nsec / (1000000000ULL / (uint64_t)cg->clk_tck);
-    kill(-pgid, SIGKILL);
-    /* a unit frozen by a pause fault acts on its SIGKILL only once thawed
-     * (no agent is left to revert the pause) */
-    cg_kill_spec_thaw(cg);
-    /* what left the group but not the cgroup; again while some are left
-     * (one may fork meanwhile), bounded at ~1 s */
-    for (int round = 0; cg->procs[0] && round < 100 && cg_kill_spec_signal(cg, SIGKILL, started_by) > 0;
-         round++) {
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    _exit(0);
-}
-
-static void watchdog_start(sup *s, pid_t pgid)
-{
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-        cx_warn("supervisor: no watchdog for group %d: socketpair: %s", (int)pgid, strerror(errno));
-        return;
-    }
-    long maxfd = sysconf(_SC_OPEN_MAX); /* before fork: not async-signal-safe */
-    if (maxfd < 1024 || maxfd > 1048576)
-        maxfd = maxfd < 1024 ? 1024 : 1048576;
-    pid_t w = fork();
-    if (w == 0)
-        watchdog_main(sv[1], pgid, maxfd, &s->cg_kill);
-    int e = errno;
-    close(sv[1]);
-    if (w < 0) {
-        cx_warn("supervisor: no watchdog for group %d: fork: %s", (int)pgid, strerror(e));
-        close(sv[0]);
-        return;
-    }
-    s->wd_pid = w;
-    s->wd_fd = sv[0];
-}
-
-static void watchdog_stop(sup *s)
-{
-    if (s->wd_fd >= 0) {
-        ssize_t w = send(s->wd_fd, "q", 1, MSG_NOSIGNAL);
-        (void)w; /* a watchdog that is gone already needs no word */
-        close(s->wd_fd);
-        s->wd_fd = -1;
-    }
-    if (s->wd_pid > 0) {
-        if (cx_wait_timeout(s->wd_pid, 2000, NULL) == CX_ETIMEDOUT) {
-            kill(s->wd_pid, SIGKILL);
-            cx_wait_timeout(s->wd_pid, 2000, NULL);
-        }
-        s->wd_pid = 0;
-    }
-}
-
-static void unit_file_write(sup *s, pid_t pid)
-{
-    if (!s->unit_file)
-        return;
-    char text[160], err[CX_ERRLEN] = "";
-    int n = snprintf(text, sizeof text, "{\"pgid\": %d, \"pid\": %d, \"starttime\": %llu}\n", (int)pid,
-                     (int)pid, (unsigned long long)uproc_starttime(pid));
-    if (cx_file_write_atomic(s->unit_file, text, (size_t)n, err, sizeof err) < 0)
-        cx_warn("supervisor: %s (a crash now would leave group %d to its watchdog alone)", err, (int)pid);
-}
-
-/* Live members of group pgid other than a zombie leader (0 when /proc
- * cannot be read: nothing more can be done then). */
-static int group_left(pid_t pgid)
-{
-    int n = uproc_group_members(pgid, NULL, 0);
-    return n > 0 ? n : 0;
-}
-
-/* 1 when the leader pid has exited (not reaped: WNOWAIT), 0 when it runs,
- * -1 when it is not our child any more (reaped elsewhere). */
-static int leader_exited(pid_t pid)
-{
-    siginfo_t si;
-    memset(&si, 0, sizeof si);
-    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0)
-        return errno == ECHILD ? -1 : 0;
-    return si.si_pid == pid;
-}
-
-/* The leader exited: 1 once no member of its group is left (after SIGTERM,
- * group_grace_ms and SIGKILL for those that outlive it), 0 while they get
- * their grace. Lock held. */
-static int group_drained(sup *s, int64_t now)
-{
-    int left = group_left(s->pid);
-    if (left == 0)
-        return 1;
-    if (s->drain_until_ms == 0) {
-        kill(-s->pid, SIGCONT);
-        kill(-s->pid, SIGTERM);
-        s->drain_until_ms = now + s->group_grace_ms;
-        cx_warn(
-            "unit leader pid=%d exited, %d process(es) of its group still run: SIGTERM, SIGKILL in %lld ms",
-            (int)s->pid, left, (long long)s->group_grace_ms);
-        return 0;
-    }
-    if (now < s->drain_until_ms)
-        return 0;
-    kill(-s->pid, SIGKILL);
-    cx_warn("unit group %d: %d process(es) outlived the %lld ms grace: SIGKILL", (int)s->pid, left,
-            (long long)s->group_grace_ms);
-    for (int i = 0; i < 400 && group_left(s->pid) > 0; i++)
-        cx_sleep_ms(5);
-    return 1;
-}
-
-/* The group of dead_pid is done (its leader reaped): release its watchdog
- * and, when nothing of it is left, its unit.json. Lock held. */
-static void group_finish(sup *s, pid_t dead_pid)
-{
-    s->drain_until_ms = 0;
-    watchdog_stop(s);
-    int left = group_left(dead_pid);
-    if (left > 0)
-        cx_error("unit group %d: %d process(es) survive SIGKILL; %s kept for the next sweep", (int)dead_pid,
-                 left, s->unit_file ? s->unit_file : "no unit file");
-    else if (s->unit_file && unlink(s->unit_file) != 0 && errno != ENOENT)
-        cx_warn("supervisor: unlink %s: %s", s->unit_file, strerror(errno));
-}
-
 /* ---- supervisor: transitions ---- */
 
 /* The cleanup hook (lock held): after a reaped exit, before a spawn. */
@@ -575,8 +306,8 @@ static int respawn(sup *s, sup_state next, char *err, size_t errlen)
                 strerror(errno));
     s->pid = pid;
     s->pidfd = pfd;
-    watchdog_start(s, pid);
-    unit_file_write(s, pid);
+    sup_watchdog_start(s, pid);
+    sup_unit_file_write(s, pid);
     s->spawned_mono_ms = cx_mono_ms();
     s->restart_at_ms = 0;
     s->expect_exit = 0;
@@ -636,7 +367,7 @@ static void reap_exit(sup *s, int status, int64_t now)
     s->restart_at_ms = 0;
     s->expect_exit = 0;
     s->paused = 0;
-    group_finish(s, dead);
+    sup_group_finish(s, dead);
     cleanup_hook(s, dead);
     if (expected) {
         s->state = SUP_KILLED;
@@ -678,15 +409,15 @@ void sup_poll(sup *s, int64_t now)
     pthread_mutex_lock(&s->lock);
     if (s->pid > 0) {
         int status = 0;
-        int exited = leader_exited(s->pid);
-        if (exited > 0 && group_drained(s, now)) {
+        int exited = sup_leader_exited(s->pid);
+        if (exited > 0 && sup_group_drained(s, now)) {
             if (waitpid(s->pid, &status, 0) == s->pid)
                 reap_exit(s, status, now);
             else
-                reap_exit(s, 0x7f00, now);
+                reap_exit(s, SUP_STATUS_LOST, now);
         } else if (exited < 0) {
             /* Someone else reaped it (should not happen): treat as a crash. */
-            reap_exit(s, 0x7f00, now);
+            reap_exit(s, SUP_STATUS_LOST, now);
         } else if (exited == 0 && (s->state == SUP_STARTING || s->state == SUP_RESTARTING) &&
                    now - s->spawned_mono_ms >= s->startup_ms) {
             promote_running(s);
@@ -727,14 +458,14 @@ void sup_stop(sup *s, int64_t grace_ms)
     kill(-pid, SIGTERM);
     int64_t end = cx_mono_ms() + grace_ms;
     int done = 0;
-    while (!(done = leader_exited(pid) != 0 && group_left(pid) == 0) && cx_mono_ms() < end)
+    while (!(done = sup_leader_exited(pid) != 0 && sup_group_left(pid) == 0) && cx_mono_ms() < end)
         cx_sleep_ms(5);
     if (!done) {
         cx_warn("unit group %d outlived the %lld ms stop grace: SIGKILL", (int)pid, (long long)grace_ms);
         kill(-pid, SIGKILL);
         kill(pid, SIGKILL);
         end = cx_mono_ms() + 5000;
-        while (!(leader_exited(pid) != 0 && group_left(pid) == 0) && cx_mono_ms() < end)
+        while (!(sup_leader_exited(pid) != 0 && sup_group_left(pid) == 0) && cx_mono_ms() < end)
             cx_sleep_ms(5);
     }
     if (cx_wait_timeout(pid, 100, &status) != 0)
@@ -757,7 +488,7 @@ void sup_stop(sup *s, int64_t grace_ms)
         s->paused = 0;
         s->state = SUP_KILLED;
         assert_supervisor_state(s);
-        group_finish(s, pid);
+        sup_group_finish(s, pid);
         cleanup_hook(s, pid);
     }
     pthread_mutex_unlock(&s->lock);
@@ -836,57 +567,4 @@ void sup_counters(sup *s, int *up, int64_t *restarts, int64_t *incarnation, int6
     *incarnation = s->incarnation;
     *log_bytes = __atomic_load_n(&s->log_total, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&s->lock);
-}
-
-/* ---- supervisor: log tail ---- */
-
-/* Append the last max bytes of path to out (malloc'd growing). */
-static void read_tail(const char *path, size_t max, char **out, size_t *len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size <= 0) {
-        close(fd);
-        return;
-    }
-    size_t want = (size_t)st.st_size < max ? (size_t)st.st_size : max;
-    char *n = realloc(*out, *len + want + 1);
-    if (!n) {
-        close(fd);
-        return;
-    }
-    *out = n;
-    ssize_t r = pread(fd, *out + *len, want, st.st_size - (off_t)want);
-    if (r > 0)
-        *len += (size_t)r;
-    (*out)[*len] = '\0';
-    close(fd);
-}
-
-char *sup_log_tail(sup *s, int lines, size_t max_bytes)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    /* Rotated file first (older), then the current one; the caller only
-     * sees the last max_bytes of the concatenation. */
-    read_tail(s->log_path1, max_bytes, &buf, &len);
-    read_tail(s->log_path, max_bytes, &buf, &len);
-    if (!buf)
-        return strdup("");
-    size_t start = len > max_bytes ? len - max_bytes : 0;
-    /* Walk back `lines` newlines (ignoring a trailing one). */
-    size_t i = len;
-    if (i > start && buf[i - 1] == '\n')
-        i--;
-    int seen = 0;
-    while (i > start) {
-        if (buf[i - 1] == '\n' && ++seen == lines)
-            break;
-        i--;
-    }
-    char *out = strdup(buf + i);
-    free(buf);
-    return out;
 }

@@ -21,6 +21,7 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/parse.h"
 #include "trainer/data.h"
 #include "trainer/model.h"
@@ -222,7 +223,7 @@ int main(int argc, char **argv)
                     .lr = 3e-3,
                     .data = "fortunes"};
     if (bench_parse(&a, argc, argv) != 0)
-        return 64;
+        return CX_EXIT_USAGE;
     openblas_set_num_threads(a.threads);
     char err[CX_ERRLEN];
     model_config mc = {.context = a.T,
@@ -237,7 +238,7 @@ int main(int argc, char **argv)
     if (opt)
         adamw_set_pool(opt, model_pool(m)); /* as the learner does */
     if (!opt)
-        return fprintf(stderr, "bench_gpt: %s\n", err), model_free(m), 1;
+        return fprintf(stderr, "bench_gpt: %s\n", err), model_free(m), CX_EXIT_FAILURE;
     int rc = a.train ? bench_train(&a, m, opt) : bench_time(&a, m, opt);
     adamw_free(opt);
     model_free(m);

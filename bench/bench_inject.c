@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/exitcode.h"
 #include "common/file.h"
 #include "common/http_client.h"
 #include "common/proc.h"
@@ -345,7 +346,7 @@ int main(int argc, char **argv)
             snprintf(bin, sizeof bin, "%s", argv[++i]);
         else {
             fprintf(stderr, "usage: bench_inject [--trials N] [--chaosloco PATH]\n");
-            return 64;
+            return CX_EXIT_USAGE;
         }
     }
     if (trials < 10)
@@ -393,7 +394,7 @@ int main(int argc, char **argv)
     char dir[] = "/tmp/chaosloco-bench-inject-XXXXXX";
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
-        return 1;
+        return CX_EXIT_FAILURE;
     }
     char tok[256], state[256], addrf[300], id[64];
     snprintf(tok, sizeof tok, "%s/token", dir);
@@ -430,7 +431,7 @@ int main(int argc, char **argv)
     char err[256];
     if (cx_spawn(args, &so, &apid, err, sizeof err) < 0) {
         fprintf(stderr, "bench: %s\n", err);
-        return 1;
+        return CX_EXIT_FAILURE;
     }
     char addr[128] = "";
     for (int i = 0; i < 1000 && !addr[0]; i++) {
@@ -444,7 +445,7 @@ int main(int argc, char **argv)
     }
     if (!addr[0]) {
         fprintf(stderr, "bench: agent did not start (see %s)\n", logp);
-        return 1;
+        return CX_EXIT_FAILURE;
     }
     char base[200];
     snprintf(base, sizeof base, "http://%s", addr);

@@ -25,6 +25,7 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/parse.h"
 #include "trainer/fragment.h"
 #include "trainer/merge.h"
@@ -201,7 +202,7 @@ int main(int argc, char **argv)
                 double g[3];
                 for (int path = 0; path < 3; path++)
                     if ((g[path] = bench_path(&b, path, secs)) < 0)
-                        return 1;
+                        return CX_EXIT_FAILURE;
                 printf("| %zu | %d | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", n, k,
                        rule == 0 ? "mean" : "rda", g[0], g[1], g[2], ref, g[0] / ref, g[1] / ref, g[2] / ref);
                 fflush(stdout);
@@ -213,5 +214,5 @@ int main(int argc, char **argv)
         free(contrib[k]);
     merge_ws_free(ws);
     free(theta), free(mom), free(cpy_src), free(cpy_dst);
-    return 0;
+    return CX_EXIT_OK;
 }

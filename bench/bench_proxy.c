@@ -12,6 +12,7 @@
  * Prints a Markdown table (docs/benchmarks.md, "Proxy").
  */
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "injectors/proxy/proxy.h"
 
 #include <arpa/inet.h>
@@ -164,7 +165,7 @@ static pid_t socat_start(int listen_port, int up_port)
     if (pid == 0) {
         char *const argv[] = {"socat", "-b65536", a1, a2, NULL};
         execvp("socat", argv);
-        _exit(127);
+        _exit(CX_EXIT_EXEC_FAILED);
     }
     return pid;
 }
@@ -260,25 +261,25 @@ int main(int argc, char **argv)
             latency_ms = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: bench_proxy [--mb N] [--pings N] [--latency-ms N]\n");
-            return 64;
+            return CX_EXIT_USAGE;
         }
     }
     if (mb < 1 || pings < 10 || latency_ms < 1) {
         fprintf(stderr, "bench_proxy: --mb >= 1, --pings >= 10, --latency-ms >= 1\n");
-        return 64;
+        return CX_EXIT_USAGE;
     }
     signal(SIGPIPE, SIG_IGN);
     server sink, echo;
     if (server_start(&sink, 0) || server_start(&echo, 1)) {
         fprintf(stderr, "bench_proxy: cannot start servers\n");
-        return 1;
+        return CX_EXIT_FAILURE;
     }
     char err[CX_ERRLEN], up[64];
     snprintf(up, sizeof up, "127.0.0.1:%d", sink.port);
     proxy *p = proxy_new("bench", "127.0.0.1:0", up, err, sizeof err);
     if (!p) {
         fprintf(stderr, "bench_proxy: %s\n", err);
-        return 1;
+        return CX_EXIT_FAILURE;
     }
     size_t bytes = mb << 20;
 
@@ -309,7 +310,7 @@ int main(int argc, char **argv)
     /* 1b. the queued (toxic) path: a noop toxic both ways, same transfer */
     if (add_toxic(p, "{\"name\":\"nu\",\"type\":\"noop\",\"stream\":\"upstream\"}") ||
         add_toxic(p, "{\"name\":\"nd\",\"type\":\"noop\",\"stream\":\"downstream\"}"))
-        return 1;
+        return CX_EXIT_FAILURE;
     double best_noop = 1e9;
     for (int r = 0; r < 3; r++) {
         double q = push(port_of(proxy_listen_addr(p)), bytes);
@@ -331,7 +332,7 @@ int main(int argc, char **argv)
             "{\"name\":\"bw\",\"type\":\"bandwidth\",\"stream\":\"upstream\",\"attributes\":{\"rate\":%d}}",
             rates[i]);
         if (add_toxic(p, js))
-            return 1;
+            return CX_EXIT_FAILURE;
         size_t n = (size_t)rates[i] * 1000 * 3 / 2;
         double dt = push(port_of(proxy_listen_addr(p)), n);
         double achieved = (double)n / 1000.0 / dt;
@@ -352,7 +353,7 @@ int main(int argc, char **argv)
     snprintf(js, sizeof js,
              "{\"type\":\"latency\",\"stream\":\"downstream\",\"attributes\":{\"latency\":%d}}", latency_ms);
     if (add_toxic(p, js))
-        return 1;
+        return CX_EXIT_FAILURE;
     for (int i = 0; i < pings; i++) {
         lat[i] = rtt_ms(fd);
         usleep(2000);
@@ -371,5 +372,5 @@ int main(int argc, char **argv)
     proxy_free(p);
     server_stop(&sink);
     server_stop(&echo);
-    return 0;
+    return CX_EXIT_OK;
 }

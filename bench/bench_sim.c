@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "sim/sim.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -44,7 +45,7 @@ int main(int argc, char **argv)
     int repeats = argc > 1 ? atoi(argv[1]) : 5;
     if (repeats < 1 || repeats > 101) {
         fprintf(stderr, "bench_sim: REPEATS must be 1..101\n");
-        return 64;
+        return CX_EXIT_USAGE;
     }
     sim_params p;
     sim_params_init(&p);
@@ -62,7 +63,7 @@ int main(int argc, char **argv)
     double sink = 0;
     double *t = malloc((size_t)repeats * 2 * sizeof *t);
     if (!t)
-        return 1;
+        return CX_EXIT_FAILURE;
     double *ref = t + repeats;
     printf("| case (2.4M chips, 30 days, 1 trial) | events | simulate ms | reference ms | ratio | "
            "simulated/wall |\n");
@@ -75,7 +76,7 @@ int main(int argc, char **argv)
             if (sim_run(&p, cases[c].mode, chips, cases[c].learners, (uint64_t)i + 1, &r, err, sizeof err)) {
                 fprintf(stderr, "bench_sim: %s\n", err);
                 free(t);
-                return 1;
+                return CX_EXIT_FAILURE;
             }
             t[i] = (double)(cx_mono_ns() - t0) / 1e9;
             ref[i] = reference_draws(r.events, &sink);
@@ -88,5 +89,5 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, "(sink %g)\n", sink);
     free(t);
-    return 0;
+    return CX_EXIT_OK;
 }

@@ -14,6 +14,7 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/parse.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
@@ -138,5 +139,5 @@ int main(int argc, char **argv)
         adamw_free(opt);
         model_free(m);
     }
-    return 0;
+    return CX_EXIT_OK;
 }

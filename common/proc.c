@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/exitcode.h"
 
 extern char **environ;
 
@@ -90,7 +91,7 @@ int cx_spawn(const char *const *argv, const cx_spawn_opts *opts, pid_t *pid, cha
         if (opts->die_with_parent) {
             prctl(PR_SET_PDEATHSIG, opts->die_with_parent);
             if (getppid() != parent)
-                _exit(127);
+                _exit(CX_EXIT_EXEC_FAILED);
         }
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull >= 0) {
@@ -109,7 +110,7 @@ int cx_spawn(const char *const *argv, const cx_spawn_opts *opts, pid_t *pid, cha
         }
         ssize_t w = write(pfd[1], &e, sizeof e);
         (void)w;
-        _exit(127);
+        _exit(CX_EXIT_EXEC_FAILED);
     }
     close(pfd[1]);
     free(env);

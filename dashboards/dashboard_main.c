@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "common/parse.h"
@@ -107,7 +108,7 @@ static int serve(const dash_config *cfg)
     dash_server *s = dash_server_new(cfg, err, sizeof err);
     if (!s) {
         cx_error("%s", err);
-        return 1;
+        return CX_EXIT_FAILURE;
     }
     cx_info("serving %s", dash_server_url(s));
     printf("dashboard: %s\n", dash_server_url(s));
@@ -117,7 +118,7 @@ static int serve(const dash_config *cfg)
     sigwait(&set, &sig);
     cx_info("signal %d: stopping", sig);
     dash_server_free(s);
-    return 0;
+    return CX_EXIT_OK;
 }
 
 int dashboard_main(int argc, char **argv)
@@ -130,7 +131,7 @@ int dashboard_main(int argc, char **argv)
     int nagents = 0;
     int poll_ms = 500;
     char err[CX_ERRLEN];
-    int rc = 64;
+    int rc = CX_EXIT_USAGE;
     char *token = NULL;
     const char *syncer_cred_file = NULL;
     char syncer_cred[CRED_MAX];
@@ -139,7 +140,7 @@ int dashboard_main(int argc, char **argv)
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
-            rc = 0;
+            rc = CX_EXIT_OK;
             goto out;
         }
         const char *flags[] = {"--syncer",    "--agents",  "--listen", "--token-file",
@@ -198,7 +199,7 @@ int dashboard_main(int argc, char **argv)
     }
 
     cx_log_init("dashboard", CX_LOG_INFO);
-    rc = 1;
+    rc = CX_EXIT_FAILURE;
     if (token_file && read_token(token_file, &token, err, sizeof err) != 0) {
         cx_error("%s", err);
         goto out;

@@ -135,7 +135,8 @@ static void print_table(const json_t *table)
             snprintf(tk, sizeof tk, "%.0f", num(row, "tokens"));
         if (isfinite(num(row, "duration_s")))
             snprintf(rs, sizeof rs, "%.1f", num(row, "duration_s"));
-        printf("%-12s %-10s %8s %12s %14s %10s %10s %10s %8s\n", json_string_value(json_object_get(row, "mode")),
+        printf("%-12s %-10s %8s %12s %14s %10s %10s %10s %8s\n",
+               json_string_value(json_object_get(row, "mode")),
                json_string_value(json_object_get(row, "status")), g, t, bpt, f, gap, tk, rs);
     }
     fflush(stdout);
@@ -143,7 +144,7 @@ static void print_table(const json_t *table)
 
 int compare_run(const compare_opts *o, int *exit_code, char *err, size_t errlen)
 {
-    *exit_code = 0;
+    *exit_code = CX_EXIT_OK;
     char out[1024];
     if (o->out_dir) {
         snprintf(out, sizeof out, "%s", o->out_dir);
@@ -186,17 +187,17 @@ int compare_run(const compare_opts *o, int *exit_code, char *err, size_t errlen)
         char e2[CX_ERRLEN] = "";
         cx_info("compare: mode %s -> %s", o->modes[i], dir);
         rc = run_experiment(&ro, &res, e2, sizeof e2);
-        if (rc < 0 || res.exit_code == RUN_EXIT_USAGE) {
+        if (rc < 0 || res.exit_code == CX_EXIT_USAGE) {
             snprintf(err, errlen, "mode %s: %s", o->modes[i], e2);
             run_result_cleanup(&res);
             json_decref(runs);
             return CX_EINVAL;
         }
         cx_info("compare: mode %s status=%s exit=%d", o->modes[i], res.status, res.exit_code);
-        if (res.exit_code == RUN_EXIT_ERROR)
-            *exit_code = 3;
-        if (res.exit_code == RUN_EXIT_ABORTED && run_interrupted())
-            *exit_code = 2;
+        if (res.exit_code == CX_EXIT_ERROR)
+            *exit_code = CX_EXIT_ERROR;
+        if (res.exit_code == CX_EXIT_ABORTED && run_interrupted())
+            *exit_code = CX_EXIT_ABORTED;
         json_t *r = json_pack("{s:s,s:i,s:s,s:o}", "mode", o->modes[i], "exit_code", res.exit_code, "run_dir",
                               res.run_dir, "summary", res.summary ? json_incref(res.summary) : json_object());
         json_array_append_new(runs, r);
@@ -218,6 +219,6 @@ int compare_run(const compare_opts *o, int *exit_code, char *err, size_t errlen)
     json_decref(table);
     json_decref(runs);
     if (run_interrupted())
-        *exit_code = 2;
+        *exit_code = CX_EXIT_ABORTED;
     return 0;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "harness/compare.h"
@@ -41,14 +42,14 @@ int compare_main(int argc, char **argv)
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
-            return 0;
+            return CX_EXIT_OK;
         } else if (strcmp(a, "--ci") == 0) {
             o.ci = 1;
         } else if (strcmp(a, "--modes") == 0 || strcmp(a, "--out") == 0 || strcmp(a, "--seed") == 0 ||
                    strcmp(a, "--time-limit") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "chaosloco compare: %s needs a value\n", a);
-                return 64;
+                return CX_EXIT_USAGE;
             }
             const char *v = argv[++i];
             if (strcmp(a, "--modes") == 0) {
@@ -59,54 +60,54 @@ int compare_main(int argc, char **argv)
                 int64_t s;
                 if (cx_parse_i64(v, "--seed", 0, INT64_MAX, &s, err, sizeof err) < 0) {
                     fprintf(stderr, "chaosloco compare: %s\n", err);
-                    return 64;
+                    return CX_EXIT_USAGE;
                 }
                 o.has_seed = 1;
                 o.seed = (uint64_t)s;
             } else if (cx_parse_double(v, "--time-limit", 1, 86400, &o.time_limit_s, err, sizeof err) < 0) {
                 fprintf(stderr, "chaosloco compare: %s\n", err);
-                return 64;
+                return CX_EXIT_USAGE;
             }
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "chaosloco compare: unknown flag '%s' (see --help)\n", a);
-            return 64;
+            return CX_EXIT_USAGE;
         } else if (o.experiment) {
             fprintf(stderr, "chaosloco compare: one EXPERIMENT only\n");
-            return 64;
+            return CX_EXIT_USAGE;
         } else {
             o.experiment = a;
         }
     }
     if (!o.experiment) {
         fprintf(stderr, "chaosloco compare: EXPERIMENT.json is required (see --help)\n");
-        return 64;
+        return CX_EXIT_USAGE;
     }
     char *save = NULL;
     for (char *m = strtok_r(modes_buf, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
         if (strcmp(m, "ddp") && strcmp(m, "ddp-elastic") && strcmp(m, "diloco") && strcmp(m, "decoupled")) {
             fprintf(stderr, "chaosloco compare: --modes: '%s' is not ddp|ddp-elastic|diloco|decoupled\n", m);
-            return 64;
+            return CX_EXIT_USAGE;
         }
         for (int k = 0; k < o.nmodes; k++)
             if (strcmp(o.modes[k], m) == 0) {
                 fprintf(stderr, "chaosloco compare: --modes: '%s' given twice\n", m);
-                return 64;
+                return CX_EXIT_USAGE;
             }
         if (o.nmodes == COMPARE_MAX_MODES) {
             fprintf(stderr, "chaosloco compare: --modes: at most %d\n", COMPARE_MAX_MODES);
-            return 64;
+            return CX_EXIT_USAGE;
         }
         o.modes[o.nmodes++] = m;
     }
     if (o.nmodes == 0) {
         fprintf(stderr, "chaosloco compare: --modes: empty list\n");
-        return 64;
+        return CX_EXIT_USAGE;
     }
     run_install_signals();
     int code = 0;
     if (compare_run(&o, &code, err, sizeof err) < 0) {
         fprintf(stderr, "chaosloco compare: %s\n", err);
-        return 64;
+        return CX_EXIT_USAGE;
     }
     return code;
 }

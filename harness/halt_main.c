@@ -7,6 +7,7 @@
 
 #include "common/agent_client.h"
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/file.h"
 #include "common/log.h"
 
@@ -55,12 +56,12 @@ int halt_main(int argc, char **argv)
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
-            return 0;
+            return CX_EXIT_OK;
         }
         if (strcmp(a, "--agents") == 0 || strcmp(a, "--token-file") == 0 || strcmp(a, "--timeout-ms") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "chaosloco halt: %s needs a value\n", a);
-                return 64;
+                return CX_EXIT_USAGE;
             }
             const char *v = argv[++i];
             if (strcmp(a, "--agents") == 0)
@@ -73,18 +74,18 @@ int halt_main(int argc, char **argv)
                 if (!end || *end || t < 100 || t > 60000) {
                     fprintf(stderr, "chaosloco halt: --timeout-ms: '%s' is not an integer in 100..60000\n",
                             v);
-                    return 64;
+                    return CX_EXIT_USAGE;
                 }
                 g_timeout_ms = t;
             }
             continue;
         }
         fprintf(stderr, "chaosloco halt: unknown argument '%s' (see --help)\n", a);
-        return 64;
+        return CX_EXIT_USAGE;
     }
     if (!agents || !agents[0]) {
         fprintf(stderr, "chaosloco halt: --agents is required\n");
-        return 64;
+        return CX_EXIT_USAGE;
     }
     char token[512] = "";
     if (token_file) {
@@ -93,7 +94,7 @@ int halt_main(int argc, char **argv)
         char err[CX_ERRLEN];
         if (cx_file_read(token_file, 4096, &data, &len, err, sizeof err) < 0) {
             fprintf(stderr, "chaosloco halt: --token-file: %s\n", err);
-            return 64;
+            return CX_EXIT_USAGE;
         }
         char *nl = strpbrk(data, "\r\n");
         if (nl)
@@ -108,24 +109,24 @@ int halt_main(int argc, char **argv)
         free(list);
         free(urls);
         free(res);
-        return 1;
+        return CX_EXIT_FAILURE;
     }
-    int n = 0, rc = 0;
+    int n = 0, rc = CX_EXIT_OK;
     char *save = NULL;
     for (char *u = strtok_r(list, ",", &save); u; u = strtok_r(NULL, ",", &save)) {
         if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
             fprintf(stderr, "chaosloco halt: --agents: '%s' is not an http(s) URL\n", u);
-            rc = 64;
+            rc = CX_EXIT_USAGE;
             break;
         }
         if (n == HALT_MAX_AGENTS) {
             fprintf(stderr, "chaosloco halt: --agents: more than %d URLs\n", HALT_MAX_AGENTS);
-            rc = 64;
+            rc = CX_EXIT_USAGE;
             break;
         }
         urls[n++] = u;
     }
-    if (rc == 0) {
+    if (rc == CX_EXIT_OK) {
         agc_opts o = {.token = token[0] ? token : NULL,
                       .connect_timeout_ms = 1000,
                       .timeout_ms = g_timeout_ms,
@@ -133,7 +134,7 @@ int halt_main(int argc, char **argv)
         agc_fanout(urls, n, &o, agc_halt, res);
         for (int i = 0; i < n; i++)
             if (report(urls[i], &res[i]) != 0)
-                rc = 1;
+                rc = CX_EXIT_FAILURE;
         fflush(stdout);
         agc_fanout_cleanup(res, n);
     }

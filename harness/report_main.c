@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/log.h"
 #include "harness/report.h"
 
@@ -25,27 +26,27 @@ int report_main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
-            return 0;
+            return CX_EXIT_OK;
         }
         if (argv[i][0] == '-') {
             fprintf(stderr, "chaosloco report: unknown flag '%s' (see --help)\n", argv[i]);
-            return 64;
+            return CX_EXIT_USAGE;
         }
         if (dir) {
             fprintf(stderr, "chaosloco report: one RUN_DIR only (got '%s' and '%s')\n", dir, argv[i]);
-            return 64;
+            return CX_EXIT_USAGE;
         }
         dir = argv[i];
     }
     if (!dir) {
         fprintf(stderr, "chaosloco report: RUN_DIR is required (see --help)\n");
-        return 64;
+        return CX_EXIT_USAGE;
     }
     char err[CX_ERRLEN];
     if (report_render(dir, err, sizeof err) < 0) {
         fprintf(stderr, "chaosloco report: %s\n", err);
-        return 1;
+        return CX_EXIT_FAILURE;
     }
     printf("%s/report.html\n", dir);
-    return 0;
+    return CX_EXIT_OK;
 }

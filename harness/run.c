@@ -440,14 +440,14 @@ static int run_prepare(runner *r, run_result *res, char *err, size_t errlen, int
     const run_opts *o = r->o;
     *rc = 0;
     if (run_load(r, err, errlen) < 0) {
-        res->exit_code = RUN_EXIT_USAGE;
+        res->exit_code = CX_EXIT_USAGE;
         *rc = CX_EINVAL;
         return 1;
     }
     if (o->check || o->dry_run) {
         if (!o->check)
             run_dry_run(r);
-        res->exit_code = RUN_EXIT_OK;
+        res->exit_code = CX_EXIT_OK;
         return 1;
     }
     char e2[CX_ERRLEN] = "";
@@ -455,7 +455,7 @@ static int run_prepare(runner *r, run_result *res, char *err, size_t errlen, int
         json_t *sc = run_syncer_config(r, e2, sizeof e2);
         if (!sc) {
             snprintf(err, errlen, "%s", e2);
-            res->exit_code = RUN_EXIT_USAGE;
+            res->exit_code = CX_EXIT_USAGE;
             *rc = CX_EINVAL;
             return 1;
         }
@@ -468,13 +468,13 @@ static int run_prepare(runner *r, run_result *res, char *err, size_t errlen, int
         r->j = NULL;
     }
     if (!r->fx || !r->j) {
-        res->exit_code = RUN_EXIT_ERROR;
+        res->exit_code = CX_EXIT_ERROR;
         snprintf(err, errlen, "out of memory");
         return 1;
     }
     if (run_make_run_dir(r, e2, sizeof e2) < 0) {
         snprintf(err, errlen, "%s", e2);
-        res->exit_code = RUN_EXIT_USAGE;
+        res->exit_code = CX_EXIT_USAGE;
         *rc = CX_EINVAL;
         return 1;
     }
@@ -596,13 +596,13 @@ int run_experiment(const run_opts *o, run_result *res, char *err, size_t errlen)
     run_write_outputs(r, res);
     snprintf(res->status, sizeof res->status, "%s", jr_status_name(journal_status(r->j)));
     if (r->error)
-        res->exit_code = RUN_EXIT_ERROR;
+        res->exit_code = CX_EXIT_ERROR;
     else if (r->abort || run_signal)
-        res->exit_code = RUN_EXIT_ABORTED;
+        res->exit_code = CX_EXIT_ABORTED;
     else if (!r->steady_ok || journal_deviated(r->j))
-        res->exit_code = RUN_EXIT_DEVIATED;
+        res->exit_code = CX_EXIT_DEVIATED;
     else
-        res->exit_code = RUN_EXIT_OK;
+        res->exit_code = CX_EXIT_OK;
     if (r->why[0])
         snprintf(err, errlen, "%s", r->why);
     if (!o->quiet_summary)

@@ -22,14 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Exit codes of `chaosloco run` (DESIGN §5). */
-enum run_exit {
-    RUN_EXIT_OK = 0,       /* every hypothesis held */
-    RUN_EXIT_DEVIATED = 1, /* a hypothesis deviated (or the steady state did not hold) */
-    RUN_EXIT_ABORTED = 2,  /* stop condition, SIGINT/SIGTERM, halt */
-    RUN_EXIT_ERROR = 3,    /* harness or injection error */
-    RUN_EXIT_USAGE = 64,   /* bad flags or experiment file */
-};
+#include "common/exitcode.h"
 
 typedef struct run_opts {
     const char *experiment; /* path, or NULL: the built-in default */
@@ -53,7 +46,7 @@ typedef struct run_opts {
 } run_opts;
 
 typedef struct run_result {
-    int exit_code;      /* run_exit */
+    int exit_code;      /* enum cx_exit: OK, DEVIATED, ABORTED, ERROR or USAGE */
     char status[16];    /* journal status: completed|failed|aborted|interrupted ("" before a journal) */
     char run_dir[1024]; /* where the outputs are ("" for a dry run) */
     json_t *summary;    /* figures for compare (owned; NULL when the run did not train) */
@@ -65,7 +58,7 @@ int run_interrupted(void);
 
 /* Run one experiment. Always fills res (exit_code included) and returns 0,
  * except on a usage-level problem (bad experiment file, bad override)
- * where res->exit_code is RUN_EXIT_USAGE and the message is in err. */
+ * where res->exit_code is CX_EXIT_USAGE and the message is in err. */
 int run_experiment(const run_opts *o, run_result *res, char *err, size_t errlen);
 void run_result_cleanup(run_result *res);
 

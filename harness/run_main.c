@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "harness/run.h"
@@ -68,7 +69,7 @@ int run_main(int argc, char **argv)
         const char *v = NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
-            return 0;
+            return CX_EXIT_OK;
         } else if (strcmp(a, "--dry-run") == 0) {
             o.dry_run = 1;
         } else if (strcmp(a, "--check") == 0) {
@@ -81,10 +82,10 @@ int run_main(int argc, char **argv)
                    strcmp(a, "--dashboard") == 0 || strcmp(a, "--seed") == 0 ||
                    strcmp(a, "--time-limit") == 0 || strcmp(a, "--syncer-credential-file") == 0) {
             if (!(v = value(argc, argv, &i)))
-                return RUN_EXIT_USAGE;
+                return CX_EXIT_USAGE;
             if (!v[0]) {
                 fprintf(stderr, "chaosloco run: %s: empty value\n", a);
-                return RUN_EXIT_USAGE;
+                return CX_EXIT_USAGE;
             }
             if (strcmp(a, "--out") == 0) {
                 o.out_dir = v;
@@ -97,7 +98,7 @@ int run_main(int argc, char **argv)
                     strcmp(v, "decoupled")) {
                     fprintf(stderr, "chaosloco run: --mode: '%s' is not ddp|ddp-elastic|diloco|decoupled\n",
                             v);
-                    return RUN_EXIT_USAGE;
+                    return CX_EXIT_USAGE;
                 }
                 o.mode = v;
             } else if (strcmp(a, "--dashboard") == 0) {
@@ -105,29 +106,29 @@ int run_main(int argc, char **argv)
                 int port;
                 if (cx_parse_hostport(v, "--dashboard", host, sizeof host, &port, err, sizeof err) < 0) {
                     fprintf(stderr, "chaosloco run: %s\n", err);
-                    return RUN_EXIT_USAGE;
+                    return CX_EXIT_USAGE;
                 }
                 o.dashboard = v;
             } else if (strcmp(a, "--seed") == 0) {
                 int64_t s;
                 if (cx_parse_i64(v, "--seed", 0, INT64_MAX, &s, err, sizeof err) < 0) {
                     fprintf(stderr, "chaosloco run: %s\n", err);
-                    return RUN_EXIT_USAGE;
+                    return CX_EXIT_USAGE;
                 }
                 o.has_seed = 1;
                 o.seed = (uint64_t)s;
             } else {
                 if (cx_parse_double(v, "--time-limit", 1, 86400, &o.time_limit_s, err, sizeof err) < 0) {
                     fprintf(stderr, "chaosloco run: %s\n", err);
-                    return RUN_EXIT_USAGE;
+                    return CX_EXIT_USAGE;
                 }
             }
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "chaosloco run: unknown flag '%s' (see --help)\n", a);
-            return RUN_EXIT_USAGE;
+            return CX_EXIT_USAGE;
         } else if (o.experiment) {
             fprintf(stderr, "chaosloco run: one EXPERIMENT only (got '%s' and '%s')\n", o.experiment, a);
-            return RUN_EXIT_USAGE;
+            return CX_EXIT_USAGE;
         } else {
             o.experiment = a;
         }
@@ -141,18 +142,18 @@ int run_main(int argc, char **argv)
             int rc = run_experiment(&o, &res, err, sizeof err);
             int code = res.exit_code;
             run_result_cleanup(&res);
-            if (rc < 0 || code != RUN_EXIT_OK) {
+            if (rc < 0 || code != CX_EXIT_OK) {
                 fprintf(stderr, "chaosloco run: %s\n", err[0] ? err : "invalid experiment");
-                return RUN_EXIT_USAGE;
+                return CX_EXIT_USAGE;
             }
         }
         printf("chaosloco run: command line ok\n");
-        return 0;
+        return CX_EXIT_OK;
     }
     run_install_signals();
     run_result res;
     int rc = run_experiment(&o, &res, err, sizeof err);
-    if (rc < 0 || res.exit_code == RUN_EXIT_USAGE)
+    if (rc < 0 || res.exit_code == CX_EXIT_USAGE)
         fprintf(stderr, "chaosloco run: %s\n", err[0] ? err : "invalid experiment");
     int code = res.exit_code;
     run_result_cleanup(&res);

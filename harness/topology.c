@@ -11,6 +11,9 @@
  * pid != 0 holds exactly while a child is started and not yet reaped.
  * A foreign coordinator's argv is expanded again at every spawn (its
  * {listen} is 127.0.0.1:0 first, its own address after a restart).
+ *
+ * A foreign trainer's argv templates (placeholders, checking, expansion,
+ * its working directory) are in topo_template.c.
  */
 #include "harness/topology.h"
 
@@ -33,9 +36,9 @@
 #include "common/log.h"
 #include "common/parse.h"
 #include "common/proc.h"
+#include "harness/topo_internal.h"
 #include "trainer/credential.h"
 
-#define TOPO_PATH 1024
 #define TOPO_URL 256
 
 typedef struct topo_proc {
@@ -76,158 +79,6 @@ static void remember(topo *t, pid_t pid)
             return;
     if (t->nall < (int)(sizeof t->all / sizeof t->all[0]))
         t->all[t->nall++] = pid;
-}
-
-/* ---- topology: a foreign trainer's placeholders ---- */
-
-/* One list per role; topo_expand's values follow the same order. */
-static const char *const coordinator_ph[] = {
-    "listen",  "state_dir", "credentials_dir", "admin_credential_file", "config", "learners", "seed",
-    "run_dir", NULL};
-static const char *const learner_ph[] = {"proxy",           "proxy.syncer", "id",   "learners", "state_dir",
-                                         "credential_file", "steps",        "seed", "run_dir",  NULL};
-enum {
-    PH_C_LISTEN,
-    PH_C_STATE_DIR,
-    PH_C_CREDS,
-    PH_C_ADMIN,
-    PH_C_CONFIG,
-    PH_C_LEARNERS,
-    PH_C_SEED,
-    PH_C_RUN,
-    PH_C_N
-};
-enum {
-    PH_L_PROXY,
-    PH_L_PROXY_SYNCER,
-    PH_L_ID,
-    PH_L_LEARNERS,
-    PH_L_STATE_DIR,
-    PH_L_CRED,
-    PH_L_STEPS,
-    PH_L_SEED,
-    PH_L_RUN,
-    PH_L_N
-};
-
-const char *const *topo_placeholders(topo_role role)
-{
-    return role == TOPO_COORDINATOR ? coordinator_ph : learner_ph;
-}
-
-/* Length of a placeholder's name at s (just after a '{'): 1+ of [a-z0-9_.]
- * followed by '}'; 0 when s does not start one (the '{' is literal). */
-static size_t ph_name_len(const char *s)
-{
-    size_t n = 0;
-    while ((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= '0' && s[n] <= '9') || s[n] == '_' || s[n] == '.')
-        n++;
-    return n > 0 && s[n] == '}' ? n : 0;
-}
-
-static int ph_index(topo_role role, const char *name, size_t n)
-{
-    const char *const *list = topo_placeholders(role);
-    for (int i = 0; list[i]; i++)
-        if (strlen(list[i]) == n && strncmp(list[i], name, n) == 0)
-            return i;
-    return -1;
-}
-
-int topo_check_template(topo_role role, const char *arg, unsigned *used, char *err, size_t errlen)
-{
-    for (const char *s = strchr(arg, '{'); s; s = strchr(s + 1, '{')) {
-        size_t n = ph_name_len(s + 1);
-        if (!n)
-            continue;
-        int i = ph_index(role, s + 1, n);
-        if (i < 0) {
-            char known[256] = "";
-            const char *const *list = topo_placeholders(role);
-            for (int k = 0; list[k]; k++)
-                snprintf(known + strlen(known), sizeof known - strlen(known), "%s{%s}", k ? ", " : "",
-                         list[k]);
-            return cx_fail(err, errlen, CX_EINVAL, "unknown placeholder {%.*s} (known: %s)", (int)n, s + 1,
-                           known);
-        }
-        if (used)
-            *used |= 1u << i;
-    }
-    return 0;
-}
-
-char *topo_expand(topo_role role, const char *arg, const char *const *values)
-{
-    cx_buf b;
-    cx_buf_init(&b, 1 << 16);
-    const char *s = arg;
-    int bad = 0;
-    for (const char *open = strchr(s, '{'); open; open = strchr(open + 1, '{')) {
-        size_t n = ph_name_len(open + 1);
-        int i = n ? ph_index(role, open + 1, n) : -1;
-        if (i < 0 || !values[i])
-            continue;
-        bad |= cx_buf_append(&b, s, (size_t)(open - s)) < 0;
-        bad |= cx_buf_append(&b, values[i], strlen(values[i])) < 0;
-        s = open + n + 2;
-        open = s - 1;
-    }
-    bad |= cx_buf_append(&b, s, strlen(s) + 1) < 0; /* with the NUL */
-    char *out = bad ? NULL : cx_buf_take(&b, NULL);
-    cx_buf_cleanup(&b);
-    return out;
-}
-
-static void free_argv(char **v)
-{
-    for (size_t i = 0; v && v[i]; i++)
-        free(v[i]);
-    free(v);
-}
-
-/* argv = every template entry expanded (malloc'd, NULL-terminated), or NULL. */
-static char **expand_argv(topo_role role, char *const *tmpl, const char *const *values)
-{
-    size_t n = 0;
-    while (tmpl[n])
-        n++;
-    char **out = calloc(n + 1, sizeof *out);
-    for (size_t i = 0; out && i < n; i++)
-        if (!(out[i] = topo_expand(role, tmpl[i], values))) {
-            free_argv(out);
-            return NULL;
-        }
-    return out;
-}
-
-/* The trainer's working directory: cwd (as written) against the directory of
- * the experiment file, made absolute; it must exist. */
-static int trainer_cwd(const topo_launch_cfg *cfg, char *out, size_t len, char *err, size_t errlen)
-{
-    char base[TOPO_PATH] = ".", want[2 * TOPO_PATH + 2];
-    if (cfg->experiment_path) {
-        snprintf(base, sizeof base, "%s", cfg->experiment_path);
-        char *slash = strrchr(base, '/');
-        if (slash)
-            *(slash == base ? slash + 1 : slash) = '\0';
-        else
-            snprintf(base, sizeof base, ".");
-    }
-    const char *cwd = cfg->trainer->cwd;
-    if (cwd && cwd[0] == '/')
-        snprintf(want, sizeof want, "%s", cwd);
-    else
-        snprintf(want, sizeof want, "%s/%s", base, cwd ? cwd : ".");
-    char real[PATH_MAX];
-    if (!realpath(want, real))
-        return cx_fail(err, errlen, CX_EINVAL, "topology.trainer.cwd: %s: %s", want, strerror(errno));
-    struct stat st;
-    if (stat(real, &st) != 0 || !S_ISDIR(st.st_mode))
-        return cx_fail(err, errlen, CX_EINVAL, "topology.trainer.cwd: %s is not a directory", real);
-    if (strlen(real) >= len)
-        return cx_fail(err, errlen, CX_EINVAL, "topology.trainer.cwd: path too long");
-    snprintf(out, len, "%s", real);
-    return 0;
 }
 
 /* ---- topology: small helpers ---- */
@@ -398,17 +249,112 @@ static int syncer_spawn(topo *t, const char *listen, char *err, size_t errlen)
                                     [PH_C_CREDS] = t->creds_dir, [PH_C_ADMIN] = t->syncer_cred_file,
                                     [PH_C_CONFIG] = cfgpath,     [PH_C_LEARNERS] = learners,
                                     [PH_C_SEED] = t->seed,       [PH_C_RUN] = t->run_dir};
-        char **argv = expand_argv(TOPO_COORDINATOR, t->coord_tmpl, vals);
+        char **argv = topo_expand_argv(TOPO_COORDINATOR, t->coord_tmpl, vals);
         if (!argv)
             return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
         int rc = spawn_logged(&t->syncer, (const char *const *)argv, SIGTERM, t->cwd, err, errlen);
-        free_argv(argv);
+        topo_free_argv(argv);
         return rc;
     }
     const char *argv[] = {
         t->exe,     "syncer", "--listen",          listen,       "--state-dir", t->syncer.state,
         "--config", cfgpath,  "--credentials-dir", t->creds_dir, NULL};
     return spawn_logged(&t->syncer, argv, SIGTERM, NULL, err, errlen);
+}
+
+/* A foreign trainer runs in its own cwd: resolve it, make the run dir
+ * absolute (every path it gets is) and copy the coordinator's template. 0 or
+ * a negative cx_err; t is freed by the caller either way. */
+static int trainer_prepare(topo *t, const topo_launch_cfg *cfg, char *err, size_t errlen)
+{
+    int rc;
+    char real[PATH_MAX];
+    errno = 0;
+    if ((rc = topo_trainer_cwd(cfg, t->cwd, sizeof t->cwd, err, errlen)) < 0)
+        return rc;
+    if (!realpath(cfg->run_dir, real) || strlen(real) >= sizeof t->run_dir)
+        return cx_fail(err, errlen, CX_EINVAL, "topology: run dir %s: %s", cfg->run_dir,
+                       errno ? strerror(errno) : "path too long");
+    snprintf(t->run_dir, sizeof t->run_dir, "%s", real);
+    size_t n = (size_t)cfg->trainer->ncoordinator;
+    if (!(t->coord_tmpl = calloc(n + 1, sizeof *t->coord_tmpl)))
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        if (!(t->coord_tmpl[i] = strdup(cfg->trainer->coordinator[i])))
+            return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    return 0;
+}
+
+/* Agent i with its learner (chaosloco's, or the foreign trainer's learner
+ * template expanded) behind its proxy to the syncer. 0 or a negative
+ * cx_err. */
+static int agent_spawn(topo *t, const topo_launch_cfg *cfg, int i, const char *proxy, char *err,
+                       size_t errlen)
+{
+    int rc;
+    topo_proc *a = &t->agents[i];
+    char id[64], num[16], lstate[TOPO_PATH + 32];
+    snprintf(id, sizeof id, "%s-%d", cfg->unit_prefix, i);
+    snprintf(num, sizeof num, "%d", i);
+    snprintf(a->state, sizeof a->state, "%s/agents/%d", t->run_dir, i);
+    snprintf(a->log, sizeof a->log, "%s/logs/agent-%d.log", t->run_dir, i);
+    snprintf(lstate, sizeof lstate, "%s/learners/%d", t->run_dir, i);
+    char budget[32], lcred[TOPO_PATH + 32];
+    snprintf(budget, sizeof budget, "%lld", cfg->learner_steps);
+    snprintf(lcred, sizeof lcred, "%s/learner-%d.cred", t->creds_dir, i);
+    if ((rc = cx_mkdir_p(a->state, err, errlen)) < 0 || (rc = cx_mkdir_p(lstate, err, errlen)) < 0)
+        return rc;
+    const char *head[] = {
+        t->exe,        "agent",      "--listen",         "127.0.0.1:0",       "--id",    id,
+        "--state-dir", a->state,     "--token-file",     t->token_file,       "--proxy", proxy,
+        "--restart",   "on-failure", "--orphan-exit-ms", TOPO_ORPHAN_EXIT_MS, "--"};
+    const char *own[] = {t->exe,
+                         "learner",
+                         "--syncer",
+                         "http://{proxy.syncer}",
+                         "--id",
+                         num,
+                         "--state-dir",
+                         lstate,
+                         "--credential-file",
+                         lcred,
+                         cfg->learner_steps > 0 ? "--steps" : NULL,
+                         budget,
+                         NULL};
+    char **foreign = NULL;
+    if (cfg->trainer) {
+        char learners[16];
+        snprintf(learners, sizeof learners, "%d", t->m);
+        /* {proxy} is the agent's own {proxy.syncer}: the agent puts its proxy's address there */
+        const char *vals[PH_L_N] = {[PH_L_PROXY] = "{proxy.syncer}",
+                                    [PH_L_PROXY_SYNCER] = "{proxy.syncer}",
+                                    [PH_L_ID] = num,
+                                    [PH_L_LEARNERS] = learners,
+                                    [PH_L_STATE_DIR] = lstate,
+                                    [PH_L_CRED] = lcred,
+                                    [PH_L_STEPS] = budget,
+                                    [PH_L_SEED] = t->seed,
+                                    [PH_L_RUN] = t->run_dir};
+        if (!(foreign = topo_expand_argv(TOPO_LEARNER, cfg->trainer->learner, vals)))
+            return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    }
+    size_t nhead = sizeof head / sizeof head[0], ntail = 0;
+    const char *const *tail = foreign ? (const char *const *)foreign : own;
+    while (tail[ntail])
+        ntail++;
+    const char **argv = calloc(nhead + ntail + 1, sizeof *argv);
+    if (argv) {
+        memcpy(argv, head, sizeof head);
+        memcpy(argv + nhead, tail, ntail * sizeof *argv);
+        rc = spawn_logged(a, argv, 0, foreign ? t->cwd : NULL, err, errlen);
+    } else {
+        rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    }
+    free(argv);
+    topo_free_argv(foreign);
+    if (rc < 0)
+        return rc;
+    return 0;
 }
 
 int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen)
@@ -439,29 +385,8 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
     int rc;
     char path[TOPO_PATH + 64];
 
-    if (cfg->trainer) {
-        /* a foreign trainer runs in its own cwd: every path it gets is absolute */
-        char real[PATH_MAX];
-        errno = 0;
-        if ((rc = trainer_cwd(cfg, t->cwd, sizeof t->cwd, err, errlen)) < 0)
-            goto fail;
-        if (!realpath(cfg->run_dir, real) || strlen(real) >= sizeof t->run_dir) {
-            rc = cx_fail(err, errlen, CX_EINVAL, "topology: run dir %s: %s", cfg->run_dir,
-                         errno ? strerror(errno) : "path too long");
-            goto fail;
-        }
-        snprintf(t->run_dir, sizeof t->run_dir, "%s", real);
-        size_t n = (size_t)cfg->trainer->ncoordinator;
-        if (!(t->coord_tmpl = calloc(n + 1, sizeof *t->coord_tmpl))) {
-            rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-            goto fail;
-        }
-        for (size_t i = 0; i < n; i++)
-            if (!(t->coord_tmpl[i] = strdup(cfg->trainer->coordinator[i]))) {
-                rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-                goto fail;
-            }
-    }
+    if (cfg->trainer && (rc = trainer_prepare(t, cfg, err, errlen)) < 0)
+        goto fail;
 
     snprintf(path, sizeof path, "%s/logs", t->run_dir);
     if ((rc = cx_mkdir_p(path, err, errlen)) < 0)
@@ -496,72 +421,9 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
     /* agents, each with its learner behind its proxy */
     char proxy[128];
     snprintf(proxy, sizeof proxy, "syncer=127.0.0.1:0->%s", t->syncer_addr);
-    for (int i = 0; i < t->m; i++) {
-        topo_proc *a = &t->agents[i];
-        char id[64], num[16], lstate[TOPO_PATH + 32];
-        snprintf(id, sizeof id, "%s-%d", cfg->unit_prefix, i);
-        snprintf(num, sizeof num, "%d", i);
-        snprintf(a->state, sizeof a->state, "%s/agents/%d", t->run_dir, i);
-        snprintf(a->log, sizeof a->log, "%s/logs/agent-%d.log", t->run_dir, i);
-        snprintf(lstate, sizeof lstate, "%s/learners/%d", t->run_dir, i);
-        char budget[32], lcred[TOPO_PATH + 32];
-        snprintf(budget, sizeof budget, "%lld", cfg->learner_steps);
-        snprintf(lcred, sizeof lcred, "%s/learner-%d.cred", t->creds_dir, i);
-        if ((rc = cx_mkdir_p(a->state, err, errlen)) < 0 || (rc = cx_mkdir_p(lstate, err, errlen)) < 0)
+    for (int i = 0; i < t->m; i++)
+        if ((rc = agent_spawn(t, cfg, i, proxy, err, errlen)) < 0)
             goto fail;
-        const char *head[] = {
-            t->exe,        "agent",      "--listen",         "127.0.0.1:0",       "--id",    id,
-            "--state-dir", a->state,     "--token-file",     t->token_file,       "--proxy", proxy,
-            "--restart",   "on-failure", "--orphan-exit-ms", TOPO_ORPHAN_EXIT_MS, "--"};
-        const char *own[] = {t->exe,
-                             "learner",
-                             "--syncer",
-                             "http://{proxy.syncer}",
-                             "--id",
-                             num,
-                             "--state-dir",
-                             lstate,
-                             "--credential-file",
-                             lcred,
-                             cfg->learner_steps > 0 ? "--steps" : NULL,
-                             budget,
-                             NULL};
-        char **foreign = NULL;
-        if (cfg->trainer) {
-            char learners[16];
-            snprintf(learners, sizeof learners, "%d", t->m);
-            /* {proxy} is the agent's own {proxy.syncer}: the agent puts its proxy's address there */
-            const char *vals[PH_L_N] = {[PH_L_PROXY] = "{proxy.syncer}",
-                                        [PH_L_PROXY_SYNCER] = "{proxy.syncer}",
-                                        [PH_L_ID] = num,
-                                        [PH_L_LEARNERS] = learners,
-                                        [PH_L_STATE_DIR] = lstate,
-                                        [PH_L_CRED] = lcred,
-                                        [PH_L_STEPS] = budget,
-                                        [PH_L_SEED] = t->seed,
-                                        [PH_L_RUN] = t->run_dir};
-            if (!(foreign = expand_argv(TOPO_LEARNER, cfg->trainer->learner, vals))) {
-                rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-                goto fail;
-            }
-        }
-        size_t nhead = sizeof head / sizeof head[0], ntail = 0;
-        const char *const *tail = foreign ? (const char *const *)foreign : own;
-        while (tail[ntail])
-            ntail++;
-        const char **argv = calloc(nhead + ntail + 1, sizeof *argv);
-        if (argv) {
-            memcpy(argv, head, sizeof head);
-            memcpy(argv + nhead, tail, ntail * sizeof *argv);
-            rc = spawn_logged(a, argv, 0, foreign ? t->cwd : NULL, err, errlen);
-        } else {
-            rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-        }
-        free(argv);
-        free_argv(foreign);
-        if (rc < 0)
-            goto fail;
-    }
     write_pids(t);
     for (int i = 0; i < t->m; i++) {
         char what[32];
@@ -697,7 +559,7 @@ void topo_free(topo *t)
     if (!t)
         return;
     topo_stop(t, 10000);
-    free_argv(t->coord_tmpl);
+    topo_free_argv(t->coord_tmpl);
     free(t->agents);
     free(t);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "harness/experiment.h"
@@ -159,39 +160,39 @@ int validate_main(int argc, char **argv)
             break;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
-            return 0;
+            return CX_EXIT_OK;
         } else if (strcmp(a, "--list-faults") == 0) {
             list_faults();
-            return 0;
+            return CX_EXIT_OK;
         } else if (strcmp(a, "--list-hypotheses") == 0) {
             list_hypotheses();
-            return 0;
+            return CX_EXIT_OK;
         } else if (strcmp(a, "--schedule") == 0) {
             want_schedule = 1;
         } else if (strcmp(a, "--variant") == 0 || strcmp(a, "--seed") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "chaosloco validate: %s needs a value (see --help)\n", a);
-                return 64;
+                return CX_EXIT_USAGE;
             }
             const char *v = argv[++i];
             if (strcmp(a, "--variant") == 0) {
                 if (strcmp(v, "base") != 0 && strcmp(v, "ci") != 0 && strcmp(v, "both") != 0) {
                     fprintf(stderr, "chaosloco validate: --variant: expected base|ci|both, got '%s'\n", v);
-                    return 64;
+                    return CX_EXIT_USAGE;
                 }
                 variant = v;
             } else {
                 int64_t s;
                 if (cx_parse_i64(v, "--seed", 0, INT64_MAX, &s, err, sizeof(err)) < 0) {
                     fprintf(stderr, "chaosloco validate: %s\n", err);
-                    return 64;
+                    return CX_EXIT_USAGE;
                 }
                 seed = (uint64_t)s;
                 has_seed = 1;
             }
         } else {
             fprintf(stderr, "chaosloco validate: unknown flag '%s' (see --help)\n", a);
-            return 64;
+            return CX_EXIT_USAGE;
         }
     }
     first_file = i;
@@ -202,7 +203,7 @@ int validate_main(int argc, char **argv)
              want_schedule, seedtxt, "injector_table");
     if (first_file >= argc) {
         fprintf(stderr, "chaosloco validate: no EXPERIMENT.json given (see --help)\n");
-        return 64;
+        return CX_EXIT_USAGE;
     }
     int bad = 0;
     for (i = first_file; i < argc; i++) {
@@ -212,5 +213,5 @@ int validate_main(int argc, char **argv)
         if (strcmp(variant, "ci") == 0 || (strcmp(variant, "both") == 0 && has_ci(path)))
             bad |= check(path, EXP_CI, want_schedule, has_seed, seed);
     }
-    return bad ? 1 : 0;
+    return bad ? CX_EXIT_FAILURE : CX_EXIT_OK;
 }

@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "sim/report.h"
@@ -272,42 +273,42 @@ int simulate_main(int argc, char **argv)
             break;
         if (opt == OPT_HELP) {
             usage(stdout);
-            return 0;
+            return CX_EXIT_OK;
         }
         if (opt == '?' || opt == ':') {
             const char *bad = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
             fprintf(stderr, "simulate: %s: unknown flag or missing value (see --help)\n", bad);
-            return 64;
+            return CX_EXIT_USAGE;
         }
         char name[48];
         snprintf(name, sizeof name, "--%s", idx >= 0 ? opts[idx].name : "?");
         if (apply_flag(opt, name, optarg, &p, &g, &fmt, &sweep, err, sizeof err)) {
             fprintf(stderr, "simulate: %s\n", err);
-            return 64;
+            return CX_EXIT_USAGE;
         }
     }
     if (optind < argc) {
         fprintf(stderr, "simulate: unexpected argument '%s' (see --help)\n", argv[optind]);
-        return 64;
+        return CX_EXIT_USAGE;
     }
     if (g.mode_on[SIM_DECOUPLED]) {
         for (int i = 0; i < g.nlearners; i++)
             if (p.quorum > g.learners[i]) {
                 fprintf(stderr, "simulate: --quorum: %d is more than --learners %d\n", p.quorum,
                         g.learners[i]);
-                return 64;
+                return CX_EXIT_USAGE;
             }
         for (int i = 0; i < g.nlearners; i++)
             for (int c = 0; c < g.nchips; c++)
                 if (g.learners[i] > g.chips[c]) {
                     fprintf(stderr, "simulate: --learners: %d is more than --chips %lld\n", g.learners[i],
                             (long long)g.chips[c]);
-                    return 64;
+                    return CX_EXIT_USAGE;
                 }
     }
     if (sim_params_check(&p, err, sizeof err)) {
         fprintf(stderr, "simulate: %s\n", err);
-        return 64;
+        return CX_EXIT_USAGE;
     }
     g.progress = isatty(STDERR_FILENO);
 
@@ -330,8 +331,8 @@ int simulate_main(int argc, char **argv)
                    : sim_report_table(stdout, &p, &g, fmt, err, sizeof err);
     if (rc) {
         cx_error("simulate failed: %s", err);
-        return 1;
+        return CX_EXIT_FAILURE;
     }
     cx_info("done elapsed_ms=%lld", (long long)(cx_mono_ms() - t0));
-    return 0;
+    return CX_EXIT_OK;
 }

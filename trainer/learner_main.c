@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "trainer/config.h"
@@ -59,7 +60,7 @@ int learner_main(int argc, char **argv)
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
-            return 0;
+            return CX_EXIT_OK;
         }
         if (strcmp(a, "--check") == 0) {
             check = 1;
@@ -67,23 +68,23 @@ int learner_main(int argc, char **argv)
         }
         if (strncmp(a, "--", 2) != 0) {
             fprintf(stderr, "chaosloco learner: unexpected argument '%s' (see --help)\n", a);
-            return 64;
+            return CX_EXIT_USAGE;
         }
         if (i + 1 >= argc) {
             fprintf(stderr, "chaosloco learner: %s needs a value\n", a);
-            return 64;
+            return CX_EXIT_USAGE;
         }
         const char *v = argv[++i];
         if (strcmp(a, "--syncer") == 0) {
             if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0) {
                 fprintf(stderr, "chaosloco learner: --syncer: '%s' is not an http:// or https:// URL\n", v);
-                return 64;
+                return CX_EXIT_USAGE;
             }
             o.syncer_url = v;
         } else if (strcmp(a, "--id") == 0) {
             if (cx_parse_i64(v, "--id", 0, 1000000, &id, err, sizeof err) != 0) {
                 fprintf(stderr, "chaosloco learner: %s\n", err);
-                return 64;
+                return CX_EXIT_USAGE;
             }
         } else if (strcmp(a, "--state-dir") == 0) {
             o.state_dir = v;
@@ -94,16 +95,16 @@ int learner_main(int argc, char **argv)
         } else if (strcmp(a, "--give-up-s") == 0) {
             if (cx_parse_double(v, "--give-up-s", 1, 86400, &give_up, err, sizeof err) != 0) {
                 fprintf(stderr, "chaosloco learner: %s\n", err);
-                return 64;
+                return CX_EXIT_USAGE;
             }
         } else if (config_learner_may_override(a)) {
             if (config_set_flag(&probe, a, v, err, sizeof err) != 0) {
                 fprintf(stderr, "chaosloco learner: %s\n", err);
-                return 64;
+                return CX_EXIT_USAGE;
             }
             if (o.n_overrides >= LEARNER_MAX_OVERRIDES) {
                 fprintf(stderr, "chaosloco learner: too many overrides\n");
-                return 64;
+                return CX_EXIT_USAGE;
             }
             o.override_name[o.n_overrides] = a;
             o.override_value[o.n_overrides++] = v;
@@ -112,23 +113,23 @@ int learner_main(int argc, char **argv)
                     "chaosloco learner: unknown option '%s' (the training config comes from the syncer; "
                     "see --help)\n",
                     a);
-            return 64;
+            return CX_EXIT_USAGE;
         }
     }
     if (!o.syncer_url || id < 0 || !o.state_dir) {
         fprintf(stderr, "chaosloco learner: --syncer, --id and --state-dir are required (see --help)\n");
-        return 64;
+        return CX_EXIT_USAGE;
     }
     if (check) {
         printf("chaosloco learner: command line ok\n");
-        return 0;
+        return CX_EXIT_OK;
     }
     if (cred_file) {
         cred_kind kind;
         int64_t who;
         if (cred_read_file(cred_file, cred, err, sizeof err) != 0) {
             fprintf(stderr, "chaosloco learner: --credential-file: %s\n", err);
-            return 64;
+            return CX_EXIT_USAGE;
         }
         cred_parse(cred, &kind, &who, NULL, 0);
         if (kind != CRED_LEARNER || who != id) {
@@ -136,7 +137,7 @@ int learner_main(int argc, char **argv)
                 stderr,
                 "chaosloco learner: --credential-file %s: not the credential of learner-%lld (--id %lld)\n",
                 cred_file, (long long)id, (long long)id);
-            return 64;
+            return CX_EXIT_USAGE;
         }
         o.credential = cred;
     }
@@ -156,9 +157,9 @@ int learner_main(int argc, char **argv)
     int rc = learner_run(&o, &stop_flag, err, sizeof err);
     if (rc != 0) {
         cx_error("%s", err);
-        return 1;
+        return CX_EXIT_FAILURE;
     }
     if (stop_flag)
         cx_info("signal %d: checkpointed, exiting", (int)stop_flag);
-    return 0;
+    return CX_EXIT_OK;
 }

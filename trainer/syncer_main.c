@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/http_server.h"
 #include "common/log.h"
 #include "common/parse.h"
@@ -72,7 +73,7 @@ int syncer_main(int argc, char **argv)
                 config_path = NULL;
             if (config_path && config_load_file(&probe, config_path, err, sizeof err) != 0) {
                 fprintf(stderr, "chaosloco syncer: %s\n", err);
-                return 64;
+                return CX_EXIT_USAGE;
             }
             if (probe.mode != cfg.mode)
                 mode = probe.mode;
@@ -87,14 +88,14 @@ int syncer_main(int argc, char **argv)
             config_kind_defaults(&cfg, mode, model);
             if (config_path && config_load_file(&cfg, config_path, err, sizeof err) != 0) {
                 fprintf(stderr, "chaosloco syncer: %s\n", err);
-                return 64;
+                return CX_EXIT_USAGE;
             }
         }
         for (int i = 1; i < argc; i++) {
             const char *a = argv[i];
             if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
                 usage(stdout);
-                return 0;
+                return CX_EXIT_OK;
             }
             if (strcmp(a, "--check") == 0) {
                 check = 1;
@@ -102,7 +103,7 @@ int syncer_main(int argc, char **argv)
             }
             if (strncmp(a, "--", 2) != 0) {
                 fprintf(stderr, "chaosloco syncer: unexpected argument '%s' (see --help)\n", a);
-                return 64;
+                return CX_EXIT_USAGE;
             }
             if (strcmp(a, "--insecure-no-auth") == 0) {
                 insecure = 1;
@@ -110,7 +111,7 @@ int syncer_main(int argc, char **argv)
             }
             if (i + 1 >= argc) {
                 fprintf(stderr, "chaosloco syncer: %s needs a value\n", a);
-                return 64;
+                return CX_EXIT_USAGE;
             }
             const char *v = argv[++i];
             if (strcmp(a, "--listen") == 0)
@@ -133,31 +134,31 @@ int syncer_main(int argc, char **argv)
                 else {
                     fprintf(stderr, "chaosloco syncer: --on-lost-state '%s': expected rebuild or refuse\n",
                             v);
-                    return 64;
+                    return CX_EXIT_USAGE;
                 }
             } else if (pass == 1) {
                 int rc = config_set_flag(&cfg, a, v, err, sizeof err);
                 if (rc) {
                     fprintf(stderr, "chaosloco syncer: %s\n", err);
-                    return 64;
+                    return CX_EXIT_USAGE;
                 }
             } else {
                 config tmp = cfg;
                 int rc = config_set_flag(&tmp, a, v, err, sizeof err);
                 if (rc) {
                     fprintf(stderr, "chaosloco syncer: %s (see --help)\n", err);
-                    return 64;
+                    return CX_EXIT_USAGE;
                 }
             }
         }
     }
     if (!state_dir) {
         fprintf(stderr, "chaosloco syncer: --state-dir is required (see --help)\n");
-        return 64;
+        return CX_EXIT_USAGE;
     }
     if (cx_parse_hostport(listen, "--listen", host, sizeof host, &port, err, sizeof err) != 0) {
         fprintf(stderr, "chaosloco syncer: %s\n", err);
-        return 64;
+        return CX_EXIT_USAGE;
     }
     if (insecure && !cx_http_host_is_loopback(host)) {
         fprintf(stderr,
@@ -165,23 +166,23 @@ int syncer_main(int argc, char **argv)
                 "unauthenticated calls from the network; listen on 127.0.0.1 or use credentials "
                 "(docs/security.md)\n",
                 listen);
-        return 64;
+        return CX_EXIT_USAGE;
     }
     if (insecure && creds_dir) {
         fprintf(stderr, "chaosloco syncer: --insecure-no-auth and --credentials-dir exclude each other\n");
-        return 64;
+        return CX_EXIT_USAGE;
     }
     if (!tls_cert != !tls_key) {
         fprintf(stderr, "chaosloco syncer: --tls-cert and --tls-key go together\n");
-        return 64;
+        return CX_EXIT_USAGE;
     }
     if (config_validate(&cfg, err, sizeof err) != 0) {
         fprintf(stderr, "chaosloco syncer: %s\n", err);
-        return 64;
+        return CX_EXIT_USAGE;
     }
     if (check) {
         printf("chaosloco syncer: command line ok\n");
-        return 0;
+        return CX_EXIT_OK;
     }
     cx_log_init("syncer", CX_LOG_INFO);
     char line[4096];
@@ -206,10 +207,10 @@ int syncer_main(int argc, char **argv)
     syncer *s = syncer_new(&o, err, sizeof err);
     if (!s) {
         cx_error("cannot start: %s", err);
-        return 1;
+        return CX_EXIT_FAILURE;
     }
     syncer_run(s, &stop_flag);
     cx_info("signal %d: shutting down", (int)stop_flag);
     syncer_free(s);
-    return 0;
+    return CX_EXIT_OK;
 }

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/log.h"
 #include "injectors/inj_params.h"
 #include "injectors/injector.h"
@@ -87,7 +88,7 @@ static void spike_burn(pid_t parent, double load)
     volatile unsigned long sink = 0;
     for (;;) {
         if (getppid() != parent)
-            _exit(0);
+            _exit(CX_EXIT_OK);
         long long start = mono_ns();
         while (mono_ns() - start < spin_ns)
             for (int i = 0; i < 1000; i++)

@@ -27,6 +27,7 @@
 
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/exitcode.h"
 #include "common/file.h"
 #include "harness/experiment.h" /* EXP_SYNCER_RESTART only */
 #include "injectors/injector.h"
@@ -227,7 +228,7 @@ int main(int argc, char **argv)
     int check = argc == 4 && strcmp(argv[1], "--check") == 0;
     if (argc != 3 + check || argv[argc - 1][0] == '-' || argv[argc - 2][0] == '-') {
         fprintf(stderr, "usage: chaosloco_kinds_docs [--check] docs/faults.md docs/experiment.schema.json\n");
-        return 64;
+        return CX_EXIT_USAGE;
     }
     int rc = one_file(argv[argc - 2], check, render);
     return one_file(argv[argc - 1], check, render_schema) || rc;

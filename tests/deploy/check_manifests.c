@@ -34,6 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/exitcode.h"
+
 #define MAX_ARGS 128
 #define ARG_LEN 1024
 #define CHECK_TIMEOUT_S 60
@@ -131,7 +133,7 @@ static int run_bin(char *const *argv, int quiet, char *out, size_t outlen)
     if (pid == 0) {
         FILE *f = freopen(path, "w", stdout);
         if (!f || chdir(tmpdir) != 0 || (quiet && !freopen(epath, "w", stderr)))
-            _exit(127);
+            _exit(CX_EXIT_EXEC_FAILED);
         char *av[MAX_ARGS + 3];
         int k = 0;
         av[k++] = (char *)bin;
@@ -139,7 +141,7 @@ static int run_bin(char *const *argv, int quiet, char *out, size_t outlen)
             av[k++] = argv[j];
         av[k] = NULL;
         execv(bin, av);
-        _exit(127);
+        _exit(CX_EXIT_EXEC_FAILED);
     }
     int st = 0;
     time_t t0 = time(NULL);
@@ -526,19 +528,19 @@ int main(int argc, char **argv)
 {
     if (argc != 3) {
         fprintf(stderr, "usage: check_manifests CHAOSLOCO_BIN SOURCE_DIR\n");
-        return 64;
+        return CX_EXIT_USAGE;
     }
     /* absolute: each check runs in the scratch directory */
     static char bin_abs[4096], src_abs[4096];
     if (!realpath(argv[1], bin_abs) || !realpath(argv[2], src_abs)) {
         fprintf(stderr, "check_manifests: %s or %s: %s\n", argv[1], argv[2], strerror(errno));
-        return 64;
+        return CX_EXIT_USAGE;
     }
     bin = bin_abs;
     src = src_abs;
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
-        return 1;
+        return CX_EXIT_FAILURE;
     }
     int files = check_k8s();
     int before = checked;
@@ -564,5 +566,5 @@ int main(int argc, char **argv)
         failures++;
     }
     fprintf(stderr, "%d manifests, %d command lines checked, %d failure(s)\n", files, checked, failures);
-    return failures ? 1 : 0;
+    return failures ? CX_EXIT_FAILURE : CX_EXIT_OK;
 }

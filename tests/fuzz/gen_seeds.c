@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/exitcode.h"
 #include "common/file.h"
 #include "fuzz_payload.h"
 #include "trainer/encoding.h"
@@ -169,7 +170,7 @@ int main(int argc, char **argv)
 {
     if (argc != 3) {
         fprintf(stderr, "usage: gen_seeds DIR EXPERIMENTS_DIR\n");
-        return 64;
+        return CX_EXIT_USAGE;
     }
     char sub[1024], err[256];
     const char *subs[] = {"payload", "proto_headers", "fault_request"};
@@ -177,7 +178,7 @@ int main(int argc, char **argv)
         snprintf(sub, sizeof sub, "%s/%s", argv[1], subs[i]);
         if (cx_mkdir_p(sub, err, sizeof err) != 0) {
             fprintf(stderr, "gen_seeds: %s\n", err);
-            return 1;
+            return CX_EXIT_FAILURE;
         }
     }
     return payloads(argv[1]) == 0 && headers(argv[1]) == 0 && experiments(argv[1], argv[2]) == 0 ? 0 : 1;

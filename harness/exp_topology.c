@@ -1,0 +1,178 @@
+/* exp_topology.c - an experiment's $.topology: the learner count, the
+ * training keys the harness checks itself (the rest is the syncer's config),
+ * attach mode's URLs and a foreign trainer's command templates. Part of the
+ * experiment loader (experiment.h, exp_internal.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/exp_internal.h"
+
+/* ---- topology ---- */
+
+static const char *const modes[] = {"ddp", "ddp-elastic", "diloco", "decoupled", NULL};
+static const char *const encodings[] = {"f32", "bf16", "int8", "int4", "int2", "q2", NULL};
+
+/* A trainer's argv template at path.key: a non-empty array of non-empty
+ * strings whose {placeholders} are known for role (topology.h); *used
+ * collects the placeholders it names. NULL-terminated copy, or NULL. */
+static char **parse_template(jv_diag *d, const char *path, const json_t *tr, const char *key, topo_role role,
+                             int *n, unsigned *used)
+{
+    json_t *arr = NULL;
+    char p[JV_PATHLEN];
+    jv_path_key(p, sizeof(p), path, key);
+    *n = 0;
+    if (exp_get_array(d, path, tr, key, 1, &arr) != 1)
+        return NULL;
+    size_t len = json_array_size(arr);
+    if (len == 0) {
+        jv_diag_add(d, p, "expected a command (a non-empty array of strings), got []");
+        return NULL;
+    }
+    char **argv = calloc(len + 1, sizeof *argv);
+    for (size_t i = 0; argv && i < len; i++) {
+        char pi[JV_PATHLEN], why[256];
+        jv_path_idx(pi, sizeof(pi), p, i);
+        json_t *v = json_array_get(arr, i);
+        if (!json_is_string(v) || !json_string_length(v)) {
+            char got[64];
+            jv_describe(got, sizeof(got), v);
+            jv_diag_add(d, pi, "expected a non-empty string, got %s", got);
+        } else if (topo_check_template(role, json_string_value(v), used, why, sizeof why) < 0) {
+            jv_diag_add(d, pi, "%s", why);
+        }
+        argv[i] = strdup(json_is_string(v) ? json_string_value(v) : "");
+        *n = (int)i + 1;
+    }
+    return argv;
+}
+
+/* topology.trainer: a foreign trainer's coordinator and learner commands. */
+static void parse_trainer(experiment *e, const json_t *doc, const json_t *tr, jv_diag *d)
+{
+    static const char *const keys[] = {"coordinator", "learner", "cwd", NULL};
+    const char *path = "$.topology.trainer";
+    jv_check_keys(d, path, tr, keys);
+    topo_trainer *t = e->trainer = calloc(1, sizeof *t);
+    if (!t) {
+        jv_diag_add(d, path, "out of memory");
+        return;
+    }
+    unsigned cu = 0, lu = 0;
+    t->coordinator = parse_template(d, path, tr, "coordinator", TOPO_COORDINATOR, &t->ncoordinator, &cu);
+    t->learner = parse_template(d, path, tr, "learner", TOPO_LEARNER, &t->nlearner, &lu);
+    /* bit i = topo_placeholders(role)[i]: listen 0, state_dir 1; proxy 0, proxy.syncer 1 */
+    if (t->coordinator && (~cu & 3u))
+        jv_diag_add(d, "$.topology.trainer.coordinator",
+                    "expected {listen} (the address it must bind: a syncer_restart keeps it) and {state_dir} "
+                    "(where it writes listen.addr), missing %s",
+                    (~cu & 3u) == 3u ? "both"
+                    : (~cu & 1u)     ? "{listen}"
+                                     : "{state_dir}");
+    if (t->learner && !(lu & 3u))
+        jv_diag_add(d, "$.topology.trainer.learner",
+                    "expected {proxy}: the learner must reach the coordinator through its agent's proxy, or "
+                    "network faults cannot reach its traffic");
+    const char *cwd = NULL;
+    if (exp_nonempty_string(d, path, tr, "cwd", 0, &cwd) == 1)
+        t->cwd = strdup(cwd);
+    /* The default token horizon is learners x steps x batch of chaosloco's
+     * own learners: meaningless for another trainer. */
+    json_t *hz = json_object_get(doc, "horizon");
+    if (!json_object_get(hz, "min_tokens") && !json_object_get(hz, "min_merges"))
+        jv_diag_add(
+            d, "$.horizon",
+            "expected min_tokens or min_merges with topology.trainer (the default, learners x steps x "
+            "batch, is chaosloco's own learners' training)");
+}
+
+void exp_parse_topology(experiment *e, const json_t *doc, jv_diag *d)
+{
+    json_t *tp = NULL;
+    e->learners = 0;
+    if (exp_get_object(d, "$", doc, "topology", 1, &tp) != 1)
+        return;
+    static const char *const keys[] = {"learners", "training", "attach", "trainer", NULL};
+    jv_check_keys(d, "$.topology", tp, keys);
+    int64_t m = 0;
+    if (jv_get_int(d, "$.topology", tp, "learners", 1, 1, EXP_MAX_LEARNERS, "a learner count", &m) == 1)
+        e->learners = (int)m;
+
+    json_t *tr = NULL;
+    int rt = exp_get_object(d, "$.topology", tp, "training", 0, &tr);
+    e->training = rt == 1 ? json_deep_copy(tr) : json_object();
+    e->mode = strdup("decoupled");
+    e->quorum = 1;
+    if (rt == 1) {
+        /* Known keys are checked here; the rest is the syncer's config and
+         * checked strictly by the syncer itself when the run starts. */
+        const char *mode = NULL;
+        if (jv_get_string(d, "$.topology.training", tr, "mode", 0, modes, &mode) == 1) {
+            free(e->mode);
+            e->mode = strdup(mode);
+        }
+        int64_t v = 0;
+        int maxq = e->learners ? e->learners : EXP_MAX_LEARNERS;
+        if (jv_get_int(d, "$.topology.training", tr, "quorum", 0, 1, maxq, "a quorum (learners)", &v) == 1)
+            e->quorum = (int)v;
+        jv_get_int(d, "$.topology.training", tr, "fragments", 0, 1, 1 << 20, "a fragment count", &v);
+        jv_get_int(d, "$.topology.training", tr, "H", 0, 1, 1 << 30, "inner steps per outer step", &v);
+        /* the bounds of trainer/config.c's key, so a file that passes here starts */
+        jv_get_int(d, "$.topology.training", tr, "checkpoint_min_ms", 0, 0, 86400000,
+                   "ms between syncer checkpoints", &v);
+        if (jv_get_int(d, "$.topology.training", tr, "steps", 0, 1, INT64_MAX, "a step count", &v) == 1)
+            e->steps = v;
+        const char *enc;
+        jv_get_string(d, "$.topology.training", tr, "encoding", 0, encodings, &enc);
+        /* One source of truth for M: the runner passes topology.learners on. */
+        if (json_object_get(tr, "learners"))
+            jv_diag_add(d, "$.topology.training.learners",
+                        "unexpected key: the learner count is topology.learners");
+    }
+
+    json_t *tn = NULL;
+    if (exp_get_object(d, "$.topology", tp, "trainer", 0, &tn) == 1) {
+        parse_trainer(e, doc, tn, d);
+        if (json_object_get(tp, "attach"))
+            jv_diag_add(d, "$.topology", "expected at most one of attach and trainer, got both");
+    }
+
+    json_t *at = NULL;
+    if (exp_get_object(d, "$.topology", tp, "attach", 0, &at) == 1) {
+        static const char *const akeys[] = {"syncer", "agents", "token_file", "syncer_credential_file", NULL};
+        jv_check_keys(d, "$.topology.attach", at, akeys);
+        const char *s = NULL;
+        if (exp_nonempty_string(d, "$.topology.attach", at, "syncer", 1, &s) == 1) {
+            if (strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0)
+                jv_diag_add(d, "$.topology.attach.syncer", "expected an http:// or https:// URL, got \"%s\"",
+                            s);
+            e->attach_syncer = strdup(s);
+        }
+        if (exp_nonempty_string(d, "$.topology.attach", at, "token_file", 0, &s) == 1)
+            e->attach_token_file = strdup(s);
+        if (exp_nonempty_string(d, "$.topology.attach", at, "syncer_credential_file", 0, &s) == 1)
+            e->attach_syncer_credential_file = strdup(s);
+        json_t *ag = NULL;
+        if (exp_get_array(d, "$.topology.attach", at, "agents", 1, &ag) == 1) {
+            size_t n = json_array_size(ag);
+            if (e->learners && n != (size_t)e->learners)
+                jv_diag_add(d, "$.topology.attach.agents",
+                            "expected %d agent URLs (one per learner), got %zu", e->learners, n);
+            e->attach_agents = calloc(n + 1, sizeof(char *));
+            e->nattach_agents = e->attach_agents ? (int)n : 0;
+            for (size_t i = 0; i < n && e->attach_agents; i++) {
+                char p[JV_PATHLEN];
+                jv_path_idx(p, sizeof(p), "$.topology.attach.agents", i);
+                json_t *u = json_array_get(ag, i);
+                if (!json_is_string(u) || (strncmp(json_string_value(u), "http://", 7) != 0 &&
+                                           strncmp(json_string_value(u), "https://", 8) != 0)) {
+                    char got[64];
+                    jv_describe(got, sizeof(got), u);
+                    jv_diag_add(d, p, "expected an http:// or https:// URL, got %s", got);
+                    continue;
+                }
+                e->attach_agents[i] = strdup(json_string_value(u));
+            }
+        }
+    }
+}
