@@ -425,3 +425,13 @@ int uproc_duty_stop(uproc_duty *d, pid_t pid, int pidfd, char *err, size_t errle
     d->stopped = 0;
     return rc;
 }
+
+int uproc_duty_sweep(pid_t pid, uint64_t starttime, char *err, size_t errlen)
+{
+    uproc_duty d;
+    uproc_duty_init(&d, 2, 1, 0, 1);
+    d.pid = pid;
+    d.starttime = starttime;
+    d.stopped = 1;
+    return uproc_duty_stop(&d, 0, -1, err, errlen);
+}

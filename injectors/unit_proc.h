@@ -111,5 +111,9 @@ int uproc_duty_start(uproc_duty *d, pid_t pid, int pidfd, int64_t now_ms, char *
 void uproc_duty_tick(uproc_duty *d, pid_t pid, int pidfd, int64_t now_ms);
 /* SIGCONT if stopped; idempotent; 0 when the unit is gone. */
 int uproc_duty_stop(uproc_duty *d, pid_t pid, int pidfd, char *err, size_t errlen);
+/* The crash sweep of a duty cycle a dead agent left (its undo record's pid
+ * and start time): SIGCONT that process group if the pid is still the same
+ * process; 0 when it is gone. */
+int uproc_duty_sweep(pid_t pid, uint64_t starttime, char *err, size_t errlen);
 
 #endif

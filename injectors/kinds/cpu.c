@@ -191,12 +191,7 @@ static int cpu_sweep(json_t *record, inj_target *t, char *err, size_t errlen)
         return cx_fail(err, errlen, CX_EINVAL, "cpu undo record: %s", je.text);
     if (strcmp(method, "cgroup") == 0)
         return cpu_clear(root[0] ? root : NULL, unit_id, err, errlen);
-    uproc_duty d;
-    uproc_duty_init(&d, 2, 1, 0, 1);
-    d.pid = (pid_t)pid;
-    d.starttime = (uint64_t)starttime;
-    d.stopped = 1;
-    return uproc_duty_stop(&d, 0, -1, err, errlen);
+    return uproc_duty_sweep((pid_t)pid, (uint64_t)starttime, err, errlen);
 }
 
 static void cpu_free(void *ctx)

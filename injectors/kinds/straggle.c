@@ -121,12 +121,7 @@ static int straggle_sweep(json_t *record, inj_target *t, char *err, size_t errle
     json_error_t je;
     if (json_unpack_ex(record, &je, JSON_STRICT, "{s:I, s:I}", "pid", &pid, "starttime", &starttime) != 0)
         return cx_fail(err, errlen, CX_EINVAL, "straggle undo record: %s", je.text);
-    uproc_duty d;
-    uproc_duty_init(&d, 2, 1, 0, 1);
-    d.pid = (pid_t)pid;
-    d.starttime = (uint64_t)starttime;
-    d.stopped = 1;
-    return uproc_duty_stop(&d, 0, -1, err, errlen);
+    return uproc_duty_sweep((pid_t)pid, (uint64_t)starttime, err, errlen);
 }
 
 static void straggle_free(void *ctx)
