@@ -102,15 +102,21 @@ static void measure_pulls(const hyp_history *h, int l, ri_figure *f)
     }
 }
 
-/* Train loss after the join: its last heartbeat's beside the median of the
- * others' last ones. */
+/* Heartbeats per learner whose train losses are averaged: a heartbeat
+ * carries one step's loss on one batch, which swings +-20 % between
+ * neighbouring heartbeats (MLP, 16 tokens per step), so one of them against
+ * one of the others' is a coin flip near any tolerance. */
+#define RI_LOSS_WINDOW 10
+
+/* Train loss after the join: the mean of its last RI_LOSS_WINDOW
+ * heartbeats beside the median of the others' means over theirs. */
 static void measure_train_loss(const hyp_history *h, int l, ri_figure *f)
 {
     int m = hx_learners(h);
     double *others = calloc((size_t)m, sizeof(double));
-    double *last = calloc((size_t)m, sizeof(double));
+    double *ring = calloc((size_t)m * RI_LOSS_WINDOW, sizeof(double));
     int *seen = calloc((size_t)m, sizeof(int));
-    if (others && seen && last) {
+    if (others && seen && ring) {
         const json_t *e;
         for (size_t i = 0; (e = hx_next_event(h, "heartbeat", &i));) {
             double loss;
@@ -119,19 +125,26 @@ static void measure_train_loss(const hyp_history *h, int l, ri_figure *f)
                 continue;
             if (who == l && hx_jint(e, "incarnation", -1) != f->inc)
                 continue;
-            last[who] = loss;
-            seen[who] = 1;
+            ring[who * RI_LOSS_WINDOW + seen[who] % RI_LOSS_WINDOW] = loss;
+            seen[who]++;
         }
-        for (int k = 0; k < m; k++)
-            if (seen[k] && k != l)
-                others[f->nothers++] = last[k];
-        if (seen[l])
-            f->mine = last[l];
+        for (int k = 0; k < m; k++) {
+            if (!seen[k])
+                continue;
+            int n = seen[k] < RI_LOSS_WINDOW ? seen[k] : RI_LOSS_WINDOW;
+            double sum = 0;
+            for (int j = 0; j < n; j++)
+                sum += ring[k * RI_LOSS_WINDOW + j];
+            if (k == l)
+                f->mine = sum / n;
+            else
+                others[f->nothers++] = sum / n;
+        }
         if (f->nothers > 0)
             f->others = median(others, f->nothers);
     }
     free(others);
-    free(last);
+    free(ring);
     free(seen);
 }
 

@@ -27,6 +27,7 @@ typedef struct opts {
     int restart_at0;      /* a second syncer start at 20 s with versions [0, 0] */
     int resumed_step;     /* learner 2's checkpoint step (default 800) */
     int nan_eval;         /* one eval loss is NaN: 1 written as null, 2 as the syncer's -1 */
+    int loss2;            /* rejoined learner 2's train losses: 1 last one x1.5, 2 all x1.5 */
 } opts;
 
 #define KILL_T 10000
@@ -100,9 +101,12 @@ static hyp_history *build(const opts *o)
                     continue;
                 int inc = l == 2 && t >= REJOIN_T ? 2 : 1;
                 int step = l == 2 && t >= REJOIN_T ? resumed + (t - REJOIN_T) / 10 : t / 10;
+                double tl = loss_at(o, t);
+                if (l == 2 && inc == 2 && (o->loss2 == 2 || (o->loss2 == 1 && t == END_T)))
+                    tl *= 1.5;
                 add(t, json_pack("{s:s, s:i, s:i, s:i, s:f, s:i, s:i, s:i}", "type", "heartbeat", "learner",
-                                 l, "incarnation", inc, "step", step, "train_loss", loss_at(o, t), "tokens",
-                                 step * 1000, "step_ms", 10, "clock_skew_ms", 0));
+                                 l, "incarnation", inc, "step", step, "train_loss", tl, "tokens", step * 1000,
+                                 "step_ms", 10, "clock_skew_ms", 0));
             }
         if (t % 500 == 0 && t >= 1000 && !(t >= o->gap_from && t < o->gap_to)) {
             int f = (t / 500) % 2;
@@ -375,6 +379,27 @@ Test(hypothesis, reintegration)
     /* No fault on learner 1: cannot be judged. */
     v = judge(h, "{\"hypothesis\": \"reintegration\", \"learner\": 1, \"join_s\": 2, \"merged_s\": 10}");
     cr_assert_eq(v.status, HYP_ERROR);
+    hyp_history_free(h);
+}
+
+/* The train-loss check compares means over the last 10 heartbeats: one
+ * outlying step loss (x1.5 in the very last heartbeat) moves the mean 5 %,
+ * inside tol 0.10; every heartbeat x1.5 is 50 % off and fails. */
+Test(hypothesis, reintegration_train_loss_is_a_mean)
+{
+    const char *spec = "{\"hypothesis\": \"reintegration\", \"learner\": 2, \"join_s\": 2, \"merged\": 3, "
+                       "\"merged_s\": 10, \"tol\": 0.10}";
+    opts o = {.loss2 = 1};
+    hyp_history *h = build(&o);
+    hyp_verdict v = judge(h, spec);
+    PASS(v);
+    cr_assert(strstr(v.explanation, "train loss") != NULL, "%s", v.explanation);
+    hyp_history_free(h);
+    o.loss2 = 2;
+    h = build(&o);
+    v = judge(h, spec);
+    FAIL(v);
+    cr_assert(strstr(v.explanation, "50.0% away") != NULL, "%s", v.explanation);
     hyp_history_free(h);
 }
 
