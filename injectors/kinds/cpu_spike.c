@@ -93,6 +93,7 @@ static void spike_burn(pid_t parent, double load)
         while (mono_ns() - start < spin_ns)
             for (int i = 0; i < 1000; i++)
                 sink += (unsigned long)i;
+        (void)sink; /* read once: clang's -Wunused-but-set-variable (the fuzz build) */
         long long rest = SPIKE_PERIOD_NS - (mono_ns() - start);
         if (rest > 0) {
             struct timespec ts = {(time_t)(rest / 1000000000LL), (long)(rest % 1000000000LL)};
