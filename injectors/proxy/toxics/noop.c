@@ -3,6 +3,5 @@
 #include "injectors/proxy/toxic.h"
 
 const toxic_kind toxic_noop = {
-    .name = "noop",
-    .attrs = {{NULL}},
+    .name = "noop", /* no attributes: attrs stays zero, attrs[0].key NULL ends the list */
 };
