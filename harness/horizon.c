@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "harness/hypothesis.h"
+#include "trainer/config.h"
 
 int horizon_window(const json_t *spec, const char *label, hz_window *w)
 {
@@ -103,4 +104,11 @@ int horizon_unobserved(const hz_window *w, const hz_progress *p, char *msg, size
         return 1;
     }
     return 0;
+}
+
+long long horizon_learner_budget(int64_t steps)
+{
+    if (steps <= 0)
+        return 0;
+    return steps >= CONFIG_STEPS_MAX / HORIZON_BUDGET_X ? CONFIG_STEPS_MAX : (long long)steps * HORIZON_BUDGET_X;
 }

@@ -71,4 +71,12 @@ int horizon_done(const hz_window *w, int n, const hz_progress *p, char *why, siz
  * t=52.3 s, ended at t=20.1 s)", times from p->start_ms); else 0. */
 int horizon_unobserved(const hz_window *w, const hz_progress *p, char *msg, size_t len);
 
+/* The --steps budget the harness gives each learner for an experiment of
+ * `steps` steps per learner: HORIZON_BUDGET_X times as many (the runner, not
+ * the budget, ends the run), capped at what a learner accepts
+ * (CONFIG_STEPS_MAX), so a file's large step count is never turned into a
+ * flag every learner refuses. */
+#define HORIZON_BUDGET_X 100
+long long horizon_learner_budget(int64_t steps);
+
 #endif

@@ -86,6 +86,7 @@ static const char *const run_state_names[] = {"loaded", "launched", "steady_stat
 
 /* The transitions of the diagram above: run_next[from] has bit `to` set. */
 #define RS_BIT(s) (1u << (s))
+__attribute__((unused)) /* read by assert() only: unused under NDEBUG */
 static const unsigned run_next[] = {
     [RS_LOADED] = RS_BIT(RS_LAUNCHED) | RS_BIT(RS_STOPPED),
     [RS_LAUNCHED] = RS_BIT(RS_STEADY) | RS_BIT(RS_REVERT),

@@ -41,7 +41,6 @@
 #define STEADY_DEFAULT_S 30.0 /* steady-state deadline when no hypothesis says by_s */
 #define STOP_GRACE_MS 10000   /* SIGTERM grace per process at the end */
 #define PATHLEN 1024
-#define HZ_BUDGET_X 100 /* learners' --steps budget: x the file's steps (the harness ends the run) */
 
 /* The harness's own fault: SIGKILL (or TERM) the syncer, start it again. */
 #define RUN_SYNCER_FAULT EXP_SYNCER_RESTART

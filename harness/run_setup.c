@@ -238,7 +238,7 @@ int run_start_topology(runner *r, char *err, size_t errlen)
                               .syncer_cfg = sc,
                               .unit_prefix = prefix,
                               .ready_timeout_ms = 60000,
-                              .learner_steps = (long long)r->steps_target * HZ_BUDGET_X,
+                              .learner_steps = horizon_learner_budget(r->steps_target),
                               .trainer = r->e->trainer,
                               .experiment_path = r->o->experiment,
                               .seed = r->seed};

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "harness/horizon.h"
+#include "trainer/config.h"
 
 static hz_window win(const char *text, const char *label)
 {
@@ -101,4 +102,15 @@ Test(horizon, progress_windows_and_minimum_merges)
     cr_assert(strstr(why, "10 of 20 merges"), "%s", why);
     p.merges = 20;
     cr_assert_eq(horizon_done(&w, 1, &p, why, sizeof why), 1, "%s", why);
+}
+
+Test(horizon, learner_budget_stays_within_what_a_learner_accepts)
+{
+    cr_assert_eq(horizon_learner_budget(600), 60000);
+    cr_assert_eq(horizon_learner_budget(0), 0, "no steps: no budget flag");
+    cr_assert_eq(horizon_learner_budget(CONFIG_STEPS_MAX / HORIZON_BUDGET_X - 1),
+                 (CONFIG_STEPS_MAX / HORIZON_BUDGET_X - 1) * HORIZON_BUDGET_X);
+    /* the schema allows steps up to CONFIG_STEPS_MAX: x100 would be refused by every learner */
+    cr_assert_eq(horizon_learner_budget(CONFIG_STEPS_MAX), CONFIG_STEPS_MAX);
+    cr_assert_eq(horizon_learner_budget(CONFIG_STEPS_MAX / HORIZON_BUDGET_X), CONFIG_STEPS_MAX);
 }

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# curve.sh - the quality curve of issue 11: held-out bits/byte against trained
+# bytes and against wall time, for the default experiment's topology
+# (experiments/kill-one-reintegrate.json: 4 learners, the default gpt on the
+# fortunes corpus, K=1) without its fault, once per mode (ddp and decoupled),
+# each for MINUTES of training; the corpus's order-1 entropy and what gzip -9,
+# bzip2 -9 and xz -9e reach on the whole corpus are drawn in as lines.
+#
+#   bench/curve.sh [--minutes N] [--modes LIST] [--build DIR] [--out DIR]
+#
+#   --minutes N   training time per mode (default 10)
+#   --modes LIST  comma-separated modes (default ddp,decoupled)
+#   --build DIR   build directory holding chaosloco (default build/rel; Release)
+#   --out DIR     output directory (default out/curve-<UTC time>)
+#
+# Writes OUT/curve.md (table), OUT/curve_bytes.svg, OUT/curve_time.svg and
+# OUT/runs/<mode>/ (each run's directory, from `chaosloco compare`). Needs jq,
+# gnuplot, gzip, bzip2 and xz; the runs want a quiet machine (wall time is
+# one of the axes). docs/training.md ("Quality curve") has the figures.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+MIN=10
+MODES=ddp,decoupled
+BUILD=$ROOT/build/rel
+OUT=
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+while [[ $# -gt 0 ]]; do
+    case $1 in
+    --minutes)
+        [[ $# -ge 2 && $2 =~ ^[1-9][0-9]*$ ]] || { echo "curve.sh: --minutes needs a whole number >= 1" >&2; exit 64; }
+        MIN=$2; shift ;;
+    --modes)
+        [[ $# -ge 2 && $2 =~ ^(ddp|ddp-elastic|diloco|decoupled)(,(ddp|ddp-elastic|diloco|decoupled))*$ ]] ||
+            { echo "curve.sh: --modes needs a comma-separated list of ddp, ddp-elastic, diloco, decoupled" >&2; exit 64; }
+        MODES=$2; shift ;;
+    --build)
+        [[ $# -ge 2 ]] || { echo "curve.sh: --build needs a directory" >&2; exit 64; }
+        BUILD=$2; shift ;;
+    --out)
+        [[ $# -ge 2 ]] || { echo "curve.sh: --out needs a directory" >&2; exit 64; }
+        OUT=$2; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "curve.sh: unknown argument '$1' (see --help)" >&2; exit 64 ;;
+    esac
+    shift
+done
+BIN=${CHAOSLOCO_BIN:-$BUILD/chaosloco}
+[[ -x $BIN ]] || { echo "curve.sh: no chaosloco at $BIN (build it, or pass --build)" >&2; exit 64; }
+for t in jq gnuplot gzip bzip2 xz; do
+    command -v "$t" >/dev/null || { echo "curve.sh: needs $t (scripts/install-deps)" >&2; exit 64; }
+done
+FORT=/usr/share/games/fortunes
+[[ -d $FORT ]] || { echo "curve.sh: needs Debian's fortunes package ($FORT)" >&2; exit 64; }
+OUT=${OUT:-$ROOT/out/curve-$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$OUT"
+log() { printf '%s curve: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+# ---- reference lines: the corpus as the trainer reads it (every regular file
+# of the package's directory whose name has no '.', in name order) ----
+CORPUS=$OUT/corpus.txt
+find "$FORT" -maxdepth 1 -type f ! -name '*.*' -printf '%f\n' | LC_ALL=C sort |
+    while read -r f; do cat "$FORT/$f"; done >"$CORPUS"
+N=$(stat -c %s "$CORPUS")
+bpb() { awk -v c="$1" -v n="$N" 'BEGIN { printf "%.3f", 8 * c / n }'; }
+GZ=$(bpb "$(gzip -9 -c "$CORPUS" | wc -c)")
+BZ=$(bpb "$(bzip2 -9 -c "$CORPUS" | wc -c)")
+XZ=$(bpb "$(xz -9e -c "$CORPUS" | wc -c)")
+rm -f "$CORPUS"
+log "corpus $N bytes: gzip -9 $GZ, bzip2 -9 $BZ, xz -9e $XZ bits/byte"
+
+# ---- the runs: the default experiment, its fault and checks removed, bounded
+# by time only (steps far beyond what MIN minutes reach) ----
+EXP=$OUT/curve.json
+jq '.title = "Quality curve: the default topology without faults"
+    | .description = "bench/curve.sh: experiments/kill-one-reintegrate.json without its fault, bounded by --time-limit."
+    | .tags = ["curve"] | del(.method, .rollbacks, .steady_state, .ci)
+    | .topology.training.steps = 100000000
+    | .verify = [{"hypothesis": "versions_monotonic"}]' "$ROOT/experiments/kill-one-reintegrate.json" >"$EXP"
+"$BIN" validate "$EXP" >/dev/null
+log "compare --modes $MODES --time-limit $((MIN * 60)) (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+rc=0
+OPENBLAS_NUM_THREADS=1 "$BIN" compare "$EXP" --modes "$MODES" --out "$OUT/runs" --time-limit $((MIN * 60)) \
+    >"$OUT/compare.log" 2>&1 || rc=$?
+[[ $rc -eq 0 ]] || { echo "curve.sh: chaosloco compare exited $rc, see $OUT/compare.log" >&2; exit 3; }
+log "done (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+
+# ---- curves: "s bits/byte trained_bytes" per eval; an eval's tokens are
+# sequences of T bytes (docs/training.md, "Tokens") ----
+T=$(jq '.topology.training.context // 64' "$EXP")
+LINES=("order-1 entropy:3.738" "gzip -9:$GZ" "bzip2 -9:$BZ" "xz -9e:$XZ")
+for m in ${MODES//,/ }; do
+    jq -r --argjson T "$T" 'select(.type == "start" or .type == "eval") | [.type, .t_mono_ms, .bpb, .tokens] | @tsv' \
+        "$OUT/runs/$m/syncer/events.jsonl" |
+        awk -F'\t' -v T="$T" '$1 == "start" && !t0 { t0 = $2 } $1 == "eval" && $3 != "" && t0 {
+            printf "%.1f %.4f %d\n", ($2 - t0) / 1000, $3, $4 * T }' >"$OUT/$m.dat"
+    [[ -s $OUT/$m.dat ]] || { echo "curve.sh: mode $m has no eval events" >&2; exit 3; }
+done
+
+# ---- table ----
+{
+    echo "| mode | final bits/byte | trained bytes | at 1 min | at 2 min | at 5 min | at ${MIN} min | first below order-1 (3.738) | first below gzip -9 ($GZ) | first below bzip2 -9 ($BZ) | first below xz -9e ($XZ) |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---|---|---|---|"
+    for m in ${MODES//,/ }; do
+        awk -v m="$m" -v min="$MIN" -v l1=3.738 -v l2="$GZ" -v l3="$BZ" -v l4="$XZ" '
+            function at(s,   i, v) { v = "-"; for (i = 1; i <= n; i++) if (t[i] <= s) v = sprintf("%.3f", b[i]); return v }
+            function below(x,   i) { for (i = 1; i <= n; i++) if (b[i] <= x) return sprintf("%.0f s, %.2f MB", t[i], y[i] / 1e6); return "not reached" }
+            { n++; t[n] = $1; b[n] = $2; y[n] = $3 }
+            END { printf "| %s | %.3f | %.2f MB | %s | %s | %s | %s | %s | %s | %s | %s |\n", m, b[n], y[n] / 1e6,
+                      at(60), at(120), at(300), at(min * 60), below(l1), below(l2), below(l3), below(l4) }' "$OUT/$m.dat"
+    done
+} >"$OUT/curve.md"
+cat "$OUT/curve.md"
+
+# ---- plots ----
+plot() { # FILE XCOL XLABEL
+    {
+        echo "set terminal svg size 960,600 dynamic enhanced font 'Helvetica,12' background rgb 'white'"
+        echo "set output '$OUT/$1'"
+        echo "set title 'Held-out bits/byte, default topology (4 learners, gpt 0.83 M params, fortunes), no faults'"
+        echo "set xlabel '$3'; set ylabel 'held-out bits/byte'; set grid; set key top right; set yrange [2:6]"
+        printf 'plot '
+        local first=1 l
+        for m in ${MODES//,/ }; do
+            [[ $first == 1 ]] || printf ', '
+            first=0
+            printf "'%s' using %s:2 with lines lw 2 title '%s'" "$OUT/$m.dat" "$2" "$m"
+        done
+        for l in "${LINES[@]}"; do
+            printf ", %s with lines dt 2 lw 1 title '%s (%s)'" "${l##*:}" "${l%%:*}" "${l##*:}"
+        done
+        echo
+    } >"$OUT/${1%.svg}.gp"
+    gnuplot "$OUT/${1%.svg}.gp"
+}
+plot curve_bytes.svg '($3/1e6)' 'trained bytes (millions, all learners)'
+plot curve_time.svg 1 's since the syncer started'
+log "wrote $OUT/curve.md, $OUT/curve_bytes.svg, $OUT/curve_time.svg"
