@@ -69,6 +69,8 @@ static const key_def keys[] = {
      "upstream error feedback: a learner adds what the encoding lost of a fragment's last contribution to "
      "its next one (on or off; no effect with f32)"},
     {"merge", KEY_ENUM, OFF(merge), 0, 0, merge_names, 0, "decoupled merge rule: rda or mean"},
+    {"partial_scale", KEY_ENUM, OFF(partial_scale), 0, 0, onoff_names, 0,
+     "decoupled: a round merged from k of the M live learners applies k/M of its outer step (on or off)"},
     {"weights", KEY_ENUM, OFF(weights), 0, 0, weights_names, 0,
      "decoupled contribution weights: token or uniform"},
     {"outer_lr", KEY_DOUBLE, OFF(outer_lr), 0, 10, NULL, 0, "outer Nesterov learning rate"},
@@ -129,6 +131,7 @@ void config_defaults(config *c)
     c->encoding = CONFIG_ENC_F32;
     c->upstream_ef = 1;
     c->merge = CONFIG_MERGE_RDA;
+    c->partial_scale = 1;
     c->weights = CONFIG_WEIGHTS_TOKEN;
     c->outer_lr = 0.7;
     c->inner_lr = 3e-3;

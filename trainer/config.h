@@ -53,6 +53,7 @@ typedef struct config {
     double norm_bound;                /* x running median norm a contribution may reach (0 = off) */
     int64_t encoding;                 /* config_encoding of contributions */
     int64_t upstream_ef;              /* 1: learners feed back what the encoding lost (not f32) */
+    int64_t partial_scale;            /* 1: a decoupled round of k of M live learners applies k/M */
     int64_t merge;                    /* config_merge (decoupled) */
     int64_t weights;                  /* config_weights (decoupled) */
     double outer_lr;                  /* outer Nesterov learning rate */

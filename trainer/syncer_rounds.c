@@ -248,9 +248,10 @@ static int round_apply(syncer *s, int p, const merge_contrib *mc, int k, double 
      * the merged outer gradient: over one period (every learner sending the
      * fragment once) Θ then moves about as far as in one synchronous round.
      * Without it K=1 applies a full outer Nesterov step M times per period
-     * and diverges (docs/internals/syncer.md). */
+     * and diverges (docs/internals/syncer.md). --partial-scale off applies
+     * every round in full (bench/claims compares both). */
     double scale = 1.0;
-    if (s->cfg.mode == CONFIG_MODE_DECOUPLED) {
+    if (s->cfg.mode == CONFIG_MODE_DECOUPLED && s->cfg.partial_scale) {
         int live = syncer_count_learners(s, 1);
         if (live < k)
             live = k;

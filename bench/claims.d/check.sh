@@ -17,7 +17,7 @@ if ! jq -e 'type == "object" and (.rows | type == "array")' "$J" >/dev/null 2>&1
     exit 1
 fi
 n=$(jq '.rows | length' "$J")
-for c in "0. " "1. " "2. " "2b. " "3. " "4. " "4b. " "4c. " "5. " "6. "; do
+for c in "0. " "1. " "1b. " "2. " "2b. " "3. " "4. " "4b. " "4c. " "5. " "6. "; do
     jq -e --arg c "$c" '[.rows[] | select(.claim | startswith($c))] | length >= 1' "$J" >/dev/null ||
         fail "claims.json: no row for claim '$c'"
 done

@@ -1,12 +1,15 @@
 # metrics.jq - the figures bench/claims reads out of one run directory.
 #
 #   jq -n --slurpfile ev RUN/syncer/events.jsonl --slurpfile sum RUN/summary.json \
-#         --slurpfile faults RUN/faults.json --argjson targets '[5.0, 4.5]' \
+#         --slurpfile faults RUN/faults.json --argjson targets '[5.0, 4.5]' --argjson T 64 \
 #         -L bench/claims.d 'include "metrics"; metrics'
 #
 # $ev: every syncer event (docs/api.md), $sum: [summary.json] (or [{}] for a run
 # made without the harness), $faults: [faults.json] (or [[]]), $targets:
-# held-out bits/byte whose first crossing is reported (tokens_to, time_to).
+# held-out bits/byte whose first crossing is reported (tokens_to, time_to),
+# $T: bytes per counted token (the syncer counts a gpt example of T
+# predictions as one token, docs/training.md "Tokens": pass the context T;
+# 1 for the mlp), so every token figure here is in bytes of text.
 # Times are seconds since the syncer's first "start" event (CLOCK_MONOTONIC).
 
 def mean: if length > 0 then add / length else null end;
@@ -23,7 +26,7 @@ def metrics:
   | (($faults // [[]])[0] // []) as $f
   | ([$e[] | select(.type == "start")][0].t_mono_ms // 0) as $t0
   | [$e[] | select(.type == "merge")] as $m
-  | [$e[] | select(.type == "eval" and (.loss | type) == "number" and .loss >= 0)] as $evals
+  | [$e[] | select(.type == "eval" and (.loss | type) == "number" and .loss >= 0) | .tokens *= ($T // 1)] as $evals
   | ([$m[].t_mono_ms] | gaps) as $g
   | (if ($m | length) > 1 then ($m[-1].t_mono_ms - $m[0].t_mono_ms) else 0 end) as $span
   | ([$g[] | select(. > 2000)] | add // 0) as $down
@@ -54,7 +57,7 @@ def metrics:
       rejects: ([$e[] | select(.type == "reject") | {reason, n: (.count // 1)}] | group_by(.reason) | map({key: .[0].reason, value: (map(.n) | add)}) | from_entries),
       joins: ($joins | length),
       goodput: $s.goodput,
-      bytes_per_token: $s.bytes_per_token,
+      bytes_per_token: (if $s.bytes_per_token then $s.bytes_per_token / ($T // 1) else null end),
       harness_longest_merge_gap_s: $s.longest_merge_gap_s,
       duration_s: $s.duration_s,
       status: $s.status,

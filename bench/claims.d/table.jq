@@ -87,6 +87,16 @@ def table:
           figures: {ddp: $dp.final_bpb, diloco: $dl.final_bpb, decoupled: $dc.final_bpb,
                     ci: {ddp: $dp.ci.final_bpb, diloco: $dl.ci.final_bpb, decoupled: $dc.ci.final_bpb},
                     tokens_to: {ddp: ($dp.all | map(.tokens_to)), decoupled: ($dc.all | map(.tokens_to))}}}),
+      # ---- 1b. the decoupled defaults (issue 12): k/M partial-merge scale, outer momentum 0.5 ----
+      (("quality-m4" | if ($QM | index("4")) then . else "quality-m\($QM[0])" end) as $q
+       | [run("\($q)/decoupled"), run("design-noscale"), run("design-mom09")] as [$dc, $ns, $m9]
+       | {claim: "1b. Decoupled defaults: k/M partial-merge scale and outer momentum 0.5",
+          paper: "(none: the paper merges full rounds; issue 12 asks to keep whichever measures better)",
+          ours: ("final held-out bits/byte: defaults (k/M scale, momentum 0.5) \($dc | pm("final_bpb"; 3)); no k/M scale \($ns | pm("final_bpb"; 3)); outer momentum 0.9 \($m9 | pm("final_bpb"; 3)); participants per merge \($dc | pm("merge_participants_mean"; 2)) / \($ns | pm("merge_participants_mean"; 2)) / \($m9 | pm("merge_participants_mean"; 2))"),
+          settings: "decoupled M=4, K=1, claim 1's tokens and seeds; one setting changed per variant (partial_scale off; outer_momentum 0.9)",
+          model: $model, seeds: ([$dc.n, $ns.n, $m9.n] | min),
+          figures: {defaults: $dc.final_bpb, no_scale: $ns.final_bpb, momentum_09: $m9.final_bpb,
+                    ci: {defaults: $dc.ci.final_bpb, no_scale: $ns.ci.final_bpb, momentum_09: $m9.ci.final_bpb}}}),
       # ---- 2. bandwidth ----
       (("quality-m4" | if ($QM | index("4")) then . else "quality-m\($QM[0])" end) as $q
        | [run("\($q)/ddp"), run("\($q)/diloco"), run("\($q)/decoupled")] as [$dp, $dl, $dc]
@@ -134,7 +144,7 @@ def table:
           paper: "88% (M=8) vs 58% elastic DP vs 27% DP at 1.2M chips",
           ours: ("goodput with kills / without (same mode, same length): "
                  + ([$P[] | "\(.name) \(div(.f.goodput; .r.goodput) | pct)"] | join(", "))),
-          settings: "job MTBF \($pj) s (each of M units: M x \($pj) s), SIGKILL + restart after 3 s, \($ptl) s per run, ddp/ddp-elastic on 4 units, every learner padded to 1/M duty (slowdown M) so a kill frees no shared CPU, P=4, H=24, K=1; goodput = harness goodput (compute time of merged steps / allocated learner time)",
+          settings: "job MTBF \($pj) s (each of M units: M x \($pj) s), SIGKILL + restart after 1.5 s, \($ptl) s per run, ddp/ddp-elastic on 4 units, every learner padded to 1/M duty (slowdown M) so a kill frees no shared CPU, P=4, H=24, K=1; goodput = harness goodput (compute time of merged steps / allocated learner time)",
           figures: ([$P[] | {key: .name, value: {faulted: .f.goodput, reference: .r.goodput, relative: div(.f.goodput; .r.goodput), kills: ([.f.faults[]? | select(.type == "kill")] | length)}}] | from_entries)},
          {claim: "4b. Zero global downtime",
           paper: "uptime ~100% for M >= 4",

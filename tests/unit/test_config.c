@@ -232,3 +232,25 @@ Test(config, q2_and_upstream_ef)
     config_format(&c, line, sizeof line);
     cr_assert(strstr(line, "upstream_ef=on") != NULL && strstr(line, "encoding=q2") != NULL, "%s", line);
 }
+
+/* partial_scale (issue 12's k/M revisit): on by default, on/off from a flag
+ * or JSON, syncer-only (a learner cannot change how rounds are applied). */
+Test(config, partial_scale)
+{
+    config c;
+    char err[CX_ERRLEN] = "";
+    config_defaults(&c);
+    cr_assert_eq(c.partial_scale, 1, "k/M scaling is on by default");
+    cr_assert_eq(config_set_flag(&c, "--partial-scale", "off", err, sizeof err), 0, "%s", err);
+    cr_assert_eq(c.partial_scale, 0);
+    cr_assert_eq(config_set_flag(&c, "--partial-scale", "half", err, sizeof err), CX_EINVAL);
+    cr_assert(strstr(err, "partial") != NULL && strstr(err, "half") != NULL, "names flag and value: %s", err);
+    cr_assert(!config_learner_may_override("--partial-scale"));
+    json_t *j = json_pack("{s:s}", "partial_scale", "on");
+    cr_assert_eq(config_from_json(&c, j, "t", err, sizeof err), 0, "%s", err);
+    cr_assert_eq(c.partial_scale, 1);
+    json_decref(j);
+    char line[4096];
+    config_format(&c, line, sizeof line);
+    cr_assert(strstr(line, "partial_scale=on") != NULL, "%s", line);
+}
