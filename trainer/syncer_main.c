@@ -48,146 +48,168 @@ static void usage(FILE *f)
     config_print_help(f, 0);
 }
 
-int syncer_main(int argc, char **argv)
-{
-    syncer_opts o;
-    int check = 0;
-    const char *listen = "127.0.0.1:7070", *state_dir = NULL, *config_path = NULL, *creds_dir = NULL;
-    int insecure = 0;
-    const char *tls_cert = NULL, *tls_key = NULL;
-    int on_lost_state = SYNCER_LOST_REBUILD;
-    char err[CX_ERRLEN], host[256];
-    int port;
+/* What the command line asked for. */
+typedef struct syncer_cli {
+    const char *listen, *state_dir, *config_path, *creds_dir, *tls_cert, *tls_key;
+    int insecure, check, on_lost_state;
     config cfg;
-    config_defaults(&cfg);
+} syncer_cli;
 
-    /* pass 0: our own flags, --config, mode and model (file, then flag);
-     * pass 1: mode and model defaults, then the file, then the training flags */
-    int64_t mode = cfg.mode, model = cfg.model;
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) {
-            config probe;
-            config_defaults(&probe);
-            /* --check: a --config mounted only at run time is skipped */
-            if (check && config_path && access(config_path, R_OK) != 0)
-                config_path = NULL;
-            if (config_path && config_load_file(&probe, config_path, err, sizeof err) != 0) {
-                fprintf(stderr, "chaosloco syncer: %s\n", err);
-                return CX_EXIT_USAGE;
-            }
-            if (probe.mode != cfg.mode)
-                mode = probe.mode;
-            if (probe.model != cfg.model)
-                model = probe.model;
-            for (int i = 1; i + 1 < argc; i++) {
-                if (strcmp(argv[i], "--mode") == 0)
-                    config_parse_mode(argv[i + 1], &mode);
-                if (strcmp(argv[i], "--model") == 0)
-                    config_parse_model(argv[i + 1], &model);
-            }
-            config_kind_defaults(&cfg, mode, model);
-            if (config_path && config_load_file(&cfg, config_path, err, sizeof err) != 0) {
-                fprintf(stderr, "chaosloco syncer: %s\n", err);
-                return CX_EXIT_USAGE;
-            }
-        }
-        for (int i = 1; i < argc; i++) {
-            const char *a = argv[i];
-            if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-                usage(stdout);
-                return CX_EXIT_OK;
-            }
-            if (strcmp(a, "--check") == 0) {
-                check = 1;
-                continue;
-            }
-            if (strncmp(a, "--", 2) != 0) {
-                fprintf(stderr, "chaosloco syncer: unexpected argument '%s' (see --help)\n", a);
-                return CX_EXIT_USAGE;
-            }
-            if (strcmp(a, "--insecure-no-auth") == 0) {
-                insecure = 1;
-                continue;
-            }
-            if (i + 1 >= argc) {
-                fprintf(stderr, "chaosloco syncer: %s needs a value\n", a);
-                return CX_EXIT_USAGE;
-            }
-            const char *v = argv[++i];
-            if (strcmp(a, "--listen") == 0)
-                listen = v;
-            else if (strcmp(a, "--state-dir") == 0)
-                state_dir = v;
-            else if (strcmp(a, "--config") == 0)
-                config_path = v;
-            else if (strcmp(a, "--credentials-dir") == 0)
-                creds_dir = v;
-            else if (strcmp(a, "--tls-cert") == 0)
-                tls_cert = v;
-            else if (strcmp(a, "--tls-key") == 0)
-                tls_key = v;
-            else if (strcmp(a, "--on-lost-state") == 0) {
-                if (strcmp(v, "rebuild") == 0)
-                    on_lost_state = SYNCER_LOST_REBUILD;
-                else if (strcmp(v, "refuse") == 0)
-                    on_lost_state = SYNCER_LOST_REFUSE;
-                else {
-                    fprintf(stderr, "chaosloco syncer: --on-lost-state '%s': expected rebuild or refuse\n",
-                            v);
-                    return CX_EXIT_USAGE;
-                }
-            } else if (pass == 1) {
-                int rc = config_set_flag(&cfg, a, v, err, sizeof err);
-                if (rc) {
-                    fprintf(stderr, "chaosloco syncer: %s\n", err);
-                    return CX_EXIT_USAGE;
-                }
-            } else {
-                config tmp = cfg;
-                int rc = config_set_flag(&tmp, a, v, err, sizeof err);
-                if (rc) {
-                    fprintf(stderr, "chaosloco syncer: %s (see --help)\n", err);
-                    return CX_EXIT_USAGE;
-                }
-            }
-        }
-    }
-    if (!state_dir) {
-        fprintf(stderr, "chaosloco syncer: --state-dir is required (see --help)\n");
-        return CX_EXIT_USAGE;
-    }
-    if (cx_parse_hostport(listen, "--listen", host, sizeof host, &port, err, sizeof err) != 0) {
+/* Pass 1's start: the mode's and model's defaults (each from the file, then
+ * its flag), then the file itself, so that flags override the file, which
+ * overrides the kind's defaults. 0, or an exit code. */
+static int cli_load_config(syncer_cli *c, int argc, char **argv)
+{
+    char err[CX_ERRLEN];
+    config probe;
+    config_defaults(&probe);
+    /* --check: a --config mounted only at run time is skipped */
+    if (c->check && c->config_path && access(c->config_path, R_OK) != 0)
+        c->config_path = NULL;
+    if (c->config_path && config_load_file(&probe, c->config_path, err, sizeof err) != 0) {
         fprintf(stderr, "chaosloco syncer: %s\n", err);
         return CX_EXIT_USAGE;
     }
-    if (insecure && !cx_http_host_is_loopback(host)) {
+    int64_t mode = probe.mode != c->cfg.mode ? probe.mode : c->cfg.mode;
+    int64_t model = probe.model != c->cfg.model ? probe.model : c->cfg.model;
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--mode") == 0)
+            config_parse_mode(argv[i + 1], &mode); /* a bad value fails in cli_flags */
+        if (strcmp(argv[i], "--model") == 0)
+            config_parse_model(argv[i + 1], &model);
+    }
+    config_kind_defaults(&c->cfg, mode, model);
+    if (c->config_path && config_load_file(&c->cfg, c->config_path, err, sizeof err) != 0) {
+        fprintf(stderr, "chaosloco syncer: %s\n", err);
+        return CX_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* One flag with its value: the syncer's own, or a training flag (pass 0
+ * only checks it, pass 1 sets it). 0, or an exit code. */
+static int cli_flag(syncer_cli *c, const char *a, const char *v, int pass)
+{
+    char err[CX_ERRLEN];
+    if (strcmp(a, "--listen") == 0)
+        c->listen = v;
+    else if (strcmp(a, "--state-dir") == 0)
+        c->state_dir = v;
+    else if (strcmp(a, "--config") == 0)
+        c->config_path = v;
+    else if (strcmp(a, "--credentials-dir") == 0)
+        c->creds_dir = v;
+    else if (strcmp(a, "--tls-cert") == 0)
+        c->tls_cert = v;
+    else if (strcmp(a, "--tls-key") == 0)
+        c->tls_key = v;
+    else if (strcmp(a, "--on-lost-state") == 0) {
+        if (strcmp(v, "rebuild") == 0)
+            c->on_lost_state = SYNCER_LOST_REBUILD;
+        else if (strcmp(v, "refuse") == 0)
+            c->on_lost_state = SYNCER_LOST_REFUSE;
+        else {
+            fprintf(stderr, "chaosloco syncer: --on-lost-state '%s': expected rebuild or refuse\n", v);
+            return CX_EXIT_USAGE;
+        }
+    } else {
+        config tmp = c->cfg;
+        if (config_set_flag(pass == 1 ? &c->cfg : &tmp, a, v, err, sizeof err) != 0) {
+            fprintf(stderr, "chaosloco syncer: %s%s\n", err, pass == 1 ? "" : " (see --help)");
+            return CX_EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+/* Pass 0: our own flags, --config, mode and model; pass 1: the config
+ * (cli_load_config), then the training flags. 0, or an exit code (--help:
+ * CX_EXIT_OK with *done set). */
+static int cli_parse(syncer_cli *c, int argc, char **argv, int *done)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        int rc = pass == 1 ? cli_load_config(c, argc, argv) : 0;
+        for (int i = 1; rc == 0 && i < argc; i++) {
+            const char *a = argv[i];
+            if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+                usage(stdout);
+                *done = 1;
+                return CX_EXIT_OK;
+            }
+            if (strcmp(a, "--check") == 0)
+                c->check = 1;
+            else if (strcmp(a, "--insecure-no-auth") == 0)
+                c->insecure = 1;
+            else if (strncmp(a, "--", 2) != 0) {
+                fprintf(stderr, "chaosloco syncer: unexpected argument '%s' (see --help)\n", a);
+                rc = CX_EXIT_USAGE;
+            } else if (i + 1 >= argc) {
+                fprintf(stderr, "chaosloco syncer: %s needs a value\n", a);
+                rc = CX_EXIT_USAGE;
+            } else {
+                rc = cli_flag(c, a, argv[i + 1], pass);
+                i++;
+            }
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* The combinations cli_parse cannot see one flag at a time. 0, or an exit code. */
+static int cli_check(syncer_cli *c)
+{
+    char err[CX_ERRLEN], host[256];
+    int port;
+    if (!c->state_dir) {
+        fprintf(stderr, "chaosloco syncer: --state-dir is required (see --help)\n");
+        return CX_EXIT_USAGE;
+    }
+    if (cx_parse_hostport(c->listen, "--listen", host, sizeof host, &port, err, sizeof err) != 0) {
+        fprintf(stderr, "chaosloco syncer: %s\n", err);
+        return CX_EXIT_USAGE;
+    }
+    if (c->insecure && !cx_http_host_is_loopback(host)) {
         fprintf(stderr,
                 "chaosloco syncer: --insecure-no-auth with --listen %s: refused, the syncer would take "
                 "unauthenticated calls from the network; listen on 127.0.0.1 or use credentials "
                 "(docs/security.md)\n",
-                listen);
+                c->listen);
         return CX_EXIT_USAGE;
     }
-    if (insecure && creds_dir) {
+    if (c->insecure && c->creds_dir) {
         fprintf(stderr, "chaosloco syncer: --insecure-no-auth and --credentials-dir exclude each other\n");
         return CX_EXIT_USAGE;
     }
-    if (!tls_cert != !tls_key) {
+    if (!c->tls_cert != !c->tls_key) {
         fprintf(stderr, "chaosloco syncer: --tls-cert and --tls-key go together\n");
         return CX_EXIT_USAGE;
     }
-    if (config_validate(&cfg, err, sizeof err) != 0) {
+    if (config_validate(&c->cfg, err, sizeof err) != 0) {
         fprintf(stderr, "chaosloco syncer: %s\n", err);
         return CX_EXIT_USAGE;
     }
-    if (check) {
+    return 0;
+}
+
+int syncer_main(int argc, char **argv)
+{
+    syncer_cli c = {.listen = "127.0.0.1:7070", .on_lost_state = SYNCER_LOST_REBUILD};
+    config_defaults(&c.cfg);
+    int done = 0, rc = cli_parse(&c, argc, argv, &done);
+    if (rc || done)
+        return rc;
+    if ((rc = cli_check(&c)) != 0)
+        return rc;
+    if (c.check) {
         printf("chaosloco syncer: command line ok\n");
         return CX_EXIT_OK;
     }
     cx_log_init("syncer", CX_LOG_INFO);
-    char line[4096];
-    config_format(&cfg, line, sizeof line);
-    cx_info("config listen=%s state_dir=%s %s", listen, state_dir, line);
+    char line[4096], err[CX_ERRLEN];
+    config_format(&c.cfg, line, sizeof line);
+    cx_info("config listen=%s state_dir=%s %s", c.listen, c.state_dir, line);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -196,14 +218,14 @@ int syncer_main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    o.cfg = cfg;
-    o.listen = listen;
-    o.state_dir = state_dir;
-    o.credentials_dir = creds_dir;
-    o.insecure_no_auth = insecure;
-    o.tls_cert = tls_cert;
-    o.tls_key = tls_key;
-    o.on_lost_state = on_lost_state;
+    syncer_opts o = {.cfg = c.cfg,
+                     .listen = c.listen,
+                     .state_dir = c.state_dir,
+                     .credentials_dir = c.creds_dir,
+                     .insecure_no_auth = c.insecure,
+                     .tls_cert = c.tls_cert,
+                     .tls_key = c.tls_key,
+                     .on_lost_state = c.on_lost_state};
     syncer *s = syncer_new(&o, err, sizeof err);
     if (!s) {
         cx_error("cannot start: %s", err);
