@@ -139,3 +139,36 @@ void cx_utf8_sanitize(const char *s, char *out, size_t outlen)
     }
     out[o] = '\0';
 }
+
+/* ---- enum name tables ---- */
+
+const char *cx_enum_name(const char *const *names, int64_t v)
+{
+    for (int64_t i = 0; names[i]; i++)
+        if (i == v)
+            return names[i];
+    return "?";
+}
+
+int cx_enum_value(const char *const *names, const char *s, int64_t *out)
+{
+    for (int64_t i = 0; s && names[i]; i++)
+        if (strcmp(names[i], s) == 0) {
+            *out = i;
+            return CX_OK;
+        }
+    return CX_EINVAL;
+}
+
+const char *cx_enum_list(const char *const *names, const char *sep, char *out, size_t outlen)
+{
+    size_t used = 0;
+    out[0] = 0;
+    for (int i = 0; names[i] && used < outlen; i++) {
+        int n = snprintf(out + used, outlen - used, "%s%s", i ? sep : "", names[i]);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+    return out;
+}

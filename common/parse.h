@@ -16,6 +16,18 @@ int cx_parse_double(const char *s, const char *what, double min, double max, dou
 int cx_parse_hostport(const char *s, const char *what, char *host, size_t hostlen, int *port, char *err,
                       size_t errlen);
 
+/* Enum name tables: an enum of values 0..n-1 names them once, as
+ *   static const char *const x_names[] = {"a", "b", "c", NULL};
+ * (names[v] is value v's name, NULL after the last), and every name,
+ * parse and message comes from that one table. */
+/* names[v], or "?" when v is not in the table. */
+const char *cx_enum_name(const char *const *names, int64_t v);
+/* 0 and *out = the value named s; CX_EINVAL when s (or NULL) names none. */
+int cx_enum_value(const char *const *names, const char *s, int64_t *out);
+/* The names joined with sep ("a|b|c") into out (always NUL-terminated,
+ * truncated to outlen); returns out. */
+const char *cx_enum_list(const char *const *names, const char *sep, char *out, size_t outlen);
+
 /* 1 when the n bytes at s are well-formed UTF-8 (no overlong forms, no
  * surrogates, nothing above U+10FFFF), else 0. */
 int cx_utf8_valid(const char *s, size_t n);

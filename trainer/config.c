@@ -18,6 +18,8 @@
 #include "common/err.h"
 #include "common/json.h"
 #include "common/parse.h"
+#include "trainer/encoding.h"
+#include "trainer/merge.h"
 
 /* ---- config: the key table ---- */
 
@@ -34,10 +36,18 @@ typedef struct key_def {
 } key_def;
 
 static const char *const mode_names[] = {"ddp", "ddp-elastic", "diloco", "decoupled", NULL};
-static const char *const enc_names[] = {"f32", "bf16", "int8", "int4", "int2", "q2", NULL};
 static const char *const onoff_names[] = {"off", "on", NULL};
-static const char *const merge_names[] = {"rda", "mean", NULL};
-static const char *const weights_names[] = {"token", "uniform", NULL};
+/* encoding, merge and weights share the library's tables; their values must
+ * be the library's enums, so the casts from the config's int64_t are safe */
+_Static_assert(CONFIG_ENC_F32 == (int)ENCODING_F32 && CONFIG_ENC_BF16 == (int)ENCODING_BF16 &&
+                   CONFIG_ENC_INT8 == (int)ENCODING_INT8 && CONFIG_ENC_INT4 == (int)ENCODING_INT4 &&
+                   CONFIG_ENC_INT2 == (int)ENCODING_INT2 && CONFIG_ENC_Q2 == (int)ENCODING_Q2,
+               "config_encoding values are encoding_kind values");
+_Static_assert(CONFIG_MERGE_RDA == (int)MERGE_RULE_RDA && CONFIG_MERGE_MEAN == (int)MERGE_RULE_MEAN,
+               "config_merge values are merge_rule values");
+_Static_assert(CONFIG_WEIGHTS_TOKEN == (int)MERGE_WEIGHTS_TOKEN &&
+                   CONFIG_WEIGHTS_UNIFORM == (int)MERGE_WEIGHTS_UNIFORM,
+               "config_weights values are merge_weighting values");
 static const char *const model_names[] = {"mlp", "gpt", NULL};
 
 #define OFF(f) offsetof(config, f)
@@ -62,16 +72,16 @@ static const key_def keys[] = {
     {"norm_bound", KEY_DOUBLE, OFF(norm_bound), 0, 1e6, NULL, 0,
      "reject a contribution whose L2 or max-abs norm exceeds this multiple of its fragment's running "
      "median (after a warm-up of accepted ones; 0: off)"},
-    {"encoding", KEY_ENUM, OFF(encoding), 0, 0, enc_names, 1,
+    {"encoding", KEY_ENUM, OFF(encoding), 0, 0, encoding_names, 1,
      "encoding of outer gradients and downstream deltas: f32, bf16, int8, int4, int2 (ternary) or q2 "
      "(2-bit)"},
     {"upstream_ef", KEY_ENUM, OFF(upstream_ef), 0, 0, onoff_names, 1,
      "upstream error feedback: a learner adds what the encoding lost of a fragment's last contribution to "
      "its next one (on or off; no effect with f32)"},
-    {"merge", KEY_ENUM, OFF(merge), 0, 0, merge_names, 0, "decoupled merge rule: rda or mean"},
+    {"merge", KEY_ENUM, OFF(merge), 0, 0, merge_rule_names, 0, "decoupled merge rule: rda or mean"},
     {"partial_scale", KEY_ENUM, OFF(partial_scale), 0, 0, onoff_names, 0,
      "decoupled: a round merged from k of the M live learners applies k/M of its outer step (on or off)"},
-    {"weights", KEY_ENUM, OFF(weights), 0, 0, weights_names, 0,
+    {"weights", KEY_ENUM, OFF(weights), 0, 0, merge_weighting_names, 0,
      "decoupled contribution weights: token or uniform"},
     {"outer_lr", KEY_DOUBLE, OFF(outer_lr), 0, 10, NULL, 0, "outer Nesterov learning rate"},
     {"outer_momentum", KEY_DOUBLE, OFF(outer_momentum), 0, 0.999, NULL, 0,
@@ -212,28 +222,6 @@ static void flag_name(const key_def *k, char *out, size_t len)
     out[i + 2] = 0;
 }
 
-static int enum_index(const char *const *values, const char *s, int64_t *out)
-{
-    for (int i = 0; values[i]; i++)
-        if (strcmp(values[i], s) == 0) {
-            *out = i;
-            return 0;
-        }
-    return CX_EINVAL;
-}
-
-static void enum_list(const char *const *values, char *out, size_t len)
-{
-    size_t used = 0;
-    out[0] = 0;
-    for (int i = 0; values[i] && used < len; i++) {
-        int n = snprintf(out + used, len - used, "%s%s", i ? "|" : "", values[i]);
-        if (n < 0)
-            break;
-        used += (size_t)n;
-    }
-}
-
 static int64_t *int_field(config *c, const key_def *k)
 {
     return (int64_t *)((char *)c + k->offset);
@@ -272,9 +260,9 @@ int config_set_flag(config *c, const char *name, const char *value, char *err, s
     case KEY_DOUBLE:
         return cx_parse_double(value, flag, k->min, k->max, dbl_field(c, k), err, errlen);
     case KEY_ENUM:
-        if (enum_index(k->values, value, int_field(c, k)) != 0) {
+        if (cx_enum_value(k->values, value, int_field(c, k)) != 0) {
             char list[128];
-            enum_list(k->values, list, sizeof list);
+            cx_enum_list(k->values, "|", list, sizeof list);
             return cx_fail(err, errlen, CX_EINVAL, "%s: '%s' is not one of %s", flag, value, list);
         }
         return 0;
@@ -315,8 +303,8 @@ static int set_from_json(config *c, const key_def *k, json_t *v, const char *whe
     }
     case KEY_ENUM: {
         char list[128];
-        enum_list(k->values, list, sizeof list);
-        if (!json_is_string(v) || enum_index(k->values, json_string_value(v), int_field(c, k)) != 0)
+        cx_enum_list(k->values, "|", list, sizeof list);
+        if (!json_is_string(v) || cx_enum_value(k->values, json_string_value(v), int_field(c, k)) != 0)
             return cx_fail(err, errlen, CX_EINVAL, "%s: key '%s' must be one of %s", where, k->name, list);
         return 0;
     }
@@ -415,29 +403,25 @@ int config_learner_may_override(const char *name)
     return k ? k->learner_override : 0;
 }
 
-static const char *name_of(const char *const *values, int n, int64_t v)
-{
-    return v >= 0 && v < n ? values[v] : "?";
-}
 const char *config_mode_name(int64_t m)
 {
-    return name_of(mode_names, 4, m);
+    return cx_enum_name(mode_names, m);
 }
 const char *config_encoding_name(int64_t e)
 {
-    return name_of(enc_names, 6, e);
+    return cx_enum_name(encoding_names, e);
 }
 const char *config_merge_name(int64_t m)
 {
-    return name_of(merge_names, 2, m);
+    return cx_enum_name(merge_rule_names, m);
 }
 const char *config_weights_name(int64_t w)
 {
-    return name_of(weights_names, 2, w);
+    return cx_enum_name(merge_weighting_names, w);
 }
 const char *config_model_name(int64_t m)
 {
-    return name_of(model_names, 2, m);
+    return cx_enum_name(model_names, m);
 }
 void config_model_config(const config *c, int64_t max_examples, model_config *mc)
 {
@@ -453,15 +437,15 @@ void config_model_config(const config *c, int64_t max_examples, model_config *mc
 }
 int config_parse_mode(const char *s, int64_t *out)
 {
-    return enum_index(mode_names, s, out);
+    return cx_enum_value(mode_names, s, out);
 }
 int config_parse_model(const char *s, int64_t *out)
 {
-    return enum_index(model_names, s, out);
+    return cx_enum_value(model_names, s, out);
 }
 int config_parse_encoding(const char *s, int64_t *out)
 {
-    return enum_index(enc_names, s, out);
+    return cx_enum_value(encoding_names, s, out);
 }
 
 void config_format(const config *c, char *out, size_t outlen)
@@ -515,7 +499,7 @@ void config_print_help(FILE *f, int learner_overrides_only)
             break;
         case KEY_ENUM: {
             char list[96];
-            enum_list(k->values, list, sizeof list);
+            cx_enum_list(k->values, "|", list, sizeof list);
             snprintf(def, sizeof def, "%s", k->values[*cint_field(&d, k)]);
             snprintf(arg, sizeof arg, "%s %s", flag, list);
             break;

@@ -7,8 +7,9 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/parse.h"
 
-static const char *const encoding_names[ENCODING_COUNT] = {"f32", "bf16", "int8", "int4", "int2", "q2"};
+const char *const encoding_names[ENCODING_COUNT + 1] = {"f32", "bf16", "int8", "int4", "int2", "q2", NULL};
 
 /* Largest |q| and bits per value of the int encodings. */
 static int encoding_qmax(encoding_kind k)
@@ -36,21 +37,19 @@ static size_t encoding_block_len(encoding_kind k)
 
 int encoding_parse(const char *name, encoding_kind *out, char *err, size_t errlen)
 {
-    for (int i = 0; name && i < ENCODING_COUNT; i++)
-        if (strcmp(name, encoding_names[i]) == 0) {
-            *out = (encoding_kind)i;
-            return CX_OK;
-        }
-    return cx_fail(err, errlen, CX_EINVAL,
-                   "unknown encoding '%s' (expected f32, bf16, int8, int4, int2 or q2)",
-                   name ? name : "(null)");
+    int64_t v;
+    if (cx_enum_value(encoding_names, name, &v) == CX_OK) {
+        *out = (encoding_kind)v;
+        return CX_OK;
+    }
+    char list[64];
+    return cx_fail(err, errlen, CX_EINVAL, "unknown encoding '%s' (expected one of %s)",
+                   name ? name : "(null)", cx_enum_list(encoding_names, ", ", list, sizeof list));
 }
 
 const char *encoding_name(encoding_kind kind)
 {
-    if ((int)kind < 0 || (int)kind >= ENCODING_COUNT)
-        return "?";
-    return encoding_names[kind];
+    return cx_enum_name(encoding_names, kind);
 }
 
 /* Payload bytes of a block of b values (without its 4-byte scale). */

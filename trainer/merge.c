@@ -16,42 +16,51 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/parse.h"
 #include "trainer/optim.h"
 
 /* ---- names ---- */
 
+const char *const merge_rule_names[] = {"rda", "mean", NULL};
+const char *const merge_weighting_names[] = {"token", "uniform", NULL};
+
+/* One parse for both tables: CX_EINVAL naming what and the value. */
+static int merge_enum_parse(const char *const *names, const char *what, const char *name, int64_t *v,
+                            char *err, size_t errlen)
+{
+    if (cx_enum_value(names, name, v) == CX_OK)
+        return CX_OK;
+    char list[64];
+    return cx_fail(err, errlen, CX_EINVAL, "unknown %s '%s' (expected one of %s)", what,
+                   name ? name : "(null)", cx_enum_list(names, ", ", list, sizeof list));
+}
+
 int merge_rule_parse(const char *name, merge_rule *out, char *err, size_t errlen)
 {
-    if (name && strcmp(name, "rda") == 0)
-        *out = MERGE_RULE_RDA;
-    else if (name && strcmp(name, "mean") == 0)
-        *out = MERGE_RULE_MEAN;
-    else
-        return cx_fail(err, errlen, CX_EINVAL, "unknown merge rule '%s' (expected rda or mean)",
-                       name ? name : "(null)");
-    return CX_OK;
+    int64_t v;
+    int rc = merge_enum_parse(merge_rule_names, "merge rule", name, &v, err, errlen);
+    if (rc == CX_OK)
+        *out = (merge_rule)v;
+    return rc;
 }
 
 const char *merge_rule_name(merge_rule r)
 {
-    return r == MERGE_RULE_RDA ? "rda" : r == MERGE_RULE_MEAN ? "mean" : "?";
+    return cx_enum_name(merge_rule_names, r);
 }
 
 int merge_weighting_parse(const char *name, merge_weighting *out, char *err, size_t errlen)
 {
-    if (name && strcmp(name, "token") == 0)
-        *out = MERGE_WEIGHTS_TOKEN;
-    else if (name && strcmp(name, "uniform") == 0)
-        *out = MERGE_WEIGHTS_UNIFORM;
-    else
-        return cx_fail(err, errlen, CX_EINVAL, "unknown merge weighting '%s' (expected token or uniform)",
-                       name ? name : "(null)");
-    return CX_OK;
+    int64_t v;
+    int rc = merge_enum_parse(merge_weighting_names, "merge weighting", name, &v, err, errlen);
+    if (rc == CX_OK)
+        *out = (merge_weighting)v;
+    return rc;
 }
 
 const char *merge_weighting_name(merge_weighting w)
 {
-    return w == MERGE_WEIGHTS_TOKEN ? "token" : w == MERGE_WEIGHTS_UNIFORM ? "uniform" : "?";
+    return cx_enum_name(merge_weighting_names, w);
 }
 
 /* ---- weights ---- */

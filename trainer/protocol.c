@@ -10,7 +10,7 @@
 #include "common/parse.h"
 #include "trainer/config.h"
 
-static const char *const reason_names[PROTO_R_COUNT] = {
+static const char *const reason_names[PROTO_R_COUNT + 1] = {
     "ok",
     "checksum",
     "length",
@@ -23,11 +23,13 @@ static const char *const reason_names[PROTO_R_COUNT] = {
     "norm",
     "claim",
     "auth",
+    NULL,
 };
+_Static_assert(PROTO_R_AUTH == PROTO_R_COUNT - 1, "reason_names names every proto_reason");
 
 const char *proto_reason_name(proto_reason r)
 {
-    return (unsigned)r < PROTO_R_COUNT ? reason_names[r] : "?";
+    return cx_enum_name(reason_names, r);
 }
 
 /* ---- protocol: CRC text ---- */

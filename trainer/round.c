@@ -3,6 +3,8 @@
 
 #include <stddef.h>
 
+#include "common/parse.h"
+
 int64_t round_join_id(int open, int64_t open_id, int64_t closed_id, int64_t want, int *late)
 {
     *late = 0;
@@ -19,8 +21,8 @@ int64_t round_join_id(int open, int64_t open_id, int64_t closed_id, int64_t want
 
 const char *round_close_name(round_close c)
 {
-    static const char *const names[] = {"wait", "quorum", "grace", "all"};
-    return (unsigned)c < sizeof names / sizeof names[0] ? names[c] : "?";
+    static const char *const names[] = {"wait", "quorum", "grace", "all", NULL};
+    return cx_enum_name(names, c);
 }
 
 round_close round_close_due(int n, int quorum, int live, int64_t now_ms, int64_t grace_end_ms,

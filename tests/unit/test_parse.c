@@ -60,3 +60,23 @@ Test(parse, utf8_valid_and_sanitized)
     cx_utf8_sanitize(NULL, out, sizeof out);
     cr_assert_str_eq(out, "");
 }
+
+/* Enum name tables: one NULL-terminated array gives name, value and list. */
+Test(parse, enum_tables)
+{
+    static const char *const names[] = {"off", "on", "auto", NULL};
+    cr_assert_str_eq(cx_enum_name(names, 0), "off");
+    cr_assert_str_eq(cx_enum_name(names, 2), "auto");
+    cr_assert_str_eq(cx_enum_name(names, 3), "?", "one past the last");
+    cr_assert_str_eq(cx_enum_name(names, -1), "?");
+    int64_t v = -7;
+    cr_assert_eq(cx_enum_value(names, "on", &v), 0);
+    cr_assert_eq(v, 1);
+    v = -7;
+    cr_assert_eq(cx_enum_value(names, "On", &v), CX_EINVAL, "exact match only");
+    cr_assert_eq(cx_enum_value(names, NULL, &v), CX_EINVAL);
+    cr_assert_eq(v, -7, "untouched on failure");
+    char out[32];
+    cr_assert_str_eq(cx_enum_list(names, "|", out, sizeof out), "off|on|auto");
+    cr_assert_str_eq(cx_enum_list(names, ", ", out, 8), "off, on", "truncated, NUL-terminated");
+}
