@@ -35,18 +35,6 @@ static size_t encoding_block_len(encoding_kind k)
 
 /* ---- names and sizes ---- */
 
-int encoding_parse(const char *name, encoding_kind *out, char *err, size_t errlen)
-{
-    int64_t v;
-    if (cx_enum_value(encoding_names, name, &v) == CX_OK) {
-        *out = (encoding_kind)v;
-        return CX_OK;
-    }
-    char list[64];
-    return cx_fail(err, errlen, CX_EINVAL, "unknown encoding '%s' (expected one of %s)",
-                   name ? name : "(null)", cx_enum_list(encoding_names, ", ", list, sizeof list));
-}
-
 const char *encoding_name(encoding_kind kind)
 {
     return cx_enum_name(encoding_names, kind);

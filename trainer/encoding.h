@@ -73,9 +73,8 @@ typedef enum encoding_kind {
 /* "f32" | "bf16" | "int8" | "int4" | "int2" | "q2" -> kind. CX_EINVAL naming the
  * value and listing the valid ones otherwise. */
 /* The names, indexed by encoding_kind, NULL after the last (common/parse.h's
- * enum tables; trainer/config.c's `encoding` key uses the same table). */
+ * enum tables): trainer/config.c's `encoding` key parses with it. */
 extern const char *const encoding_names[ENCODING_COUNT + 1];
-int encoding_parse(const char *name, encoding_kind *out, char *err, size_t errlen);
 /* Static name of a kind ("f32"...), "?" for an invalid value. */
 const char *encoding_name(encoding_kind kind);
 

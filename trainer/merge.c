@@ -24,45 +24,6 @@
 const char *const merge_rule_names[] = {"rda", "mean", NULL};
 const char *const merge_weighting_names[] = {"token", "uniform", NULL};
 
-/* One parse for both tables: CX_EINVAL naming what and the value. */
-static int merge_enum_parse(const char *const *names, const char *what, const char *name, int64_t *v,
-                            char *err, size_t errlen)
-{
-    if (cx_enum_value(names, name, v) == CX_OK)
-        return CX_OK;
-    char list[64];
-    return cx_fail(err, errlen, CX_EINVAL, "unknown %s '%s' (expected one of %s)", what,
-                   name ? name : "(null)", cx_enum_list(names, ", ", list, sizeof list));
-}
-
-int merge_rule_parse(const char *name, merge_rule *out, char *err, size_t errlen)
-{
-    int64_t v;
-    int rc = merge_enum_parse(merge_rule_names, "merge rule", name, &v, err, errlen);
-    if (rc == CX_OK)
-        *out = (merge_rule)v;
-    return rc;
-}
-
-const char *merge_rule_name(merge_rule r)
-{
-    return cx_enum_name(merge_rule_names, r);
-}
-
-int merge_weighting_parse(const char *name, merge_weighting *out, char *err, size_t errlen)
-{
-    int64_t v;
-    int rc = merge_enum_parse(merge_weighting_names, "merge weighting", name, &v, err, errlen);
-    if (rc == CX_OK)
-        *out = (merge_weighting)v;
-    return rc;
-}
-
-const char *merge_weighting_name(merge_weighting w)
-{
-    return cx_enum_name(merge_weighting_names, w);
-}
-
 /* ---- weights ---- */
 
 double merge_token_weight(uint64_t tokens, uint64_t steps)

@@ -37,15 +37,11 @@ typedef enum merge_weighting {
     MERGE_WEIGHTS_UNIFORM = 1, /* w = 1 for every contribution (ablation) */
 } merge_weighting;
 
-/* "rda"|"mean" and "token"|"uniform" <-> enums. CX_EINVAL naming the value.
- * The tables (indexed by the enums, NULL after the last; common/parse.h)
- * are also trainer/config.c's `merge` and `weights` keys. */
+/* The names, indexed by the enums, NULL after the last (common/parse.h's
+ * enum tables): trainer/config.c's `merge` and `weights` keys parse and
+ * print with them. */
 extern const char *const merge_rule_names[];
 extern const char *const merge_weighting_names[];
-int merge_rule_parse(const char *name, merge_rule *out, char *err, size_t errlen);
-const char *merge_rule_name(merge_rule r);
-int merge_weighting_parse(const char *name, merge_weighting *out, char *err, size_t errlen);
-const char *merge_weighting_name(merge_weighting w);
 
 #define MERGE_MAX_CONTRIB 1024 /* k cap (contributions per merge); more is CX_EINVAL */
 

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/parse.h"
 #include "trainer/merge.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
@@ -42,18 +43,16 @@ Test(merge, token_weight)
 
 Test(merge, names)
 {
-    merge_rule r;
-    merge_weighting w;
-    char err[CX_ERRLEN] = "";
-    cr_assert(merge_rule_parse("rda", &r, err, sizeof(err)) == 0 && r == MERGE_RULE_RDA);
-    cr_assert(merge_rule_parse("mean", &r, err, sizeof(err)) == 0 && r == MERGE_RULE_MEAN);
-    cr_assert_eq(merge_rule_parse("median", &r, err, sizeof(err)), CX_EINVAL);
-    cr_assert(strstr(err, "median") != NULL);
-    cr_assert(merge_weighting_parse("token", &w, err, sizeof(err)) == 0 && w == MERGE_WEIGHTS_TOKEN);
-    cr_assert(merge_weighting_parse("uniform", &w, err, sizeof(err)) == 0 && w == MERGE_WEIGHTS_UNIFORM);
-    cr_assert_eq(merge_weighting_parse("", &w, err, sizeof(err)), CX_EINVAL);
-    cr_assert_str_eq(merge_rule_name(MERGE_RULE_RDA), "rda");
-    cr_assert_str_eq(merge_weighting_name(MERGE_WEIGHTS_UNIFORM), "uniform");
+    int64_t v = -1;
+    cr_assert(cx_enum_value(merge_rule_names, "rda", &v) == 0 && v == MERGE_RULE_RDA);
+    cr_assert(cx_enum_value(merge_rule_names, "mean", &v) == 0 && v == MERGE_RULE_MEAN);
+    cr_assert_eq(cx_enum_value(merge_rule_names, "median", &v), CX_EINVAL);
+    cr_assert(cx_enum_value(merge_weighting_names, "token", &v) == 0 && v == MERGE_WEIGHTS_TOKEN);
+    cr_assert(cx_enum_value(merge_weighting_names, "uniform", &v) == 0 && v == MERGE_WEIGHTS_UNIFORM);
+    cr_assert_eq(cx_enum_value(merge_weighting_names, "", &v), CX_EINVAL);
+    cr_assert_str_eq(cx_enum_name(merge_rule_names, MERGE_RULE_RDA), "rda");
+    cr_assert_str_eq(cx_enum_name(merge_weighting_names, MERGE_WEIGHTS_UNIFORM), "uniform");
+    cr_assert_str_eq(cx_enum_name(merge_weighting_names, 2), "?");
 }
 
 Test(merge, weighted_mean)
