@@ -5,6 +5,7 @@
 
 #include "common/err.h"
 #include "common/exitcode.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "harness/compare.h"
@@ -38,46 +39,28 @@ int compare_main(int argc, char **argv)
     memset(&o, 0, sizeof o);
     char modes_buf[256] = "ddp,ddp-elastic,diloco,decoupled";
     char err[CX_ERRLEN];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return CX_EXIT_OK;
-        } else if (strcmp(a, "--ci") == 0) {
-            o.ci = 1;
-        } else if (strcmp(a, "--modes") == 0 || strcmp(a, "--out") == 0 || strcmp(a, "--seed") == 0 ||
-                   strcmp(a, "--time-limit") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "chaosloco compare: %s needs a value\n", a);
-                return CX_EXIT_USAGE;
-            }
-            const char *v = argv[++i];
-            if (strcmp(a, "--modes") == 0) {
-                snprintf(modes_buf, sizeof modes_buf, "%s", v);
-            } else if (strcmp(a, "--out") == 0) {
-                o.out_dir = v;
-            } else if (strcmp(a, "--seed") == 0) {
-                int64_t s;
-                if (cx_parse_i64(v, "--seed", 0, INT64_MAX, &s, err, sizeof err) < 0) {
-                    fprintf(stderr, "chaosloco compare: %s\n", err);
-                    return CX_EXIT_USAGE;
-                }
-                o.has_seed = 1;
-                o.seed = (uint64_t)s;
-            } else if (cx_parse_double(v, "--time-limit", 1, 86400, &o.time_limit_s, err, sizeof err) < 0) {
-                fprintf(stderr, "chaosloco compare: %s\n", err);
-                return CX_EXIT_USAGE;
-            }
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "chaosloco compare: unknown flag '%s' (see --help)\n", a);
-            return CX_EXIT_USAGE;
-        } else if (o.experiment) {
-            fprintf(stderr, "chaosloco compare: one EXPERIMENT only\n");
-            return CX_EXIT_USAGE;
-        } else {
-            o.experiment = a;
-        }
-    }
+    const char *modes = NULL;
+    int64_t seed = 0;
+    const cx_flag flags[] = {
+        {.name = "--ci", .kind = CX_FLAG_BOOL, .dst = &o.ci},
+        {.name = "--modes", .kind = CX_FLAG_STRING, .dst = &modes},
+        {.name = "--out", .kind = CX_FLAG_STRING, .dst = &o.out_dir},
+        {.name = "--seed",
+         .kind = CX_FLAG_I64,
+         .dst = &seed,
+         .given = &o.has_seed,
+         .min = 0,
+         .max = (double)INT64_MAX},
+        {.name = "--time-limit", .kind = CX_FLAG_DOUBLE, .dst = &o.time_limit_s, .min = 1, .max = 86400},
+        {0}};
+    int npos = 0;
+    int rc0 =
+        cx_flags_parse("chaosloco compare", argc, argv, flags, "EXPERIMENT", &o.experiment, 1, &npos, usage);
+    if (rc0 != CX_FLAGS_OK)
+        return rc0;
+    o.seed = (uint64_t)seed;
+    if (modes)
+        snprintf(modes_buf, sizeof modes_buf, "%s", modes);
     if (!o.experiment) {
         fprintf(stderr, "chaosloco compare: EXPERIMENT.json is required (see --help)\n");
         return CX_EXIT_USAGE;

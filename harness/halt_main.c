@@ -8,6 +8,7 @@
 #include "common/agent_client.h"
 #include "common/err.h"
 #include "common/exitcode.h"
+#include "common/flags.h"
 #include "common/file.h"
 #include "common/log.h"
 
@@ -26,8 +27,6 @@ static void usage(FILE *f)
                "  --help              this text\n\n"
                "exit: 0 every agent halted, 1 some agent failed or did not answer, 64 usage error\n");
 }
-
-static long g_timeout_ms = 5000;
 
 /* One line for one agent's answer; 0 when it halted. */
 static int report(const char *url, const agc_fan_result *r)
@@ -52,37 +51,16 @@ int halt_main(int argc, char **argv)
 {
     cx_log_init("halt", CX_LOG_WARN);
     const char *agents = NULL, *token_file = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return CX_EXIT_OK;
-        }
-        if (strcmp(a, "--agents") == 0 || strcmp(a, "--token-file") == 0 || strcmp(a, "--timeout-ms") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "chaosloco halt: %s needs a value\n", a);
-                return CX_EXIT_USAGE;
-            }
-            const char *v = argv[++i];
-            if (strcmp(a, "--agents") == 0)
-                agents = v;
-            else if (strcmp(a, "--token-file") == 0)
-                token_file = v;
-            else {
-                char *end = NULL;
-                long t = strtol(v, &end, 10);
-                if (!end || *end || t < 100 || t > 60000) {
-                    fprintf(stderr, "chaosloco halt: --timeout-ms: '%s' is not an integer in 100..60000\n",
-                            v);
-                    return CX_EXIT_USAGE;
-                }
-                g_timeout_ms = t;
-            }
-            continue;
-        }
-        fprintf(stderr, "chaosloco halt: unknown argument '%s' (see --help)\n", a);
-        return CX_EXIT_USAGE;
-    }
+    int64_t timeout_ms = 5000;
+    const cx_flag flags[] = {
+        {.name = "--agents", .kind = CX_FLAG_STRING, .dst = &agents},
+        {.name = "--token-file", .kind = CX_FLAG_STRING, .dst = &token_file},
+        {.name = "--timeout-ms", .kind = CX_FLAG_I64, .dst = &timeout_ms, .min = 100, .max = 60000},
+        {0}};
+    int npos = 0;
+    int rc0 = cx_flags_parse("chaosloco halt", argc, argv, flags, NULL, NULL, 0, &npos, usage);
+    if (rc0 != CX_FLAGS_OK)
+        return rc0;
     if (!agents || !agents[0]) {
         fprintf(stderr, "chaosloco halt: --agents is required\n");
         return CX_EXIT_USAGE;
@@ -129,7 +107,7 @@ int halt_main(int argc, char **argv)
     if (rc == CX_EXIT_OK) {
         agc_opts o = {.token = token[0] ? token : NULL,
                       .connect_timeout_ms = 1000,
-                      .timeout_ms = g_timeout_ms,
+                      .timeout_ms = timeout_ms,
                       .retries = 2};
         agc_fanout(urls, n, &o, agc_halt, res);
         for (int i = 0; i < n; i++)

@@ -5,6 +5,7 @@
 
 #include "common/err.h"
 #include "common/exitcode.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "harness/report.h"
 
@@ -23,21 +24,11 @@ int report_main(int argc, char **argv)
 {
     cx_log_init("report", CX_LOG_INFO);
     const char *dir = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return CX_EXIT_OK;
-        }
-        if (argv[i][0] == '-') {
-            fprintf(stderr, "chaosloco report: unknown flag '%s' (see --help)\n", argv[i]);
-            return CX_EXIT_USAGE;
-        }
-        if (dir) {
-            fprintf(stderr, "chaosloco report: one RUN_DIR only (got '%s' and '%s')\n", dir, argv[i]);
-            return CX_EXIT_USAGE;
-        }
-        dir = argv[i];
-    }
+    const cx_flag flags[] = {{0}};
+    int npos = 0;
+    int rc0 = cx_flags_parse("chaosloco report", argc, argv, flags, "RUN_DIR", &dir, 1, &npos, usage);
+    if (rc0 != CX_FLAGS_OK)
+        return rc0;
     if (!dir) {
         fprintf(stderr, "chaosloco report: RUN_DIR is required (see --help)\n");
         return CX_EXIT_USAGE;

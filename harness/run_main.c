@@ -7,9 +7,11 @@
 
 #include "common/err.h"
 #include "common/exitcode.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "harness/run.h"
+#include "trainer/config.h"
 
 int run_main(int argc, char **argv);
 
@@ -47,16 +49,6 @@ static void usage(FILE *f)
            "      64 usage error (bad flag, bad experiment file)\n");
 }
 
-/* The value of flag argv[*i] (advances *i), or NULL with a message. */
-static const char *value(int argc, char **argv, int *i)
-{
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "chaosloco run: %s needs a value (see --help)\n", argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 int run_main(int argc, char **argv)
 {
     cx_log_init("run", CX_LOG_INFO);
@@ -64,75 +56,33 @@ int run_main(int argc, char **argv)
     memset(&o, 0, sizeof o);
     o.progress = -1;
     char err[CX_ERRLEN] = "";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = NULL;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return CX_EXIT_OK;
-        } else if (strcmp(a, "--dry-run") == 0) {
-            o.dry_run = 1;
-        } else if (strcmp(a, "--check") == 0) {
-            o.check = 1;
-        } else if (strcmp(a, "--ci") == 0) {
-            o.ci = 1;
-        } else if (strcmp(a, "--keep") == 0) {
-            o.keep = 1;
-        } else if (strcmp(a, "--out") == 0 || strcmp(a, "--junit") == 0 || strcmp(a, "--mode") == 0 ||
-                   strcmp(a, "--dashboard") == 0 || strcmp(a, "--seed") == 0 ||
-                   strcmp(a, "--time-limit") == 0 || strcmp(a, "--syncer-credential-file") == 0) {
-            if (!(v = value(argc, argv, &i)))
-                return CX_EXIT_USAGE;
-            if (!v[0]) {
-                fprintf(stderr, "chaosloco run: %s: empty value\n", a);
-                return CX_EXIT_USAGE;
-            }
-            if (strcmp(a, "--out") == 0) {
-                o.out_dir = v;
-            } else if (strcmp(a, "--syncer-credential-file") == 0) {
-                o.syncer_credential_file = v;
-            } else if (strcmp(a, "--junit") == 0) {
-                o.junit = v;
-            } else if (strcmp(a, "--mode") == 0) {
-                if (strcmp(v, "ddp") && strcmp(v, "ddp-elastic") && strcmp(v, "diloco") &&
-                    strcmp(v, "decoupled")) {
-                    fprintf(stderr, "chaosloco run: --mode: '%s' is not ddp|ddp-elastic|diloco|decoupled\n",
-                            v);
-                    return CX_EXIT_USAGE;
-                }
-                o.mode = v;
-            } else if (strcmp(a, "--dashboard") == 0) {
-                char host[256];
-                int port;
-                if (cx_parse_hostport(v, "--dashboard", host, sizeof host, &port, err, sizeof err) < 0) {
-                    fprintf(stderr, "chaosloco run: %s\n", err);
-                    return CX_EXIT_USAGE;
-                }
-                o.dashboard = v;
-            } else if (strcmp(a, "--seed") == 0) {
-                int64_t s;
-                if (cx_parse_i64(v, "--seed", 0, INT64_MAX, &s, err, sizeof err) < 0) {
-                    fprintf(stderr, "chaosloco run: %s\n", err);
-                    return CX_EXIT_USAGE;
-                }
-                o.has_seed = 1;
-                o.seed = (uint64_t)s;
-            } else {
-                if (cx_parse_double(v, "--time-limit", 1, 86400, &o.time_limit_s, err, sizeof err) < 0) {
-                    fprintf(stderr, "chaosloco run: %s\n", err);
-                    return CX_EXIT_USAGE;
-                }
-            }
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "chaosloco run: unknown flag '%s' (see --help)\n", a);
-            return CX_EXIT_USAGE;
-        } else if (o.experiment) {
-            fprintf(stderr, "chaosloco run: one EXPERIMENT only (got '%s' and '%s')\n", o.experiment, a);
-            return CX_EXIT_USAGE;
-        } else {
-            o.experiment = a;
-        }
-    }
+    int64_t mode = -1, seed = 0;
+    const cx_flag flags[] = {
+        {.name = "--dry-run", .kind = CX_FLAG_BOOL, .dst = &o.dry_run},
+        {.name = "--check", .kind = CX_FLAG_BOOL, .dst = &o.check},
+        {.name = "--ci", .kind = CX_FLAG_BOOL, .dst = &o.ci},
+        {.name = "--keep", .kind = CX_FLAG_BOOL, .dst = &o.keep},
+        {.name = "--out", .kind = CX_FLAG_STRING, .dst = &o.out_dir},
+        {.name = "--junit", .kind = CX_FLAG_STRING, .dst = &o.junit},
+        {.name = "--syncer-credential-file", .kind = CX_FLAG_STRING, .dst = &o.syncer_credential_file},
+        {.name = "--mode", .kind = CX_FLAG_ENUM, .dst = &mode, .names = config_mode_names},
+        {.name = "--dashboard", .kind = CX_FLAG_HOSTPORT, .dst = &o.dashboard},
+        {.name = "--seed",
+         .kind = CX_FLAG_I64,
+         .dst = &seed,
+         .given = &o.has_seed,
+         .min = 0,
+         .max = (double)INT64_MAX},
+        {.name = "--time-limit", .kind = CX_FLAG_DOUBLE, .dst = &o.time_limit_s, .min = 1, .max = 86400},
+        {0}};
+    int npos = 0;
+    int rc0 =
+        cx_flags_parse("chaosloco run", argc, argv, flags, "EXPERIMENT", &o.experiment, 1, &npos, usage);
+    if (rc0 != CX_FLAGS_OK)
+        return rc0;
+    if (mode >= 0)
+        o.mode = config_mode_name(mode);
+    o.seed = (uint64_t)seed;
     if (o.check) {
         /* an experiment mounted only at run time is not there yet */
         if (o.experiment && access(o.experiment, R_OK) != 0)

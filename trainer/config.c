@@ -35,7 +35,7 @@ typedef struct key_def {
     const char *help;
 } key_def;
 
-static const char *const mode_names[] = {"ddp", "ddp-elastic", "diloco", "decoupled", NULL};
+const char *const config_mode_names[] = {"ddp", "ddp-elastic", "diloco", "decoupled", NULL};
 static const char *const onoff_names[] = {"off", "on", NULL};
 /* encoding, merge and weights share the library's tables; their values must
  * be the library's enums, so the casts from the config's int64_t are safe */
@@ -52,7 +52,7 @@ static const char *const model_names[] = {"mlp", "gpt", NULL};
 
 #define OFF(f) offsetof(config, f)
 static const key_def keys[] = {
-    {"mode", KEY_ENUM, OFF(mode), 0, 0, mode_names, 0,
+    {"mode", KEY_ENUM, OFF(mode), 0, 0, config_mode_names, 0,
      "training mode: ddp, ddp-elastic, diloco or decoupled"},
     {"learners", KEY_INT, OFF(learners), 1, CONFIG_LEARNERS_MAX, NULL, 0, "M, learners the run expects"},
     {"fragments", KEY_INT, OFF(fragments), 1, CONFIG_FRAGMENTS_MAX, NULL, 0, "P, parameter fragments"},
@@ -405,7 +405,7 @@ int config_learner_may_override(const char *name)
 
 const char *config_mode_name(int64_t m)
 {
-    return cx_enum_name(mode_names, m);
+    return cx_enum_name(config_mode_names, m);
 }
 const char *config_encoding_name(int64_t e)
 {
@@ -437,7 +437,7 @@ void config_model_config(const config *c, int64_t max_examples, model_config *mc
 }
 int config_parse_mode(const char *s, int64_t *out)
 {
-    return cx_enum_value(mode_names, s, out);
+    return cx_enum_value(config_mode_names, s, out);
 }
 int config_parse_model(const char *s, int64_t *out)
 {

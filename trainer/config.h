@@ -41,28 +41,28 @@ typedef enum config_merge { CONFIG_MERGE_RDA = 0, CONFIG_MERGE_MEAN = 1 } config
 typedef enum config_weights { CONFIG_WEIGHTS_TOKEN = 0, CONFIG_WEIGHTS_UNIFORM = 1 } config_weights;
 
 typedef struct config {
-    int64_t mode;                     /* config_mode */
-    int64_t learners;                 /* M: learners the run expects */
-    int64_t fragments;                /* P: parameter fragments */
-    int64_t H;                        /* inner steps between two sends of one fragment */
-    int64_t quorum;                   /* K: contributions that open the grace window (decoupled) */
-    int64_t tau;                      /* max contributions in flight per learner (decoupled) */
-    double grace_gamma;               /* gamma in [0,1): share of existing slack used as grace */
-    int64_t grace_cap_ms;             /* ms, upper bound of the grace window */
-    int64_t max_staleness;            /* rounds a decoupled contribution's base may lag (-1: 2 x M, >= 4) */
-    double norm_bound;                /* x running median norm a contribution may reach (0 = off) */
-    int64_t encoding;                 /* config_encoding of contributions */
-    int64_t upstream_ef;              /* 1: learners feed back what the encoding lost (not f32) */
-    int64_t partial_scale;            /* 1: a decoupled round of k of M live learners applies k/M */
-    int64_t merge;                    /* config_merge (decoupled) */
-    int64_t weights;                  /* config_weights (decoupled) */
-    double outer_lr;                  /* outer Nesterov learning rate */
-    double outer_momentum;            /* outer Nesterov momentum mu */
-    double inner_lr;                  /* AdamW peak learning rate */
-    int64_t warmup;                   /* AdamW warmup steps */
-    double weight_decay;              /* AdamW decoupled weight decay */
-    int64_t steps;                    /* inner steps per learner (also the cosine horizon) */
-    int64_t batch;                    /* sequences per inner step */
+    int64_t mode;          /* config_mode */
+    int64_t learners;      /* M: learners the run expects */
+    int64_t fragments;     /* P: parameter fragments */
+    int64_t H;             /* inner steps between two sends of one fragment */
+    int64_t quorum;        /* K: contributions that open the grace window (decoupled) */
+    int64_t tau;           /* max contributions in flight per learner (decoupled) */
+    double grace_gamma;    /* gamma in [0,1): share of existing slack used as grace */
+    int64_t grace_cap_ms;  /* ms, upper bound of the grace window */
+    int64_t max_staleness; /* rounds a decoupled contribution's base may lag (-1: 2 x M, >= 4) */
+    double norm_bound;     /* x running median norm a contribution may reach (0 = off) */
+    int64_t encoding;      /* config_encoding of contributions */
+    int64_t upstream_ef;   /* 1: learners feed back what the encoding lost (not f32) */
+    int64_t partial_scale; /* 1: a decoupled round of k of M live learners applies k/M */
+    int64_t merge;         /* config_merge (decoupled) */
+    int64_t weights;       /* config_weights (decoupled) */
+    double outer_lr;       /* outer Nesterov learning rate */
+    double outer_momentum; /* outer Nesterov momentum mu */
+    double inner_lr;       /* AdamW peak learning rate */
+    int64_t warmup;        /* AdamW warmup steps */
+    double weight_decay;   /* AdamW decoupled weight decay */
+    int64_t steps;         /* inner steps per learner (also the cosine horizon) */
+    int64_t batch;         /* sequences per inner step */
     /* ---- model (issue 11): kind and sizes ---- */
     int64_t model;                    /* config_model: model kind ("mlp" or "gpt") */
     int64_t context;                  /* C: bytes of context (mlp), sequence length T (gpt) */
@@ -86,8 +86,8 @@ typedef struct config {
 
 /* Capacities every module sizes its arrays by (syncer slots, learner queues,
  * checkpoint records): the config refuses anything larger. */
-#define CONFIG_LEARNERS_MAX 64   /* bound of --learners (M) */
-#define CONFIG_FRAGMENTS_MAX 256 /* bound of --fragments (P) */
+#define CONFIG_LEARNERS_MAX 64       /* bound of --learners (M) */
+#define CONFIG_FRAGMENTS_MAX 256     /* bound of --fragments (P) */
 #define CONFIG_STEPS_MAX 100000000LL /* bound of --steps (any learner's own too) */
 #define CONFIG_BATCH_MAX 65536LL     /* bound of --batch (any learner's own too) */
 
@@ -124,6 +124,8 @@ int config_learner_may_override(const char *name);
 
 /* Names of enum values ("ddp-elastic", "int4", ...). */
 const char *config_mode_name(int64_t mode);
+/* The modes' names, indexed by config_mode, NULL after the last (common/parse.h). */
+extern const char *const config_mode_names[];
 const char *config_encoding_name(int64_t enc);
 const char *config_merge_name(int64_t m);
 const char *config_weights_name(int64_t w);

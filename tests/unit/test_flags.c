@@ -1,0 +1,116 @@
+/* test_flags.c - common/flags: one argv parser for every command. */
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "common/exitcode.h"
+#include "common/flags.h"
+
+static int usage_calls;
+static void usage(FILE *f)
+{
+    (void)f;
+    usage_calls++;
+}
+
+static const char *const colours[] = {"red", "green", NULL};
+
+typedef struct opts {
+    int dry, seed_given;
+    const char *out, *addr;
+    int64_t seed, colour;
+    double limit;
+} opts;
+
+/* Parse the NULL-terminated args (argv[0] = "prog") into *o. */
+static int parse(opts *o, const char **pos, int max_pos, int *npos, const char *const *args)
+{
+    char *argv[16] = {"prog"};
+    int argc = 1;
+    while (args[argc - 1] && argc < 16) {
+        argv[argc] = (char *)args[argc - 1];
+        argc++;
+    }
+    const cx_flag flags[] = {
+        {.name = "--dry-run", .kind = CX_FLAG_BOOL, .dst = &o->dry},
+        {.name = "--out", .kind = CX_FLAG_STRING, .dst = &o->out},
+        {.name = "--seed",
+         .kind = CX_FLAG_I64,
+         .dst = &o->seed,
+         .given = &o->seed_given,
+         .min = 0,
+         .max = (double)INT64_MAX},
+        {.name = "--limit", .kind = CX_FLAG_DOUBLE, .dst = &o->limit, .min = 1, .max = 10},
+        {.name = "--colour", .kind = CX_FLAG_ENUM, .dst = &o->colour, .names = colours},
+        {.name = "--listen", .kind = CX_FLAG_HOSTPORT, .dst = &o->addr},
+        {0}};
+    return cx_flags_parse("prog", argc, argv, flags, "FILE", pos, max_pos, npos, usage);
+}
+
+Test(flags, every_kind_and_positionals, .init = cr_redirect_stderr)
+{
+    opts o = {.colour = -1};
+    const char *pos[2] = {NULL, NULL};
+    int npos = -1;
+    const char *args[] = {"a.json",  "--dry-run", "--out",    "dir",   "--seed",   "9223372036854775807",
+                          "--limit", "2.5",       "--colour", "green", "--listen", "127.0.0.1:0",
+                          "b.json",  NULL};
+    cr_assert_eq(parse(&o, pos, 2, &npos, args), CX_FLAGS_OK);
+    cr_assert_eq(o.dry, 1);
+    cr_assert_str_eq(o.out, "dir");
+    cr_assert_eq(o.seed, INT64_MAX, "the upper bound saturates, no float overflow");
+    cr_assert_eq(o.seed_given, 1);
+    cr_assert_float_eq(o.limit, 2.5, 1e-12);
+    cr_assert_eq(o.colour, 1);
+    cr_assert_str_eq(o.addr, "127.0.0.1:0");
+    cr_assert_eq(npos, 2);
+    cr_assert_str_eq(pos[0], "a.json");
+    cr_assert_str_eq(pos[1], "b.json");
+}
+
+Test(flags, errors_exit_64_naming_flag_and_value, .init = cr_redirect_stderr)
+{
+    struct {
+        const char *args[4];
+    } bad[] = {
+        {{"--bogus", NULL}},          {{"--out", NULL}},
+        {{"--out", "", NULL}},        {{"--seed", "-1", NULL}},
+        {{"--seed", "x", NULL}},      {{"--limit", "11", NULL}},
+        {{"--colour", "blue", NULL}}, {{"--listen", "nohost", NULL}},
+        {{"a", "b", NULL}},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        opts o = {0};
+        const char *pos[1];
+        int npos;
+        cr_assert_eq(parse(&o, pos, 1, &npos, bad[i].args), CX_EXIT_USAGE, "case %zu", i);
+    }
+    fflush(stderr);
+    char buf[4096] = "";
+    FILE *e = cr_get_redirected_stderr();
+    size_t n = fread(buf, 1, sizeof buf - 1, e);
+    buf[n] = 0;
+    cr_assert(strstr(buf, "prog: unknown flag '--bogus'"), "%s", buf);
+    cr_assert(strstr(buf, "prog: --out needs a value"), "%s", buf);
+    cr_assert(strstr(buf, "prog: --out: empty value"), "%s", buf);
+    cr_assert(strstr(buf, "--seed: -1 is out of range"), "%s", buf);
+    cr_assert(strstr(buf, "--colour: 'blue' is not one of red|green"), "%s", buf);
+    cr_assert(strstr(buf, "--listen: 'nohost'"), "%s", buf);
+    cr_assert(strstr(buf, "prog: one FILE only (got 'a' and 'b')"), "%s", buf);
+}
+
+Test(flags, help_and_no_positionals, .init = cr_redirect_stderr)
+{
+    opts o = {0};
+    int npos = -1;
+    usage_calls = 0;
+    const char *help[] = {"--out", "x", "-h", "--bogus", NULL};
+    cr_assert_eq(parse(&o, NULL, 0, &npos, help), CX_EXIT_OK, "--help stops the walk with exit 0");
+    cr_assert_eq(usage_calls, 1);
+    const char *extra[] = {"file", NULL};
+    cr_assert_eq(parse(&o, NULL, 0, &npos, extra), CX_EXIT_USAGE, "no positionals allowed");
+    const char *none[] = {NULL};
+    cr_assert_eq(parse(&o, NULL, 0, &npos, none), CX_FLAGS_OK);
+    cr_assert_eq(npos, 0);
+}
