@@ -9,6 +9,7 @@
 
 #include "common/err.h"
 #include "common/exitcode.h"
+#include "common/flags.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "common/parse.h"
@@ -136,57 +137,29 @@ int dashboard_main(int argc, char **argv)
     const char *syncer_cred_file = NULL;
     char syncer_cred[CRED_MAX];
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            rc = CX_EXIT_OK;
+    const char *agents_flag = NULL;
+    int64_t poll = poll_ms;
+    const cx_flag flags[] = {
+        {.name = "--syncer", .kind = CX_FLAG_STRING, .dst = &syncer},
+        {.name = "--agents", .kind = CX_FLAG_STRING, .dst = &agents_flag},
+        {.name = "--listen", .kind = CX_FLAG_HOSTPORT, .dst = &listen},
+        {.name = "--token-file", .kind = CX_FLAG_STRING, .dst = &token_file},
+        {.name = "--syncer-credential-file", .kind = CX_FLAG_STRING, .dst = &syncer_cred_file},
+        {.name = "--state-dir", .kind = CX_FLAG_STRING, .dst = &state_dir},
+        {.name = "--poll-ms", .kind = CX_FLAG_I64, .dst = &poll, .min = 100, .max = 60000},
+        {.name = "--title", .kind = CX_FLAG_STRING, .dst = &title},
+        {0}};
+    int npos = 0, prc = cx_flags_parse("chaosloco dashboard", argc, argv, flags, NULL, NULL, 0, &npos, usage);
+    if (prc != CX_FLAGS_OK) {
+        rc = prc;
+        goto out;
+    }
+    poll_ms = (int)poll;
+    if (agents_flag) {
+        agents_arg = strdup(agents_flag);
+        if (!agents_arg || parse_agents(agents_arg, urls, learners, &nagents, err, sizeof err) != 0) {
+            fprintf(stderr, "chaosloco dashboard: %s\n", agents_arg ? err : "out of memory");
             goto out;
-        }
-        const char *flags[] = {"--syncer",    "--agents",  "--listen", "--token-file",
-                               "--state-dir", "--poll-ms", "--title",  "--syncer-credential-file"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof flags / sizeof *flags; k++)
-            known |= strcmp(a, flags[k]) == 0;
-        if (!known) {
-            fprintf(stderr, "chaosloco dashboard: unknown option '%s' (see --help)\n", a);
-            goto out;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "chaosloco dashboard: %s needs a value\n", a);
-            goto out;
-        }
-        const char *v = argv[++i];
-        if (strcmp(a, "--syncer") == 0) {
-            syncer = v;
-        } else if (strcmp(a, "--agents") == 0) {
-            free(agents_arg);
-            agents_arg = strdup(v);
-            if (!agents_arg || parse_agents(agents_arg, urls, learners, &nagents, err, sizeof err) != 0) {
-                fprintf(stderr, "chaosloco dashboard: %s\n", agents_arg ? err : "out of memory");
-                goto out;
-            }
-        } else if (strcmp(a, "--listen") == 0) {
-            char host[256];
-            int port;
-            if (cx_parse_hostport(v, "--listen", host, sizeof host, &port, err, sizeof err) != 0) {
-                fprintf(stderr, "chaosloco dashboard: %s\n", err);
-                goto out;
-            }
-            listen = v;
-        } else if (strcmp(a, "--token-file") == 0) {
-            token_file = v;
-        } else if (strcmp(a, "--syncer-credential-file") == 0) {
-            syncer_cred_file = v;
-        } else if (strcmp(a, "--state-dir") == 0) {
-            state_dir = v;
-        } else if (strcmp(a, "--poll-ms") == 0) {
-            if (cx_parse_int(v, "--poll-ms", 100, 60000, &poll_ms, err, sizeof err) != 0) {
-                fprintf(stderr, "chaosloco dashboard: %s\n", err);
-                goto out;
-            }
-        } else {
-            title = v;
         }
     }
     if (syncer && (strncmp(syncer, "http://", 7) != 0 || !syncer[7])) {
