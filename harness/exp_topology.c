@@ -9,6 +9,9 @@
 
 /* ---- topology ---- */
 
+/* bit of {listen} in topo_check_template's used mask (topo_placeholders order) */
+#define PH_C_LISTEN_BIT 0
+
 static const char *const modes[] = {"ddp", "ddp-elastic", "diloco", "decoupled", NULL};
 static const char *const encodings[] = {"f32", "bf16", "int8", "int4", "int2", "q2", NULL};
 
@@ -47,10 +50,34 @@ static char **parse_template(jv_diag *d, const char *path, const json_t *tr, con
     return argv;
 }
 
+/* topology.trainer.telemetry: absent = HTTP (GET /v1/status, /v1/events);
+ * {"events_file": TEMPLATE} = the JSON-lines file form (docs/telemetry.md). */
+static void parse_telemetry(topo_trainer *t, const json_t *tr, jv_diag *d)
+{
+    static const char *const keys[] = {"events_file", NULL};
+    const char *path = "$.topology.trainer.telemetry";
+    json_t *tm = NULL;
+    if (exp_get_object(d, "$.topology.trainer", tr, "telemetry", 0, &tm) != 1)
+        return;
+    jv_check_keys(d, path, tm, keys);
+    const char *f = NULL;
+    if (exp_nonempty_string(d, path, tm, "events_file", 1, &f) != 1)
+        return;
+    char why[256];
+    unsigned used = 0;
+    if (topo_check_template(TOPO_COORDINATOR, f, &used, why, sizeof why) < 0)
+        jv_diag_add(d, "$.topology.trainer.telemetry.events_file", "%s", why);
+    else if (used & (1u << PH_C_LISTEN_BIT))
+        jv_diag_add(d, "$.topology.trainer.telemetry.events_file",
+                    "{listen} changes across a coordinator restart; the events file's path must not");
+    else
+        t->events_file = strdup(f);
+}
+
 /* topology.trainer: a foreign trainer's coordinator and learner commands. */
 static void parse_trainer(experiment *e, const json_t *doc, const json_t *tr, jv_diag *d)
 {
-    static const char *const keys[] = {"coordinator", "learner", "cwd", NULL};
+    static const char *const keys[] = {"coordinator", "learner", "cwd", "telemetry", NULL};
     const char *path = "$.topology.trainer";
     jv_check_keys(d, path, tr, keys);
     topo_trainer *t = e->trainer = calloc(1, sizeof *t);
@@ -76,6 +103,7 @@ static void parse_trainer(experiment *e, const json_t *doc, const json_t *tr, jv
     const char *cwd = NULL;
     if (exp_nonempty_string(d, path, tr, "cwd", 0, &cwd) == 1)
         t->cwd = strdup(cwd);
+    parse_telemetry(t, tr, d);
     /* The default token horizon is learners x steps x batch of chaosloco's
      * own learners: meaningless for another trainer. */
     json_t *hz = json_object_get(doc, "horizon");

@@ -304,6 +304,7 @@ void exp_free(experiment *e)
         free_strv(e->trainer->coordinator, e->trainer->ncoordinator);
         free_strv(e->trainer->learner, e->trainer->nlearner);
         free(e->trainer->cwd);
+        free(e->trainer->events_file);
         free(e->trainer);
     }
     for (int i = 0; i < e->nsteady; i++)

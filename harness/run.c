@@ -294,10 +294,12 @@ void run_hz_fill(runner *r, int64_t *heal, hz_progress *p)
 }
 
 /* The run is long enough: tell the syncer to end it (learners finish,
- * send, leave and exit 0; check_training_over then sees it). */
+ * send, leave and exit 0; check_training_over then sees it). The file form
+ * writes the coordinator's end file instead of POST /v1/end (also while it
+ * is down: it reads the file when it starts again). */
 static void maybe_end(runner *r)
 {
-    if (r->end_sent || r->syncer_down || !topo_launched(r->t))
+    if (r->end_sent || (r->syncer_down && !r->evf) || !topo_launched(r->t))
         return;
     int64_t heal[EXP_MAX_LEARNERS];
     hz_progress p;
@@ -305,15 +307,22 @@ static void maybe_end(runner *r)
     run_hz_fill(r, heal, &p);
     if (!horizon_done(r->hw, r->nhw, &p, why, sizeof why))
         return;
-    json_t *body = json_pack("{s:s}", "reason", why), *ans = NULL;
-    int st = 0;
     char err[CX_ERRLEN] = "";
-    cx_http_json(r->sy, "POST", "/v1/end", body, &st, &ans, err, sizeof err);
-    json_decref(body);
-    json_decref(ans);
-    if (st != 200) {
-        cx_warn("POST /v1/end: HTTP %d %s (will retry)", st, err);
-        return;
+    if (r->evf) {
+        if (topo_request_end(r->t, why, err, sizeof err) < 0) {
+            cx_warn("writing the coordinator's end file: %s (will retry)", err);
+            return;
+        }
+    } else {
+        json_t *body = json_pack("{s:s}", "reason", why), *ans = NULL;
+        int st = 0;
+        cx_http_json(r->sy, "POST", "/v1/end", body, &st, &ans, err, sizeof err);
+        json_decref(body);
+        json_decref(ans);
+        if (st != 200) {
+            cx_warn("POST /v1/end: HTTP %d %s (will retry)", st, err);
+            return;
+        }
     }
     r->end_sent = 1;
     run_progress_end(r);
@@ -415,6 +424,7 @@ static void runner_cleanup(runner *r)
         }
     free(r->av);
     cx_http_client_free(r->sy);
+    evf_free(r->evf);
     jr_events_close(r->ev);
     journal_free(r->j);
     sched_free(r->sched);

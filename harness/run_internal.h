@@ -26,6 +26,7 @@
 #include "common/agent_client.h"
 #include "common/http_client.h"
 #include "dashboards/server.h"
+#include "harness/events_file.h"
 #include "harness/experiment.h"
 #include "harness/horizon.h"
 #include "harness/hypothesis.h"
@@ -99,6 +100,7 @@ typedef struct runner {
     json_t *dash_hyps;    /* the dashboard's hypotheses table (array) */
     agent_view *av;       /* one per learner */
     cx_http_client *sy;   /* syncer client (main thread) */
+    evf *evf;             /* the coordinator's events file (file form), NULL = HTTP telemetry */
     int m;                /* learners */
     int64_t steps_target; /* inner steps per learner (effective config) */
     int64_t batch;        /* sequences (= tokens) per inner step (effective config) */
@@ -106,7 +108,7 @@ typedef struct runner {
     json_t *sev;             /* syncer events, in seq order */
     int64_t last_seq;        /* highest seq fetched */
     json_t *acts;            /* harness action events */
-    json_t *status;          /* last syncer /v1/status (owned) */
+    json_t *status;          /* last syncer /v1/status, or (file form) derived from the events (owned) */
     int64_t merges;          /* last merges counter */
     double eval_loss;        /* last eval loss (NAN none) */
     int64_t last_merge_mono; /* ms of the last merge event (or of the method start) */
@@ -138,7 +140,7 @@ typedef struct runner {
     int *hw_spec;       /* [nverify] the verify index of hw[i] */
     int nhw;            /* windows */
     int64_t min_tokens; /* tokens the run trains at least */
-    int end_sent;       /* 1 once POST /v1/end was sent (the horizon was reached) */
+    int end_sent;       /* 1 once POST /v1/end was sent / the end file written (the horizon was reached) */
 } runner;
 
 /* ---- run.c ---- */
@@ -177,9 +179,11 @@ int run_take_leases(runner *r);
 /* Stop the renewal thread and release every lease (ttl 0); no-op when none. */
 void run_release_leases(runner *r);
 /* The syncer's new events (since r->last_seq) into r->sev; eval-loss stop
- * conditions. Skipped while the harness holds the syncer down. */
+ * conditions. Over HTTP skipped while the harness holds the syncer down;
+ * the file form (r->evf) reads the file always, derives r->status from the
+ * events and fails the run (run_set_error) on a bad line. */
 void run_poll_events(runner *r);
-void run_poll_syncer_status(runner *r); /* r->status, r->merges */
+void run_poll_syncer_status(runner *r); /* r->status, r->merges (HTTP only: a no-op with r->evf) */
 /* Every agent's fault list (kept when an agent does not answer). */
 void run_fetch_faults(runner *r);
 /* The history the hypotheses judge, as of now (new; NULL when out of

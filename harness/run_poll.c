@@ -113,9 +113,93 @@ void run_release_leases(runner *r)
 
 /* ---- run: collecting ---- */
 
+/* One new event of the coordinator (seq > r->last_seq; stolen): the last
+ * merge time, the eval loss and its stop conditions, into r->sev. The same
+ * for both forms of the telemetry contract. */
+static void take_event(runner *r, json_t *ev)
+{
+    int64_t seq = json_integer_value(json_object_get(ev, "seq"));
+    r->last_seq = seq;
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    if (type && strcmp(type, "merge") == 0) {
+        int64_t t = json_integer_value(json_object_get(ev, "t_mono_ms"));
+        if (t > r->last_merge_mono)
+            r->last_merge_mono = t;
+    } else if (type && strcmp(type, "eval") == 0) {
+        json_t *l = json_object_get(ev, "loss");
+        double loss = json_is_number(l) ? json_number_value(l) : NAN;
+        if (loss < 0)
+            loss = NAN; /* the syncer writes a non-finite loss as -1 */
+        r->eval_loss = loss;
+        if (r->state == RS_STEADY || r->state == RS_METHOD) {
+            if (r->e->stop.nan && !isfinite(loss))
+                run_set_abort(r, "stop condition nan: non-finite eval loss (event seq %" PRId64 ")", seq);
+            else if (r->e->stop.has_eval_loss_above && isfinite(loss) && loss > r->e->stop.eval_loss_above)
+                run_set_abort(r, "stop condition eval_loss_above %g: eval loss %.4f (event seq %" PRId64 ")",
+                              r->e->stop.eval_loss_above, loss, seq);
+        }
+    }
+    json_array_append_new(r->sev, ev);
+}
+
+/* The file form has no GET /v1/status: the figures the runner reads of it
+ * come from the events (docs/telemetry.md, "The file form"): merges = the
+ * merge events seen, learners[] = each learner's latest heartbeat (id,
+ * incarnation, step, tokens, train_loss), eval = the latest eval event
+ * (loss, tokens); no bytes. */
+static void derive_status(runner *r, const json_t *ev)
+{
+    if (!r->status && !(r->status = json_pack("{s:I,s:[],s:n}", "merges", (json_int_t)0, "learners", "eval")))
+        return;
+    const char *type = run_jstr(ev, "type");
+    if (strcmp(type, "merge") == 0) {
+        r->merges++;
+        json_object_set_new(r->status, "merges", json_integer((json_int_t)r->merges));
+    } else if (strcmp(type, "eval") == 0) {
+        json_object_set_new(r->status, "eval",
+                            json_pack("{s:O?,s:O?}", "loss", json_object_get(ev, "loss"), "tokens",
+                                      json_object_get(ev, "tokens")));
+    } else if (strcmp(type, "heartbeat") == 0 && json_is_integer(json_object_get(ev, "learner"))) {
+        json_int_t id = json_integer_value(json_object_get(ev, "learner"));
+        json_t *ls = json_object_get(r->status, "learners"), *l = NULL, *v;
+        size_t i;
+        json_array_foreach(ls, i, v) if (json_integer_value(json_object_get(v, "id")) == id) l = v;
+        if (!l) {
+            l = json_pack("{s:I}", "id", id);
+            json_array_append_new(ls, l);
+        }
+        static const char *const keys[] = {"incarnation", "step", "tokens", "train_loss", NULL};
+        for (int k = 0; l && keys[k]; k++)
+            if (json_object_get(ev, keys[k]))
+                json_object_set(l, keys[k], json_object_get(ev, keys[k]));
+    }
+}
+
+/* File form: what the coordinator appended to its events file. */
+static void poll_events_file(runner *r)
+{
+    json_t *got = json_array();
+    char err[CX_ERRLEN] = "";
+    int rc = got ? evf_poll(r->evf, got, err, sizeof err) : CX_ENOMEM;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(got, i, ev)
+    {
+        derive_status(r, ev);
+        take_event(r, json_incref(ev));
+    }
+    json_decref(got);
+    if (rc < 0)
+        run_set_error(r, "%s", rc == CX_ENOMEM && !err[0] ? "out of memory" : err);
+}
+
 /* Fetch the syncer's new events. */
 void run_poll_events(runner *r)
 {
+    if (r->evf) {
+        poll_events_file(r);
+        return;
+    }
     if (r->syncer_down)
         return;
     for (int round = 0; round < 20; round++) {
@@ -130,41 +214,12 @@ void run_poll_events(runner *r)
             for (char *line = strtok_r(res.body.data, "\n", &save); line;
                  line = strtok_r(NULL, "\n", &save)) {
                 json_t *ev = json_loads(line, 0, NULL);
-                if (!json_is_object(ev)) {
+                if (!json_is_object(ev) || json_integer_value(json_object_get(ev, "seq")) <= r->last_seq) {
                     json_decref(ev);
                     continue;
                 }
-                int64_t seq = json_integer_value(json_object_get(ev, "seq"));
-                if (seq <= r->last_seq) {
-                    json_decref(ev);
-                    continue;
-                }
-                r->last_seq = seq;
                 n++;
-                const char *type = json_string_value(json_object_get(ev, "type"));
-                if (type && strcmp(type, "merge") == 0) {
-                    int64_t t = json_integer_value(json_object_get(ev, "t_mono_ms"));
-                    if (t > r->last_merge_mono)
-                        r->last_merge_mono = t;
-                } else if (type && strcmp(type, "eval") == 0) {
-                    json_t *l = json_object_get(ev, "loss");
-                    double loss = json_is_number(l) ? json_number_value(l) : NAN;
-                    if (loss < 0)
-                        loss = NAN; /* the syncer writes a non-finite loss as -1 */
-                    r->eval_loss = loss;
-                    if (r->state == RS_STEADY || r->state == RS_METHOD) {
-                        if (r->e->stop.nan && !isfinite(loss))
-                            run_set_abort(
-                                r, "stop condition nan: non-finite eval loss (event seq %" PRId64 ")", seq);
-                        else if (r->e->stop.has_eval_loss_above && isfinite(loss) &&
-                                 loss > r->e->stop.eval_loss_above)
-                            run_set_abort(
-                                r,
-                                "stop condition eval_loss_above %g: eval loss %.4f (event seq %" PRId64 ")",
-                                r->e->stop.eval_loss_above, loss, seq);
-                    }
-                }
-                json_array_append_new(r->sev, ev);
+                take_event(r, ev);
             }
         }
         cx_http_result_cleanup(&res);
@@ -175,7 +230,7 @@ void run_poll_events(runner *r)
 
 void run_poll_syncer_status(runner *r)
 {
-    if (r->syncer_down)
+    if (r->syncer_down || r->evf)
         return;
     int st = 0;
     json_t *s = NULL;
@@ -247,8 +302,11 @@ hyp_history *run_build_history(runner *r, int with_faults)
         hyp_history_set_counter(h, HYP_C_STEPS_TARGET, (double)r->steps_target);
     if (r->status) {
         json_t *b = json_object_get(r->status, "bytes");
-        hyp_history_set_counter(h, HYP_C_BYTES_IN, (double)json_integer_value(json_object_get(b, "in")));
-        hyp_history_set_counter(h, HYP_C_BYTES_OUT, (double)json_integer_value(json_object_get(b, "out")));
+        if (json_is_object(b)) { /* none in the file form: bandwidth then counts contribution bytes */
+            hyp_history_set_counter(h, HYP_C_BYTES_IN, (double)json_integer_value(json_object_get(b, "in")));
+            hyp_history_set_counter(h, HYP_C_BYTES_OUT,
+                                    (double)json_integer_value(json_object_get(b, "out")));
+        }
         double tokens = 0;
         json_array_foreach(json_object_get(r->status, "learners"), i, v)
         {

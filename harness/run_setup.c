@@ -253,6 +253,9 @@ int run_start_topology(runner *r, char *err, size_t errlen)
     r->av = calloc((size_t)r->m, sizeof *r->av);
     if (!r->sy || !r->av)
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    /* the file form of the telemetry contract: the coordinator's events file, tailed */
+    if (topo_events_file(r->t) && !(r->evf = evf_new(topo_events_file(r->t), 0)))
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     agc_opts ao = {.token = topo_token(r->t),
                    .connect_timeout_ms = 500,
                    .timeout_ms = 3000,
@@ -283,7 +286,7 @@ void run_start_dashboard(runner *r)
     snprintf(dstate, sizeof dstate, "%s/dashboard", r->run_dir);
     cx_mkdir_p(dstate, NULL, 0);
     dash_config dc = {.listen = listen,
-                      .syncer_url = topo_syncer_url(r->t),
+                      .syncer_url = r->evf ? NULL : topo_syncer_url(r->t), /* file form: no HTTP */
                       .agent_urls = urls,
                       .agent_learners = ids,
                       .nagents = n,

@@ -65,8 +65,9 @@ struct topo {
     const char *sname;   /* "syncer", or "coordinator" for a foreign trainer (messages, files) */
     char **coord_tmpl;   /* a foreign trainer's coordinator argv template (owned, NULL-terminated), or NULL */
     char cwd[TOPO_PATH]; /* the foreign trainer's working directory (absolute), "" none */
-    char seed[24];       /* the run seed, decimal ({seed}) */
-    pid_t all[512];      /* every pid ever started or reported (pids.json "all") */
+    char events_file[TOPO_PATH]; /* the coordinator's events file (file form, absolute), "" = HTTP */
+    char seed[24];               /* the run seed, decimal ({seed}) */
+    pid_t all[512];              /* every pid ever started or reported (pids.json "all") */
     int nall;
 };
 
@@ -176,10 +177,17 @@ static void log_tail(const char *path, char *out, size_t len)
     free(data);
 }
 
-/* Wait for listen.addr and a 200 on /v1/status. Fails early when the
- * child exits. */
-static int wait_ready(topo_proc *p, const char *what, const char *bearer, long timeout_ms, char *err,
-                      size_t errlen)
+/* 1 when path is a non-empty file (a coordinator's first event written). */
+static int file_nonempty(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+}
+
+/* Wait for listen.addr and a 200 on /v1/status (events_file: for that file
+ * to be non-empty instead). Fails early when the child exits. */
+static int wait_ready(topo_proc *p, const char *what, const char *bearer, const char *events_file,
+                      long timeout_ms, char *err, size_t errlen)
 {
     char path[TOPO_PATH + 16];
     snprintf(path, sizeof path, "%s/listen.addr", p->state);
@@ -205,7 +213,10 @@ static int wait_ready(topo_proc *p, const char *what, const char *bearer, long t
                 free(addr);
             }
         }
-        if (p->url[0]) {
+        if (p->url[0] && events_file) {
+            if (file_nonempty(events_file))
+                return 0;
+        } else if (p->url[0]) {
             cx_http_opts ho = {.connect_timeout_ms = 500, .timeout_ms = 2000, .bearer = bearer};
             cx_http_client *c = cx_http_client_new(p->url, &ho);
             cx_http_result r;
@@ -219,6 +230,10 @@ static int wait_ready(topo_proc *p, const char *what, const char *bearer, long t
         }
         cx_sleep_ms(50);
     }
+    if (p->url[0] && events_file)
+        return cx_fail(err, errlen, CX_ETIMEDOUT,
+                       "%s wrote listen.addr but no event to %s within %ld ms (log %s)", what, events_file,
+                       timeout_ms, p->log);
     return cx_fail(err, errlen, CX_ETIMEDOUT, "%s not ready within %ld ms (log %s)", what, timeout_ms,
                    p->log);
 }
@@ -234,6 +249,41 @@ static int wait_ready(topo_proc *p, const char *what, const char *bearer, long t
  * after 25 s (test_harness_signals). */
 #define TOPO_ORPHAN_EXIT_MS "5000"
 
+/* The coordinator's placeholder values (topo_placeholders order) into vals;
+ * cfgpath and learners are the caller's buffers they point into. */
+static void coord_values(const topo *t, const char *listen, char *cfgpath, size_t cfglen, char *learners,
+                         size_t llen, const char **vals)
+{
+    snprintf(cfgpath, cfglen, "%s/syncer-config.json", t->run_dir);
+    snprintf(learners, llen, "%d", t->m);
+    vals[PH_C_LISTEN] = listen;
+    vals[PH_C_STATE_DIR] = t->syncer.state;
+    vals[PH_C_CREDS] = t->creds_dir;
+    vals[PH_C_ADMIN] = t->syncer_cred_file;
+    vals[PH_C_CONFIG] = cfgpath;
+    vals[PH_C_LEARNERS] = learners;
+    vals[PH_C_SEED] = t->seed;
+    vals[PH_C_RUN] = t->run_dir;
+}
+
+/* The events file (file form): its template expanded, against the trainer's
+ * cwd when relative. 0 or a negative cx_err. */
+static int events_file_resolve(topo *t, const char *tmpl, char *err, size_t errlen)
+{
+    char cfgpath[TOPO_PATH + 32], learners[16];
+    const char *vals[PH_C_N];
+    coord_values(t, NULL, cfgpath, sizeof cfgpath, learners, sizeof learners, vals);
+    char *p = topo_expand(TOPO_COORDINATOR, tmpl, vals);
+    if (!p)
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    int n = p[0] == '/' ? snprintf(t->events_file, sizeof t->events_file, "%s", p)
+                        : snprintf(t->events_file, sizeof t->events_file, "%s/%s", t->cwd, p);
+    free(p);
+    if (n < 0 || (size_t)n >= sizeof t->events_file)
+        return cx_fail(err, errlen, CX_EINVAL, "topology.trainer.telemetry.events_file: path too long");
+    return 0;
+}
+
 static int syncer_spawn(topo *t, const char *listen, char *err, size_t errlen)
 {
     char cfgpath[TOPO_PATH + 32];
@@ -243,12 +293,9 @@ static int syncer_spawn(topo *t, const char *listen, char *err, size_t errlen)
     unlink(lpath); /* a stale address must not be mistaken for the new one */
     t->syncer.url[0] = '\0';
     if (t->coord_tmpl) {
-        char learners[16];
-        snprintf(learners, sizeof learners, "%d", t->m);
-        const char *vals[PH_C_N] = {[PH_C_LISTEN] = listen,      [PH_C_STATE_DIR] = t->syncer.state,
-                                    [PH_C_CREDS] = t->creds_dir, [PH_C_ADMIN] = t->syncer_cred_file,
-                                    [PH_C_CONFIG] = cfgpath,     [PH_C_LEARNERS] = learners,
-                                    [PH_C_SEED] = t->seed,       [PH_C_RUN] = t->run_dir};
+        char learners[16], cpath[TOPO_PATH + 32];
+        const char *vals[PH_C_N];
+        coord_values(t, listen, cpath, sizeof cpath, learners, sizeof learners, vals);
         char **argv = topo_expand_argv(TOPO_COORDINATOR, t->coord_tmpl, vals);
         if (!argv)
             return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
@@ -410,10 +457,13 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
     snprintf(t->syncer.log, sizeof t->syncer.log, "%s/logs/%s.log", t->run_dir, t->sname);
     if ((rc = cx_mkdir_p(t->syncer.state, err, errlen)) < 0)
         goto fail;
+    if (cfg->trainer && cfg->trainer->events_file &&
+        (rc = events_file_resolve(t, cfg->trainer->events_file, err, errlen)) < 0)
+        goto fail;
     if ((rc = syncer_spawn(t, "127.0.0.1:0", err, errlen)) < 0)
         goto fail;
     write_pids(t);
-    if ((rc = wait_ready(&t->syncer, t->sname, t->syncer_cred, ready, err, errlen)) < 0)
+    if ((rc = wait_ready(&t->syncer, t->sname, t->syncer_cred, topo_events_file(t), ready, err, errlen)) < 0)
         goto fail;
     snprintf(t->syncer_addr, sizeof t->syncer_addr, "%s", t->syncer.url + strlen("http://"));
     cx_info("%s ready url=%s", t->sname, t->syncer.url);
@@ -428,7 +478,7 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
     for (int i = 0; i < t->m; i++) {
         char what[32];
         snprintf(what, sizeof what, "agent %d", i);
-        if ((rc = wait_ready(&t->agents[i], what, NULL, ready, err, errlen)) < 0)
+        if ((rc = wait_ready(&t->agents[i], what, NULL, NULL, ready, err, errlen)) < 0)
             goto fail;
     }
     cx_info("topology launched learners=%d %s=%s agents=%s..", t->m, t->sname, t->syncer.url,
@@ -606,6 +656,29 @@ const char *topo_token_file(const topo *t)
     return t->token_file[0] ? t->token_file : NULL;
 }
 
+const char *topo_events_file(const topo *t)
+{
+    return t->events_file[0] ? t->events_file : NULL;
+}
+
+int topo_request_end(topo *t, const char *reason, char *err, size_t errlen)
+{
+    if (!t->launched || !t->events_file[0])
+        return cx_fail(err, errlen, CX_ENOTSUP, "the run is ended by POST /v1/end (no events file)");
+    json_t *o = json_pack("{s:s}", "reason", reason ? reason : "");
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!s)
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    char path[TOPO_PATH + 8], *line = NULL;
+    snprintf(path, sizeof path, "%s/end", t->syncer.state);
+    int rc = asprintf(&line, "%s\n", s) < 0 ? cx_fail(err, errlen, CX_ENOMEM, "out of memory")
+                                            : cx_file_write_atomic(path, line, strlen(line), err, errlen);
+    free(line);
+    free(s);
+    return rc;
+}
+
 void topo_note_unit(topo *t, int i, pid_t pid)
 {
     if (i < 0 || i >= t->m || t->agents[i].unit_pid == pid || pid <= 0)
@@ -654,7 +727,7 @@ int topo_syncer_start(topo *t, long ready_timeout_ms, char *err, size_t errlen)
         write_pids(t);
         char what[32];
         snprintf(what, sizeof what, "restarted %s", t->sname);
-        rc = wait_ready(&t->syncer, what, t->syncer_cred, ready_timeout_ms, err, errlen);
+        rc = wait_ready(&t->syncer, what, t->syncer_cred, topo_events_file(t), ready_timeout_ms, err, errlen);
         if (rc == 0)
             return 0;
         if (t->syncer.pid > 0) {

@@ -37,6 +37,13 @@
  * is started there and its unit inherits it), and every path handed to them
  * is absolute. docs/telemetry.md says what the coordinator must serve.
  *
+ * A foreign trainer with the file form of the telemetry contract
+ * (topo_trainer.events_file) is ready when listen.addr exists (the agents'
+ * proxies forward its learners' traffic there) and its events file is not
+ * empty; the harness then reads the file (harness/events_file.h) instead
+ * of GET /v1/status and /v1/events, and ends the run by writing
+ * <its state dir>/end (topo_request_end) instead of POST /v1/end.
+ *
  * Attach mode only records the URLs, the agents' token and the syncer
  * credential; it starts and stops nothing.
  *
@@ -59,7 +66,9 @@ typedef struct topo_trainer {
     int ncoordinator;
     char **learner; /* argv template of one learner unit, nlearner entries, NULL-terminated */
     int nlearner;
-    char *cwd; /* as written: relative to the experiment file's directory; NULL = that directory */
+    char *cwd;         /* as written: relative to the experiment file's directory; NULL = that directory */
+    char *events_file; /* telemetry.events_file: a coordinator template of the JSON-lines event file
+                          it writes (docs/telemetry.md, the file form); NULL = HTTP telemetry */
 } topo_trainer;
 
 /* Which command a placeholder is expanded in. */
@@ -116,6 +125,14 @@ const char *topo_token(const topo *t);                  /* bearer token or NULL 
 const char *topo_token_file(const topo *t);             /* or NULL */
 const char *topo_syncer_credential(const topo *t);      /* the harness's syncer credential or NULL */
 const char *topo_syncer_credential_file(const topo *t); /* its file or NULL */
+
+/* The coordinator's events file (absolute path) when the trainer uses the
+ * file form of the telemetry contract, else NULL. */
+const char *topo_events_file(const topo *t);
+/* File form: ask the coordinator to end the run by writing
+ * <its state dir>/end ({"reason": reason} and a newline, atomically; a
+ * second call rewrites it). CX_ENOTSUP without the file form. */
+int topo_request_end(topo *t, const char *reason, char *err, size_t errlen);
 
 /* Remember learner i's current unit pid (from its agent's status) in
  * pids.json, so leftovers can be found. 0 = none. */

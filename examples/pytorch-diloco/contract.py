@@ -3,10 +3,13 @@
 
 What it is: the parts of the contract that do not depend on the training
 algorithm: the event log (seq, t_real, t_mono_ms, type; appended to
-<state-dir>/events.jsonl and served as GET /v1/events), the credentials of a
-run (the files `chaosloco run` makes in RUN/credentials, checked the way
-chaosloco's syncer checks them) and <state-dir>/listen.addr. What it is not:
-an HTTP server or a trainer; coordinator.py wires these into its own.
+<state-dir>/events.jsonl, one line per event, and served as GET
+/v1/events: the same file is the contract's file form, which the harness
+tails), the end of a file-form run (<state-dir>/end, end_requested), the
+credentials of a run (the files `chaosloco run` makes in RUN/credentials,
+checked the way chaosloco's syncer checks them) and
+<state-dir>/listen.addr. What it is not: an HTTP server or a trainer;
+coordinator.py wires these into its own.
 
 Standard library only.
 """
@@ -62,28 +65,57 @@ def write_listen_addr(state_dir, host, port):
     write_atomic(os.path.join(state_dir, "listen.addr"), ("%s:%d\n" % (host, port)).encode())
 
 
+def cut_torn_tail(path):
+    """A crash in the middle of an append leaves a last line without its
+    newline. Appending after it would glue the next event to it (a line the
+    harness refuses as malformed), so cut the file back to the end of its
+    last complete line first (the file form's rule, docs/telemetry.md).
+    Returns the bytes cut."""
+    with open(path, "rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return 0
+        pos, tail = size, b""
+        while pos > 0:  # back to the last newline, a block at a time
+            step = min(65536, pos)
+            pos -= step
+            f.seek(pos)
+            tail = f.read(step) + tail
+            nl = tail.rfind(b"\n")
+            if nl >= 0:
+                keep = pos + nl + 1
+                break
+        else:
+            keep = 0
+        if keep < size:
+            f.truncate(keep)
+            f.flush()
+            os.fsync(f.fileno())
+        return size - keep
+
+
 class EventLog:
     """The contract's event history: one JSON object per event with seq
     (gapless, continuing across restarts), t_real, t_mono_ms and type first.
-    Every event is appended to <state-dir>/events.jsonl before it is served;
-    a restart reads that file back so seq continues. Thread-safe.
+    Every event is appended to path (default <state-dir>/events.jsonl) as
+    one line, with one write(2) per event, before it is served: that file is
+    also the contract's file form. A restart cuts a torn last line and
+    reads the file back so seq continues. Thread-safe.
 
     Memory: at most max_memory events are kept for GET /v1/events; older
     ones are read back from the file when asked for."""
 
-    def __init__(self, state_dir, max_memory=200000):
-        self.path = os.path.join(state_dir, "events.jsonl")
+    def __init__(self, state_dir, max_memory=200000, path=None):
+        self.path = path or os.path.join(state_dir, "events.jsonl")
         self.mu = threading.Lock()
         self.mem = []  # [(seq, line)] oldest first
         self.max_memory = max_memory
         self.seq = 0
         if os.path.exists(self.path):
+            cut_torn_tail(self.path)
             with open(self.path, "rb") as f:
                 for raw in f:
-                    try:
-                        ev = json.loads(raw)
-                    except ValueError:
-                        continue  # a torn last line after SIGKILL: skipped
+                    ev = json.loads(raw)  # every line is complete now: a bad one is a real error
                     s = ev.get("seq")
                     if isinstance(s, int) and s > self.seq:
                         self.seq = s
@@ -133,6 +165,23 @@ class EventLog:
                     if len(out) >= limit:
                         break
         return "".join(out)
+
+
+def end_requested(state_dir):
+    """The file form's end of a run: the harness writes <state-dir>/end
+    ({"reason": "..."} and a newline, atomically) once the run trained
+    enough. The reason when the file is there, else None. Poll it at least
+    every 500 ms, and at start (it stays after a restart)."""
+    try:
+        with open(os.path.join(state_dir, "end"), "rb") as f:
+            data = f.read(4096)
+    except FileNotFoundError:
+        return None
+    try:
+        reason = json.loads(data).get("reason", "")
+    except (ValueError, AttributeError):
+        reason = ""
+    return reason if isinstance(reason, str) else ""
 
 
 CRED_RE = re.compile(r"^(learner-(0|[1-9][0-9]{0,6})|admin|read)\.([0-9a-f]{64})$")

@@ -5,7 +5,10 @@ an implementation of chaosloco's telemetry contract (docs/telemetry.md).
 It is not chaosloco's syncer: it has its own learner protocol (below), its
 own outer synchronisation and its own checkpoint. What it shares with the
 syncer is only what the harness reads: GET /v1/status, GET /v1/events,
-POST /v1/end, <state-dir>/listen.addr and the run's credentials.
+POST /v1/end, <state-dir>/listen.addr and the run's credentials. With
+--telemetry file it implements the contract's file form instead: no
+/v1/* routes; the harness tails the event file (--events-file) and ends
+the run by writing <state-dir>/end.
 
 Outer synchronisation (one model-wide fragment, id 0; round r collects the
 outer gradients computed from version r):
@@ -98,7 +101,7 @@ class Coordinator:
     def __init__(self, args):
         self.args = args
         self.mu = threading.Condition()
-        self.ev = contract.EventLog(args.state_dir)
+        self.ev = contract.EventLog(args.state_dir, path=args.events_file)
         self.creds = contract.CredentialStore(args.credentials_dir) if args.credentials_dir else None
         text = tinylm.read_corpus(args.data)
         _, heldout = tinylm.split(text)
@@ -257,6 +260,15 @@ class Coordinator:
         self.ckpt_due = True
         self.mu.notify_all()
 
+    def end(self, reason):
+        """End the run (mu held): every heartbeat answer says so from now
+        on. Returns whether it was already ended."""
+        already = self.ended is not None
+        if not already:
+            self.ended = (reason, contract.mono_ms())
+            self.ev.emit("end", reason=reason)
+        return already
+
     def drop_absent(self, now):
         for l in self.learners:
             if l.state == "active" and now - l.last_seen > self.args.heartbeat_timeout_ms:
@@ -269,6 +281,10 @@ class Coordinator:
                 if self.stopping:
                     return
                 now = contract.mono_ms()
+                if self.args.telemetry == "file" and self.ended is None:
+                    reason = contract.end_requested(self.args.state_dir)
+                    if reason is not None:
+                        self.end(reason)
                 self.drop_absent(now)
                 self.round_check(now)
                 do_eval = self.eval_due and now - self.last_eval >= self.args.eval_every_ms
@@ -528,10 +544,7 @@ def make_handler(co):
             if not isinstance(reason, str) or len(reason.encode()) >= 128:
                 raise HttpError(400, "reason: expected a string of < 128 bytes")
             with co.mu:
-                already = co.ended is not None
-                if not already:
-                    co.ended = (reason, contract.mono_ms())
-                    co.ev.emit("end", reason=reason)
+                already = co.end(reason)
                 ans = {"ended": True, "already": already, "reason": co.ended[0], "merges": co.merges}
             self.reply(200, ans)
 
@@ -659,7 +672,9 @@ def make_handler(co):
                 co.seen(l, now)
                 l.step, l.tokens, l.train_loss, l.step_ms = b["step"], b["tokens"], b["train_loss"], b["step_ms"]
                 l.clock_skew_ms = b["t_real_ms"] - int(time.time() * 1000)
-                if now - l.last_hb_event >= 1000:
+                # at most one event a second, but every one after the end: a
+                # learner's last heartbeat (its final step and tokens) is written
+                if now - l.last_hb_event >= 1000 or co.ended is not None:
                     l.last_hb_event = now
                     co.ev.emit(
                         "heartbeat",
@@ -685,15 +700,16 @@ def make_handler(co):
             self.reply(200, {"ok": True})
 
     routes = {
-        ("GET", "/v1/status"): Handler.h_status,
-        ("GET", "/v1/events"): Handler.h_events,
-        ("POST", "/v1/end"): Handler.h_end,
         ("POST", "/diloco/join"): Handler.h_join,
         ("GET", "/diloco/params"): Handler.h_params,
         ("POST", "/diloco/outer-gradient"): Handler.h_outer_gradient,
         ("POST", "/diloco/heartbeat"): Handler.h_heartbeat,
         ("POST", "/diloco/leave"): Handler.h_leave,
     }
+    if args.telemetry == "http":  # the file form serves no /v1/* route: the harness must not need one
+        routes[("GET", "/v1/status")] = Handler.h_status
+        routes[("GET", "/v1/events")] = Handler.h_events
+        routes[("POST", "/v1/end")] = Handler.h_end
     return Handler
 
 
@@ -701,6 +717,14 @@ def main():
     ap = argparse.ArgumentParser(description="DiLoCo coordinator (PyTorch example; chaosloco telemetry contract)")
     ap.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT (port 0: any)")
     ap.add_argument("--state-dir", required=True, help="listen.addr, events.jsonl, coordinator.pt")
+    ap.add_argument(
+        "--telemetry",
+        choices=("http", "file"),
+        default="http",
+        help="the contract's form: http (GET /v1/status, /v1/events, POST /v1/end) or file (the event file "
+        "only; the run ends when <state-dir>/end appears)",
+    )
+    ap.add_argument("--events-file", help="the JSON-lines event file (default <state-dir>/events.jsonl)")
     ap.add_argument("--credentials-dir", help="the run's credentials (admin.cred, learner-<i>.cred); none: no auth")
     ap.add_argument("--learners", type=int, required=True, help="M: learner ids 0..M-1")
     ap.add_argument("--H", type=int, default=20, help="inner steps per outer step (told to learners at join)")

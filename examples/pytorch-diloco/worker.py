@@ -7,8 +7,8 @@ for the protocol).
     loop: H inner AdamW steps on its own shard --> send the outer gradient
           delta = theta_global - theta_local --> wait for the merged version, adopt it
           --> checkpoint (parameters, AdamW state, step, tokens, data cursor, incarnation)
-    end: the heartbeat answer says "end" (the harness's POST /v1/end), or --steps
-         are done --> a last heartbeat, leave, exit 0.  SIGTERM: checkpoint, exit 0.
+    end: the heartbeat answer says "end" (the harness's POST /v1/end, or its
+         <state-dir>/end file in the file form), or --steps are done --> a last heartbeat, leave, exit 0.  SIGTERM: checkpoint, exit 0.
 
 A killed worker restarted by its agent resumes from its last checkpoint,
 joins again (a higher incarnation) and pulls the current global parameters

@@ -133,3 +133,46 @@ Test(harness_trainer, a_coordinator_that_dies_at_start_fails_the_run)
     hx_kill_leftovers(out);
     free(dir);
 }
+
+/* The file form of the telemetry contract (topology.trainer.telemetry): a
+ * coordinator that writes a malformed second line to its events file fails
+ * the run with a harness error naming the file and the line, and serves no
+ * HTTP at all (listen.addr names a port nothing listens on: the harness
+ * must not need it for telemetry). */
+Test(harness_trainer, a_malformed_events_file_line_fails_the_run)
+{
+    char *dir = it_mkdtemp("htrf");
+    char path[1024], out[1100], script[1100], doc[4096];
+    snprintf(path, sizeof path, "%s/file.json", dir);
+    snprintf(out, sizeof out, "%s/run", dir);
+    snprintf(script, sizeof script, "%s/coord.sh", dir);
+    hx_write(script,
+             "d=$1\n"
+             "printf '%s\\n' '{\"seq\":1,\"t_mono_ms\":1,\"type\":\"start\",\"versions\":[0]}' "
+             "'{\"seq\":2,\"t_mono_ms\":2,\"type\":\"merge\"' > \"$d/events.jsonl\"\n"
+             "echo 127.0.0.1:9 > \"$d/listen.addr.tmp\" && mv \"$d/listen.addr.tmp\" \"$d/listen.addr\"\n"
+             "exec sleep 100\n");
+    snprintf(doc, sizeof doc,
+             "{\"title\": \"file form\", \"topology\": {\"learners\": 1, \"trainer\": {"
+             "\"coordinator\": [\"/bin/sh\", \"%s\", \"{state_dir}\", \"{listen}\"],"
+             "\"learner\": [\"/bin/sh\", \"-c\", \"exec sleep 100\", \"sh\", \"{proxy}\"],"
+             "\"telemetry\": {\"events_file\": \"{state_dir}/events.jsonl\"}}},"
+             " \"horizon\": {\"min_merges\": 1}, \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}",
+             script);
+    hx_write(path, doc);
+    const char *args[] = {"run", path, "--out", out, "--time-limit", "60", NULL};
+    pid_t pid = it_start(dir, "run", args, NULL);
+    int rc = hx_exit_code(pid, 90000);
+    cr_expect_eq(rc, 3, "a harness error exits 3 (got %d)", rc);
+    char f[1200];
+    snprintf(f, sizeof f, "%s/run.log", dir);
+    char *log = hx_read(f);
+    cr_assert_not_null(log);
+    cr_expect(strstr(log, "coordinator/events.jsonl, line 2: not a JSON object") != NULL,
+              "the error names the file and the line");
+    if (rc != 3 || !strstr(log, "line 2: not a JSON object"))
+        it_dump_log(dir, "run");
+    free(log);
+    hx_kill_leftovers(out);
+    free(dir);
+}

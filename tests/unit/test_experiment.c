@@ -577,14 +577,47 @@ Test(experiment, trainer_refused)
     expect_error(trainer_doc("{" COORD ", \"learner\": [\"w\", \"\", \"{proxy}\"]}", hz),
                  "$.topology.trainer.learner[1]: expected a non-empty string, got \"\"");
     expect_error(trainer_doc("{" COORD "}", hz), "$.topology.trainer.learner: missing required key");
-    expect_error(trainer_doc("{" COORD ", " LEARN ", \"env\": {}}", hz),
-                 "$.topology.trainer.env: unknown key (expected one of: coordinator, learner, cwd)");
+    expect_error(
+        trainer_doc("{" COORD ", " LEARN ", \"env\": {}}", hz),
+        "$.topology.trainer.env: unknown key (expected one of: coordinator, learner, cwd, telemetry)");
     expect_error(trainer_doc("{" COORD ", " LEARN "}", NULL),
                  "$.horizon: expected min_tokens or min_merges with topology.trainer");
     expect_error("{\"title\": \"t\", \"topology\": {\"learners\": 1, \"trainer\": {" COORD ", " LEARN
                  "}, \"attach\": {\"syncer\": \"http://x\", \"agents\": [\"http://a\"]}}, \"horizon\": "
                  "{\"min_merges\": 1}, \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}",
                  "$.topology: expected at most one of attach and trainer, got both");
+}
+
+/* topology.trainer.telemetry: absent = HTTP; events_file = the file form. */
+Test(experiment, trainer_telemetry)
+{
+    experiment *e = NULL;
+    jv_diag *d;
+    const char *hz = "{\"min_merges\": 5}";
+    cr_assert_eq(load(trainer_doc("{" COORD ", " LEARN "}", hz), 0, &e, &d), 0);
+    cr_assert_null(e->trainer->events_file, "no telemetry key: HTTP");
+    exp_free(e);
+    jv_diag_free(d);
+    cr_assert_eq(load(trainer_doc("{" COORD ", " LEARN ", \"telemetry\": {\"events_file\": "
+                                  "\"{state_dir}/events.jsonl\"}}",
+                                  hz),
+                      0, &e, &d),
+                 0);
+    cr_assert_str_eq(e->trainer->events_file, "{state_dir}/events.jsonl");
+    exp_free(e);
+    jv_diag_free(d);
+    expect_error(trainer_doc("{" COORD ", " LEARN ", \"telemetry\": {}}", hz),
+                 "$.topology.trainer.telemetry.events_file: missing required key");
+    expect_error(
+        trainer_doc("{" COORD ", " LEARN ", \"telemetry\": {\"events_file\": \"e\", \"http\": 1}}", hz),
+        "$.topology.trainer.telemetry.http: unknown key (expected one of: events_file)");
+    expect_error(
+        trainer_doc("{" COORD ", " LEARN ", \"telemetry\": {\"events_file\": \"{listen}.jsonl\"}}", hz),
+        "$.topology.trainer.telemetry.events_file: {listen} changes across a coordinator restart");
+    expect_error(trainer_doc("{" COORD ", " LEARN ", \"telemetry\": {\"events_file\": \"{proxy}/e\"}}", hz),
+                 "$.topology.trainer.telemetry.events_file: unknown placeholder {proxy}");
+    expect_error(trainer_doc("{" COORD ", " LEARN ", \"telemetry\": {\"events_file\": \"\"}}", hz),
+                 "$.topology.trainer.telemetry.events_file");
 }
 
 /* Placeholders: {name} of [a-z0-9_.] is expanded, anything else is literal. */
