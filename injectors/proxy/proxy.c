@@ -124,11 +124,7 @@ proxy *proxy_new(const char *name, const char *listen_s, const char *upstream, c
     p->epfd = p->lend.fd = p->evend.fd = p->tend.fd = -1;
     p->pending_lfd = -1;
     pthread_mutex_init(&p->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&p->cv, NULL); /* timed waits: cx_cond_wait_until_ms (monotonic) */
     p->enabled = true;
     p->seen_enabled = true;
     p->next_toxic_id = 1;

@@ -8,6 +8,7 @@
 #include "injectors/proxy/proxy_internal.h"
 
 #include "common/clock.h"
+#include "common/err.h"
 #include "common/log.h"
 
 #include <arpa/inet.h>
@@ -227,11 +228,9 @@ void proxy_commit_locked(proxy *p)
     uint64_t my = ++p->gen;
     uint64_t one = 1;
     (void)!write(p->evend.fd, &one, sizeof one);
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_sec += PROXY_SYNC_WAIT_MS / 1000;
+    int64_t deadline_ms = cx_mono_ms() + PROXY_SYNC_WAIT_MS;
     while (p->applied_gen < my && !p->loop_dead) {
-        if (pthread_cond_timedwait(&p->cv, &p->mu, &dl) == ETIMEDOUT) {
+        if (cx_cond_wait_until_ms(&p->cv, &p->mu, deadline_ms) == CX_ETIMEDOUT) {
             cx_warn("proxy %s: loop did not apply a change within %d ms", p->name, PROXY_SYNC_WAIT_MS);
             break;
         }
