@@ -68,18 +68,27 @@ static double pct(int64_t *v, int n, double p)
     return (double)v[i] / 1000.0; /* ns → us */
 }
 
-static char proc_state(pid_t pid)
+/* The first len - 1 bytes of path into buf, NUL-terminated (one read:
+ * the poller's cheap look); 1 when something was read, else 0. */
+static int read_head(const char *path, char *buf, size_t len)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+    ssize_t n = read(fd, buf, len - 1);
     close(fd);
     if (n <= 0)
         return 0;
     buf[n] = '\0';
+    return 1;
+}
+
+static char proc_state(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (!read_head(path, buf, sizeof buf))
+        return 0;
     char *rp = strrchr(buf, ')');
     return rp && rp[1] == ' ' ? rp[2] : 0;
 }
@@ -87,15 +96,7 @@ static char proc_state(pid_t pid)
 static int file_has(const char *path, const char *word)
 {
     char buf[64];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    return strncmp(buf, word, strlen(word)) == 0;
+    return read_head(path, buf, sizeof buf) && strncmp(buf, word, strlen(word)) == 0;
 }
 
 /* ---- bench: the poller ---- */

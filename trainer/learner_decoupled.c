@@ -427,10 +427,7 @@ int decoupled_loop(learner *L, char *err, size_t errlen)
         (void)resetting; /* training goes on while the comm thread rejoins */
         overlap_wait(L);
         apply_inbox(L);
-        int64_t t0 = cx_mono_ns();
-        learner_compute_grads(L);
-        adamw_step(L->opt, model_params(L->m), model_grads(L->m), learner_lr_now(L, L->step));
-        learner_after_step(L, cx_mono_ns() - t0);
+        learner_local_step(L);
         if (!learner_params_finite(L)) {
             cx_warn("own parameters are not finite; discarding them and pulling the global ones");
             adamw_reset_range(L->opt, 0, L->n, NULL, 0);
