@@ -262,6 +262,15 @@ static pid_t idle_child(void)
     return pid > 0 ? pid : 0;
 }
 
+/* SIGKILL and reap a child of idle_child (0: none). */
+static void kill_child(pid_t pid)
+{
+    if (pid) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+}
+
 /* Raw SIGSTOP of a child → state T seen by the same poller as the agent's
  * runs. ns, or -1. */
 static int64_t raw_stop(pid_t pid)
@@ -392,10 +401,7 @@ static int ref_stop_samples(int64_t *v, int trials)
         if (d >= 0)
             v[n++] = d;
     }
-    if (sc) {
-        kill(sc, SIGKILL);
-        waitpid(sc, NULL, 0);
-    }
+    kill_child(sc);
     return n;
 }
 
@@ -568,10 +574,7 @@ static int ref_freeze_samples(const char *frz, int64_t *v, int trials)
                 v[n++] = d;
         }
     }
-    if (fc) {
-        kill(fc, SIGKILL);
-        waitpid(fc, NULL, 0);
-    }
+    kill_child(fc);
     if (rdir[0])
         rmdir(rdir);
     return n;

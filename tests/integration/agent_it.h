@@ -30,6 +30,7 @@
 
 #include "common/clock.h"
 #include "common/file.h"
+#include "injectors/unit_proc.h"
 #include "support.h"
 
 #define AG_TOKEN "it-token-7f3a9c2e51"
@@ -271,8 +272,8 @@ static inline pid_t ag_watchdog_of(pid_t agent, pid_t unit)
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         pid_t p = (pid_t)atoi(de->d_name);
-        char st = p > 0 ? it_proc_state(p) : 0;
-        if (p > 0 && p != unit && it_proc_ppid(p) == agent && st != 0 && st != 'Z' && st != 'X')
+        char st = p > 0 ? uproc_state(p) : 0;
+        if (p > 0 && p != unit && uproc_ppid(p) == agent && st != 0 && st != 'Z' && st != 'X')
             found = p;
     }
     closedir(d);
@@ -297,7 +298,7 @@ static inline int ag_wait_proc(pid_t pid, const char *want, long timeout_ms)
 {
     int64_t end = cx_mono_ms() + timeout_ms;
     while (cx_mono_ms() < end) {
-        char s = it_proc_state(pid);
+        char s = uproc_state(pid);
         if (s && strchr(want, s))
             return 1;
         cx_sleep_ms(5);
@@ -310,7 +311,7 @@ static inline int ag_wait_gone(pid_t pid, long timeout_ms)
 {
     int64_t end = cx_mono_ms() + timeout_ms;
     while (cx_mono_ms() < end) {
-        char s = it_proc_state(pid);
+        char s = uproc_state(pid);
         if (s == 0)
             return 1;
         cx_sleep_ms(2);

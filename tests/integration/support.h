@@ -48,11 +48,9 @@ void it_dump_log(const char *dir, const char *name);
 void it_cleanup(void);
 
 /* ---- processes seen through /proc ---- */
+/* (A state letter or a parent: uproc_state, uproc_ppid of
+ * injectors/unit_proc.h.) */
 
-/* State letter of /proc/PID/stat (R, S, T, Z, ...), 0 when gone. */
-char it_proc_state(pid_t pid);
-/* Field 4 (ppid) of /proc/PID/stat, or -1. */
-pid_t it_proc_ppid(pid_t pid);
 /* 1 when pid is gone or a zombie (killed; its new parent may reap late). */
 int it_proc_dead(pid_t pid);
 /* Wait up to timeout_ms until it_proc_dead(pid); its value then. */

@@ -15,6 +15,7 @@
 #include "common/file.h"
 #include "common/http_client.h"
 #include "common/proc.h"
+#include "injectors/unit_proc.h"
 
 #define IT_MAX_PROCS 64
 
@@ -168,42 +169,9 @@ void it_cleanup(void)
 
 /* ---- processes seen through /proc ---- */
 
-/* /proc/PID/stat into buf; what follows "(comm)" (the state letter is at
- * [1]), or NULL when pid is gone. */
-static const char *proc_stat_tail(pid_t pid, char *buf, size_t len)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return NULL;
-    size_t n = fread(buf, 1, len - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *rp = strrchr(buf, ')');
-    return rp && rp[1] == ' ' ? rp + 1 : NULL;
-}
-
-char it_proc_state(pid_t pid)
-{
-    char buf[512];
-    const char *t = proc_stat_tail(pid, buf, sizeof buf);
-    return t ? t[1] : 0;
-}
-
-pid_t it_proc_ppid(pid_t pid)
-{
-    char buf[512], st = 0;
-    int pp = -1;
-    const char *t = proc_stat_tail(pid, buf, sizeof buf);
-    if (!t || sscanf(t, " %c %d", &st, &pp) != 2)
-        return -1;
-    return (pid_t)pp;
-}
-
 int it_proc_dead(pid_t pid)
 {
-    char s = it_proc_state(pid);
+    char s = uproc_state(pid);
     return s == 0 || s == 'Z' || s == 'X';
 }
 

@@ -71,12 +71,12 @@ Test(agent_fork, agent_sigkill_takes_the_whole_group)
     pid_t leader = ag_wait_running(&a, 10000);
     pid_t child = it_wait_pid_file(udir, "child.pid", 10000);
     cr_assert(child > 0, "the unit's child wrote its pid");
-    cr_assert_eq(it_proc_state(child) != 0 && !it_proc_dead(child), 1);
+    cr_assert_eq(uproc_state(child) != 0 && !it_proc_dead(child), 1);
     it_signal(a.pid, SIGKILL, 0); /* the agent alone, not its process group */
     cr_assert(it_wait_exit(a.pid, 5000) >= 0, "agent reaped");
     cr_assert(it_wait_proc_dead(leader, 3000), "the leader dies with its agent (PR_SET_PDEATHSIG)");
     cr_assert(it_wait_proc_dead(child, 3000), "the leader's child dies with the agent too (state %c)",
-              it_proc_state(child));
+              uproc_state(child));
     free(a.dir);
     free(udir);
 }
@@ -114,7 +114,7 @@ Test(agent_fork, the_next_agent_sweeps_a_group_whose_watchdog_died)
     start_fork_agent_nocg(&b, "fk-sweep", udir, NULL, &a);
     /* The sweep runs before the agent listens: the child is gone by now. */
     cr_assert(it_wait_proc_dead(child, 1000),
-              "the restarted agent's sweep ended the leftover child (state %c)", it_proc_state(child));
+              "the restarted agent's sweep ended the leftover child (state %c)", uproc_state(child));
     cr_assert(!it_proc_dead(decoy), "the decoy (same group, no agent marks) is never signalled");
     ag_wait_running(&b, 10000);
     char log[700];
@@ -191,7 +191,7 @@ Test(agent_fork, a_clean_stop_ends_the_whole_group)
     ag_stop(&a); /* SIGTERM: the child ignores it, the stop grace ends it */
     cr_assert(it_proc_dead(leader));
     cr_assert(it_wait_proc_dead(child, 1000), "a clean stop leaves no process of the unit's group (state %c)",
-              it_proc_state(child));
+              uproc_state(child));
     cr_assert_neq(access(state, F_OK), 0, "unit.json is removed once the group is gone");
     free(udir);
 }
@@ -339,7 +339,7 @@ Test(agent_fork, an_escaped_child_dies_with_the_clean_stop)
     ag_stop(&a);
     cr_assert(it_proc_dead(leader));
     cr_assert(it_wait_proc_dead(esc, 2000), "the setsid child is ended with its unit's cgroup (state %c)",
-              it_proc_state(esc));
+              uproc_state(esc));
     free(udir);
 }
 
@@ -354,7 +354,7 @@ Test(agent_fork, an_escaped_child_dies_with_its_agent)
     cr_assert(it_wait_exit(a.pid, 5000) >= 0);
     cr_assert(it_wait_proc_dead(leader, 3000), "the leader dies with its agent");
     cr_assert(it_wait_proc_dead(esc, 3000), "the setsid child dies with its agent (state %c)",
-              it_proc_state(esc));
+              uproc_state(esc));
     free(a.dir);
     free(udir);
 }
@@ -381,7 +381,7 @@ Test(agent_fork, the_next_agent_sweeps_an_escaped_child_whose_watchdog_died)
     start_fork_agent(&b, "fk-esc-sweep", udir, NULL, &a);
     /* The sweep runs before the agent listens. */
     cr_assert(it_wait_proc_dead(esc, 2000), "the restarted agent's sweep ended the escaped child (state %c)",
-              it_proc_state(esc));
+              uproc_state(esc));
     ag_wait_running(&b, 10000);
     pid_t child2 = 0;
     int64_t end = cx_mono_ms() + 10000;
@@ -419,9 +419,9 @@ Test(agent_fork, a_frozen_unit_dies_with_its_agent)
     it_signal(a.pid, SIGKILL, 0);
     cr_assert(it_wait_exit(a.pid, 5000) >= 0);
     cr_assert(it_wait_proc_dead(leader, 3000), "the frozen leader dies with its agent (state %c)",
-              it_proc_state(leader));
+              uproc_state(leader));
     cr_assert(it_wait_proc_dead(esc, 3000), "the frozen setsid child dies with its agent (state %c)",
-              it_proc_state(esc));
+              uproc_state(esc));
     free(a.dir);
     free(udir);
 }
