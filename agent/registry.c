@@ -34,6 +34,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -649,13 +650,29 @@ int reg_revert(reg *r, const char *id, const char *reason, json_t **out, char *e
     return rc;
 }
 
-int reg_revert_all(reg *r, const char *reason, int lease_only)
+/* Which active faults a bulk revert takes; NULL/0 fields match all. */
+typedef struct revert_sel {
+    int lease_only;          /* only faults made under a lease */
+    const char *target;      /* only faults on this target */
+    const char *origin;      /* only faults of this origin ("api" when unset) */
+    const char *except_type; /* never faults of this type */
+} revert_sel;
+
+static bool revert_selects(const revert_sel *sel, const fault *f)
+{
+    return !(sel->lease_only && !f->lease) && !(sel->target && strcmp(f->target, sel->target) != 0) &&
+           !(sel->origin && strcmp(f->origin ? f->origin : "api", sel->origin) != 0) &&
+           !(sel->except_type && strcmp(f->type, sel->except_type) == 0);
+}
+
+/* Revert every active fault sel selects, then persist once; how many. */
+static int revert_selected(reg *r, const revert_sel *sel, const char *reason)
 {
     int n = 0;
     pthread_mutex_lock(&r->lock);
     for (fault *f = r->active, *nx; f; f = nx) {
         nx = f->next;
-        if (lease_only && !f->lease)
+        if (!revert_selects(sel, f))
             continue;
         end_fault(r, f, reason, F_REVERTED);
         n++;
@@ -669,27 +686,17 @@ int reg_revert_all(reg *r, const char *reason, int lease_only)
     return n;
 }
 
+int reg_revert_all(reg *r, const char *reason, int lease_only)
+{
+    revert_sel sel = {.lease_only = lease_only};
+    return revert_selected(r, &sel, reason);
+}
+
 int reg_revert_match(reg *r, const char *target, const char *origin, const char *except_type,
                      const char *reason)
 {
-    int n = 0;
-    pthread_mutex_lock(&r->lock);
-    for (fault *f = r->active, *nx; f; f = nx) {
-        nx = f->next;
-        if ((target && strcmp(f->target, target) != 0) ||
-            (origin && strcmp(f->origin ? f->origin : "api", origin) != 0) ||
-            (except_type && strcmp(f->type, except_type) == 0))
-            continue;
-        end_fault(r, f, reason, F_REVERTED);
-        n++;
-    }
-    pending p = {NULL, 0};
-    if (n > 0)
-        p = reg_pending_take(r);
-    pthread_mutex_unlock(&r->lock);
-    if (n > 0)
-        reg_pending_write(r, p, "after a revert");
-    return n;
+    revert_sel sel = {.target = target, .origin = origin, .except_type = except_type};
+    return revert_selected(r, &sel, reason);
 }
 
 int reg_tick(reg *r, int64_t now)

@@ -68,18 +68,27 @@ static double pct(int64_t *v, int n, double p)
     return (double)v[i] / 1000.0; /* ns → us */
 }
 
-static char proc_state(pid_t pid)
+/* The first len - 1 bytes of path into buf, NUL-terminated (one read:
+ * the poller's cheap look); 1 when something was read, else 0. */
+static int read_head(const char *path, char *buf, size_t len)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+    ssize_t n = read(fd, buf, len - 1);
     close(fd);
     if (n <= 0)
         return 0;
     buf[n] = '\0';
+    return 1;
+}
+
+static char proc_state(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (!read_head(path, buf, sizeof buf))
+        return 0;
     char *rp = strrchr(buf, ')');
     return rp && rp[1] == ' ' ? rp[2] : 0;
 }
@@ -87,15 +96,7 @@ static char proc_state(pid_t pid)
 static int file_has(const char *path, const char *word)
 {
     char buf[64];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    return strncmp(buf, word, strlen(word)) == 0;
+    return read_head(path, buf, sizeof buf) && strncmp(buf, word, strlen(word)) == 0;
 }
 
 /* ---- bench: the poller ---- */
@@ -261,6 +262,15 @@ static pid_t idle_child(void)
     return pid > 0 ? pid : 0;
 }
 
+/* SIGKILL and reap a child of idle_child (0: none). */
+static void kill_child(pid_t pid)
+{
+    if (pid) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+}
+
 /* Raw SIGSTOP of a child → state T seen by the same poller as the agent's
  * runs. ns, or -1. */
 static int64_t raw_stop(pid_t pid)
@@ -335,35 +345,38 @@ static void print_row(const row *r, double ref99)
         printf("| %s | %d | %.1f | %.1f | |\n", r->name, r->n, p50, p99);
 }
 
-int main(int argc, char **argv)
+/* ---- bench: the steps of main ---- */
+
+/* --trials and --chaosloco into *trials (at least 10) and bin (default:
+ * ../chaosloco beside this program). 0, or CX_EXIT_USAGE after printing
+ * the usage. */
+static int parse_args(int argc, char **argv, int *trials, char *bin, size_t binlen)
 {
-    int trials = 200;
-    char bin[4096] = "";
+    *trials = 200;
+    bin[0] = '\0';
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--trials") == 0 && i + 1 < argc)
-            trials = atoi(argv[++i]);
+            *trials = atoi(argv[++i]);
         else if (strcmp(argv[i], "--chaosloco") == 0 && i + 1 < argc)
-            snprintf(bin, sizeof bin, "%s", argv[++i]);
+            snprintf(bin, binlen, "%s", argv[++i]);
         else {
             fprintf(stderr, "usage: bench_inject [--trials N] [--chaosloco PATH]\n");
             return CX_EXIT_USAGE;
         }
     }
-    if (trials < 10)
-        trials = 10;
+    if (*trials < 10)
+        *trials = 10;
     if (!bin[0]) {
         char self[4096];
         cx_self_exe(self, sizeof self);
-        snprintf(bin, sizeof bin, "%s/../chaosloco", dirname(self));
+        snprintf(bin, binlen, "%s/../chaosloco", dirname(self));
     }
+    return 0;
+}
 
-    /* ---- reference: kill(2) → waitpid() of our own child ---- */
-    int64_t *ref = calloc((size_t)trials, sizeof *ref);
-    int64_t *killv = calloc((size_t)trials, sizeof *killv);
-    int64_t *stopv = calloc((size_t)trials, sizeof *stopv);
-    int64_t *frzv = calloc((size_t)trials, sizeof *frzv);
-    dur.cap = 3 * trials;
-    dur.v = calloc((size_t)dur.cap, sizeof *dur.v);
+/* Reference: kill(2) → waitpid() of our own child, trials samples into v. */
+static void ref_kill_samples(int64_t *v, int trials)
+{
     for (int i = 0; i < trials; i++) {
         pid_t pid = fork();
         if (pid == 0) {
@@ -374,40 +387,54 @@ int main(int argc, char **argv)
         int64_t t0 = cx_mono_ns();
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
-        ref[i] = cx_mono_ns() - t0;
+        v[i] = cx_mono_ns() - t0;
     }
-    /* ---- reference: SIGSTOP of our own child → state T ---- */
-    int64_t *rstop = calloc((size_t)trials, sizeof *rstop);
-    int nrs = 0;
+}
+
+/* Reference: SIGSTOP of our own child → state T; the samples taken. */
+static int ref_stop_samples(int64_t *v, int trials)
+{
+    int n = 0;
     pid_t sc = idle_child();
     for (int i = 0; i < trials && sc; i++) {
         int64_t d = raw_stop(sc);
         if (d >= 0)
-            rstop[nrs++] = d;
+            v[n++] = d;
     }
-    if (sc) {
-        kill(sc, SIGKILL);
-        waitpid(sc, NULL, 0);
-    }
+    kill_child(sc);
+    return n;
+}
 
-    /* ---- the agent ---- */
-    char dir[] = "/tmp/chaosloco-bench-inject-XXXXXX";
-    if (!mkdtemp(dir)) {
+/* The agent under test: its temporary dir, log and client. */
+typedef struct bench_agent {
+    char dir[64];      /* /tmp/chaosloco-bench-inject-XXXXXX */
+    char state[256];   /* its --state-dir */
+    char logp[300];    /* its stdout + stderr */
+    pid_t pid;         /* the agent process */
+    cx_http_client *c; /* keep-alive client with the token */
+} bench_agent;
+
+/* Start `bin agent` supervising `sleep 100000` in a fresh temporary dir
+ * and connect to it; also points dur.path into its state dir. 0, or
+ * CX_EXIT_FAILURE after printing why. */
+static int agent_start(const char *bin, bench_agent *a)
+{
+    snprintf(a->dir, sizeof a->dir, "/tmp/chaosloco-bench-inject-XXXXXX");
+    if (!mkdtemp(a->dir)) {
         perror("mkdtemp");
         return CX_EXIT_FAILURE;
     }
-    char tok[256], state[256], addrf[300], id[64];
-    snprintf(tok, sizeof tok, "%s/token", dir);
-    snprintf(state, sizeof state, "%s/state", dir);
-    snprintf(addrf, sizeof addrf, "%s/listen.addr", state);
+    char tok[256], addrf[300], id[64];
+    snprintf(tok, sizeof tok, "%s/token", a->dir);
+    snprintf(a->state, sizeof a->state, "%s/state", a->dir);
+    snprintf(addrf, sizeof addrf, "%s/listen.addr", a->state);
     snprintf(id, sizeof id, "bench-inject-%d", (int)getpid());
     FILE *f = fopen(tok, "w");
     fprintf(f, "%s\n", TOKEN);
     fclose(f);
     chmod(tok, 0600); /* the agent refuses a token others can read */
-    char logp[300];
-    snprintf(logp, sizeof logp, "%s/agent.log", dir);
-    int logfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    snprintf(a->logp, sizeof a->logp, "%s/agent.log", a->dir);
+    int logfd = open(a->logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     const char *args[] = {bin,
                           "agent",
                           "--listen",
@@ -415,7 +442,7 @@ int main(int argc, char **argv)
                           "--id",
                           id,
                           "--state-dir",
-                          state,
+                          a->state,
                           "--token-file",
                           tok,
                           "--max-duration-ms",
@@ -427,87 +454,115 @@ int main(int argc, char **argv)
     const char *env[] = {"CHAOSLOCO_LOG=warn", NULL};
     cx_spawn_opts so = {
         .new_pgrp = 1, .stdout_fd = logfd, .stderr_fd = logfd, .extra_env = env, .die_with_parent = SIGKILL};
-    pid_t apid = 0;
     char err[256];
-    if (cx_spawn(args, &so, &apid, err, sizeof err) < 0) {
+    if (cx_spawn(args, &so, &a->pid, err, sizeof err) < 0) {
         fprintf(stderr, "bench: %s\n", err);
         return CX_EXIT_FAILURE;
     }
     char addr[128] = "";
     for (int i = 0; i < 1000 && !addr[0]; i++) {
-        FILE *a = fopen(addrf, "r");
-        if (a) {
-            if (!fgets(addr, sizeof addr, a))
+        FILE *af = fopen(addrf, "r");
+        if (af) {
+            if (!fgets(addr, sizeof addr, af))
                 addr[0] = '\0';
-            fclose(a);
+            fclose(af);
         }
         cx_sleep_ms(10);
     }
     if (!addr[0]) {
-        fprintf(stderr, "bench: agent did not start (see %s)\n", logp);
+        fprintf(stderr, "bench: agent did not start (see %s)\n", a->logp);
         return CX_EXIT_FAILURE;
     }
     char base[200];
     snprintf(base, sizeof base, "http://%s", addr);
-    snprintf(dur.path, sizeof dur.path, "%s/bench-persist.json", state);
+    snprintf(dur.path, sizeof dur.path, "%s/bench-persist.json", a->state);
     cx_http_opts ho = {.bearer = TOKEN, .timeout_ms = 10000};
-    cx_http_client *c = cx_http_client_new(base, &ho);
+    a->c = cx_http_client_new(base, &ho);
+    return 0;
+}
 
-    /* The HTTP round trip alone, on the same keep-alive connection: where
-     * an agent row's time goes that is neither the write nor the effect. */
-    int64_t *rtt = calloc((size_t)trials, sizeof *rtt);
+/* The HTTP round trip alone, on the same keep-alive connection: where an
+ * agent row's time goes that is neither the write nor the effect. */
+static void rtt_samples(cx_http_client *c, int64_t *v, int trials)
+{
     for (int i = 0; i < trials; i++) {
         cx_sleep_ms(GAP_MS);
         int64_t t0 = cx_mono_ns();
         json_decref(call(c, "GET", "/v1/version", NULL, NULL));
-        rtt[i] = cx_mono_ns() - t0;
+        v[i] = cx_mono_ns() - t0;
     }
-    /* kill */
-    pid_t pid = wait_running(c, 0);
-    int nk = 0;
+}
+
+/* Agent kills (SIGKILL, restarted at once): POST → unit reaped. *pid is
+ * the running unit before and after (0 when it did not come back); the
+ * samples taken. */
+static int agent_kill_samples(cx_http_client *c, pid_t *pid, int64_t *v, int trials)
+{
+    int n = 0;
     for (int i = 0; i < trials; i++) {
         int64_t d = timed(c,
                           "{\"type\":\"kill\",\"duration_ms\":20,\"params\":{\"signal\":\"KILL\","
                           "\"restart_after_ms\":0}}",
-                          WAIT_GONE, pid, NULL, NULL, 0);
+                          WAIT_GONE, *pid, NULL, NULL, 0);
         if (d >= 0)
-            killv[nk++] = d;
-        pid = wait_running(c, pid);
-        if (!pid)
+            v[n++] = d;
+        *pid = wait_running(c, *pid);
+        if (!*pid)
             break;
     }
-    /* pause, signal */
-    int ns = 0;
-    char fid[64], path[128];
+    return n;
+}
+
+/* DELETE /v1/faults/{id}. */
+static void fault_delete(cx_http_client *c, const char *id)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/faults/%s", id);
+    json_decref(call(c, "DELETE", path, NULL, NULL));
+}
+
+/* Agent pauses by signal: POST → state T, each reverted before the next;
+ * the samples taken. */
+static int agent_stop_samples(cx_http_client *c, pid_t pid, int64_t *v, int trials)
+{
+    int n = 0;
+    char fid[64];
     for (int i = 0; i < trials && pid; i++) {
         int64_t d = timed(c, "{\"type\":\"pause\",\"duration_ms\":60000,\"params\":{\"method\":\"signal\"}}",
                           WAIT_STOPPED, pid, NULL, fid, sizeof fid);
         if (d >= 0)
-            stopv[ns++] = d;
-        snprintf(path, sizeof path, "/v1/faults/%s", fid);
-        json_decref(call(c, "DELETE", path, NULL, NULL));
+            v[n++] = d;
+        fault_delete(c, fid);
         while (proc_state(pid) == 'T')
             sched_yield();
     }
-    /* pause, freezer: find the freezer file from one probe */
-    int nf = 0;
-    char frz[600] = "";
+    return n;
+}
+
+/* The unit's freezer.state file, from one freezer pause injected and
+ * reverted; "" when the freezer is unusable or v2 (no file to watch). */
+static void freezer_probe(cx_http_client *c, char *frz, size_t len)
+{
+    frz[0] = '\0';
     int st = 0;
     json_t *probe =
         call(c, "POST", "/v1/faults",
              "{\"type\":\"pause\",\"duration_ms\":60000,\"params\":{\"method\":\"freezer\"}}", &st);
     if (st == 201) {
         json_t *ev = json_object_get(probe, "evidence");
-        snprintf(frz, sizeof frz, "%s/freezer.state", json_string_value(json_object_get(ev, "cgroup")));
-        snprintf(path, sizeof path, "/v1/faults/%s", json_string_value(json_object_get(probe, "id")));
-        json_decref(call(c, "DELETE", path, NULL, NULL));
+        snprintf(frz, len, "%s/freezer.state", json_string_value(json_object_get(ev, "cgroup")));
+        fault_delete(c, json_string_value(json_object_get(probe, "id")));
         if (access(frz, R_OK) != 0)
             frz[0] = '\0'; /* v2: no freezer.state file to watch */
     }
     json_decref(probe);
-    /* ---- reference: the v1 freezer written directly → FROZEN ---- */
-    int64_t *rfrz = calloc((size_t)trials, sizeof *rfrz);
-    int nrf = 0;
+}
+
+/* Reference: a v1 freezer cgroup beside the agent's (frz is the agent's
+ * freezer.state) written directly → FROZEN; the samples taken. */
+static int ref_freeze_samples(const char *frz, int64_t *v, int trials)
+{
+    int n = 0;
     char rdir[700] = "";
     pid_t fc = frz[0] ? idle_child() : 0;
     char agent_cg[600];
@@ -516,48 +571,94 @@ int main(int argc, char **argv)
         for (int i = 0; i < trials; i++) {
             int64_t d = raw_freeze(rdir);
             if (d >= 0)
-                rfrz[nrf++] = d;
+                v[n++] = d;
         }
     }
-    if (fc) {
-        kill(fc, SIGKILL);
-        waitpid(fc, NULL, 0);
-    }
+    kill_child(fc);
     if (rdir[0])
         rmdir(rdir);
+    return n;
+}
+
+/* Agent pauses by freezer: POST → FROZEN, each reverted before the next;
+ * the samples taken (none when frz is ""). */
+static int agent_freeze_samples(cx_http_client *c, pid_t pid, const char *frz, int64_t *v, int trials)
+{
+    int n = 0;
+    char fid[64];
     for (int i = 0; i < trials && frz[0]; i++) {
         while (!file_has(frz, "THAWED"))
             sched_yield();
         int64_t d = timed(c, "{\"type\":\"pause\",\"duration_ms\":60000,\"params\":{\"method\":\"freezer\"}}",
                           WAIT_FROZEN, pid, frz, fid, sizeof fid);
         if (d >= 0)
-            frzv[nf++] = d;
-        snprintf(path, sizeof path, "/v1/faults/%s", fid);
-        json_decref(call(c, "DELETE", path, NULL, NULL));
+            v[n++] = d;
+        fault_delete(c, fid);
     }
-    cx_http_client_free(c);
-    kill(apid, SIGTERM);
-    cx_wait_timeout(apid, 10000, NULL);
+    return n;
+}
 
-    /* p99 excess: agent p99 − (raw p99 + durable write p99), in us. */
+/* The table: the durable write and the round trip alone, then each raw
+ * reference with its agent row and that row's p99 excess over raw p99 +
+ * durable p99, in us. */
+static void print_table(const row *rt, const row raws[3], const row agents[3])
+{
     row wr = {"durable write of faults.json alone (file + dir fsync)", dur.v, dur.n};
+    double w99 = dur.n > 0 ? pct(dur.v, dur.n, 0.99) : 0;
+    printf("| measurement | trials | p50 (us) | p99 (us) | p99 − (raw p99 + durable p99) (us) |\n");
+    printf("|---|---|---|---|---|\n");
+    print_row(&wr, 0);
+    print_row(rt, 0);
+    for (int i = 0; i < 3; i++) {
+        print_row(&raws[i], 0);
+        double ref99 = raws[i].n > 0 ? pct(raws[i].v, raws[i].n, 0.99) + w99 : 0;
+        print_row(&agents[i], ref99);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int trials;
+    char bin[4096];
+    int rc = parse_args(argc, argv, &trials, bin, sizeof bin);
+    if (rc != 0)
+        return rc;
+    int64_t *ref = calloc((size_t)trials, sizeof *ref);
+    int64_t *killv = calloc((size_t)trials, sizeof *killv);
+    int64_t *stopv = calloc((size_t)trials, sizeof *stopv);
+    int64_t *frzv = calloc((size_t)trials, sizeof *frzv);
+    int64_t *rstop = calloc((size_t)trials, sizeof *rstop);
+    int64_t *rtt = calloc((size_t)trials, sizeof *rtt);
+    int64_t *rfrz = calloc((size_t)trials, sizeof *rfrz);
+    dur.cap = 3 * trials;
+    dur.v = calloc((size_t)dur.cap, sizeof *dur.v);
+
+    ref_kill_samples(ref, trials);
+    int nrs = ref_stop_samples(rstop, trials);
+    bench_agent a = {0};
+    rc = agent_start(bin, &a);
+    if (rc != 0)
+        return rc;
+    rtt_samples(a.c, rtt, trials);
+    pid_t pid = wait_running(a.c, 0);
+    int nk = agent_kill_samples(a.c, &pid, killv, trials);
+    int ns = agent_stop_samples(a.c, pid, stopv, trials);
+    char frz[600];
+    freezer_probe(a.c, frz, sizeof frz);
+    int nrf = ref_freeze_samples(frz, rfrz, trials);
+    int nf = agent_freeze_samples(a.c, pid, frz, frzv, trials);
+    cx_http_client_free(a.c);
+    kill(a.pid, SIGTERM);
+    cx_wait_timeout(a.pid, 10000, NULL);
+
+    row rt = {"HTTP round trip alone (GET /v1/version)", rtt, trials};
     row raws[] = {{"raw kill(2) → waitpid", ref, trials},
                   {"raw SIGSTOP → state T", rstop, nrs},
                   {"raw freezer.state FROZEN → FROZEN", rfrz, nrf}};
     row agents[] = {{"agent kill: POST → unit reaped", killv, nk},
                     {"agent pause (signal): POST → state T", stopv, ns},
                     {"agent pause (freezer): POST → FROZEN", frzv, nf}};
-    double w99 = dur.n > 0 ? pct(dur.v, dur.n, 0.99) : 0;
-    printf("| measurement | trials | p50 (us) | p99 (us) | p99 − (raw p99 + durable p99) (us) |\n");
-    printf("|---|---|---|---|---|\n");
-    print_row(&wr, 0);
-    row rt = {"HTTP round trip alone (GET /v1/version)", rtt, trials};
-    print_row(&rt, 0);
-    for (int i = 0; i < 3; i++) {
-        print_row(&raws[i], 0);
-        double ref99 = raws[i].n > 0 ? pct(raws[i].v, raws[i].n, 0.99) + w99 : 0;
-        print_row(&agents[i], ref99);
-    }
+    print_table(&rt, raws, agents);
     free(ref);
     free(killv);
     free(stopv);

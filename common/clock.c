@@ -1,5 +1,7 @@
-/* clock.c - clocks and sleeping. */
+/* clock.c - clocks, sleeping and timed waits. */
 #include "common/clock.h"
+
+#include "common/err.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -44,4 +46,20 @@ void cx_iso_time(char *buf, size_t len, int64_t real_ns)
     gmtime_r(&s, &tm);
     snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
              tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+}
+
+/* ---- timed waits ---- */
+
+int cx_cond_wait_until_ns(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_t deadline_ns)
+{
+    if (cx_mono_ns() >= deadline_ns)
+        return CX_ETIMEDOUT;
+    struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000LL),
+                          .tv_nsec = (long)(deadline_ns % 1000000000LL)};
+    return pthread_cond_clockwait(cond, mutex, CLOCK_MONOTONIC, &ts) == ETIMEDOUT ? CX_ETIMEDOUT : CX_OK;
+}
+
+int cx_cond_wait_until_ms(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_t deadline_ms)
+{
+    return cx_cond_wait_until_ns(cond, mutex, deadline_ms * 1000000LL);
 }

@@ -194,20 +194,9 @@ void *dash_poller_main(void *arg)
         poll_once(s);
         int64_t next = t + s->poll_ms;
         pthread_mutex_lock(&s->mu);
-        while (!s->stopping && cx_mono_ms() < next) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            int64_t wait_ms = next - cx_mono_ms();
-            if (wait_ms <= 0)
+        while (!s->stopping)
+            if (cx_cond_wait_until_ms(&s->cond, &s->mu, next) == CX_ETIMEDOUT)
                 break;
-            ts.tv_sec += wait_ms / 1000;
-            ts.tv_nsec += (wait_ms % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&s->cond, &s->mu, &ts);
-        }
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;

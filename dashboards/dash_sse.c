@@ -76,10 +76,7 @@ static long sse_read(void *cls, char *buf, size_t max)
         pthread_mutex_lock(&s->mu);
         if (!s->stopping && s->msg_seq == c->cursor) {
             /* wait at most 1 s so that stopping and keep-alives are noticed */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += 1;
-            pthread_cond_timedwait(&s->cond, &s->mu, &ts);
+            (void)cx_cond_wait_until_ms(&s->cond, &s->mu, cx_mono_ms() + 1000);
         }
         if (s->stopping || c->evicted) {
             pthread_mutex_unlock(&s->mu);

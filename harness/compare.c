@@ -78,6 +78,14 @@ static void cell(cx_buf *b, const json_t *row, const char *key, const char *fmt)
         cx_buf_printf(b, fmt, json_number_value(v));
 }
 
+/* The numeric columns of the CSV after mode, exit_code and status, in
+ * order, with their formats (an absent value is an empty cell). */
+static const struct {
+    const char *key, *fmt;
+} csv_cells[] = {{"goodput", "%.4f"},    {"time_to_target_s", "%.2f"},    {"bytes_per_token", "%.2f"},
+                 {"final_loss", "%.4f"}, {"longest_merge_gap_s", "%.3f"}, {"tokens", "%.0f"},
+                 {"duration_s", "%.2f"}};
+
 char *compare_csv(const json_t *table)
 {
     cx_buf b;
@@ -91,20 +99,10 @@ char *compare_csv(const json_t *table)
         cx_buf_printf(&b, "%s,%lld,%s,", json_string_value(json_object_get(row, "mode")),
                       (long long)json_integer_value(json_object_get(row, "exit_code")),
                       json_string_value(json_object_get(row, "status")));
-        cell(&b, row, "goodput", "%.4f");
-        cx_buf_printf(&b, ",");
-        cell(&b, row, "time_to_target_s", "%.2f");
-        cx_buf_printf(&b, ",");
-        cell(&b, row, "bytes_per_token", "%.2f");
-        cx_buf_printf(&b, ",");
-        cell(&b, row, "final_loss", "%.4f");
-        cx_buf_printf(&b, ",");
-        cell(&b, row, "longest_merge_gap_s", "%.3f");
-        cx_buf_printf(&b, ",");
-        cell(&b, row, "tokens", "%.0f");
-        cx_buf_printf(&b, ",");
-        cell(&b, row, "duration_s", "%.2f");
-        cx_buf_printf(&b, "\n");
+        for (size_t c = 0; c < sizeof csv_cells / sizeof csv_cells[0]; c++) {
+            cell(&b, row, csv_cells[c].key, csv_cells[c].fmt);
+            cx_buf_printf(&b, c + 1 < sizeof csv_cells / sizeof csv_cells[0] ? "," : "\n");
+        }
     }
     return cx_buf_take(&b, NULL);
 }

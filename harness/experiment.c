@@ -45,9 +45,10 @@ json_t *exp_merge_patch(const json_t *target, const json_t *patch)
 
 /* ---- small helpers ---- */
 
-/* An array at path.key (0 absent, 1 ok, -1 wrong type). */
-int exp_get_array(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
-                  json_t **out)
+/* A value of JSON type want (named what: "an array") at path.key (0
+ * absent, 1 ok, -1 wrong type). */
+static int get_typed(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
+                     json_type want, const char *what, json_t **out)
 {
     json_t *v = json_object_get(obj, key);
     char p[JV_PATHLEN];
@@ -57,35 +58,27 @@ int exp_get_array(jv_diag *d, const char *path, const json_t *obj, const char *k
             jv_diag_add(d, p, "missing required key");
         return 0;
     }
-    if (!json_is_array(v)) {
+    if (json_typeof(v) != want) {
         char got[64];
         jv_describe(got, sizeof(got), v);
-        jv_diag_add(d, p, "expected an array, got %s", got);
+        jv_diag_add(d, p, "expected %s, got %s", what, got);
         return -1;
     }
     *out = v;
     return 1;
 }
 
+/* An array at path.key (0 absent, 1 ok, -1 wrong type). */
+int exp_get_array(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
+                  json_t **out)
+{
+    return get_typed(d, path, obj, key, required, JSON_ARRAY, "an array", out);
+}
+
 int exp_get_object(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
                    json_t **out)
 {
-    json_t *v = json_object_get(obj, key);
-    char p[JV_PATHLEN];
-    jv_path_key(p, sizeof(p), path, key);
-    if (!v) {
-        if (required)
-            jv_diag_add(d, p, "missing required key");
-        return 0;
-    }
-    if (!json_is_object(v)) {
-        char got[64];
-        jv_describe(got, sizeof(got), v);
-        jv_diag_add(d, p, "expected an object, got %s", got);
-        return -1;
-    }
-    *out = v;
-    return 1;
+    return get_typed(d, path, obj, key, required, JSON_OBJECT, "an object", out);
 }
 
 int exp_nonempty_string(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,

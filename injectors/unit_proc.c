@@ -155,6 +155,14 @@ pid_t uproc_pgrp(pid_t pid)
     return (pid_t)v;
 }
 
+pid_t uproc_ppid(pid_t pid)
+{
+    unsigned long long v = 0;
+    if (pid <= 0 || uproc_stat_field(pid, 4, &v) != 0)
+        return -1;
+    return (pid_t)v;
+}
+
 int uproc_same(pid_t pid, uint64_t starttime)
 {
     if (pid <= 0 || starttime == 0)

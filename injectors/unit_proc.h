@@ -43,6 +43,9 @@ int uproc_same(pid_t pid, uint64_t starttime);
 /* Process group of pid (field 5), or -1. */
 pid_t uproc_pgrp(pid_t pid);
 
+/* Parent of pid (field 4), or -1. */
+pid_t uproc_ppid(pid_t pid);
+
 /* Poll uproc_state(pid) every 0.5 ms for up to max_ms until it equals want
  * (want 0 = gone or zombie). Returns the last state read. Bounded so that
  * injectors stay within their few-ms budget. */

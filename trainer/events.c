@@ -286,19 +286,28 @@ int64_t events_emit(events *ev, const char *type, json_t *fields)
 
 /* ---- events: read ---- */
 
+/* The events file opened for reading, positioned at or before the first
+ * line with a sequence number above since (line, cap: getline's buffer,
+ * to free); NULL when there is no file. */
+static FILE *open_after(events *ev, int64_t since, char **line, size_t *cap)
+{
+    FILE *f = fopen(ev->path, "r");
+    struct stat st;
+    if (f && fstat(fileno(f), &st) == 0)
+        find_after(f, st.st_size, since, line, cap);
+    return f;
+}
+
 /* Lines with since < seq < upto from the file (the part the ring lost). */
 static int from_file(events *ev, int64_t since, int64_t upto, size_t *limit, cx_buf *out)
 {
-    FILE *f = fopen(ev->path, "r");
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
     int rc = 0;
-    struct stat st;
+    FILE *f = open_after(ev, since, &line, &cap);
     if (!f)
         return 0;
-    if (fstat(fileno(f), &st) == 0)
-        find_after(f, st.st_size, since, &line, &cap);
     while (*limit > 0 && (n = getline(&line, &cap, f)) > 0) {
         if (line[n - 1] != '\n')
             break;
@@ -340,16 +349,13 @@ int events_foreach_file(events *ev, int64_t since, const char *type, int (*fn)(v
 {
     char want[64];
     snprintf(want, sizeof want, "\"type\":\"%s\"", type ? type : "");
-    FILE *f = fopen(ev->path, "r");
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
     int rc = 0;
-    struct stat st;
+    FILE *f = open_after(ev, since, &line, &cap);
     if (!f)
         return 0;
-    if (fstat(fileno(f), &st) == 0)
-        find_after(f, st.st_size, since, &line, &cap);
     while (rc == 0 && (n = getline(&line, &cap, f)) > 0) {
         pthread_mutex_lock(&ev->mu);
         ev->read_bytes += n;

@@ -111,6 +111,14 @@ void learner_after_step(learner *L, int64_t compute_ns)
         learner_checkpoint_periodic(L);
 }
 
+void learner_local_step(learner *L)
+{
+    int64_t t0 = cx_mono_ns();
+    learner_compute_grads(L);
+    adamw_step(L->opt, model_params(L->m), model_grads(L->m), learner_lr_now(L, L->step));
+    learner_after_step(L, cx_mono_ns() - t0);
+}
+
 /* ---- learner: the end of training ---- */
 
 /* 1 while the inner loop should go on: no signal, the --steps budget not
@@ -182,10 +190,7 @@ static int diloco_sync(learner *L, char *err, size_t errlen)
 static int diloco_loop(learner *L, char *err, size_t errlen)
 {
     while (learner_keep_training(L)) {
-        int64_t t0 = cx_mono_ns();
-        learner_compute_grads(L);
-        adamw_step(L->opt, model_params(L->m), model_grads(L->m), learner_lr_now(L, L->step));
-        learner_after_step(L, cx_mono_ns() - t0);
+        learner_local_step(L);
         if (!learner_params_finite(L)) {
             cx_warn("own parameters are not finite; discarding them and pulling the global ones");
             adamw_reset_range(L->opt, 0, L->n, NULL, 0);

@@ -137,14 +137,8 @@ static int comm_send(learner *L, cx_http_client *c, frag_msg *m, int64_t *awaiti
 static void comm_idle(learner *L)
 {
     pthread_mutex_lock(&L->mu);
-    if (L->n_out == 0 && !L->comm_stop && !L->need_rejoin && !L->pull_all) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&L->cv, &L->mu, &ts);
-    }
+    if (L->n_out == 0 && !L->comm_stop && !L->need_rejoin && !L->pull_all)
+        (void)cx_cond_wait_until_ms(&L->cv, &L->mu, cx_mono_ms() + 100);
     pthread_mutex_unlock(&L->mu);
 }
 
@@ -343,17 +337,11 @@ static void overlap_wait(learner *L)
             w = 1;
         int64_t t0 = cx_mono_ns(), end = t0 + (int64_t)(w * 1e6);
         while (!here && !*L->stop && !L->fatal && !L->need_rejoin && !L->pull_all && !L->reset_all) {
-            int64_t now = cx_mono_ns();
-            if (now >= end)
-                break;
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            int64_t ns = ts.tv_nsec + (end - now);
-            ts.tv_sec += ns / 1000000000L;
-            ts.tv_nsec = ns % 1000000000L;
-            pthread_cond_timedwait(&L->cv, &L->mu, &ts);
+            int rc = cx_cond_wait_until_ns(&L->cv, &L->mu, end);
             for (int i = 0; i < L->n_in; i++)
                 here |= L->inbox[i].p == p;
+            if (rc == CX_ETIMEDOUT)
+                break;
         }
         pthread_mutex_unlock(&L->mu);
         double ms = (double)(cx_mono_ns() - t0) / 1e6;
@@ -439,10 +427,7 @@ int decoupled_loop(learner *L, char *err, size_t errlen)
         (void)resetting; /* training goes on while the comm thread rejoins */
         overlap_wait(L);
         apply_inbox(L);
-        int64_t t0 = cx_mono_ns();
-        learner_compute_grads(L);
-        adamw_step(L->opt, model_params(L->m), model_grads(L->m), learner_lr_now(L, L->step));
-        learner_after_step(L, cx_mono_ns() - t0);
+        learner_local_step(L);
         if (!learner_params_finite(L)) {
             cx_warn("own parameters are not finite; discarding them and pulling the global ones");
             adamw_reset_range(L->opt, 0, L->n, NULL, 0);

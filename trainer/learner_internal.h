@@ -160,6 +160,9 @@ void learner_compute_grads(learner *L);
  * step's own compute time, without any wait for the syncer), the periodic
  * checkpoint. Main thread. */
 void learner_after_step(learner *L, int64_t compute_ns);
+/* One local inner step (diloco, decoupled): learner_compute_grads, AdamW
+ * at the scheduled rate, learner_after_step. Main thread. */
+void learner_local_step(learner *L);
 /* 1 while the inner loop should go on: no signal, the --steps budget not
  * spent, and the syncer has not ended the run (heartbeat answer "end"). */
 int learner_keep_training(learner *L);

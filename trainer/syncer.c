@@ -29,8 +29,10 @@
  *               diloco/decoupled learners waiting for the merged fragment);
  *   s->step_cv  broadcast when a ddp step completes;
  *   s->tick_cv  wakes the ticker early (a round reached its quorum, ...).
- * The ticker thread closes deadlines (ddp-elastic steps, diloco elastic
- * rounds, decoupled grace windows), marks silent learners absent, and runs
+ * Timed waits are cx_cond_wait_until_ms: the deadlines are monotonic, so a
+ * skewed realtime clock cannot stretch or cut a wait. The ticker thread
+ * closes deadlines (ddp-elastic steps, diloco elastic rounds, decoupled
+ * grace windows), marks silent learners absent, and runs
  * eval and checkpoints on snapshots taken under the lock and used outside it.
  * The state machines are drawn next to their code: the per-fragment round
  * in syncer_rounds.c, the rebuild in syncer_rebuild.c; the ddp step in
@@ -206,12 +208,7 @@ static void *ticker_main(void *arg)
     syncer *s = arg;
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += TICK_MS * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&s->tick_cv, &s->mu, &ts);
+        (void)cx_cond_wait_until_ms(&s->tick_cv, &s->mu, cx_mono_ms() + TICK_MS);
         if (s->stopping)
             break;
         int64_t now = cx_mono_ms();
@@ -246,12 +243,7 @@ static void *worker_main(void *arg)
     syncer *s = arg;
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&s->work_cv, &s->mu, &ts);
+        (void)cx_cond_wait_until_ms(&s->work_cv, &s->mu, cx_mono_ms() + 50);
         if (s->stopping)
             break;
         rebuild_tick(s);

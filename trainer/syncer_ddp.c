@@ -241,18 +241,9 @@ int h_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     free(g);
     ddp_check(s, cx_mono_ms());
     int64_t end = cx_mono_ms() + BARRIER_WAIT_MS;
-    while (!s->stopping && s->ddp_mean_step < t) {
-        int64_t left = end - cx_mono_ms();
-        if (left <= 0)
+    while (!s->stopping && s->ddp_mean_step < t)
+        if (cx_cond_wait_until_ms(&s->step_cv, &s->mu, end) == CX_ETIMEDOUT)
             break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t w = left > 200 ? 200 : left;
-        ts.tv_nsec += (long)(w % 1000) * 1000000L;
-        ts.tv_sec += w / 1000 + ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&s->step_cv, &s->mu, &ts);
-    }
     if (s->ddp_mean_step == t && l->ddp_arrived == t && l->incarnation == h.incarnation) {
         reply_mean(s, resp, t);
     } else if (s->ddp_mean_step >= t) {

@@ -203,18 +203,9 @@ static int fragment_get_query(const cx_http_req *req, cx_http_resp *resp, int64_
 static void fragment_wait_newer(syncer *s, int64_t p, int64_t newer, int64_t wait_ms)
 {
     int64_t end = cx_mono_ms() + wait_ms;
-    while (!s->stopping && s->versions[p] <= newer) {
-        int64_t left = end - cx_mono_ms();
-        if (left <= 0)
+    while (!s->stopping && s->versions[p] <= newer)
+        if (cx_cond_wait_until_ms(&s->frag_cv, &s->mu, end) == CX_ETIMEDOUT)
             break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t w = left > 200 ? 200 : left; /* re-check: the realtime clock may be skewed */
-        ts.tv_nsec += (long)(w % 1000) * 1000000L;
-        ts.tv_sec += w / 1000 + ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&s->frag_cv, &s->mu, &ts);
-    }
 }
 
 /* h_fragment_get, step 3: a pull by a current learner (h names it) of
@@ -358,18 +349,9 @@ int h_versions(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     }
     pthread_mutex_lock(&s->mu);
     int64_t end = cx_mono_ms() + wait_ms;
-    while (above >= 0 && !s->stopping && s->merges <= above) {
-        int64_t left = end - cx_mono_ms();
-        if (left <= 0)
+    while (above >= 0 && !s->stopping && s->merges <= above)
+        if (cx_cond_wait_until_ms(&s->frag_cv, &s->mu, end) == CX_ETIMEDOUT)
             break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t w = left > 200 ? 200 : left;
-        ts.tv_nsec += (long)(w % 1000) * 1000000L;
-        ts.tv_sec += w / 1000 + ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&s->frag_cv, &s->mu, &ts);
-    }
     json_t *v = json_array();
     for (int p = 0; p < s->P; p++)
         json_array_append_new(v, json_integer(s->versions[p]));

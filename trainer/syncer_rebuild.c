@@ -360,12 +360,9 @@ static json_t *rebuild_apply(syncer *s)
     return src;
 }
 
-/* Forget what was collected and collect again (mu held): the learners
- * still alive are still joining (503 until the rebuild is done) and
- * report afresh. */
-static void rebuild_reopen(syncer *s, const char *why)
+/* Drop every fragment's collected copy and what it waits for (mu held). */
+static void rb_frags_clear(syncer *s)
 {
-    cx_warn("rebuild: %s; collecting the learners' reports again", why);
     for (int p = 0; p < s->P; p++) {
         rb_frag *f = &s->rbf[p];
         free(f->vals);
@@ -374,6 +371,15 @@ static void rebuild_reopen(syncer *s, const char *why)
         f->want_learner = f->got_learner = -1;
         f->disagree = 0;
     }
+}
+
+/* Forget what was collected and collect again (mu held): the learners
+ * still alive are still joining (503 until the rebuild is done) and
+ * report afresh. */
+static void rebuild_reopen(syncer *s, const char *why)
+{
+    cx_warn("rebuild: %s; collecting the learners' reports again", why);
+    rb_frags_clear(s);
     s->rb_opened_ms = cx_mono_ms();
     memset(s->rb_joined, 0, sizeof s->rb_joined);
 }
@@ -439,14 +445,7 @@ void rebuild_tick(syncer *s)
     cx_info("rebuild done after %.0f ms (%s); serving", waited,
             complete ? "every reported copy uploaded" : "window over, some copies never came");
     pthread_mutex_lock(&s->mu);
-    for (int p = 0; p < s->P; p++) {
-        rb_frag *f = &s->rbf[p];
-        free(f->vals);
-        f->vals = NULL;
-        f->want_version = f->got_version = 0;
-        f->want_learner = f->got_learner = -1;
-        f->disagree = 0;
-    }
+    rb_frags_clear(s);
     s->rb = RB_NONE;
     assert_rebuild_state(s);
     pthread_cond_broadcast(&s->frag_cv);

@@ -30,6 +30,7 @@
 
 #include "common/clock.h"
 #include "common/file.h"
+#include "injectors/unit_proc.h"
 #include "support.h"
 
 #define AG_TOKEN "it-token-7f3a9c2e51"
@@ -227,38 +228,38 @@ static inline void ag_delete(const ag *a, const char *id)
     json_decref(r);
 }
 
-/* State letter of /proc/PID/stat, 0 when gone. */
-static inline char ag_proc_state(pid_t pid)
+/* A decoupled syncer in dir/syncer (the MLP, 1 learner, 2 fragments, H 4,
+ * quorum 1, eval every 500 ms) and an agent (tag) whose unit is learner 0
+ * in dir/learner0, reaching the syncer through the agent's proxy "sy";
+ * waits up to wait_ms for the learner to run. The syncer's base URL into
+ * surl. */
+static inline void ag_start_learner_unit(ag *a, const char *dir, const char *tag, char *surl, size_t surllen,
+                                         long wait_ms)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *rp = strrchr(buf, ')');
-    return rp && rp[1] == ' ' ? rp[2] : 0;
-}
+    char sstate[600], saddr[128];
+    snprintf(sstate, sizeof sstate, "%s/syncer", dir);
+    const char *sargs[] = {"syncer",     "--listen", "127.0.0.1:0",     "--state-dir",
+                           sstate,       IT_MLP,     "--mode",          "decoupled",
+                           "--learners", "1",        "--fragments",     "2",
+                           "--H",        "4",        "--quorum",        "1",
+                           "--hidden",   "32",       "--batch",         "4",
+                           "--steps",    "100000",   "--eval-every-ms", "500",
+                           NULL};
+    it_start(dir, "syncer", sargs, NULL);
+    cr_assert_eq(it_wait_addr(sstate, saddr, sizeof saddr, 15000), 0, "syncer listen.addr");
+    snprintf(surl, surllen, "http://%s", saddr);
 
-/* Field 4 (ppid) of /proc/PID/stat, or -1. */
-static inline pid_t ag_ppid_of(pid_t pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *rp = strrchr(buf, ')');
-    char st = 0;
-    int pp = -1;
-    if (!rp || sscanf(rp + 1, " %c %d", &st, &pp) != 2)
-        return -1;
-    return (pid_t)pp;
+    char proxy[200], lstate[600];
+    snprintf(proxy, sizeof proxy, "sy=127.0.0.1:0->%s", saddr);
+    snprintf(lstate, sizeof lstate, "%s/learner0", dir);
+    const char *extra[] = {"--proxy", proxy, NULL};
+    char lcred[700];
+    snprintf(lcred, sizeof lcred, "%s/credentials/learner-0.cred", sstate); /* the syncer made it */
+    const char *unit[] = {
+        CHAOSLOCO_BIN, "learner", "--syncer", "http://{proxy.sy}", "--id", "0", "--state-dir",
+        lstate,        "--steps", "100000",   "--credential-file", lcred,  NULL};
+    ag_start(a, tag, extra, unit, NULL);
+    ag_wait_running(a, wait_ms);
 }
 
 /* The agent's live child other than its unit: the supervisor's watchdog
@@ -271,8 +272,8 @@ static inline pid_t ag_watchdog_of(pid_t agent, pid_t unit)
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         pid_t p = (pid_t)atoi(de->d_name);
-        char st = p > 0 ? ag_proc_state(p) : 0;
-        if (p > 0 && p != unit && ag_ppid_of(p) == agent && st != 0 && st != 'Z' && st != 'X')
+        char st = p > 0 ? uproc_state(p) : 0;
+        if (p > 0 && p != unit && uproc_ppid(p) == agent && st != 0 && st != 'Z' && st != 'X')
             found = p;
     }
     closedir(d);
@@ -297,7 +298,7 @@ static inline int ag_wait_proc(pid_t pid, const char *want, long timeout_ms)
 {
     int64_t end = cx_mono_ms() + timeout_ms;
     while (cx_mono_ms() < end) {
-        char s = ag_proc_state(pid);
+        char s = uproc_state(pid);
         if (s && strchr(want, s))
             return 1;
         cx_sleep_ms(5);
@@ -310,7 +311,7 @@ static inline int ag_wait_gone(pid_t pid, long timeout_ms)
 {
     int64_t end = cx_mono_ms() + timeout_ms;
     while (cx_mono_ms() < end) {
-        char s = ag_proc_state(pid);
+        char s = uproc_state(pid);
         if (s == 0)
             return 1;
         cx_sleep_ms(2);

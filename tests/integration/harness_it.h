@@ -96,17 +96,7 @@ static inline int hx_alive(pid_t pid)
         return 0;
     if (kill(pid, 0) != 0)
         return errno == EPERM;
-    /* a zombie is not alive */
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    return !(p && p[1] == ' ' && p[2] == 'Z');
+    return !it_proc_dead(pid); /* a zombie is not alive */
 }
 
 /* The run dir's pids.json "all" list (new reference) or NULL. */
@@ -139,7 +129,8 @@ static inline void hx_kill_leftovers(const char *run_dir)
 
 /* An experiment for tests: small model, 2 learners unless told. */
 #define HX_TRAIN(mode, steps)                                                                                \
-    "{\"model\": \"mlp\", \"data\": \"synthetic\", \"mode\": \"" mode "\", \"quorum\": 1, \"fragments\": 2, \"H\": 8, \"steps\": " #steps                 \
+    "{\"model\": \"mlp\", \"data\": \"synthetic\", \"mode\": \"" mode                                        \
+    "\", \"quorum\": 1, \"fragments\": 2, \"H\": 8, \"steps\": " #steps                                      \
     ", \"hidden\": 32, \"batch\": 4, \"eval_every_ms\": 200, \"eval_tokens\": 1024}"
 
 #endif

@@ -47,4 +47,22 @@ void it_dump_log(const char *dir, const char *name);
 /* Kill every process started by it_start*, reap them. Idempotent. */
 void it_cleanup(void);
 
+/* ---- processes seen through /proc ---- */
+/* (A state letter or a parent: uproc_state, uproc_ppid of
+ * injectors/unit_proc.h.) */
+
+/* 1 when pid is gone or a zombie (killed; its new parent may reap late). */
+int it_proc_dead(pid_t pid);
+/* Wait up to timeout_ms until it_proc_dead(pid); its value then. */
+int it_wait_proc_dead(pid_t pid, long timeout_ms);
+/* The pid written in <dir>/<name> (its first line), waited for up to
+ * timeout_ms; 0 on time-out. */
+pid_t it_wait_pid_file(const char *dir, const char *name, long timeout_ms);
+
+/* ---- files ---- */
+
+/* Remove dir and everything below it (no symlink is followed); errors
+ * are ignored (the test's own assertions say what must be gone). */
+void it_rm_tree(const char *dir);
+
 #endif

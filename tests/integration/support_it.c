@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "common/file.h"
 #include "common/http_client.h"
 #include "common/proc.h"
+#include "injectors/unit_proc.h"
 
 #define IT_MAX_PROCS 64
 
@@ -163,4 +165,56 @@ void it_cleanup(void)
         it_procs[i] = 0;
     }
     it_nprocs = 0;
+}
+
+/* ---- processes seen through /proc ---- */
+
+int it_proc_dead(pid_t pid)
+{
+    char s = uproc_state(pid);
+    return s == 0 || s == 'Z' || s == 'X';
+}
+
+int it_wait_proc_dead(pid_t pid, long timeout_ms)
+{
+    int64_t end = cx_mono_ms() + timeout_ms;
+    while (cx_mono_ms() < end) {
+        if (it_proc_dead(pid))
+            return 1;
+        cx_sleep_ms(5);
+    }
+    return it_proc_dead(pid);
+}
+
+pid_t it_wait_pid_file(const char *dir, const char *name, long timeout_ms)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int64_t end = cx_mono_ms() + timeout_ms;
+    while (cx_mono_ms() < end) {
+        char *data;
+        size_t n;
+        int pid = 0;
+        if (cx_file_read(path, 64, &data, &n, NULL, 0) == 0) {
+            pid = atoi(data);
+            free(data);
+        }
+        if (pid > 0)
+            return (pid_t)pid;
+        cx_sleep_ms(10);
+    }
+    return 0;
+}
+
+/* ---- files ---- */
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+void it_rm_tree(const char *dir)
+{
+    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }

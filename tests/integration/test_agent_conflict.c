@@ -39,7 +39,7 @@ Test(agent_conflict, second_stopping_fault_is_409_and_leaves_the_pause_alone)
     char pause_id[32];
     snprintf(pause_id, sizeof pause_id, "%s", js(f, "id"));
     json_decref(f);
-    cr_assert(ag_wait_proc(pid, "T", 1000), "paused unit shows T (state %c)", ag_proc_state(pid));
+    cr_assert(ag_wait_proc(pid, "T", 1000), "paused unit shows T (state %c)", uproc_state(pid));
 
     char msg[512];
     expect_conflict(
@@ -56,7 +56,7 @@ Test(agent_conflict, second_stopping_fault_is_409_and_leaves_the_pause_alone)
     /* A straggle that had been applied would SIGCONT the unit within 20 ms:
      * it stays stopped the whole time. */
     for (int i = 0; i < 60; i++) {
-        cr_assert_eq(ag_proc_state(pid), 'T', "the pause still holds (sample %d: %c)", i, ag_proc_state(pid));
+        cr_assert_eq(uproc_state(pid), 'T', "the pause still holds (sample %d: %c)", i, uproc_state(pid));
         cx_sleep_ms(5);
     }
     json_t *s = ag_status(&a);
@@ -90,12 +90,12 @@ static json_t *kill_paused(const ag *a, pid_t pid, const char *pause_params, con
     *pause_rec = p;
     json_t *ev = json_object_get(p, "evidence");
     if (strcmp(js(ev, "method"), "signal") == 0)
-        cr_assert(ag_wait_proc(pid, "T", 1000), "SIGSTOPped (state %c)", ag_proc_state(pid));
+        cr_assert(ag_wait_proc(pid, "T", 1000), "SIGSTOPped (state %c)", uproc_state(pid));
     snprintf(body, sizeof body, "{\"type\":\"kill\",\"duration_ms\":30000,\"params\":%s}", kill_params);
     int64_t t0 = cx_mono_ms();
     json_t *k = ag_fault(a, body);
     cr_assert(ag_wait_gone(pid, 2000),
-              "the killed paused unit was reaped within 2 s (state %c, pause method %s)", ag_proc_state(pid),
+              "the killed paused unit was reaped within 2 s (state %c, pause method %s)", uproc_state(pid),
               js(ev, "method"));
     cr_log_info("pause method %s: killed unit reaped %lld ms after the kill request", js(ev, "method"),
                 (long long)(cx_mono_ms() - t0));
@@ -134,7 +134,7 @@ Test(agent_conflict, kill_of_a_paused_unit_is_reaped_promptly)
     }
     cr_assert(pid2 > 0 && pid2 != pid, "restarted after the kill");
     pid2 = ag_wait_running(&a, 5000);
-    cr_assert(ag_wait_proc(pid2, "RS", 1000), "the new unit is not frozen (state %c)", ag_proc_state(pid2));
+    cr_assert(ag_wait_proc(pid2, "RS", 1000), "the new unit is not frozen (state %c)", uproc_state(pid2));
 
     /* SIGSTOP pause and a SIGTERM, which a stopped process would only act
      * on once continued. */

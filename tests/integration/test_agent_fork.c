@@ -42,40 +42,6 @@ static void stray(pid_t pid)
     }
 }
 
-/* The pid in <dir>/<name>, waited for (bounded); 0 on time-out. */
-static pid_t wait_pid_file(const char *dir, const char *name, long timeout_ms)
-{
-    char path[700], line[64];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    int64_t end = cx_mono_ms() + timeout_ms;
-    while (cx_mono_ms() < end) {
-        ag_read_line(path, line, sizeof line);
-        int pid = atoi(line);
-        if (pid > 0)
-            return (pid_t)pid;
-        cx_sleep_ms(10);
-    }
-    return 0;
-}
-
-/* 1 when pid is gone or a zombie (killed; its new parent may reap late). */
-static int dead(pid_t pid)
-{
-    char s = ag_proc_state(pid);
-    return s == 0 || s == 'Z' || s == 'X';
-}
-
-static int wait_dead(pid_t pid, long timeout_ms)
-{
-    int64_t end = cx_mono_ms() + timeout_ms;
-    while (cx_mono_ms() < end) {
-        if (dead(pid))
-            return 1;
-        cx_sleep_ms(5);
-    }
-    return dead(pid);
-}
-
 /* Start an agent whose unit is fork_unit writing into udir. */
 static void start_fork_agent(ag *a, const char *tag, const char *udir, const char *mode, const ag *state_from)
 {
@@ -103,14 +69,14 @@ Test(agent_fork, agent_sigkill_takes_the_whole_group)
     ag a;
     start_fork_agent(&a, "fk-kill", udir, NULL, NULL);
     pid_t leader = ag_wait_running(&a, 10000);
-    pid_t child = wait_pid_file(udir, "child.pid", 10000);
+    pid_t child = it_wait_pid_file(udir, "child.pid", 10000);
     cr_assert(child > 0, "the unit's child wrote its pid");
-    cr_assert_eq(ag_proc_state(child) != 0 && !dead(child), 1);
+    cr_assert_eq(uproc_state(child) != 0 && !it_proc_dead(child), 1);
     it_signal(a.pid, SIGKILL, 0); /* the agent alone, not its process group */
     cr_assert(it_wait_exit(a.pid, 5000) >= 0, "agent reaped");
-    cr_assert(wait_dead(leader, 3000), "the leader dies with its agent (PR_SET_PDEATHSIG)");
-    cr_assert(wait_dead(child, 3000), "the leader's child dies with the agent too (state %c)",
-              ag_proc_state(child));
+    cr_assert(it_wait_proc_dead(leader, 3000), "the leader dies with its agent (PR_SET_PDEATHSIG)");
+    cr_assert(it_wait_proc_dead(child, 3000), "the leader's child dies with the agent too (state %c)",
+              uproc_state(child));
     free(a.dir);
     free(udir);
 }
@@ -124,8 +90,8 @@ Test(agent_fork, the_next_agent_sweeps_a_group_whose_watchdog_died)
      * rightly ends it; this is about the group sweep's marks rule */
     start_fork_agent_nocg(&a, "fk-sweep", udir, "with-decoy", NULL);
     pid_t leader = ag_wait_running(&a, 10000);
-    pid_t child = wait_pid_file(udir, "child.pid", 10000);
-    pid_t decoy = wait_pid_file(udir, "decoy.pid", 10000);
+    pid_t child = it_wait_pid_file(udir, "child.pid", 10000);
+    pid_t decoy = it_wait_pid_file(udir, "decoy.pid", 10000);
     stray(child);
     stray(decoy);
     cr_assert(child > 0 && decoy > 0, "child and decoy wrote their pids");
@@ -136,20 +102,20 @@ Test(agent_fork, the_next_agent_sweeps_a_group_whose_watchdog_died)
     cr_assert(wd > 0, "the agent has a watchdog child beside its unit");
     /* A crash that takes the watchdog too: it first, then the agent. */
     kill(wd, SIGKILL);
-    cr_assert(ag_wait_proc(wd, "Z", 3000) || dead(wd));
+    cr_assert(ag_wait_proc(wd, "Z", 3000) || it_proc_dead(wd));
     it_signal(a.pid, SIGKILL, 0);
     cr_assert(it_wait_exit(a.pid, 5000) >= 0);
-    cr_assert(wait_dead(leader, 3000), "the leader dies with its agent");
+    cr_assert(it_wait_proc_dead(leader, 3000), "the leader dies with its agent");
     cx_sleep_ms(300);
-    cr_assert(!dead(child), "test bug: with its watchdog dead the child should still run");
-    cr_assert(!dead(decoy), "test bug: the decoy should still run");
+    cr_assert(!it_proc_dead(child), "test bug: with its watchdog dead the child should still run");
+    cr_assert(!it_proc_dead(decoy), "test bug: the decoy should still run");
 
     ag b;
     start_fork_agent_nocg(&b, "fk-sweep", udir, NULL, &a);
     /* The sweep runs before the agent listens: the child is gone by now. */
-    cr_assert(wait_dead(child, 1000), "the restarted agent's sweep ended the leftover child (state %c)",
-              ag_proc_state(child));
-    cr_assert(!dead(decoy), "the decoy (same group, no agent marks) is never signalled");
+    cr_assert(it_wait_proc_dead(child, 1000),
+              "the restarted agent's sweep ended the leftover child (state %c)", uproc_state(child));
+    cr_assert(!it_proc_dead(decoy), "the decoy (same group, no agent marks) is never signalled");
     ag_wait_running(&b, 10000);
     char log[700];
     snprintf(log, sizeof log, "%s/%s.log", b.dir, b.name);
@@ -170,7 +136,7 @@ Test(agent_fork, a_forged_unit_record_never_signals_an_unmarked_process)
     /* A process of the test's own (no agent marks), leading its own group. */
     const char *argv[] = {IT_FORK_UNIT, udir, "decoy", NULL};
     pid_t victim = it_start_prog(udir, "victim", argv, NULL);
-    cr_assert(wait_pid_file(udir, "decoy.pid", 10000) == victim);
+    cr_assert(it_wait_pid_file(udir, "decoy.pid", 10000) == victim);
     char path[700], stat[512];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)victim);
     FILE *f = fopen(path, "r");
@@ -197,7 +163,8 @@ Test(agent_fork, a_forged_unit_record_never_signals_an_unmarked_process)
     start_fork_agent(&a, "fk-forge", udir, NULL, &a);
     ag_wait_running(&a, 10000);
     cx_sleep_ms(200);
-    cr_assert(!dead(victim), "a forged unit.json naming a process without the marks does not kill it");
+    cr_assert(!it_proc_dead(victim),
+              "a forged unit.json naming a process without the marks does not kill it");
     char log[700];
     snprintf(log, sizeof log, "%s/%s.log", a.dir, a.name);
     char *text = NULL;
@@ -216,15 +183,15 @@ Test(agent_fork, a_clean_stop_ends_the_whole_group)
     ag a;
     start_fork_agent(&a, "fk-stop", udir, NULL, NULL);
     pid_t leader = ag_wait_running(&a, 10000);
-    pid_t child = wait_pid_file(udir, "child.pid", 10000);
+    pid_t child = it_wait_pid_file(udir, "child.pid", 10000);
     stray(child);
     cr_assert(child > 0);
     char state[512];
     snprintf(state, sizeof state, "%s/unit.json", a.state);
     ag_stop(&a); /* SIGTERM: the child ignores it, the stop grace ends it */
-    cr_assert(dead(leader));
-    cr_assert(wait_dead(child, 1000), "a clean stop leaves no process of the unit's group (state %c)",
-              ag_proc_state(child));
+    cr_assert(it_proc_dead(leader));
+    cr_assert(it_wait_proc_dead(child, 1000), "a clean stop leaves no process of the unit's group (state %c)",
+              uproc_state(child));
     cr_assert_neq(access(state, F_OK), 0, "unit.json is removed once the group is gone");
     free(udir);
 }
@@ -235,7 +202,7 @@ Test(agent_fork, a_restart_ends_the_old_group_before_the_new_unit_starts)
     ag a;
     start_fork_agent(&a, "fk-restart", udir, NULL, NULL);
     pid_t leader = ag_wait_running(&a, 10000);
-    pid_t child = wait_pid_file(udir, "child.pid", 10000);
+    pid_t child = it_wait_pid_file(udir, "child.pid", 10000);
     stray(child);
     cr_assert(child > 0);
     char path[700];
@@ -251,17 +218,17 @@ Test(agent_fork, a_restart_ends_the_old_group_before_the_new_unit_starts)
     while (ag_incarnation(&a) < 2 && cx_mono_ms() < end)
         cx_sleep_ms(20);
     cr_assert_eq(ag_incarnation(&a), 2, "the unit restarted");
-    cr_assert(dead(leader) && dead(child), "the old group is gone once the new unit runs");
+    cr_assert(it_proc_dead(leader) && it_proc_dead(child), "the old group is gone once the new unit runs");
     pid_t child2 = 0;
     end = cx_mono_ms() + 10000;
-    while ((child2 = wait_pid_file(udir, "child.pid", 100)) == child && cx_mono_ms() < end)
+    while ((child2 = it_wait_pid_file(udir, "child.pid", 100)) == child && cx_mono_ms() < end)
         cx_sleep_ms(10);
     stray(child2);
     ag_read_line(path, line, sizeof line);
     cr_assert(strcmp(line, "gone") == 0 || strcmp(line, "Z") == 0,
               "the new leader found the old child dead when it started (state '%s')", line);
     ag_stop(&a);
-    cr_assert(wait_dead(child2, 1000));
+    cr_assert(it_wait_proc_dead(child2, 1000));
     free(udir);
 }
 
@@ -271,16 +238,17 @@ Test(agent_fork, preempt_sigkills_what_outlives_the_leader_at_its_deadline)
     ag a;
     start_fork_agent(&a, "fk-preempt", udir, NULL, NULL);
     pid_t leader = ag_wait_running(&a, 10000);
-    pid_t child = wait_pid_file(udir, "child.pid", 10000);
+    pid_t child = it_wait_pid_file(udir, "child.pid", 10000);
     stray(child);
     cr_assert(child > 0);
     int64_t t0 = cx_mono_ms();
     json_t *f = ag_fault(&a, "{\"type\":\"preempt\",\"duration_ms\":60000,\"params\":{\"grace_ms\":300,"
                              "\"restart_after_ms\":0}}");
     json_decref(f);
-    cr_assert(wait_dead(leader, 3000), "the leader exits on SIGTERM");
+    cr_assert(it_wait_proc_dead(leader, 3000), "the leader exits on SIGTERM");
     /* preempt's SIGKILL at 300 ms, not the supervisor's 5 s group grace */
-    cr_assert(wait_dead(child, 3000), "the child that ignores SIGTERM is SIGKILLed at the preempt deadline");
+    cr_assert(it_wait_proc_dead(child, 3000),
+              "the child that ignores SIGTERM is SIGKILLed at the preempt deadline");
     cr_log_info("child gone %lld ms after the preempt", (long long)(cx_mono_ms() - t0));
     int64_t end = cx_mono_ms() + 10000;
     while (ag_incarnation(&a) < 2 && cx_mono_ms() < end)
@@ -333,10 +301,10 @@ Test(agent_fork, a_bad_unit_record_is_refused_with_a_logged_error)
  * (no cgroup writable here: docs/security.md says what then holds). */
 static pid_t escaped_child(ag *a, const char *udir, pid_t leader)
 {
-    pid_t esc = wait_pid_file(udir, "escaped.pid", 10000);
+    pid_t esc = it_wait_pid_file(udir, "escaped.pid", 10000);
     cr_assert(esc > 0, "the escaped child wrote its pid");
     stray(esc);
-    stray(wait_pid_file(udir, "child.pid", 10000)); /* fini's cleanup kills the agent with its watchdog */
+    stray(it_wait_pid_file(udir, "child.pid", 10000)); /* fini's cleanup kills the agent with its watchdog */
     cr_assert_neq(uproc_pgrp(esc), uproc_pgrp(leader), "it left the unit's process group");
     char path[64], *text = NULL, want[200];
     size_t tl = 0;
@@ -369,9 +337,9 @@ Test(agent_fork, an_escaped_child_dies_with_the_clean_stop)
     pid_t leader = ag_wait_running(&a, 10000);
     pid_t esc = escaped_child(&a, udir, leader);
     ag_stop(&a);
-    cr_assert(dead(leader));
-    cr_assert(wait_dead(esc, 2000), "the setsid child is ended with its unit's cgroup (state %c)",
-              ag_proc_state(esc));
+    cr_assert(it_proc_dead(leader));
+    cr_assert(it_wait_proc_dead(esc, 2000), "the setsid child is ended with its unit's cgroup (state %c)",
+              uproc_state(esc));
     free(udir);
 }
 
@@ -384,8 +352,9 @@ Test(agent_fork, an_escaped_child_dies_with_its_agent)
     pid_t esc = escaped_child(&a, udir, leader);
     it_signal(a.pid, SIGKILL, 0); /* the agent alone: its watchdog empties the cgroup */
     cr_assert(it_wait_exit(a.pid, 5000) >= 0);
-    cr_assert(wait_dead(leader, 3000), "the leader dies with its agent");
-    cr_assert(wait_dead(esc, 3000), "the setsid child dies with its agent (state %c)", ag_proc_state(esc));
+    cr_assert(it_wait_proc_dead(leader, 3000), "the leader dies with its agent");
+    cr_assert(it_wait_proc_dead(esc, 3000), "the setsid child dies with its agent (state %c)",
+              uproc_state(esc));
     free(a.dir);
     free(udir);
 }
@@ -397,26 +366,26 @@ Test(agent_fork, the_next_agent_sweeps_an_escaped_child_whose_watchdog_died)
     start_fork_agent(&a, "fk-esc-sweep", udir, "escape", NULL);
     pid_t leader = ag_wait_running(&a, 10000);
     pid_t esc = escaped_child(&a, udir, leader);
-    pid_t child = wait_pid_file(udir, "child.pid", 10000);
+    pid_t child = it_wait_pid_file(udir, "child.pid", 10000);
     pid_t wd = ag_watchdog_of(a.pid, leader);
     cr_assert(wd > 0, "the agent has a watchdog child beside its unit");
     kill(wd, SIGKILL); /* a crash that takes the watchdog too */
-    cr_assert(ag_wait_proc(wd, "Z", 3000) || dead(wd));
+    cr_assert(ag_wait_proc(wd, "Z", 3000) || it_proc_dead(wd));
     it_signal(a.pid, SIGKILL, 0);
     cr_assert(it_wait_exit(a.pid, 5000) >= 0);
-    cr_assert(wait_dead(leader, 3000), "the leader dies with its agent");
+    cr_assert(it_wait_proc_dead(leader, 3000), "the leader dies with its agent");
     cx_sleep_ms(300);
-    cr_assert(!dead(esc), "test bug: with the watchdog dead the escaped child should still run");
+    cr_assert(!it_proc_dead(esc), "test bug: with the watchdog dead the escaped child should still run");
 
     ag b;
     start_fork_agent(&b, "fk-esc-sweep", udir, NULL, &a);
     /* The sweep runs before the agent listens. */
-    cr_assert(wait_dead(esc, 2000), "the restarted agent's sweep ended the escaped child (state %c)",
-              ag_proc_state(esc));
+    cr_assert(it_wait_proc_dead(esc, 2000), "the restarted agent's sweep ended the escaped child (state %c)",
+              uproc_state(esc));
     ag_wait_running(&b, 10000);
     pid_t child2 = 0;
     int64_t end = cx_mono_ms() + 10000;
-    while ((child2 = wait_pid_file(udir, "child.pid", 100)) == child && cx_mono_ms() < end)
+    while ((child2 = it_wait_pid_file(udir, "child.pid", 100)) == child && cx_mono_ms() < end)
         cx_sleep_ms(10);
     stray(child2);
     char log[700];
@@ -449,10 +418,10 @@ Test(agent_fork, a_frozen_unit_dies_with_its_agent)
     cx_sleep_ms(300);
     it_signal(a.pid, SIGKILL, 0);
     cr_assert(it_wait_exit(a.pid, 5000) >= 0);
-    cr_assert(wait_dead(leader, 3000), "the frozen leader dies with its agent (state %c)",
-              ag_proc_state(leader));
-    cr_assert(wait_dead(esc, 3000), "the frozen setsid child dies with its agent (state %c)",
-              ag_proc_state(esc));
+    cr_assert(it_wait_proc_dead(leader, 3000), "the frozen leader dies with its agent (state %c)",
+              uproc_state(leader));
+    cr_assert(it_wait_proc_dead(esc, 3000), "the frozen setsid child dies with its agent (state %c)",
+              uproc_state(esc));
     free(a.dir);
     free(udir);
 }

@@ -437,7 +437,7 @@ Test(agent_hostile, the_crash_sweep_touches_only_what_the_agent_owns)
     expect_file(victim2, "precious");
     expect_file(victim3, "precious");
     expect_file(cgfile, "12345");
-    cr_assert_eq(ag_proc_state(foreign), 'T', "the foreign process is still stopped");
+    cr_assert_eq(uproc_state(foreign), 'T', "the foreign process is still stopped");
     swept("f-11", "failed", "outside the state dir");
     swept("f-12", "failed", "symbolic link");
     swept("f-13", "failed", "'..'");

@@ -72,31 +72,9 @@ static int syncer_event(const char *surl, const char *type, const char *key, con
 Test(agent_learner, learner_under_agent_kill_nan_clock_partition)
 {
     char *dir = it_mkdtemp("learner");
-    char sstate[600], saddr[128], surl[200];
-    snprintf(sstate, sizeof sstate, "%s/syncer", dir);
-    const char *sargs[] = {"syncer",     "--listen", "127.0.0.1:0",     "--state-dir",
-                           sstate,       IT_MLP,     "--mode",          "decoupled",
-                           "--learners", "1",        "--fragments",     "2",
-                           "--H",        "4",        "--quorum",        "1",
-                           "--hidden",   "32",       "--batch",         "4",
-                           "--steps",    "100000",   "--eval-every-ms", "500",
-                           NULL};
-    it_start(dir, "syncer", sargs, NULL);
-    cr_assert_eq(it_wait_addr(sstate, saddr, sizeof saddr, 15000), 0, "syncer listen.addr");
-    snprintf(surl, sizeof surl, "http://%s", saddr);
-
-    char proxy[200], lstate[600];
-    snprintf(proxy, sizeof proxy, "sy=127.0.0.1:0->%s", saddr);
-    snprintf(lstate, sizeof lstate, "%s/learner0", dir);
-    const char *extra[] = {"--proxy", proxy, NULL};
-    char lcred[700];
-    snprintf(lcred, sizeof lcred, "%s/credentials/learner-0.cred", sstate); /* the syncer made it */
-    const char *unit[] = {
-        CHAOSLOCO_BIN, "learner", "--syncer", "http://{proxy.sy}", "--id", "0", "--state-dir",
-        lstate,        "--steps", "100000",   "--credential-file", lcred,  NULL};
+    char surl[200];
     ag a;
-    ag_start(&a, "learner", extra, unit, NULL);
-    ag_wait_running(&a, 10000);
+    ag_start_learner_unit(&a, dir, "learner", surl, sizeof surl, 10000);
 
     /* Joined and heartbeating through the proxy. */
     json_t *l = NULL;

@@ -45,20 +45,20 @@ Test(agent_process, pause_freezer_expiry_and_delete)
         if (line[0])
             cr_assert_str_eq(line, "THAWED");
     } else {
-        cr_assert_eq(ag_proc_state(pid), 'T');
+        cr_assert_eq(uproc_state(pid), 'T');
         cr_assert(ag_wait_fault(&a, id, "expired", 3000));
     }
-    cr_assert(ag_wait_proc(pid, "RS", 2000), "unit runs again after expiry (state %c)", ag_proc_state(pid));
+    cr_assert(ag_wait_proc(pid, "RS", 2000), "unit runs again after expiry (state %c)", uproc_state(pid));
     json_decref(f);
 
     /* Same kind, reverted by DELETE long before its expiry. */
     f = ag_fault(&a, "{\"type\":\"pause\",\"duration_ms\":60000,\"params\":{\"method\":\"signal\"}}");
     snprintf(id, sizeof id, "%s", js(f, "id"));
     cr_assert_str_eq(js(json_object_get(f, "evidence"), "method"), "signal");
-    cr_assert(ag_wait_proc(pid, "T", 1000), "SIGSTOPped unit shows T (state %c)", ag_proc_state(pid));
+    cr_assert(ag_wait_proc(pid, "T", 1000), "SIGSTOPped unit shows T (state %c)", uproc_state(pid));
     json_decref(f);
     ag_delete(&a, id);
-    cr_assert(ag_wait_proc(pid, "RS", 1000), "unit continues after DELETE (state %c)", ag_proc_state(pid));
+    cr_assert(ag_wait_proc(pid, "RS", 1000), "unit continues after DELETE (state %c)", uproc_state(pid));
     ag_stop(&a);
 }
 
@@ -110,10 +110,10 @@ Test(agent_process, kill_restarts_after_its_delay)
         cx_sleep_ms(10);
     }
     cr_assert(pid3 > 0 && pid3 != pid2, "preempted unit restarted");
-    cr_assert_eq(ag_proc_state(pid2), 0, "preempted process is gone");
+    cr_assert_eq(uproc_state(pid2), 0, "preempted process is gone");
     ag_delete(&a, id);
     ag_stop(&a);
-    cr_assert_eq(ag_proc_state(pid3), 0, "agent shutdown stops the unit");
+    cr_assert_eq(uproc_state(pid3), 0, "agent shutdown stops the unit");
 }
 
 /* ---- straggle ---- */
@@ -130,7 +130,7 @@ Test(agent_process, straggle_duty_cycles_and_stops_on_delete)
     json_decref(f);
     int stopped = 0, running = 0;
     for (int i = 0; i < 300; i++) {
-        char s = ag_proc_state(pid);
+        char s = uproc_state(pid);
         stopped += s == 'T';
         running += s == 'S' || s == 'R';
         cx_sleep_ms(3);
@@ -140,7 +140,7 @@ Test(agent_process, straggle_duty_cycles_and_stops_on_delete)
     ag_delete(&a, id);
     cr_assert(ag_wait_proc(pid, "RS", 1000));
     for (int i = 0; i < 60; i++) {
-        cr_assert_neq(ag_proc_state(pid), 'T', "stopped after DELETE");
+        cr_assert_neq(uproc_state(pid), 'T', "stopped after DELETE");
         cx_sleep_ms(5);
     }
     ag_stop(&a);
@@ -315,6 +315,6 @@ Test(agent_process, killed_faked_unit_leaves_no_faketime_shm)
     /* Shutdown: SIGTERM kills `sleep` without libfaketime's destructor
      * either; the agent cleans after the reap. */
     ag_stop(&a);
-    cr_assert_eq(ag_proc_state(pid2), 0);
+    cr_assert_eq(uproc_state(pid2), 0);
     cr_assert_eq(shm_files_of(pid2), 0, "no shm files left after the agent stopped");
 }

@@ -91,7 +91,7 @@ Test(agent_safety, lease_lapse_reverts_pause_and_partition)
         ag_read_line(fz, line, sizeof line);
         cr_assert_str_eq(line, "THAWED");
     }
-    cr_assert(ag_wait_proc(pid, "RS", 2000), "unit runs again (state %c)", ag_proc_state(pid));
+    cr_assert(ag_wait_proc(pid, "RS", 2000), "unit runs again (state %c)", uproc_state(pid));
     ag_fault_state(&a, keep_id, state, sizeof state, NULL, 0);
     cr_assert_str_eq(state, "active", "a fault made without a lease survives the lapse");
     json_t *s = ag_status(&a);
@@ -161,7 +161,7 @@ Test(agent_safety, sigkill_during_pause_then_restart_thaws_and_runs)
     pid_t wd = ag_watchdog_of(a.pid, pid);
     cr_assert(wd > 0, "the agent has a watchdog beside its unit");
     kill(wd, SIGKILL);
-    cr_assert(ag_wait_proc(wd, "Z", 3000) || ag_proc_state(wd) == 0);
+    cr_assert(ag_wait_proc(wd, "Z", 3000) || uproc_state(wd) == 0);
     it_signal(a.pid, SIGKILL, 0);
     cr_assert_geq(it_wait_exit(a.pid, 5000), 0);
     if (fz) {
@@ -175,14 +175,14 @@ Test(agent_safety, sigkill_during_pause_then_restart_thaws_and_runs)
     free(a.dir);
     pid_t pid2 = ag_wait_running(&b, 10000);
     cr_assert_neq(pid2, pid);
-    cr_assert(ag_wait_proc(pid2, "RS", 2000), "new unit runs (state %c)", ag_proc_state(pid2));
+    cr_assert(ag_wait_proc(pid2, "RS", 2000), "new unit runs (state %c)", uproc_state(pid2));
     if (fz) {
         char line[64];
         ag_read_line(fz, line, sizeof line);
         cr_assert_str_eq(line, "THAWED", "the sweep thawed the cgroup");
     }
     /* The old unit (killed by PDEATHSIG once thawed) does not stay stopped. */
-    cr_assert(ag_wait_gone(pid, 3000) || ag_proc_state(pid) != 'T', "old unit left stopped");
+    cr_assert(ag_wait_gone(pid, 3000) || uproc_state(pid) != 'T', "old unit left stopped");
     char state[32], reason[32];
     ag_fault_state(&b, id, state, sizeof state, reason, sizeof reason);
     cr_assert_str_eq(state, "reverted");

@@ -8,7 +8,6 @@
 #include "trainer_it.h"
 
 #include <stdint.h>
-#include <ftw.h>
 #include <sys/stat.h>
 
 #include "common/crc32c.h"
@@ -519,12 +518,6 @@ Test(syncer_bounds, a_decoupled_learner_exits_promptly_on_sigterm_with_its_check
 
 /* ---- capacities ---- */
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 /* The learner's queues were 64 messages while the config allows P = 256: a
  * full pull on the comm thread (after a rejoin) filled a 64-entry stack
  * array once per fragment, an ASan abort at P > 64. Every capacity now
@@ -546,7 +539,7 @@ Test(syncer_bounds, a_rejoin_pulls_more_fragments_than_any_old_queue, .timeout =
     snprintf(creds, sizeof creds, "%s/credentials", r.state);
     snprintf(keep, sizeof keep, "%s/credentials.kept", r.dir);
     cr_assert_eq(rename(creds, keep), 0);
-    nftw(r.state, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    it_rm_tree(r.state);
     cr_assert_eq(mkdir(r.state, 0700), 0);
     cr_assert_eq(rename(keep, creds), 0);
     tr_syncer_start(&r, NULL, NULL);

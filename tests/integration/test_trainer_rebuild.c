@@ -6,7 +6,7 @@
  * hold nothing (versions 0) change nothing; the join/upload protocol, its
  * input checks and --on-lost-state refuse, driven over HTTP. */
 #include <fcntl.h>
-#include <ftw.h>
+#include <sys/stat.h>
 
 #include "common/crc32c.h"
 #include "trainer/protocol.h"
@@ -14,17 +14,6 @@
 
 #define N_LEARNERS 3
 #define FRAGS 4
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static void rm_tree(const char *dir)
-{
-    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 /* Overwrite the middle of a file with garbage (its CRC no longer matches). */
 static int corrupt_file(const char *path)
@@ -96,7 +85,7 @@ static void lose_state_dir(tr_run *r)
     snprintf(creds, sizeof creds, "%s/credentials", r->state);
     snprintf(keep, sizeof keep, "%s/credentials.kept", r->dir);
     cr_assert_eq(rename(creds, keep), 0, "keep the credentials aside");
-    rm_tree(r->state);
+    it_rm_tree(r->state);
     cr_assert_eq(mkdir(r->state, 0700), 0);
     cr_assert_eq(rename(keep, creds), 0, "the credentials come back");
 }

@@ -1,0 +1,184 @@
+/* proxy_internal.h - the TCP proxy's shared state, private to
+ * injectors/proxy/: the interface is proxy.h. The proxy is four files:
+ *
+ *   proxy.c         lifecycle (proxy_new/free), addresses, the switches
+ *                   (enabled, upstream, listen, partition, reset)
+ *   proxy_toxics.c  the toxic API (add/update/remove, JSON, Toxiproxy's
+ *                   lenient decoding) and the counters
+ *   proxy_loop.c    the loop thread: epoll, timers, applying API changes
+ *                   (proxy_sync) and the API side of that hand-over
+ *                   (proxy_commit_locked)
+ *   proxy_link.c    links: accept, connect, the data path of both
+ *                   directions (splice fast path, toxic queue), close;
+ *                   the link state machine is drawn at its top
+ *
+ * Threads and ownership. One loop thread per proxy owns the sockets and
+ * every link: the functions of proxy_link.c and those marked "loop thread"
+ * below run on it only. API calls (agent HTTP threads) change the fields
+ * marked "under mu", then proxy_commit_locked() bumps p->gen, wakes the
+ * loop through the eventfd and waits (bounded) until the loop has applied
+ * that generation, so that when an API call returns its effect is in
+ * place. Counters are relaxed atomics written by the loop and read by
+ * anyone. A shared_toxic is reference-counted: one reference for the
+ * proxy's list, one for each loop snapshot holding it.
+ */
+#ifndef INJ_PROXY_INTERNAL_H
+#define INJ_PROXY_INTERNAL_H
+
+#include "injectors/proxy/proxy.h"
+#include "injectors/proxy/toxic.h"
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define PROXY_MAX_TOXICS 32        /* per proxy */
+#define PROXY_QUEUE_CAP (1u << 20) /* bytes queued per direction before reading stops */
+#define PROXY_READ_MAX 65536       /* bytes per read / splice */
+#define PROXY_PIPE_SIZE (1 << 16)  /* splice pipe capacity, bytes (1 MiB showed no gain on loopback) */
+#define PROXY_SYNC_WAIT_MS 2000    /* API wait for the loop to apply a change */
+#define PROXY_PUMP_ROUNDS 64       /* I/O rounds per direction per wakeup (fairness) */
+
+#define ATOMIC_ADD(x, v) __atomic_fetch_add(&(x), (uint64_t)(v), __ATOMIC_RELAXED)
+#define ATOMIC_SUB(x, v) __atomic_fetch_sub(&(x), (uint64_t)(v), __ATOMIC_RELAXED)
+#define ATOMIC_GET(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+/* ---- proxy: types ---- */
+
+typedef struct shared_toxic {
+    uint64_t id;        /* unique per proxy, never reused */
+    toxic_spec spec;    /* current spec (under p->mu) */
+    uint64_t seed;      /* toxicity draws, jitter, corruption */
+    toxic_counters ctr; /* atomics */
+    int refs;           /* list + loop snapshot; atomic */
+} shared_toxic;
+
+typedef enum end_kind { END_LISTEN, END_EVENT, END_TIMER, END_CLIENT, END_UPSTREAM } end_kind;
+
+struct plink;
+
+typedef struct link_end {
+    end_kind kind;
+    struct plink *l; /* NULL for the proxy's own fds */
+    int fd;
+    uint32_t events; /* registered epoll events; 0 = not registered */
+} link_end;
+
+typedef enum dir_mode { DIR_FAST, DIR_QUEUED } dir_mode;
+
+typedef struct dir {
+    toxic_stream stream; /* UPSTREAM: client -> server */
+    link_end *src, *dst; /* borrowed from the plink */
+    dir_mode mode;
+    int pipe_r, pipe_w;                /* FAST: splice pipe, -1 until first use */
+    size_t pipe_bytes;                 /* bytes sitting in the pipe */
+    size_t pipe_cap;                   /* pipe capacity, bytes */
+    chunk_list q;                      /* QUEUED: chunks in order, ready times non-decreasing */
+    int64_t last_ready_ns;             /* ready time of the last queued chunk */
+    bool src_eof;                      /* read side returned EOF */
+    bool done;                         /* EOF delivered (dst shut for writing) */
+    toxic_inst inst[PROXY_MAX_TOXICS]; /* chain, in the proxy's toxic order */
+    int ninst;
+    uint64_t *bytes_ctr; /* proxy counter of delivered bytes */
+} dir;
+
+typedef enum link_state { LINK_CONNECTING, LINK_OPEN, LINK_CLOSED } link_state;
+
+typedef struct plink {
+    struct plink *next, *prev;
+    uint64_t id; /* 1, 2, ... per proxy; keys toxicity draws */
+    link_state state;
+    link_end client, upstream;
+    dir d[2];            /* indexed by toxic_stream */
+    int64_t deadline_ns; /* next toxic time (chunk due, timer), 0 = none */
+    bool in_ready_list;  /* queued for pumping this round */
+    struct plink *ready_next;
+} plink;
+
+struct proxy {
+    char name[TOXIC_NAME_MAX + 1];
+    char listen_addr[64];         /* "127.0.0.1:PORT", bound; written under mu (proxy_set_listen) */
+    struct sockaddr_in listen_sa; /* loop thread (and proxy_new) */
+    pthread_t thread;
+    bool thread_started;
+    int epfd;
+    link_end lend, evend, tend; /* listener, eventfd, timerfd */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    /* ---- under mu ---- */
+    char upstream[256]; /* as given */
+    struct sockaddr_storage up_sa;
+    socklen_t up_len;
+    bool enabled;
+    int partition;            /* hold count */
+    uint64_t partition_epoch; /* bumped on each 0 -> 1 */
+    shared_toxic *toxics[PROXY_MAX_TOXICS];
+    int ntoxics;
+    uint64_t next_toxic_id;
+    uint64_t gen;         /* bumped by every change */
+    uint64_t applied_gen; /* last gen the loop applied */
+    bool stop;
+    bool loop_dead;                /* loop thread exited */
+    int pending_lfd;               /* proxy_set_listen: new listener for the loop to take, or -1 */
+    struct sockaddr_in pending_sa; /* its address */
+
+    /* ---- loop thread only ---- */
+    plink *links;
+    uint64_t next_link_id;
+    bool listening;
+    bool seen_enabled;
+    uint64_t seen_partition_epoch;
+    uint64_t seen_gen;
+    shared_toxic *snap[PROXY_MAX_TOXICS]; /* refs held */
+    toxic_spec snap_spec[PROXY_MAX_TOXICS];
+    int nsnap;
+    struct sockaddr_storage snap_up_sa;
+    socklen_t snap_up_len;
+    int64_t timer_armed_ns; /* current timerfd deadline, 0 = disarmed */
+    unsigned char rbuf[PROXY_READ_MAX];
+
+    /* ---- counters (atomics) ---- */
+    proxy_stats st;
+};
+
+/* ---- proxy_toxics.c ---- */
+
+/* Drop one reference; the last one frees t. NULL is a no-op. Any thread. */
+void shared_toxic_unref(shared_toxic *t);
+
+/* ---- proxy_loop.c ---- */
+
+/* The loop thread's body (pthread_create's start routine; arg is the
+ * proxy). Returns once p->stop is applied or epoll fails, after setting
+ * p->loop_dead. */
+void *proxy_loop_main(void *arg);
+/* Bump the generation, wake the loop, and wait (at most
+ * PROXY_SYNC_WAIT_MS; a warning when it passes) until it applied it.
+ * Called with p->mu held; returns with it held. API threads only. */
+void proxy_commit_locked(proxy *p);
+/* Register, modify or remove e's fd so that epoll watches exactly want
+ * (0 = removed). Loop thread, or proxy_new before the loop starts. */
+void proxy_end_watch(proxy *p, link_end *e, uint32_t want);
+
+/* ---- proxy_link.c (loop thread) ---- */
+
+/* Accept what is pending on the listener (bounded per call); each client
+ * becomes a CONNECTING link. Fold link deadlines into *next. */
+void proxy_on_accept(proxy *p, int64_t now, int64_t *next);
+/* Do all the I/O a link can do now; update its epoll interest; fold its
+ * next deadline into *next. The link may be freed: do not touch l after a
+ * true return. */
+bool proxy_link_pump(proxy *p, plink *l, int64_t now, int64_t *next);
+/* Close both sockets (with RST when rst), unlink l from p->links and free
+ * it (or leave that to the loop while it is on the ready list). */
+void proxy_link_close(proxy *p, plink *l, bool rst);
+/* Close every link (RST when rst), counted in conns_dropped. */
+void proxy_close_all_links(proxy *p, bool rst);
+/* Rebuild the toxic chains of every open link from the loop's snapshot
+ * (p->snap); a link whose switch to the queued path fails is reset. */
+void proxy_links_resync(proxy *p, int64_t now);
+
+#endif
