@@ -56,6 +56,7 @@ struct netns {
     char prefix[16];          /* "cl<pid>" */
     int slot;                 /* 0..NETNS_SLOTS-1 */
     char record[128];         /* NETNS_STATE_DIR/<prefix>.json */
+    char run_dir[1024];       /* RUN (network.json) */
     char (*path)[NETNS_NAME]; /* [m+1] namespace paths: [0] syncer, [1+i] learner i */
     char (*addr)[20];         /* [m+1] addresses, same order */
 };
@@ -117,8 +118,9 @@ static const char *find_tool(const char *name)
 
 /* Run argv (argv[0] "ip" or "tc", looked up by find_tool) and wait for it,
  * bounded. 0 on exit status 0; else CX_ESYS with "<command>: <its stderr>"
- * in err. */
-static int run_tool(const char *const *argv, char *err, size_t errlen)
+ * in err. With out, its output (stdout and stderr, NUL-terminated,
+ * truncated to outlen) is copied there. */
+static int run_tool_out(const char *const *argv, char *out_text, size_t outlen, char *err, size_t errlen)
 {
     const char *exe = find_tool(argv[0]);
     if (!exe)
@@ -155,6 +157,10 @@ static int run_tool(const char *const *argv, char *err, size_t errlen)
     }
     char text[160] = "";
     ssize_t got = pread(out, text, sizeof text - 1, 0);
+    if (out_text && outlen > 0) {
+        ssize_t all = pread(out, out_text, outlen - 1, 0);
+        out_text[all > 0 ? all : 0] = '\0';
+    }
     close(out);
     if (got > 0) {
         text[got] = '\0';
@@ -171,7 +177,14 @@ static int run_tool(const char *const *argv, char *err, size_t errlen)
                                      : "failed");
 }
 
+static int run_tool(const char *const *argv, char *err, size_t errlen)
+{
+    return run_tool_out(argv, NULL, 0, err, errlen);
+}
+
 #define TOOL(err, errlen, ...) run_tool((const char *const[]){__VA_ARGS__, NULL}, err, errlen)
+#define TOOL_OUT(out, outlen, err, errlen, ...)                                                              \
+    run_tool_out((const char *const[]){__VA_ARGS__, NULL}, out, outlen, err, errlen)
 
 int netns_available(char *why, size_t len)
 {
@@ -698,6 +711,7 @@ int netns_create(const netns_spec *spec, int m, const char *prefix, const char *
         netns_destroy(n);
         return rc;
     }
+    snprintf(n->run_dir, sizeof n->run_dir, "%s", run_dir);
     write_run_record(n, run_dir);
     cx_info(
         "netns: %d namespaces under %s-* in 198.18.0.0/15 slot %d, %d regions, rate %g Mbit/s, delay %g ms "
@@ -720,10 +734,72 @@ const char *netns_addr(const netns *n, int learner)
     return n && idx >= 0 && idx <= n->m ? n->addr[idx] : NULL;
 }
 
+/* The shaping qdisc's counters on dev in ns (`tc -s -j qdisc show`): {kind,
+ * bytes, packets, drops, overlimits} of the tbf (or netem), or NULL. */
+static json_t *qdisc_stats(const char *ns, const char *dev)
+{
+    char text[8192], e2[CX_ERRLEN];
+    if (TOOL_OUT(text, sizeof text, e2, sizeof e2, "tc", "-n", ns, "-s", "-j", "qdisc", "show", "dev", dev) <
+        0)
+        return NULL;
+    json_t *arr = json_loads(text, 0, NULL), *q, *best = NULL;
+    size_t i;
+    json_array_foreach(arr, i, q)
+    {
+        const char *k = json_string_value(json_object_get(q, "kind"));
+        if (k && (strcmp(k, "tbf") == 0 || (strcmp(k, "netem") == 0 && !best)))
+            best = q;
+    }
+    json_t *r = NULL;
+    if (best) {
+        r = json_object();
+        static const char *const keys[] = {"kind", "bytes", "packets", "drops", "overlimits", NULL};
+        for (int k = 0; keys[k]; k++)
+            if (json_object_get(best, keys[k]))
+                json_object_set(r, keys[k], json_object_get(best, keys[k]));
+    }
+    json_decref(arr);
+    return r;
+}
+
+/* Before removal: every shaped link's qdisc counters into RUN/network.json
+ * ("stats"), the evidence that the kernel shaped what went through. */
+static void record_stats(const netns *n)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/network.json", n->run_dir);
+    json_t *o = n->run_dir[0] ? json_load_file(path, 0, NULL) : NULL;
+    json_t *places = json_object_get(o, "places");
+    if (!places)
+        goto out;
+    for (int idx = 1; idx <= n->m; idx++) {
+        if (!netns_shaped(&n->spec, idx - 1))
+            continue;
+        char ns[NETNS_NAME], hub[NETNS_NAME], pn[8];
+        place_name(pn, sizeof pn, idx);
+        snprintf(ns, sizeof ns, "%s-%s", n->prefix, pn);
+        snprintf(hub, sizeof hub, "%s-hub", n->prefix);
+        json_t *st = json_object();
+        json_t *up = qdisc_stats(ns, "eth0"), *down = qdisc_stats(hub, pn);
+        if (up)
+            json_object_set_new(st, "upstream", up);
+        if (down)
+            json_object_set_new(st, "downstream", down);
+        json_object_set_new(json_array_get(places, (size_t)idx), "stats", st);
+    }
+    char *s = json_dumps(o, JSON_INDENT(1) | JSON_SORT_KEYS);
+    if (s)
+        cx_file_write_atomic(path, s, strlen(s), NULL, 0);
+    free(s);
+out:
+    json_decref(o);
+}
+
 void netns_destroy(netns *n)
 {
     if (!n)
         return;
+    record_stats(n);
     char e2[CX_ERRLEN] = "";
     if (remove_prefix(n->prefix, e2, sizeof e2) < 0)
         cx_warn("netns: removing %s-*: %s (the next harness start sweeps it)", n->prefix, e2);

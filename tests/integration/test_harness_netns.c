@@ -7,7 +7,8 @@
  *   - after a SIGKILL of the harness its namespaces and root link stay
  *     (nothing else could remove them), and the next harness start sweeps
  *     them within a bound;
- *   - SIGTERM of that next harness removes its own namespaces (exit 2);
+ *   - SIGTERM of that next harness removes its own namespaces (exit 2), and
+ *     RUN/network.json then holds the tbf counters (bytes went through);
  *   - without root the run fails at start, exit 3, naming why.
  *
  * Needs root (namespaces) and iproute2: skipped with the reason otherwise.
@@ -61,25 +62,33 @@ static int exists(const char *fmt, const char *prefix, const char *suffix)
 }
 
 /* Every name of prefix: namespaces /run/netns/<prefix>-{hub,s,u0,u1}, the
- * root link /sys/class/net/<prefix>-h. How many exist. */
-static int leftovers(const char *prefix)
+ * root link /sys/class/net/<prefix>-h, and (with record) the run's record
+ * in /run/chaosloco/netns. How many exist. */
+static int leftovers_of(const char *prefix, int record)
 {
     static const char *const ns[] = {"hub", "s", "u0", "u1", NULL};
     int n = exists("/sys/class/net/%s-%s", prefix, "h");
+    if (record)
+        n += exists("/run/chaosloco/netns/%s%s", prefix, ".json");
     for (int i = 0; ns[i]; i++)
         n += exists("/run/netns/%s-%s", prefix, ns[i]);
     return n;
+}
+
+static int leftovers(const char *prefix)
+{
+    return leftovers_of(prefix, 0);
 }
 
 static int wait_gone(const char *prefix, long timeout_ms)
 {
     int64_t end = cx_mono_ms() + timeout_ms;
     while (cx_mono_ms() < end) {
-        if (leftovers(prefix) == 0)
+        if (leftovers_of(prefix, 1) == 0)
             return 1;
         cx_sleep_ms(100);
     }
-    return leftovers(prefix) == 0;
+    return leftovers_of(prefix, 1) == 0;
 }
 
 /* RUN/network.json's prefix, once the harness wrote it (bounded). */
@@ -163,7 +172,8 @@ Test(harness_netns, sigkill_is_swept_by_the_next_start_and_sigterm_cleans_up)
     check_live(dir, outa, pa);
     it_signal(a, SIGKILL, 0);
     cr_assert_neq(hx_exit_code(a, 10000), -1, "harness A is dead");
-    cr_assert_eq(leftovers(pa), 5, "a SIGKILLed harness leaves its 4 namespaces and its root link");
+    cr_assert_eq(leftovers_of(pa, 1), 6,
+                 "a SIGKILLed harness leaves its 4 namespaces, its root link and its record");
 
     /* harness B sweeps A's (A's agents are still alive in them: the sweep
      * does not wait for them) */
@@ -173,11 +183,9 @@ Test(harness_netns, sigkill_is_swept_by_the_next_start_and_sigterm_cleans_up)
     int gone = wait_gone(pa, 60000);
     if (!gone)
         it_dump_log(dir, "run-b");
-    cr_assert(gone, "the next harness start removed %s-* (%d left after %lld ms)", pa, leftovers(pa),
-              (long long)(cx_mono_ms() - t0));
+    cr_assert(gone, "the next harness start removed %s-* and its record (%d left after %lld ms)", pa,
+              leftovers_of(pa, 1), (long long)(cx_mono_ms() - t0));
     char rec[128];
-    snprintf(rec, sizeof rec, "/run/chaosloco/netns/%s.json", pa);
-    cr_expect(access(rec, F_OK) != 0, "and its record %s", rec);
     hx_kill_leftovers(outa);
 
     /* B is up in its own namespaces; SIGTERM removes them */
@@ -196,6 +204,19 @@ Test(harness_netns, sigkill_is_swept_by_the_next_start_and_sigterm_cleans_up)
         it_dump_log(dir, "run-b");
     cr_expect_eq(rc, 2, "SIGTERM: the run is interrupted, exit 2 (got %d)", rc);
     cr_expect_eq(leftovers(pb), 0, "nothing of %s-* is left after SIGTERM", pb);
+    /* the kernel shaped what went through: learner 0's tbf counters, both ways */
+    char nj[1200];
+    snprintf(nj, sizeof nj, "%s/network.json", outb);
+    json_t *net = json_load_file(nj, 0, NULL);
+    json_t *stats = json_object_get(json_array_get(json_object_get(net, "places"), 1), "stats");
+    for (int k = 0; k < 2; k++) {
+        json_t *q = json_object_get(stats, k ? "downstream" : "upstream");
+        cr_expect_str_eq(json_string_value(json_object_get(q, "kind")), "tbf", "learner 0's %s qdisc",
+                         k ? "downstream" : "upstream");
+        cr_expect_gt(json_integer_value(json_object_get(q, "bytes")), 0, "bytes went through its %s tbf",
+                     k ? "downstream" : "upstream");
+    }
+    json_decref(net);
     snprintf(rec, sizeof rec, "/run/chaosloco/netns/%s.json", pb);
     cr_expect(access(rec, F_OK) != 0, "nor its record %s", rec);
     hx_kill_leftovers(outb);

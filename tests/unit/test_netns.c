@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/proc.h"
 #include "harness/experiment.h"
 #include "harness/netns.h"
 
@@ -175,4 +176,17 @@ Test(netns, create_refuses_bad_arguments_before_touching_the_host)
     s.regions = 3;
     cr_assert_eq(netns_create(&s, 2, mine, "/tmp", &n, err, sizeof err), CX_EINVAL,
                  "kind loopback builds nothing");
+}
+
+Test(netns, spawn_into_a_missing_namespace_is_a_clear_error)
+{
+    const char *argv[] = {"/bin/true", NULL};
+    cx_spawn_opts o = {.stdout_fd = -1, .stderr_fd = -1, .netns = "/run/netns/chaosloco-test-no-such-ns"};
+    pid_t pid = 0;
+    char err[CX_ERRLEN] = "";
+    cr_assert_eq(cx_spawn(argv, &o, &pid, err, sizeof err), CX_ESYS);
+    cr_assert_eq(pid, 0, "no child is handed back");
+    cr_assert(strstr(err, "cannot run '/bin/true' in network namespace /run/netns/chaosloco-test-no-such-ns"),
+              "%s", err);
+    cr_assert(strstr(err, "No such file"), "the reason: %s", err);
 }
