@@ -9,6 +9,8 @@
  *     them within a bound;
  *   - SIGTERM of that next harness removes its own namespaces (exit 2), and
  *     RUN/network.json then holds the tbf counters (bytes went through);
+ *   - a delay on a kernel without netem fails at start, exit 3, saying so,
+ *     and leaves nothing behind;
  *   - without root the run fails at start, exit 3, naming why.
  *
  * Needs root (namespaces) and iproute2: skipped with the reason otherwise.
@@ -256,6 +258,57 @@ Test(harness_netns, not_root_fails_at_start_naming_why)
     cr_expect_eq(rc, 3, "a harness error, exit 3 (got %d)", rc);
     cr_expect(text && strstr(text, "network namespaces unavailable: not root"), "the error says why: %s",
               text ? text : "(no log)");
+    free(text);
+    hx_kill_leftovers(out);
+    free(dir);
+}
+
+/* 1 when this kernel has netem: try it on the loopback of a scratch
+ * namespace (nothing of the host is touched). */
+static int kernel_has_netem(const char *dir)
+{
+    char ns[64];
+    snprintf(ns, sizeof ns, "chaosloco-it-netem-%d", (int)getpid());
+    const char *add[] = {"ip", "netns", "add", ns, NULL};
+    const char *q[] = {"tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms", NULL};
+    const char *del[] = {"ip", "netns", "del", ns, NULL};
+    cr_assert_eq(hx_exit_code(it_start_prog(dir, "probe-add", add, NULL), 10000), 0, "ip netns add %s", ns);
+    int has = hx_exit_code(it_start_prog(dir, "probe-netem", q, NULL), 10000) == 0;
+    cr_assert_eq(hx_exit_code(it_start_prog(dir, "probe-del", del, NULL), 10000), 0, "ip netns del %s", ns);
+    return has;
+}
+
+Test(harness_netns, a_delay_without_netem_is_refused_and_nothing_is_left)
+{
+    const char *why = skip_reason();
+    if (why)
+        cr_skip_test("%s", why);
+    char *dir = it_mkdtemp("hnetns");
+    if (kernel_has_netem(dir))
+        cr_skip_test("this kernel has netem: a delay is applied, not refused");
+    char path[1024], out[1100];
+    snprintf(path, sizeof path, "%s/delay.json", dir);
+    snprintf(out, sizeof out, "%s/run", dir);
+    hx_write(path, "{\"title\": \"delay\", \"seed\": 3,"
+                   " \"topology\": {\"learners\": 2,"
+                   " \"network\": {\"kind\": \"netns\", \"regions\": 3, \"rate_mbit\": 10, \"delay_ms\": 20},"
+                   " \"training\": " HX_TRAIN(
+                       "decoupled", 1000000) "},"
+                                             " \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}");
+    const char *args[] = {"run", path, "--out", out, NULL};
+    pid_t p = it_start(dir, "run", args, NULL);
+    int rc = hx_exit_code(p, 60000);
+    char log[1200];
+    snprintf(log, sizeof log, "%s/run.log", dir);
+    char *text = hx_read(log);
+    if (rc != 3)
+        it_dump_log(dir, "run");
+    cr_expect_eq(rc, 3, "a harness error, exit 3 (got %d)", rc);
+    cr_expect(text && strstr(text, "this kernel has no sch_netem"), "the error says why: %s",
+              text ? text : "");
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "cl%d", (int)p);
+    cr_expect_eq(leftovers_of(prefix, 1), 0, "the half-built %s-* is gone", prefix);
     free(text);
     hx_kill_leftovers(out);
     free(dir);
