@@ -4,7 +4,7 @@
  * A run's network, as this file sees it:
  *
  *   (none) --netns_create(): record written under the lock--> reserved
- *   reserved --build(): hub, root link, one namespace per place--> built
+ *   reserved --build_hub(), build_place() x (M+1)--> built
  *   reserved|built --netns_destroy() / a failed build--> removed
  *   reserved|built --owner SIGKILLed, then netns_sweep() elsewhere--> removed
  *
@@ -13,10 +13,14 @@
  * shape; "removed" holds nothing named <prefix>-... and no record.
  * remove_prefix() works from the names on the host, not from a list kept
  * in memory, so the same function cleans up a half-built run, a finished
- * one and a dead harness's.
+ * one and a dead harness's. assert_built() checks "built" in debug builds.
+ *
+ * Everything here runs on the harness's main thread (find_tool's cache is
+ * not locked).
  */
 #include "harness/netns.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -660,6 +664,22 @@ static void netns_free(netns *n)
     free(n);
 }
 
+#ifndef NDEBUG
+/* "built": every namespace of the shape and the root link exist. */
+static void assert_built(const netns *n)
+{
+    char p[128];
+    snprintf(p, sizeof p, "%s/%s-h", NETNS_SYS_NET, n->prefix);
+    assert(access(p, F_OK) == 0);
+    snprintf(p, sizeof p, "%s/%s-hub", NETNS_RUN_DIR, n->prefix);
+    assert(access(p, F_OK) == 0);
+    for (int idx = 0; idx <= n->m; idx++)
+        assert(access(n->path[idx], F_OK) == 0 && n->addr[idx][0]);
+}
+#else
+#define assert_built(n) ((void)0)
+#endif
+
 int netns_create(const netns_spec *spec, int m, const char *prefix, const char *run_dir, netns **out,
                  char *err, size_t errlen)
 {
@@ -711,6 +731,7 @@ int netns_create(const netns_spec *spec, int m, const char *prefix, const char *
         netns_destroy(n);
         return rc;
     }
+    assert_built(n);
     snprintf(n->run_dir, sizeof n->run_dir, "%s", run_dir);
     write_run_record(n, run_dir);
     cx_info(
