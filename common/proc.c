@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,7 +74,17 @@ int cx_spawn(const char *const *argv, const cx_spawn_opts *opts, pid_t *pid, cha
     }
     if (p == 0) {
         /* child: async-signal-safe calls only */
-        int e = 0;
+        int e = 0; /* reported as {stage, errno}: stage 1 the netns, 0 chdir/exec */
+        if (opts->netns) {
+            int nfd = open(opts->netns, O_RDONLY | O_CLOEXEC);
+            if (nfd < 0 || setns(nfd, CLONE_NEWNET) != 0) {
+                int msg[2] = {1, errno};
+                ssize_t w = write(pfd[1], msg, sizeof msg);
+                (void)w;
+                _exit(CX_EXIT_EXEC_FAILED);
+            }
+            close(nfd);
+        }
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
@@ -108,21 +119,25 @@ int cx_spawn(const char *const *argv, const cx_spawn_opts *opts, pid_t *pid, cha
             execvpe(argv[0], (char *const *)argv, env);
             e = errno;
         }
-        ssize_t w = write(pfd[1], &e, sizeof e);
+        int msg[2] = {0, e};
+        ssize_t w = write(pfd[1], msg, sizeof msg);
         (void)w;
         _exit(CX_EXIT_EXEC_FAILED);
     }
     close(pfd[1]);
     free(env);
-    int child_errno = 0;
+    int msg[2] = {0, 0}; /* {stage, errno} from a child that failed before exec */
     ssize_t r;
     do {
-        r = read(pfd[0], &child_errno, sizeof child_errno);
+        r = read(pfd[0], msg, sizeof msg);
     } while (r < 0 && errno == EINTR);
     close(pfd[0]);
-    if (r == (ssize_t)sizeof child_errno) {
+    if (r == (ssize_t)sizeof msg) {
         waitpid(p, NULL, 0);
-        return cx_fail(err, errlen, CX_EINVAL, "cannot run '%s': %s", argv[0], strerror(child_errno));
+        if (msg[0] == 1)
+            return cx_fail(err, errlen, CX_ESYS, "cannot run '%s' in network namespace %s: %s", argv[0],
+                           opts->netns, strerror(msg[1]));
+        return cx_fail(err, errlen, CX_EINVAL, "cannot run '%s': %s", argv[0], strerror(msg[1]));
     }
     if (opts->new_pgrp)
         setpgid(p, p); /* also from the parent: no race with an early signal */

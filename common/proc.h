@@ -13,16 +13,19 @@
 #include <sys/types.h>
 
 typedef struct cx_spawn_opts {
-    int new_pgrp;                 /* 1: setpgid(0,0) in the child */
-    int stdout_fd;                /* -1 inherit */
-    int stderr_fd;                /* -1 inherit */
-    const char *const *extra_env; /* NULL-terminated "K=V" list, or NULL */
-    const char *cwd;              /* chdir in the child, or NULL */
-    int die_with_parent;          /* 0, or the signal the child gets when the spawning thread
-                                     exits (PR_SET_PDEATHSIG): SIGKILL, SIGTERM */
+    int new_pgrp;                    /* 1: setpgid(0,0) in the child */
+    int stdout_fd;                   /* -1 inherit */
+    int stderr_fd;                   /* -1 inherit */
+    const char *const *extra_env;    /* NULL-terminated "K=V" list, or NULL */
+    const char *cwd;                 /* chdir in the child, or NULL */
+    int die_with_parent;             /* 0, or the signal the child gets when the spawning thread
+                                        exits (PR_SET_PDEATHSIG): SIGKILL, SIGTERM */
     const char *const *join_cgroups; /* NULL-terminated cgroup.procs paths the child joins (writes
                                         "0") before exec, best effort; or NULL. Then it and all it
                                         starts are in them from its first instruction */
+    const char *netns;               /* path of a network namespace the child enters first
+                                        (setns; needs CAP_SYS_ADMIN; failing is a spawn error),
+                                        or NULL: the caller's */
 } cx_spawn_opts;
 
 int cx_spawn(const char *const *argv, const cx_spawn_opts *opts, pid_t *pid, char *err, size_t errlen);

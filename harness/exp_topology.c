@@ -1,6 +1,7 @@
 /* exp_topology.c - an experiment's $.topology: the learner count, the
  * training keys the harness checks itself (the rest is the syncer's config),
- * attach mode's URLs and a foreign trainer's command templates. Part of the
+ * attach mode's URLs, a foreign trainer's command templates and the network
+ * (loopback or namespaces). Part of the
  * experiment loader (experiment.h, exp_internal.h). */
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,53 @@
 
 /* bit of {listen} in topo_check_template's used mask (topo_placeholders order) */
 #define PH_C_LISTEN_BIT 0
+
+static const char *const network_kinds[] = {"loopback", "netns", NULL};
+
+/* topology.network: loopback (the default) or netns regions (harness/netns.h).
+ * Cross-field rules: regions 1..M+1; the link keys only with kind netns, and
+ * only when some link crosses regions (regions >= 2); jitter <= delay; not
+ * with attach (the harness launches nothing there). */
+static void parse_network(experiment *e, const json_t *tp, const json_t *nw, jv_diag *d)
+{
+    static const char *const keys[] = {"kind", "regions", "rate_mbit", "delay_ms", "jitter_ms", NULL};
+    const char *path = "$.topology.network";
+    netns_spec *s = &e->network;
+    if (jv_check_keys(d, path, nw, keys) < 0)
+        return;
+    const char *kind = NULL;
+    if (jv_get_string(d, path, nw, "kind", 1, network_kinds, &kind) != 1)
+        return;
+    if (strcmp(kind, "loopback") == 0) {
+        for (int i = 1; keys[i]; i++)
+            if (json_object_get(nw, keys[i]))
+                jv_diag_add(d, path, "unexpected key %s with kind loopback (it is a key of kind netns)",
+                            keys[i]);
+        return;
+    }
+    s->kind = NETNS_REGIONS;
+    int maxr = (e->learners ? e->learners : EXP_MAX_LEARNERS) + 1;
+    int64_t r = 0;
+    s->regions = maxr; /* default: every place its own region */
+    if (jv_get_int(d, path, nw, "regions", 0, 1, maxr, "a region count (at most learners + 1)", &r) == 1)
+        s->regions = (int)r;
+    jv_get_number(d, path, nw, "rate_mbit", 0, 1e-3, NETNS_RATE_MAX_MBIT, "a link rate in Mbit/s",
+                  &s->rate_mbit);
+    jv_get_number(d, path, nw, "delay_ms", 0, 0, NETNS_DELAY_MAX_MS, "a one-way delay in ms", &s->delay_ms);
+    if (jv_get_number(d, path, nw, "jitter_ms", 0, 0, NETNS_DELAY_MAX_MS, "a jitter in ms", &s->jitter_ms) ==
+            1 &&
+        s->jitter_ms > s->delay_ms)
+        jv_diag_add(d, "$.topology.network.jitter_ms", "expected at most delay_ms (%g), got %g", s->delay_ms,
+                    s->jitter_ms);
+    if (s->regions == 1 && (json_object_get(nw, "rate_mbit") || json_object_get(nw, "delay_ms") ||
+                            json_object_get(nw, "jitter_ms")))
+        jv_diag_add(d, "$.topology.network.regions",
+                    "expected at least 2 with rate_mbit, delay_ms or jitter_ms: links are shaped only across "
+                    "regions, and with 1 region there is none");
+    if (json_object_get(tp, "attach"))
+        jv_diag_add(d, path,
+                    "expected kind loopback (or no network) with attach: the harness launches nothing");
+}
 
 static const char *const modes[] = {"ddp", "ddp-elastic", "diloco", "decoupled", NULL};
 static const char *const encodings[] = {"f32", "bf16", "int8", "int4", "int2", "q2", NULL};
@@ -120,7 +168,7 @@ void exp_parse_topology(experiment *e, const json_t *doc, jv_diag *d)
     e->learners = 0;
     if (exp_get_object(d, "$", doc, "topology", 1, &tp) != 1)
         return;
-    static const char *const keys[] = {"learners", "training", "attach", "trainer", NULL};
+    static const char *const keys[] = {"learners", "training", "attach", "trainer", "network", NULL};
     jv_check_keys(d, "$.topology", tp, keys);
     int64_t m = 0;
     if (jv_get_int(d, "$.topology", tp, "learners", 1, 1, EXP_MAX_LEARNERS, "a learner count", &m) == 1)
@@ -164,6 +212,10 @@ void exp_parse_topology(experiment *e, const json_t *doc, jv_diag *d)
         if (json_object_get(tp, "attach"))
             jv_diag_add(d, "$.topology", "expected at most one of attach and trainer, got both");
     }
+
+    json_t *nw = NULL;
+    if (exp_get_object(d, "$.topology", tp, "network", 0, &nw) == 1)
+        parse_network(e, tp, nw, d);
 
     json_t *at = NULL;
     if (exp_get_object(d, "$.topology", tp, "attach", 0, &at) == 1) {

@@ -28,6 +28,7 @@
 
 #include "harness/hypothesis.h"
 #include "harness/jsonv.h"
+#include "harness/netns.h"
 #include "harness/topology.h"
 
 #define EXP_MAX_LEARNERS 256
@@ -140,6 +141,7 @@ typedef struct experiment {
     char *attach_token_file;
     char *attach_syncer_credential_file; /* topology.attach.syncer_credential_file, or NULL */
     topo_trainer *trainer; /* topology.trainer: a foreign trainer's commands, NULL = chaosloco's own */
+    netns_spec network;    /* topology.network; kind NETNS_LOOPBACK when absent */
     hyp_spec **steady_state;
     int nsteady;
     exp_action *method;

@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/proc.h"
 #include "harness/fault_kinds.h"
+#include "harness/netns.h"
 #include "harness/report.h"
 #include "trainer/config.h"
 
@@ -232,6 +233,11 @@ int run_start_topology(runner *r, char *err, size_t errlen)
             return CX_EINVAL;
         char prefix[48];
         snprintf(prefix, sizeof prefix, "cl%d", (int)getpid());
+        /* what a SIGKILLed harness left: namespaces and links of dead owners */
+        char e2[CX_ERRLEN];
+        int swept = netns_sweep(e2, sizeof e2);
+        if (swept < 0)
+            cx_warn("netns sweep: %s", e2);
         topo_launch_cfg lc = {.run_dir = r->run_dir,
                               .exe = exe,
                               .learners = r->m,
@@ -241,7 +247,8 @@ int run_start_topology(runner *r, char *err, size_t errlen)
                               .learner_steps = horizon_learner_budget(r->steps_target),
                               .trainer = r->e->trainer,
                               .experiment_path = r->o->experiment,
-                              .seed = r->seed};
+                              .seed = r->seed,
+                              .network = &r->e->network};
         rc = topo_launch(&lc, &r->t, err, errlen);
         json_decref(sc);
     }

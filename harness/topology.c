@@ -10,7 +10,8 @@
  *
  * pid != 0 holds exactly while a child is started and not yet reaped.
  * A foreign coordinator's argv is expanded again at every spawn (its
- * {listen} is 127.0.0.1:0 first, its own address after a restart).
+ * {listen} is 127.0.0.1:0 first — the syncer namespace's address:0 with
+ * regions — and its own address after a restart).
  *
  * A foreign trainer's argv templates (placeholders, checking, expansion,
  * its working directory) are in topo_template.c.
@@ -56,7 +57,8 @@ struct topo {
     char exe[TOPO_PATH];
     char token[128]; /* bearer token, "" none */
     char token_file[TOPO_PATH];
-    char syncer_addr[64];             /* "127.0.0.1:PORT" of the syncer (fixed across restarts) */
+    char syncer_addr[64];             /* "127.0.0.1:PORT" (or its namespace's address) of the syncer,
+                                         fixed across restarts */
     char creds_dir[TOPO_PATH];        /* launch: RUN/credentials (0700), the syncer's --credentials-dir */
     char syncer_cred[CRED_MAX];       /* the admin credential the harness uses, "" none */
     char syncer_cred_file[TOPO_PATH]; /* its file, "" none */
@@ -69,6 +71,7 @@ struct topo {
     char seed[24];               /* the run seed, decimal ({seed}) */
     pid_t all[512];              /* every pid ever started or reported (pids.json "all") */
     int nall;
+    netns *net; /* the namespaces the processes run in (kind netns), NULL: loopback */
 };
 
 static void remember(topo *t, pid_t pid)
@@ -145,8 +148,8 @@ static int make_token(topo *t, char *err, size_t errlen)
  * syncer gets SIGTERM (it checkpoints and exits); agents get none: they must
  * outlive a dead harness long enough for their lease to lapse and revert
  * its faults, then leave by themselves (--orphan-exit-ms). */
-static int spawn_logged(topo_proc *p, const char *const *argv, int pdeath, const char *cwd, char *err,
-                        size_t errlen)
+static int spawn_logged(topo_proc *p, const char *const *argv, int pdeath, const char *cwd, const char *ns,
+                        char *err, size_t errlen)
 {
     int fd = open(p->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
@@ -156,7 +159,8 @@ static int spawn_logged(topo_proc *p, const char *const *argv, int pdeath, const
                        .stderr_fd = fd,
                        .extra_env = NULL,
                        .cwd = cwd,
-                       .die_with_parent = pdeath};
+                       .die_with_parent = pdeath,
+                       .netns = ns};
     int rc = cx_spawn(argv, &o, &p->pid, err, errlen);
     close(fd);
     return rc;
@@ -299,14 +303,15 @@ static int syncer_spawn(topo *t, const char *listen, char *err, size_t errlen)
         char **argv = topo_expand_argv(TOPO_COORDINATOR, t->coord_tmpl, vals);
         if (!argv)
             return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-        int rc = spawn_logged(&t->syncer, (const char *const *)argv, SIGTERM, t->cwd, err, errlen);
+        int rc = spawn_logged(&t->syncer, (const char *const *)argv, SIGTERM, t->cwd,
+                              netns_path(t->net, NETNS_SYNCER), err, errlen);
         topo_free_argv(argv);
         return rc;
     }
     const char *argv[] = {
         t->exe,     "syncer", "--listen",          listen,       "--state-dir", t->syncer.state,
         "--config", cfgpath,  "--credentials-dir", t->creds_dir, NULL};
-    return spawn_logged(&t->syncer, argv, SIGTERM, NULL, err, errlen);
+    return spawn_logged(&t->syncer, argv, SIGTERM, NULL, netns_path(t->net, NETNS_SYNCER), err, errlen);
 }
 
 /* A foreign trainer runs in its own cwd: resolve it, make the run dir
@@ -346,15 +351,18 @@ static int agent_spawn(topo *t, const topo_launch_cfg *cfg, int i, const char *p
     snprintf(a->state, sizeof a->state, "%s/agents/%d", t->run_dir, i);
     snprintf(a->log, sizeof a->log, "%s/logs/agent-%d.log", t->run_dir, i);
     snprintf(lstate, sizeof lstate, "%s/learners/%d", t->run_dir, i);
-    char budget[32], lcred[TOPO_PATH + 32];
+    char budget[32], lcred[TOPO_PATH + 32], listen[40];
+    snprintf(listen, sizeof listen, "%s:0", t->net ? netns_addr(t->net, i) : "127.0.0.1");
     snprintf(budget, sizeof budget, "%lld", cfg->learner_steps);
     snprintf(lcred, sizeof lcred, "%s/learner-%d.cred", t->creds_dir, i);
     if ((rc = cx_mkdir_p(a->state, err, errlen)) < 0 || (rc = cx_mkdir_p(lstate, err, errlen)) < 0)
         return rc;
+    /* clang-format off */
     const char *head[] = {
-        t->exe,        "agent",      "--listen",         "127.0.0.1:0",       "--id",    id,
+        t->exe,        "agent",      "--listen",         listen,              "--id",    id,
         "--state-dir", a->state,     "--token-file",     t->token_file,       "--proxy", proxy,
         "--restart",   "on-failure", "--orphan-exit-ms", TOPO_ORPHAN_EXIT_MS, "--"};
+    /* clang-format on */
     const char *own[] = {t->exe,
                          "learner",
                          "--syncer",
@@ -393,7 +401,7 @@ static int agent_spawn(topo *t, const topo_launch_cfg *cfg, int i, const char *p
     if (argv) {
         memcpy(argv, head, sizeof head);
         memcpy(argv + nhead, tail, ntail * sizeof *argv);
-        rc = spawn_logged(a, argv, 0, foreign ? t->cwd : NULL, err, errlen);
+        rc = spawn_logged(a, argv, 0, foreign ? t->cwd : NULL, netns_path(t->net, i), err, errlen);
     } else {
         rc = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     }
@@ -460,7 +468,18 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
     if (cfg->trainer && cfg->trainer->events_file &&
         (rc = events_file_resolve(t, cfg->trainer->events_file, err, errlen)) < 0)
         goto fail;
-    if ((rc = syncer_spawn(t, "127.0.0.1:0", err, errlen)) < 0)
+    /* regions: every process below starts inside its namespace */
+    if (cfg->network && cfg->network->kind == NETNS_REGIONS) {
+        char e2[CX_ERRLEN];
+        if ((rc = netns_create(cfg->network, t->m, cfg->unit_prefix, t->run_dir, &t->net, e2, sizeof e2)) <
+            0) {
+            cx_fail(err, errlen, rc, "topology.network: %s", e2);
+            goto fail;
+        }
+    }
+    char slisten[40];
+    snprintf(slisten, sizeof slisten, "%s:0", t->net ? netns_addr(t->net, NETNS_SYNCER) : "127.0.0.1");
+    if ((rc = syncer_spawn(t, slisten, err, errlen)) < 0)
         goto fail;
     write_pids(t);
     if ((rc = wait_ready(&t->syncer, t->sname, t->syncer_cred, topo_events_file(t), ready, err, errlen)) < 0)
@@ -601,6 +620,9 @@ int topo_stop(topo *t, long grace_ms)
         a->unit_pid = 0;
     }
     write_pids(t);
+    /* every process is gone: nothing holds the namespaces any more */
+    netns_destroy(t->net);
+    t->net = NULL;
     return killed;
 }
 

@@ -44,6 +44,16 @@
  * of GET /v1/status and /v1/events, and ends the run by writing
  * <its state dir>/end (topo_request_end) instead of POST /v1/end.
  *
+ * With a network of kind netns (topo_launch_cfg.network; harness/netns.h)
+ * the same processes start inside network namespaces: the syncer (or
+ * coordinator) in the syncer's, listening on its namespace's address
+ * instead of 127.0.0.1; each agent in its unit's namespace, listening on
+ * that namespace's address (the harness reaches it through its link into
+ * the hub), its proxy on 127.0.0.1 inside the namespace and upstream to the
+ * syncer's address; each learner inherits its agent's namespace. topo_stop
+ * removes the namespaces once every process is gone (RUN/network.json says
+ * what they were).
+ *
  * Attach mode only records the URLs, the agents' token and the syncer
  * credential; it starts and stops nothing.
  *
@@ -57,6 +67,8 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <sys/types.h>
+
+#include "harness/netns.h"
 
 typedef struct topo topo;
 
@@ -99,6 +111,7 @@ typedef struct topo_launch_cfg {
     const char *experiment_path; /* the file the trainer came from (its cwd is relative to its
                                     directory); NULL = the current directory */
     unsigned long long seed;     /* the run seed, the trainer's {seed} */
+    const netns_spec *network;   /* NULL or kind loopback: 127.0.0.1; kind netns: regions (borrowed) */
 } topo_launch_cfg;
 
 int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen);
@@ -114,7 +127,8 @@ void topo_free(topo *t);
 
 /* Stop every started process: agents (grace_ms each, in parallel), then
  * the syncer, then any recorded learner pid still alive (SIGKILL to its
- * group). Idempotent. Returns how many needed SIGKILL. */
+ * group); then remove the network namespaces, if any. Idempotent. Returns
+ * how many needed SIGKILL. */
 int topo_stop(topo *t, long grace_ms);
 
 int topo_launched(const topo *t); /* 1 launch mode, 0 attach mode */

@@ -440,8 +440,14 @@ static int new_serve(syncer *s, const syncer_opts *o, char *err, size_t errlen)
     char path[1200];
     if (syncer_api_listen(s, o, err, errlen) != 0)
         return -1;
-    char addr[64];
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", cx_http_server_port(s->http));
+    /* the address it bound (a namespace's own with topology.network netns);
+     * the wildcard and "localhost" are reached at 127.0.0.1 */
+    char host[48] = "127.0.0.1", addr[64];
+    int lport = 0;
+    if (cx_parse_hostport(o->listen, "--listen", host, sizeof host, &lport, NULL, 0) < 0 ||
+        strcmp(host, "0.0.0.0") == 0 || strcmp(host, "localhost") == 0 || host[0] == '\0')
+        snprintf(host, sizeof host, "127.0.0.1");
+    snprintf(addr, sizeof addr, "%s:%d", host, cx_http_server_port(s->http));
     snprintf(path, sizeof path, "%s/listen.addr", o->state_dir);
     if (cx_file_write_atomic(path, addr, strlen(addr), err, errlen) != 0)
         return -1;
