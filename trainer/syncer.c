@@ -417,14 +417,18 @@ static int new_restore(syncer *s, const char *state_dir, char *err, size_t errle
     syncer_bump_versions(s);
     syncer_start_log(s, before_bump);
 
-    json_t *vers = json_array();
-    for (int p = 0; p < s->P; p++)
+    json_t *vers = json_array(), *ckpt_vers = json_array();
+    for (int p = 0; p < s->P; p++) {
         json_array_append_new(vers, json_integer(s->versions[p]));
+        json_array_append_new(ckpt_vers, json_integer(s->rbf[p].ckpt_version));
+    }
+    /* ckpt_versions: what the checkpoint held; a learner reporting a copy
+     * above it at join makes the syncer rebuild that fragment */
     events_emit(s->ev, "start",
-                json_pack("{s:s, s:b, s:s, s:I, s:o, s:I, s:I, s:I}", "mode", mode_name(s), "restored",
+                json_pack("{s:s, s:b, s:s, s:I, s:o, s:o, s:I, s:I, s:I}", "mode", mode_name(s), "restored",
                           restored, "start_state", syncer_start_kind_names[s->start], "merges",
-                          (json_int_t)s->merges, "versions", vers, "learners", (json_int_t)s->cfg.learners,
-                          "n_params", (json_int_t)s->n, "log_bytes_read",
+                          (json_int_t)s->merges, "versions", vers, "ckpt_versions", ckpt_vers, "learners",
+                          (json_int_t)s->cfg.learners, "n_params", (json_int_t)s->n, "log_bytes_read",
                           (json_int_t)events_read_bytes(s->ev)));
     double h0, h1;
     data_order_entropies(s->data, &h0, &h1);

@@ -336,9 +336,15 @@ static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, j
         json_object_set_new(ans, "schedule_step",
                             json_integer(syncer_schedule_step_now(s, slot, cx_mono_ms())));
     pthread_mutex_unlock(&s->mu);
-    events_emit(s->ev, "join",
-                json_pack("{s:I, s:I, s:I}", "learner", id, "incarnation", (json_int_t)new_inc,
-                          "resumed_step", step));
+    json_t *jev =
+        json_pack("{s:I, s:I, s:I}", "learner", id, "incarnation", (json_int_t)new_inc, "resumed_step", step);
+    if (hv && jev) { /* the versions it reported holding (a rejoin after a syncer restart) */
+        json_t *held = json_array();
+        for (int p = 0; p < s->P; p++)
+            json_array_append_new(held, json_integer(hv[p]));
+        json_object_set_new(jev, "held_versions", held);
+    }
+    events_emit(s->ev, "join", jev);
     cx_info("join learner=%lld incarnation=%lld resumed_step=%lld", (long long)id, (long long)new_inc,
             (long long)step);
     cx_http_reply_json(resp, 200, ans);
