@@ -161,10 +161,15 @@ static int check_chain(tr_run *r, encoding_kind enc)
 static void run2(const char *enc, encoding_kind kind, enc_result *e, const char *const *extra1)
 {
     tr_run r = {0};
-    const char *args[] = {"--mode",      "decoupled", "--learners", "2",   "--quorum",
-                          "1",           "--steps",   "240",        "--H", "24",
-                          "--fragments", "4",         "--encoding", enc,   "--eval-every-ms",
-                          "300",         TR_MODEL,    NULL};
+    /* --slowdown 8: each step is padded to 8x its compute (a sleep), so the
+     * learners' comm threads and the syncer get the CPU between steps even
+     * on a loaded machine; unpadded, the MLP's 240 steps (~0.3 ms each) can
+     * end before a starved comm thread sent more than a few contributions
+     * (6 of ~160 once in a CI run beside other work: eval 5.06 nats) */
+    const char *args[] = {"--mode",      "decoupled", "--learners", "2",  "--quorum",        "1",
+                          "--steps",     "240",       "--H",        "24", "--slowdown",      "8",
+                          "--fragments", "4",         "--encoding", enc,  "--eval-every-ms", "300",
+                          TR_MODEL,      NULL};
     char tag[32];
     snprintf(tag, sizeof tag, "enc-%s", enc);
     tr_syncer_start(&r, tag, args);
