@@ -41,6 +41,7 @@
 #include "common/file.h"
 #include "common/log.h"
 #include "common/proc.h"
+#include "injectors/unit_proc.h"
 
 #define NETNS_RUN_DIR "/run/netns" /* where `ip netns add` binds names */
 #define NETNS_SYS_NET "/sys/class/net"
@@ -207,37 +208,12 @@ int netns_available(char *why, size_t len)
 
 /* ---- netns: owners and records ---- */
 
-/* The start time of pid (clock ticks since boot, /proc/PID/stat field 22);
+/* The start time of pid (clock ticks since boot, injectors/unit_proc);
  * 0 when it does not exist or is a zombie (dead, not yet reaped). */
 static unsigned long long proc_start(long pid)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    if (!p)
-        return 0;
-    p++;
-    /* fields after the command: state (3), ppid (4), ... starttime (22) */
-    int field = 2;
-    char *save = NULL;
-    char *tok = strtok_r(p, " ", &save);
-    while (tok) {
-        field++;
-        if (field == 3 && (tok[0] == 'Z' || tok[0] == 'X'))
-            return 0;
-        if (field == 22)
-            return strtoull(tok, NULL, 10);
-        tok = strtok_r(NULL, " ", &save);
-    }
-    return 0;
+    char st = uproc_state((pid_t)pid);
+    return st && st != 'Z' && st != 'X' ? uproc_starttime((pid_t)pid) : 0;
 }
 
 static void record_path(char *out, size_t len, long pid)
