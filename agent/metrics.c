@@ -50,16 +50,14 @@ void metrics_render(agent *a, cx_buf *b)
     int64_t restarts = 0, incarnation = 0, log_bytes = 0;
     if (a->sup)
         sup_counters(a->sup, &up, &restarts, &incarnation, &log_bytes);
-    cx_prom_family(b, "chaosloco_agent_unit_up", CX_PROM_GAUGE, "1 when the unit is alive and not paused.");
-    cx_prom_int(b, "chaosloco_agent_unit_up", NULL, up);
-    cx_prom_family(b, "chaosloco_agent_unit_restarts_total", CX_PROM_COUNTER,
-                   "Unit respawns after the first start.");
-    cx_prom_int(b, "chaosloco_agent_unit_restarts_total", NULL, (long long)restarts);
-    cx_prom_family(b, "chaosloco_agent_unit_incarnation", CX_PROM_GAUGE, "Unit starts so far (first = 1).");
-    cx_prom_int(b, "chaosloco_agent_unit_incarnation", NULL, (long long)incarnation);
-    cx_prom_family(b, "chaosloco_agent_unit_log_bytes_total", CX_PROM_COUNTER,
-                   "Bytes of unit output captured.");
-    cx_prom_int(b, "chaosloco_agent_unit_log_bytes_total", NULL, (long long)log_bytes);
+    cx_prom_one_int(b, "chaosloco_agent_unit_up", CX_PROM_GAUGE, "1 when the unit is alive and not paused.",
+                    up);
+    cx_prom_one_int(b, "chaosloco_agent_unit_restarts_total", CX_PROM_COUNTER,
+                    "Unit respawns after the first start.", (long long)restarts);
+    cx_prom_one_int(b, "chaosloco_agent_unit_incarnation", CX_PROM_GAUGE, "Unit starts so far (first = 1).",
+                    (long long)incarnation);
+    cx_prom_one_int(b, "chaosloco_agent_unit_log_bytes_total", CX_PROM_COUNTER,
+                    "Bytes of unit output captured.", (long long)log_bytes);
 
     cx_prom_family(b, "chaosloco_agent_proxy_bytes_total", CX_PROM_COUNTER,
                    "Bytes delivered through a proxy, by direction (upstream = unit to server).");
@@ -89,16 +87,15 @@ void metrics_render(agent *a, cx_buf *b)
         cx_prom_uint(b, "chaosloco_agent_proxy_connections_open", labels, (unsigned long long)s.conns_open);
     }
 
-    cx_prom_family(b, "chaosloco_agent_halted", CX_PROM_GAUGE, "1 while halted (new faults refused).");
-    cx_prom_int(b, "chaosloco_agent_halted", NULL, agent_halted(a));
-    cx_prom_family(b, "chaosloco_agent_lease_held", CX_PROM_GAUGE, "1 while a harness lease is held.");
-    cx_prom_int(b, "chaosloco_agent_lease_held", NULL, agent_lease_held(a));
+    cx_prom_one_int(b, "chaosloco_agent_halted", CX_PROM_GAUGE, "1 while halted (new faults refused).",
+                    agent_halted(a));
+    cx_prom_one_int(b, "chaosloco_agent_lease_held", CX_PROM_GAUGE, "1 while a harness lease is held.",
+                    agent_lease_held(a));
     pthread_mutex_lock(&a->lock);
     long long lapses = (long long)a->lease_lapses;
     pthread_mutex_unlock(&a->lock);
-    cx_prom_family(b, "chaosloco_agent_lease_lapses_total", CX_PROM_COUNTER,
-                   "Leases that lapsed (dead-man's switch fired).");
-    cx_prom_int(b, "chaosloco_agent_lease_lapses_total", NULL, lapses);
+    cx_prom_one_int(b, "chaosloco_agent_lease_lapses_total", CX_PROM_COUNTER,
+                    "Leases that lapsed (dead-man's switch fired).", lapses);
     cx_prom_family(b, "chaosloco_agent_uptime_seconds", CX_PROM_GAUGE, "Seconds since the agent started.");
     cx_prom_real(b, "chaosloco_agent_uptime_seconds", NULL,
                  (double)(cx_mono_ms() - a->started_mono_ms) / 1000.0, 3);

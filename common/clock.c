@@ -48,6 +48,15 @@ void cx_iso_time(char *buf, size_t len, int64_t real_ns)
              tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
 }
 
+void cx_stamp_time(char *buf, size_t len, int64_t real_ns)
+{
+    time_t s = (time_t)(real_ns / 1000000000LL);
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    if (len > 0 && strftime(buf, len, "%Y%m%dT%H%M%SZ", &tm) == 0)
+        buf[0] = '\0';
+}
+
 /* ---- timed waits ---- */
 
 int cx_cond_wait_until_ns(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_t deadline_ns)

@@ -17,6 +17,9 @@ int64_t cx_real_ns(void);
 void cx_sleep_ms(int64_t ms);
 /* "2026-12-02T11:30:26.123Z" into buf (>= 32 bytes). */
 void cx_iso_time(char *buf, size_t len, int64_t real_ns);
+/* The compact UTC stamp used in run directory names: 20261202T113026Z
+ * (whole seconds). */
+void cx_stamp_time(char *buf, size_t len, int64_t real_ns);
 
 /* ---- timed waits ---- */
 

@@ -95,3 +95,16 @@ void cx_prom_real(cx_buf *b, const char *name, const char *const *labels, double
         snprintf(value, sizeof value, "%.*f", decimals < 0 ? 0 : decimals > 17 ? 17 : decimals, v);
     sample(b, name, labels, value);
 }
+
+void cx_prom_one_int(cx_buf *b, const char *name, cx_prom_type type, const char *help, long long v)
+{
+    cx_prom_family(b, name, type, help);
+    cx_prom_int(b, name, NULL, v);
+}
+
+void cx_prom_one_real(cx_buf *b, const char *name, cx_prom_type type, const char *help, double v,
+                      int decimals)
+{
+    cx_prom_family(b, name, type, help);
+    cx_prom_real(b, name, NULL, v, decimals);
+}

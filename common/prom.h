@@ -32,5 +32,9 @@ void cx_prom_uint(cx_buf *b, const char *name, const char *const *labels, unsign
 /* One sample with a real value printed with `decimals` digits after the
  * point (NaN, +Inf, -Inf when not finite). */
 void cx_prom_real(cx_buf *b, const char *name, const char *const *labels, double v, int decimals);
+/* A family with one unlabelled sample: the header, then the value. */
+void cx_prom_one_int(cx_buf *b, const char *name, cx_prom_type type, const char *help, long long v);
+void cx_prom_one_real(cx_buf *b, const char *name, cx_prom_type type, const char *help, double v,
+                      int decimals);
 
 #endif

@@ -118,24 +118,23 @@ static void print_table(const json_t *table)
     json_t *row;
     json_array_foreach(json_object_get(table, "rows"), i, row)
     {
-        char g[32] = "-", t[32] = "-", bpt[32] = "-", f[32] = "-", gap[32] = "-", tk[32] = "-", rs[32] = "-";
-        if (isfinite(num(row, "goodput")))
-            snprintf(g, sizeof g, "%.3f", num(row, "goodput"));
-        if (isfinite(num(row, "time_to_target_s")))
-            snprintf(t, sizeof t, "%.1f", num(row, "time_to_target_s"));
-        if (isfinite(num(row, "bytes_per_token")))
-            snprintf(bpt, sizeof bpt, "%.1f", num(row, "bytes_per_token"));
-        if (isfinite(num(row, "final_loss")))
-            snprintf(f, sizeof f, "%.4f", num(row, "final_loss"));
-        if (isfinite(num(row, "longest_merge_gap_s")))
-            snprintf(gap, sizeof gap, "%.2f", num(row, "longest_merge_gap_s"));
-        if (isfinite(num(row, "tokens")))
-            snprintf(tk, sizeof tk, "%.0f", num(row, "tokens"));
-        if (isfinite(num(row, "duration_s")))
-            snprintf(rs, sizeof rs, "%.1f", num(row, "duration_s"));
+        /* the numeric columns, "-" where a run has no value */
+        static const struct {
+            const char *key, *fmt;
+        } cols[] = {{"goodput", "%.3f"},    {"time_to_target_s", "%.1f"},    {"bytes_per_token", "%.1f"},
+                    {"final_loss", "%.4f"}, {"longest_merge_gap_s", "%.2f"}, {"tokens", "%.0f"},
+                    {"duration_s", "%.1f"}};
+        char c[7][32];
+        for (int k = 0; k < 7; k++) {
+            double x = num(row, cols[k].key);
+            if (isfinite(x))
+                snprintf(c[k], sizeof c[k], cols[k].fmt, x);
+            else
+                snprintf(c[k], sizeof c[k], "-");
+        }
         printf("%-12s %-10s %8s %12s %14s %10s %10s %10s %8s\n",
                json_string_value(json_object_get(row, "mode")),
-               json_string_value(json_object_get(row, "status")), g, t, bpt, f, gap, tk, rs);
+               json_string_value(json_object_get(row, "status")), c[0], c[1], c[2], c[3], c[4], c[5], c[6]);
     }
     fflush(stdout);
 }
@@ -147,14 +146,8 @@ int compare_run(const compare_opts *o, int *exit_code, char *err, size_t errlen)
     if (o->out_dir) {
         snprintf(out, sizeof out, "%s", o->out_dir);
     } else {
-        char iso[40], stamp[24];
-        cx_iso_time(iso, sizeof iso, cx_real_ns());
-        size_t n = 0;
-        for (const char *p = iso; *p && *p != '.' && n + 2 < sizeof stamp; p++)
-            if (*p != '-' && *p != ':')
-                stamp[n++] = *p;
-        stamp[n++] = 'Z';
-        stamp[n] = '\0';
+        char stamp[24];
+        cx_stamp_time(stamp, sizeof stamp, cx_real_ns());
         const char *b = strrchr(o->experiment, '/');
         char base[128];
         snprintf(base, sizeof base, "%s", b ? b + 1 : o->experiment);

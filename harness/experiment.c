@@ -160,18 +160,22 @@ static void parse_doc(experiment *e, const json_t *doc, jv_diag *d)
     exp_parse_topology(e, doc, d);
     parse_hyps(e, doc, "steady_state", &e->steady_state, &e->nsteady, d);
 
-    json_t *method = NULL;
-    if (exp_get_array(d, "$", doc, "method", 0, &method) == 1)
-        exp_parse_method(e, method, d);
-    json_t *chaos = NULL;
-    if (exp_get_object(d, "$", doc, "chaos", 0, &chaos) == 1)
-        exp_parse_chaos(e, chaos, d);
-    json_t *stops = NULL;
-    if (exp_get_array(d, "$", doc, "stop_conditions", 0, &stops) == 1)
-        exp_parse_stops(e, stops, d);
-    json_t *rb = NULL;
-    if (exp_get_array(d, "$", doc, "rollbacks", 0, &rb) == 1)
-        exp_parse_rollbacks(e, rb, d);
+    /* the optional sections with a parser of their own, in file order */
+    static const struct {
+        const char *key;
+        int is_array;
+        void (*parse)(experiment *, const json_t *, jv_diag *);
+    } sections[] = {{"method", 1, exp_parse_method},
+                    {"chaos", 0, exp_parse_chaos},
+                    {"stop_conditions", 1, exp_parse_stops},
+                    {"rollbacks", 1, exp_parse_rollbacks}};
+    for (size_t k = 0; k < sizeof sections / sizeof sections[0]; k++) {
+        json_t *v = NULL;
+        int got = sections[k].is_array ? exp_get_array(d, "$", doc, sections[k].key, 0, &v)
+                                       : exp_get_object(d, "$", doc, sections[k].key, 0, &v);
+        if (got == 1)
+            sections[k].parse(e, v, d);
+    }
     parse_hyps(e, doc, "verify", &e->verify, &e->nverify, d);
     json_t *hz = NULL;
     if (exp_get_object(d, "$", doc, "horizon", 0, &hz) == 1) {

@@ -224,14 +224,14 @@ int jv_check_keys(jv_diag *d, const char *path, const json_t *obj, const char *c
     return 0;
 }
 
-static json_t *field(jv_diag *d, const char *path, const json_t *obj, const char *key, int required)
+/* obj[key] or NULL (a diagnostic when required); p receives the key's path. */
+static json_t *field(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
+                     char p[JV_PATHLEN])
 {
     json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
-    if (!v && required) {
-        char p[JV_PATHLEN];
-        jv_path_key(p, sizeof(p), path, key);
+    jv_path_key(p, JV_PATHLEN, path, key);
+    if (!v && required)
         jv_diag_add(d, p, "missing required key");
-    }
     return v;
 }
 
@@ -288,33 +288,26 @@ int jv_number_value(jv_diag *d, const char *path, const json_t *v, double min, d
 int jv_get_int(jv_diag *d, const char *path, const json_t *obj, const char *key, int required, int64_t min,
                int64_t max, const char *what, int64_t *out)
 {
-    json_t *v = field(d, path, obj, key, required);
-    if (!v)
-        return 0;
     char p[JV_PATHLEN];
-    jv_path_key(p, sizeof(p), path, key);
-    return jv_int_value(d, p, v, min, max, what, out);
+    json_t *v = field(d, path, obj, key, required, p);
+    return v ? jv_int_value(d, p, v, min, max, what, out) : 0;
 }
 
 int jv_get_number(jv_diag *d, const char *path, const json_t *obj, const char *key, int required, double min,
                   double max, const char *what, double *out)
 {
-    json_t *v = field(d, path, obj, key, required);
-    if (!v)
-        return 0;
     char p[JV_PATHLEN];
-    jv_path_key(p, sizeof(p), path, key);
-    return jv_number_value(d, p, v, min, max, what, out);
+    json_t *v = field(d, path, obj, key, required, p);
+    return v ? jv_number_value(d, p, v, min, max, what, out) : 0;
 }
 
 int jv_get_bool(jv_diag *d, const char *path, const json_t *obj, const char *key, int required, int *out)
 {
-    json_t *v = field(d, path, obj, key, required);
+    char p[JV_PATHLEN], got[64];
+    json_t *v = field(d, path, obj, key, required, p);
     if (!v)
         return 0;
     if (!json_is_boolean(v)) {
-        char p[JV_PATHLEN], got[64];
-        jv_path_key(p, sizeof(p), path, key);
         jv_describe(got, sizeof(got), v);
         jv_diag_add(d, p, "expected true or false, got %s", got);
         return -1;
@@ -326,11 +319,10 @@ int jv_get_bool(jv_diag *d, const char *path, const json_t *obj, const char *key
 int jv_get_string(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
                   const char *const *choices, const char **out)
 {
-    json_t *v = field(d, path, obj, key, required);
+    char p[JV_PATHLEN], got[64];
+    json_t *v = field(d, path, obj, key, required, p);
     if (!v)
         return 0;
-    char p[JV_PATHLEN], got[64];
-    jv_path_key(p, sizeof(p), path, key);
     jv_describe(got, sizeof(got), v);
     if (!json_is_string(v)) {
         jv_diag_add(d, p, "expected a string, got %s", got);

@@ -161,6 +161,14 @@ int run_interrupted(void)
 
 void run_progress_end(runner *r); /* clear the TTY progress line before a log line */
 
+/* r->why from fmt; the TTY progress line ends before the log line. */
+static void set_why(runner *r, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+static void set_why(runner *r, const char *fmt, va_list ap)
+{
+    vsnprintf(r->why, sizeof r->why, fmt, ap);
+    run_progress_end(r);
+}
+
 void run_set_abort(runner *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void run_set_abort(runner *r, const char *fmt, ...)
 {
@@ -168,10 +176,9 @@ void run_set_abort(runner *r, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r->why, sizeof r->why, fmt, ap);
+    set_why(r, fmt, ap);
     va_end(ap);
     r->abort = 1;
-    run_progress_end(r);
     cx_warn("aborting: %s", r->why);
 }
 
@@ -182,10 +189,9 @@ void run_set_error(runner *r, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r->why, sizeof r->why, fmt, ap);
+    set_why(r, fmt, ap);
     va_end(ap);
     r->error = 1;
-    run_progress_end(r);
     cx_error("harness error: %s", r->why);
 }
 

@@ -72,16 +72,8 @@ int run_make_run_dir(runner *r, char *err, size_t errlen)
     if (r->o->out_dir) {
         snprintf(r->run_dir, sizeof r->run_dir, "%s", r->o->out_dir);
     } else {
-        char iso[40];
-        cx_iso_time(iso, sizeof iso, cx_real_ns());
-        /* 2026-12-02T11:30:26.123Z -> 20261202T113026Z */
         char stamp[24];
-        size_t n = 0;
-        for (const char *p = iso; *p && *p != '.' && n + 2 < sizeof stamp; p++)
-            if (*p != '-' && *p != ':')
-                stamp[n++] = *p;
-        stamp[n++] = 'Z';
-        stamp[n] = '\0';
+        cx_stamp_time(stamp, sizeof stamp, cx_real_ns());
         const char *root = r->o->out_root ? r->o->out_root : "out";
         snprintf(r->run_dir, sizeof r->run_dir, "%s/%s-%s", root, r->slug, stamp);
         struct stat sb;

@@ -47,6 +47,7 @@ typedef struct gpt_job {
     int B, T, C, NH, IC, OC;                 /* sizes */
     float scale;                             /* xent backward */
     int ref;                                 /* 1: reference kernels */
+    int op;                                  /* job_elementwise: EW_* */
 } gpt_job;
 
 static void job_embed_fwd(void *ctx, size_t lo, size_t hi, int k)
@@ -115,34 +116,29 @@ static void job_attn_bwd(void *ctx, size_t lo, size_t hi, int k)
     }
 }
 
-static void job_residual_fwd(void *ctx, size_t lo, size_t hi, int k)
-{
-    (void)k;
-    const gpt_job *j = ctx;
-    gpt_residual_forward(j->out + lo, j->in + lo, j->in2 + lo, hi - lo);
-}
+/* The element-wise layers, split into ranges of the flat index. */
+enum { EW_RESIDUAL_FWD, EW_RESIDUAL_BWD, EW_GELU_FWD, EW_GELU_BWD };
 
-static void job_residual_bwd(void *ctx, size_t lo, size_t hi, int k)
+static void job_elementwise(void *ctx, size_t lo, size_t hi, int k)
 {
     (void)k;
     const gpt_job *j = ctx;
-    gpt_residual_backward(j->out + lo, j->out2 + lo, j->in + lo, hi - lo);
-}
-
-static void job_gelu_fwd(void *ctx, size_t lo, size_t hi, int k)
-{
-    (void)k;
-    const gpt_job *j = ctx;
-    model_gelu_forward_cached(j->out + lo, j->out2 + lo, j->in + lo, hi - lo);
-}
-
-/* dinp is OVERWRITTEN here (its only writer; the caller does not zero it) */
-static void job_gelu_bwd(void *ctx, size_t lo, size_t hi, int k)
-{
-    (void)k;
-    const gpt_job *j = ctx;
-    memset(j->out + lo, 0, (hi - lo) * sizeof(float));
-    model_gelu_backward_cached(j->out + lo, j->in + lo, j->in2 + lo, j->in3 + lo, hi - lo);
+    size_t n = hi - lo;
+    switch (j->op) {
+    case EW_RESIDUAL_FWD:
+        gpt_residual_forward(j->out + lo, j->in + lo, j->in2 + lo, n);
+        break;
+    case EW_RESIDUAL_BWD:
+        gpt_residual_backward(j->out + lo, j->out2 + lo, j->in + lo, n);
+        break;
+    case EW_GELU_FWD:
+        model_gelu_forward_cached(j->out + lo, j->out2 + lo, j->in + lo, n);
+        break;
+    case EW_GELU_BWD: /* dinp is OVERWRITTEN here (its only writer; the caller does not zero it) */
+        memset(j->out + lo, 0, n * sizeof(float));
+        model_gelu_backward_cached(j->out + lo, j->in + lo, j->in2 + lo, j->in3 + lo, n);
+        break;
+    }
 }
 
 static void job_xent_fwd(void *ctx, size_t lo, size_t hi, int k)
@@ -276,14 +272,14 @@ static void par_layernorm_backward(cx_pool *p, float *dinp, float *dw, float *db
 
 static void par_residual_forward(cx_pool *p, float *out, const float *a, const float *b, size_t N)
 {
-    gpt_job j = {.out = out, .in = a, .in2 = b};
-    cx_pool_for(p, N, job_residual_fwd, &j);
+    gpt_job j = {.op = EW_RESIDUAL_FWD, .out = out, .in = a, .in2 = b};
+    cx_pool_for(p, N, job_elementwise, &j);
 }
 
 static void par_residual_backward(cx_pool *p, float *da, float *db, const float *dout, size_t N)
 {
-    gpt_job j = {.out = da, .out2 = db, .in = dout};
-    cx_pool_for(p, N, job_residual_bwd, &j);
+    gpt_job j = {.op = EW_RESIDUAL_BWD, .out = da, .out2 = db, .in = dout};
+    cx_pool_for(p, N, job_elementwise, &j);
 }
 
 /* ---- the model: layout, activations, init ---- */
@@ -515,8 +511,8 @@ static double gpt_forward(model *m, const uint8_t *inputs, const uint8_t *target
                               N, C);
         par_matmul_forward(pool, ref, fch, ln2, P + W[GPT_FCW].offset + (size_t)l * H * C,
                            P + W[GPT_FCB].offset + (size_t)l * H, N, C, H);
-        gpt_job gj = {.out = fchg, .out2 = fcht, .in = fch};
-        cx_pool_for(pool, (size_t)N * H, job_gelu_fwd, &gj);
+        gpt_job gj = {.op = EW_GELU_FWD, .out = fchg, .out2 = fcht, .in = fch};
+        cx_pool_for(pool, (size_t)N * H, job_elementwise, &gj);
         par_matmul_forward(pool, ref, fcproj, fchg, P + W[GPT_FCPROJW].offset + (size_t)l * C * H,
                            P + W[GPT_FCPROJB].offset + (size_t)l * C, N, H, C);
         par_residual_forward(pool, res3, res2, fcproj, (size_t)N * C);
@@ -580,11 +576,12 @@ static double gpt_fwd_bwd(model *m, const uint8_t *inputs, const uint8_t *target
         par_matmul_backward(pool, ref, LAYER(d[A_FCHG], l, BH), G + W[GPT_FCPROJW].offset + lc * H,
                             G + W[GPT_FCPROJB].offset + lc, LAYER(d[A_FCPROJ], l, BC),
                             LAYER(a[A_FCHG], l, BH), P + W[GPT_FCPROJW].offset + lc * H, N, H, C);
-        gpt_job gj = {.out = LAYER(d[A_FCH], l, BH),
+        gpt_job gj = {.op = EW_GELU_BWD,
+                      .out = LAYER(d[A_FCH], l, BH),
                       .in = LAYER(a[A_FCH], l, BH),
                       .in2 = LAYER(a[A_FCHT], l, BH),
                       .in3 = LAYER(d[A_FCHG], l, BH)};
-        cx_pool_for(pool, (size_t)N * H, job_gelu_bwd, &gj);
+        cx_pool_for(pool, (size_t)N * H, job_elementwise, &gj);
         par_matmul_backward(pool, ref, LAYER(d[A_LN2], l, BC), G + W[GPT_FCW].offset + (size_t)l * H * C,
                             G + W[GPT_FCB].offset + (size_t)l * H, LAYER(d[A_FCH], l, BH),
                             LAYER(a[A_LN2], l, BC), P + W[GPT_FCW].offset + (size_t)l * H * C, N, C, H);

@@ -78,21 +78,26 @@ static void merge_block_acc(double *acc, const float *const *vs, const double *c
     }
 }
 
-/* Sum of squares of v[0..n) (double v), four partial sums (see merge_l2norm). */
-static double merge_ss_d(const double *v, size_t n)
-{
-    double q0 = 0, q1 = 0, q2 = 0, q3 = 0;
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        q0 += v[i] * v[i];
-        q1 += v[i + 1] * v[i + 1];
-        q2 += v[i + 2] * v[i + 2];
-        q3 += v[i + 3] * v[i + 3];
+/* Sum of squares in double, over float or double elements. 4 independent
+ * partial sums: a single running sum is bound by the latency of one
+ * floating add per element. */
+#define DEFINE_SUM_SQUARES(name, T)                                                                          \
+    static double name(const T *v, size_t n)                                                                 \
+    {                                                                                                        \
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;                                                       \
+        size_t i = 0;                                                                                        \
+        for (; i + 4 <= n; i += 4) {                                                                         \
+            s0 += (double)v[i] * v[i];                                                                       \
+            s1 += (double)v[i + 1] * v[i + 1];                                                               \
+            s2 += (double)v[i + 2] * v[i + 2];                                                               \
+            s3 += (double)v[i + 3] * v[i + 3];                                                               \
+        }                                                                                                    \
+        for (; i < n; i++)                                                                                   \
+            s0 += (double)v[i] * v[i];                                                                       \
+        return (s0 + s1) + (s2 + s3);                                                                        \
     }
-    for (; i < n; i++)
-        q0 += v[i] * v[i];
-    return (q0 + q1) + (q2 + q3);
-}
+DEFINE_SUM_SQUARES(sum_squares, float)
+DEFINE_SUM_SQUARES(merge_ss_d, double)
 
 static void merge_combine(float *out, const float *const *vs, const double *c, int k, size_t n, double *ss)
 {
@@ -131,19 +136,7 @@ int merge_mean(float *out, const float *const *vs, const double *w, int k, size_
 
 double merge_l2norm(const float *v, size_t n)
 {
-    /* 4 independent partial sums: a single running sum is bound by the
-     * latency of one floating add per element */
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        s0 += (double)v[i] * v[i];
-        s1 += (double)v[i + 1] * v[i + 1];
-        s2 += (double)v[i + 2] * v[i + 2];
-        s3 += (double)v[i + 3] * v[i + 3];
-    }
-    for (; i < n; i++)
-        s0 += (double)v[i] * v[i];
-    return sqrt((s0 + s1) + (s2 + s3));
+    return sqrt(sum_squares(v, n));
 }
 
 static void merge_rda_unchecked(float *out, const float *const *vs, const double *w, int k, size_t n,
@@ -305,17 +298,7 @@ static void merge_step_block(float *theta, float *mom, float *o, size_t bn, doub
     if (scale != 1.0)
         for (size_t i = 0; i < bn; i++)
             o[i] = (float)(o[i] * scale);
-    double q0 = 0, q1 = 0, q2 = 0, q3 = 0;
-    size_t i = 0;
-    for (; i + 4 <= bn; i += 4) {
-        q0 += (double)o[i] * o[i];
-        q1 += (double)o[i + 1] * o[i + 1];
-        q2 += (double)o[i + 2] * o[i + 2];
-        q3 += (double)o[i + 3] * o[i + 3];
-    }
-    for (; i < bn; i++)
-        q0 += (double)o[i] * o[i];
-    *ss += (q0 + q1) + (q2 + q3);
+    *ss += sum_squares(o, bn);
     nesterov_step(theta, mom, o, bn, lr, mu);
 }
 

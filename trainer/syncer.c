@@ -73,8 +73,8 @@
 /* GET /metrics, the syncer's counters and gauges (mu held). */
 static void metrics_syncer(const syncer *s, cx_buf *b)
 {
-    cx_prom_family(b, "chaosloco_syncer_merges_total", CX_PROM_COUNTER, "Merges done (ddp: averaged steps).");
-    cx_prom_int(b, "chaosloco_syncer_merges_total", NULL, (long long)s->merges);
+    cx_prom_one_int(b, "chaosloco_syncer_merges_total", CX_PROM_COUNTER, "Merges done (ddp: averaged steps).",
+                    (long long)s->merges);
     cx_prom_family(b, "chaosloco_syncer_contributions_total", CX_PROM_COUNTER,
                    "Contributions and gradients by result and reason.");
     static const char *const accepted[] = {"result", "accepted", "reason", "", NULL};
@@ -101,26 +101,19 @@ static void metrics_syncer(const syncer *s, cx_buf *b)
                    "Bytes of fragment answers by kind.");
     cx_prom_int(b, "chaosloco_syncer_fragment_answer_bytes_total", kd, (long long)s->bytes_out_delta);
     cx_prom_int(b, "chaosloco_syncer_fragment_answer_bytes_total", kf, (long long)s->bytes_out_full);
-    cx_prom_family(b, "chaosloco_syncer_tokens_merged_total", CX_PROM_COUNTER,
-                   "Tokens of merged contributions.");
-    cx_prom_int(b, "chaosloco_syncer_tokens_merged_total", NULL, (long long)s->tokens_merged);
-    cx_prom_family(b, "chaosloco_syncer_eval_loss", CX_PROM_GAUGE,
-                   "Eval loss of the global model, nats per byte.");
-    cx_prom_real(b, "chaosloco_syncer_eval_loss", NULL, s->eval_loss, 6);
-    cx_prom_family(b, "chaosloco_syncer_longest_merge_gap_seconds", CX_PROM_GAUGE,
-                   "Longest gap between two merges.");
-    cx_prom_real(b, "chaosloco_syncer_longest_merge_gap_seconds", NULL, (double)s->longest_gap_ms / 1000.0,
-                 3);
+    cx_prom_one_int(b, "chaosloco_syncer_tokens_merged_total", CX_PROM_COUNTER,
+                    "Tokens of merged contributions.", (long long)s->tokens_merged);
+    cx_prom_one_real(b, "chaosloco_syncer_eval_loss", CX_PROM_GAUGE,
+                     "Eval loss of the global model, nats per byte.", s->eval_loss, 6);
+    cx_prom_one_real(b, "chaosloco_syncer_longest_merge_gap_seconds", CX_PROM_GAUGE,
+                     "Longest gap between two merges.", (double)s->longest_gap_ms / 1000.0, 3);
     if (!is_ddp(s)) {
-        cx_prom_family(b, "chaosloco_syncer_rounds_merged_total", CX_PROM_COUNTER,
-                       "Rounds merged (diloco, decoupled).");
-        cx_prom_int(b, "chaosloco_syncer_rounds_merged_total", NULL, (long long)s->rounds_merged);
-        cx_prom_family(b, "chaosloco_syncer_round_contributions_total", CX_PROM_COUNTER,
-                       "Contributions merged in rounds.");
-        cx_prom_int(b, "chaosloco_syncer_round_contributions_total", NULL, (long long)s->rounds_parts);
-        cx_prom_family(b, "chaosloco_syncer_stale_rejected_total", CX_PROM_COUNTER,
-                       "Contributions refused as stale.");
-        cx_prom_int(b, "chaosloco_syncer_stale_rejected_total", NULL, (long long)s->stale_rejected);
+        cx_prom_one_int(b, "chaosloco_syncer_rounds_merged_total", CX_PROM_COUNTER,
+                        "Rounds merged (diloco, decoupled).", (long long)s->rounds_merged);
+        cx_prom_one_int(b, "chaosloco_syncer_round_contributions_total", CX_PROM_COUNTER,
+                        "Contributions merged in rounds.", (long long)s->rounds_parts);
+        cx_prom_one_int(b, "chaosloco_syncer_stale_rejected_total", CX_PROM_COUNTER,
+                        "Contributions refused as stale.", (long long)s->stale_rejected);
     }
     cx_prom_family(b, "chaosloco_syncer_fragment_version", CX_PROM_GAUGE,
                    "Current version of each fragment.");

@@ -124,3 +124,15 @@ Test(clock, an_unsignalled_wait_reports_the_timeout_at_its_monotonic_deadline)
     expect_timeout_at_deadline(CLOCK_REALTIME);
     expect_timeout_at_deadline(CLOCK_MONOTONIC);
 }
+
+Test(clock, iso_and_stamp_forms_name_the_same_utc_second)
+{
+    char iso[40], stamp[24], tiny[4];
+    int64_t ns = 1796212226123000000LL; /* 2026-12-02T11:50:26.123Z */
+    cx_iso_time(iso, sizeof iso, ns);
+    cr_assert_str_eq(iso, "2026-12-02T11:50:26.123Z");
+    cx_stamp_time(stamp, sizeof stamp, ns);
+    cr_assert_str_eq(stamp, "20261202T115026Z");
+    cx_stamp_time(tiny, sizeof tiny, ns);
+    cr_assert_str_eq(tiny, "", "a buffer too small gets an empty string, never a cut stamp");
+}

@@ -58,3 +58,18 @@ Test(prom, no_partial_line_past_the_cap)
     cr_assert_eq(b.len, 0);
     cx_buf_cleanup(&b);
 }
+
+Test(prom, one_sample_families_are_header_then_value)
+{
+    cx_buf b;
+    cx_buf_init(&b, 1 << 16);
+    cx_prom_one_int(&b, "x_merges_total", CX_PROM_COUNTER, "Merges.", 42);
+    cx_prom_one_real(&b, "x_loss", CX_PROM_GAUGE, "Loss.", NAN, 6);
+    cr_assert_str_eq(b.data, "# HELP x_merges_total Merges.\n"
+                             "# TYPE x_merges_total counter\n"
+                             "x_merges_total 42\n"
+                             "# HELP x_loss Loss.\n"
+                             "# TYPE x_loss gauge\n"
+                             "x_loss NaN\n");
+    cx_buf_cleanup(&b);
+}
