@@ -438,6 +438,14 @@ static void fault_fill(fault *f, const reg_spec *spec, const injector *inj, cons
     cx_iso_time(f->created_real, sizeof f->created_real, cx_real_ns());
 }
 
+/* err = before + err + after (cut to errlen). */
+static void err_wrap(char *err, size_t errlen, const char *before, const char *after)
+{
+    char tmp[CX_ERRLEN];
+    snprintf(tmp, sizeof tmp, "%s", err);
+    snprintf(err, errlen, "%s%s%s", before, tmp, after);
+}
+
 int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t errlen)
 {
     *record = NULL;
@@ -481,12 +489,8 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
         r->hooks.target_put(r->hooks.ctx, &t);
         pthread_mutex_unlock(&r->lock);
         json_decref(params);
-        if (rc == CX_EINVAL && strncmp(err, "params", 6) != 0) {
-            /* Name where the problem is. */
-            char tmp[CX_ERRLEN];
-            snprintf(tmp, sizeof tmp, "params: %s", err);
-            snprintf(err, errlen, "%s", tmp);
-        }
+        if (rc == CX_EINVAL && strncmp(err, "params", 6) != 0)
+            err_wrap(err, errlen, "params: ", ""); /* name where the problem is */
         goto rejected_nolock;
     }
     /* Rule 3: a kill/preempt ends the stopping faults first, so that its
@@ -526,10 +530,10 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
     r->hooks.target_put(r->hooks.ctx, &t);
     if (rc == CX_ENOTSUP && steered[0]) {
         /* "auto" could only have fallen back to its duty cycle. */
-        char why[CX_ERRLEN];
-        snprintf(why, sizeof why, "%s", err);
-        rc = cx_fail(err, errlen, CX_ECONFLICT, "%s (method auto would fall back to its duty cycle: %s)",
-                     steered, why);
+        char head[2 * CX_ERRLEN];
+        snprintf(head, sizeof head, "%s (method auto would fall back to its duty cycle: ", steered);
+        err_wrap(err, errlen, head, ")");
+        rc = CX_ECONFLICT;
     }
     if (rc < 0) {
         f->state = F_FAILED;

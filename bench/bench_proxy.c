@@ -247,6 +247,123 @@ static double rtt_ms(int fd)
     return (now_s() - t0) * 1e3;
 }
 
+/* 1. pass-through throughput against direct loopback and socat (best of 3
+ * each, interleaved); returns the proxy's MB/s. */
+static double measure_pass_through(proxy *p, int sink_port, size_t mb)
+{
+    size_t bytes = mb << 20;
+    double best_direct = 1e9, best_proxy = 1e9, best_socat = 1e9;
+    for (int r = 0; r < 3; r++) {
+        double d = push(sink_port, bytes), q = push(port_of(proxy_listen_addr(p)), bytes);
+        double s = socat_push(sink_port, bytes);
+        if (d > 0 && d < best_direct)
+            best_direct = d;
+        if (q > 0 && q < best_proxy)
+            best_proxy = q;
+        if (s > 0 && s < best_socat)
+            best_socat = s;
+    }
+    double mbs_direct = (double)mb / best_direct, mbs_proxy = (double)mb / best_proxy;
+    printf("| measurement | result | reference | ratio |\n|---|---|---|---|\n");
+    printf("| pass-through, %zu MB, no toxics | proxy %.0f MB/s | direct loopback %.0f MB/s | %.2f |\n", mb,
+           mbs_proxy, mbs_direct, mbs_proxy / mbs_direct);
+    if (best_socat < 1e9) {
+        double mbs_socat = (double)mb / best_socat;
+        printf("| pass-through, %zu MB, no toxics | proxy %.0f MB/s | socat %.0f MB/s | %.2f |\n", mb,
+               mbs_proxy, mbs_socat, mbs_proxy / mbs_socat);
+    } else {
+        printf("| pass-through vs socat | socat not available | | |\n");
+    }
+    return mbs_proxy;
+}
+
+/* 1b. the queued (toxic) path: a noop toxic both ways, same transfer. */
+static int measure_toxic_path(proxy *p, size_t mb, double mbs_proxy)
+{
+    size_t bytes = mb << 20;
+    if (add_toxic(p, "{\"name\":\"nu\",\"type\":\"noop\",\"stream\":\"upstream\"}") ||
+        add_toxic(p, "{\"name\":\"nd\",\"type\":\"noop\",\"stream\":\"downstream\"}"))
+        return -1;
+    double best_noop = 1e9;
+    for (int r = 0; r < 3; r++) {
+        double q = push(port_of(proxy_listen_addr(p)), bytes);
+        if (q > 0 && q < best_noop)
+            best_noop = q;
+    }
+    proxy_toxic_remove(p, "nu", NULL, 0);
+    proxy_toxic_remove(p, "nd", NULL, 0);
+    printf(
+        "| toxic path (noop toxic both ways), %zu MB | proxy %.0f MB/s | zero-copy path %.0f MB/s | %.2f |\n",
+        mb, (double)mb / best_noop, mbs_proxy, ((double)mb / best_noop) / mbs_proxy);
+    return 0;
+}
+
+/* 2. bandwidth accuracy: ~1.5 s of data at each rate. */
+static int measure_bandwidth(proxy *p)
+{
+    const int rates[3] = {500, 5000, 50000};
+    for (int i = 0; i < 3; i++) {
+        char js[160];
+        snprintf(
+            js, sizeof js,
+            "{\"name\":\"bw\",\"type\":\"bandwidth\",\"stream\":\"upstream\",\"attributes\":{\"rate\":%d}}",
+            rates[i]);
+        if (add_toxic(p, js))
+            return -1;
+        size_t n = (size_t)rates[i] * 1000 * 3 / 2;
+        double dt = push(port_of(proxy_listen_addr(p)), n);
+        double achieved = (double)n / 1000.0 / dt;
+        printf(
+            "| bandwidth toxic rate %d KB/s, %zu bytes | achieved %.1f KB/s | configured %d KB/s | %.3f |\n",
+            rates[i], n, achieved, rates[i], achieved / rates[i]);
+        proxy_toxic_remove(p, "bw", NULL, 0);
+    }
+    return 0;
+}
+
+/* 3. latency accuracy: round trips through an echo server. */
+static int measure_latency(proxy *p, int echo_port, int pings, int latency_ms)
+{
+    char up[64];
+    snprintf(up, sizeof up, "127.0.0.1:%d", echo_port);
+    proxy_set_upstream(p, up, NULL, 0);
+    int fd = connect_port(port_of(proxy_listen_addr(p)));
+    double *base = calloc((size_t)pings, sizeof *base), *lat = calloc((size_t)pings, sizeof *lat);
+    char js[160];
+    snprintf(js, sizeof js,
+             "{\"type\":\"latency\",\"stream\":\"downstream\",\"attributes\":{\"latency\":%d}}", latency_ms);
+    if (fd < 0 || !base || !lat) {
+        fprintf(stderr, "bench_proxy: cannot connect through the proxy or out of memory\n");
+        goto fail;
+    }
+    for (int i = 0; i < pings; i++)
+        base[i] = rtt_ms(fd);
+    if (add_toxic(p, js))
+        goto fail;
+    for (int i = 0; i < pings; i++) {
+        lat[i] = rtt_ms(fd);
+        usleep(2000);
+    }
+    close(fd);
+    qsort(base, (size_t)pings, sizeof *base, cmp_double);
+    double b50 = base[pings / 2];
+    for (int i = 0; i < pings; i++)
+        lat[i] = lat[i] - b50 - latency_ms;
+    qsort(lat, (size_t)pings, sizeof *lat, cmp_double);
+    printf("| latency toxic %d ms, %d round trips: added - configured | p50 %+.3f ms, p99 %+.3f ms | "
+           "base RTT p50 %.3f ms | |\n",
+           latency_ms, pings, lat[pings / 2], lat[(pings * 99) / 100], b50);
+    free(base);
+    free(lat);
+    return 0;
+fail:
+    if (fd >= 0)
+        close(fd);
+    free(base);
+    free(lat);
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     size_t mb = 256;
@@ -281,96 +398,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_proxy: %s\n", err);
         return CX_EXIT_FAILURE;
     }
-    size_t bytes = mb << 20;
-
-    /* 1. throughput: best of 3 each, interleaved */
-    double best_direct = 1e9, best_proxy = 1e9, best_socat = 1e9;
-    for (int r = 0; r < 3; r++) {
-        double d = push(sink.port, bytes), q = push(port_of(proxy_listen_addr(p)), bytes);
-        double s = socat_push(sink.port, bytes);
-        if (d > 0 && d < best_direct)
-            best_direct = d;
-        if (q > 0 && q < best_proxy)
-            best_proxy = q;
-        if (s > 0 && s < best_socat)
-            best_socat = s;
-    }
-    double mbs_direct = (double)mb / best_direct, mbs_proxy = (double)mb / best_proxy;
-    printf("| measurement | result | reference | ratio |\n|---|---|---|---|\n");
-    printf("| pass-through, %zu MB, no toxics | proxy %.0f MB/s | direct loopback %.0f MB/s | %.2f |\n", mb,
-           mbs_proxy, mbs_direct, mbs_proxy / mbs_direct);
-    if (best_socat < 1e9) {
-        double mbs_socat = (double)mb / best_socat;
-        printf("| pass-through, %zu MB, no toxics | proxy %.0f MB/s | socat %.0f MB/s | %.2f |\n", mb,
-               mbs_proxy, mbs_socat, mbs_proxy / mbs_socat);
-    } else {
-        printf("| pass-through vs socat | socat not available | | |\n");
-    }
-
-    /* 1b. the queued (toxic) path: a noop toxic both ways, same transfer */
-    if (add_toxic(p, "{\"name\":\"nu\",\"type\":\"noop\",\"stream\":\"upstream\"}") ||
-        add_toxic(p, "{\"name\":\"nd\",\"type\":\"noop\",\"stream\":\"downstream\"}"))
-        return CX_EXIT_FAILURE;
-    double best_noop = 1e9;
-    for (int r = 0; r < 3; r++) {
-        double q = push(port_of(proxy_listen_addr(p)), bytes);
-        if (q > 0 && q < best_noop)
-            best_noop = q;
-    }
-    proxy_toxic_remove(p, "nu", NULL, 0);
-    proxy_toxic_remove(p, "nd", NULL, 0);
-    printf(
-        "| toxic path (noop toxic both ways), %zu MB | proxy %.0f MB/s | zero-copy path %.0f MB/s | %.2f |\n",
-        mb, (double)mb / best_noop, mbs_proxy, ((double)mb / best_noop) / mbs_proxy);
-
-    /* 2. bandwidth accuracy: ~1.5 s of data at each rate */
-    const int rates[3] = {500, 5000, 50000};
-    for (int i = 0; i < 3; i++) {
-        char js[160];
-        snprintf(
-            js, sizeof js,
-            "{\"name\":\"bw\",\"type\":\"bandwidth\",\"stream\":\"upstream\",\"attributes\":{\"rate\":%d}}",
-            rates[i]);
-        if (add_toxic(p, js))
-            return CX_EXIT_FAILURE;
-        size_t n = (size_t)rates[i] * 1000 * 3 / 2;
-        double dt = push(port_of(proxy_listen_addr(p)), n);
-        double achieved = (double)n / 1000.0 / dt;
-        printf(
-            "| bandwidth toxic rate %d KB/s, %zu bytes | achieved %.1f KB/s | configured %d KB/s | %.3f |\n",
-            rates[i], n, achieved, rates[i], achieved / rates[i]);
-        proxy_toxic_remove(p, "bw", NULL, 0);
-    }
-
-    /* 3. latency accuracy through an echo */
-    snprintf(up, sizeof up, "127.0.0.1:%d", echo.port);
-    proxy_set_upstream(p, up, NULL, 0);
-    int fd = connect_port(port_of(proxy_listen_addr(p)));
-    double *base = calloc((size_t)pings, sizeof *base), *lat = calloc((size_t)pings, sizeof *lat);
-    for (int i = 0; i < pings; i++)
-        base[i] = rtt_ms(fd);
-    char js[160];
-    snprintf(js, sizeof js,
-             "{\"type\":\"latency\",\"stream\":\"downstream\",\"attributes\":{\"latency\":%d}}", latency_ms);
-    if (add_toxic(p, js))
-        return CX_EXIT_FAILURE;
-    for (int i = 0; i < pings; i++) {
-        lat[i] = rtt_ms(fd);
-        usleep(2000);
-    }
-    close(fd);
-    qsort(base, (size_t)pings, sizeof *base, cmp_double);
-    double b50 = base[pings / 2];
-    for (int i = 0; i < pings; i++)
-        lat[i] = lat[i] - b50 - latency_ms;
-    qsort(lat, (size_t)pings, sizeof *lat, cmp_double);
-    printf("| latency toxic %d ms, %d round trips: added - configured | p50 %+.3f ms, p99 %+.3f ms | "
-           "base RTT p50 %.3f ms | |\n",
-           latency_ms, pings, lat[pings / 2], lat[(pings * 99) / 100], b50);
-    free(base);
-    free(lat);
+    double mbs_proxy = measure_pass_through(p, sink.port, mb);
+    int rc = measure_toxic_path(p, mb, mbs_proxy);
+    if (rc == 0)
+        rc = measure_bandwidth(p);
+    if (rc == 0)
+        rc = measure_latency(p, echo.port, pings, latency_ms);
     proxy_free(p);
     server_stop(&sink);
     server_stop(&echo);
-    return CX_EXIT_OK;
+    return rc == 0 ? CX_EXIT_OK : CX_EXIT_FAILURE;
 }

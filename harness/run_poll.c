@@ -50,13 +50,10 @@ static void *lease_thread(void *arg)
             agc_reply_cleanup(&rep);
         }
         pthread_mutex_lock(&r->lease_mu);
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t ns = ts.tv_nsec + (int64_t)(LEASE_TTL_MS / 3) * 1000000;
-        ts.tv_sec += ns / 1000000000;
-        ts.tv_nsec = ns % 1000000000;
-        if (!r->lease_stop)
-            pthread_cond_timedwait(&r->lease_cv, &r->lease_mu, &ts);
+        /* renew every third of the TTL; run_stop_leases signals to end early */
+        int64_t deadline = cx_mono_ms() + LEASE_TTL_MS / 3;
+        while (!r->lease_stop && cx_cond_wait_until_ms(&r->lease_cv, &r->lease_mu, deadline) == 0)
+            ;
     }
     pthread_mutex_unlock(&r->lease_mu);
     for (int i = 0; i < m; i++)

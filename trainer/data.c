@@ -128,6 +128,41 @@ static size_t data_pow(int a, int k)
     return r;
 }
 
+/* The chain's stationary distribution into pi (S entries; pi2 is scratch of
+ * the same size): lazy power iteration from uniform. 1 when it converged. */
+static int chain_stationary(const data_source *s, double *pi, double *pi2)
+{
+    int A = s->alphabet, Br = s->branching;
+    size_t S = s->states;
+    for (size_t st = 0; st < S; st++)
+        pi[st] = 1.0 / (double)S;
+    double tol = 1e-12 > 4e-16 * (double)S ? 1e-12 : 4e-16 * (double)S;
+    int converged = 0;
+    for (int it = 0; it < DATA_PI_MAX_ITERS && !converged; it++) {
+        for (size_t st = 0; st < S; st++)
+            pi2[st] = 0.5 * pi[st];
+        for (size_t st = 0; st < S; st++) {
+            const uint8_t *nx = s->next + st * (size_t)Br;
+            const double *cd = s->cdf + st * (size_t)Br;
+            size_t base = (st * (size_t)A) % S; /* drop the oldest symbol */
+            double prev = 0.0, half = 0.5 * pi[st];
+            for (int b = 0; b < Br; b++) {
+                pi2[base + nx[b]] += half * (cd[b] - prev);
+                prev = cd[b];
+            }
+        }
+        double diff = 0.0, tot = 0.0;
+        for (size_t st = 0; st < S; st++) {
+            diff += fabs(pi2[st] - pi[st]);
+            tot += pi2[st];
+        }
+        for (size_t st = 0; st < S; st++)
+            pi[st] = pi2[st] / tot; /* renormalise: no drift from rounding */
+        converged = diff < tol;
+    }
+    return converged;
+}
+
 static int data_build_chain(data_source *s, char *err, size_t errlen)
 {
     int A = s->alphabet, k = s->order, Br = s->branching;
@@ -200,33 +235,7 @@ static int data_build_chain(data_source *s, char *err, size_t errlen)
     }
     free(forced);
 
-    /* Stationary distribution: lazy power iteration from uniform. */
-    for (size_t st = 0; st < S; st++)
-        pi[st] = 1.0 / (double)S;
-    double tol = 1e-12 > 4e-16 * (double)S ? 1e-12 : 4e-16 * (double)S;
-    int converged = 0;
-    for (int it = 0; it < DATA_PI_MAX_ITERS && !converged; it++) {
-        for (size_t st = 0; st < S; st++)
-            pi2[st] = 0.5 * pi[st];
-        for (size_t st = 0; st < S; st++) {
-            const uint8_t *nx = s->next + st * (size_t)Br;
-            const double *cd = s->cdf + st * (size_t)Br;
-            size_t base = (st * (size_t)A) % S; /* drop the oldest symbol */
-            double prev = 0.0, half = 0.5 * pi[st];
-            for (int b = 0; b < Br; b++) {
-                pi2[base + nx[b]] += half * (cd[b] - prev);
-                prev = cd[b];
-            }
-        }
-        double diff = 0.0, tot = 0.0;
-        for (size_t st = 0; st < S; st++) {
-            diff += fabs(pi2[st] - pi[st]);
-            tot += pi2[st];
-        }
-        for (size_t st = 0; st < S; st++)
-            pi[st] = pi2[st] / tot; /* renormalise: no drift from rounding */
-        converged = diff < tol;
-    }
+    int converged = chain_stationary(s, pi, pi2);
     if (!converged) {
         rc = cx_fail(err, errlen, CX_EINVAL,
                      "data: stationary distribution did not converge in %d iterations "
@@ -408,7 +417,8 @@ static int data_fortune_file(const char *path, char **text, size_t *len, size_t 
         return CX_EIO;
     size_t start = 0;
     for (size_t i = 0; i <= blen; i++) {
-        int end = i == blen || (buf[i] == '%' && (i == 0 || buf[i - 1] == '\n') && (i + 1 == blen || buf[i + 1] == '\n'));
+        int end = i == blen ||
+                  (buf[i] == '%' && (i == 0 || buf[i - 1] == '\n') && (i + 1 == blen || buf[i + 1] == '\n'));
         if (!end)
             continue;
         size_t elen = i - start;
@@ -444,7 +454,8 @@ static int data_name_cmp(const void *a, const void *b)
 
 /* Read every fortune file of DATA_FORTUNES_DIR (plain files without a
  * '.', so not the .dat indexes and .u8 links), in name order. */
-static int data_fortunes_read(char **text, size_t *len, data_entry **ents, size_t *n, char *err, size_t errlen)
+static int data_fortunes_read(char **text, size_t *len, data_entry **ents, size_t *n, char *err,
+                              size_t errlen)
 {
     DIR *d = opendir(DATA_FORTUNES_DIR);
     if (!d)
@@ -515,7 +526,8 @@ static int data_new_fortunes(data_source *s, const data_config *cfg, char *err, 
     fp = data_fnv1a(fp, tag, sizeof(tag));
     fp = data_fnv1a(fp, &cfg->seed, sizeof(cfg->seed));
     s->fingerprint = data_fnv1a(fp, s->bytes, len);
-    snprintf(s->describe, sizeof(s->describe), "fortunes(entries=%zu bytes=%zu train=%zu)", n, len, s->train_len);
+    snprintf(s->describe, sizeof(s->describe), "fortunes(entries=%zu bytes=%zu train=%zu)", n, len,
+             s->train_len);
     return CX_OK;
 }
 
