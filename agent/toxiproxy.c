@@ -671,8 +671,8 @@ int tp_toxic_update(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     return px_call(ctx, req, resp, toxic_update, PX_TOXIC | PX_BODY | PX_AUDIT);
 }
 
-/* Its fault reverted when it has one (a toxic the v1 API put there is
- * removed alone). */
+/* The fault behind the toxic reverted; a toxic no Toxiproxy call made
+ * (the v1 API's) is removed directly. */
 static int toxic_delete(px_req *r, json_t **out, tp_err *e)
 {
     (void)out;
