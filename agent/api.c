@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/kinds_route.h"
 #include "agent/metrics.h"
 #include "agent/toxiproxy.h"
 #include "common/clock.h"
@@ -404,16 +405,6 @@ static int h_version(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     return 0;
 }
 
-/* Every fault kind with its params and traits (injector_table): what the
- * dashboard's inject form is built from. */
-static int h_fault_kinds(void *ctx, const cx_http_req *req, cx_http_resp *resp)
-{
-    (void)ctx;
-    (void)req;
-    cx_http_reply_json(resp, 200, json_pack("{s:o}", "kinds", injector_table_json()));
-    return 0;
-}
-
 static int h_logs(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     agent *a = ctx;
@@ -458,7 +449,7 @@ const cx_http_route agent_routes[] = {
     {"POST", "/v1/resume", h_resume},
     {"POST", "/v1/lease", h_lease},
     {"GET", "/v1/version", h_version},
-    {"GET", "/v1/fault-kinds", h_fault_kinds},
+    {"GET", "/v1/fault-kinds", api_fault_kinds},
     {"GET", "/v1/logs", h_logs},
     {"GET", "/metrics", h_metrics},
     /* Toxiproxy 2.x API (toxiproxy.c) */

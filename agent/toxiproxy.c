@@ -392,14 +392,80 @@ int tp_populate(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     return 0;
 }
 
+/* ---- toxiproxy: calls on one proxy ----
+ *
+ * Every /proxies/{name}[/toxics[/{toxic}]] call runs through px_call:
+ *
+ *   find the proxy params[0] ........ 404 "proxy not found"
+ *   PX_TOXIC: its toxic params[1] ... 404 "toxic not found" (before the
+ *                                     body is read, as in Toxiproxy)
+ *   PX_BODY: decode the body ........ 400 (cx_http_body_json's answer)
+ *   op ............................... 200 *out (204 with PX_NO_CONTENT),
+ *                                     or e's status and message
+ *
+ * A NULL op answers with what was found: the toxic (PX_TOXIC), else the
+ * proxy. With PX_AUDIT the call is audited, whatever its answer, with the
+ * fault id the op touched. */
+
+enum {
+    PX_BODY = 1 << 0,       /* the call has a JSON body */
+    PX_TOXIC = 1 << 1,      /* params[1] names a toxic that must exist */
+    PX_NO_CONTENT = 1 << 2, /* success is 204, not 200 with *out */
+    PX_AUDIT = 1 << 3,      /* the call changes something: audit it */
+};
+
+/* One call on one proxy, as the op sees it. */
+typedef struct px_req {
+    agent *a;
+    const cx_http_req *req;
+    agent_px *x;   /* the proxy, borrowed (an op may put it and set NULL) */
+    json_t *toxic; /* PX_TOXIC: params[1]'s JSON (px_call owns it) */
+    json_t *body;  /* PX_BODY: the decoded body (px_call owns it) */
+    char fid[64];  /* the fault the call made or touched (audit) */
+} px_req;
+
+/* 0 with *out (a new reference px_call answers with, or drops with
+ * PX_NO_CONTENT or on failure), or -1 and e. */
+typedef int (*px_op)(px_req *r, json_t **out, tp_err *e);
+
+static int px_call(void *ctx, const cx_http_req *req, cx_http_resp *resp, px_op op, unsigned flags)
+{
+    px_req r = {.a = ctx, .req = req};
+    r.x = find_px(r.a, req, resp);
+    if (r.x && (flags & PX_TOXIC)) {
+        r.toxic = proxy_toxic_json(r.x->p, req->params[1]);
+        if (!r.toxic)
+            cx_http_reply_error(resp, 404, "toxic not found");
+    }
+    int go = r.x && (r.toxic || !(flags & PX_TOXIC)) &&
+             (!(flags & PX_BODY) || cx_http_body_json(req, resp, 0, &r.body) == 0);
+    if (go) {
+        tp_err e = {0};
+        json_t *out = NULL;
+        if (!op)
+            out = r.toxic ? json_incref(r.toxic) : proxy_json(r.x->p);
+        int rc = op ? op(&r, &out, &e) : 0;
+        if (rc < 0) {
+            reply_tp_err(resp, &e);
+        } else if (flags & PX_NO_CONTENT) {
+            reply_no_content(resp);
+        } else {
+            cx_http_reply_json(resp, 200, out); /* takes out */
+            out = NULL;
+        }
+        json_decref(out);
+    }
+    json_decref(r.body);
+    json_decref(r.toxic);
+    agent_px_put(r.a, r.x);
+    if (flags & PX_AUDIT)
+        api_audit(r.a, req, resp, r.fid, req->auth);
+    return 0;
+}
+
 int tp_proxy_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
-    agent *a = ctx;
-    agent_px *x = find_px(a, req, resp);
-    if (x)
-        cx_http_reply_json(resp, 200, proxy_json(x->p));
-    agent_px_put(a, x);
-    return 0;
+    return px_call(ctx, req, resp, NULL, 0);
 }
 
 /* A --proxy proxy's upstream: a registered fault ("<p>/#upstream"); asking
@@ -441,14 +507,15 @@ static int set_enabled(agent *a, agent_px *x, int enabled, char *fid, size_t fid
 }
 
 /* POST|PATCH /proxies/{name}: listen, then upstream, then enabled, each
- * checked before anything changes. */
-static int proxy_update(agent *a, const cx_http_req *req, agent_px *x, json_t *body, char *fid, size_t fidlen,
-                        tp_err *e)
+ * checked before anything changes; answers with the proxy. */
+static int proxy_update(px_req *r, json_t **out, tp_err *e)
 {
+    agent *a = r->a;
+    agent_px *x = r->x;
     const char *listen = NULL, *upstream = NULL;
     int enabled = -1;
-    if (opt_string(body, "listen", &listen, e) < 0 || opt_string(body, "upstream", &upstream, e) < 0 ||
-        opt_bool(body, "enabled", &enabled, e) < 0)
+    if (opt_string(r->body, "listen", &listen, e) < 0 || opt_string(r->body, "upstream", &upstream, e) < 0 ||
+        opt_bool(r->body, "enabled", &enabled, e) < 0)
         return -1;
     char lis[96] = "", cur[96], up[96];
     proxy_listen(x->p, cur, sizeof cur);
@@ -464,88 +531,67 @@ static int proxy_update(agent *a, const cx_http_req *req, agent_px *x, json_t *b
                        "listen: proxy %s comes from the agent's --proxy flags and the unit was started with "
                        "its address %s; it cannot be re-bound",
                        proxy_name(x->p), cur);
-    if (relisten && is_open(req) && !is_loopback_addr(lis))
+    if (relisten && is_open(r->req) && !is_loopback_addr(lis))
         return tp_fail(e, 403, "listen: %s: a call without the token may only use loopback addresses", lis);
     if ((relisten || upstream) && agent_halted(a))
         return tp_fail(e, 503, "agent is halted: Toxiproxy changes are refused until POST /v1/resume");
     char err[CX_ERRLEN] = "";
     if (relisten && proxy_set_listen(x->p, lis, err, sizeof err) < 0)
         return tp_fail(e, 500, "%s", err);
-    if (upstream && x->fixed && fixed_upstream(a, x, upstream, fid, fidlen, e) < 0)
+    if (upstream && x->fixed && fixed_upstream(a, x, upstream, r->fid, sizeof r->fid, e) < 0)
         return -1;
     if (upstream && !x->fixed && proxy_set_upstream(x->p, upstream, err, sizeof err) < 0)
         return tp_fail(e, 400, "%s", err);
-    if (enabled >= 0 && set_enabled(a, x, enabled, fid, fidlen, e) < 0)
+    if (enabled >= 0 && set_enabled(a, x, enabled, r->fid, sizeof r->fid, e) < 0)
         return -1;
+    *out = proxy_json(x->p);
     return 0;
 }
 
 int tp_proxy_update(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
-    agent *a = ctx;
-    char fid[64] = "";
-    agent_px *x = find_px(a, req, resp);
-    json_t *body = NULL;
-    if (x && cx_http_body_json(req, resp, 0, &body) == 0) {
-        tp_err e = {0};
-        if (proxy_update(a, req, x, body, fid, sizeof fid, &e) == 0)
-            cx_http_reply_json(resp, 200, proxy_json(x->p));
-        else
-            reply_tp_err(resp, &e);
-        json_decref(body);
-    }
-    agent_px_put(a, x);
-    api_audit(a, req, resp, fid, req->auth);
+    return px_call(ctx, req, resp, proxy_update, PX_BODY | PX_AUDIT);
+}
+
+/* DELETE /proxies/{name}: a dynamic proxy only. */
+static int proxy_delete(px_req *r, json_t **out, tp_err *e)
+{
+    (void)out;
+    if (r->x->fixed)
+        return tp_fail(e, 409,
+                       "proxy %s comes from the agent's --proxy flags (the unit's own link) and cannot be "
+                       "deleted; disable it with {\"enabled\": false} (a revertible fault) instead",
+                       proxy_name(r->x->p));
+    char name[80];
+    snprintf(name, sizeof name, "%s", proxy_name(r->x->p));
+    agent_px_put(r->a, r->x); /* put before the delete, which removes it */
+    r->x = NULL;
+    dyn_delete(r->a, name, r->fid, sizeof r->fid);
     return 0;
 }
 
 int tp_proxy_delete(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
-    agent *a = ctx;
-    char fid[64] = "";
-    agent_px *x = find_px(a, req, resp);
-    if (x && x->fixed) {
-        cx_http_reply_error(
-            resp, 409,
-            "proxy %s comes from the agent's --proxy flags (the unit's own link) and cannot be "
-            "deleted; disable it with {\"enabled\": false} (a revertible fault) instead",
-            proxy_name(x->p));
-    } else if (x) {
-        char name[80];
-        snprintf(name, sizeof name, "%s", proxy_name(x->p));
-        agent_px_put(a, x);
-        x = NULL;
-        dyn_delete(a, name, fid, sizeof fid);
-        reply_no_content(resp);
-    }
-    agent_px_put(a, x);
-    api_audit(a, req, resp, fid, req->auth);
-    return 0;
+    return px_call(ctx, req, resp, proxy_delete, PX_NO_CONTENT | PX_AUDIT);
 }
 
 /* ---- toxiproxy: toxics ---- */
 
+static int toxics_list(px_req *r, json_t **out, tp_err *e)
+{
+    (void)e;
+    *out = proxy_toxics_json(r->x->p);
+    return 0;
+}
+
 int tp_toxics_list(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
-    agent *a = ctx;
-    agent_px *x = find_px(a, req, resp);
-    if (x)
-        cx_http_reply_json(resp, 200, proxy_toxics_json(x->p));
-    agent_px_put(a, x);
-    return 0;
+    return px_call(ctx, req, resp, toxics_list, 0);
 }
 
 int tp_toxic_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
-    agent *a = ctx;
-    agent_px *x = find_px(a, req, resp);
-    json_t *t = x ? proxy_toxic_json(x->p, req->params[1]) : NULL;
-    if (t)
-        cx_http_reply_json(resp, 200, t);
-    else if (x)
-        cx_http_reply_error(resp, 404, "toxic not found");
-    agent_px_put(a, x);
-    return 0;
+    return px_call(ctx, req, resp, NULL, PX_TOXIC);
 }
 
 /* Toxiproxy ignores keys it does not know; say which ones were. */
@@ -564,11 +610,11 @@ static json_t *lenient(json_t *body, const char *type, const char *what)
     return out;
 }
 
-static int toxic_create(agent *a, agent_px *x, json_t *body, char *fid, size_t fidlen, json_t **out,
-                        tp_err *e)
+static int toxic_create(px_req *r, json_t **out, tp_err *e)
 {
+    agent_px *x = r->x;
     char err[CX_ERRLEN] = "";
-    json_t *toxic = lenient(body, NULL, "toxic create");
+    json_t *toxic = lenient(r->body, NULL, "toxic create");
     if (!toxic)
         return tp_fail(e, 500, "out of memory");
     int rc = proxy_toxic_validate(toxic, err, sizeof err);
@@ -584,8 +630,8 @@ static int toxic_create(agent *a, agent_px *x, json_t *body, char *fid, size_t f
         tag_of(tag, sizeof tag, proxy_name(x->p), name);
         const char *type = json_string_value(json_object_get(toxic, "type"));
         json_t *params = json_pack("{s:s,s:O}", "proxy", proxy_name(x->p), "toxic", toxic);
-        rc = tp_fault(a, type ? type : "toxic", proxy_name(x->p), params, tag, &tp_toxic_injector, fid,
-                      fidlen, e);
+        rc = tp_fault(r->a, type ? type : "toxic", proxy_name(x->p), params, tag, &tp_toxic_injector, r->fid,
+                      sizeof r->fid, e);
         json_decref(params);
         *out = rc == 0 ? proxy_toxic_json(x->p, name) : NULL;
         if (rc == 0 && !*out)
@@ -598,74 +644,50 @@ static int toxic_create(agent *a, agent_px *x, json_t *body, char *fid, size_t f
 
 int tp_toxic_create(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
-    agent *a = ctx;
-    char fid[64] = "";
-    agent_px *x = find_px(a, req, resp);
-    json_t *body = NULL, *out = NULL;
-    if (x && cx_http_body_json(req, resp, 0, &body) == 0) {
-        tp_err e = {0};
-        if (toxic_create(a, x, body, fid, sizeof fid, &out, &e) == 0)
-            cx_http_reply_json(resp, 200, out);
-        else
-            reply_tp_err(resp, &e);
-        json_decref(body);
-    }
-    agent_px_put(a, x);
-    api_audit(a, req, resp, fid, req->auth);
+    return px_call(ctx, req, resp, toxic_create, PX_BODY | PX_AUDIT);
+}
+
+/* The toxic changes in place: the fault that added it stays its fault. */
+static int toxic_update(px_req *r, json_t **out, tp_err *e)
+{
+    const char *name = r->req->params[1];
+    const char *type = json_string_value(json_object_get(r->toxic, "type"));
+    json_t *upd = lenient(r->body, type ? type : "noop", "toxic update");
+    char err[CX_ERRLEN] = "";
+    int rc = upd ? proxy_toxic_update(r->x->p, name, upd, out, err, sizeof err) : CX_ENOMEM;
+    json_decref(upd);
+    if (rc == CX_ENOTFOUND)
+        return tp_fail(e, 404, "toxic not found");
+    if (rc != 0)
+        return tp_fail(e, cx_err_http_status(rc), "%s", err[0] ? err : cx_strerror(rc));
+    char tag[256];
+    tag_of(tag, sizeof tag, proxy_name(r->x->p), name);
+    reg_find_tag(r->a->reg, tag, r->fid, sizeof r->fid);
     return 0;
 }
 
 int tp_toxic_update(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
-    agent *a = ctx;
-    char fid[64] = "";
-    agent_px *x = find_px(a, req, resp);
-    json_t *cur = x ? proxy_toxic_json(x->p, req->params[1]) : NULL;
-    json_t *body = NULL;
-    if (x && !cur) {
-        cx_http_reply_error(resp, 404, "toxic not found");
-    } else if (x && cx_http_body_json(req, resp, 0, &body) == 0) {
-        const char *type = json_string_value(json_object_get(cur, "type"));
-        json_t *upd = lenient(body, type ? type : "noop", "toxic update");
-        char err[CX_ERRLEN] = "";
-        json_t *out = NULL;
-        int rc = upd ? proxy_toxic_update(x->p, req->params[1], upd, &out, err, sizeof err) : CX_ENOMEM;
-        if (rc == 0) {
-            char tag[256];
-            tag_of(tag, sizeof tag, proxy_name(x->p), req->params[1]);
-            reg_find_tag(a->reg, tag, fid, sizeof fid);
-            cx_http_reply_json(resp, 200, out);
-        } else if (rc == CX_ENOTFOUND) {
-            cx_http_reply_error(resp, 404, "toxic not found");
-        } else {
-            cx_http_reply_err(resp, rc, err);
-        }
-        json_decref(upd);
-        json_decref(body);
-    }
-    json_decref(cur);
-    agent_px_put(a, x);
-    api_audit(a, req, resp, fid, req->auth);
-    return 0;
+    return px_call(ctx, req, resp, toxic_update, PX_TOXIC | PX_BODY | PX_AUDIT);
+}
+
+/* The fault behind the toxic reverted; a toxic no Toxiproxy call made
+ * (the v1 API's) is removed directly. */
+static int toxic_delete(px_req *r, json_t **out, tp_err *e)
+{
+    (void)out;
+    const char *name = r->req->params[1];
+    char tag[256];
+    tag_of(tag, sizeof tag, proxy_name(r->x->p), name);
+    if (tp_revert_tag(r->a, tag, r->fid, sizeof r->fid) == 0 ||
+        proxy_toxic_remove(r->x->p, name, NULL, 0) == 0)
+        return 0;
+    return tp_fail(e, 404, "toxic not found");
 }
 
 int tp_toxic_delete(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
-    agent *a = ctx;
-    char fid[64] = "";
-    agent_px *x = find_px(a, req, resp);
-    if (x) {
-        char tag[256];
-        tag_of(tag, sizeof tag, proxy_name(x->p), req->params[1]);
-        if (tp_revert_tag(a, tag, fid, sizeof fid) == 0 ||
-            proxy_toxic_remove(x->p, req->params[1], NULL, 0) == 0)
-            reply_no_content(resp);
-        else
-            cx_http_reply_error(resp, 404, "toxic not found");
-    }
-    agent_px_put(a, x);
-    api_audit(a, req, resp, fid, req->auth);
-    return 0;
+    return px_call(ctx, req, resp, toxic_delete, PX_NO_CONTENT | PX_AUDIT);
 }
 
 /* ---- toxiproxy: reset and version ---- */

@@ -171,22 +171,25 @@ static int fault_path(const char *id, char *path, size_t len, char *err, size_t 
     return 0;
 }
 
-int agc_fault(agc *c, const char *id, agc_reply *reply, char *err, size_t errlen)
+/* METHOD /v1/faults/{id}: a bad id is refused before any request, with
+ * the reply reset (no answer). */
+static int fault_call(agc *c, const char *method, const char *id, agc_reply *reply, char *err, size_t errlen)
 {
     char path[160];
     int rc = fault_path(id, path, sizeof path, err, errlen);
     if (rc && reply)
-        agc_reply_cleanup(reply); /* reset: no answer */
-    return rc ? rc : agc_call(c, "GET", path, NULL, reply, err, errlen);
+        agc_reply_cleanup(reply);
+    return rc ? rc : agc_call(c, method, path, NULL, reply, err, errlen);
+}
+
+int agc_fault(agc *c, const char *id, agc_reply *reply, char *err, size_t errlen)
+{
+    return fault_call(c, "GET", id, reply, err, errlen);
 }
 
 int agc_delete_fault(agc *c, const char *id, agc_reply *reply, char *err, size_t errlen)
 {
-    char path[160];
-    int rc = fault_path(id, path, sizeof path, err, errlen);
-    if (rc && reply)
-        agc_reply_cleanup(reply); /* reset: no answer */
-    return rc ? rc : agc_call(c, "DELETE", path, NULL, reply, err, errlen);
+    return fault_call(c, "DELETE", id, reply, err, errlen);
 }
 
 /* POST path with an empty object. */

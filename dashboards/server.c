@@ -37,6 +37,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "agent/kinds_route.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/file.h"
@@ -45,7 +46,6 @@
 #include "common/parse.h"
 #include "dashboards/assets.h"
 #include "dashboards/dash_internal.h"
-#include "injectors/injector.h"
 
 static char *dup_or_null(const char *s)
 {
@@ -99,16 +99,6 @@ static int h_state(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     return 0;
 }
 
-/* GET /api/fault-kinds: the inject form's kinds and params, from
- * injector_table like the agent's GET /v1/fault-kinds. */
-static int h_fault_kinds(void *ctx, const cx_http_req *req, cx_http_resp *resp)
-{
-    (void)ctx;
-    (void)req;
-    cx_http_reply_json(resp, 200, json_pack("{s:o}", "kinds", injector_table_json()));
-    return 0;
-}
-
 /* ---- HTTP: routes and gate ---- */
 
 /* Paths: see server.h. HEAD is answered like GET (no body). */
@@ -121,8 +111,8 @@ static const cx_http_route dash_routes[] = {
     {"HEAD", "/assets/{}", h_asset},
     {"GET", "/api/state", h_state},
     {"HEAD", "/api/state", h_state},
-    {"GET", "/api/fault-kinds", h_fault_kinds},
-    {"HEAD", "/api/fault-kinds", h_fault_kinds},
+    {"GET", "/api/fault-kinds", api_fault_kinds}, /* agent/kinds_route.h */
+    {"HEAD", "/api/fault-kinds", api_fault_kinds},
     {"GET", "/api/events", dash_h_events},
     {"POST", "/api/halt", dash_h_halt},
     {"POST", "/api/resume", dash_h_resume},
