@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/kinds_route.h"
+#include "injectors/kinds_route.h"
 #include "agent/metrics.h"
 #include "agent/toxiproxy.h"
 #include "common/clock.h"

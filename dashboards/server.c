@@ -37,7 +37,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "agent/kinds_route.h"
+#include "injectors/kinds_route.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/file.h"
@@ -111,7 +111,7 @@ static const cx_http_route dash_routes[] = {
     {"HEAD", "/assets/{}", h_asset},
     {"GET", "/api/state", h_state},
     {"HEAD", "/api/state", h_state},
-    {"GET", "/api/fault-kinds", api_fault_kinds}, /* agent/kinds_route.h */
+    {"GET", "/api/fault-kinds", api_fault_kinds}, /* injectors/kinds_route.h */
     {"HEAD", "/api/fault-kinds", api_fault_kinds},
     {"GET", "/api/events", dash_h_events},
     {"POST", "/api/halt", dash_h_halt},

@@ -9,8 +9,8 @@
  * request; it never fails short of memory (then a 500, as
  * cx_http_reply_json does).
  */
-#ifndef AGENT_KINDS_ROUTE_H
-#define AGENT_KINDS_ROUTE_H
+#ifndef INJECTORS_KINDS_ROUTE_H
+#define INJECTORS_KINDS_ROUTE_H
 
 #include <jansson.h>
 
