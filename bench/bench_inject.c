@@ -210,31 +210,55 @@ static void durable_sample(void)
         dur.v[dur.n++] = d;
 }
 
+/* Idle GAP_MS, start the poller, act(ctx), wait for the poller: ns from
+ * the act to the effect first seen, or -1 (act failed: < 0; never seen). */
+static int64_t effect_latency(poller *p, int (*act)(void *ctx), void *ctx)
+{
+    cx_sleep_ms(GAP_MS); /* idle first, then the poller (it spins until go) */
+    pthread_t th;
+    pthread_create(&th, NULL, poll_main, p);
+    int64_t t0 = cx_mono_ns();
+    p->go = 1;
+    int rc = act(ctx);
+    pthread_join(th, NULL);
+    return rc < 0 || p->seen_ns < 0 ? -1 : p->seen_ns - t0;
+}
+
+typedef struct post_job {
+    cx_http_client *c;
+    const char *body;
+    int status;
+    json_t *reply;
+} post_job;
+
+static int act_post(void *ctx)
+{
+    post_job *j = ctx;
+    j->reply = call(j->c, "POST", "/v1/faults", j->body, &j->status);
+    return 0;
+}
+
 /* One timed injection, after one durable-write sample: returns effect
  * latency in ns (-1 on failure); *id gets the fault id. */
 static int64_t timed(cx_http_client *c, const char *body, wait_kind kind, pid_t pid, const char *file,
                      char *id, size_t idlen)
 {
     durable_sample();
-    cx_sleep_ms(GAP_MS); /* idle first, then the poller (it spins until go) */
     poller p = {.kind = kind, .pid = pid, .file = file};
-    pthread_t th;
-    pthread_create(&th, NULL, poll_main, &p);
-    int64_t t0 = cx_mono_ns();
-    p.go = 1;
-    int st = 0;
-    json_t *r = call(c, "POST", "/v1/faults", body, &st);
-    pthread_join(th, NULL);
+    post_job j = {.c = c, .body = body};
+    int64_t ns = effect_latency(&p, act_post, &j);
+    json_t *r = j.reply;
+    int st = j.status;
     if (id && r)
         snprintf(id, idlen, "%s",
                  json_string_value(json_object_get(r, "id")) ? json_string_value(json_object_get(r, "id"))
                                                              : "");
     json_decref(r);
-    if (st != 201 || p.seen_ns < 0) {
+    if (st != 201 || ns < 0) {
         fprintf(stderr, "bench: injection failed (status %d)\n", st);
         return -1;
     }
-    return p.seen_ns - t0;
+    return ns;
 }
 
 /* ---- bench: raw references ---- */
@@ -271,22 +295,26 @@ static void kill_child(pid_t pid)
     }
 }
 
+static int act_stop(void *ctx)
+{
+    return kill(*(pid_t *)ctx, SIGSTOP);
+}
+
+static int act_freeze(void *ctx)
+{
+    return write_word(ctx, "FROZEN");
+}
+
 /* Raw SIGSTOP of a child → state T seen by the same poller as the agent's
  * runs. ns, or -1. */
 static int64_t raw_stop(pid_t pid)
 {
-    cx_sleep_ms(GAP_MS); /* idle first, then the poller (it spins until go) */
     poller p = {.kind = WAIT_STOPPED, .pid = pid};
-    pthread_t th;
-    pthread_create(&th, NULL, poll_main, &p);
-    int64_t t0 = cx_mono_ns();
-    p.go = 1;
-    kill(pid, SIGSTOP);
-    pthread_join(th, NULL);
+    int64_t ns = effect_latency(&p, act_stop, &pid);
     kill(pid, SIGCONT);
     while (proc_state(pid) == 'T')
         sched_yield();
-    return p.seen_ns < 0 ? -1 : p.seen_ns - t0;
+    return ns;
 }
 
 /* Raw v1 freezer: write FROZEN into dir/freezer.state → FROZEN seen by
@@ -297,16 +325,10 @@ static int64_t raw_freeze(const char *dir)
     snprintf(st, sizeof st, "%s/freezer.state", dir);
     while (!file_has(st, "THAWED"))
         sched_yield();
-    cx_sleep_ms(GAP_MS); /* idle first, then the poller (it spins until go) */
     poller p = {.kind = WAIT_FROZEN, .file = st};
-    pthread_t th;
-    pthread_create(&th, NULL, poll_main, &p);
-    int64_t t0 = cx_mono_ns();
-    p.go = 1;
-    int rc = write_word(st, "FROZEN");
-    pthread_join(th, NULL);
+    int64_t ns = effect_latency(&p, act_freeze, st);
     (void)write_word(st, "THAWED");
-    return rc < 0 || p.seen_ns < 0 ? -1 : p.seen_ns - t0;
+    return ns;
 }
 
 /* A v1 freezer cgroup beside the agent's (same parent) holding child;

@@ -33,17 +33,17 @@
 #include "trainer/optim.h"
 #include "bench_util.h"
 
-/* memcpy GB/s for `bytes` bytes. */
-static double bench_memcpy(const void *src, void *dst, size_t bytes, double secs)
+/* Best GB/s over 5 repetitions of secs/5 each: `bytes` per call of one(ctx),
+ * which returns nonzero on error (then -1). */
+static double best_rate(size_t bytes, double secs, int (*one)(void *ctx), void *ctx)
 {
     double best = 0;
     for (int rep = 0; rep < 5; rep++) {
         int n = 0;
         double t0 = bench_now(), t;
         do {
-            memcpy(dst, src, bytes);
-            /* keep the copy observable so it is not optimised away */
-            __asm__ volatile("" : : "r"(dst) : "memory");
+            if (one(ctx))
+                return -1;
             n++;
             t = bench_now();
         } while (t - t0 < secs / 5);
@@ -51,6 +51,28 @@ static double bench_memcpy(const void *src, void *dst, size_t bytes, double secs
         best = r > best ? r : best;
     }
     return best;
+}
+
+typedef struct copy_job {
+    const void *src;
+    void *dst;
+    size_t bytes;
+} copy_job;
+
+static int one_memcpy(void *ctx)
+{
+    copy_job *c = ctx;
+    memcpy(c->dst, c->src, c->bytes);
+    /* keep the copy observable so it is not optimised away */
+    __asm__ volatile("" : : "r"(c->dst) : "memory");
+    return 0;
+}
+
+/* memcpy GB/s for `bytes` bytes. */
+static double bench_memcpy(const void *src, void *dst, size_t bytes, double secs)
+{
+    copy_job c = {.src = src, .dst = dst, .bytes = bytes};
+    return best_rate(bytes, secs, one_memcpy, &c);
 }
 
 enum { KMAX = 8, M_LIVE = 8 };
@@ -119,25 +141,23 @@ static int path_syncer(bench_case *b)
     return path_apply(b, b->theta, b->mom);
 }
 
+typedef struct path_job {
+    bench_case *b;
+    int path;
+} path_job;
+
+static int one_path(void *ctx)
+{
+    path_job *j = ctx;
+    bench_case *b = j->b;
+    return j->path == 0 ? path_old(b) : j->path == 1 ? path_syncer(b) : path_apply(b, b->theta, b->mom);
+}
+
 /* GB/s of contribution bytes for path 0 old, 1 syncer, 2 apply; -1 on error. */
 static double bench_path(bench_case *b, int path, double secs)
 {
-    size_t bytes = (size_t)b->k * b->n * sizeof(float);
-    double best = 0;
-    for (int rep = 0; rep < 5; rep++) {
-        int it = 0;
-        double t0 = bench_now(), t;
-        do {
-            int bad = path == 0 ? path_old(b) : path == 1 ? path_syncer(b) : path_apply(b, b->theta, b->mom);
-            if (bad)
-                return -1;
-            it++;
-            t = bench_now();
-        } while (t - t0 < secs / 5);
-        double r = (double)bytes * it / (t - t0) * 1e-9;
-        best = r > best ? r : best;
-    }
-    return best;
+    path_job j = {.b = b, .path = path};
+    return best_rate((size_t)b->k * b->n * sizeof(float), secs, one_path, &j);
 }
 
 int main(int argc, char **argv)

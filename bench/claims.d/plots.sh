@@ -43,43 +43,37 @@ if [[ ${#PR[@]} -gt 0 ]]; then
     gnuplot "$W/loss_faults.gp"
 fi
 
-# ---- loss parity (claim 1) ----
-mapfile -t QR < <(runs 'keys[] | select(startswith("quality-") and test("@s1/"))')
-if [[ ${#QR[@]} -gt 0 ]]; then
+# One curve per run of a group, on one plot: overlay FILE TAG TITLE XCOL XLABEL RUN...
+overlay() {
+    local name=$1 tag=$2 title=$3 xcol=$4 xlabel=$5
+    shift 5
+    [[ $# -gt 0 ]] || return 0
+    local runs=("$@")
     {
         term
-        echo "set output '$P/loss_parity.svg'"
-        echo "set title 'Quality parity at equal tokens: held-out bits/byte against merged tokens (seed 11)'"
-        echo "set xlabel 'tokens merged into the global model'; set ylabel 'held-out bits/byte'; set grid; set key top right"
+        echo "set output '$P/$name.svg'"
+        echo "set title '$title'"
+        echo "set xlabel '$xlabel'; set ylabel 'held-out bits/byte'; set grid; set key top right"
         printf 'plot '
-        for i in "${!QR[@]}"; do
-            curve "${QR[$i]}" "$W/curve-q$i.dat"
+        for i in "${!runs[@]}"; do
+            curve "${runs[$i]}" "$W/curve-$tag$i.dat"
             [[ $i == 0 ]] || printf ', '
-            printf "'%s' using 3:2 with lines lw 2 title '%s'" "$W/curve-q$i.dat" "${QR[$i]}"
+            printf "'%s' using %d:2 with lines lw 2 title '%s'" "$W/curve-$tag$i.dat" "$xcol" "${runs[$i]}"
         done
         echo
-    } >"$W/loss_parity.gp"
-    gnuplot "$W/loss_parity.gp"
-fi
+    } >"$W/$name.gp"
+    gnuplot "$W/$name.gp"
+}
+
+# ---- loss parity (claim 1) ----
+mapfile -t QR < <(runs 'keys[] | select(startswith("quality-") and test("@s1/"))')
+overlay loss_parity q 'Quality parity at equal tokens: held-out bits/byte against merged tokens (seed 11)' \
+    3 'tokens merged into the global model' "${QR[@]}"
 
 # ---- slow links (claim 3) ----
 mapfile -t SR < <(runs 'keys[] | select(startswith("slow-") and test("@s1(/|$)"))')
-if [[ ${#SR[@]} -gt 0 ]]; then
-    {
-        term
-        echo "set output '$P/loss_slowlinks.svg'"
-        echo "set title 'Every learner link capped (bandwidth toxic): held-out bits/byte against time (seed 11)'"
-        echo "set xlabel 's since the syncer started'; set ylabel 'held-out bits/byte'; set grid; set key top right"
-        printf 'plot '
-        for i in "${!SR[@]}"; do
-            curve "${SR[$i]}" "$W/curve-s$i.dat"
-            [[ $i == 0 ]] || printf ', '
-            printf "'%s' using 1:2 with lines lw 2 title '%s'" "$W/curve-s$i.dat" "${SR[$i]}"
-        done
-        echo
-    } >"$W/loss_slowlinks.gp"
-    gnuplot "$W/loss_slowlinks.gp"
-fi
+overlay loss_slowlinks s 'Every learner link capped (bandwidth toxic): held-out bits/byte against time (seed 11)' \
+    1 's since the syncer started' "${SR[@]}"
 
 # ---- goodput vs failure rate (claim 4) ----
 # simulate: failures per hour of the whole cluster = chips / (MTBF 1 year = 8766 h)

@@ -21,53 +21,12 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 
+import { e2eSetup, sleep } from './e2e.mjs';
+
 const TOKEN = 'e2e-token-123';
-const BIN = process.env.CHAOSLOCO_BIN;
-const OUT = process.env.E2E_OUT_DIR || process.cwd();
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const DEADLINE_MS = 120000;
-
-if (!BIN || !fs.existsSync(BIN)) {
-  console.error(`FAIL: CHAOSLOCO_BIN=${BIN} does not exist`);
-  process.exit(1);
-}
-if (!fs.existsSync(CHROMIUM)) {
-  console.error(`SKIP: ${CHROMIUM} is not installed (apt-get install -y chromium)`);
-  process.exit(77);
-}
-let chromium;
-try {
-  ({ chromium } = await import('playwright-core'));
-} catch (e) {
-  console.error(`SKIP: playwright-core is not installed next to this script (npm ci --ignore-scripts): ${e.message}`);
-  process.exit(77);
-}
-
 const monoMs = () => Number(process.hrtime.bigint() / 1000000n); // CLOCK_MONOTONIC, as the dashboard's
-const sleep = ms => new Promise(r => setTimeout(r, ms));
-const cleanups = [];
-const watchdog = setTimeout(() => { console.error('FAIL: test deadline passed'); finish(1); }, DEADLINE_MS);
-
-async function finish(code) {
-  clearTimeout(watchdog);
-  for (const c of cleanups.reverse()) { try { await c(); } catch (e) { /* best effort */ } }
-  process.exit(code);
-}
-
-function check(cond, msg) {
-  if (!cond) throw new Error(msg);
-  console.log(`ok - ${msg}`);
-}
-
-async function until(what, fn, timeoutMs = 15000) {
-  const end = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < end) {
-    try { last = await fn(); if (last) return last; } catch (e) { last = e; }
-    await sleep(100);
-  }
-  throw new Error(`timed out waiting for ${what} (last: ${last})`);
-}
+const { BIN, OUT, CHROMIUM, chromium, cleanups, finish, check, until } = await e2eSetup(DEADLINE_MS);
 
 function serve(handler) {
   return new Promise(resolve => {

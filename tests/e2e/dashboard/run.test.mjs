@@ -30,58 +30,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const BIN = process.env.CHAOSLOCO_BIN;
-const OUT = process.env.E2E_OUT_DIR || process.cwd();
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+import { e2eSetup, sleep } from './e2e.mjs';
+
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const EXPERIMENT = path.join(HERE, 'kill-restart.json');
 const DEADLINE_MS = 175000;
-
-if (!BIN || !fs.existsSync(BIN)) {
-  console.error(`FAIL: CHAOSLOCO_BIN=${BIN} does not exist`);
-  process.exit(1);
-}
-if (!fs.existsSync(CHROMIUM)) {
-  console.error(`SKIP: ${CHROMIUM} is not installed (apt-get install -y chromium)`);
-  process.exit(77);
-}
-let chromium;
-try {
-  ({ chromium } = await import('playwright-core'));
-} catch (e) {
-  console.error(`SKIP: playwright-core is not installed next to this script (npm ci --ignore-scripts): ${e.message}`);
-  process.exit(77);
-}
-
-const sleep = ms => new Promise(r => setTimeout(r, ms));
-const cleanups = [];
-const t0 = Date.now();
-const watchdog = setTimeout(() => { console.error('FAIL: test deadline passed'); finish(1); }, DEADLINE_MS);
-let finishing = false;
-
-async function finish(code) {
-  if (finishing) return;
-  finishing = true;
-  clearTimeout(watchdog);
-  for (const c of cleanups.reverse()) { try { await c(); } catch (e) { /* best effort */ } }
-  console.log(`# ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-  process.exit(code);
-}
-
-function check(cond, msg) {
-  if (!cond) throw new Error(msg);
-  console.log(`ok - ${msg}  [${((Date.now() - t0) / 1000).toFixed(1)} s]`);
-}
-
-async function until(what, fn, timeoutMs = 15000, everyMs = 100) {
-  const end = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < end) {
-    try { last = await fn(); if (last) return last; } catch (e) { last = e; }
-    await sleep(everyMs);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`);
-}
+const { BIN, OUT, CHROMIUM, chromium, cleanups, finish, check, until } = await e2eSetup(DEADLINE_MS);
 
 async function getJson(url) {
   const r = await fetch(url, { signal: AbortSignal.timeout(5000) });
