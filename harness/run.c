@@ -161,38 +161,41 @@ int run_interrupted(void)
 
 void run_progress_end(runner *r); /* clear the TTY progress line before a log line */
 
-/* r->why from fmt; the TTY progress line ends before the log line. */
-static void set_why(runner *r, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
-static void set_why(runner *r, const char *fmt, va_list ap)
+/* The run stops: r->why from fmt (the TTY progress line ends before the log
+ * line). An error (the harness's own failure) overrides an abort (the
+ * experiment's); the first of each kind is kept. */
+static void stop_run(runner *r, int error, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
+static void stop_run(runner *r, int error, const char *fmt, va_list ap)
 {
+    if (r->error || (r->abort && !error))
+        return;
     vsnprintf(r->why, sizeof r->why, fmt, ap);
     run_progress_end(r);
+    if (error) {
+        r->error = 1;
+        cx_error("harness error: %s", r->why);
+    } else {
+        r->abort = 1;
+        cx_warn("aborting: %s", r->why);
+    }
 }
 
 void run_set_abort(runner *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void run_set_abort(runner *r, const char *fmt, ...)
 {
-    if (r->abort || r->error)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    set_why(r, fmt, ap);
+    stop_run(r, 0, fmt, ap);
     va_end(ap);
-    r->abort = 1;
-    cx_warn("aborting: %s", r->why);
 }
 
 void run_set_error(runner *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void run_set_error(runner *r, const char *fmt, ...)
 {
-    if (r->error)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    set_why(r, fmt, ap);
+    stop_run(r, 1, fmt, ap);
     va_end(ap);
-    r->error = 1;
-    cx_error("harness error: %s", r->why);
 }
 
 /* A harness event into events.jsonl (steals obj). */

@@ -124,16 +124,6 @@ static void merge_mean_unchecked(float *out, const float *const *vs, const doubl
     merge_combine(out, vs, c, k, n, NULL);
 }
 
-int merge_mean(float *out, const float *const *vs, const double *w, int k, size_t n, char *err, size_t errlen)
-{
-    double sum;
-    int rc = merge_check(vs, w, k, &sum, err, errlen);
-    if (rc != CX_OK)
-        return rc;
-    merge_mean_unchecked(out, vs, w, k, n, sum);
-    return CX_OK;
-}
-
 double merge_l2norm(const float *v, size_t n)
 {
     return sqrt(sum_squares(v, n));
@@ -160,14 +150,26 @@ static void merge_rda_unchecked(float *out, const float *const *vs, const double
         out[i] = (float)(s * out[i]);
 }
 
-int merge_rda(float *out, const float *const *vs, const double *w, int k, size_t n, char *err, size_t errlen)
+/* A rule's merge after merge_check: CX_OK, or its error with nothing written. */
+static int merge_checked(void (*rule)(float *, const float *const *, const double *, int, size_t, double),
+                         float *out, const float *const *vs, const double *w, int k, size_t n, char *err,
+                         size_t errlen)
 {
     double sum;
     int rc = merge_check(vs, w, k, &sum, err, errlen);
-    if (rc != CX_OK)
-        return rc;
-    merge_rda_unchecked(out, vs, w, k, n, sum);
-    return CX_OK;
+    if (rc == CX_OK)
+        rule(out, vs, w, k, n, sum);
+    return rc;
+}
+
+int merge_mean(float *out, const float *const *vs, const double *w, int k, size_t n, char *err, size_t errlen)
+{
+    return merge_checked(merge_mean_unchecked, out, vs, w, k, n, err, errlen);
+}
+
+int merge_rda(float *out, const float *const *vs, const double *w, int k, size_t n, char *err, size_t errlen)
+{
+    return merge_checked(merge_rda_unchecked, out, vs, w, k, n, err, errlen);
 }
 
 /* ---- fragment merge ---- */
