@@ -31,10 +31,12 @@ static void add(hdrs *h, const char *name, const char *fmt, long long v)
     h->p[h->n] = NULL;
 }
 
-/* POST a contribution of d[0..len) to fragment 0 with these claims; the
- * HTTP status, the answer's "reason" (or "") into reason. */
-static int contribute(tr_run *r, json_int_t inc, json_int_t base, long long tokens, long long steps,
-                      const float *d, size_t len, char *reason, size_t rlen)
+/* POST a contribution of d[0..len) to fragment 0 as learner 0 with these
+ * claims, and the round header when round (a raw header value) is not
+ * NULL; the HTTP status, the parsed answer into *ans (NULL when none; the
+ * caller frees it). */
+static int post_contribution(tr_run *r, json_int_t inc, json_int_t base, long long tokens, long long steps,
+                             const char *round, const float *d, size_t len, json_t **ans)
 {
     hdrs h = {.n = 0};
     add(&h, PROTO_H_LEARNER, "%lld", 0);
@@ -47,6 +49,11 @@ static int contribute(tr_run *r, json_int_t inc, json_int_t base, long long toke
     snprintf(h.lines[h.n], 96, "%s: f32", PROTO_H_ENCODING);
     h.p[h.n] = h.lines[h.n];
     h.p[++h.n] = NULL;
+    if (round) {
+        snprintf(h.lines[h.n], 96, "%s: %s", PROTO_H_ROUND, round);
+        h.p[h.n] = h.lines[h.n];
+        h.p[++h.n] = NULL;
+    }
     cx_http_opts o = {.bearer = tr_cred(r, "learner-0")};
     cx_http_client *c = cx_http_client_new(r->url, &o);
     cx_http_result res;
@@ -55,15 +62,25 @@ static int contribute(tr_run *r, json_int_t inc, json_int_t base, long long toke
     int rc = cx_http_do(c, "POST", "/v1/fragments/0/contributions", h.p, d, len * 4,
                         "application/octet-stream", 10000, &res, err, sizeof err);
     cr_assert_eq(rc, 0, "%s", err);
-    json_t *j = res.body.data ? json_loadb(res.body.data, res.body.len, 0, NULL) : NULL;
-    const char *why = json_string_value(json_object_get(j, "reason"));
-    snprintf(reason, rlen, "%s", why ? why : "");
+    *ans = res.body.data ? json_loadb(res.body.data, res.body.len, 0, NULL) : NULL;
     int st = res.status;
     if (st >= 400)
         cr_log_info("contribution: HTTP %d %s", st, res.body.data ? res.body.data : "");
-    json_decref(j);
     cx_http_result_cleanup(&res);
     cx_http_client_free(c);
+    return st;
+}
+
+/* post_contribution without a round header; the answer's "reason" (or "")
+ * into reason. */
+static int contribute(tr_run *r, json_int_t inc, json_int_t base, long long tokens, long long steps,
+                      const float *d, size_t len, char *reason, size_t rlen)
+{
+    json_t *ans;
+    int st = post_contribution(r, inc, base, tokens, steps, NULL, d, len, &ans);
+    const char *why = json_string_value(json_object_get(ans, "reason"));
+    snprintf(reason, rlen, "%s", why ? why : "");
+    json_decref(ans);
     return st;
 }
 
@@ -98,6 +115,32 @@ static json_int_t join0(tr_run *r, json_int_t inc, size_t *len)
         *len = (size_t)tr_int(json_array_get(json_object_get(ans, "fragments"), 0), "length");
     json_decref(ans);
     return got;
+}
+
+/* Learner 0's seat in a run: what start_joined made. */
+typedef struct seat {
+    json_int_t inc; /* its incarnation */
+    size_t len;     /* fragment 0's length in floats */
+    float *d;       /* a contribution of len floats for fragment 0 (free it) */
+} seat;
+
+/* Start a syncer in `mode` with one learner and 4 fragments (and --steps
+ * steps unless steps is NULL) and join as learner 0 with incarnation 0.
+ * Its contribution is a small honest update when honest, else zeros. */
+static seat start_joined(tr_run *r, const char *tag, const char *mode, const char *steps, int honest)
+{
+    /* without steps the list ends before "--steps" */
+    const char *args[] = {"--mode",      mode, "--learners", "1",
+                          "--fragments", "4",  TR_MODEL,     steps ? "--steps" : NULL,
+                          steps,         NULL};
+    tr_syncer_start(r, tag, args);
+    seat s = {.inc = 0, .len = 0, .d = NULL};
+    s.inc = join0(r, 0, &s.len);
+    s.d = calloc(s.len, sizeof(float));
+    cr_assert_not_null(s.d);
+    for (size_t i = 0; honest && i < s.len; i++)
+        s.d[i] = 1e-3f * (float)((int)(i % 7) - 3);
+    return s;
 }
 
 static json_int_t rejected(tr_run *r, const char *reason)
@@ -217,59 +260,52 @@ Test(syncer_bounds, token_claims_and_huge_updates_are_refused, .timeout = 90)
 {
     tr_run r = {0};
     /* one learner in diloco: every accepted contribution merges at once */
-    const char *args[] = {"--mode", "diloco",  "--learners", "1",      "--fragments",
-                          "4",      "--steps", "600",        TR_MODEL, NULL};
-    tr_syncer_start(&r, "bounds-claims", args);
-    size_t len;
-    json_int_t inc = join0(&r, 0, &len);
-    float *d = calloc(len, sizeof(float));
-    cr_assert_not_null(d);
-    for (size_t i = 0; i < len; i++)
-        d[i] = 1e-3f * (float)((int)(i % 7) - 3);
+    seat s = start_joined(&r, "bounds-claims", "diloco", "600", 1);
     char why[64];
     json_int_t v = version0(&r);
     /* the finding: weight 8.9e35 from one header; and sums that wrapped */
-    cr_assert_eq(contribute(&r, inc, v, 4611686018427387903LL, 24, d, len, why, sizeof why), 400);
+    cr_assert_eq(contribute(&r, s.inc, v, 4611686018427387903LL, 24, s.d, s.len, why, sizeof why), 400);
     cr_assert_str_eq(why, "claim");
-    cr_assert_eq(contribute(&r, inc, v, 384, 4611686018427387903LL, d, len, why, sizeof why), 400);
+    cr_assert_eq(contribute(&r, s.inc, v, 384, 4611686018427387903LL, s.d, s.len, why, sizeof why), 400);
     cr_assert_str_eq(why, "claim");
     /* steps beyond the run's 600 (+H) since the pull */
-    cr_assert_eq(contribute(&r, inc, v, 16 * 700, 700, d, len, why, sizeof why), 400);
+    cr_assert_eq(contribute(&r, s.inc, v, 16 * 700, 700, s.d, s.len, why, sizeof why), 400);
     cr_assert_str_eq(why, "claim");
     /* more tokens than batch (16) x steps */
-    cr_assert_eq(contribute(&r, inc, v, 24 * 16 + 1, 24, d, len, why, sizeof why), 400);
+    cr_assert_eq(contribute(&r, s.inc, v, 24 * 16 + 1, 24, s.d, s.len, why, sizeof why), 400);
     cr_assert_str_eq(why, "claim");
     cr_assert_eq(rejected(&r, "claim"), 4);
-    cr_assert_eq(learner0_incarnation(&r), inc, "the learner keeps its seat and incarnation");
+    cr_assert_eq(learner0_incarnation(&r), s.inc, "the learner keeps its seat and incarnation");
     cr_assert_eq(version0(&r), v, "no merge from a refused claim");
 
     /* warm-up: NORM_WARMUP honest contributions, each merged */
     for (int k = 0; k < 4; k++) {
-        cr_assert_eq(contribute(&r, inc, version0(&r), 384, 24, d, len, why, sizeof why), 202, "%s", why);
+        cr_assert_eq(contribute(&r, s.inc, version0(&r), 384, 24, s.d, s.len, why, sizeof why), 202, "%s",
+                     why);
         cr_assert_eq(version0(&r), v + k + 1, "merged");
     }
     v = version0(&r);
     double loss = tr_final_eval(&r); /* the eval covers every warm-up merge */
     /* one finite 3e38 per element once made the fragment non-finite for good */
-    float *big = malloc(len * sizeof(float));
+    float *big = malloc(s.len * sizeof(float));
     cr_assert_not_null(big);
-    for (size_t i = 0; i < len; i++)
+    for (size_t i = 0; i < s.len; i++)
         big[i] = 3e38f;
-    cr_assert_eq(contribute(&r, inc, v, 384, 24, big, len, why, sizeof why), 400);
+    cr_assert_eq(contribute(&r, s.inc, v, 384, 24, big, s.len, why, sizeof why), 400);
     cr_assert_str_eq(why, "norm");
     /* 20x the honest update in one element: max-abs bound */
-    for (size_t i = 0; i < len; i++)
-        big[i] = d[i];
-    big[len / 2] = 0.6f; /* 200x the honest max-abs */
-    cr_assert_eq(contribute(&r, inc, v, 384, 24, big, len, why, sizeof why), 400);
+    for (size_t i = 0; i < s.len; i++)
+        big[i] = s.d[i];
+    big[s.len / 2] = 0.6f; /* 200x the honest max-abs */
+    cr_assert_eq(contribute(&r, s.inc, v, 384, 24, big, s.len, why, sizeof why), 400);
     cr_assert_str_eq(why, "norm");
     cr_assert_eq(rejected(&r, "norm"), 2);
     cr_assert_eq(version0(&r), v, "nothing merged");
     cr_assert_float_eq(tr_final_eval(&r), loss, 1e-9, "the model is unchanged");
     /* an honest one (a bit larger, well within 10x) still goes through */
-    for (size_t i = 0; i < len; i++)
-        big[i] = 3 * d[i];
-    cr_assert_eq(contribute(&r, inc, v, 384, 24, big, len, why, sizeof why), 202, "%s", why);
+    for (size_t i = 0; i < s.len; i++)
+        big[i] = 3 * s.d[i];
+    cr_assert_eq(contribute(&r, s.inc, v, 384, 24, big, s.len, why, sizeof why), 202, "%s", why);
     cr_assert_eq(version0(&r), v + 1);
     double l2 = tr_final_eval(&r);
     cr_assert(isfinite(l2), "the model stayed finite: %f", l2);
@@ -287,42 +323,8 @@ Test(syncer_bounds, token_claims_and_huge_updates_are_refused, .timeout = 90)
     cx_http_result_cleanup(&res);
     cx_http_client_free(c);
     free(big);
-    free(d);
+    free(s.d);
     tr_done(&r);
-}
-
-/* POST a 24-step contribution of d to fragment 0 naming round `round` (a
- * raw header value); the HTTP status, the answer (the caller frees it). */
-static int contribute_round(tr_run *r, json_int_t inc, json_int_t base, const char *round, const float *d,
-                            size_t len, json_t **ans)
-{
-    hdrs h = {.n = 0};
-    add(&h, PROTO_H_LEARNER, "%lld", 0);
-    add(&h, PROTO_H_INCARNATION, "%lld", (long long)inc);
-    add(&h, PROTO_H_FRAGMENT, "%lld", 0);
-    add(&h, PROTO_H_BASE_VERSION, "%lld", (long long)base);
-    add(&h, PROTO_H_TOKENS, "%lld", 384);
-    add(&h, PROTO_H_STEPS, "%lld", 24);
-    add(&h, PROTO_H_CRC32C, "%08llx", (long long)cx_crc32c(0, d, len * 4));
-    snprintf(h.lines[h.n], 96, "%s: f32", PROTO_H_ENCODING);
-    h.p[h.n] = h.lines[h.n];
-    h.p[++h.n] = NULL;
-    snprintf(h.lines[h.n], 96, "%s: %s", PROTO_H_ROUND, round);
-    h.p[h.n] = h.lines[h.n];
-    h.p[++h.n] = NULL;
-    cx_http_opts o = {.bearer = tr_cred(r, "learner-0")};
-    cx_http_client *c = cx_http_client_new(r->url, &o);
-    cx_http_result res;
-    char err[256];
-    cx_http_result_init(&res);
-    int rc = cx_http_do(c, "POST", "/v1/fragments/0/contributions", h.p, d, len * 4,
-                        "application/octet-stream", 10000, &res, err, sizeof err);
-    cr_assert_eq(rc, 0, "%s", err);
-    *ans = res.body.data ? json_loadb(res.body.data, res.body.len, 0, NULL) : NULL;
-    int st = res.status;
-    cx_http_result_cleanup(&res);
-    cx_http_client_free(c);
-    return st;
 }
 
 /* X-Chaosloco-Round: a malformed one or one beyond the run's schedule is a
@@ -333,33 +335,26 @@ Test(syncer_bounds, contribution_rounds_are_checked_and_late_ones_folded, .timeo
 {
     tr_run r = {0};
     /* one learner, K=1: every round is complete ("all") at its first contribution */
-    const char *args[] = {"--mode", "decoupled", "--learners", "1",      "--fragments",
-                          "4",      "--steps",   "600",        TR_MODEL, NULL};
-    tr_syncer_start(&r, "bounds-rounds", args);
-    size_t len;
-    json_int_t inc = join0(&r, 0, &len);
-    float *d = calloc(len, sizeof(float));
-    cr_assert_not_null(d);
-    for (size_t i = 0; i < len; i++)
-        d[i] = 1e-3f * (float)((int)(i % 7) - 3);
+    seat s = start_joined(&r, "bounds-rounds", "decoupled", "600", 1);
     json_int_t v = version0(&r);
     json_t *ans = NULL;
     const char *bad[] = {"abc", "-1", "9999"}; /* 600 steps / H 24: fragment 0 has 26 rounds */
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        cr_assert_eq(contribute_round(&r, inc, v, bad[i], d, len, &ans), 400, "round '%s'", bad[i]);
+        cr_assert_eq(post_contribution(&r, s.inc, v, 384, 24, bad[i], s.d, s.len, &ans), 400, "round '%s'",
+                     bad[i]);
         const char *e = json_string_value(json_object_get(ans, "error"));
         cr_assert(e && strstr(e, PROTO_H_ROUND), "round '%s': the error names the header: %s", bad[i],
                   e ? e : "(none)");
         json_decref(ans);
     }
     cr_assert_eq(version0(&r), v, "nothing merged");
-    cr_assert_eq(contribute_round(&r, inc, v, "3", d, len, &ans), 202);
+    cr_assert_eq(post_contribution(&r, s.inc, v, 384, 24, "3", s.d, s.len, &ans), 202);
     cr_assert_eq(tr_int(ans, "round"), 3);
     cr_assert_eq(tr_int(ans, "merges_into"), v + 1);
     json_decref(ans);
     cr_assert_eq(version0(&r), v + 1, "round 3 merged into the version the 202 named");
     /* round 2 closed with round 3 before it: late, folded into round 4 */
-    cr_assert_eq(contribute_round(&r, inc, v + 1, "2", d, len, &ans), 202);
+    cr_assert_eq(post_contribution(&r, s.inc, v + 1, 384, 24, "2", s.d, s.len, &ans), 202);
     cr_assert_eq(tr_int(ans, "round"), 4);
     cr_assert_eq(tr_int(ans, "merges_into"), v + 2);
     json_decref(ans);
@@ -371,7 +366,7 @@ Test(syncer_bounds, contribution_rounds_are_checked_and_late_ones_folded, .timeo
     json_t *f0 = json_array_get(json_object_get(st, "fragments"), 0);
     cr_assert_eq(tr_int(json_object_get(f0, "round"), "closed"), 4, "round 4 is the last merged");
     json_decref(st);
-    free(d);
+    free(s.d);
     tr_done(&r);
 }
 
@@ -380,20 +375,15 @@ Test(syncer_bounds, contribution_rounds_are_checked_and_late_ones_folded, .timeo
 Test(syncer_bounds, a_flood_of_bad_requests_adds_o1_event_lines, .timeout = 90)
 {
     tr_run r = {0};
-    const char *args[] = {"--mode", "diloco", "--learners", "1", "--fragments", "4", TR_MODEL, NULL};
-    tr_syncer_start(&r, "bounds-flood", args);
-    size_t len;
-    json_int_t inc = join0(&r, 0, &len);
-    float *d = calloc(len, sizeof(float));
-    cr_assert_not_null(d);
     char path[700], why[64];
+    seat s = start_joined(&r, "bounds-flood", "diloco", NULL, 0);
     snprintf(path, sizeof path, "%s/events.jsonl", r.state);
     cx_sleep_ms(200);
     long before = file_lines(path, NULL);
     int64_t t0 = cx_mono_ms();
     int n = 600;
     for (int k = 0; k < n; k++) /* a stale incarnation: rejected after the body is checked */
-        cr_assert_eq(contribute(&r, inc + 1, 0, 384, 24, d, len, why, sizeof why), 409);
+        cr_assert_eq(contribute(&r, s.inc + 1, 0, 384, 24, s.d, s.len, why, sizeof why), 409);
     int64_t secs = (cx_mono_ms() - t0) / 1000 + 1;
     cx_sleep_ms(1500); /* the last interval's aggregate is written */
     long after = file_lines(path, NULL);
@@ -410,7 +400,7 @@ Test(syncer_bounds, a_flood_of_bad_requests_adds_o1_event_lines, .timeout = 90)
     json_array_foreach(evs, i, e) if (strcmp(tr_type(e), "reject") == 0) counted += tr_int(e, "count");
     json_decref(evs);
     cr_assert_eq(counted, n, "the aggregated events' counts add up");
-    free(d);
+    free(s.d);
     tr_done(&r);
 }
 
@@ -429,14 +419,13 @@ static json_int_t last_start_read(tr_run *r, long long since)
 Test(syncer_bounds, a_restart_does_not_reread_the_history, .timeout = 120)
 {
     tr_run r = {0};
+    char path[760];
     const char *args[] = {"--mode", "diloco", "--learners", "1", "--fragments", "4", TR_MODEL, NULL};
-    /* 200k lines (~30 MB) of history, as a long flood once left */
-    char *dir = it_mkdtemp("bounds-restart");
-    r.dir = NULL;
-    char state[700], path[760];
-    snprintf(state, sizeof state, "%s/syncer", dir);
-    mkdir(state, 0755);
-    snprintf(path, sizeof path, "%s/events.jsonl", state);
+    /* the run's state dir, before its first start: 200k lines (~30 MB) of
+     * history, as a long flood once left */
+    tr_run_init(&r, "bounds-restart", args);
+    mkdir(r.state, 0755);
+    snprintf(path, sizeof path, "%s/events.jsonl", r.state);
     FILE *f = fopen(path, "w");
     cr_assert(f);
     int lines = 200000;
@@ -449,22 +438,7 @@ Test(syncer_bounds, a_restart_does_not_reread_the_history, .timeout = 120)
     fclose(f);
     long size = 0;
     file_lines(path, &size);
-    /* the run uses that state dir */
-    r.dir = dir;
-    snprintf(r.state, sizeof r.state, "%s", state);
-    r.nargs = 0;
-    r.args[r.nargs++] = "syncer";
-    r.args[r.nargs++] = "--listen";
-    r.args[r.nargs++] = "127.0.0.1:0";
-    r.args[r.nargs++] = "--state-dir";
-    r.args[r.nargs++] = r.state;
-    static const char *const mlp[] = {IT_MLP};
-    for (size_t i = 0; i < sizeof mlp / sizeof mlp[0]; i++)
-        r.args[r.nargs++] = mlp[i];
-    for (int i = 0; args[i]; i++)
-        r.args[r.nargs++] = args[i];
-    r.args[r.nargs] = NULL;
-    tr_syncer_start(&r, "unused", NULL);
+    tr_syncer_start(&r, NULL, NULL);
     /* first start, no checkpoint: recovery reads only the tail (the version
      * scan, with no checkpoint to start from, reads all of it) */
     json_t *evs = tr_events(&r, (long long)lines);
@@ -477,7 +451,7 @@ Test(syncer_bounds, a_restart_does_not_reread_the_history, .timeout = 120)
     it_signal(r.syncer, SIGTERM, 0);
     int st = it_wait_exit(r.syncer, 30000);
     cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "clean stop (status %d)", st);
-    tr_syncer_start(&r, "unused", NULL);
+    tr_syncer_start(&r, NULL, NULL);
     json_int_t second = last_start_read(&r, lines);
     cr_log_info("restart read %lld bytes of %ld", (long long)second, size);
     cr_assert_geq(second, 1, "the restart read its tail");

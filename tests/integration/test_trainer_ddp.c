@@ -4,8 +4,6 @@
  * checkpoint with versions that never go backwards. */
 #include "trainer_it.h"
 
-#define STEPS_LONG "100000"
-
 Test(trainer_ddp, trains_below_uniform_loss, .timeout = 120)
 {
     tr_run r = {0};
@@ -14,9 +12,10 @@ Test(trainer_ddp, trains_below_uniform_loss, .timeout = 120)
     tr_syncer_start(&r, "ddp", args);
     double l0 = tr_eval_loss(&r, NULL);
     cr_assert(fabs(l0 - log(256.0)) < 0.2, "an untrained model is near ln 256, got %f", l0);
-    pid_t a = tr_learner_start(&r, 0, NULL, NULL), b = tr_learner_start(&r, 1, NULL, NULL);
-    tr_expect_exit0(&r, a, 0, 90000);
-    tr_expect_exit0(&r, b, 1, 30000);
+    pid_t p[2];
+    tr_learners_start(&r, 2, p);
+    tr_expect_exit0(&r, p[0], 0, 90000);
+    tr_expect_exit0(&r, p[1], 1, 30000);
     double l = tr_final_eval(&r);
     cr_assert(l < log(256.0) - 1.0, "eval loss %f did not fall clearly below ln 256", l);
     json_t *st = tr_get(&r, "/v1/status");
@@ -44,24 +43,12 @@ Test(trainer_ddp, trains_below_uniform_loss, .timeout = 120)
 Test(trainer_ddp, dead_learner_stalls_then_rejoins, .timeout = 120)
 {
     tr_run r = {0};
-    const char *args[] = {"--mode",
-                          "ddp",
-                          "--learners",
-                          "2",
-                          "--steps",
-                          STEPS_LONG,
-                          "--eval-every-ms",
-                          "1000",
-                          "--heartbeat-timeout-ms",
-                          "1500",
-                          TR_MODEL,
-                          NULL};
+    const char *args[] = {"--mode", "ddp", "--learners", "2", TR_FAULT_RUN, TR_MODEL, NULL};
     tr_syncer_start(&r, "ddpkill", args);
-    tr_learner_start(&r, 0, NULL, NULL);
-    pid_t b = tr_learner_start(&r, 1, NULL, NULL);
+    pid_t p[2];
+    tr_learners_start(&r, 2, p);
     cr_assert_geq(tr_wait_merges(&r, 30, 60000), 30, "training started");
-    it_signal(b, SIGKILL, 1);
-    it_wait_exit(b, 5000);
+    tr_kill(p[1]);
     cx_sleep_ms(1000);
     json_int_t m1 = tr_merges(&r);
     cx_sleep_ms(2500);
@@ -84,15 +71,14 @@ Test(trainer_ddp, dead_learner_stalls_then_rejoins, .timeout = 120)
 Test(trainer_ddp, syncer_restart_resumes_with_monotonic_versions, .timeout = 120)
 {
     tr_run r = {0};
-    const char *args[] = {"--mode",          "ddp",  "--learners",         "2",  "--steps", STEPS_LONG,
-                          "--eval-every-ms", "1000", "--checkpoint-every", "25", TR_MODEL,  NULL};
+    const char *args[] = {
+        "--mode", "ddp",    "--learners", "2", TR_STEPS_LONG, "--eval-every-ms", "1000", "--checkpoint-every",
+        "25",     TR_MODEL, NULL};
     tr_syncer_start(&r, "ddpsyncer", args);
-    tr_learner_start(&r, 0, NULL, NULL);
-    tr_learner_start(&r, 1, NULL, NULL);
+    tr_learners_start(&r, 2, NULL);
     cr_assert_geq(tr_wait_merges(&r, 60, 60000), 60);
     json_t *before = tr_events(&r, 0);
-    it_signal(r.syncer, SIGKILL, 1);
-    it_wait_exit(r.syncer, 5000);
+    tr_kill(r.syncer);
     /* the last version published before the crash */
     json_int_t last_v = -1, last_seq = 0;
     size_t i;

@@ -46,34 +46,37 @@ static void assert_bit_identical(tr_run *r, json_int_t steps)
     json_decref(st);
 }
 
+/* Start a syncer for a run of 2 learners in `mode` that ends after `steps`
+ * steps, with the extra flags (NULL-terminated), then both learners; their
+ * pids into p. */
+static void start_pair(tr_run *r, const char *tag, const char *mode, const char *steps,
+                       const char *const *extra, pid_t p[2])
+{
+    const char *args[32] = {"--mode", mode, "--learners", "2", "--steps", steps, TR_MODEL};
+    size_t n = 0;
+    while (args[n])
+        n++;
+    for (size_t i = 0; extra[i] && n < 31; i++)
+        args[n++] = extra[i];
+    args[n] = NULL;
+    tr_syncer_start(r, tag, args);
+    tr_learners_start(r, 2, p);
+}
+
 Test(trainer_ddp_sync, killed_learner_restarts_from_a_stale_checkpoint_and_ends_identical, .timeout = 240)
 {
     tr_run r = {0};
     /* a local checkpoint every 25 steps: the restart resumes AdamW moments
      * up to 25 steps old */
-    const char *args[] = {"--mode",
-                          "ddp",
-                          "--learners",
-                          "2",
-                          "--steps",
-                          "500",
-                          "--eval-every-ms",
-                          "1000",
-                          "--heartbeat-timeout-ms",
-                          "1500",
-                          "--learner-checkpoint-every",
-                          "25",
-                          TR_MODEL,
-                          NULL};
-    tr_syncer_start(&r, "ddpsync", args);
-    pid_t a = tr_learner_start(&r, 0, NULL, NULL);
-    pid_t b = tr_learner_start(&r, 1, NULL, NULL);
+    const char *extra[] = {
+        "--learner-checkpoint-every", "25", TR_HEARTBEAT_FAST, "--eval-every-ms", "1000", NULL};
+    pid_t p[2];
+    start_pair(&r, "ddpsync", "ddp", "500", extra, p);
     cr_assert_geq(tr_wait_merges(&r, 110, 90000), 110, "training started");
-    it_signal(b, SIGKILL, 1);
-    it_wait_exit(b, 5000);
-    b = tr_learner_start(&r, 1, NULL, NULL);
-    tr_expect_exit0(&r, a, 0, 180000);
-    tr_expect_exit0(&r, b, 1, 30000);
+    tr_kill(p[1]);
+    p[1] = tr_learner_start(&r, 1, NULL, NULL);
+    tr_expect_exit0(&r, p[0], 0, 180000);
+    tr_expect_exit0(&r, p[1], 1, 30000);
     cr_assert(log_has(&r, "learner1", "resumed from local checkpoint"),
               "the restart used its local checkpoint");
     assert_bit_identical(&r, 500);
@@ -83,44 +86,21 @@ Test(trainer_ddp_sync, killed_learner_restarts_from_a_stale_checkpoint_and_ends_
 Test(trainer_ddp_sync, stopped_elastic_learner_misses_steps_and_ends_identical, .timeout = 240)
 {
     tr_run r = {0};
-    const char *args[] = {"--mode",
-                          "ddp-elastic",
-                          "--learners",
-                          "2",
-                          "--steps",
-                          "1000",
-                          "--eval-every-ms",
-                          "1000",
-                          "--heartbeat-timeout-ms",
-                          "1000",
-                          TR_MODEL,
-                          NULL};
-    tr_syncer_start(&r, "ddpesync", args);
-    pid_t a = tr_learner_start(&r, 0, NULL, NULL);
-    pid_t b = tr_learner_start(&r, 1, NULL, NULL);
+    const char *extra[] = {"--heartbeat-timeout-ms", "1000", "--eval-every-ms", "1000", NULL};
+    pid_t p[2];
+    start_pair(&r, "ddpesync", "ddp-elastic", "1000", extra, p);
     cr_assert_geq(tr_wait_merges(&r, 100, 90000), 100, "training started");
-    it_signal(b, SIGSTOP, 1);
+    it_signal(p[1], SIGSTOP, 1);
     /* by progress: the other learner takes 30 steps alone, past the deadline */
     json_int_t m0 = tr_merges(&r);
     cr_assert_geq(tr_wait_merges(&r, m0 + 30, 60000), m0 + 30, "the run goes on without the stopped learner");
-    json_t *evs = tr_events(&r, 0);
-    json_int_t since =
-        json_array_size(evs) ? tr_int(json_array_get(evs, json_array_size(evs) - 1), "seq") : 0;
-    json_decref(evs);
-    it_signal(b, SIGCONT, 1);
-    tr_expect_exit0(&r, a, 0, 180000);
-    tr_expect_exit0(&r, b, 1, 60000);
+    json_int_t since = tr_last_seq(&r);
+    it_signal(p[1], SIGCONT, 1);
+    tr_expect_exit0(&r, p[0], 0, 180000);
+    tr_expect_exit0(&r, p[1], 1, 60000);
     /* it took part again after the resume: a merge after SIGCONT lists it */
-    evs = tr_events(&r, since);
-    int back = 0;
-    size_t i, j;
-    json_t *e, *p;
-    json_array_foreach(evs, i, e)
-    {
-        if (strcmp(tr_type(e), "merge") != 0)
-            continue;
-        json_array_foreach(json_object_get(e, "participants"), j, p) if (tr_int(p, "learner") == 1) back = 1;
-    }
+    json_t *evs = tr_events(&r, since);
+    int back = tr_merges_with(evs, 1, -1) > 0;
     json_decref(evs);
     cr_assert(back, "the stopped learner took part in a merge after SIGCONT");
     assert_bit_identical(&r, 1000);
@@ -145,22 +125,11 @@ Test(trainer_ddp_sync, optimizer_route_and_checkpoint_min_ms, .timeout = 180)
 {
     tr_run r = {0};
     /* a checkpoint after every merge, but at most one per 10 minutes */
-    const char *args[] = {"--mode",
-                          "ddp",
-                          "--learners",
-                          "2",
-                          "--steps",
-                          "150",
-                          "--checkpoint-every",
-                          "1",
-                          "--checkpoint-min-ms",
-                          "600000",
-                          TR_MODEL,
-                          NULL};
-    tr_syncer_start(&r, "ddpopt", args);
-    pid_t a = tr_learner_start(&r, 0, NULL, NULL), b = tr_learner_start(&r, 1, NULL, NULL);
-    tr_expect_exit0(&r, a, 0, 120000);
-    tr_expect_exit0(&r, b, 1, 30000);
+    const char *extra[] = {"--checkpoint-every", "1", "--checkpoint-min-ms", "600000", NULL};
+    pid_t p[2];
+    start_pair(&r, "ddpopt", "ddp", "150", extra, p);
+    tr_expect_exit0(&r, p[0], 0, 120000);
+    tr_expect_exit0(&r, p[1], 1, 30000);
     json_t *evs = tr_events(&r, 0);
     size_t i;
     json_t *e;

@@ -65,40 +65,14 @@ static double weight_of(json_t *evs, int id, int *count, json_int_t after_seq)
     return w;
 }
 
-static json_int_t last_seq(tr_run *r)
-{
-    json_t *evs = tr_events(r, 0);
-    json_int_t s = tr_int(json_array_get(evs, json_array_size(evs) - 1), "seq");
-    json_decref(evs);
-    return s;
-}
-
 Test(trainer_decoupled, stop_kill_and_slow_learners, .timeout = 200)
 {
     tr_run r = {0};
-    const char *args[] = {"--mode",
-                          "decoupled",
-                          "--learners",
-                          "4",
-                          "--quorum",
-                          "1",
-                          "--steps",
-                          "100000",
-                          "--H",
-                          "24",
-                          "--fragments",
-                          "4",
-                          "--heartbeat-timeout-ms",
-                          "1500",
-                          "--eval-every-ms",
-                          "1000",
-                          TR_MODEL,
-                          NULL};
+    const char *args[] = {"--mode", "decoupled", "--learners", "4", TR_K1_H24, TR_FAULT_RUN, TR_MODEL, NULL};
     const char *slow[] = {"--slowdown", "2", NULL};
     tr_syncer_start(&r, "decchaos", args);
     pid_t p[4];
-    for (int i = 0; i < 3; i++)
-        p[i] = tr_learner_start(&r, i, NULL, NULL);
+    tr_learners_start(&r, 3, p);
     p[3] = tr_learner_start(&r, 3, slow, NULL);
     cr_assert_geq(tr_wait_merges(&r, 30, 60000), 30, "training started");
 
@@ -109,7 +83,7 @@ Test(trainer_decoupled, stop_kill_and_slow_learners, .timeout = 200)
     json_int_t m2 = tr_merges(&r);
     cr_assert_geq(m2, m1 + 12, "merges continue while a learner is stopped (%lld -> %lld)", (long long)m1,
                   (long long)m2);
-    json_int_t cont_seq = last_seq(&r);
+    json_int_t cont_seq = tr_last_seq(&r);
     it_signal(p[1], SIGCONT, 1);
     /* it catches up: contributions of incarnation 1 merged again */
     int n1 = 0;
@@ -131,32 +105,22 @@ Test(trainer_decoupled, stop_kill_and_slow_learners, .timeout = 200)
     json_decref(evs);
 
     /* SIGKILL learner 2 and restart it */
-    it_signal(p[2], SIGKILL, 1);
-    it_wait_exit(p[2], 5000);
+    tr_kill(p[2]);
     json_int_t m3 = tr_merges(&r);
     cr_assert_geq(tr_wait_merges(&r, m3 + 8, 30000), m3 + 8, "merges continue without the killed learner");
     tr_learner_start(&r, 2, NULL, NULL);
-    json_int_t inc = 0, first = -1;
-    evs = NULL;
-    end = cx_mono_ms() + 60000;
-    while (cx_mono_ms() < end && first < 0) {
-        cx_sleep_ms(500);
-        json_decref(evs);
-        evs = tr_events(&r, 0);
-        if (tr_find_join(evs, 2, 1, &inc) >= 0)
-            first = tr_assert_pulled_first(evs, 2, inc, 4);
-    }
-    cr_assert_eq(inc, 2, "rejoined with a new incarnation");
-    cr_assert_geq(first, 0, "contributed again after pulling every fragment");
+    tr_rejoin w = tr_wait_rejoin(&r, 2, 1, 4, 0);
+    cr_assert_eq(w.inc, 2, "rejoined with a new incarnation");
+    cr_assert_geq(w.first, 0, "contributed again after pulling every fragment");
 
     /* the slow learner still contributes, with lower total weight */
     int n0, n3;
-    double w0 = weight_of(evs, 0, &n0, 0), w3 = weight_of(evs, 3, &n3, 0);
+    double w0 = weight_of(w.evs, 0, &n0, 0), w3 = weight_of(w.evs, 3, &n3, 0);
     cr_log_info("merged contributions: fast learner 0 %d (weight %.0f), slow learner 3 %d (weight %.0f)", n0,
                 w0, n3, w3);
     cr_assert_gt(n3, 0, "the slow learner's contributions are merged");
     cr_assert_lt(w3, w0, "with lower total weight than a full-speed learner");
-    json_decref(evs);
+    json_decref(w.evs);
     tr_done(&r);
 }
 

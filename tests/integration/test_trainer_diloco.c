@@ -10,9 +10,10 @@ static double run_mode(const char *mode, const char *tag)
     const char *args[] = {"--mode",      mode, "--learners",      "2",   "--steps", "240", "--H", "24",
                           "--fragments", "4",  "--eval-every-ms", "300", TR_MODEL,  NULL};
     tr_syncer_start(&r, tag, args);
-    pid_t a = tr_learner_start(&r, 0, NULL, NULL), b = tr_learner_start(&r, 1, NULL, NULL);
-    tr_expect_exit0(&r, a, 0, 90000);
-    tr_expect_exit0(&r, b, 1, 30000);
+    pid_t p[2];
+    tr_learners_start(&r, 2, p);
+    tr_expect_exit0(&r, p[0], 0, 90000);
+    tr_expect_exit0(&r, p[1], 1, 30000);
     double l = tr_final_eval(&r);
     json_t *st = tr_get(&r, "/v1/status");
     if (strcmp(mode, "diloco") == 0) {
@@ -47,27 +48,12 @@ Test(trainer_diloco, trains_and_matches_ddp_at_equal_tokens, .timeout = 150)
 Test(trainer_diloco, deadline_keeps_merging_without_a_dead_learner, .timeout = 120)
 {
     tr_run r = {0};
-    const char *args[] = {"--mode",
-                          "diloco",
-                          "--learners",
-                          "2",
-                          "--steps",
-                          "100000",
-                          "--H",
-                          "12",
-                          "--fragments",
-                          "4",
-                          "--elastic-deadline-ms",
-                          "400",
-                          "--heartbeat-timeout-ms",
-                          "1500",
-                          "--eval-every-ms",
-                          "1000",
-                          TR_MODEL,
-                          NULL};
+    const char *args[] = {
+        "--mode", "diloco",     "--learners", "2", "--H", "12", "--fragments", "4", "--elastic-deadline-ms",
+        "400",    TR_FAULT_RUN, TR_MODEL,     NULL};
     tr_syncer_start(&r, "dilocokill", args);
-    tr_learner_start(&r, 0, NULL, NULL);
-    pid_t b = tr_learner_start(&r, 1, NULL, NULL);
+    pid_t p[2];
+    tr_learners_start(&r, 2, p);
     cr_assert_geq(tr_wait_merges(&r, 8, 60000), 8, "training started");
     /* learner 0 alone can reach 8 merges: kill learner 1 only once it joined */
     json_int_t inc0 = 0;
@@ -80,38 +66,20 @@ Test(trainer_diloco, deadline_keeps_merging_without_a_dead_learner, .timeout = 1
         cx_sleep_ms(200);
     }
     cr_assert_eq(inc0, 1, "learner 1 joined before the kill");
-    it_signal(b, SIGKILL, 1);
-    it_wait_exit(b, 5000);
+    tr_kill(p[1]);
     json_int_t m1 = tr_merges(&r);
     cr_assert_geq(tr_wait_merges(&r, m1 + 12, 30000), m1 + 12, "merges continue without the dead learner");
     tr_learner_start(&r, 1, NULL, NULL);
     /* it rejoins, pulls every fragment, and its contributions are merged again */
-    json_t *evs = NULL;
-    json_int_t inc = 0, first = -1;
-    int64_t end = cx_mono_ms() + 60000;
-    int merged = 0;
-    while (cx_mono_ms() < end && merged < 4) {
-        cx_sleep_ms(500);
-        json_decref(evs);
-        evs = tr_events(&r, 0);
-        if (tr_find_join(evs, 1, inc0, &inc) < 0)
-            continue;
-        first = tr_assert_pulled_first(evs, 1, inc, 4);
-        merged = 0;
-        size_t i, j;
-        json_t *e, *p;
-        json_array_foreach(evs, i, e) if (strcmp(tr_type(e), "merge") == 0)
-            json_array_foreach(json_object_get(e, "participants"), j, p) merged +=
-            tr_int(p, "learner") == 1 && tr_int(p, "incarnation") == inc;
-    }
-    cr_assert_eq(inc, 2, "rejoined with a new incarnation");
-    cr_assert_geq(first, 0, "contributed after the rejoin");
-    cr_assert_geq(merged, 4, "its contributions are merged again");
+    tr_rejoin w = tr_wait_rejoin(&r, 1, inc0, 4, 4);
+    cr_assert_eq(w.inc, 2, "rejoined with a new incarnation");
+    cr_assert_geq(w.first, 0, "contributed after the rejoin");
+    cr_assert_geq(w.merged, 4, "its contributions are merged again");
     int drops = 0;
     size_t i;
     json_t *e;
-    json_array_foreach(evs, i, e) drops += strcmp(tr_type(e), "drop") == 0 && tr_int(e, "learner") == 1;
+    json_array_foreach(w.evs, i, e) drops += strcmp(tr_type(e), "drop") == 0 && tr_int(e, "learner") == 1;
     cr_assert_gt(drops, 0, "the dead learner was dropped from rounds");
-    json_decref(evs);
+    json_decref(w.evs);
     tr_done(&r);
 }

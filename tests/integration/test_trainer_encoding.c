@@ -269,30 +269,12 @@ static void versions(tr_run *r, json_int_t v[P])
 Test(trainer_encoding, stopped_learner_falls_back_to_one_full_pull, .timeout = 200)
 {
     tr_run r = {0};
-    const char *args[] = {"--mode",
-                          "decoupled",
-                          "--learners",
-                          "2",
-                          "--quorum",
-                          "1",
-                          "--steps",
-                          "100000",
-                          "--H",
-                          "24",
-                          "--fragments",
-                          "4",
-                          "--encoding",
-                          "int4",
-                          "--heartbeat-timeout-ms",
-                          "1500",
-                          "--eval-every-ms",
-                          "300",
-                          TR_MODEL,
-                          NULL};
+    const char *args[] = {
+        "--mode", "decoupled",       "--learners",      "2",   TR_K1_H24, TR_STEPS_LONG, "--encoding",
+        "int4",   TR_HEARTBEAT_FAST, "--eval-every-ms", "300", TR_MODEL,  NULL};
     tr_syncer_start(&r, "enc-stop", args);
     pid_t p[2];
-    for (int i = 0; i < 2; i++)
-        p[i] = tr_learner_start(&r, i, NULL, NULL);
+    tr_learners_start(&r, 2, p);
     cr_assert_geq(tr_wait_merges(&r, 20, 60000), 20, "training started");
     enc_result before;
     read_downstream(&r, &before);

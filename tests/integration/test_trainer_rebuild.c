@@ -131,29 +131,13 @@ static void kill_and_lose(int how)
     int corrupt = how == LOSE_CORRUPT;
     static const char *const expect_start[] = {"fresh", "corrupt", "restored"};
     tr_run r = {0};
-    const char *args[] = {"--mode",
-                          "decoupled",
-                          "--learners",
-                          "3",
-                          "--quorum",
-                          "1",
-                          "--steps",
-                          "100000",
-                          "--H",
-                          "24",
-                          "--fragments",
-                          "4",
-                          "--eval-every-ms",
-                          "300",
-                          "--checkpoint-every",
-                          "10",
-                          TR_MODEL,
-                          NULL};
+    const char *args[] = {
+        "--mode",          "decoupled", "--learners",         "3",  TR_K1_H24, TR_STEPS_LONG,
+        "--eval-every-ms", "300",       "--checkpoint-every", "10", TR_MODEL,  NULL};
     static const char *const tags[] = {"rebuild-lost", "rebuild-corrupt", "rebuild-kept"};
     tr_syncer_start(&r, tags[how], args);
     pid_t p[N_LEARNERS];
-    for (int i = 0; i < N_LEARNERS; i++)
-        p[i] = tr_learner_start(&r, i, NULL, NULL);
+    tr_learners_start(&r, N_LEARNERS, p);
     cr_assert_geq(tr_wait_merges(&r, 60, 90000), 60, "merges before the crash");
     json_t *evs = tr_events(&r, 0);
     double initial = NAN;

@@ -25,6 +25,21 @@
 /* A small, fast model for tests under ASan on a shared 2-core box. */
 #define TR_MODEL "--hidden", "64", "--batch", "16", "--eval-tokens", "2048"
 
+/* Fault tests: the syncer marks a killed or stopped learner absent 1.5 s
+ * after its last heartbeat (the default, 5 s, is longer than they wait). */
+#define TR_HEARTBEAT_FAST "--heartbeat-timeout-ms", "1500"
+
+/* More steps than a test lasts: the test ends the run (tr_done). */
+#define TR_STEPS_LONG "--steps", "100000"
+
+/* A fault test's run: TR_STEPS_LONG, a fast heartbeat timeout and an eval
+ * of the global model every second. */
+#define TR_FAULT_RUN TR_STEPS_LONG, TR_HEARTBEAT_FAST, "--eval-every-ms", "1000"
+
+/* Decoupled with K=1 (a fragment merges at its first contribution), rounds
+ * of H = 24 inner steps over 4 fragments. */
+#define TR_K1_H24 "--quorum", "1", "--H", "24", "--fragments", "4"
+
 typedef struct tr_run {
     char *dir;            /* temp dir: logs, state dirs */
     char state[600];      /* syncer state dir */
@@ -36,26 +51,35 @@ typedef struct tr_run {
     int starts; /* syncer starts (log names) */
 } tr_run;
 
-/* Start (or restart, same state dir and args) the syncer; args is the
- * NULL-terminated training flags list (mode, learners, ...), after IT_MLP. */
+/* Make the run's temp dir and syncer args without starting anything: the
+ * state dir is <dir>/syncer (not created), args the NULL-terminated training
+ * flags list (mode, learners, ...), after IT_MLP. For a test that prepares
+ * the state dir before the first tr_syncer_start(r, NULL, NULL). */
+static inline void tr_run_init(tr_run *r, const char *tag, const char *const *args)
+{
+    r->dir = it_mkdtemp(tag);
+    snprintf(r->state, sizeof r->state, "%s/syncer", r->dir);
+    r->nargs = 0;
+    r->args[r->nargs++] = "syncer";
+    r->args[r->nargs++] = "--listen";
+    r->args[r->nargs++] = "127.0.0.1:0";
+    r->args[r->nargs++] = "--state-dir";
+    r->args[r->nargs++] = r->state;
+    static const char *const mlp[] = {IT_MLP};
+    for (size_t i = 0; i < sizeof mlp / sizeof mlp[0]; i++)
+        r->args[r->nargs++] = mlp[i];
+    for (int i = 0; args && args[i] && r->nargs < 62; i++)
+        r->args[r->nargs++] = args[i];
+    r->args[r->nargs] = NULL;
+}
+
+/* Start (or restart, same state dir and args) the syncer; the first start
+ * of a run makes it with tr_run_init(r, tag, args). */
 static inline void tr_syncer_start(tr_run *r, const char *tag, const char *const *args)
 {
     char name[32];
     if (!r->dir) {
-        r->dir = it_mkdtemp(tag);
-        snprintf(r->state, sizeof r->state, "%s/syncer", r->dir);
-        r->nargs = 0;
-        r->args[r->nargs++] = "syncer";
-        r->args[r->nargs++] = "--listen";
-        r->args[r->nargs++] = "127.0.0.1:0";
-        r->args[r->nargs++] = "--state-dir";
-        r->args[r->nargs++] = r->state;
-        static const char *const mlp[] = {IT_MLP};
-        for (size_t i = 0; i < sizeof mlp / sizeof mlp[0]; i++)
-            r->args[r->nargs++] = mlp[i];
-        for (int i = 0; args && args[i] && r->nargs < 62; i++)
-            r->args[r->nargs++] = args[i];
-        r->args[r->nargs] = NULL;
+        tr_run_init(r, tag, args);
     } else if (r->addr[0]) {
         /* a restart listens on the same port: the learners know that URL */
         static char same[64];
@@ -151,6 +175,25 @@ static inline pid_t tr_learner_start(tr_run *r, int id, const char *const *extra
         args[n++] = extra[i];
     args[n] = NULL;
     return it_start(r->dir, b[2], args, env);
+}
+
+/* Start learners 0..n-1 without extra flags; their pids into pids[0..n)
+ * when pids is not NULL. */
+static inline void tr_learners_start(tr_run *r, int n, pid_t *pids)
+{
+    for (int i = 0; i < n; i++) {
+        pid_t p = tr_learner_start(r, i, NULL, NULL);
+        if (pids)
+            pids[i] = p;
+    }
+}
+
+/* SIGKILL a started process (a learner, or r->syncer) and its group; reap
+ * it (waits up to 5 s). */
+static inline void tr_kill(pid_t pid)
+{
+    it_signal(pid, SIGKILL, 1);
+    it_wait_exit(pid, 5000);
 }
 
 static inline json_t *tr_get(tr_run *r, const char *path)
@@ -262,6 +305,41 @@ static inline json_int_t tr_wait_merges(tr_run *r, json_int_t n, long timeout_ms
     return m;
 }
 
+/* 1 when e is a merge event that lists learner `id` among its participants
+ * (with incarnation inc; any incarnation when inc < 0). */
+static inline int tr_merge_lists(json_t *e, int id, json_int_t inc)
+{
+    if (strcmp(tr_type(e), "merge") != 0)
+        return 0;
+    size_t j;
+    json_t *p;
+    json_array_foreach(json_object_get(e, "participants"), j, p)
+    {
+        if (tr_int(p, "learner") == id && (inc < 0 || tr_int(p, "incarnation") == inc))
+            return 1;
+    }
+    return 0;
+}
+
+/* How many merges in evs list learner `id` (incarnation as tr_merge_lists). */
+static inline int tr_merges_with(json_t *evs, int id, json_int_t inc)
+{
+    int n = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(evs, i, e) n += tr_merge_lists(e, id, inc);
+    return n;
+}
+
+/* The seq of the syncer's latest event (0 when there is none). */
+static inline json_int_t tr_last_seq(tr_run *r)
+{
+    json_t *evs = tr_events(r, 0);
+    json_int_t s = tr_int(json_array_get(evs, json_array_size(evs) - 1), "seq");
+    json_decref(evs);
+    return s;
+}
+
 /* Find the join event of learner `id` with incarnation > min_inc; returns
  * its seq or -1. */
 static inline json_int_t tr_find_join(json_t *evs, int id, json_int_t min_inc, json_int_t *inc)
@@ -297,15 +375,9 @@ static inline json_int_t tr_assert_pulled_first(json_t *evs, int id, json_int_t 
             if (f >= 0 && f < P)
                 pulled[f] = 1;
         }
-        int used = 0;
-        if (strcmp(t, "contribution") == 0 && tr_int(e, "learner") == id && tr_int(e, "incarnation") == inc)
-            used = 1;
-        if (strcmp(t, "merge") == 0) {
-            size_t j;
-            json_t *p;
-            json_array_foreach(json_object_get(e, "participants"), j,
-                               p) if (tr_int(p, "learner") == id && tr_int(p, "incarnation") == inc) used = 1;
-        }
+        int used = (strcmp(t, "contribution") == 0 && tr_int(e, "learner") == id &&
+                    tr_int(e, "incarnation") == inc) ||
+                   tr_merge_lists(e, id, inc);
         if (used) {
             for (int f = 0; f < P; f++)
                 cr_assert(pulled[f],
@@ -315,6 +387,35 @@ static inline json_int_t tr_assert_pulled_first(json_t *evs, int id, json_int_t 
         }
     }
     return -1;
+}
+
+/* What tr_wait_rejoin saw. */
+typedef struct tr_rejoin {
+    json_t *evs;      /* the last events read (owned: json_decref), or NULL */
+    json_int_t inc;   /* incarnation of the rejoin, 0 while none was seen */
+    json_int_t first; /* seq of its first use after pulling, -1 if none */
+    int merged;       /* merges that list that incarnation */
+} tr_rejoin;
+
+/* After learner `id` was restarted: read the events every 500 ms (for up to
+ * 60 s) until it joined with an incarnation above min_inc, pulled every
+ * fragment 0..P-1 before its first use (asserted: tr_assert_pulled_first)
+ * and took part in at least min_merged merges. The caller asserts on what
+ * it got. */
+static inline tr_rejoin tr_wait_rejoin(tr_run *r, int id, json_int_t min_inc, int P, int min_merged)
+{
+    tr_rejoin w = {.evs = NULL, .inc = 0, .first = -1, .merged = 0};
+    int64_t end = cx_mono_ms() + 60000;
+    while (cx_mono_ms() < end && (w.first < 0 || w.merged < min_merged)) {
+        cx_sleep_ms(500);
+        json_decref(w.evs);
+        w.evs = tr_events(r, 0);
+        if (tr_find_join(w.evs, id, min_inc, &w.inc) < 0)
+            continue;
+        w.first = tr_assert_pulled_first(w.evs, id, w.inc, P);
+        w.merged = tr_merges_with(w.evs, id, w.inc);
+    }
+    return w;
 }
 
 /* The last "params_crc32c=XXXXXXXX" in <dir>/<name>.log (a learner's
