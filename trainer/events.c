@@ -286,42 +286,51 @@ int64_t events_emit(events *ev, const char *type, json_t *fields)
 
 /* ---- events: read ---- */
 
-/* The events file opened for reading, positioned at or before the first
- * line with a sequence number above since (line, cap: getline's buffer,
- * to free); NULL when there is no file. */
-static FILE *open_after(events *ev, int64_t since, char **line, size_t *cap)
+/* The events file read line by line from at or before the first line with
+ * a sequence number above since. */
+typedef struct ev_reader {
+    FILE *f;
+    char *line; /* getline's buffer */
+    size_t cap;
+} ev_reader;
+
+/* 0, or -1 when there is no file (nothing to close then). */
+static int reader_open(events *ev, int64_t since, ev_reader *rd)
 {
-    FILE *f = fopen(ev->path, "r");
+    *rd = (ev_reader){.f = fopen(ev->path, "r")};
     struct stat st;
-    if (f && fstat(fileno(f), &st) == 0)
-        find_after(f, st.st_size, since, line, cap);
-    return f;
+    if (rd->f && fstat(fileno(rd->f), &st) == 0)
+        find_after(rd->f, st.st_size, since, &rd->line, &rd->cap);
+    return rd->f ? 0 : -1;
+}
+
+static void reader_close(ev_reader *rd)
+{
+    free(rd->line);
+    fclose(rd->f);
 }
 
 /* Lines with since < seq < upto from the file (the part the ring lost). */
 static int from_file(events *ev, int64_t since, int64_t upto, size_t *limit, cx_buf *out)
 {
-    char *line = NULL;
-    size_t cap = 0;
+    ev_reader rd;
+    if (reader_open(ev, since, &rd) != 0)
+        return 0;
     ssize_t n;
     int rc = 0;
-    FILE *f = open_after(ev, since, &line, &cap);
-    if (!f)
-        return 0;
-    while (*limit > 0 && (n = getline(&line, &cap, f)) > 0) {
-        if (line[n - 1] != '\n')
+    while (*limit > 0 && (n = getline(&rd.line, &rd.cap, rd.f)) > 0) {
+        if (rd.line[n - 1] != '\n')
             break;
-        int64_t s = line_seq(line);
+        int64_t s = line_seq(rd.line);
         if (s <= since)
             continue;
         if (upto > 0 && s >= upto)
             break;
-        if ((rc = cx_buf_append(out, line, (size_t)n)) != 0)
+        if ((rc = cx_buf_append(out, rd.line, (size_t)n)) != 0)
             break;
         (*limit)--;
     }
-    free(line);
-    fclose(f);
+    reader_close(&rd);
     return rc;
 }
 
@@ -349,27 +358,24 @@ int events_foreach_file(events *ev, int64_t since, const char *type, int (*fn)(v
 {
     char want[64];
     snprintf(want, sizeof want, "\"type\":\"%s\"", type ? type : "");
-    char *line = NULL;
-    size_t cap = 0;
+    ev_reader rd;
+    if (reader_open(ev, since, &rd) != 0)
+        return 0;
     ssize_t n;
     int rc = 0;
-    FILE *f = open_after(ev, since, &line, &cap);
-    if (!f)
-        return 0;
-    while (rc == 0 && (n = getline(&line, &cap, f)) > 0) {
+    while (rc == 0 && (n = getline(&rd.line, &rd.cap, rd.f)) > 0) {
         pthread_mutex_lock(&ev->mu);
         ev->read_bytes += n;
         pthread_mutex_unlock(&ev->mu);
-        if (line_seq(line) <= since || (type && !strstr(line, want)))
+        if (line_seq(rd.line) <= since || (type && !strstr(rd.line, want)))
             continue; /* the cheap tests first: most lines are never parsed */
-        json_t *j = json_loadb(line, (size_t)n, 0, NULL);
+        json_t *j = json_loadb(rd.line, (size_t)n, 0, NULL);
         if (j) {
             rc = fn(ctx, j);
             json_decref(j);
         }
     }
-    free(line);
-    fclose(f);
+    reader_close(&rd);
     return rc;
 }
 

@@ -686,8 +686,6 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     syncer *s = ctx;
     int64_t p;
     proto_hdr h;
-    char why[CX_ERRLEN];
-    int slot;
     float *delta;
     if (contribution_decode(s, req, resp, &p, &h, &delta) != 0)
         return 0;
@@ -701,6 +699,8 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         return 0;
     }
     int64_t version = s->versions[p];
+    char why[CX_ERRLEN];
+    int slot;
     proto_reason r = admit(s, (int)p, &h, l2, mx, &slot, why, sizeof why);
     if (r == PROTO_OK && h.round >= 0)
         r = contribution_round_ok(s, p, &h, why, sizeof why);
