@@ -1,4 +1,4 @@
-# subcommand.cmake - cx_folder_lib(): one folder's static library, linked
+# folder_lib.cmake - cx_folder_lib(): one folder's static library, linked
 # into the chaosloco executable.
 #
 #   cx_folder_lib(<name> SOURCES <file>... LINK <dependency>...)
