@@ -62,12 +62,23 @@ struct reg {
     json_t *reverted_total; /* {"type|reason": n} */
 };
 
-/* ---- records (registry.c) ---- */
+/* ---- records (reg_records.c) ---- */
 
 /* Free f and what it owns (its injector ctx too). NULL is a no-op. */
 void reg_fault_free(fault *f);
+/* "active", "reverted", "failed" or "expired". */
+const char *reg_state_name(fault_state s);
+/* f as its API record (GET /v1/faults/{id}); now: CLOCK_MONOTONIC ms, for
+ * expires_in_ms. Lock held. */
+json_t *reg_fault_json(const fault *f, int64_t now);
 /* map["a|b"] += 1. Lock held. */
 void reg_count(json_t *map, const char *a, const char *b);
+/* The active (ended) fault with this id, or NULL. Lock held. */
+fault *reg_find_active(reg *r, const char *id);
+fault *reg_find_ended(reg *r, const char *id);
+
+/* ---- lifecycle (registry.c) ---- */
+
 /* Move f (already unlinked) to the head of the ended list, trimming it to
  * REG_KEEP_ENDED. Lock held. */
 void reg_push_ended(reg *r, fault *f);

@@ -1,5 +1,5 @@
-/* registry.c - fault records, persistence before apply, expiry, revert,
- * and the crash sweep.
+/* registry.c - a fault's lifecycle: create (with persistence before apply
+ * and the stop rule), expiry, revert.
  *
  * NOTES ON THE DESIGN OF A FAULT'S LIFECYCLE
  *
@@ -25,8 +25,9 @@
  * sweep() can undo everything that may have been done.
  *
  * The persistence (snapshots of the active list, their writers) and the
- * crash sweep live in reg_persist.c; the records and lists they share are
- * in reg_internal.h.
+ * crash sweep live in reg_persist.c; the records as JSON, the lookups and
+ * the read-only queries in reg_records.c; what they share is in
+ * reg_internal.h.
  */
 #include "agent/registry.h"
 
@@ -46,77 +47,6 @@
 #include "common/file.h"
 #include "common/json.h"
 #include "common/log.h"
-
-/* ---- registry: records ---- */
-
-static const char *state_name(fault_state s)
-{
-    switch (s) {
-    case F_ACTIVE:
-        return "active";
-    case F_REVERTED:
-        return "reverted";
-    case F_FAILED:
-        return "failed";
-    case F_EXPIRED:
-        return "expired";
-    }
-    return "unknown";
-}
-
-void reg_fault_free(fault *f)
-{
-    if (!f)
-        return;
-    if (f->ctx && f->inj && f->inj->free)
-        f->inj->free(f->ctx);
-    free(f->type);
-    free(f->target);
-    free(f->origin);
-    free(f->tag);
-    free(f->error);
-    json_decref(f->params);
-    json_decref(f->evidence);
-    json_decref(f->undo);
-    free(f);
-}
-
-static json_t *fault_json(const fault *f, int64_t now)
-{
-    json_t *o = json_object();
-    if (!o)
-        return NULL;
-    json_object_set_new(o, "id", json_string(f->id));
-    json_object_set_new(o, "type", json_string(f->type));
-    json_object_set_new(o, "target", json_string(f->target));
-    json_object_set_new(o, "params", f->params ? json_deep_copy(f->params) : json_object());
-    json_object_set_new(o, "duration_ms", json_integer(f->duration_ms));
-    json_object_set_new(o, "toxicity", f->has_toxicity ? json_real(f->toxicity) : json_null());
-    json_object_set_new(o, "seed", json_integer((json_int_t)(f->seed & INT64_MAX)));
-    json_object_set_new(o, "state", json_string(state_name(f->state)));
-    json_object_set_new(o, "created_real", json_string(f->created_real));
-    json_object_set_new(o, "started_mono_ms", json_integer(f->started_mono_ms));
-    json_object_set_new(o, "ended_mono_ms",
-                        f->state == F_ACTIVE ? json_null() : json_integer(f->ended_mono_ms));
-    json_object_set_new(o, "expires_in_ms",
-                        f->state == F_ACTIVE
-                            ? json_integer(f->expires_mono_ms > now ? f->expires_mono_ms - now : 0)
-                            : json_null());
-    json_object_set_new(o, "evidence", f->evidence ? json_deep_copy(f->evidence) : json_object());
-    json_object_set_new(o, "revert_reason", f->revert_reason ? json_string(f->revert_reason) : json_null());
-    json_object_set_new(o, "error", f->error ? json_string(f->error) : json_null());
-    json_object_set_new(o, "lease", json_boolean(f->lease));
-    json_object_set_new(o, "origin", json_string(f->origin ? f->origin : "api"));
-    return o;
-}
-
-void reg_count(json_t *map, const char *a, const char *b)
-{
-    char key[128];
-    snprintf(key, sizeof key, "%s|%s", a, b);
-    json_t *v = json_object_get(map, key);
-    json_object_set_new(map, key, json_integer(v ? json_integer_value(v) + 1 : 1));
-}
 
 /* ---- registry: construction ---- */
 
@@ -541,7 +471,7 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
         f->ended_mono_ms = cx_mono_ms();
         reg_count(r->faults_total, f->type, "failed");
         pending p = reg_pending_take(r);
-        *record = fault_json(f, f->ended_mono_ms);
+        *record = reg_fault_json(f, f->ended_mono_ms);
         cx_warn("fault %s (%s) failed to apply: %s", f->id, f->type, err);
         reg_push_ended(r, f);
         pthread_mutex_unlock(&r->lock);
@@ -556,7 +486,7 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
     cx_info("fault %s applied type=%s target=%s duration_ms=%" PRId64 " evidence=%s", f->id, f->type,
             f->target, f->duration_ms, ev ? ev : "{}");
     free(ev);
-    *record = fault_json(f, cx_mono_ms());
+    *record = reg_fault_json(f, cx_mono_ms());
     pthread_mutex_unlock(&r->lock);
     reg_pending_write(r, p, "after an apply (the record written before it stays)");
     return 0;
@@ -609,34 +539,18 @@ static void end_fault(reg *r, fault *f, const char *reason, fault_state final)
     reg_push_ended(r, f);
 }
 
-static fault *find_active(reg *r, const char *id)
-{
-    for (fault *f = r->active; f; f = f->next)
-        if (strcmp(f->id, id) == 0)
-            return f;
-    return NULL;
-}
-
-static fault *find_ended(reg *r, const char *id)
-{
-    for (fault *f = r->ended; f; f = f->next)
-        if (strcmp(f->id, id) == 0)
-            return f;
-    return NULL;
-}
-
 int reg_revert(reg *r, const char *id, const char *reason, json_t **out, char *err, size_t errlen)
 {
     pthread_mutex_lock(&r->lock);
-    fault *f = find_active(r, id);
+    fault *f = reg_find_active(r, id);
     int rc = 0;
     if (!f) {
-        fault *e = find_ended(r, id);
+        fault *e = reg_find_ended(r, id);
         if (e) {
             if (out)
-                *out = fault_json(e, cx_mono_ms());
+                *out = reg_fault_json(e, cx_mono_ms());
             rc = cx_fail(err, errlen, CX_ECONFLICT, "fault %s has already ended (%s)", id,
-                         state_name(e->state));
+                         reg_state_name(e->state));
         } else {
             rc = cx_fail(err, errlen, CX_ENOTFOUND, "no fault with id '%s'", id);
         }
@@ -645,7 +559,7 @@ int reg_revert(reg *r, const char *id, const char *reason, json_t **out, char *e
     }
     end_fault(r, f, reason, F_REVERTED);
     if (out)
-        *out = fault_json(f, cx_mono_ms());
+        *out = reg_fault_json(f, cx_mono_ms());
     if (f->state == F_FAILED)
         rc = cx_fail(err, errlen, CX_ESYS, "revert failed: %s", f->error ? f->error : "");
     pending p = reg_pending_take(r);
@@ -747,65 +661,4 @@ int reg_try_active(reg *r, const char *type, int *total, int *of_type)
     }
     pthread_mutex_unlock(&r->lock);
     return 0;
-}
-
-/* ---- registry: queries ---- */
-
-int reg_get(reg *r, const char *id, json_t **out)
-{
-    pthread_mutex_lock(&r->lock);
-    fault *f = find_active(r, id);
-    if (!f)
-        f = find_ended(r, id);
-    *out = f ? fault_json(f, cx_mono_ms()) : NULL;
-    pthread_mutex_unlock(&r->lock);
-    return f ? 0 : CX_ENOTFOUND;
-}
-
-json_t *reg_list(reg *r)
-{
-    json_t *arr = json_array();
-    pthread_mutex_lock(&r->lock);
-    int64_t now = cx_mono_ms();
-    for (fault *f = r->active; f; f = f->next)
-        json_array_append_new(arr, fault_json(f, now));
-    for (fault *f = r->ended; f; f = f->next)
-        json_array_append_new(arr, fault_json(f, now));
-    pthread_mutex_unlock(&r->lock);
-    return arr;
-}
-
-int reg_active(reg *r, const char *type)
-{
-    int n = 0;
-    pthread_mutex_lock(&r->lock);
-    for (fault *f = r->active; f; f = f->next)
-        if (!type || strcmp(f->type, type) == 0)
-            n++;
-    pthread_mutex_unlock(&r->lock);
-    return n;
-}
-
-json_t *reg_counters(reg *r)
-{
-    pthread_mutex_lock(&r->lock);
-    json_t *o = json_pack("{s:O,s:O}", "faults_total", r->faults_total, "reverted_total", r->reverted_total);
-    json_t *copy = json_deep_copy(o);
-    json_decref(o);
-    pthread_mutex_unlock(&r->lock);
-    return copy;
-}
-
-int reg_find_tag(reg *r, const char *tag, char *id, size_t idlen)
-{
-    int rc = CX_ENOTFOUND;
-    pthread_mutex_lock(&r->lock);
-    for (fault *f = r->active; f; f = f->next)
-        if (f->tag && strcmp(f->tag, tag) == 0) {
-            snprintf(id, idlen, "%s", f->id);
-            rc = 0;
-            break;
-        }
-    pthread_mutex_unlock(&r->lock);
-    return rc;
 }
