@@ -1,6 +1,7 @@
 /* inj_test.h - shared helpers of the injector unit tests (test_inj_*.c,
  * test_cgroup.c): a `sleep 1000` child in its own process group, a fake
- * inj_target, and prepare() assertions. Header-only (static) so that it is
+ * inj_target, prepare() assertions, and one fault applied to one unit
+ * (injt_run). Header-only (static) so that it is
  * compiled into the injector tests only, not into every unit test as a
  * support_*.c would be.
  */
@@ -146,6 +147,89 @@ static inline void *injt_ok(const injector *inj, const char *json, uint64_t seed
     cr_assert_not_null(ctx);
     return ctx;
 }
+
+/* ---- one fault on one unit ----
+ * What every apply/revert test sets up: a prepared fault, the evidence
+ * object and error buffer its calls write into, and the unit it is applied
+ * to (a `sleep` child from injt_run_start, or a target with no process from
+ * injt_run_init). injt_run_cleanup frees all of it and reaps the child. */
+typedef struct injt_run {
+    const injector *inj;
+    void *ctx;           /* prepare's context */
+    json_t *ev;          /* the evidence apply fills */
+    char err[CX_ERRLEN]; /* the last call's message */
+    pid_t pid;           /* the child, 0 if none */
+    int pidfd;           /* its pidfd or -1 */
+    injt_expect e;       /* t's expect_exit calls */
+    inj_target t;        /* the unit */
+} injt_run;
+
+/* prepare(json) with seed must succeed (as injt_ok); the unit is t, which
+ * has no process (its agent becomes &r->e). */
+static inline void injt_run_init(injt_run *r, const injector *inj, const char *json, uint64_t seed,
+                                 inj_target t)
+{
+    r->inj = inj;
+    r->ctx = injt_ok(inj, json, seed);
+    r->ev = json_object();
+    r->err[0] = '\0';
+    r->pid = 0;
+    r->pidfd = -1;
+    r->e = (injt_expect){0, 0};
+    r->t = t;
+    r->t.agent = &r->e;
+}
+
+/* As injt_run_init (seed 1), the unit a new child (injt_child) named
+ * unit_id with state dir /tmp. */
+static inline void injt_run_start(injt_run *r, const injector *inj, const char *json, const char *unit_id,
+                                  int ignore_term)
+{
+    int pidfd;
+    pid_t pid = injt_child(&pidfd, ignore_term);
+    injt_run_init(r, inj, json, 1, injt_target(unit_id, pid, pidfd, "/tmp", NULL));
+    r->pid = pid;
+    r->pidfd = pidfd;
+}
+
+/* Kill and reap the child unless it was reaped already; close its pidfd. */
+static inline void injt_run_stop_child(injt_run *r)
+{
+    int status;
+    if (r->pid > 0 && waitpid(r->pid, &status, WNOHANG) == 0) /* still there */
+        injt_reap(r->pid, r->pidfd);
+    else if (r->pidfd >= 0)
+        close(r->pidfd);
+    r->pidfd = -1;
+}
+
+static inline void injt_run_cleanup(injt_run *r)
+{
+    r->inj->free(r->ctx);
+    json_decref(r->ev);
+    injt_run_stop_child(r);
+}
+
+/* Drop the context for a new one prepared from json (ev is kept). */
+static inline void injt_run_reprepare(injt_run *r, const char *json, uint64_t seed)
+{
+    r->inj->free(r->ctx);
+    r->ctx = injt_ok(r->inj, json, seed);
+}
+
+/* apply and revert on r->t: their return values, their message in r->err. */
+static inline int injt_apply(injt_run *r)
+{
+    return r->inj->apply(r->ctx, &r->t, r->ev, r->err, sizeof r->err);
+}
+
+static inline int injt_revert(injt_run *r)
+{
+    return r->inj->revert(r->ctx, &r->t, r->err, sizeof r->err);
+}
+
+/* apply must succeed. */
+#define injt_apply_ok(r) cr_assert_eq(injt_apply(r), 0, "%s: apply: %s", (r)->inj->type, (r)->err)
 
 /* A fresh temp dir (malloc'd). */
 static inline char *injt_tmpdir(const char *tag)
