@@ -1,7 +1,7 @@
 /* inj_test.h - shared helpers of the injector unit tests (test_inj_*.c,
  * test_cgroup.c): a `sleep 1000` child in its own process group, a fake
  * inj_target, prepare() assertions, and one fault applied to one unit
- * (injt_run). Header-only (static) so that it is
+ * (injt_run), fake and real cgroup hierarchies. Header-only (static) so that it is
  * compiled into the injector tests only, not into every unit test as a
  * support_*.c would be.
  */
@@ -24,6 +24,7 @@
 
 #include "common/err.h"
 #include "common/proc.h"
+#include "injectors/cgroup.h"
 #include "injectors/injector.h"
 #include "injectors/unit_proc.h"
 
@@ -294,6 +295,41 @@ static inline void injt_rmtree(const char *path)
     }
     int st;
     waitpid(pid, &st, 0);
+}
+
+/* ---- cgroups ---- */
+
+/* A fresh temp dir (malloc'd) that CHAOSLOCO_CGROUP_ROOT names: a fake
+ * hierarchy the test fills in. Undo with injt_fake_cgroup_drop. */
+static inline char *injt_fake_cgroup(const char *tag)
+{
+    char *root = injt_tmpdir(tag);
+    setenv("CHAOSLOCO_CGROUP_ROOT", root, 1);
+    return root;
+}
+
+static inline void injt_fake_cgroup_drop(char *root)
+{
+    unsetenv("CHAOSLOCO_CGROUP_ROOT");
+    injt_rmtree(root);
+    free(root);
+}
+
+/* The real cgroup set of unit (cxtest-<tag>-<pid>, written into unit) when
+ * this process is root and controller c is writable; otherwise the test is
+ * skipped, naming what (e.g. "cpu cgroup"). */
+static inline cg_set *injt_real_cgroup(const char *tag, cg_ctrl c, const char *what, char *unit, size_t len)
+{
+    snprintf(unit, len, "cxtest-%s-%d", tag, (int)getpid());
+    cg_set *s = NULL;
+    cr_assert_eq(cg_set_open(NULL, unit, &s, NULL, 0), 0);
+    if (geteuid() != 0 || !cg_set_available(s, c)) {
+        cr_log_warn("skipped: no writable %s (%s)", what, cg_set_why(s, c));
+        cg_set_remove(s, NULL, 0);
+        cg_set_free(s);
+        cr_skip_test("no writable %s", what);
+    }
+    return s;
 }
 
 #endif

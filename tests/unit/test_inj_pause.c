@@ -47,8 +47,7 @@ Test(inj_pause, revert_after_the_unit_died_succeeds)
 
 Test(inj_pause, auto_falls_back_to_signal_without_freezer)
 {
-    char *root = injt_tmpdir("pause-nofreezer"); /* an empty tree: no hierarchy */
-    setenv("CHAOSLOCO_CGROUP_ROOT", root, 1);
+    char *root = injt_fake_cgroup("pause-nofreezer"); /* an empty tree: no hierarchy */
     injt_run r;
     injt_run_start(&r, &inj_pause, "{}", "u1", 0);
     injt_apply_ok(&r);
@@ -63,9 +62,7 @@ Test(inj_pause, auto_falls_back_to_signal_without_freezer)
     cr_assert(strstr(r.err, "freezer"), "%s", r.err);
     cr_assert_eq(uproc_state(r.pid), 'S', "a failed apply must leave the unit running");
     injt_run_cleanup(&r);
-    unsetenv("CHAOSLOCO_CGROUP_ROOT");
-    injt_rmtree(root);
-    free(root);
+    injt_fake_cgroup_drop(root);
 }
 
 Test(inj_pause, sweep_continues_a_stopped_unit)
@@ -96,15 +93,7 @@ Test(inj_pause, sweep_continues_a_stopped_unit)
 Test(inj_pause, real_freezer_freezes_and_thaws)
 {
     char unit[64];
-    snprintf(unit, sizeof unit, "cxtest-pause-%d", (int)getpid());
-    cg_set *s = NULL;
-    cr_assert_eq(cg_set_open(NULL, unit, &s, NULL, 0), 0);
-    if (geteuid() != 0 || !cg_set_available(s, CG_FREEZER)) {
-        cr_log_warn("skipped: no writable cgroup freezer (%s)", cg_set_why(s, CG_FREEZER));
-        cg_set_remove(s, NULL, 0);
-        cg_set_free(s);
-        cr_skip_test("no writable cgroup freezer");
-    }
+    cg_set *s = injt_real_cgroup("pause", CG_FREEZER, "cgroup freezer", unit, sizeof unit);
     injt_run r;
     injt_run_start(&r, &inj_pause, "{\"method\":\"freezer\"}", unit, 0);
     char *err = r.err, state[64];
