@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,6 +232,17 @@ static inline int injt_revert(injt_run *r)
 
 /* apply must succeed. */
 #define injt_apply_ok(r) cr_assert_eq(injt_apply(r), 0, "%s: apply: %s", (r)->inj->type, (r)->err)
+
+/* prepare must accept each of the params that follow (JSON texts, up to
+ * a NULL). */
+static inline void injt_good(const injector *inj, ...)
+{
+    va_list ap;
+    va_start(ap, inj);
+    for (const char *json = va_arg(ap, const char *); json; json = va_arg(ap, const char *))
+        inj->free(injt_ok(inj, json, 1));
+    va_end(ap);
+}
 
 /* A fresh temp dir (malloc'd). */
 static inline char *injt_tmpdir(const char *tag)

@@ -41,10 +41,9 @@ Test(inj_kill, params_are_strict)
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         char j[64];
         snprintf(j, sizeof j, "{\"signal\":\"%s\"}", ok[i]);
-        inj_kill.free(injt_ok(&inj_kill, j, 1));
+        injt_good(&inj_kill, j, NULL);
     }
-    inj_kill.free(injt_ok(&inj_kill, "{}", 1));
-    inj_kill.free(injt_ok(&inj_kill, "null", 1));
+    injt_good(&inj_kill, "{}", "null", NULL);
 }
 
 Test(inj_kill, term_kills_the_child_and_expects_the_exit)
@@ -93,7 +92,7 @@ Test(inj_kill, preempt_params_are_strict)
     injt_bad(&inj_preempt, "{\"grace_ms\":true}", "grace_ms");
     injt_bad(&inj_preempt, "{\"restart_after_ms\":-5}", "restart_after_ms");
     injt_bad(&inj_preempt, "{\"signal\":\"TERM\"}", "signal");
-    inj_preempt.free(injt_ok(&inj_preempt, "{\"grace_ms\":0,\"restart_after_ms\":0}", 1));
+    injt_good(&inj_preempt, "{\"grace_ms\":0,\"restart_after_ms\":0}", NULL);
 }
 
 Test(inj_kill, preempt_escalates_to_kill_after_grace)

@@ -15,7 +15,7 @@ Test(inj_memory, params_are_strict)
     injt_bad(&inj_memory, "{\"limit_bytes\":1e9}", "limit_bytes");
     injt_bad(&inj_memory, "{\"limit_bytes\":\"64M\"}", "limit_bytes");
     injt_bad(&inj_memory, "{\"limit_bytes\":8388608,\"swap\":0}", "swap");
-    inj_memory.free(injt_ok(&inj_memory, "{\"limit_bytes\":4194304}", 1));
+    injt_good(&inj_memory, "{\"limit_bytes\":4194304}", NULL);
 }
 
 Test(inj_memory, limit_on_a_fake_v2_tree)
