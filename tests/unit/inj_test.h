@@ -109,15 +109,12 @@ static inline void injt_expect_exit(inj_target *t, int64_t restart_after_ms)
 static inline inj_target injt_target(const char *unit_id, pid_t pid, int pidfd, const char *state_dir,
                                      injt_expect *e)
 {
-    inj_target t;
-    memset(&t, 0, sizeof t);
-    t.unit_id = unit_id;
-    t.pid = pid;
-    t.pidfd = pidfd;
-    t.state_dir = state_dir;
-    t.expect_exit = injt_expect_exit;
-    t.agent = e;
-    return t;
+    return (inj_target){.unit_id = unit_id,
+                        .pid = pid,
+                        .pidfd = pidfd,
+                        .state_dir = state_dir,
+                        .expect_exit = injt_expect_exit,
+                        .agent = e};
 }
 
 /* prepare(json) must fail with CX_EINVAL and name key in its message. */
@@ -309,7 +306,41 @@ static inline void injt_rmtree(const char *path)
     waitpid(pid, &st, 0);
 }
 
+/* The undo path of a fault that writes one file, dir/name: revert restores
+ * want there and a second revert is a no-op; after a "crash" that left
+ * faulted in the file, a sweep from the undo record (taken while the fault
+ * was applied) restores want again. */
+static inline void injt_check_undo(injt_run *r, const char *dir, const char *name, const char *faulted,
+                                   const char *want)
+{
+    char buf[512];
+    json_t *rec = r->inj->undo_record(r->ctx);
+    cr_assert_not_null(rec);
+    cr_assert_eq(injt_revert(r), 0, "revert: %s", r->err);
+    cr_assert_str_eq(injt_read(dir, name, buf, sizeof buf), want);
+    cr_assert_eq(injt_revert(r), 0, "second revert: %s", r->err);
+    injt_write(dir, name, faulted);
+    cr_assert_eq(r->inj->sweep(rec, &r->t, r->err, sizeof r->err), 0, "sweep: %s", r->err);
+    cr_assert_str_eq(injt_read(dir, name, buf, sizeof buf), want);
+    json_decref(rec);
+}
+
 /* ---- cgroups ---- */
+
+/* Unit u1's directory in a fake hierarchy, root/<sub>chaosloco/u1 (its
+ * path into dir), made with an empty cgroup.procs and the files that
+ * follow as name, content pairs up to a NULL. */
+static inline void injt_fake_unit(char *dir, size_t len, const char *root, const char *sub, ...)
+{
+    snprintf(dir, len, "%s/%schaosloco/u1", root, sub);
+    injt_mkdirs(dir);
+    injt_write(dir, "cgroup.procs", "");
+    va_list ap;
+    va_start(ap, sub);
+    for (const char *name = va_arg(ap, const char *); name; name = va_arg(ap, const char *))
+        injt_write(dir, name, va_arg(ap, const char *));
+    va_end(ap);
+}
 
 /* A fresh temp dir (malloc'd) that CHAOSLOCO_CGROUP_ROOT names: a fake
  * hierarchy the test fills in. Undo with injt_fake_cgroup_drop. */
@@ -325,6 +356,22 @@ static inline void injt_fake_cgroup_drop(char *root)
     unsetenv("CHAOSLOCO_CGROUP_ROOT");
     injt_rmtree(root);
     free(root);
+}
+
+/* Without any cgroup hierarchy (an empty fake root), apply(json) on a
+ * child answers CX_ENOTSUP with a message naming what, leaves the unit
+ * running, and reverting the unapplied fault is a no-op. */
+static inline void injt_check_no_cgroup(const injector *inj, const char *json, const char *what)
+{
+    char *root = injt_fake_cgroup("no-cgroup");
+    injt_run r;
+    injt_run_start(&r, inj, json, "u1", 0);
+    cr_assert_eq(injt_apply(&r), CX_ENOTSUP);
+    cr_assert(strstr(r.err, what), "%s", r.err);
+    cr_assert_eq(uproc_state(r.pid), 'S', "a failed apply must leave the unit running");
+    cr_assert_eq(injt_revert(&r), 0, "revert of an unapplied fault is a no-op");
+    injt_run_cleanup(&r);
+    injt_fake_cgroup_drop(root);
 }
 
 /* The real cgroup set of unit (cxtest-<tag>-<pid>, written into unit) when

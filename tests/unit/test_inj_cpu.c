@@ -41,15 +41,11 @@ Test(inj_cpu, duty_method_stops_part_of_each_period)
 Test(inj_cpu, cgroup_quota_on_a_fake_v1_tree)
 {
     char *root = injt_fake_cgroup("cpu-fake");
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/cpu/chaosloco/u1", root);
-    injt_mkdirs(dir);
-    injt_write(dir, "cpu.cfs_quota_us", "-1\n");
-    injt_write(dir, "cpu.cfs_period_us", "100000\n");
-    injt_write(dir, "cgroup.procs", "");
+    char dir[512], buf[128];
+    injt_fake_unit(dir, sizeof dir, root, "cpu/", "cpu.cfs_quota_us", "-1\n", "cpu.cfs_period_us", "100000\n",
+                   NULL);
     injt_run r;
     injt_run_start(&r, &inj_cpu, "{\"cpus\":0.25}", "u1", 0);
-    char buf[128];
     injt_apply_ok(&r);
     cr_assert_str_eq(json_string_value(json_object_get(r.ev, "method")), "cgroup");
     cr_assert_str_eq(json_string_value(json_object_get(r.ev, "quota")),
@@ -58,28 +54,15 @@ Test(inj_cpu, cgroup_quota_on_a_fake_v1_tree)
     char pidtxt[32];
     snprintf(pidtxt, sizeof pidtxt, "%d", (int)r.pid);
     cr_assert_str_eq(injt_read(dir, "cgroup.procs", buf, sizeof buf), pidtxt);
-    json_t *rec = inj_cpu.undo_record(r.ctx);
-    cr_assert_eq(injt_revert(&r), 0, "revert: %s", r.err);
-    cr_assert_str_eq(injt_read(dir, "cpu.cfs_quota_us", buf, sizeof buf), "-1");
-    /* sweep from the record after a "crash" with the quota set again */
-    injt_write(dir, "cpu.cfs_quota_us", "25000");
-    cr_assert_eq(inj_cpu.sweep(rec, &r.t, r.err, sizeof r.err), 0, "sweep: %s", r.err);
-    cr_assert_str_eq(injt_read(dir, "cpu.cfs_quota_us", buf, sizeof buf), "-1");
-    json_decref(rec);
+    /* the sweep comes after a "crash" with the quota set again */
+    injt_check_undo(&r, dir, "cpu.cfs_quota_us", "25000", "-1");
     injt_run_cleanup(&r);
     injt_fake_cgroup_drop(root);
 }
 
 Test(inj_cpu, cgroup_method_fails_cleanly_without_cgroup)
 {
-    char *root = injt_fake_cgroup("cpu-none");
-    injt_run r;
-    injt_run_start(&r, &inj_cpu, "{\"cpus\":0.5,\"method\":\"cgroup\"}", "u1", 0);
-    cr_assert_eq(injt_apply(&r), CX_ENOTSUP);
-    cr_assert(strstr(r.err, "cpu"), "%s", r.err);
-    cr_assert_eq(uproc_state(r.pid), 'S');
-    injt_run_cleanup(&r);
-    injt_fake_cgroup_drop(root);
+    injt_check_no_cgroup(&inj_cpu, "{\"cpus\":0.5,\"method\":\"cgroup\"}", "cpu");
 }
 
 Test(inj_cpu, real_cgroup_quota)

@@ -147,15 +147,9 @@ Test(inj_disk, writes_the_control_line_and_off, .init = df_setup, .fini = df_tea
     injt_apply_ok(&r);
     cr_assert_str_eq(injt_read(dir, "diskfault", buf, sizeof buf),
                      "errno=ENOSPC ops=write,rename path=*/ckpt* probability=0.25 seed=42\n");
-    json_t *rec = inj_disk.undo_record(r.ctx);
-    cr_assert_eq(injt_revert(&r), 0);
-    cr_assert_str_eq(injt_read(dir, "diskfault", buf, sizeof buf), "off\n");
-    injt_write(dir, "diskfault", "errno=EIO ops=write path=* probability=1 seed=1\n");
-    cr_assert_eq(inj_disk.sweep(rec, &r.t, r.err, sizeof r.err), 0);
-    cr_assert_str_eq(injt_read(dir, "diskfault", buf, sizeof buf), "off\n");
+    injt_check_undo(&r, dir, "diskfault", "errno=EIO ops=write path=* probability=1 seed=1\n", "off\n");
     r.t.diskfault_file = NULL;
     cr_assert_eq(injt_apply(&r), CX_ENOTSUP);
-    json_decref(rec);
 }
 
 Test(inj_disk, shim_fails_only_matching_paths_and_ops, .init = df_setup, .fini = df_teardown)

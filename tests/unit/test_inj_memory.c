@@ -22,42 +22,23 @@ Test(inj_memory, limit_on_a_fake_v2_tree)
 {
     char *root = injt_fake_cgroup("mem-fake");
     injt_write(root, "cgroup.controllers", "cpu memory\n");
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/chaosloco/u1", root);
-    injt_mkdirs(dir);
-    injt_write(dir, "memory.max", "max\n");
-    injt_write(dir, "memory.current", "1234\n");
-    injt_write(dir, "cgroup.procs", "");
+    char dir[512], buf[64];
+    injt_fake_unit(dir, sizeof dir, root, "", "memory.max", "max\n", "memory.current", "1234\n", NULL);
     injt_run r;
     injt_run_start(&r, &inj_memory, "{\"limit_bytes\":67108864}", "u1", 0);
-    char buf[64];
     injt_apply_ok(&r);
     cr_assert_str_eq(json_string_value(json_object_get(r.ev, "limit")), "67108864");
     cr_assert_eq(json_integer_value(json_object_get(r.ev, "usage_bytes")), 1234);
     cr_assert_str_eq(injt_read(dir, "memory.max", buf, sizeof buf), "67108864");
-    json_t *rec = inj_memory.undo_record(r.ctx);
-    cr_assert_eq(injt_revert(&r), 0, "revert: %s", r.err);
-    cr_assert_str_eq(injt_read(dir, "memory.max", buf, sizeof buf), "max");
-    cr_assert_eq(injt_revert(&r), 0);
-    injt_write(dir, "memory.max", "67108864");
-    cr_assert_eq(inj_memory.sweep(rec, &r.t, r.err, sizeof r.err), 0, "sweep: %s", r.err);
-    cr_assert_str_eq(injt_read(dir, "memory.max", buf, sizeof buf), "max");
-    json_decref(rec);
+    injt_check_undo(&r, dir, "memory.max", "67108864", "max");
     injt_run_cleanup(&r);
     injt_fake_cgroup_drop(root);
 }
 
 Test(inj_memory, unavailable_is_not_supported)
 {
-    char *root = injt_fake_cgroup("mem-none");
-    injt_run r;
-    injt_run_start(&r, &inj_memory, "{\"limit_bytes\":67108864}", "u1", 0);
-    cr_assert_eq(injt_apply(&r), CX_ENOTSUP);
+    injt_check_no_cgroup(&inj_memory, "{\"limit_bytes\":67108864}", "memory");
     cr_assert_eq(cx_err_http_status(CX_ENOTSUP), 501);
-    cr_assert(strstr(r.err, "memory"), "%s", r.err);
-    cr_assert_eq(injt_revert(&r), 0, "revert of an unapplied fault is a no-op");
-    injt_run_cleanup(&r);
-    injt_fake_cgroup_drop(root);
 }
 
 Test(inj_memory, real_memory_cgroup)
