@@ -151,17 +151,14 @@ static struct {
  * bytes of cursor; the caller sets the counters it checks. */
 static ckpt_learner learner_of(unsigned char *cursor, size_t cursor_len)
 {
-    return (ckpt_learner){.n = NN,
-                          .P = NP,
-                          .table_digest = 42,
-                          .params = lrn.params,
-                          .adam_m = lrn.m,
-                          .adam_v = lrn.v,
-                          .base_version = lrn.bv,
-                          .frag_steps = lrn.fs,
-                          .frag_tokens = lrn.ft,
-                          .cursor_len = cursor_len,
-                          .cursor = cursor};
+    ckpt_learner c = {.n = NN, .P = NP, .table_digest = 42, .cursor_len = cursor_len, .cursor = cursor};
+    c.params = lrn.params;
+    c.adam_m = lrn.m;
+    c.adam_v = lrn.v;
+    c.base_version = lrn.bv;
+    c.frag_steps = lrn.fs;
+    c.frag_tokens = lrn.ft;
+    return c;
 }
 
 Test(checkpoint, learner_round_trip)
