@@ -9,6 +9,7 @@
 
 #include "common/err.h"
 #include "harness/events_file.h"
+#include "tmpdir.h"
 
 static char dir[64];
 static char path[128];
@@ -22,9 +23,7 @@ static char err[CX_ERRLEN];
 
 static void setup(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/cx_test_evf_XXXXXX");
-    cr_assert(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/events.jsonl", dir);
+    tmpdir_with_file(dir, sizeof dir, "/tmp/cx_test_evf_XXXXXX", path, sizeof path, "events.jsonl");
     t = evf_new(path, 0);
 }
 
