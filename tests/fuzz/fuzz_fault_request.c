@@ -12,17 +12,8 @@
 
 #include "agent/api.h"
 #include "common/err.h"
-#include "common/log.h"
+#include "fuzz_log.h"
 #include "injectors/injector.h"
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    cx_log_init("fuzz", CX_LOG_ERROR);
-    return 0;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

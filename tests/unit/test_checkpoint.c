@@ -140,46 +140,54 @@ Test(checkpoint, corruption_and_mismatch_are_refused)
     cr_assert_eq(ckpt_syncer_load(dir, &back, NN, NP, 0, err, sizeof err), CX_ECORRUPT);
 }
 
+/* The tensors and per-fragment counters a learner checkpoint points into:
+ * base versions 1..4, fragment steps 5..8, fragment tokens 80..128. */
+static struct {
+    float params[NN], m[NN], v[NN];
+    int64_t bv[NP], fs[NP], ft[NP];
+} lrn = {.bv = {1, 2, 3, 4}, .fs = {5, 6, 7, 8}, .ft = {80, 96, 112, 128}};
+
+/* A learner checkpoint of those arrays (table digest 42) and cursor_len
+ * bytes of cursor; the caller sets the counters it checks. */
+static ckpt_learner learner_of(unsigned char *cursor, size_t cursor_len)
+{
+    ckpt_learner c = {.n = NN, .P = NP, .table_digest = 42, .cursor_len = cursor_len, .cursor = cursor};
+    c.params = lrn.params;
+    c.adam_m = lrn.m;
+    c.adam_v = lrn.v;
+    c.base_version = lrn.bv;
+    c.frag_steps = lrn.fs;
+    c.frag_tokens = lrn.ft;
+    return c;
+}
+
 Test(checkpoint, learner_round_trip)
 {
-    static float params[NN], m[NN], v[NN];
-    int64_t bv[NP] = {1, 2, 3, 4}, fs[NP] = {5, 6, 7, 8}, ft[NP] = {80, 96, 112, 128};
     unsigned char cursor[100];
-    ckpt_learner c, back;
+    ckpt_learner back;
     char err[CX_ERRLEN];
     for (int i = 0; i < NN; i++) {
-        params[i] = (float)i;
-        m[i] = (float)i * 2;
-        v[i] = (float)i * 3;
+        lrn.params[i] = (float)i;
+        lrn.m[i] = (float)i * 2;
+        lrn.v[i] = (float)i * 3;
     }
     for (int i = 0; i < 100; i++)
         cursor[i] = (unsigned char)(i * 7);
-    memset(&c, 0, sizeof c);
+    ckpt_learner c = learner_of(cursor, sizeof cursor);
     c.learner = 3;
     c.incarnation = 4;
     c.step = 240;
     c.tokens = 3840;
-    c.n = NN;
-    c.P = NP;
-    c.table_digest = 42;
-    c.params = params;
     c.adam_steps = 240;
-    c.adam_m = m;
-    c.adam_v = v;
-    c.base_version = bv;
-    c.frag_steps = fs;
-    c.frag_tokens = ft;
-    c.cursor_len = sizeof cursor;
-    c.cursor = cursor;
     cr_assert_eq(ckpt_learner_save(dir, &c, err, sizeof err), 0, "%s", err);
     cr_assert_eq(ckpt_learner_load(dir, &back, NN, NP, 42, err, sizeof err), 0, "%s", err);
     cr_assert_eq(back.learner, 3);
     cr_assert_eq(back.incarnation, 4);
     cr_assert_eq(back.step, 240);
     cr_assert_eq(back.adam_steps, 240);
-    cr_assert_eq(memcmp(back.params, params, sizeof params), 0);
-    cr_assert_eq(memcmp(back.adam_v, v, sizeof v), 0);
-    cr_assert_eq(memcmp(back.frag_tokens, ft, sizeof ft), 0);
+    cr_assert_eq(memcmp(back.params, lrn.params, sizeof lrn.params), 0);
+    cr_assert_eq(memcmp(back.adam_v, lrn.v, sizeof lrn.v), 0);
+    cr_assert_eq(memcmp(back.frag_tokens, lrn.ft, sizeof lrn.ft), 0);
     cr_assert_eq(back.cursor_len, sizeof cursor);
     cr_assert_eq(memcmp(back.cursor, cursor, sizeof cursor), 0);
     ckpt_learner_cleanup(&back);
@@ -293,33 +301,20 @@ static void gate_wait(void *ctx)
 
 Test(checkpoint, writer_snapshots_skips_while_busy_and_writes_the_snapshot)
 {
-    static float params[NN], m[NN], v[NN];
-    int64_t bv[NP] = {1, 2, 3, 4}, fs[NP] = {5, 6, 7, 8}, ft[NP] = {80, 96, 112, 128};
     unsigned char cursor[16] = {9};
     gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
-    ckpt_learner c, back;
+    ckpt_learner back;
     char err[CX_ERRLEN];
     for (int i = 0; i < NN; i++)
-        params[i] = m[i] = v[i] = (float)i;
-    memset(&c, 0, sizeof c);
+        lrn.params[i] = lrn.m[i] = lrn.v[i] = (float)i;
+    ckpt_learner c = learner_of(cursor, sizeof cursor);
     c.learner = 1;
     c.step = 100;
-    c.n = NN;
-    c.P = NP;
-    c.table_digest = 42;
-    c.params = params;
-    c.adam_m = m;
-    c.adam_v = v;
-    c.base_version = bv;
-    c.frag_steps = fs;
-    c.frag_tokens = ft;
-    c.cursor_len = sizeof cursor;
-    c.cursor = cursor;
     ckpt_writer *w = ckpt_writer_new(dir, NN, NP, sizeof cursor, gate_wait, &g);
     cr_assert(w);
     cr_assert_eq(ckpt_writer_submit(w, &c), 1, "an idle writer takes the snapshot");
     /* the caller's state moves on at once: the writer must have copied it */
-    params[0] = -1.0f;
+    lrn.params[0] = -1.0f;
     c.step = 200;
     pthread_mutex_lock(&g.mu);
     while (g.entered == 0)
@@ -342,7 +337,7 @@ Test(checkpoint, writer_snapshots_skips_while_busy_and_writes_the_snapshot)
     cr_assert_eq(ckpt_learner_load(dir, &back, NN, NP, 42, err, sizeof err), 0, "%s", err);
     cr_assert_eq(back.step, 100, "the snapshot as submitted, not the state after it");
     cr_assert_float_eq(back.params[0], 0.0f, 0.0);
-    cr_assert_eq(memcmp(back.frag_tokens, ft, sizeof ft), 0);
+    cr_assert_eq(memcmp(back.frag_tokens, lrn.ft, sizeof lrn.ft), 0);
     ckpt_learner_cleanup(&back);
     /* idle again: the next submit is taken and written */
     cr_assert_eq(ckpt_writer_submit(w, &c), 1);

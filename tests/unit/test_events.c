@@ -8,6 +8,7 @@
 
 #include "common/buf.h"
 #include "common/err.h"
+#include "tmpdir.h"
 #include "trainer/events.h"
 
 static char dir[64];
@@ -15,9 +16,7 @@ static char path[128];
 
 static void setup(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/cx_test_events_XXXXXX");
-    cr_assert(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/events.jsonl", dir);
+    tmpdir_with_file(dir, sizeof dir, "/tmp/cx_test_events_XXXXXX", path, sizeof path, "events.jsonl");
 }
 static void teardown(void)
 {
@@ -35,23 +34,42 @@ static int count_lines(const char *s)
 
 TestSuite(events, .init = setup, .fini = teardown);
 
-Test(events, seq_is_gapless_and_persisted)
+/* The event log on path (a ring of 16), which must open. */
+static events *open_log(void)
 {
     char err[CX_ERRLEN];
     events *ev = events_new(path, 16, err, sizeof err);
-    cr_assert(ev, "%s", err);
+    cr_assert_not_null(ev, "%s", err);
+    return ev;
+}
+
+/* events_since(ev, after, limit) into out (emptied first) must succeed with
+ * nlines lines, the first of them seq after + 1. */
+static void expect_since(events *ev, int64_t after, int limit, int nlines, cx_buf *out)
+{
+    cx_buf_reset(out);
+    cr_assert_eq(events_since(ev, after, limit, out), 0);
+    cr_assert_eq(count_lines(out->data), nlines, "since %lld, limit %d", (long long)after, limit);
+    if (nlines > 0) {
+        char want[32];
+        snprintf(want, sizeof want, "{\"seq\":%lld,", (long long)after + 1);
+        cr_assert(strncmp(out->data, want, strlen(want)) == 0, "since %lld: %.40s", (long long)after,
+                  out->data);
+    }
+}
+
+Test(events, seq_is_gapless_and_persisted)
+{
+    events *ev = open_log();
     for (int i = 1; i <= 5; i++)
         cr_assert_eq(events_emit(ev, "merge", json_pack("{s:i}", "fragment", i)), i);
     events_free(ev);
-    ev = events_new(path, 16, err, sizeof err);
-    cr_assert(ev, "%s", err);
+    ev = open_log();
     cr_assert_eq(events_last_seq(ev), 5);
     cr_assert_eq(events_emit(ev, "start", NULL), 6);
     cx_buf out;
     cx_buf_init(&out, 1 << 20);
-    cr_assert_eq(events_since(ev, 3, 100, &out), 0);
-    cr_assert_eq(count_lines(out.data), 3);
-    cr_assert(strncmp(out.data, "{\"seq\":4,", 9) == 0, "%s", out.data);
+    expect_since(ev, 3, 100, 3, &out);
     cr_assert(strstr(out.data, "\"type\":\"start\""));
     cr_assert(strstr(out.data, "\"t_real\":\""));
     cr_assert(strstr(out.data, "\"t_mono_ms\":"));
@@ -61,9 +79,7 @@ Test(events, seq_is_gapless_and_persisted)
 
 Test(events, torn_tail_is_dropped)
 {
-    char err[CX_ERRLEN];
-    events *ev = events_new(path, 16, err, sizeof err);
-    cr_assert(ev);
+    events *ev = open_log();
     events_emit(ev, "a", NULL);
     events_emit(ev, "b", NULL);
     events_free(ev);
@@ -71,8 +87,7 @@ Test(events, torn_tail_is_dropped)
     cr_assert(fd >= 0);
     cr_assert_eq(write(fd, "{\"seq\":3,\"t_re", 14), 14);
     close(fd);
-    ev = events_new(path, 16, err, sizeof err);
-    cr_assert(ev, "%s", err);
+    ev = open_log();
     cr_assert_eq(events_last_seq(ev), 2);
     cr_assert_eq(events_emit(ev, "c", NULL), 3);
     events_free(ev);
@@ -92,15 +107,12 @@ Test(events, torn_tail_is_dropped)
 
 Test(events, reads_older_than_the_ring_come_from_the_file)
 {
-    char err[CX_ERRLEN];
-    events *ev = events_new(path, 16, err, sizeof err);
-    cr_assert(ev);
+    events *ev = open_log();
     for (int i = 0; i < 50; i++)
         events_emit(ev, "heartbeat", json_pack("{s:i}", "i", i));
     cx_buf out;
     cx_buf_init(&out, 1 << 20);
-    cr_assert_eq(events_since(ev, 0, 1000, &out), 0);
-    cr_assert_eq(count_lines(out.data), 50);
+    expect_since(ev, 0, 1000, 50, &out);
     /* in order, gapless */
     const char *p = out.data;
     for (int i = 1; i <= 50; i++) {
@@ -109,19 +121,14 @@ Test(events, reads_older_than_the_ring_come_from_the_file)
         cr_assert(strncmp(p, want, strlen(want)) == 0, "line %d: %.40s", i, p);
         p = strchr(p, '\n') + 1;
     }
-    cx_buf_reset(&out);
-    cr_assert_eq(events_since(ev, 10, 5, &out), 0);
-    cr_assert_eq(count_lines(out.data), 5, "limit is honoured");
-    cr_assert(strncmp(out.data, "{\"seq\":11,", 10) == 0);
+    expect_since(ev, 10, 5, 5, &out); /* the limit is honoured */
     cx_buf_cleanup(&out);
     events_free(ev);
 }
 
 Test(events, seq_floor_from_a_checkpoint)
 {
-    char err[CX_ERRLEN];
-    events *ev = events_new(path, 16, err, sizeof err);
-    cr_assert(ev);
+    events *ev = open_log();
     events_emit(ev, "a", NULL);
     events_set_seq_floor(ev, 40);
     cr_assert_eq(events_emit(ev, "b", NULL), 41);
@@ -146,20 +153,18 @@ static int count_events(void *ctx, json_t *e)
  * same lines a full scan gives. */
 Test(events, reopen_and_old_reads_do_not_scan_the_history)
 {
-    char err[CX_ERRLEN];
-    events *ev = events_new(path, 16, err, sizeof err);
-    cr_assert(ev);
+    events *ev = open_log();
     int n = 20000; /* ~2.4 MB, about ten times the recovery tail */
     for (int i = 0; i < n; i++)
-        events_emit(ev, "heartbeat", json_pack("{s:i, s:s}", "i", i, "pad", "0123456789abcdef0123456789abcdef"));
+        events_emit(ev, "heartbeat",
+                    json_pack("{s:i, s:s}", "i", i, "pad", "0123456789abcdef0123456789abcdef"));
     events_free(ev);
     FILE *f = fopen(path, "r");
     cr_assert(f);
     fseek(f, 0, SEEK_END);
     long size = ftell(f);
     fclose(f);
-    ev = events_new(path, 16, err, sizeof err);
-    cr_assert(ev, "%s", err);
+    ev = open_log();
     cr_assert_eq(events_last_seq(ev), n, "the last seq is found from the tail");
     int64_t read = events_read_bytes(ev);
     cr_assert_lt(read, size / 4, "reopen read %lld of %ld bytes", (long long)read, size);
@@ -180,14 +185,7 @@ Test(events, reopen_and_old_reads_do_not_scan_the_history)
         cr_assert_eq(only[1], probes[k] <= n ? 1 : 0, "type filter");
         cx_buf out;
         cx_buf_init(&out, 8 << 20);
-        cr_assert_eq(events_since(ev, probes[k], 100000, &out), 0);
-        cr_assert_eq(count_lines(out.data), n + 1 - probes[k]);
-        if (probes[k] <= n) {
-            char want[32];
-            snprintf(want, sizeof want, "{\"seq\":%lld,", (long long)probes[k] + 1);
-            cr_assert(strncmp(out.data, want, strlen(want)) == 0, "since %lld: %.40s", (long long)probes[k],
-                      out.data);
-        }
+        expect_since(ev, probes[k], 100000, (int)(n + 1 - probes[k]), &out);
         cx_buf_cleanup(&out);
     }
     events_free(ev);

@@ -44,6 +44,20 @@ static void dump(const jv_diag *d)
         fprintf(stderr, "  diag: %s\n", jv_diag_get(d, i));
 }
 
+/* Load text (flags) that must be valid; its diagnostics are printed when
+ * it is not. The experiment is the caller's (exp_free). */
+static experiment *load_ok(const char *text, unsigned flags)
+{
+    experiment *e = NULL;
+    jv_diag *d;
+    int rc = load(text, flags, &e, &d);
+    if (rc != 0)
+        dump(d);
+    cr_assert_eq(rc, 0, "expected valid: %s", text);
+    jv_diag_free(d);
+    return e;
+}
+
 /* Expect invalid with a message starting with want. */
 static void expect_error(const char *text, const char *want)
 {
@@ -139,12 +153,7 @@ Test(experiment, sketch_parses)
 
 Test(experiment, full_parses_and_ci_variant_patches)
 {
-    experiment *e = NULL;
-    jv_diag *d;
-    int rc = load(good_full, 0, &e, &d);
-    if (rc)
-        dump(d);
-    cr_assert_eq(rc, 0);
+    experiment *e = load_ok(good_full, 0);
     cr_assert_eq(e->ntags, 2);
     cr_assert_str_eq(e->mode, "ddp-elastic");
     cr_assert_eq(e->steps, 2000);
@@ -175,16 +184,13 @@ Test(experiment, full_parses_and_ci_variant_patches)
     cr_assert_str_eq(hyp_spec_label(e->verify[0]), "faults-took");
     cr_assert_eq(e->nverify, 5);
     exp_free(e);
-    jv_diag_free(d);
 
-    rc = load(good_full, EXP_CI, &e, &d);
-    cr_assert_eq(rc, 0);
+    e = load_ok(good_full, EXP_CI);
     cr_assert_eq(e->steps, 200, "ci patch applied");
     cr_assert_float_eq(e->chaos.end_s, 20.0, 1e-12);
     cr_assert_float_eq(e->chaos.mtbf_s, 60.0, 1e-12, "untouched keys kept");
     cr_assert_null(json_object_get(e->doc, "ci"), "the ci variant has no ci block");
     exp_free(e);
-    jv_diag_free(d);
 }
 
 Test(experiment, loads_from_file)
@@ -360,22 +366,16 @@ Test(experiment, if_not_running_wait_or_skip)
 {
     const char *head = ACTION_A_HEAD;
     char text[512];
-    experiment *e = NULL;
-    jv_diag *d;
     snprintf(text, sizeof text,
              "%s}, {\"name\": \"b\", \"fault\": \"pause\", \"targets\": {\"ids\": [1]}, "
              "\"at_s\": 1, \"duration_ms\": 5, \"if_not_running\": \"skip\"}, {\"name\": \"c\", \"fault\": "
              "\"pause\", \"targets\": {\"ids\": [1]}, \"at_s\": 1, \"duration_ms\": 5, \"wait_s\": 2.5}]}",
              head);
-    int rc = load(text, 0, &e, &d);
-    if (rc != 0)
-        dump(d);
-    cr_assert_eq(rc, 0);
+    experiment *e = load_ok(text, 0);
     cr_assert(!e->method[0].skip_if_not_running && e->method[0].wait_ms == 30000, "default: wait 30 s");
     cr_assert(e->method[1].skip_if_not_running);
     cr_assert(!e->method[2].skip_if_not_running && e->method[2].wait_ms == 2500);
     exp_free(e);
-    jv_diag_free(d);
     snprintf(text, sizeof text, "%s, \"if_not_running\": \"retry\"}]}", head);
     expect_error(text, "$.method[0].if_not_running: expected one of");
     snprintf(text, sizeof text, "%s, \"if_not_running\": \"skip\", \"wait_s\": 3}]}", head);
@@ -389,19 +389,13 @@ Test(experiment, until_end_is_a_boolean)
 {
     const char *head = ACTION_A_HEAD;
     char text[512];
-    experiment *e = NULL;
-    jv_diag *d;
     snprintf(text, sizeof text,
              "%s, \"until_end\": true}, {\"name\": \"b\", \"fault\": \"pause\", "
              "\"targets\": {\"ids\": [1]}, \"at_s\": 1, \"duration_ms\": 5}]}",
              head);
-    int rc = load(text, 0, &e, &d);
-    if (rc != 0)
-        dump(d);
-    cr_assert_eq(rc, 0);
+    experiment *e = load_ok(text, 0);
     cr_assert(e->method[0].until_end && !e->method[1].until_end);
     exp_free(e);
-    jv_diag_free(d);
     snprintf(text, sizeof text, "%s, \"until_end\": 1}]}", head);
     expect_error(text, "$.method[0].until_end: expected");
 }
@@ -411,16 +405,10 @@ Test(experiment, horizon_minimums)
 {
     const char *head = ACTION_A_HEAD;
     char text[512];
-    experiment *e = NULL;
-    jv_diag *d;
     snprintf(text, sizeof text, "%s}], \"horizon\": {\"min_tokens\": 500, \"min_merges\": 40}}", head);
-    int rc = load(text, 0, &e, &d);
-    if (rc != 0)
-        dump(d);
-    cr_assert_eq(rc, 0);
+    experiment *e = load_ok(text, 0);
     cr_assert(e->min_tokens == 500 && e->min_merges == 40);
     exp_free(e);
-    jv_diag_free(d);
     snprintf(text, sizeof text, "%s}], \"horizon\": {\"min_merges\": 0}}", head);
     expect_error(text, "$.horizon.min_merges: expected a number of merges");
     snprintf(text, sizeof text, "%s}], \"horizon\": {\"min_steps\": 3}}", head);
@@ -487,9 +475,8 @@ Test(experiment, ci_variant_errors_are_marked)
                        "\"versions_monotonic\"}], \"ci\": {\"topology\": {\"learners\": 0}}}";
     experiment *e = NULL;
     jv_diag *d;
-    cr_assert_eq(load(text, 0, &e, &d), 0, "the base variant is fine");
+    e = load_ok(text, 0); /* the base variant is fine */
     exp_free(e);
-    jv_diag_free(d);
     cr_assert_eq(load(text, EXP_CI, &e, &d), CX_EINVAL);
     cr_assert(has_msg(d, "[ci] $.topology.learners: expected a learner count in 1..256, got 0", 0));
     jv_diag_free(d);
@@ -497,18 +484,15 @@ Test(experiment, ci_variant_errors_are_marked)
 
 Test(experiment, attach_mode)
 {
-    experiment *e = NULL;
-    jv_diag *d;
     const char *ok =
         "{\"title\": \"t\", \"topology\": {\"learners\": 2, \"attach\": {\"syncer\": "
         "\"http://127.0.0.1:7070\", \"agents\": [\"http://127.0.0.1:7101\", \"http://127.0.0.1:7102\"],"
         " \"token_file\": \"/tmp/tok\"}}, \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}";
-    cr_assert_eq(load(ok, 0, &e, &d), 0);
+    experiment *e = load_ok(ok, 0);
     cr_assert_str_eq(e->attach_syncer, "http://127.0.0.1:7070");
     cr_assert_eq(e->nattach_agents, 2);
     cr_assert_str_eq(e->attach_agents[1], "http://127.0.0.1:7102");
     exp_free(e);
-    jv_diag_free(d);
     expect_error("{\"title\": \"t\", \"topology\": {\"learners\": 2, \"attach\": {\"syncer\": \"ftp://x\", "
                  "\"agents\": [\"http://a\"]}}, \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}",
                  "$.topology.attach.syncer: expected an http:// or https:// URL, got \"ftp://x\"");
@@ -534,10 +518,7 @@ static char *trainer_doc(const char *trainer, const char *horizon)
 
 Test(experiment, trainer_commands)
 {
-    experiment *e = NULL;
-    jv_diag *d;
-    cr_assert_eq(
-        load(trainer_doc("{" COORD ", " LEARN ", \"cwd\": \"..\"}", "{\"min_merges\": 5}"), 0, &e, &d), 0);
+    experiment *e = load_ok(trainer_doc("{" COORD ", " LEARN ", \"cwd\": \"..\"}", "{\"min_merges\": 5}"), 0);
     cr_assert_not_null(e->trainer);
     cr_assert_eq(e->trainer->ncoordinator, 6);
     cr_assert_str_eq(e->trainer->coordinator[3], "{listen}");
@@ -546,40 +527,41 @@ Test(experiment, trainer_commands)
     cr_assert_str_eq(e->trainer->learner[3], "http://{proxy}");
     cr_assert_str_eq(e->trainer->cwd, "..");
     exp_free(e);
-    jv_diag_free(d);
     /* without topology.trainer: chaosloco's own */
-    cr_assert_eq(load("{\"title\": \"t\", \"topology\": {\"learners\": 2}, \"verify\": [{\"hypothesis\": "
-                      "\"versions_monotonic\"}]}",
-                      0, &e, &d),
-                 0);
+    e = load_ok("{\"title\": \"t\", \"topology\": {\"learners\": 2}, \"verify\": [{\"hypothesis\": "
+                "\"versions_monotonic\"}]}",
+                0);
     cr_assert_null(e->trainer);
     exp_free(e);
-    jv_diag_free(d);
 }
 
 Test(experiment, trainer_refused)
 {
-    const char *hz = "{\"min_tokens\": 100}";
-    expect_error(trainer_doc("{" COORD ", \"learner\": [\"w\", \"{proxy}\", \"{nope}\"]}", hz),
-                 "$.topology.trainer.learner[2]: unknown placeholder {nope} (known: {proxy}, ");
-    /* a coordinator placeholder is not a learner's */
-    expect_error(trainer_doc("{" COORD ", \"learner\": [\"w\", \"{proxy}\", \"{listen}\"]}", hz),
-                 "$.topology.trainer.learner[2]: unknown placeholder {listen}");
-    expect_error(trainer_doc("{\"coordinator\": [\"c\", \"{state_dir}\"], " LEARN "}", hz),
-                 "$.topology.trainer.coordinator: expected {listen} (the address it must bind");
-    expect_error(trainer_doc("{\"coordinator\": [\"c\"], " LEARN "}", hz),
-                 "$.topology.trainer.coordinator: expected {listen} (the address it must bind: a "
-                 "syncer_restart keeps it) and {state_dir} (where it writes listen.addr), missing both");
-    expect_error(trainer_doc("{" COORD ", \"learner\": [\"w\", \"--id\", \"{id}\"]}", hz),
-                 "$.topology.trainer.learner: expected {proxy}: the learner must reach the coordinator");
-    expect_error(trainer_doc("{" COORD ", \"learner\": []}", hz),
-                 "$.topology.trainer.learner: expected a command (a non-empty array of strings), got []");
-    expect_error(trainer_doc("{" COORD ", \"learner\": [\"w\", \"\", \"{proxy}\"]}", hz),
-                 "$.topology.trainer.learner[1]: expected a non-empty string, got \"\"");
-    expect_error(trainer_doc("{" COORD "}", hz), "$.topology.trainer.learner: missing required key");
-    expect_error(
-        trainer_doc("{" COORD ", " LEARN ", \"env\": {}}", hz),
-        "$.topology.trainer.env: unknown key (expected one of: coordinator, learner, cwd, telemetry)");
+    /* each trainer object (with min_tokens 100 as the horizon) and the
+     * message that must start its error */
+    static const char *const bad[][2] = {
+        {"{" COORD ", \"learner\": [\"w\", \"{proxy}\", \"{nope}\"]}",
+         "$.topology.trainer.learner[2]: unknown placeholder {nope} (known: {proxy}, "},
+        /* a coordinator placeholder is not a learner's */
+        {"{" COORD ", \"learner\": [\"w\", \"{proxy}\", \"{listen}\"]}",
+         "$.topology.trainer.learner[2]: unknown placeholder {listen}"},
+        {"{\"coordinator\": [\"c\", \"{state_dir}\"], " LEARN "}",
+         "$.topology.trainer.coordinator: expected {listen} (the address it must bind"},
+        {"{\"coordinator\": [\"c\"], " LEARN "}",
+         "$.topology.trainer.coordinator: expected {listen} (the address it must bind: a "
+         "syncer_restart keeps it) and {state_dir} (where it writes listen.addr), missing both"},
+        {"{" COORD ", \"learner\": [\"w\", \"--id\", \"{id}\"]}",
+         "$.topology.trainer.learner: expected {proxy}: the learner must reach the coordinator"},
+        {"{" COORD ", \"learner\": []}",
+         "$.topology.trainer.learner: expected a command (a non-empty array of strings), got []"},
+        {"{" COORD ", \"learner\": [\"w\", \"\", \"{proxy}\"]}",
+         "$.topology.trainer.learner[1]: expected a non-empty string, got \"\""},
+        {"{" COORD "}", "$.topology.trainer.learner: missing required key"},
+        {"{" COORD ", " LEARN ", \"env\": {}}",
+         "$.topology.trainer.env: unknown key (expected one of: coordinator, learner, cwd, telemetry)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_error(trainer_doc(bad[i][0], "{\"min_tokens\": 100}"), bad[i][1]);
     expect_error(trainer_doc("{" COORD ", " LEARN "}", NULL),
                  "$.horizon: expected min_tokens or min_merges with topology.trainer");
     expect_error("{\"title\": \"t\", \"topology\": {\"learners\": 1, \"trainer\": {" COORD ", " LEARN
@@ -591,21 +573,16 @@ Test(experiment, trainer_refused)
 /* topology.trainer.telemetry: absent = HTTP; events_file = the file form. */
 Test(experiment, trainer_telemetry)
 {
-    experiment *e = NULL;
-    jv_diag *d;
     const char *hz = "{\"min_merges\": 5}";
-    cr_assert_eq(load(trainer_doc("{" COORD ", " LEARN "}", hz), 0, &e, &d), 0);
+    experiment *e = load_ok(trainer_doc("{" COORD ", " LEARN "}", hz), 0);
     cr_assert_null(e->trainer->events_file, "no telemetry key: HTTP");
     exp_free(e);
-    jv_diag_free(d);
-    cr_assert_eq(load(trainer_doc("{" COORD ", " LEARN ", \"telemetry\": {\"events_file\": "
-                                  "\"{state_dir}/events.jsonl\"}}",
-                                  hz),
-                      0, &e, &d),
-                 0);
+    e = load_ok(trainer_doc("{" COORD ", " LEARN ", \"telemetry\": {\"events_file\": "
+                            "\"{state_dir}/events.jsonl\"}}",
+                            hz),
+                0);
     cr_assert_str_eq(e->trainer->events_file, "{state_dir}/events.jsonl");
     exp_free(e);
-    jv_diag_free(d);
     expect_error(trainer_doc("{" COORD ", " LEARN ", \"telemetry\": {}}", hz),
                  "$.topology.trainer.telemetry.events_file: missing required key");
     expect_error(
@@ -913,17 +890,13 @@ Test(experiment, encoding_q2_is_accepted)
     const char *q2 =
         "{\"title\": \"t\", \"topology\": {\"learners\": 2, \"training\": {\"encoding\": \"q2\", "
         "\"upstream_ef\": \"off\"}}, \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}";
-    int rc = load(q2, 0, &e, &d);
-    if (rc)
-        dump(d);
-    cr_assert_eq(rc, 0);
+    e = load_ok(q2, 0);
     cr_assert_str_eq(json_string_value(json_object_get(e->training, "encoding")), "q2");
     exp_free(e);
-    jv_diag_free(d);
     e = NULL;
-    rc = load("{\"title\": \"t\", \"topology\": {\"learners\": 2, \"training\": {\"encoding\": \"q3\"}}, "
-              "\"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}",
-              0, &e, &d);
+    int rc = load("{\"title\": \"t\", \"topology\": {\"learners\": 2, \"training\": {\"encoding\": \"q3\"}}, "
+                  "\"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}",
+                  0, &e, &d);
     cr_assert_eq(rc, CX_EINVAL);
     int named = 0;
     for (size_t i = 0; i < jv_diag_count(d); i++)

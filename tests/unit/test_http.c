@@ -106,6 +106,17 @@ static void teardown(void)
 
 TestSuite(http, .init = setup, .fini = teardown, .timeout = 30);
 
+/* method path through c, with body (len bytes, JSON) when body is not
+ * NULL: an answer must come back; its status (body and headers in *r). */
+static int request(cx_http_client *c, const char *method, const char *path, const char *body, size_t len,
+                   cx_http_result *r)
+{
+    cr_assert_eq(
+        cx_http_do(c, method, path, NULL, body, len, body ? "application/json" : NULL, 0, r, NULL, 0), 0,
+        "%s %s: no answer", method, path);
+    return r->status;
+}
+
 Test(http, routes_params_query_strict_json)
 {
     cx_http_client *c = cx_http_client_new(base, NULL);
@@ -128,21 +139,13 @@ Test(http, routes_params_query_strict_json)
 
     cx_http_result r;
     cx_http_result_init(&r);
-    cr_assert_eq(
-        cx_http_do(c, "POST", "/v1/things/1/echo", NULL, "{not json", 9, "application/json", 0, &r, NULL, 0),
-        0);
-    cr_assert_eq(r.status, 400);
+    cr_assert_eq(request(c, "POST", "/v1/things/1/echo", "{not json", 9, &r), 400);
     cr_assert(strstr(r.body.data, "invalid JSON"));
-    cr_assert_eq(cx_http_do(c, "GET", "/v1/things/1/echo", NULL, NULL, 0, NULL, 0, &r, NULL, 0), 0);
-    cr_assert_eq(r.status, 405);
-    cr_assert_eq(cx_http_do(c, "GET", "/nope", NULL, NULL, 0, NULL, 0, &r, NULL, 0), 0);
-    cr_assert_eq(r.status, 404);
+    cr_assert_eq(request(c, "GET", "/v1/things/1/echo", NULL, 0, &r), 405);
+    cr_assert_eq(request(c, "GET", "/nope", NULL, 0, &r), 404);
     char big[2000];
     memset(big, ' ', sizeof big);
-    cr_assert_eq(
-        cx_http_do(c, "POST", "/v1/things/1/echo", NULL, big, sizeof big, "application/json", 0, &r, NULL, 0),
-        0);
-    cr_assert_eq(r.status, 413);
+    cr_assert_eq(request(c, "POST", "/v1/things/1/echo", big, sizeof big, &r), 413);
     cx_http_result_cleanup(&r);
     cx_http_client_free(c);
 }
@@ -156,12 +159,9 @@ Test(http, bearer_and_headers)
     cx_http_client *wrong = cx_http_client_new(base, &o);
     cx_http_result r;
     cx_http_result_init(&r);
-    cr_assert_eq(cx_http_do(anon, "GET", "/secret", NULL, NULL, 0, NULL, 0, &r, NULL, 0), 0);
-    cr_assert_eq(r.status, 401);
-    cr_assert_eq(cx_http_do(wrong, "GET", "/secret", NULL, NULL, 0, NULL, 0, &r, NULL, 0), 0);
-    cr_assert_eq(r.status, 401);
-    cr_assert_eq(cx_http_do(auth, "GET", "/secret", NULL, NULL, 0, NULL, 0, &r, NULL, 0), 0);
-    cr_assert_eq(r.status, 200);
+    cr_assert_eq(request(anon, "GET", "/secret", NULL, 0, &r), 401);
+    cr_assert_eq(request(wrong, "GET", "/secret", NULL, 0, &r), 401);
+    cr_assert_eq(request(auth, "GET", "/secret", NULL, 0, &r), 200);
     cr_assert_str_eq(r.body.data, "ok");
     char v[32];
     cr_assert_eq(cx_http_result_header(&r, "x-version", v, sizeof v), 0);
@@ -195,8 +195,7 @@ Test(http, stream_sends_chunks_until_it_ends)
     cx_http_client *c = cx_http_client_new(base, NULL);
     cx_http_result r;
     cx_http_result_init(&r);
-    cr_assert_eq(cx_http_do(c, "GET", "/stream/3", NULL, NULL, 0, NULL, 0, &r, NULL, 0), 0);
-    cr_assert_eq(r.status, 200);
+    cr_assert_eq(request(c, "GET", "/stream/3", NULL, 0, &r), 200);
     cr_assert_str_eq(r.body.data, "chunk 0\nchunk 1\nchunk 2\n");
     char v[64];
     cr_assert_eq(cx_http_result_header(&r, "Content-Type", v, sizeof v), 0);

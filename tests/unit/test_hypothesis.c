@@ -30,6 +30,8 @@ typedef struct opts {
     int loss2;            /* rejoined learner 2's train losses: 1 last one x1.5, 2 all x1.5 */
 } opts;
 
+static const opts plain = {0}; /* the run as described above */
+
 #define KILL_T 10000
 #define HEAL_T 15000
 #define REJOIN_T 15500
@@ -182,8 +184,23 @@ static hyp_verdict judge(const hyp_history *h, const char *spec_json)
     return v;
 }
 
-#define PASS(v) cr_assert_eq((v).status, HYP_PASS, "expected pass: %s", (v).explanation)
-#define FAIL(v) cr_assert_eq((v).status, HYP_FAIL, "expected fail: %s", (v).explanation)
+/* Judge spec_json on h; the verdict must have status want. The verdict is
+ * returned for the figure and explanation checks that follow. */
+static hyp_verdict expect(const hyp_history *h, const char *spec_json, hyp_status want)
+{
+    hyp_verdict v = judge(h, spec_json);
+    cr_assert_eq(v.status, want, "expected %s: %s", hyp_status_name(want), v.explanation);
+    return v;
+}
+
+/* expect() on a history built from o alone (built, judged, freed). */
+static hyp_verdict expect_run(opts o, const char *spec_json, hyp_status want)
+{
+    hyp_history *h = build(&o);
+    hyp_verdict v = expect(h, spec_json, want);
+    hyp_history_free(h);
+    return v;
+}
 
 /* ---- registry and params ---- */
 
@@ -252,87 +269,63 @@ Test(hypothesis, params_are_strict)
 
 Test(hypothesis, loss_continuity)
 {
-    opts o = {0};
-    hyp_history *h = build(&o);
-    hyp_verdict v =
-        judge(h, "{\"hypothesis\": \"loss_continuity\", \"max_jump_rel\": 0.1, \"recover_s\": 5}");
-    PASS(v);
+    const char *spec = "{\"hypothesis\": \"loss_continuity\", \"max_jump_rel\": 0.1, \"recover_s\": 5}";
+    hyp_verdict v = expect_run(plain, spec, HYP_PASS);
     cr_assert_float_eq(v.measured, 0.0, 1e-9, "the loss only fell");
     cr_assert_float_eq(v.threshold, 0.1, 1e-12);
-    hyp_history_free(h);
 
-    o.spike = 1;
-    h = build(&o);
-    v = judge(h, "{\"hypothesis\": \"loss_continuity\", \"max_jump_rel\": 0.1, \"recover_s\": 5}");
-    FAIL(v);
+    v = expect_run((opts){.spike = 1}, spec, HYP_FAIL);
     /* Reference: the eval at 10.001 s is after the kill, so the last one
      * before it is at 9.501 s; peak: the first spiked eval at 10.001 s. */
     double ref = 5.0 * exp(-9500 / 20000.0) + 1.5, peak = (5.0 * exp(-10000 / 20000.0) + 1.5) * 1.5;
     cr_assert_float_eq(v.measured, peak / ref - 1.0, 1e-6);
-    hyp_history_free(h);
 
     for (int how = 1; how <= 2; how++) {
-        o = (opts){.nan_eval = how};
-        h = build(&o);
-        v = judge(h, "{\"hypothesis\": \"loss_continuity\", \"max_jump_rel\": 0.1, \"recover_s\": 5}");
-        FAIL(v);
+        v = expect_run((opts){.nan_eval = how}, spec, HYP_FAIL);
         cr_assert(strstr(v.explanation, "not finite") != NULL);
-        hyp_history_free(h);
     }
 }
 
 Test(hypothesis, loss_target)
 {
-    opts o = {0};
-    hyp_history *h = build(&o);
+    hyp_history *h = build(&plain);
     double final = 5.0 * exp(-END_T / 20000.0) + 1.5;
-    hyp_verdict v = judge(h, "{\"hypothesis\": \"loss_target\", \"max\": 3.0}");
-    PASS(v);
+    hyp_verdict v = expect(h, "{\"hypothesis\": \"loss_target\", \"max\": 3.0}", HYP_PASS);
     cr_assert_float_eq(v.measured, final, 1e-9);
-    v = judge(h, "{\"hypothesis\": \"loss_target\", \"max\": 2.0}");
-    FAIL(v);
+    v = expect(h, "{\"hypothesis\": \"loss_target\", \"max\": 2.0}", HYP_FAIL);
     cr_assert_float_eq(v.measured, final, 1e-9);
     /* by_s: the lowest eval within 5 s of the start (t=4.501 s). */
-    v = judge(h, "{\"hypothesis\": \"loss_target\", \"max\": 5.5, \"by_s\": 5}");
-    PASS(v);
+    v = expect(h, "{\"hypothesis\": \"loss_target\", \"max\": 5.5, \"by_s\": 5}", HYP_PASS);
     cr_assert_float_eq(v.measured, 5.0 * exp(-4500 / 20000.0) + 1.5, 1e-9);
-    v = judge(h, "{\"hypothesis\": \"loss_target\", \"max\": 5.0, \"by_s\": 5}");
-    FAIL(v);
+    v = expect(h, "{\"hypothesis\": \"loss_target\", \"max\": 5.0, \"by_s\": 5}", HYP_FAIL);
     /* Relative to a control run: from params, then from the runner. */
-    v = judge(h, "{\"hypothesis\": \"loss_target\", \"tol\": 0.05, \"control\": 2.55}");
-    PASS(v);
+    v = expect(h, "{\"hypothesis\": \"loss_target\", \"tol\": 0.05, \"control\": 2.55}", HYP_PASS);
     cr_assert_float_eq(v.threshold, 2.55 * 1.05, 1e-9);
     v = judge(h, "{\"hypothesis\": \"loss_target\", \"tol\": 0.01}");
     cr_assert_eq(v.status, HYP_ERROR, "no control loss: cannot judge");
     hyp_history_set_counter(h, HYP_C_CONTROL_LOSS, 2.0);
-    v = judge(h, "{\"hypothesis\": \"loss_target\", \"tol\": 0.01}");
-    FAIL(v);
+    v = expect(h, "{\"hypothesis\": \"loss_target\", \"tol\": 0.01}", HYP_FAIL);
     cr_assert_float_eq(v.threshold, 2.02, 1e-9);
     /* max_rel: relative to the run's first eval (t=1.001 s). */
-    double first = loss_at(&o, 1000);
-    v = judge(h, "{\"hypothesis\": \"loss_target\", \"max_rel\": 0.5}");
-    PASS(v);
+    double first = loss_at(&plain, 1000);
+    v = expect(h, "{\"hypothesis\": \"loss_target\", \"max_rel\": 0.5}", HYP_PASS);
     cr_assert_float_eq(v.threshold, first * 0.5, 1e-9);
     cr_assert_float_eq(v.measured, final, 1e-9);
-    v = judge(h, "{\"hypothesis\": \"loss_target\", \"max_rel\": 0.4}");
-    FAIL(v);
+    v = expect(h, "{\"hypothesis\": \"loss_target\", \"max_rel\": 0.4}", HYP_FAIL);
     hyp_history_free(h);
 }
 
 Test(hypothesis, loss_target_by_tokens)
 {
-    opts o = {0};
-    hyp_history *h = build(&o);
+    hyp_history *h = build(&plain);
     /* the eval at t=4.501 s is the first to cover 45000 merged tokens */
-    hyp_verdict v = judge(h, "{\"hypothesis\": \"loss_target\", \"max\": 5.5, \"by_tokens\": 45000}");
-    PASS(v);
-    cr_assert_float_eq(v.measured, loss_at(&o, 4500), 1e-9);
-    v = judge(h, "{\"hypothesis\": \"loss_target\", \"max\": 5.0, \"by_tokens\": 45000}");
-    FAIL(v);
-    cr_assert_float_eq(v.measured, loss_at(&o, 4500), 1e-9);
+    hyp_verdict v =
+        expect(h, "{\"hypothesis\": \"loss_target\", \"max\": 5.5, \"by_tokens\": 45000}", HYP_PASS);
+    cr_assert_float_eq(v.measured, loss_at(&plain, 4500), 1e-9);
+    v = expect(h, "{\"hypothesis\": \"loss_target\", \"max\": 5.0, \"by_tokens\": 45000}", HYP_FAIL);
+    cr_assert_float_eq(v.measured, loss_at(&plain, 4500), 1e-9);
     /* more tokens than the run merged: a pass on the way still counts ... */
-    v = judge(h, "{\"hypothesis\": \"loss_target\", \"max\": 5.5, \"by_tokens\": 1000000000}");
-    PASS(v);
+    v = expect(h, "{\"hypothesis\": \"loss_target\", \"max\": 5.5, \"by_tokens\": 1000000000}", HYP_PASS);
     cr_assert(strstr(v.explanation, "reached before") != NULL, "%s", v.explanation);
     /* ... but a target not met by then cannot be judged */
     v = judge(h, "{\"hypothesis\": \"loss_target\", \"max\": 1.0, \"by_tokens\": 1000000000}");
@@ -346,35 +339,22 @@ Test(hypothesis, reintegration)
 {
     const char *spec = "{\"hypothesis\": \"reintegration\", \"learner\": 2, \"join_s\": 2, \"merged\": 3, "
                        "\"merged_s\": 10, \"tol\": 0.05}";
-    opts o = {0};
-    hyp_history *h = build(&o);
-    hyp_verdict v = judge(h, spec);
-    PASS(v);
+    hyp_verdict v = expect_run(plain, spec, HYP_PASS);
     /* Merges in [16 s, 25.5 s] carrying learner 2 incarnation 2: 20. */
     cr_assert_float_eq(v.measured, 20.0, 1e-9);
     cr_assert_float_eq(v.threshold, 3.0, 1e-9);
-    hyp_history_free(h);
 
-    o.skip_pull = 1;
-    h = build(&o);
-    v = judge(h, spec);
-    FAIL(v);
+    v = expect_run((opts){.skip_pull = 1}, spec, HYP_FAIL);
     cr_assert(strstr(v.explanation, "1 of 2 fragments not pulled") != NULL, "%s", v.explanation);
-    hyp_history_free(h);
 
-    o = (opts){.no_rejoin = 1};
-    h = build(&o);
-    v = judge(h, spec);
-    FAIL(v);
+    v = expect_run((opts){.no_rejoin = 1}, spec, HYP_FAIL);
     cr_assert_float_eq(v.measured, 0.0, 1e-9);
     cr_assert(strstr(v.explanation, "never joined again") != NULL);
-    hyp_history_free(h);
 
     /* Joined 0.5 s after healing: a 0.2 s limit fails. */
-    o = (opts){0};
-    h = build(&o);
-    v = judge(h, "{\"hypothesis\": \"reintegration\", \"learner\": 2, \"join_s\": 0.2, \"merged_s\": 10}");
-    FAIL(v);
+    hyp_history *h = build(&plain);
+    v = expect(h, "{\"hypothesis\": \"reintegration\", \"learner\": 2, \"join_s\": 0.2, \"merged_s\": 10}",
+               HYP_FAIL);
     cr_assert(strstr(v.explanation, "joined 0.5s after") != NULL, "%s", v.explanation);
     /* No fault on learner 1: cannot be judged. */
     v = judge(h, "{\"hypothesis\": \"reintegration\", \"learner\": 1, \"join_s\": 2, \"merged_s\": 10}");
@@ -389,56 +369,38 @@ Test(hypothesis, reintegration_train_loss_is_a_mean)
 {
     const char *spec = "{\"hypothesis\": \"reintegration\", \"learner\": 2, \"join_s\": 2, \"merged\": 3, "
                        "\"merged_s\": 10, \"tol\": 0.10}";
-    opts o = {.loss2 = 1};
-    hyp_history *h = build(&o);
-    hyp_verdict v = judge(h, spec);
-    PASS(v);
+    hyp_verdict v = expect_run((opts){.loss2 = 1}, spec, HYP_PASS);
     cr_assert(strstr(v.explanation, "train loss") != NULL, "%s", v.explanation);
-    hyp_history_free(h);
-    o.loss2 = 2;
-    h = build(&o);
-    v = judge(h, spec);
-    FAIL(v);
+    v = expect_run((opts){.loss2 = 2}, spec, HYP_FAIL);
     cr_assert(strstr(v.explanation, "50.0% away") != NULL, "%s", v.explanation);
-    hyp_history_free(h);
 }
 
 Test(hypothesis, no_global_downtime)
 {
-    opts o = {0};
-    hyp_history *h = build(&o);
-    hyp_verdict v = judge(h, "{\"hypothesis\": \"no_global_downtime\", \"max_gap_s\": 1}");
-    PASS(v);
+    hyp_verdict v = expect_run(plain, "{\"hypothesis\": \"no_global_downtime\", \"max_gap_s\": 1}", HYP_PASS);
     cr_assert_float_eq(v.measured, 0.5, 1e-9);
-    hyp_history_free(h);
 
-    o.gap_from = 12000;
-    o.gap_to = 20000;
-    h = build(&o);
-    v = judge(h, "{\"hypothesis\": \"no_global_downtime\", \"max_gap_s\": 5}");
-    FAIL(v);
+    opts o = {.gap_from = 12000, .gap_to = 20000};
+    hyp_history *h = build(&o);
+    v = expect(h, "{\"hypothesis\": \"no_global_downtime\", \"max_gap_s\": 5}", HYP_FAIL);
     cr_assert_float_eq(v.measured, 8.5, 1e-9, "11.5 s -> 20 s with 3 of 4 alive (K=1)");
     /* With a floor of 4 live learners, the time learner 2 was down
      * (10 s .. its join at 15.5 s) is excused: 8.5 - 4.0 = 4.5 s. */
-    v = judge(h, "{\"hypothesis\": \"no_global_downtime\", \"max_gap_s\": 5, \"min_live\": 4}");
-    PASS(v);
+    v = expect(h, "{\"hypothesis\": \"no_global_downtime\", \"max_gap_s\": 5, \"min_live\": 4}", HYP_PASS);
     cr_assert_float_eq(v.measured, 4.5, 1e-9);
     hyp_history_free(h);
 }
 
 Test(hypothesis, goodput)
 {
-    opts o = {0};
-    hyp_history *h = build(&o);
-    hyp_verdict v = judge(h, "{\"hypothesis\": \"goodput\", \"min\": 0.9}");
+    hyp_history *h = build(&plain);
     /* Useful steps: learners 0, 1, 3 in 59 merges x 100 steps / 2
      * fragments = 2950 each; learner 2: 18 merges before the kill + 29
      * after its rejoin = 2350. x 10 ms. Allocated: 4 x (30.001 - 0.1) s. */
     double useful = (3 * 2950 + 2350) * 0.010, allocated = 4 * (30.001 - 0.1);
-    PASS(v);
+    hyp_verdict v = expect(h, "{\"hypothesis\": \"goodput\", \"min\": 0.9}", HYP_PASS);
     cr_assert_float_eq(v.measured, useful / allocated, 1e-9);
-    v = judge(h, "{\"hypothesis\": \"goodput\", \"min\": 0.95}");
-    FAIL(v);
+    v = expect(h, "{\"hypothesis\": \"goodput\", \"min\": 0.95}", HYP_FAIL);
     cr_assert_float_eq(v.measured, useful / allocated, 1e-9);
     /* min_rel: reference phase from the first join (0.1 s) to the kill
      * (10 s): 18 merges x 4 participants x 100 steps / 2 fragments x 10 ms.
@@ -446,16 +408,13 @@ Test(hypothesis, goodput)
      * learner 2 in the 29 from 16 s on. The reference phase holds the
      * start-up before the first merge, so the rest scores higher here. */
     double g_ref = 18 * 4 * 50 * 0.010 / (4 * 9.9), g_rest = (41 * 3 + 29) * 50 * 0.010 / (4 * 20.001);
-    v = judge(h, "{\"hypothesis\": \"goodput\", \"min_rel\": 0.8}");
-    PASS(v);
+    v = expect(h, "{\"hypothesis\": \"goodput\", \"min_rel\": 0.8}", HYP_PASS);
     cr_assert_float_eq(v.measured, g_rest / g_ref, 1e-9);
-    v = judge(h, "{\"hypothesis\": \"goodput\", \"min_rel\": 1.1}");
-    FAIL(v);
+    v = expect(h, "{\"hypothesis\": \"goodput\", \"min_rel\": 1.1}", HYP_FAIL);
     /* ref_s: the reference phase is the first 5 s after the first join */
     g_ref = 9 * 4 * 50 * 0.010 / (4 * 5.0);
     g_rest = (9 * 4 + 12 * 3 + 29 * 4) * 50 * 0.010 / (4 * 24.901);
-    v = judge(h, "{\"hypothesis\": \"goodput\", \"min_rel\": 0.5, \"ref_s\": 5}");
-    PASS(v);
+    v = expect(h, "{\"hypothesis\": \"goodput\", \"min_rel\": 0.5, \"ref_s\": 5}", HYP_PASS);
     cr_assert_float_eq(v.measured, g_rest / g_ref, 1e-9);
     /* a reference phase that does not fit the run cannot be judged */
     v = judge(h, "{\"hypothesis\": \"goodput\", \"min_rel\": 0.5, \"ref_s\": 40}");
@@ -465,46 +424,36 @@ Test(hypothesis, goodput)
 
 Test(hypothesis, bandwidth)
 {
-    opts o = {0};
-    hyp_history *h = build(&o);
+    hyp_history *h = build(&plain);
     /* Without syncer counters: contribution bytes / max heartbeat tokens. */
     double contributions = 3 * 59 + 18 + 29;
     double tokens = 3 * 3000000.0 + (800 + 1450) * 1000.0;
-    hyp_verdict v = judge(h, "{\"hypothesis\": \"bandwidth\", \"max\": 0.1}");
-    PASS(v);
+    hyp_verdict v = expect(h, "{\"hypothesis\": \"bandwidth\", \"max\": 0.1}", HYP_PASS);
     cr_assert_float_eq(v.measured, contributions * 4000 / tokens, 1e-9);
     cr_assert(strstr(v.explanation, "contribution payloads only") != NULL);
     hyp_history_set_counter(h, HYP_C_BYTES_IN, 1.5e6);
     hyp_history_set_counter(h, HYP_C_BYTES_OUT, 0.5e6);
     hyp_history_set_counter(h, HYP_C_TOKENS, 1e6);
-    v = judge(h, "{\"hypothesis\": \"bandwidth\", \"max\": 1.5}");
-    FAIL(v);
+    v = expect(h, "{\"hypothesis\": \"bandwidth\", \"max\": 1.5}", HYP_FAIL);
     cr_assert_float_eq(v.measured, 2.0, 1e-12);
     hyp_history_free(h);
 }
 
 Test(hypothesis, versions_monotonic)
 {
-    opts o = {0};
-    hyp_history *h = build(&o);
-    hyp_verdict v = judge(h, "{\"hypothesis\": \"versions_monotonic\"}");
-    PASS(v);
+    const char *spec = "{\"hypothesis\": \"versions_monotonic\"}";
+    hyp_verdict v = expect_run(plain, spec, HYP_PASS);
     cr_assert_float_eq(v.measured, 0.0, 1e-12);
-    hyp_history_free(h);
 
-    o.restart_at0 = 1;
-    h = build(&o);
-    v = judge(h, "{\"hypothesis\": \"versions_monotonic\"}");
-    FAIL(v);
+    v = expect_run((opts){.restart_at0 = 1}, spec, HYP_FAIL);
     /* Both fragments restart at 0, then each later merge re-issues a
      * version already seen: 2 + the merges of [20 s, 30 s] up to where
      * they catch up again. At least the two restarts. */
     cr_assert_geq(v.measured, 2.0);
     cr_assert(strstr(v.explanation, "restarted at version 0") != NULL, "%s", v.explanation);
-    hyp_history_free(h);
 
     /* A gap in seq is a violation too. */
-    h = hyp_history_new(1, 1);
+    hyp_history *h = hyp_history_new(1, 1);
     char err[CX_ERRLEN];
     json_t *a = json_pack("{s:i, s:i, s:s, s:i, s:i, s:[]}", "seq", 1, "t_mono_ms", 1, "type", "merge",
                           "fragment", 0, "version", 1, "participants");
@@ -512,8 +461,7 @@ Test(hypothesis, versions_monotonic)
                           "fragment", 0, "version", 2, "participants");
     hyp_history_add_syncer_event(h, b, err, sizeof(err));
     hyp_history_add_syncer_event(h, a, err, sizeof(err)); /* out of order: sorted by seq */
-    v = judge(h, "{\"hypothesis\": \"versions_monotonic\"}");
-    FAIL(v);
+    v = expect(h, spec, HYP_FAIL);
     cr_assert_float_eq(v.measured, 1.0, 1e-12);
     cr_assert(strstr(v.explanation, "seq 3 follows 1") != NULL, "%s", v.explanation);
     json_decref(a);
@@ -538,54 +486,42 @@ Test(hypothesis, versions_monotonic)
             cr_assert_eq(hyp_history_add_syncer_event(h, evs[k], err, sizeof(err)), 0, "%s", err);
             json_decref(evs[k]);
         }
-        v = judge(h, "{\"hypothesis\": \"versions_monotonic\"}");
-        if (bad) {
-            FAIL(v);
+        v = expect(h, spec, bad ? HYP_FAIL : HYP_PASS);
+        if (bad)
             cr_assert(strstr(v.explanation, "rebuilt at version 5 after reaching 7") != NULL, "%s",
                       v.explanation);
-        } else {
-            PASS(v);
-        }
         hyp_history_free(h);
     }
 }
 
 Test(hypothesis, data_accounting)
 {
-    opts o = {0};
-    hyp_history *h = build(&o);
+    hyp_history *h = build(&plain);
     hyp_history_set_counter(h, HYP_C_STEPS_TARGET, 3000);
     /* Learner 2 ended at step 2250 by its heartbeats: 750 steps short. */
-    hyp_verdict v = judge(h, "{\"hypothesis\": \"data_accounting\"}");
-    FAIL(v);
+    hyp_verdict v = expect(h, "{\"hypothesis\": \"data_accounting\"}", HYP_FAIL);
     cr_assert_float_eq(v.measured, 750 * 1000.0, 1e-6);
     /* The runner saw it finish (final status): nothing lost; 100 steps
      * (900 reached before the kill - 800 resumed) re-trained. */
     hyp_history_set_learner_final(h, 2, 3000, 3000000);
-    v = judge(h, "{\"hypothesis\": \"data_accounting\"}");
-    PASS(v);
+    v = expect(h, "{\"hypothesis\": \"data_accounting\"}", HYP_PASS);
     cr_assert_float_eq(v.measured, 0.0, 1e-12);
     cr_assert(strstr(v.explanation, "100 steps (100000 tokens) re-trained") != NULL, "%s", v.explanation);
-    v = judge(h, "{\"hypothesis\": \"data_accounting\", \"max_retrained_tokens\": 50000}");
-    FAIL(v);
+    v = expect(h, "{\"hypothesis\": \"data_accounting\", \"max_retrained_tokens\": 50000}", HYP_FAIL);
     hyp_history_free(h);
 
     /* A checkpoint from beyond what was trained skips data. */
-    o.resumed_step = 1000;
-    h = build(&o);
+    h = build(&(opts){.resumed_step = 1000});
     hyp_history_set_learner_final(h, 2, 3000, 3000000);
-    v = judge(h, "{\"hypothesis\": \"data_accounting\", \"steps\": 3000}");
-    FAIL(v);
+    v = expect(h, "{\"hypothesis\": \"data_accounting\", \"steps\": 3000}", HYP_FAIL);
     cr_assert_float_eq(v.measured, 100 * 1000.0, 1e-6, "steps 900..1000 never trained");
     hyp_history_free(h);
 }
 
 Test(hypothesis, fault_effective)
 {
-    opts o = {0};
-    hyp_history *h = build(&o);
-    hyp_verdict v = judge(h, "{\"hypothesis\": \"fault_effective\"}");
-    PASS(v);
+    hyp_history *h = build(&plain);
+    hyp_verdict v = expect(h, "{\"hypothesis\": \"fault_effective\"}", HYP_PASS);
     cr_assert_float_eq(v.measured, 1.0, 1e-12);
     char err[CX_ERRLEN];
     /* A nan fault the syncer never rejected did not take effect. */
@@ -593,25 +529,22 @@ Test(hypothesis, fault_effective)
                             "params", "count", 1, "duration_ms", 1000, "state", "expired", "started_mono_ms",
                             20000, "ended_mono_ms", 21000, "evidence", "hook_file", "1");
     cr_assert_eq(hyp_history_add_fault(h, 1, nan, err, sizeof(err)), 0);
-    v = judge(h, "{\"hypothesis\": \"fault_effective\"}");
-    FAIL(v);
+    v = expect(h, "{\"hypothesis\": \"fault_effective\"}", HYP_FAIL);
     cr_assert_float_eq(v.measured, 0.5, 1e-12);
     cr_assert(strstr(v.explanation, "no nonfinite reject") != NULL, "%s", v.explanation);
     hyp_history_free(h);
 
-    h = build(&o);
+    h = build(&plain);
     json_t *rej = json_pack("{s:i, s:i, s:s, s:i, s:i, s:i, s:s}", "seq", 100000, "t_mono_ms", 20100, "type",
                             "reject", "learner", 1, "incarnation", 1, "fragment", 0, "reason", "nonfinite");
     cr_assert_eq(hyp_history_add_syncer_event(h, rej, err, sizeof(err)), 0);
     cr_assert_eq(hyp_history_add_fault(h, 1, nan, err, sizeof(err)), 0);
-    v = judge(h, "{\"hypothesis\": \"fault_effective\"}");
-    PASS(v);
+    v = expect(h, "{\"hypothesis\": \"fault_effective\"}", HYP_PASS);
     /* A failed injection recorded by the harness counts against it. */
     json_t *act = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s}", "kind", "action", "phase", "fail", "action",
                             "pause-1", "fault", "pause", "learner", 0, "error", "agent unreachable");
     cr_assert_eq(hyp_history_add_action(h, act, err, sizeof(err)), 0);
-    v = judge(h, "{\"hypothesis\": \"fault_effective\"}");
-    FAIL(v);
+    v = expect(h, "{\"hypothesis\": \"fault_effective\"}", HYP_FAIL);
     cr_assert_float_eq(v.measured, 2.0 / 3.0, 1e-12);
     json_decref(act);
     json_decref(rej);
@@ -620,39 +553,30 @@ Test(hypothesis, fault_effective)
 
     /* Nothing injected: fails unless allowed. */
     h = hyp_history_new(2, 1);
-    v = judge(h, "{\"hypothesis\": \"fault_effective\"}");
-    FAIL(v);
-    v = judge(h, "{\"hypothesis\": \"fault_effective\", \"allow_none\": true}");
-    PASS(v);
+    v = expect(h, "{\"hypothesis\": \"fault_effective\"}", HYP_FAIL);
+    v = expect(h, "{\"hypothesis\": \"fault_effective\", \"allow_none\": true}", HYP_PASS);
     hyp_history_free(h);
 }
 
 Test(hypothesis, rejoin_time)
 {
-    opts o = {0};
-    hyp_history *h = build(&o);
+    hyp_history *h = build(&plain);
     /* Healed at 15 s, rejoined at 15.5 s, first merged contribution at 16 s. */
-    hyp_verdict v = judge(h, "{\"hypothesis\": \"rejoin_time\", \"max_s\": 2}");
-    PASS(v);
+    hyp_verdict v = expect(h, "{\"hypothesis\": \"rejoin_time\", \"max_s\": 2}", HYP_PASS);
     cr_assert_float_eq(v.measured, 1.0, 1e-9);
     cr_assert_float_eq(v.threshold, 2.0, 1e-9);
     cr_assert(strstr(v.explanation, "learner 2 after the kill fault healed at t=15.0 s of the run") != NULL,
               "%s", v.explanation);
-    v = judge(h, "{\"hypothesis\": \"rejoin_time\", \"max_s\": 0.5}");
-    FAIL(v);
+    v = expect(h, "{\"hypothesis\": \"rejoin_time\", \"max_s\": 0.5}", HYP_FAIL);
     cr_assert_float_eq(v.measured, 1.0, 1e-9);
     /* No kill on learner 1: cannot be judged. */
     v = judge(h, "{\"hypothesis\": \"rejoin_time\", \"max_s\": 2, \"learner\": 1}");
     cr_assert_eq(v.status, HYP_ERROR);
     hyp_history_free(h);
 
-    o.no_rejoin = 1;
-    h = build(&o);
-    v = judge(h, "{\"hypothesis\": \"rejoin_time\", \"max_s\": 60}");
-    FAIL(v);
+    v = expect_run((opts){.no_rejoin = 1}, "{\"hypothesis\": \"rejoin_time\", \"max_s\": 60}", HYP_FAIL);
     cr_assert(strstr(v.explanation, "1 of 1 restarted learners never had a contribution merged") != NULL,
               "%s", v.explanation);
-    hyp_history_free(h);
 
     /* Its window: max_s after the last heal (of its learner when named). */
     json_t *spec = json_loads("{\"hypothesis\": \"rejoin_time\", \"max_s\": 2.5, \"learner\": 2}", 0, NULL);
@@ -721,8 +645,7 @@ Test(hypothesis, measure_is_the_judged_figure)
  * hypotheses judge with those defaults. */
 Test(hypothesis, default_figures)
 {
-    opts o = {0};
-    hyp_history *h = build(&o);
+    hyp_history *h = build(&plain);
     hyp_history_set_counter(h, HYP_C_BYTES_IN, 1e6);
     hyp_history_set_counter(h, HYP_C_BYTES_OUT, 3e6);
     hyp_verdict g = judge(h, "{\"hypothesis\": \"goodput\", \"min\": 0}");

@@ -20,7 +20,7 @@ Test(inj_clock, params_are_strict)
     injt_bad(&inj_clock, "{\"offset_s\":10,\"rate\":0}", "rate");
     injt_bad(&inj_clock, "{\"offset_s\":10,\"rate\":-1}", "rate");
     injt_bad(&inj_clock, "{\"offset_s\":10,\"skew\":1}", "skew");
-    inj_clock.free(injt_ok(&inj_clock, "{\"offset_s\":-5}", 1));
+    injt_good(&inj_clock, "{\"offset_s\":-5}", NULL);
 }
 
 static void clock_line(const char *params, const char *want)
@@ -31,21 +31,13 @@ static void clock_line(const char *params, const char *want)
     injt_write(dir, "faketime", "+0\n");
     inj_target t = injt_target("u", 0, -1, dir, NULL);
     t.faketime_file = file;
-    void *ctx = injt_ok(&inj_clock, params, 1);
-    json_t *ev = json_object();
-    char err[CX_ERRLEN] = "";
-    cr_assert_eq(inj_clock.apply(ctx, &t, ev, err, sizeof err), 0, "apply: %s", err);
+    injt_run r;
+    injt_run_init(&r, &inj_clock, params, 1, t);
+    injt_apply_ok(&r);
     cr_assert_str_eq(injt_read(dir, "faketime", buf, sizeof buf), want);
-    cr_assert_eq(strncmp(json_string_value(json_object_get(ev, "line")), want, strlen(want) - 1), 0);
-    json_t *rec = inj_clock.undo_record(ctx);
-    cr_assert_eq(inj_clock.revert(ctx, &t, err, sizeof err), 0, "revert: %s", err);
-    cr_assert_str_eq(injt_read(dir, "faketime", buf, sizeof buf), "+0\n");
-    injt_write(dir, "faketime", want);
-    cr_assert_eq(inj_clock.sweep(rec, &t, err, sizeof err), 0, "sweep: %s", err);
-    cr_assert_str_eq(injt_read(dir, "faketime", buf, sizeof buf), "+0\n");
-    json_decref(rec);
-    json_decref(ev);
-    inj_clock.free(ctx);
+    cr_assert_eq(strncmp(json_string_value(json_object_get(r.ev, "line")), want, strlen(want) - 1), 0);
+    injt_check_undo(&r, dir, "faketime", want, "+0\n");
+    injt_run_cleanup(&r);
     injt_rmtree(dir);
     free(dir);
 }
@@ -59,14 +51,11 @@ Test(inj_clock, writes_libfaketime_syntax)
 
 Test(inj_clock, no_faketime_file_is_not_supported)
 {
-    inj_target t = injt_target("u", 0, -1, "/tmp", NULL);
-    void *ctx = injt_ok(&inj_clock, "{\"offset_s\":60}", 1);
-    json_t *ev = json_object();
-    char err[CX_ERRLEN] = "";
-    cr_assert_eq(inj_clock.apply(ctx, &t, ev, err, sizeof err), CX_ENOTSUP);
-    cr_assert_eq(inj_clock.revert(ctx, &t, err, sizeof err), 0);
-    json_decref(ev);
-    inj_clock.free(ctx);
+    injt_run r;
+    injt_run_init(&r, &inj_clock, "{\"offset_s\":60}", 1, injt_target("u", 0, -1, "/tmp", NULL));
+    cr_assert_eq(injt_apply(&r), CX_ENOTSUP);
+    cr_assert_eq(injt_revert(&r), 0);
+    injt_run_cleanup(&r);
 }
 
 /* End to end: `date +%s` under libfaketime with the file we wrote. */
@@ -81,10 +70,9 @@ Test(inj_clock, real_libfaketime_sees_the_offset)
     injt_write(dir, "faketime", "+0\n");
     inj_target t = injt_target("u", 0, -1, dir, NULL);
     t.faketime_file = file;
-    void *ctx = injt_ok(&inj_clock, "{\"offset_s\":-7200}", 1);
-    json_t *ev = json_object();
-    char err[CX_ERRLEN] = "";
-    cr_assert_eq(inj_clock.apply(ctx, &t, ev, err, sizeof err), 0, "apply: %s", err);
+    injt_run r;
+    injt_run_init(&r, &inj_clock, "{\"offset_s\":-7200}", 1, t);
+    injt_apply_ok(&r);
     snprintf(env1, sizeof env1, "FAKETIME_TIMESTAMP_FILE=%s", file);
     const char *env[] = {"LD_PRELOAD=" FAKETIME_LIB,
                          env1,
@@ -97,7 +85,7 @@ Test(inj_clock, real_libfaketime_sees_the_offset)
     cr_assert(fd >= 0);
     cx_spawn_opts o = {.new_pgrp = 1, .stdout_fd = fd, .stderr_fd = -1, .extra_env = env};
     pid_t pid;
-    cr_assert_eq(cx_spawn(argv, &o, &pid, err, sizeof err), 0, "spawn: %s", err);
+    cr_assert_eq(cx_spawn(argv, &o, &pid, r.err, sizeof r.err), 0, "spawn: %s", r.err);
     close(fd);
     int st = 0;
     cr_assert_eq(cx_wait_timeout(pid, 5000, &st), 0);
@@ -106,9 +94,8 @@ Test(inj_clock, real_libfaketime_sees_the_offset)
     long faked = strtol(injt_read(dir, "out", buf, sizeof buf), NULL, 10);
     long skew = faked - (long)now.tv_sec;
     cr_assert(skew > -7210 && skew < -7190, "date under libfaketime is %ld s off, want -7200 +- 10", skew);
-    cr_assert_eq(inj_clock.revert(ctx, &t, err, sizeof err), 0);
-    json_decref(ev);
-    inj_clock.free(ctx);
+    cr_assert_eq(injt_revert(&r), 0);
+    injt_run_cleanup(&r);
     injt_rmtree(dir);
     free(dir);
 }

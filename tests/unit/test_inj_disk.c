@@ -108,49 +108,55 @@ Test(inj_disk, params_are_strict)
     injt_bad(&inj_disk, "{\"paths\":\"*\"}", "paths");
 }
 
-Test(inj_disk, writes_the_control_line_and_off)
+/* The fault tests' temp dir, its control file <dir>/diskfault, and the
+ * fault under test (df_prepare) on a unit with no process that uses that
+ * control file; df_teardown frees them all. */
+static char *dir;
+static char ctl[512];
+static injt_run r;
+
+static void df_setup(void)
 {
-    char *dir = injt_tmpdir("disk-line");
-    char ctl[512], buf[512];
+    dir = injt_tmpdir("disk");
     snprintf(ctl, sizeof ctl, "%s/diskfault", dir);
-    injt_write(dir, "diskfault", "off\n");
+    r.inj = NULL;
+}
+
+static void df_prepare(const char *json, uint64_t seed)
+{
     inj_target t = injt_target("u", 0, -1, dir, NULL);
     t.diskfault_file = ctl;
-    void *ctx = injt_ok(&inj_disk,
-                        "{\"errno\":\"ENOSPC\",\"ops\":[\"rename\",\"write\"],\"path\":\"*/ckpt*\","
-                        "\"probability\":0.25}",
-                        42);
-    json_t *ev = json_object();
-    char err[CX_ERRLEN] = "";
-    cr_assert_eq(inj_disk.apply(ctx, &t, ev, err, sizeof err), 0, "apply: %s", err);
-    cr_assert_str_eq(injt_read(dir, "diskfault", buf, sizeof buf),
-                     "errno=ENOSPC ops=write,rename path=*/ckpt* probability=0.25 seed=42\n");
-    json_t *rec = inj_disk.undo_record(ctx);
-    cr_assert_eq(inj_disk.revert(ctx, &t, err, sizeof err), 0);
-    cr_assert_str_eq(injt_read(dir, "diskfault", buf, sizeof buf), "off\n");
-    injt_write(dir, "diskfault", "errno=EIO ops=write path=* probability=1 seed=1\n");
-    cr_assert_eq(inj_disk.sweep(rec, &t, err, sizeof err), 0);
-    cr_assert_str_eq(injt_read(dir, "diskfault", buf, sizeof buf), "off\n");
-    t.diskfault_file = NULL;
-    cr_assert_eq(inj_disk.apply(ctx, &t, ev, err, sizeof err), CX_ENOTSUP);
-    json_decref(rec);
-    json_decref(ev);
-    inj_disk.free(ctx);
+    injt_run_init(&r, &inj_disk, json, seed, t);
+}
+
+static void df_teardown(void)
+{
+    if (r.inj)
+        injt_run_cleanup(&r);
     injt_rmtree(dir);
     free(dir);
 }
 
-Test(inj_disk, shim_fails_only_matching_paths_and_ops)
+Test(inj_disk, writes_the_control_line_and_off, .init = df_setup, .fini = df_teardown)
 {
-    char *dir = injt_tmpdir("disk-shim");
-    char ctl[512], out[1024];
-    snprintf(ctl, sizeof ctl, "%s/diskfault", dir);
-    inj_target t = injt_target("u", 0, -1, dir, NULL);
-    t.diskfault_file = ctl;
-    void *ctx = injt_ok(&inj_disk, "{\"errno\":\"ENOSPC\",\"path\":\"*/ckpt_*\"}", 9);
-    json_t *ev = json_object();
-    char err[CX_ERRLEN] = "";
-    cr_assert_eq(inj_disk.apply(ctx, &t, ev, err, sizeof err), 0, "apply: %s", err);
+    char buf[512];
+    injt_write(dir, "diskfault", "off\n");
+    df_prepare("{\"errno\":\"ENOSPC\",\"ops\":[\"rename\",\"write\"],\"path\":\"*/ckpt*\","
+               "\"probability\":0.25}",
+               42);
+    injt_apply_ok(&r);
+    cr_assert_str_eq(injt_read(dir, "diskfault", buf, sizeof buf),
+                     "errno=ENOSPC ops=write,rename path=*/ckpt* probability=0.25 seed=42\n");
+    injt_check_undo(&r, dir, "diskfault", "errno=EIO ops=write path=* probability=1 seed=1\n", "off\n");
+    r.t.diskfault_file = NULL;
+    cr_assert_eq(injt_apply(&r), CX_ENOTSUP);
+}
+
+Test(inj_disk, shim_fails_only_matching_paths_and_ops, .init = df_setup, .fini = df_teardown)
+{
+    char out[1024];
+    df_prepare("{\"errno\":\"ENOSPC\",\"path\":\"*/ckpt_*\"}", 9);
+    injt_apply_ok(&r);
     df_run(dir, ctl, "ops", out, sizeof out);
     char want[512];
     snprintf(want, sizeof want,
@@ -158,11 +164,10 @@ Test(inj_disk, shim_fails_only_matching_paths_and_ops)
              "other_b.bin write=0 pwrite=0 fsync=0 fdatasync=0 rename=0\n",
              ENOSPC, ENOSPC, ENOSPC, ENOSPC, ENOSPC);
     cr_assert_str_eq(out, want);
-    inj_disk.free(ctx);
 
     /* only fsync, EIO */
-    ctx = injt_ok(&inj_disk, "{\"ops\":[\"fsync\"],\"path\":\"*/ckpt_*\"}", 9);
-    cr_assert_eq(inj_disk.apply(ctx, &t, ev, err, sizeof err), 0, "apply: %s", err);
+    injt_run_reprepare(&r, "{\"ops\":[\"fsync\"],\"path\":\"*/ckpt_*\"}", 9);
+    injt_apply_ok(&r);
     df_run(dir, ctl, "ops", out, sizeof out);
     snprintf(want, sizeof want,
              "ckpt_a.bin write=0 pwrite=0 fsync=%d fdatasync=%d rename=0\n"
@@ -171,34 +176,22 @@ Test(inj_disk, shim_fails_only_matching_paths_and_ops)
     cr_assert_str_eq(out, want);
 
     /* reverted: nothing fails */
-    cr_assert_eq(inj_disk.revert(ctx, &t, err, sizeof err), 0);
+    cr_assert_eq(injt_revert(&r), 0);
     df_run(dir, ctl, "ops", out, sizeof out);
     cr_assert_str_eq(out, "ckpt_a.bin write=0 pwrite=0 fsync=0 fdatasync=0 rename=0\n"
                           "other_b.bin write=0 pwrite=0 fsync=0 fdatasync=0 rename=0\n");
-    json_decref(ev);
-    inj_disk.free(ctx);
-    injt_rmtree(dir);
-    free(dir);
 }
 
-Test(inj_disk, shim_probability)
+Test(inj_disk, shim_probability, .init = df_setup, .fini = df_teardown)
 {
-    char *dir = injt_tmpdir("disk-prob");
-    char ctl[512], out[256];
-    snprintf(ctl, sizeof ctl, "%s/diskfault", dir);
-    inj_target t = injt_target("u", 0, -1, dir, NULL);
-    t.diskfault_file = ctl;
-    json_t *ev = json_object();
-    char err[CX_ERRLEN] = "";
-
-    void *ctx = injt_ok(&inj_disk, "{\"probability\":0,\"ops\":[\"write\"]}", 5);
-    cr_assert_eq(inj_disk.apply(ctx, &t, ev, err, sizeof err), 0, "apply: %s", err);
+    char out[256];
+    df_prepare("{\"probability\":0,\"ops\":[\"write\"]}", 5);
+    injt_apply_ok(&r);
     df_run(dir, ctl, "count", out, sizeof out);
     cr_assert_str_eq(out, "fails=0 other=0\n", "probability 0 failed calls: %s", out);
-    inj_disk.free(ctx);
 
-    ctx = injt_ok(&inj_disk, "{\"probability\":0.5,\"ops\":[\"write\"]}", 5);
-    cr_assert_eq(inj_disk.apply(ctx, &t, ev, err, sizeof err), 0, "apply: %s", err);
+    injt_run_reprepare(&r, "{\"probability\":0.5,\"ops\":[\"write\"]}", 5);
+    injt_apply_ok(&r);
     df_run(dir, ctl, "count", out, sizeof out);
     int fails = -1, other = -1;
     cr_assert_eq(sscanf(out, "fails=%d other=%d", &fails, &other), 2, "%s", out);
@@ -209,13 +202,9 @@ Test(inj_disk, shim_probability)
     char out2[256];
     df_run(dir, ctl, "count", out2, sizeof out2);
     cr_assert_str_eq(out, out2);
-    inj_disk.free(ctx);
 
     /* a control line that does not parse fails nothing */
     injt_write(dir, "diskfault", "errno=EIO ops=write\n");
     df_run(dir, ctl, "count", out, sizeof out);
     cr_assert_str_eq(out, "fails=0 other=0\n");
-    json_decref(ev);
-    injt_rmtree(dir);
-    free(dir);
 }

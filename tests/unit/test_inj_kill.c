@@ -41,65 +41,46 @@ Test(inj_kill, params_are_strict)
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         char j[64];
         snprintf(j, sizeof j, "{\"signal\":\"%s\"}", ok[i]);
-        inj_kill.free(injt_ok(&inj_kill, j, 1));
+        injt_good(&inj_kill, j, NULL);
     }
-    inj_kill.free(injt_ok(&inj_kill, "{}", 1));
-    inj_kill.free(injt_ok(&inj_kill, "null", 1));
+    injt_good(&inj_kill, "{}", "null", NULL);
 }
 
 Test(inj_kill, term_kills_the_child_and_expects_the_exit)
 {
-    int pidfd;
-    pid_t pid = injt_child(&pidfd, 0);
-    injt_expect e = {0, 0};
-    inj_target t = injt_target("u", pid, pidfd, "/tmp", &e);
-    void *ctx = injt_ok(&inj_kill, "{\"signal\":\"TERM\",\"restart_after_ms\":250}", 1);
-    json_t *ev = json_object();
-    char err[CX_ERRLEN] = "";
-    cr_assert_eq(inj_kill.apply(ctx, &t, ev, err, sizeof err), 0, "apply: %s", err);
-    cr_assert_eq(e.calls, 1);
-    cr_assert_eq(e.restart_ms, 250);
-    cr_assert_str_eq(json_string_value(json_object_get(ev, "signal")), "TERM");
-    cr_assert_eq(json_integer_value(json_object_get(ev, "pid")), pid);
-    int st = injt_wait_exit(pid, 2000);
+    injt_run r;
+    injt_run_start(&r, &inj_kill, "{\"signal\":\"TERM\",\"restart_after_ms\":250}", "u", 0);
+    injt_apply_ok(&r);
+    cr_assert_eq(r.e.calls, 1);
+    cr_assert_eq(r.e.restart_ms, 250);
+    cr_assert_str_eq(json_string_value(json_object_get(r.ev, "signal")), "TERM");
+    cr_assert_eq(json_integer_value(json_object_get(r.ev, "pid")), r.pid);
+    int st = injt_wait_exit(r.pid, 2000);
     cr_assert(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "child not killed by TERM (%d)", st);
-    cr_assert_eq(inj_kill.revert(ctx, &t, err, sizeof err), 0);
-    cr_assert_null(inj_kill.undo_record(ctx));
-    json_decref(ev);
-    inj_kill.free(ctx);
-    close(pidfd);
+    cr_assert_eq(injt_revert(&r), 0);
+    cr_assert_null(inj_kill.undo_record(r.ctx));
+    injt_run_cleanup(&r);
 }
 
 Test(inj_kill, default_kill_without_restart)
 {
-    int pidfd;
-    pid_t pid = injt_child(&pidfd, 1); /* ignores TERM; KILL cannot be ignored */
-    injt_expect e = {0, 0};
-    inj_target t = injt_target("u", pid, pidfd, "/tmp", &e);
-    void *ctx = injt_ok(&inj_kill, "{}", 1);
-    json_t *ev = json_object();
-    char err[CX_ERRLEN] = "";
-    cr_assert_eq(inj_kill.apply(ctx, &t, ev, err, sizeof err), 0, "apply: %s", err);
-    cr_assert_eq(e.restart_ms, -1);
-    cr_assert(json_is_null(json_object_get(ev, "restart_after_ms")));
-    int st = injt_wait_exit(pid, 2000);
+    injt_run r;
+    injt_run_start(&r, &inj_kill, "{}", "u", 1); /* ignores TERM; KILL cannot be ignored */
+    injt_apply_ok(&r);
+    cr_assert_eq(r.e.restart_ms, -1);
+    cr_assert(json_is_null(json_object_get(r.ev, "restart_after_ms")));
+    int st = injt_wait_exit(r.pid, 2000);
     cr_assert(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-    json_decref(ev);
-    inj_kill.free(ctx);
-    close(pidfd);
+    injt_run_cleanup(&r);
 }
 
 Test(inj_kill, not_running_is_a_conflict)
 {
-    injt_expect e = {0, 0};
-    inj_target t = injt_target("u", 0, -1, "/tmp", &e);
-    void *ctx = injt_ok(&inj_kill, "{}", 1);
-    json_t *ev = json_object();
-    char err[CX_ERRLEN] = "";
-    cr_assert_eq(inj_kill.apply(ctx, &t, ev, err, sizeof err), CX_ECONFLICT);
-    cr_assert_eq(e.calls, 0, "expect_exit must not be called for a dead unit");
-    json_decref(ev);
-    inj_kill.free(ctx);
+    injt_run r;
+    injt_run_init(&r, &inj_kill, "{}", 1, injt_target("u", 0, -1, "/tmp", NULL));
+    cr_assert_eq(injt_apply(&r), CX_ECONFLICT);
+    cr_assert_eq(r.e.calls, 0, "expect_exit must not be called for a dead unit");
+    injt_run_cleanup(&r);
 }
 
 /* ---- preempt ---- */
@@ -111,29 +92,25 @@ Test(inj_kill, preempt_params_are_strict)
     injt_bad(&inj_preempt, "{\"grace_ms\":true}", "grace_ms");
     injt_bad(&inj_preempt, "{\"restart_after_ms\":-5}", "restart_after_ms");
     injt_bad(&inj_preempt, "{\"signal\":\"TERM\"}", "signal");
-    inj_preempt.free(injt_ok(&inj_preempt, "{\"grace_ms\":0,\"restart_after_ms\":0}", 1));
+    injt_good(&inj_preempt, "{\"grace_ms\":0,\"restart_after_ms\":0}", NULL);
 }
 
 Test(inj_kill, preempt_escalates_to_kill_after_grace)
 {
-    int pidfd;
-    pid_t pid = injt_child(&pidfd, 1); /* ignores SIGTERM */
-    injt_expect e = {0, 0};
-    inj_target t = injt_target("u", pid, pidfd, "/tmp", &e);
-    void *ctx = injt_ok(&inj_preempt, "{\"grace_ms\":150,\"restart_after_ms\":1000}", 1);
-    json_t *ev = json_object();
-    char err[CX_ERRLEN] = "";
+    injt_run r;
+    injt_run_start(&r, &inj_preempt, "{\"grace_ms\":150,\"restart_after_ms\":1000}", "u",
+                   1); /* ignores SIGTERM */
     int64_t t0 = cx_mono_ms();
-    cr_assert_eq(inj_preempt.apply(ctx, &t, ev, err, sizeof err), 0, "apply: %s", err);
-    cr_assert_eq(e.calls, 1);
-    cr_assert_eq(e.restart_ms, 1000);
-    cr_assert_str_eq(json_string_value(json_object_get(ev, "signal")), "TERM");
+    injt_apply_ok(&r);
+    cr_assert_eq(r.e.calls, 1);
+    cr_assert_eq(r.e.restart_ms, 1000);
+    cr_assert_str_eq(json_string_value(json_object_get(r.ev, "signal")), "TERM");
     /* drive ticks as the agent does; within the grace the child must live */
     int st = -1;
     int64_t died_ms = -1;
     while (cx_mono_ms() - t0 < 3000) {
-        inj_preempt.tick(ctx, &t, cx_mono_ms());
-        if (waitpid(pid, &st, WNOHANG) == pid) {
+        inj_preempt.tick(r.ctx, &r.t, cx_mono_ms());
+        if (waitpid(r.pid, &st, WNOHANG) == r.pid) {
             died_ms = cx_mono_ms() - t0;
             break;
         }
@@ -142,46 +119,30 @@ Test(inj_kill, preempt_escalates_to_kill_after_grace)
     cr_assert(died_ms >= 0, "child survived the preemption");
     cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child not SIGKILLed");
     cr_assert(died_ms >= 140, "SIGKILL after %lld ms, before the 150 ms grace", (long long)died_ms);
-    json_decref(ev);
-    inj_preempt.free(ctx);
-    close(pidfd);
+    injt_run_cleanup(&r);
 }
 
 Test(inj_kill, preempt_term_within_grace_needs_no_kill)
 {
-    int pidfd;
-    pid_t pid = injt_child(&pidfd, 0);
-    injt_expect e = {0, 0};
-    inj_target t = injt_target("u", pid, pidfd, "/tmp", &e);
-    void *ctx = injt_ok(&inj_preempt, "{\"grace_ms\":5000}", 1);
-    json_t *ev = json_object();
-    char err[CX_ERRLEN] = "";
-    cr_assert_eq(inj_preempt.apply(ctx, &t, ev, err, sizeof err), 0, "apply: %s", err);
-    int st = injt_wait_exit(pid, 2000);
+    injt_run r;
+    injt_run_start(&r, &inj_preempt, "{\"grace_ms\":5000}", "u", 0);
+    injt_apply_ok(&r);
+    int st = injt_wait_exit(r.pid, 2000);
     cr_assert(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
-    inj_preempt.tick(ctx, &t, cx_mono_ms() + 10000); /* past the deadline: the pid is gone, no-op */
-    cr_assert_eq(inj_preempt.revert(ctx, &t, err, sizeof err), 0);
-    json_decref(ev);
-    inj_preempt.free(ctx);
-    close(pidfd);
+    inj_preempt.tick(r.ctx, &r.t, cx_mono_ms() + 10000); /* past the deadline: the pid is gone, no-op */
+    cr_assert_eq(injt_revert(&r), 0);
+    injt_run_cleanup(&r);
 }
 
 Test(inj_kill, preempt_revert_cancels_the_kill)
 {
-    int pidfd;
-    pid_t pid = injt_child(&pidfd, 1);
-    injt_expect e = {0, 0};
-    inj_target t = injt_target("u", pid, pidfd, "/tmp", &e);
-    void *ctx = injt_ok(&inj_preempt, "{\"grace_ms\":50}", 1);
-    json_t *ev = json_object();
-    char err[CX_ERRLEN] = "";
-    cr_assert_eq(inj_preempt.apply(ctx, &t, ev, err, sizeof err), 0, "apply: %s", err);
-    cr_assert_eq(inj_preempt.revert(ctx, &t, err, sizeof err), 0);
-    inj_preempt.tick(ctx, &t, cx_mono_ms() + 1000);
+    injt_run r;
+    injt_run_start(&r, &inj_preempt, "{\"grace_ms\":50}", "u", 1);
+    injt_apply_ok(&r);
+    cr_assert_eq(injt_revert(&r), 0);
+    inj_preempt.tick(r.ctx, &r.t, cx_mono_ms() + 1000);
     usleep(50000);
-    char s = uproc_state(pid);
+    char s = uproc_state(r.pid);
     cr_assert(s != 0 && s != 'Z', "child died after the revert (state %c)", s ? s : '0');
-    injt_reap(pid, pidfd);
-    json_decref(ev);
-    inj_preempt.free(ctx);
+    injt_run_cleanup(&r);
 }

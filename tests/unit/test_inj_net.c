@@ -48,6 +48,23 @@ static int prep(const char *type, const char *params, void **ctx, char *err, siz
     return rc;
 }
 
+/* Prepare type with params and apply it to tgt; both must succeed. The
+ * apply's evidence into *ev (the caller's to free) when ev is not NULL.
+ * Returns the ctx. */
+static void *apply_fault(const char *type, const char *params, json_t **ev)
+{
+    void *ctx = NULL;
+    cr_assert_eq(prep(type, params, &ctx, errbuf, sizeof errbuf), 0, "%s %s: %s", type, params, errbuf);
+    json_t *e = json_object();
+    cr_assert_eq(injector_find(type)->apply(ctx, &tgt, e, errbuf, sizeof errbuf), 0, "%s %s: %s", type,
+                 params, errbuf);
+    if (ev)
+        *ev = e;
+    else
+        json_decref(e);
+    return ctx;
+}
+
 static size_t ntoxics(struct proxy *p)
 {
     json_t *a = proxy_toxics_json(p);
@@ -140,11 +157,8 @@ Test(inj_net, params_validation_names_the_key)
 Test(inj_net, latency_on_every_proxy_then_revert)
 {
     const injector *inj = injector_find("latency");
-    void *ctx = NULL;
-    cr_assert_eq(
-        prep("latency", "{\"latency\":120,\"direction\":\"downstream\"}", &ctx, errbuf, sizeof errbuf), 0);
-    json_t *ev = json_object();
-    cr_assert_eq(inj->apply(ctx, &tgt, ev, errbuf, sizeof errbuf), 0, "%s", errbuf);
+    json_t *ev;
+    void *ctx = apply_fault("latency", "{\"latency\":120,\"direction\":\"downstream\"}", &ev);
     cr_assert_eq(ntoxics(pxs[0]), 1);
     cr_assert_eq(ntoxics(pxs[1]), 1);
     json_t *pe = json_object_get(json_object_get(ev, "proxies"), "syncer");
@@ -182,11 +196,7 @@ Test(inj_net, latency_on_every_proxy_then_revert)
 Test(inj_net, one_proxy_by_name_both_directions)
 {
     const injector *inj = injector_find("bandwidth");
-    void *ctx = NULL;
-    cr_assert_eq(prep("bandwidth", "{\"rate\":500,\"proxy\":\"other\"}", &ctx, errbuf, sizeof errbuf), 0);
-    json_t *ev = json_object();
-    cr_assert_eq(inj->apply(ctx, &tgt, ev, errbuf, sizeof errbuf), 0, "%s", errbuf);
-    json_decref(ev);
+    void *ctx = apply_fault("bandwidth", "{\"rate\":500,\"proxy\":\"other\"}", NULL);
     cr_assert_eq(ntoxics(pxs[0]), 0);
     cr_assert_eq(ntoxics(pxs[1]), 2);
     json_t *arr = proxy_toxics_json(pxs[1]);
@@ -219,16 +229,13 @@ Test(inj_net, unknown_proxy_or_none)
 Test(inj_net, partition_refuses_until_reverted)
 {
     const injector *inj = injector_find("partition");
-    void *a = NULL, *b = NULL;
-    cr_assert_eq(prep("partition", "{\"proxy\":\"syncer\"}", &a, errbuf, sizeof errbuf), 0);
-    cr_assert_eq(prep("partition", "{}", &b, errbuf, sizeof errbuf), 0);
     int open_fd = tp_connect(proxy_listen_addr(pxs[0]));
     cr_assert(open_fd >= 0);
     char pb[4];
     cr_assert_eq(tp_send_all(open_fd, "abc", 3), 0); /* the link is open end to end */
     cr_assert_eq(tp_recv_n(open_fd, pb, 3), 3);
-    json_t *ev = json_object();
-    cr_assert_eq(inj->apply(a, &tgt, ev, errbuf, sizeof errbuf), 0);
+    json_t *ev;
+    void *a = apply_fault("partition", "{\"proxy\":\"syncer\"}", &ev);
     cr_assert(json_is_true(json_object_get(ev, "partitioned")));
     json_t *cnt = json_object_get(json_object_get(json_object_get(ev, "proxies"), "syncer"), "counters");
     cr_assert_eq(json_integer_value(json_object_get(cnt, "conns_dropped")), 1,
@@ -241,9 +248,7 @@ Test(inj_net, partition_refuses_until_reverted)
     cr_assert_eq(errno, ECONNREFUSED);
     cr_assert(ping_ms(proxy_listen_addr(pxs[1])) < 5000.0, "the other proxy is untouched");
     /* an overlapping partition of every proxy */
-    ev = json_object();
-    cr_assert_eq(inj->apply(b, &tgt, ev, errbuf, sizeof errbuf), 0);
-    json_decref(ev);
+    void *b = apply_fault("partition", "{}", NULL);
     cr_assert_eq(tp_connect(proxy_listen_addr(pxs[1])), -1);
     cr_assert_eq(inj->revert(a, &tgt, errbuf, sizeof errbuf), 0);
     cr_assert_eq(tp_connect(proxy_listen_addr(pxs[0])), -1, "still held by the second fault");
@@ -258,13 +263,7 @@ Test(inj_net, partition_refuses_until_reverted)
 Test(inj_net, blackhole_and_corrupt_take_effect)
 {
     const injector *bh = injector_find("blackhole");
-    void *ctx = NULL;
-    cr_assert_eq(
-        prep("blackhole", "{\"direction\":\"upstream\",\"proxy\":\"syncer\"}", &ctx, errbuf, sizeof errbuf),
-        0);
-    json_t *ev = json_object();
-    cr_assert_eq(bh->apply(ctx, &tgt, ev, errbuf, sizeof errbuf), 0);
-    json_decref(ev);
+    void *ctx = apply_fault("blackhole", "{\"direction\":\"upstream\",\"proxy\":\"syncer\"}", NULL);
     int fd = tp_connect(proxy_listen_addr(pxs[0]));
     cr_assert(fd >= 0);
     cr_assert_eq(tp_send_all(fd, "ping", 4), 0);
@@ -274,11 +273,7 @@ Test(inj_net, blackhole_and_corrupt_take_effect)
     bh->free(ctx);
 
     const injector *co = injector_find("corrupt");
-    cr_assert_eq(
-        prep("corrupt", "{\"probability\":1,\"direction\":\"upstream\"}", &ctx, errbuf, sizeof errbuf), 0);
-    ev = json_object();
-    cr_assert_eq(co->apply(ctx, &tgt, ev, errbuf, sizeof errbuf), 0);
-    json_decref(ev);
+    ctx = apply_fault("corrupt", "{\"probability\":1,\"direction\":\"upstream\"}", NULL);
     fd = tp_connect(proxy_listen_addr(pxs[0]));
     unsigned char out[4] = {0x00, 0xff, 0x0f, 0xa5}, back[4];
     cr_assert_eq(tp_send_all(fd, out, 4), 0);

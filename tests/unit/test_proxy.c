@@ -63,12 +63,19 @@ static double ping(int fd, size_t n)
 
 TestSuite(proxy, .init = setup, .fini = teardown, .timeout = 60);
 
-Test(proxy, passthrough_exact_no_toxics)
+/* n bytes (pattern seed) sent through the proxy come back from the echo
+ * server complete and unchanged. */
+static void expect_exact_echo(size_t n, uint64_t seed)
 {
     int same = 0;
-    size_t n = 4u << 20;
-    cr_assert_eq(tp_echo_transfer(proxy_listen_addr(px), n, 1, &same), n);
+    cr_assert_eq(tp_echo_transfer(proxy_listen_addr(px), n, seed, &same), n, "%zu bytes", n);
     cr_assert(same, "bytes differ");
+}
+
+Test(proxy, passthrough_exact_no_toxics)
+{
+    size_t n = 4u << 20;
+    expect_exact_echo(n, 1);
     proxy_stats s;
     for (int i = 0; i < 200; i++) { /* counters settle once the loop closed the link */
         proxy_stats_get(px, &s);
@@ -87,10 +94,8 @@ Test(proxy, passthrough_exact_latency)
     add_toxic("{\"type\":\"latency\",\"stream\":\"upstream\",\"attributes\":{\"latency\":5,\"jitter\":3}}",
               7);
     add_toxic("{\"type\":\"latency\",\"attributes\":{\"latency\":5}}", 7);
-    int same = 0;
     size_t n = 2u << 20;
-    cr_assert_eq(tp_echo_transfer(proxy_listen_addr(px), n, 2, &same), n);
-    cr_assert(same);
+    expect_exact_echo(n, 2);
     proxy_toxic_stats ts;
     cr_assert_eq(proxy_toxic_stats_get(px, "latency_downstream", &ts), 0);
     cr_assert_eq(ts.bytes, n);
@@ -100,10 +105,7 @@ Test(proxy, passthrough_exact_latency)
 Test(proxy, passthrough_exact_bandwidth)
 {
     add_toxic("{\"type\":\"bandwidth\",\"stream\":\"downstream\",\"attributes\":{\"rate\":20000}}", 7);
-    int same = 0;
-    size_t n = 2u << 20;
-    cr_assert_eq(tp_echo_transfer(proxy_listen_addr(px), n, 3, &same), n);
-    cr_assert(same);
+    expect_exact_echo(2u << 20, 3);
 }
 
 Test(proxy, passthrough_exact_slicer)
@@ -111,10 +113,8 @@ Test(proxy, passthrough_exact_slicer)
     add_toxic("{\"type\":\"slicer\",\"stream\":\"upstream\",\"attributes\":"
               "{\"average_size\":700,\"size_variation\":300,\"delay\":0}}",
               7);
-    int same = 0;
     size_t n = 1u << 20;
-    cr_assert_eq(tp_echo_transfer(proxy_listen_addr(px), n, 4, &same), n);
-    cr_assert(same);
+    expect_exact_echo(n, 4);
     proxy_toxic_stats ts;
     cr_assert_eq(proxy_toxic_stats_get(px, "slicer_upstream", &ts), 0);
     /* 1 MiB in pieces of 400..1000 bytes */

@@ -8,25 +8,34 @@
 #include "common/err.h"
 #include "harness/schedule.h"
 
+/* The experiment and the schedule a test builds from it; the suite's .fini
+ * frees them, also after a failed assertion. */
+static experiment *e;
+static schedule *s;
+
+static void teardown(void) {}
+
+TestSuite(schedule, .fini = teardown);
+
 static experiment *parse(const char *text)
 {
     jv_diag *d = jv_diag_new();
-    experiment *e = NULL;
+    experiment *out = NULL;
     char err[CX_ERRLEN];
-    int rc = exp_load_string(text, 0, &e, d, err, sizeof(err));
+    int rc = exp_load_string(text, 0, &out, d, err, sizeof(err));
     for (size_t i = 0; rc && i < jv_diag_count(d); i++)
         fprintf(stderr, "diag: %s\n", jv_diag_get(d, i));
     jv_diag_free(d);
     cr_assert_eq(rc, 0, "%s", err);
-    return e;
+    return out;
 }
 
-static schedule *build(const experiment *e, uint64_t seed)
+static schedule *build(const experiment *x, uint64_t seed)
 {
-    schedule *s = NULL;
+    schedule *out = NULL;
     char err[CX_ERRLEN];
-    cr_assert_eq(sched_build(e, seed, &s, err, sizeof(err)), 0, "%s", err);
-    return s;
+    cr_assert_eq(sched_build(x, seed, &out, err, sizeof(err)), 0, "%s", err);
+    return out;
 }
 
 /* Chaos over 4 learners; min_live and mtbf substituted. */
@@ -56,8 +65,7 @@ static int same_entries(const schedule *a, const schedule *b)
 
 Test(schedule, ids_and_times_resolve)
 {
-    experiment *e =
-        parse("{\"title\": \"t\", \"topology\": {\"learners\": 4}, \"method\": ["
+    e = parse("{\"title\": \"t\", \"topology\": {\"learners\": 4}, \"method\": ["
               "{\"name\": \"late\", \"fault\": \"pause\", \"targets\": {\"ids\": [3, 1]}, \"at_s\": 20,"
               " \"duration_ms\": 1000},"
               "{\"name\": \"early\", \"fault\": \"pause\", \"targets\": {\"ids\": [0]}, \"at_s\": 2,"
@@ -66,7 +74,7 @@ Test(schedule, ids_and_times_resolve)
               " \"duration_ms\": 500},"
               "{\"name\": \"then\", \"fault\": \"pause\", \"targets\": {\"ids\": [2]}, \"after\": \"late\","
               " \"duration_ms\": 500}]}");
-    schedule *s = build(e, e->seed);
+    s = build(e, e->seed);
     cr_assert_eq(s->n, 5);
     cr_assert_str_eq(s->entries[0].name, "early");
     cr_assert_eq(s->entries[0].learner, 0);
@@ -79,14 +87,11 @@ Test(schedule, ids_and_times_resolve)
     cr_assert_eq(s->entries[3].at_outer_step, 7);
     cr_assert_eq(s->entries[4].when, EXP_AFTER);
     cr_assert_eq(s->entries[4].after, 0);
-    sched_free(s);
-    exp_free(e);
 }
 
 Test(schedule, random_targets_reproducible_and_seeded)
 {
-    experiment *e =
-        parse("{\"title\": \"t\", \"topology\": {\"learners\": 16}, \"method\": ["
+    e = parse("{\"title\": \"t\", \"topology\": {\"learners\": 16}, \"method\": ["
               "{\"name\": \"r\", \"fault\": \"pause\", \"targets\": {\"random\": 5}, \"at_s\": 1,"
               " \"duration_ms\": 10},"
               "{\"name\": \"p\", \"fault\": \"pause\", \"targets\": {\"percent\": 30}, \"at_s\": 1,"
@@ -108,13 +113,12 @@ Test(schedule, random_targets_reproducible_and_seeded)
     }
     cr_assert(differs, "another seed draws other learners");
     cr_assert_eq(sched_resolve_targets(e, 1, 42, a, 16), 5, "ceil(30%% of 16) = 5");
-    exp_free(e);
 }
 
 Test(schedule, poisson_reproducible_for_a_seed)
 {
-    experiment *e = chaos_exp(4, 20, "{\"dist\": \"exponential\", \"mean_s\": 4}", 0, 600,
-                              "[{\"type\": \"pause\"}, {\"type\": \"kill\"}]");
+    e = chaos_exp(4, 20, "{\"dist\": \"exponential\", \"mean_s\": 4}", 0, 600,
+                  "[{\"type\": \"pause\"}, {\"type\": \"kill\"}]");
     schedule *a = build(e, 5), *b = build(e, 5), *c = build(e, 6);
     cr_assert(a->chaos_drawn > 20, "drew %d", a->chaos_drawn);
     cr_assert(same_entries(a, b), "same seed, same timeline");
@@ -126,16 +130,15 @@ Test(schedule, poisson_reproducible_for_a_seed)
     sched_free(a);
     sched_free(b);
     sched_free(c);
-    exp_free(e);
 }
 
 Test(schedule, poisson_rate_and_weights)
 {
     /* One unit, tiny fixed recovery: arrivals are a Poisson process of
      * rate 1/mtbf; ~10000 draws give the mean within a few percent. */
-    experiment *e = chaos_exp(1, 10, "{\"dist\": \"fixed\", \"mean_s\": 0.001}", 0, 100000,
-                              "[{\"type\": \"pause\", \"weight\": 3}, {\"type\": \"kill\", \"weight\": 1}]");
-    schedule *s = build(e, 123);
+    e = chaos_exp(1, 10, "{\"dist\": \"fixed\", \"mean_s\": 0.001}", 0, 100000,
+                  "[{\"type\": \"pause\", \"weight\": 3}, {\"type\": \"kill\", \"weight\": 1}]");
+    s = build(e, 123);
     cr_assert(s->chaos_drawn > 9000 && s->chaos_drawn < 11000, "drew %d", s->chaos_drawn);
     double mean_gap = s->entries[s->n - 1].at_s / s->n;
     cr_assert(fabs(mean_gap - 10.0) < 0.4, "mean inter-arrival %g s, want 10 +- 4%%", mean_gap);
@@ -144,15 +147,13 @@ Test(schedule, poisson_rate_and_weights)
         pauses += strcmp(s->entries[i].fault, "pause") == 0;
     double frac = (double)pauses / s->n;
     cr_assert(fabs(frac - 0.75) < 0.03, "pause fraction %g, want 0.75 +- 0.03", frac);
-    sched_free(s);
-    exp_free(e);
 }
 
 Test(schedule, recovery_distributions_respected)
 {
-    experiment *e = chaos_exp(3, 5, "{\"dist\": \"uniform\", \"min_s\": 2, \"max_s\": 3}", 0, 2000,
-                              "[{\"type\": \"pause\"}]");
-    schedule *s = build(e, 9);
+    e = chaos_exp(3, 5, "{\"dist\": \"uniform\", \"min_s\": 2, \"max_s\": 3}", 0, 2000,
+                  "[{\"type\": \"pause\"}]");
+    s = build(e, 9);
     cr_assert(s->n > 100);
     double sum = 0;
     for (int i = 0; i < s->n; i++) {
@@ -171,21 +172,19 @@ Test(schedule, recovery_distributions_respected)
         at_cap += s->entries[i].duration_ms == 4000;
     }
     cr_assert(at_cap > 0, "the cap is hit (P(x > 4) = e^-2)");
-    sched_free(s);
-    exp_free(e);
 }
 
 /* Fewest units free of faults at any instant (faults are [at, at+dur)). */
-static int min_live(const schedule *s, int m)
+static int min_live(const schedule *sc, int m)
 {
     int least = m;
-    for (int i = 0; i < s->n; i++) {
-        double t = s->entries[i].at_s;
+    for (int i = 0; i < sc->n; i++) {
+        double t = sc->entries[i].at_s;
         int down = 0;
         for (int l = 0; l < m; l++) {
             int d = 0;
-            for (int j = 0; j < s->n && !d; j++) {
-                const sched_entry *x = &s->entries[j];
+            for (int j = 0; j < sc->n && !d; j++) {
+                const sched_entry *x = &sc->entries[j];
                 d = x->learner == l && x->when == EXP_AT_S && t >= x->at_s &&
                     t < x->at_s + x->duration_ms / 1000.0;
             }
@@ -201,37 +200,34 @@ Test(schedule, live_floor_holds_over_many_draws)
 {
     /* Mean recovery (30 s) far above mtbf (10 s): without the floor most
      * units would be down most of the time. */
-    experiment *e = chaos_exp(4, 10, "{\"dist\": \"exponential\", \"mean_s\": 30}", 3, 5000,
-                              "[{\"type\": \"kill\"}, {\"type\": \"pause\"}]");
+    e = chaos_exp(4, 10, "{\"dist\": \"exponential\", \"mean_s\": 30}", 3, 5000,
+                  "[{\"type\": \"kill\"}, {\"type\": \"pause\"}]");
     for (uint64_t seed = 1; seed <= 5; seed++) {
-        schedule *s = build(e, seed);
-        cr_assert(s->chaos_drawn > 50, "drew %d", s->chaos_drawn);
-        cr_assert(s->skipped_floor > 50, "skipped %d", s->skipped_floor);
-        cr_assert_geq(min_live(s, 4), 3, "seed %llu broke the floor", (unsigned long long)seed);
-        sched_free(s);
+        schedule *each = build(e, seed);
+        cr_assert(each->chaos_drawn > 50, "drew %d", each->chaos_drawn);
+        cr_assert(each->skipped_floor > 50, "skipped %d", each->skipped_floor);
+        cr_assert_geq(min_live(each, 4), 3, "seed %llu broke the floor", (unsigned long long)seed);
+        sched_free(each);
     }
     exp_free(e);
     /* The same without a floor does take more than one unit down at once:
      * the check above can fail. */
     e = chaos_exp(4, 10, "{\"dist\": \"exponential\", \"mean_s\": 30}", 0, 5000, "[{\"type\": \"kill\"}]");
-    schedule *s = build(e, 1);
+    s = build(e, 1);
     cr_assert_lt(min_live(s, 4), 3);
     cr_assert_eq(s->skipped_floor, 0);
-    sched_free(s);
-    exp_free(e);
 }
 
 Test(schedule, method_faults_count_towards_the_floor)
 {
     /* Learner 0 is paused by the method for [0, 1000) s; with min_live 1 of
      * 2, no chaos fault may overlap it, on either learner. */
-    experiment *e =
-        parse("{\"title\": \"t\", \"topology\": {\"learners\": 2}, \"method\": ["
+    e = parse("{\"title\": \"t\", \"topology\": {\"learners\": 2}, \"method\": ["
               "{\"name\": \"long\", \"fault\": \"pause\", \"targets\": {\"ids\": [0]}, \"at_s\": 0,"
               " \"duration_ms\": 1000000}],"
               " \"chaos\": {\"mtbf_s\": 5, \"recovery\": {\"dist\": \"fixed\", \"mean_s\": 1},"
               " \"faults\": [{\"type\": \"kill\"}], \"min_live\": 1, \"end_s\": 2000}}");
-    schedule *s = build(e, 3);
+    s = build(e, 3);
     int after = 0;
     for (int i = 0; i < s->n; i++) {
         const sched_entry *x = &s->entries[i];
@@ -243,15 +239,12 @@ Test(schedule, method_faults_count_towards_the_floor)
     }
     cr_assert(after > 50, "chaos resumed after the method fault (%d)", after);
     cr_assert(s->skipped_floor + s->skipped_busy > 50);
-    sched_free(s);
-    exp_free(e);
 }
 
 Test(schedule, json_shape)
 {
-    experiment *e =
-        chaos_exp(2, 10, "{\"dist\": \"fixed\", \"mean_s\": 1}", 1, 100, "[{\"type\": \"pause\"}]");
-    schedule *s = build(e, 5);
+    e = chaos_exp(2, 10, "{\"dist\": \"fixed\", \"mean_s\": 1}", 1, 100, "[{\"type\": \"pause\"}]");
+    s = build(e, 5);
     json_t *j = sched_json(s);
     cr_assert_not_null(j);
     cr_assert_eq(json_integer_value(json_object_get(j, "seed")), 5);
@@ -260,6 +253,4 @@ Test(schedule, json_shape)
     cr_assert_str_eq(json_string_value(json_object_get(first, "source")), "chaos");
     cr_assert(json_is_real(json_object_get(first, "at_s")));
     json_decref(j);
-    sched_free(s);
-    exp_free(e);
 }

@@ -13,15 +13,14 @@
 #include "agent/supervisor.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "tmpdir.h"
 
 static char g_dir[256];
 static char g_log[300];
 
 static void setup(void)
 {
-    snprintf(g_dir, sizeof g_dir, "/tmp/cx-test-supervisor-XXXXXX");
-    cr_assert_not_null(mkdtemp(g_dir));
-    snprintf(g_log, sizeof g_log, "%s/unit.log", g_dir);
+    tmpdir_with_file(g_dir, sizeof g_dir, "/tmp/cx-test-supervisor-XXXXXX", g_log, sizeof g_log, "unit.log");
 }
 
 TestSuite(supervisor, .init = setup);
