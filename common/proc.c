@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/exitcode.h"
+#include "common/log.h"
 
 extern char **environ;
 
@@ -182,4 +184,52 @@ int cx_self_exe(char *out, size_t len)
         return CX_ESYS;
     out[n] = '\0';
     return 0;
+}
+
+int cx_run(const char *const *argv, const char *name, long timeout_ms, char *out, size_t outlen, char *err,
+           size_t errlen)
+{
+    char cmd[200];
+    size_t cl = 0;
+    cmd[0] = '\0';
+    for (size_t i = 0; argv[i] && cl + 2 < sizeof cmd; i++)
+        cl += (size_t)snprintf(cmd + cl, sizeof cmd - cl, "%s%s", i ? " " : "", i || !name ? argv[i] : name);
+    int fd = memfd_create("cx-run", MFD_CLOEXEC);
+    if (fd < 0)
+        return cx_fail(err, errlen, CX_ESYS, "memfd_create: %s", strerror(errno));
+    cx_spawn_opts o = {.stdout_fd = fd, .stderr_fd = fd};
+    pid_t pid = 0;
+    int rc = cx_spawn(argv, &o, &pid, err, errlen);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    int st = 0;
+    int timed_out = cx_wait_timeout(pid, timeout_ms, &st) < 0;
+    if (timed_out) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
+    char text[160] = "";
+    ssize_t got = pread(fd, text, sizeof text - 1, 0);
+    if (out && outlen > 0) {
+        ssize_t all = pread(fd, out, outlen - 1, 0);
+        out[all > 0 ? all : 0] = '\0';
+    }
+    close(fd);
+    if (timed_out)
+        return cx_fail(err, errlen, CX_ETIMEDOUT, "%s: no answer within %ld ms", cmd, timeout_ms);
+    if (got > 0) {
+        text[got] = '\0';
+        for (char *p = text; *p; p++) /* one line: newlines become spaces, a last one goes */
+            if (*p == '\n' || *p == '\r')
+                *p = *(p + 1) ? ' ' : '\0';
+    }
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        return 0;
+    cx_debug("%s failed: %s", cmd, text);
+    return cx_fail(err, errlen, CX_ESYS, "%s: %s", cmd,
+                   text[0]           ? text
+                   : WIFSIGNALED(st) ? "killed by a signal"
+                                     : "failed");
 }

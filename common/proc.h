@@ -38,6 +38,15 @@ int cx_wait_timeout(pid_t pid, long timeout_ms, int *status);
  * process group -pid. Returns 0 once reaped. */
 int cx_stop(pid_t pid, int to_group, long grace_ms);
 
+/* Run argv to completion, bounded: cx_spawn (its output captured in a
+ * memfd), then wait at most timeout_ms (then SIGKILL and reap). 0 when it
+ * exited 0. Else CX_ETIMEDOUT, or CX_ESYS with "<command line>: <the first
+ * 160 bytes of its output on one line>" in err (the command line names
+ * argv[0] as `name` when name is non-NULL). With out, its stdout and stderr
+ * (NUL-terminated, cut to outlen) are copied there either way. */
+int cx_run(const char *const *argv, const char *name, long timeout_ms, char *out, size_t outlen, char *err,
+           size_t errlen);
+
 /* Path of the running executable (/proc/self/exe), for re-exec. */
 int cx_self_exe(char *out, size_t len);
 

@@ -121,10 +121,9 @@ static const char *find_tool(const char *name)
     return NULL;
 }
 
-/* Run argv (argv[0] "ip" or "tc", looked up by find_tool) and wait for it,
- * bounded. 0 on exit status 0; else CX_ESYS with "<command>: <its stderr>"
- * in err. With out, its output (stdout and stderr, NUL-terminated,
- * truncated to outlen) is copied there. */
+/* Run argv (argv[0] "ip" or "tc", looked up by find_tool) with cx_run,
+ * bounded by NETNS_TOOL_MS: 0 on exit status 0, else the error naming the
+ * command and its output. With out, its stdout and stderr are copied there. */
 static int run_tool_out(const char *const *argv, char *out_text, size_t outlen, char *err, size_t errlen)
 {
     const char *exe = find_tool(argv[0]);
@@ -138,48 +137,7 @@ static int run_tool_out(const char *const *argv, char *out_text, size_t outlen, 
     for (size_t i = 1; argv[i] && n + 1 < sizeof av / sizeof av[0]; i++)
         av[n++] = argv[i];
     av[n] = NULL;
-    char cmd[200];
-    size_t cl = 0;
-    cmd[0] = '\0';
-    for (size_t i = 0; av[i] && cl + 2 < sizeof cmd; i++)
-        cl += (size_t)snprintf(cmd + cl, sizeof cmd - cl, "%s%s", i ? " " : "", i ? av[i] : argv[0]);
-    int out = memfd_create("netns-tool", MFD_CLOEXEC);
-    if (out < 0)
-        return cx_fail(err, errlen, CX_ESYS, "memfd_create: %s", strerror(errno));
-    cx_spawn_opts o = {.stdout_fd = out, .stderr_fd = out};
-    pid_t pid = 0;
-    int rc = cx_spawn(av, &o, &pid, err, errlen);
-    if (rc < 0) {
-        close(out);
-        return rc;
-    }
-    int st = 0;
-    if (cx_wait_timeout(pid, NETNS_TOOL_MS, &st) < 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
-        close(out);
-        return cx_fail(err, errlen, CX_ETIMEDOUT, "%s: no answer within %d ms", cmd, NETNS_TOOL_MS);
-    }
-    char text[160] = "";
-    ssize_t got = pread(out, text, sizeof text - 1, 0);
-    if (out_text && outlen > 0) {
-        ssize_t all = pread(out, out_text, outlen - 1, 0);
-        out_text[all > 0 ? all : 0] = '\0';
-    }
-    close(out);
-    if (got > 0) {
-        text[got] = '\0';
-        for (char *p = text; *p; p++)
-            if (*p == '\n' || *p == '\r')
-                *p = *(p + 1) ? ' ' : '\0';
-    }
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-        return 0;
-    cx_debug("netns: %s failed: %s", cmd, text);
-    return cx_fail(err, errlen, CX_ESYS, "%s: %s", cmd,
-                   text[0]           ? text
-                   : WIFSIGNALED(st) ? "killed by a signal"
-                                     : "failed");
+    return cx_run(av, argv[0], NETNS_TOOL_MS, out_text, outlen, err, errlen);
 }
 
 static int run_tool(const char *const *argv, char *err, size_t errlen)
