@@ -106,6 +106,17 @@ static void fk_crash(fk *u, int watchdog_too)
               "the leader dies with its agent (PR_SET_PDEATHSIG, state %c)", uproc_state(u->leader));
 }
 
+/* SIGKILL the agent alone (fk_crash): what outlived the unit's leader
+ * (survivor: its child, its escaped grandchild) dies with the agent too;
+ * then frees u. */
+static void expect_dies_with_agent(fk *u, pid_t survivor, const char *what)
+{
+    fk_crash(u, 0);
+    cr_assert(it_wait_proc_dead(survivor, 3000), "%s dies with its agent (state %c)", what,
+              uproc_state(survivor));
+    fk_free(u);
+}
+
 /* Wait (bounded) until the unit's incarnation is 2: it restarted. */
 static void fk_wait_restarted(const fk *u, long timeout_ms)
 {
@@ -173,10 +184,7 @@ Test(agent_fork, agent_sigkill_takes_the_whole_group)
     fk_start(&u, "fk-kill", NULL, 1);
     pid_t child = fk_child(&u);
     cr_assert_eq(uproc_state(child) != 0 && !it_proc_dead(child), 1);
-    fk_crash(&u, 0);
-    cr_assert(it_wait_proc_dead(child, 3000), "the leader's child dies with the agent too (state %c)",
-              uproc_state(child));
-    fk_free(&u);
+    expect_dies_with_agent(&u, child, "the leader's child");
 }
 
 Test(agent_fork, the_next_agent_sweeps_a_group_whose_watchdog_died)
@@ -372,11 +380,7 @@ Test(agent_fork, an_escaped_child_dies_with_its_agent)
 {
     fk u;
     fk_start(&u, "fk-esc-kill", "escape", 1);
-    pid_t esc = escaped_child(&u);
-    fk_crash(&u, 0); /* the agent alone: its watchdog empties the cgroup */
-    cr_assert(it_wait_proc_dead(esc, 3000), "the setsid child dies with its agent (state %c)",
-              uproc_state(esc));
-    fk_free(&u);
+    expect_dies_with_agent(&u, escaped_child(&u), "the setsid child"); /* its watchdog empties the cgroup */
 }
 
 Test(agent_fork, the_next_agent_sweeps_an_escaped_child_whose_watchdog_died)
@@ -416,8 +420,5 @@ Test(agent_fork, a_frozen_unit_dies_with_its_agent)
     cr_assert(f, "a pause through the freezer");
     json_decref(f);
     cx_sleep_ms(300);
-    fk_crash(&u, 0);
-    cr_assert(it_wait_proc_dead(esc, 3000), "the frozen setsid child dies with its agent (state %c)",
-              uproc_state(esc));
-    fk_free(&u);
+    expect_dies_with_agent(&u, esc, "the frozen setsid child");
 }
