@@ -1,9 +1,11 @@
 /* agent_it.h - helpers shared by the tests/integration/test_agent_*.c
- * files: start a real `chaosloco agent` on 127.0.0.1 (ephemeral port, temp
- * state dir, a unique unit id so parallel runs never share a cgroup), talk
- * to it, and look at the unit from outside (/proc, cgroup files).
- * Header-only (static inline) because support_*.c files are linked into
- * every integration test, and these belong to the agent's tests only.
+ * files and the other tests that start agents (flood, metrics, the
+ * harness's attach mode): start a real `chaosloco agent` on 127.0.0.1
+ * (ephemeral port, temp state dir, a unique unit id so parallel runs never
+ * share a cgroup), talk to it, and look at the unit from outside (/proc,
+ * cgroup files). Header-only (static inline) because support_*.c files are
+ * linked into every integration test, and these belong to the tests that
+ * start agents only.
  */
 #ifndef IT_AGENT_IT_H
 #define IT_AGENT_IT_H
@@ -49,6 +51,18 @@ typedef struct ag {
     pid_t pid;       /* agent pid */
 } ag;
 
+/* Write AG_TOKEN into dir/token, its owner's only (the agent refuses a
+ * token others can read); the file's path into out. */
+static inline void ag_write_token(const char *dir, char *out, size_t len)
+{
+    snprintf(out, len, "%s/token", dir);
+    FILE *f = fopen(out, "w");
+    cr_assert_not_null(f, "write %s", out);
+    fprintf(f, "%s\n", AG_TOKEN);
+    fclose(f);
+    chmod(out, 0600);
+}
+
 /* Start an agent. extra: NULL-terminated flags before "--" (or NULL);
  * unit: NULL-terminated command (NULL = sleep 1000). state_from: reuse
  * another agent's state dir and id (restart after a crash), or NULL. */
@@ -69,12 +83,7 @@ static inline void ag_start(ag *a, const char *tag, const char *const *extra, co
     }
     snprintf(a->name, sizeof a->name, "agent%d", ++seq);
     char tok[600];
-    snprintf(tok, sizeof tok, "%s/token", a->dir);
-    FILE *f = fopen(tok, "w");
-    cr_assert_not_null(f);
-    fprintf(f, "%s\n", AG_TOKEN);
-    fclose(f);
-    chmod(tok, 0600); /* the agent refuses a token others can read */
+    ag_write_token(a->dir, tok, sizeof tok);
     /* A stale listen.addr from a previous agent must not be mistaken. */
     char la[600];
     snprintf(la, sizeof la, "%s/listen.addr", a->state);
@@ -141,6 +150,14 @@ static inline const char *js(json_t *o, const char *k)
 {
     const char *s = json_string_value(json_object_get(o, k));
     return s ? s : "";
+}
+
+/* POST a fault expecting 201 (ag_fault); only its id, into id. */
+static inline void ag_fault_id(const ag *a, const char *body, char *id, size_t len)
+{
+    json_t *r = ag_fault(a, body);
+    snprintf(id, len, "%s", js(r, "id"));
+    json_decref(r);
 }
 
 static inline json_t *ag_status(const ag *a)
@@ -228,6 +245,30 @@ static inline void ag_delete(const ag *a, const char *id)
     json_decref(r);
 }
 
+/* Start agent a (tag) whose unit is `chaosloco learner` id of the syncer
+ * at saddr, reached through the agent's proxy called proxy (the learner is
+ * given http://{proxy.<proxy>}); its credential is the one the syncer made
+ * in sstate/credentials, its state dir is dir/learner<id>. more: further
+ * learner flags (NULL-terminated) or NULL. Returns once the agent listens. */
+static inline void ag_start_learner(ag *a, const char *tag, const char *dir, const char *sstate,
+                                    const char *saddr, const char *proxy, int id, const char *const *more)
+{
+    char pflag[200], purl[80], num[16], lstate[600], lcred[700];
+    snprintf(pflag, sizeof pflag, "%s=127.0.0.1:0->%s", proxy, saddr);
+    snprintf(purl, sizeof purl, "http://{proxy.%s}", proxy);
+    snprintf(num, sizeof num, "%d", id);
+    snprintf(lstate, sizeof lstate, "%s/learner%d", dir, id);
+    snprintf(lcred, sizeof lcred, "%s/credentials/learner-%d.cred", sstate, id);
+    const char *extra[] = {"--proxy", pflag, NULL};
+    /* clang-format off */
+    const char *unit[24] = {CHAOSLOCO_BIN, "learner", "--syncer", purl, "--id", num,
+                            "--state-dir", lstate, "--credential-file", lcred};
+    /* clang-format on */
+    for (int i = 0, n = 10; more && more[i] && n < 23; i++)
+        unit[n++] = more[i];
+    ag_start(a, tag, extra, unit, NULL);
+}
+
 /* A decoupled syncer in dir/syncer (the MLP, 1 learner, 2 fragments, H 4,
  * quorum 1, eval every 500 ms) and an agent (tag) whose unit is learner 0
  * in dir/learner0, reaching the syncer through the agent's proxy "sy";
@@ -248,17 +289,8 @@ static inline void ag_start_learner_unit(ag *a, const char *dir, const char *tag
     it_start(dir, "syncer", sargs, NULL);
     cr_assert_eq(it_wait_addr(sstate, saddr, sizeof saddr, 15000), 0, "syncer listen.addr");
     snprintf(surl, surllen, "http://%s", saddr);
-
-    char proxy[200], lstate[600];
-    snprintf(proxy, sizeof proxy, "sy=127.0.0.1:0->%s", saddr);
-    snprintf(lstate, sizeof lstate, "%s/learner0", dir);
-    const char *extra[] = {"--proxy", proxy, NULL};
-    char lcred[700];
-    snprintf(lcred, sizeof lcred, "%s/credentials/learner-0.cred", sstate); /* the syncer made it */
-    const char *unit[] = {
-        CHAOSLOCO_BIN, "learner", "--syncer", "http://{proxy.sy}", "--id", "0", "--state-dir",
-        lstate,        "--steps", "100000",   "--credential-file", lcred,  NULL};
-    ag_start(a, tag, extra, unit, NULL);
+    static const char *const steps[] = {"--steps", "100000", NULL};
+    ag_start_learner(a, tag, dir, sstate, saddr, "sy", 0, steps);
     ag_wait_running(a, wait_ms);
 }
 
@@ -291,6 +323,21 @@ static inline void ag_read_line(const char *path, char *out, size_t len)
         out[0] = '\0';
     fclose(f);
     out[strcspn(out, "\n")] = '\0';
+}
+
+/* A fault record's cgroup file: when its evidence says it acted through
+ * method, the path of file in its cgroup (evidence.cgroup) into path, that
+ * file's first line into line ("" when it has none: a cgroup v1 file on
+ * v2) and 1; 0, nothing written, for any other method. */
+static inline int ag_evidence_line(json_t *fault, const char *method, const char *file, char *path,
+                                   size_t plen, char *line, size_t llen)
+{
+    json_t *ev = json_object_get(fault, "evidence");
+    if (strcmp(js(ev, "method"), method) != 0)
+        return 0;
+    snprintf(path, plen, "%s/%s", js(ev, "cgroup"), file);
+    ag_read_line(path, line, llen);
+    return 1;
 }
 
 /* Wait until /proc state of pid is one of the letters in want. */
@@ -393,23 +440,28 @@ typedef struct ag_echo {
     volatile int stop;
 } ag_echo;
 
+/* Send all n bytes of buf on fd; 0, or -1 when the connection failed. */
+static inline int ag_send_all(int fd, const char *buf, size_t n)
+{
+    for (size_t off = 0; off < n;) {
+        ssize_t w = send(fd, buf + off, n - off, MSG_NOSIGNAL);
+        if (w <= 0)
+            return -1;
+        off += (size_t)w;
+    }
+    return 0;
+}
+
+/* One echo connection: everything received goes back, until EOF or error. */
 static inline void *ag_echo_conn(void *arg)
 {
     int fd = (int)(intptr_t)arg;
     char buf[65536];
     for (;;) {
         ssize_t n = recv(fd, buf, sizeof buf, 0);
-        if (n <= 0)
+        if (n <= 0 || ag_send_all(fd, buf, (size_t)n) != 0)
             break;
-        ssize_t off = 0;
-        while (off < n) {
-            ssize_t w = send(fd, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
-            if (w <= 0)
-                goto out;
-            off += w;
-        }
     }
-out:
     close(fd);
     return NULL;
 }
@@ -504,17 +556,9 @@ static inline long ag_echo_rtt(int port, size_t n, long timeout_ms)
     for (size_t i = 0; i < n; i++)
         out[i] = (char)('a' + i % 26);
     int64_t t0 = cx_mono_ms();
-    size_t off = 0;
     long rtt = -1;
-    while (off < n) {
-        ssize_t w = send(fd, out + off, n - off, MSG_NOSIGNAL);
-        if (w <= 0)
-            goto done;
-        off += (size_t)w;
-    }
-    if (ag_recv_n(fd, in, n, timeout_ms) == n && memcmp(in, out, n) == 0)
+    if (ag_send_all(fd, out, n) == 0 && ag_recv_n(fd, in, n, timeout_ms) == n && memcmp(in, out, n) == 0)
         rtt = (long)(cx_mono_ms() - t0);
-done:
     free(out);
     free(in);
     close(fd);

@@ -65,14 +65,28 @@ static inline void hx_journal_valid(const char *dir, const char *path)
     cr_assert_eq(rc, 0, "%s validates against docs/journal.schema.json (validator exit %d)", path, rc);
 }
 
-/* Run chaosloco with args to completion; its output in dir/name.log. */
-static inline int hx_run(const char *dir, const char *name, const char *const *args, long timeout_ms)
+/* Wait for a started process (its output in dir/name.log) to exit; its
+ * exit code (hx_exit_code). Dumps the log when that is not want. */
+static inline int hx_wait_rc(const char *dir, const char *name, pid_t pid, long timeout_ms, int want)
 {
-    pid_t pid = it_start(dir, name, args, NULL);
     int rc = hx_exit_code(pid, timeout_ms);
-    if (rc != 0)
+    if (rc != want)
         it_dump_log(dir, name);
     return rc;
+}
+
+/* Run chaosloco with args to completion (its output in dir/name.log); its
+ * exit code, the log dumped when that is not want. */
+static inline int hx_run_rc(const char *dir, const char *name, const char *const *args, long timeout_ms,
+                            int want)
+{
+    return hx_wait_rc(dir, name, it_start(dir, name, args, NULL), timeout_ms, want);
+}
+
+/* The same, expecting success. */
+static inline int hx_run(const char *dir, const char *name, const char *const *args, long timeout_ms)
+{
+    return hx_run_rc(dir, name, args, timeout_ms, 0);
 }
 
 /* Wait until path contains needle; 1 found, 0 timeout. */
@@ -125,6 +139,83 @@ static inline void hx_kill_leftovers(const char *run_dir)
         }
     }
     json_decref(all);
+}
+
+/* ---- one test's run: its files, its outputs, what it leaves ---- */
+
+/* A test's scratch space: a fresh temporary directory, the experiment file
+ * the test writes there and the run's --out directory. */
+typedef struct hx_scratch {
+    char *dir;      /* it_mkdtemp(tag), malloc'd; logs of what the test starts */
+    char exp[1024]; /* dir/<exp_name>: the experiment file */
+    char out[1100]; /* dir/run: the run's --out */
+} hx_scratch;
+
+static inline void hx_scratch_init(hx_scratch *s, const char *tag, const char *exp_name)
+{
+    s->dir = it_mkdtemp(tag);
+    snprintf(s->exp, sizeof s->exp, "%s/%s", s->dir, exp_name);
+    snprintf(s->out, sizeof s->out, "%s/run", s->dir);
+}
+
+/* Whole file dir/rel (malloc'd, NUL-terminated) or NULL. */
+static inline char *hx_read_in(const char *dir, const char *rel)
+{
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    return hx_read(path);
+}
+
+/* JSON file dir/rel (new reference) or NULL. */
+static inline json_t *hx_load_in(const char *dir, const char *rel)
+{
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    return json_load_file(path, 0, NULL);
+}
+
+/* RUN/journal.json of the run in out (new reference), asserted present and
+ * valid against docs/journal.schema.json (hx_journal_valid; its validator's
+ * log in dir). */
+static inline json_t *hx_journal(const char *dir, const char *out)
+{
+    char path[1400];
+    snprintf(path, sizeof path, "%s/journal.json", out);
+    json_t *j = json_load_file(path, 0, NULL);
+    cr_assert_not_null(j, "%s", path);
+    hx_journal_valid(dir, path);
+    return j;
+}
+
+/* A finished run in out left nothing running: every pid of its pids.json
+ * is gone (with min_pids > 0, the list has at least that many, what says
+ * which); then hx_kill_leftovers, whatever was found. */
+static inline void hx_expect_all_gone(const char *out, size_t min_pids, const char *what)
+{
+    json_t *all = hx_pids(out);
+    if (min_pids > 0)
+        cr_assert_geq(json_array_size(all), min_pids, "pids.json lists %s", what);
+    size_t i;
+    json_t *p;
+    json_array_foreach(all, i, p) cr_expect(!hx_alive((pid_t)json_integer_value(p)), "pid %lld is gone",
+                                            (long long)json_integer_value(p));
+    json_decref(all);
+    hx_kill_leftovers(out);
+}
+
+/* A `chaosloco run` started as pid (its log dir/run.log) that must fail at
+ * start: expects exit 3 (a harness error) and a log that says why (contains
+ * why); dumps the log when either is off. Returns the log (malloc'd) or
+ * NULL. */
+static inline char *hx_expect_harness_error(const char *dir, pid_t pid, long timeout_ms, const char *why)
+{
+    int rc = hx_exit_code(pid, timeout_ms);
+    char *log = hx_read_in(dir, "run.log");
+    if (rc != 3 || !log || !strstr(log, why))
+        it_dump_log(dir, "run");
+    cr_expect_eq(rc, 3, "a harness error exits 3 (got %d)", rc);
+    cr_expect(log && strstr(log, why), "the error says why (%s): %s", why, log ? log : "(no log)");
+    return log;
 }
 
 /* An experiment for tests: small model, 2 learners unless told. */

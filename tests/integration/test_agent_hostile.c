@@ -297,11 +297,8 @@ Test(agent_hostile, a_token_file_others_can_read_is_refused)
 {
     char *dir = it_mkdtemp("htok");
     char tok[600], st[600];
-    snprintf(tok, sizeof tok, "%s/token", dir);
+    ag_write_token(dir, tok, sizeof tok);
     snprintf(st, sizeof st, "%s/state", dir);
-    FILE *f = fopen(tok, "w");
-    fprintf(f, "%s\n", AG_TOKEN);
-    fclose(f);
     const mode_t modes[] = {0644, 0640, 0604, 0666, 0602, 0620}; /* readable or writable by others */
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         chmod(tok, modes[i]);

@@ -27,13 +27,9 @@ Test(agent_process, pause_freezer_expiry_and_delete)
     ag_start(&a, "pause", NULL, NULL, NULL);
     pid_t pid = ag_wait_running(&a, 5000);
     json_t *f = ag_fault(&a, "{\"type\":\"pause\",\"duration_ms\":400}");
-    json_t *ev = json_object_get(f, "evidence");
-    char id[32];
+    char id[32], path[600], line[64];
     snprintf(id, sizeof id, "%s", js(f, "id"));
-    if (strcmp(js(ev, "method"), "freezer") == 0) {
-        char path[600], line[64];
-        snprintf(path, sizeof path, "%s/freezer.state", js(ev, "cgroup"));
-        ag_read_line(path, line, sizeof line);
+    if (ag_evidence_line(f, "freezer", "freezer.state", path, sizeof path, line, sizeof line)) {
         if (line[0]) { /* v1 */
             cr_assert_str_eq(line, "FROZEN", "freezer.state after apply: %s", line);
         }
@@ -154,13 +150,9 @@ Test(agent_process, cpu_and_memory_limits_in_cgroup_files)
     ag_start(&a, "cgroup", NULL, NULL, NULL);
     ag_wait_running(&a, 5000);
     json_t *f = ag_fault(&a, "{\"type\":\"cpu\",\"duration_ms\":400,\"params\":{\"cpus\":0.5}}");
-    json_t *ev = json_object_get(f, "evidence");
-    char id[32];
+    char id[32], path[600], line[64];
     snprintf(id, sizeof id, "%s", js(f, "id"));
-    if (strcmp(js(ev, "method"), "cgroup") == 0) {
-        char path[600], line[64];
-        snprintf(path, sizeof path, "%s/cpu.cfs_quota_us", js(ev, "cgroup"));
-        ag_read_line(path, line, sizeof line);
+    if (ag_evidence_line(f, "cgroup", "cpu.cfs_quota_us", path, sizeof path, line, sizeof line)) {
         if (line[0]) {
             cr_assert_str_eq(line, "50000", "quota after apply: %s", line);
             cr_assert(ag_wait_fault(&a, id, "expired", 3000));
@@ -179,10 +171,8 @@ Test(agent_process, cpu_and_memory_limits_in_cgroup_files)
         ag_call(&a, "POST", "/v1/faults",
                 "{\"type\":\"memory\",\"duration_ms\":30000,\"params\":{\"limit_bytes\":268435456}}", 1, &st);
     if (st == 201) {
-        ev = json_object_get(r, "evidence");
         snprintf(id, sizeof id, "%s", js(r, "id"));
-        char path[600], line[64];
-        snprintf(path, sizeof path, "%s/memory.limit_in_bytes", js(ev, "cgroup"));
+        snprintf(path, sizeof path, "%s/memory.limit_in_bytes", js(json_object_get(r, "evidence"), "cgroup"));
         ag_read_line(path, line, sizeof line);
         if (line[0])
             cr_assert_str_eq(line, "268435456");

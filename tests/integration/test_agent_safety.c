@@ -21,15 +21,24 @@ static void fini(void)
 
 TestSuite(agent_safety, .fini = fini, .timeout = 60);
 
+/* The v1 freezer.state of a pause made through the freezer (its path in
+ * out), or NULL: a pause by signal, or cgroup v2 (no freezer.state). */
 static const char *freezer_file(json_t *fault, char *out, size_t len)
 {
-    json_t *ev = json_object_get(fault, "evidence");
-    if (strcmp(js(ev, "method"), "freezer") != 0)
-        return NULL;
-    snprintf(out, len, "%s/freezer.state", js(ev, "cgroup"));
     char line[64];
-    ag_read_line(out, line, sizeof line);
-    return line[0] ? out : NULL; /* v1 only: v2 has no freezer.state */
+    return ag_evidence_line(fault, "freezer", "freezer.state", out, len, line, sizeof line) && line[0] ? out
+                                                                                                       : NULL;
+}
+
+/* Fault id of a holds state (NULL: any) and revert_reason (NULL: any). */
+static void expect_fault(const ag *a, const char *id, const char *state, const char *reason)
+{
+    char st[32], why[32];
+    ag_fault_state(a, id, st, sizeof st, why, sizeof why);
+    if (state)
+        cr_assert_str_eq(st, state, "fault %s", id);
+    if (reason)
+        cr_assert_str_eq(why, reason, "fault %s", id);
 }
 
 Test(agent_safety, lease_lapse_reverts_pause_and_partition)
@@ -46,10 +55,8 @@ Test(agent_safety, lease_lapse_reverts_pause_and_partition)
     cr_assert_geq(ag_echo_rtt(port, 100, 2000), 0, "echo through the proxy works before");
 
     /* Made before any lease: survives the lapse. */
-    json_t *keep = ag_fault(&a, "{\"type\":\"nan\",\"duration_ms\":30000}");
     char keep_id[32];
-    snprintf(keep_id, sizeof keep_id, "%s", js(keep, "id"));
-    json_decref(keep);
+    ag_fault_id(&a, "{\"type\":\"nan\",\"duration_ms\":30000}", keep_id, sizeof keep_id);
 
     int st = 0;
     json_decref(ag_call(&a, "POST", "/v1/lease", "{\"ttl_ms\":800}", 1, &st));
@@ -62,9 +69,8 @@ Test(agent_safety, lease_lapse_reverts_pause_and_partition)
     json_decref(p);
     char part_id[32] = "";
     if (ag_has_type(&a, "partition")) {
-        json_t *q = ag_fault(&a, "{\"type\":\"partition\",\"duration_ms\":30000,\"target\":\"up\"}");
-        snprintf(part_id, sizeof part_id, "%s", js(q, "id"));
-        json_decref(q);
+        ag_fault_id(&a, "{\"type\":\"partition\",\"duration_ms\":30000,\"target\":\"up\"}", part_id,
+                    sizeof part_id);
         int fd = ag_connect(port);
         if (fd >= 0) {
             /* Accepted by the kernel backlog at most; no echo may come back. */
@@ -77,13 +83,9 @@ Test(agent_safety, lease_lapse_reverts_pause_and_partition)
 
     /* No renewal: the dead-man's switch fires after ~800 ms. */
     cr_assert(ag_wait_fault(&a, pause_id, "reverted", 5000), "pause reverted on lease lapse");
-    char state[32], reason[32];
-    ag_fault_state(&a, pause_id, state, sizeof state, reason, sizeof reason);
-    cr_assert_str_eq(reason, "lease");
+    expect_fault(&a, pause_id, NULL, "lease");
     if (part_id[0]) {
-        ag_fault_state(&a, part_id, state, sizeof state, reason, sizeof reason);
-        cr_assert_str_eq(state, "reverted");
-        cr_assert_str_eq(reason, "lease");
+        expect_fault(&a, part_id, "reverted", "lease");
         cr_assert_geq(ag_echo_rtt(port, 100, 2000), 0, "proxy relays again after the lapse");
     }
     if (fz) {
@@ -92,8 +94,7 @@ Test(agent_safety, lease_lapse_reverts_pause_and_partition)
         cr_assert_str_eq(line, "THAWED");
     }
     cr_assert(ag_wait_proc(pid, "RS", 2000), "unit runs again (state %c)", uproc_state(pid));
-    ag_fault_state(&a, keep_id, state, sizeof state, NULL, 0);
-    cr_assert_str_eq(state, "active", "a fault made without a lease survives the lapse");
+    expect_fault(&a, keep_id, "active", NULL); /* made without a lease: it survives the lapse */
     json_t *s = ag_status(&a);
     cr_assert(json_is_null(json_object_get(s, "lease")));
     json_decref(s);
@@ -106,13 +107,10 @@ Test(agent_safety, halt_reverts_all_and_refuses_until_resume)
     ag a;
     ag_start(&a, "halt", NULL, NULL, NULL);
     pid_t pid = ag_wait_running(&a, 5000);
-    json_t *p = ag_fault(&a, "{\"type\":\"pause\",\"duration_ms\":30000,\"params\":{\"method\":\"signal\"}}");
     char id1[32], id2[32];
-    snprintf(id1, sizeof id1, "%s", js(p, "id"));
-    json_decref(p);
-    p = ag_fault(&a, "{\"type\":\"nan\",\"duration_ms\":30000,\"params\":{\"count\":5}}");
-    snprintf(id2, sizeof id2, "%s", js(p, "id"));
-    json_decref(p);
+    ag_fault_id(&a, "{\"type\":\"pause\",\"duration_ms\":30000,\"params\":{\"method\":\"signal\"}}", id1,
+                sizeof id1);
+    ag_fault_id(&a, "{\"type\":\"nan\",\"duration_ms\":30000,\"params\":{\"count\":5}}", id2, sizeof id2);
     cr_assert(ag_wait_proc(pid, "T", 1000));
 
     int st = 0;
@@ -121,11 +119,8 @@ Test(agent_safety, halt_reverts_all_and_refuses_until_resume)
     cr_assert_eq(json_integer_value(json_object_get(h, "reverted")), 2);
     json_decref(h);
     cr_assert(ag_wait_proc(pid, "RS", 1000), "halt continued the unit");
-    char state[32], reason[32];
-    ag_fault_state(&a, id1, state, sizeof state, reason, sizeof reason);
-    cr_assert_str_eq(reason, "halt");
-    ag_fault_state(&a, id2, state, sizeof state, reason, sizeof reason);
-    cr_assert_str_eq(reason, "halt");
+    expect_fault(&a, id1, NULL, "halt");
+    expect_fault(&a, id2, NULL, "halt");
 
     json_t *r = ag_call(&a, "POST", "/v1/faults", "{\"type\":\"nan\",\"duration_ms\":1000}", 1, &st);
     cr_assert_eq(st, 503);
@@ -183,10 +178,7 @@ Test(agent_safety, sigkill_during_pause_then_restart_thaws_and_runs)
     }
     /* The old unit (killed by PDEATHSIG once thawed) does not stay stopped. */
     cr_assert(ag_wait_gone(pid, 3000) || uproc_state(pid) != 'T', "old unit left stopped");
-    char state[32], reason[32];
-    ag_fault_state(&b, id, state, sizeof state, reason, sizeof reason);
-    cr_assert_str_eq(state, "reverted");
-    cr_assert_str_eq(reason, "agent_restart");
+    expect_fault(&b, id, "reverted", "agent_restart");
     ag_stop(&b);
 }
 
@@ -278,12 +270,8 @@ Test(agent_safety, usage_errors_exit_64_naming_the_flag)
 {
     char *dir = it_mkdtemp("usage");
     char tok[600], st[600];
-    snprintf(tok, sizeof tok, "%s/token", dir);
+    ag_write_token(dir, tok, sizeof tok);
     snprintf(st, sizeof st, "%s/state", dir);
-    FILE *f = fopen(tok, "w");
-    fprintf(f, "%s\n", AG_TOKEN);
-    fclose(f);
-    chmod(tok, 0600);
     struct {
         const char *args[16];
         const char *names;

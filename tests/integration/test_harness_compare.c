@@ -22,11 +22,9 @@ TestSuite(harness_compare, .fini = fini, .timeout = 120);
 
 Test(harness_compare, two_modes_one_table)
 {
-    char *dir = it_mkdtemp("hcmp");
-    char path[1024], out[1100];
-    snprintf(path, sizeof path, "%s/small.json", dir);
-    snprintf(out, sizeof out, "%s/out", dir);
-    hx_write(path,
+    hx_scratch s;
+    hx_scratch_init(&s, "hcmp", "small.json");
+    hx_write(s.exp,
              "{\"title\": \"small compare\", \"seed\": 2,"
              " \"topology\": {\"learners\": 2, \"training\": " HX_TRAIN(
                  "decoupled",
@@ -34,16 +32,11 @@ Test(harness_compare, two_modes_one_table)
                       " \"method\": [{\"name\": \"nan-0\", \"fault\": \"nan\", \"targets\": {\"random\": 1},"
                       " \"at_s\": 0, \"params\": {\"count\": 1}, \"duration_ms\": 5000}],"
                       " \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}");
-    const char *args[] = {"compare", path, "--modes", "ddp,decoupled", "--out", out, NULL};
-    pid_t pid = it_start(dir, "compare", args, NULL);
-    int rc = hx_exit_code(pid, 110000);
-    if (rc != 0)
-        it_dump_log(dir, "compare");
+    const char *args[] = {"compare", s.exp, "--modes", "ddp,decoupled", "--out", s.out, NULL};
+    int rc = hx_run(s.dir, "compare", args, 110000);
     cr_assert_eq(rc, 0, "compare exits 0 when every mode ran (got %d)", rc);
 
-    char p[1200];
-    snprintf(p, sizeof p, "%s/compare.csv", out);
-    char *csv = hx_read(p);
+    char *csv = hx_read_in(s.out, "compare.csv");
     cr_assert_not_null(csv);
     const char *hdr = "mode,exit_code,status,goodput,time_to_target_s,bytes_per_token,final_loss,"
                       "longest_merge_gap_s,tokens,duration_s\n";
@@ -51,8 +44,7 @@ Test(harness_compare, two_modes_one_table)
     cr_expect(strstr(csv, "\nddp,") && strstr(csv, "\ndecoupled,"), "one row per mode");
     free(csv);
 
-    snprintf(p, sizeof p, "%s/compare.json", out);
-    json_t *t = json_load_file(p, 0, NULL);
+    json_t *t = hx_load_in(s.out, "compare.json");
     cr_assert_not_null(t);
     json_t *rows = json_object_get(t, "rows");
     cr_assert_eq(json_array_size(rows), 2);
@@ -69,16 +61,13 @@ Test(harness_compare, two_modes_one_table)
         cr_expect_gt(json_number_value(json_object_get(row, "bytes_per_token")), 0);
     }
     /* the same fault timeline in both modes */
-    char t1[1200], t2[1200];
-    snprintf(t1, sizeof t1, "%s/ddp/timeline.json", out);
-    snprintf(t2, sizeof t2, "%s/decoupled/timeline.json", out);
-    json_t *a = json_load_file(t1, 0, NULL), *b = json_load_file(t2, 0, NULL);
+    json_t *a = hx_load_in(s.out, "ddp/timeline.json"), *b = hx_load_in(s.out, "decoupled/timeline.json");
     cr_assert(a && b);
     cr_expect(json_equal(a, b), "same seed, same timeline");
     json_decref(a);
     json_decref(b);
     json_decref(t);
-    free(dir);
+    free(s.dir);
 }
 
 Test(harness_compare, table_from_summaries)
@@ -119,14 +108,9 @@ Test(harness_compare, default_modes_on_the_default_experiment, .timeout = 590)
     snprintf(exp, sizeof exp, "%s/experiments/kill-one-reintegrate.json", CHAOSLOCO_SRC);
     snprintf(out, sizeof out, "%s/out", dir);
     const char *args[] = {"compare", exp, "--ci", "--out", out, NULL};
-    pid_t pid = it_start(dir, "compare", args, NULL);
-    int rc = hx_exit_code(pid, 570000);
-    if (rc != 0)
-        it_dump_log(dir, "compare");
+    int rc = hx_run(dir, "compare", args, 570000);
     cr_assert_eq(rc, 0, "every default mode ran and held (got %d)", rc);
-    char p[1200];
-    snprintf(p, sizeof p, "%s/compare.json", out);
-    json_t *t = json_load_file(p, 0, NULL);
+    json_t *t = hx_load_in(out, "compare.json");
     cr_assert_not_null(t);
     json_t *rows = json_object_get(t, "rows");
     static const char *const modes[] = {"ddp", "ddp-elastic", "diloco", "decoupled"};
@@ -136,7 +120,8 @@ Test(harness_compare, default_modes_on_the_default_experiment, .timeout = 590)
         cr_expect_str_eq(json_string_value(json_object_get(row, "mode")), modes[i]);
         cr_expect_str_eq(json_string_value(json_object_get(row, "status")), "completed", "%s", modes[i]);
         cr_expect_gt(json_number_value(json_object_get(row, "tokens")), 0, "%s trained", modes[i]);
-        cr_expect_gt(json_number_value(json_object_get(row, "bytes_per_token")), 0, "%s moved bytes", modes[i]);
+        cr_expect_gt(json_number_value(json_object_get(row, "bytes_per_token")), 0, "%s moved bytes",
+                     modes[i]);
     }
     json_decref(t);
     free(dir);

@@ -20,12 +20,11 @@ TestSuite(harness_deviate, .fini = fini, .timeout = 120);
 
 Test(harness_deviate, ddp_with_a_kill_deviates_with_the_figure_in_junit)
 {
-    char *dir = it_mkdtemp("hdev");
-    char path[1024], out[1100], junit[1100];
-    snprintf(path, sizeof path, "%s/fail.json", dir);
-    snprintf(out, sizeof out, "%s/run", dir);
-    snprintf(junit, sizeof junit, "%s/custom-junit.xml", dir);
-    hx_write(path,
+    hx_scratch s;
+    hx_scratch_init(&s, "hdev", "fail.json");
+    char junit[1100];
+    snprintf(junit, sizeof junit, "%s/custom-junit.xml", s.dir);
+    hx_write(s.exp,
              "{\"title\": \"ddp stalls when a learner dies\", \"seed\": 2,"
              " \"topology\": {\"learners\": 2, \"training\": " HX_TRAIN(
                  "ddp",
@@ -36,11 +35,8 @@ Test(harness_deviate, ddp_with_a_kill_deviates_with_the_figure_in_junit)
                       " \"verify\": [{\"hypothesis\": \"no_global_downtime\", \"name\": \"strict downtime\","
                       " \"max_gap_s\": 1},"
                       " {\"hypothesis\": \"versions_monotonic\"}]}");
-    const char *args[] = {"run", path, "--out", out, "--junit", junit, "--time-limit", "90", NULL};
-    pid_t pid = it_start(dir, "run", args, NULL);
-    int rc = hx_exit_code(pid, 110000);
-    if (rc != 1)
-        it_dump_log(dir, "run");
+    const char *args[] = {"run", s.exp, "--out", s.out, "--junit", junit, "--time-limit", "90", NULL};
+    int rc = hx_run_rc(s.dir, "run", args, 110000, 1);
     cr_assert_eq(rc, 1, "a deviated hypothesis exits 1 (got %d)", rc);
 
     char *x = hx_read(junit);
@@ -52,13 +48,9 @@ Test(harness_deviate, ddp_with_a_kill_deviates_with_the_figure_in_junit)
               "the failure message carries the figure and threshold");
     free(x);
 
-    char jp[1200];
-    snprintf(jp, sizeof jp, "%s/journal.json", out);
-    json_t *j = json_load_file(jp, 0, NULL);
-    cr_assert_not_null(j);
+    json_t *j = hx_journal(s.dir, s.out);
     cr_expect_str_eq(json_string_value(json_object_get(j, "status")), "completed");
     cr_expect(json_is_true(json_object_get(j, "deviated")));
-    hx_journal_valid(dir, jp);
     json_t *probes = json_object_get(json_object_get(json_object_get(j, "steady_states"), "after"), "probes");
     int found = 0;
     size_t i;
@@ -78,9 +70,7 @@ Test(harness_deviate, ddp_with_a_kill_deviates_with_the_figure_in_junit)
     /* outputs and cleanup */
     const char *files[] = {"events.jsonl", "report.html", "faults.json", "summary.json", "logs/syncer.log"};
     for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
-        char f[1200];
-        snprintf(f, sizeof f, "%s/%s", out, files[k]);
-        char *d = hx_read(f);
+        char *d = hx_read_in(s.out, files[k]);
         cr_expect_not_null(d, "%s written", files[k]);
         if (d && strcmp(files[k], "report.html") == 0) {
             cr_expect(strstr(d, "ChaoslocoCharts.renderRun") && strstr(d, "id=\"run-data\"") &&
@@ -91,11 +81,6 @@ Test(harness_deviate, ddp_with_a_kill_deviates_with_the_figure_in_junit)
         }
         free(d);
     }
-    json_t *all = hx_pids(out);
-    cr_assert_geq(json_array_size(all), 3, "pids.json lists the syncer and both agents");
-    json_array_foreach(all, i, p) cr_expect(!hx_alive((pid_t)json_integer_value(p)), "pid %lld is gone",
-                                            (long long)json_integer_value(p));
-    json_decref(all);
-    hx_kill_leftovers(out);
-    free(dir);
+    hx_expect_all_gone(s.out, 3, "the syncer and both agents");
+    free(s.dir);
 }

@@ -34,14 +34,17 @@ static void fini(void)
 
 TestSuite(harness_netns, .fini = fini, .timeout = 300);
 
-static const char *skip_reason(void)
+/* A test's scratch space (hx_scratch, experiment file exp_name), after
+ * skipping the test, saying why, where no namespace can be made: not root,
+ * or no iproute2. */
+static void netns_scratch(hx_scratch *s, const char *exp_name)
 {
     if (geteuid() != 0)
-        return "needs root (network namespaces)";
+        cr_skip_test("needs root (network namespaces)");
     if (access("/usr/sbin/ip", X_OK) != 0 && access("/sbin/ip", X_OK) != 0 &&
         access("/usr/bin/ip", X_OK) != 0 && access("/bin/ip", X_OK) != 0)
-        return "needs iproute2 (ip)";
-    return NULL;
+        cr_skip_test("needs iproute2 (ip)");
+    hx_scratch_init(s, "hnetns", exp_name);
 }
 
 /* Two learners in three regions (each place its own), links at 10 Mbit/s,
@@ -157,13 +160,10 @@ static void check_live(const char *dir, const char *out, const char *prefix)
 
 Test(harness_netns, sigkill_is_swept_by_the_next_start_and_sigterm_cleans_up)
 {
-    const char *why = skip_reason();
-    if (why)
-        cr_skip_test("%s", why);
-    char *dir = it_mkdtemp("hnetns");
-    char path[1024], outa[1100], outb[1100], pa[64], pb[64];
-    snprintf(path, sizeof path, "%s/regions.json", dir);
-    snprintf(outa, sizeof outa, "%s/run-a", dir);
+    hx_scratch s;
+    netns_scratch(&s, "regions.json");
+    const char *dir = s.dir, *path = s.exp, *outa = s.out; /* harness A's run */
+    char outb[1100], pa[64], pb[64];
     snprintf(outb, sizeof outb, "%s/run-b", dir);
     write_experiment(path);
 
@@ -222,7 +222,7 @@ Test(harness_netns, sigkill_is_swept_by_the_next_start_and_sigterm_cleans_up)
     snprintf(rec, sizeof rec, "/run/chaosloco/netns/%s.json", pb);
     cr_expect(access(rec, F_OK) != 0, "nor its record %s", rec);
     hx_kill_leftovers(outb);
-    free(dir);
+    free(s.dir);
 }
 
 Test(harness_netns, not_root_fails_at_start_naming_why)
@@ -231,36 +231,25 @@ Test(harness_netns, not_root_fails_at_start_naming_why)
         cr_skip_test("runs the harness as nobody through setpriv: needs root to do that");
     if (access("/usr/bin/setpriv", X_OK) != 0)
         cr_skip_test("needs setpriv (util-linux)");
-    char *dir = it_mkdtemp("hnetns");
-    chmod(dir, 0777); /* nobody writes the run dir and its log here */
-    char path[1024], out[1100];
-    snprintf(path, sizeof path, "%s/regions.json", dir);
-    snprintf(out, sizeof out, "%s/run", dir);
-    write_experiment(path);
-    chmod(path, 0644);
+    hx_scratch s;
+    hx_scratch_init(&s, "hnetns", "regions.json");
+    chmod(s.dir, 0777); /* nobody writes the run dir and its log here */
+    write_experiment(s.exp);
+    chmod(s.exp, 0644);
     const char *argv[] = {"/usr/bin/setpriv",
                           "--reuid=65534",
                           "--regid=65534",
                           "--clear-groups",
                           CHAOSLOCO_BIN,
                           "run",
-                          path,
+                          s.exp,
                           "--out",
-                          out,
+                          s.out,
                           NULL};
-    pid_t p = it_start_prog(dir, "run", argv, NULL);
-    int rc = hx_exit_code(p, 60000);
-    char log[1200];
-    snprintf(log, sizeof log, "%s/run.log", dir);
-    char *text = hx_read(log);
-    if (rc != 3)
-        it_dump_log(dir, "run");
-    cr_expect_eq(rc, 3, "a harness error, exit 3 (got %d)", rc);
-    cr_expect(text && strstr(text, "network namespaces unavailable: not root"), "the error says why: %s",
-              text ? text : "(no log)");
-    free(text);
-    hx_kill_leftovers(out);
-    free(dir);
+    pid_t p = it_start_prog(s.dir, "run", argv, NULL);
+    free(hx_expect_harness_error(s.dir, p, 60000, "network namespaces unavailable: not root"));
+    hx_kill_leftovers(s.out);
+    free(s.dir);
 }
 
 /* 1 when this kernel has netem: try it on the loopback of a scratch
@@ -280,36 +269,23 @@ static int kernel_has_netem(const char *dir)
 
 Test(harness_netns, a_delay_without_netem_is_refused_and_nothing_is_left)
 {
-    const char *why = skip_reason();
-    if (why)
-        cr_skip_test("%s", why);
-    char *dir = it_mkdtemp("hnetns");
-    if (kernel_has_netem(dir))
+    hx_scratch s;
+    netns_scratch(&s, "delay.json");
+    if (kernel_has_netem(s.dir))
         cr_skip_test("this kernel has netem: a delay is applied, not refused");
-    char path[1024], out[1100];
-    snprintf(path, sizeof path, "%s/delay.json", dir);
-    snprintf(out, sizeof out, "%s/run", dir);
-    hx_write(path, "{\"title\": \"delay\", \"seed\": 3,"
-                   " \"topology\": {\"learners\": 2,"
-                   " \"network\": {\"kind\": \"netns\", \"regions\": 3, \"rate_mbit\": 10, \"delay_ms\": 20},"
-                   " \"training\": " HX_TRAIN(
-                       "decoupled", 1000000) "},"
-                                             " \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}");
-    const char *args[] = {"run", path, "--out", out, NULL};
-    pid_t p = it_start(dir, "run", args, NULL);
-    int rc = hx_exit_code(p, 60000);
-    char log[1200];
-    snprintf(log, sizeof log, "%s/run.log", dir);
-    char *text = hx_read(log);
-    if (rc != 3)
-        it_dump_log(dir, "run");
-    cr_expect_eq(rc, 3, "a harness error, exit 3 (got %d)", rc);
-    cr_expect(text && strstr(text, "this kernel has no sch_netem"), "the error says why: %s",
-              text ? text : "");
+    hx_write(s.exp,
+             "{\"title\": \"delay\", \"seed\": 3,"
+             " \"topology\": {\"learners\": 2,"
+             " \"network\": {\"kind\": \"netns\", \"regions\": 3, \"rate_mbit\": 10, \"delay_ms\": 20},"
+             " \"training\": " HX_TRAIN("decoupled",
+                                        1000000) "},"
+                                                 " \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}");
+    const char *args[] = {"run", s.exp, "--out", s.out, NULL};
+    pid_t p = it_start(s.dir, "run", args, NULL);
+    free(hx_expect_harness_error(s.dir, p, 60000, "this kernel has no sch_netem"));
     char prefix[32];
     snprintf(prefix, sizeof prefix, "cl%d", (int)p);
     cr_expect_eq(leftovers_of(prefix, 1), 0, "the half-built %s-* is gone", prefix);
-    free(text);
-    hx_kill_leftovers(out);
-    free(dir);
+    hx_kill_leftovers(s.out);
+    free(s.dir);
 }

@@ -23,18 +23,6 @@ static void fini(void)
 
 TestSuite(harness_signals, .fini = fini, .timeout = 120);
 
-/* A long run with a long pause fault on learner 1 at 1 s. */
-static void write_long_experiment(const char *path)
-{
-    hx_write(path, "{\"title\": \"long pause\", \"seed\": 5,"
-                   " \"topology\": {\"learners\": 2, \"training\": " HX_TRAIN(
-                       "decoupled", 1000000) "},"
-                                             " \"method\": [{\"name\": \"pause-1\", \"fault\": \"pause\", "
-                                             "\"targets\": {\"ids\": [1]},"
-                                             " \"at_s\": 1, \"duration_ms\": 120000}],"
-                                             " \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}");
-}
-
 static char *token_of(const char *run)
 {
     char p[1200];
@@ -51,39 +39,66 @@ static char *token_of(const char *run)
     return t;
 }
 
-Test(harness_signals, sigint_reverts_everything_and_exits_2)
+/* Start `chaosloco run` on a long run with a long pause fault on learner 1
+ * at 1 s (s->exp), and wait until the fault is injected; its pid. */
+static pid_t start_long_run(const hx_scratch *s)
 {
-    char *dir = it_mkdtemp("hsig");
-    char path[1024], out[1100], ev[1200];
-    snprintf(path, sizeof path, "%s/long.json", dir);
-    snprintf(out, sizeof out, "%s/run", dir);
-    snprintf(ev, sizeof ev, "%s/events.jsonl", out);
-    write_long_experiment(path);
-    const char *args[] = {"run", path, "--out", out, NULL};
-    pid_t pid = it_start(dir, "run", args, NULL);
+    hx_write(s->exp, "{\"title\": \"long pause\", \"seed\": 5,"
+                     " \"topology\": {\"learners\": 2, \"training\": " HX_TRAIN(
+                         "decoupled", 1000000) "},"
+                                               " \"method\": [{\"name\": \"pause-1\", \"fault\": \"pause\", "
+                                               "\"targets\": {\"ids\": [1]},"
+                                               " \"at_s\": 1, \"duration_ms\": 120000}],"
+                                               " \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}");
+    const char *args[] = {"run", s->exp, "--out", s->out, NULL};
+    pid_t pid = it_start(s->dir, "run", args, NULL);
+    char ev[1200];
+    snprintf(ev, sizeof ev, "%s/events.jsonl", s->out);
     int ok = hx_wait_contains(ev, "\"phase\":\"ok\"", 60000);
     if (!ok)
-        it_dump_log(dir, "run");
+        it_dump_log(s->dir, "run");
     cr_assert(ok, "the pause fault was injected");
-    it_signal(pid, SIGINT, 0);
-    int rc = hx_exit_code(pid, 60000);
-    if (rc != 2)
-        it_dump_log(dir, "run");
-    cr_assert_eq(rc, 2, "SIGINT exits 2 (got %d)", rc);
+    return pid;
+}
 
-    char jp[1200];
-    snprintf(jp, sizeof jp, "%s/journal.json", out);
-    json_t *j = json_load_file(jp, 0, NULL);
-    cr_assert_not_null(j);
+/* The run's journal (new reference): valid, and "interrupted". */
+static json_t *interrupted_journal(const hx_scratch *s)
+{
+    json_t *j = hx_journal(s->dir, s->out);
     cr_expect_str_eq(json_string_value(json_object_get(j, "status")), "interrupted",
                      "Chaos Toolkit's status for a run stopped from outside or by a guard");
-    hx_journal_valid(dir, jp);
-    json_decref(j);
+    return j;
+}
+
+/* Wait until every pid of all is gone, or bound_ms after since; how many
+ * are still alive. */
+static int wait_all_gone(json_t *all, int64_t since, long bound_ms)
+{
+    int left = 1;
+    while (left && cx_mono_ms() - since < bound_ms) {
+        left = 0;
+        size_t i;
+        json_t *p;
+        json_array_foreach(all, i, p) left += hx_alive((pid_t)json_integer_value(p));
+        if (left)
+            cx_sleep_ms(100);
+    }
+    return left;
+}
+
+Test(harness_signals, sigint_reverts_everything_and_exits_2)
+{
+    hx_scratch s;
+    hx_scratch_init(&s, "hsig", "long.json");
+    pid_t pid = start_long_run(&s);
+    it_signal(pid, SIGINT, 0);
+    int rc = hx_wait_rc(s.dir, "run", pid, 60000, 2);
+    cr_assert_eq(rc, 2, "SIGINT exits 2 (got %d)", rc);
+    json_decref(interrupted_journal(&s));
 
     /* every fault the agents held ended reverted (the harness's last look,
      * after its revert) and the agent's own persisted registry agrees */
-    snprintf(jp, sizeof jp, "%s/faults.json", out);
-    json_t *fl = json_load_file(jp, 0, NULL);
+    json_t *fl = hx_load_in(s.out, "faults.json");
     cr_assert(json_array_size(fl) >= 1, "faults.json lists the pause");
     size_t i;
     json_t *f;
@@ -95,40 +110,25 @@ Test(harness_signals, sigint_reverts_everything_and_exits_2)
     }
     json_decref(fl);
     /* every process from the run is gone */
-    json_t *all = hx_pids(out);
-    cr_assert_geq(json_array_size(all), 3);
-    json_t *p;
-    json_array_foreach(all, i, p) cr_expect(!hx_alive((pid_t)json_integer_value(p)), "pid %lld is gone",
-                                            (long long)json_integer_value(p));
-    json_decref(all);
-    hx_kill_leftovers(out);
-    free(dir);
+    hx_expect_all_gone(s.out, 3, "the syncer and both agents");
+    free(s.dir);
 }
 
 Test(harness_signals, sigkill_leaves_the_revert_to_the_lease)
 {
-    char *dir = it_mkdtemp("hsig");
-    char path[1024], out[1100], ev[1200];
-    snprintf(path, sizeof path, "%s/long.json", dir);
-    snprintf(out, sizeof out, "%s/run", dir);
-    snprintf(ev, sizeof ev, "%s/events.jsonl", out);
-    write_long_experiment(path);
-    const char *args[] = {"run", path, "--out", out, NULL};
-    pid_t pid = it_start(dir, "run", args, NULL);
-    int ok = hx_wait_contains(ev, "\"phase\":\"ok\"", 60000);
-    if (!ok)
-        it_dump_log(dir, "run");
-    cr_assert(ok, "the pause fault was injected");
+    hx_scratch s;
+    hx_scratch_init(&s, "hsig", "long.json");
+    pid_t pid = start_long_run(&s);
     int64_t killed_at = cx_mono_ms();
     it_signal(pid, SIGKILL, 0);
     hx_exit_code(pid, 10000);
 
     /* agent 1's address and the run's token, as the harness left them */
     char la[1200], addr[128], url[200];
-    snprintf(la, sizeof la, "%s/agents/1", out);
+    snprintf(la, sizeof la, "%s/agents/1", s.out);
     cr_assert_eq(it_wait_addr(la, addr, sizeof addr, 1000), 0);
     snprintf(url, sizeof url, "http://%s/v1/faults", addr);
-    char *token = token_of(out);
+    char *token = token_of(s.out);
     int reverted = 0;
     const char *reason = "";
     json_t *ans = NULL;
@@ -154,52 +154,33 @@ Test(harness_signals, sigkill_leaves_the_revert_to_the_lease)
     /* Nothing stays behind: the syncer died with the harness (parent-death
      * signal) and each agent, 5 s after its lease lapsed with no new
      * lease, stopped its learner and exited (--orphan-exit-ms). */
-    json_t *all = hx_pids(out);
-    size_t i;
-    json_t *p;
-    int left = 1;
-    while (left && cx_mono_ms() - killed_at < 40000) {
-        left = 0;
-        json_array_foreach(all, i, p) left += hx_alive((pid_t)json_integer_value(p));
-        if (left)
-            cx_sleep_ms(200);
-    }
+    json_t *all = hx_pids(s.out);
+    int left = wait_all_gone(all, killed_at, 40000);
     double gone_s = (double)(cx_mono_ms() - killed_at) / 1000.0;
-    hx_kill_leftovers(out); /* whatever the assertion below finds, leave nothing running */
+    hx_kill_leftovers(s.out); /* whatever the assertion below finds, leave nothing running */
     cr_expect_eq(left, 0, "%d process(es) of the dead harness still alive %.1f s after it died", left,
                  gone_s);
     json_decref(all);
-    free(dir);
+    free(s.dir);
 }
 
 Test(harness_signals, stop_condition_aborts_halts_and_exits_2)
 {
-    char *dir = it_mkdtemp("hsig");
-    char path[1024], out[1100];
-    snprintf(path, sizeof path, "%s/stop.json", dir);
-    snprintf(out, sizeof out, "%s/run", dir);
+    hx_scratch s;
+    hx_scratch_init(&s, "hsig", "stop.json");
     /* an eval loss above 0.5 nats is certain (the loss starts near ln 256) */
-    hx_write(path, "{\"title\": \"stop at once\", \"seed\": 5,"
-                   " \"topology\": {\"learners\": 2, \"training\": " HX_TRAIN(
-                       "decoupled", 1000000) "},"
-                                             " \"method\": [{\"name\": \"pause-0\", \"fault\": \"pause\", "
-                                             "\"targets\": {\"ids\": [0]},"
-                                             " \"at_s\": 0, \"duration_ms\": 120000}],"
-                                             " \"stop_conditions\": [{\"eval_loss_above\": 0.5}],"
-                                             " \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}");
-    const char *args[] = {"run", path, "--out", out, NULL};
-    pid_t pid = it_start(dir, "run", args, NULL);
-    int rc = hx_exit_code(pid, 60000);
-    if (rc != 2)
-        it_dump_log(dir, "run");
+    hx_write(s.exp, "{\"title\": \"stop at once\", \"seed\": 5,"
+                    " \"topology\": {\"learners\": 2, \"training\": " HX_TRAIN(
+                        "decoupled", 1000000) "},"
+                                              " \"method\": [{\"name\": \"pause-0\", \"fault\": \"pause\", "
+                                              "\"targets\": {\"ids\": [0]},"
+                                              " \"at_s\": 0, \"duration_ms\": 120000}],"
+                                              " \"stop_conditions\": [{\"eval_loss_above\": 0.5}],"
+                                              " \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}");
+    const char *args[] = {"run", s.exp, "--out", s.out, NULL};
+    int rc = hx_run_rc(s.dir, "run", args, 60000, 2);
     cr_assert_eq(rc, 2, "a stop condition exits 2 (got %d)", rc);
-    char p[1200];
-    snprintf(p, sizeof p, "%s/journal.json", out);
-    json_t *j = json_load_file(p, 0, NULL);
-    cr_assert_not_null(j);
-    cr_expect_str_eq(json_string_value(json_object_get(j, "status")), "interrupted",
-                     "Chaos Toolkit's status for a run stopped from outside or by a guard");
-    hx_journal_valid(dir, p);
+    json_t *j = interrupted_journal(&s);
     /* the abort halted every agent (recorded as rollbacks) */
     int halts = 0;
     size_t i;
@@ -213,18 +194,12 @@ Test(harness_signals, stop_condition_aborts_halts_and_exits_2)
     }
     cr_expect_eq(halts, 2, "POST /v1/halt on both agents");
     json_decref(j);
-    snprintf(p, sizeof p, "%s/events.jsonl", out);
-    char *ev = hx_read(p);
+    char *ev = hx_read_in(s.out, "events.jsonl");
     cr_assert_not_null(ev);
     cr_expect(strstr(ev, "stop condition eval_loss_above") != NULL, "the reason is recorded");
     free(ev);
-    json_t *all = hx_pids(out);
-    json_t *v;
-    json_array_foreach(all, i, v) cr_expect(!hx_alive((pid_t)json_integer_value(v)), "pid %lld is gone",
-                                            (long long)json_integer_value(v));
-    json_decref(all);
-    hx_kill_leftovers(out);
-    free(dir);
+    hx_expect_all_gone(s.out, 0, NULL);
+    free(s.dir);
 }
 
 /* Every line of path that contains "step=" (the learner's progress log,
@@ -261,11 +236,9 @@ static long long last_logged_step(const char *path)
  * well when the agent's unit.log has it. */
 Test(harness_signals, sigkill_leaves_no_process_and_every_sigterm_checkpoint, .timeout = 150)
 {
-    char *dir = it_mkdtemp("hsigk");
-    char path[1024], out[1100];
-    snprintf(path, sizeof path, "%s/four.json", dir);
-    snprintf(out, sizeof out, "%s/run", dir);
-    hx_write(path,
+    hx_scratch s;
+    hx_scratch_init(&s, "hsigk", "four.json");
+    hx_write(s.exp,
              "{\"title\": \"four learners, no periodic checkpoint\", \"seed\": 7,"
              " \"topology\": {\"learners\": 4, \"training\": {\"model\": \"mlp\", \"data\": \"synthetic\","
              " \"mode\": \"decoupled\", \"quorum\": 1, \"fragments\": 2, \"H\": 8, \"steps\": 1000000,"
@@ -273,13 +246,13 @@ Test(harness_signals, sigkill_leaves_no_process_and_every_sigterm_checkpoint, .t
              " \"learner_checkpoint_every\": 0}},"
              " \"method\": [],"
              " \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}");
-    const char *args[] = {"run", path, "--out", out, NULL};
-    pid_t pid = it_start(dir, "run", args, NULL);
+    const char *args[] = {"run", s.exp, "--out", s.out, NULL};
+    pid_t pid = it_start(s.dir, "run", args, NULL);
     /* every learner trained (its log shows step=50 or later) */
     char logs[SK_LEARNERS][1200], ckdir[SK_LEARNERS][1200];
     for (int i = 0; i < SK_LEARNERS; i++) {
-        snprintf(logs[i], sizeof logs[i], "%s/agents/%d/unit.log", out, i);
-        snprintf(ckdir[i], sizeof ckdir[i], "%s/learners/%d", out, i);
+        snprintf(logs[i], sizeof logs[i], "%s/agents/%d/unit.log", s.out, i);
+        snprintf(ckdir[i], sizeof ckdir[i], "%s/learners/%d", s.out, i);
     }
     int64_t end = cx_mono_ms() + 90000;
     int trained = 0;
@@ -291,13 +264,13 @@ Test(harness_signals, sigkill_leaves_no_process_and_every_sigterm_checkpoint, .t
             cx_sleep_ms(200);
     }
     if (trained < SK_LEARNERS)
-        it_dump_log(dir, "run");
+        it_dump_log(s.dir, "run");
     cr_assert_eq(trained, SK_LEARNERS, "every learner trained 50 steps before the kill (%d did)", trained);
     /* pids.json lists the syncer, the agents and their learners */
     json_t *all = NULL;
     while (cx_mono_ms() < end) {
         json_decref(all);
-        all = hx_pids(out);
+        all = hx_pids(s.out);
         if (json_array_size(all) >= 1 + 2 * SK_LEARNERS)
             break;
         cx_sleep_ms(200);
@@ -316,17 +289,9 @@ Test(harness_signals, sigkill_leaves_no_process_and_every_sigterm_checkpoint, .t
     it_signal(pid, SIGKILL, 0);
     hx_exit_code(pid, 10000);
     /* nothing of the run is left within the bound */
-    int left = 1;
-    while (left && cx_mono_ms() - killed_at < 45000) {
-        left = 0;
-        size_t i;
-        json_t *p;
-        json_array_foreach(all, i, p) left += hx_alive((pid_t)json_integer_value(p));
-        if (left)
-            cx_sleep_ms(100);
-    }
+    int left = wait_all_gone(all, killed_at, 45000);
     double gone_s = (double)(cx_mono_ms() - killed_at) / 1000.0;
-    hx_kill_leftovers(out); /* whatever the assertions below find, leave nothing running */
+    hx_kill_leftovers(s.out); /* whatever the assertions below find, leave nothing running */
     json_decref(all);
     cr_log_info("every process of the SIGKILLed harness gone after %.1f s", gone_s);
     cr_assert_eq(left, 0, "%d process(es) of the dead harness still alive %.1f s after it died", left,
@@ -340,7 +305,7 @@ Test(harness_signals, sigkill_leaves_no_process_and_every_sigterm_checkpoint, .t
         if (rc != 0) {
             char name[32];
             snprintf(name, sizeof name, "agents/%d/unit", i);
-            it_dump_log(out, name);
+            it_dump_log(s.out, name);
         }
         cr_assert_eq(rc, 0, "learner %d: a valid checkpoint after its SIGTERM (%s)", i, why);
         cr_log_info("learner %d: SIGTERM checkpoint at step %lld (its log showed step %lld before the kill)",
@@ -353,5 +318,5 @@ Test(harness_signals, sigkill_leaves_no_process_and_every_sigterm_checkpoint, .t
                   "learner %d logged its SIGTERM exit", i);
         free(log);
     }
-    free(dir);
+    free(s.dir);
 }

@@ -25,10 +25,10 @@ TestSuite(harness_trainer, .fini = fini, .timeout = 200);
 
 Test(harness_trainer, templates_launch_a_trainer_under_the_agents)
 {
-    char *dir = it_mkdtemp("htrn");
-    char path[1024], out[1100], doc[8192];
-    snprintf(path, sizeof path, "%s/trainer.json", dir);
-    snprintf(out, sizeof out, "%s/run", dir);
+    hx_scratch s;
+    hx_scratch_init(&s, "htrn", "trainer.json");
+    const char *out = s.out;
+    char doc[8192];
     const char *bin = CHAOSLOCO_BIN;
     snprintf(
         doc, sizeof doc,
@@ -55,9 +55,9 @@ Test(harness_trainer, templates_launch_a_trainer_under_the_agents)
                   "  \"merged_s\": 20, \"tol\": 1.0},"
                   "  {\"hypothesis\": \"fault_effective\"}, {\"hypothesis\": \"versions_monotonic\"}]}",
         bin, bin);
-    hx_write(path, doc);
-    const char *args[] = {"run", path, "--out", out, "--time-limit", "150", NULL};
-    int rc = hx_run(dir, "run", args, 180000);
+    hx_write(s.exp, doc);
+    const char *args[] = {"run", s.exp, "--out", out, "--time-limit", "150", NULL};
+    int rc = hx_run(s.dir, "run", args, 180000);
     cr_assert_eq(rc, 0, "the run passes (exit %d)", rc);
 
     char f[1300];
@@ -66,18 +66,15 @@ Test(harness_trainer, templates_launch_a_trainer_under_the_agents)
     cr_expect_eq(stat(f, &st), 0, "the coordinator wrote listen.addr in {state_dir} = RUN/coordinator");
     snprintf(f, sizeof f, "%s/syncer", out);
     cr_expect_neq(stat(f, &st), 0, "no RUN/syncer: the syncer of the harness was not started");
-    snprintf(f, sizeof f, "%s/logs/coordinator.log", out);
-    char *log = hx_read(f);
+    char *log = hx_read_in(out, "logs/coordinator.log");
     cr_expect(log && strlen(log) > 0, "the coordinator's output is in RUN/logs/coordinator.log");
     free(log);
     /* {proxy} reached the learner as the agent's proxy address, not the
      * coordinator's: the learner's traffic goes through its agent */
-    snprintf(f, sizeof f, "%s/coordinator/listen.addr", out);
-    char *addr = hx_read(f);
+    char *addr = hx_read_in(out, "coordinator/listen.addr");
     cr_assert_not_null(addr);
     addr[strcspn(addr, "\n")] = '\0';
-    snprintf(f, sizeof f, "%s/agents/1/unit.log", out);
-    char *unit = hx_read(f);
+    char *unit = hx_read_in(out, "agents/1/unit.log");
     cr_assert_not_null(unit, "learner 1's output is in its agent's unit.log");
     char *cfg = strstr(unit, "config learner=1 syncer=http://");
     cr_assert_not_null(cfg, "the learner logged its config line");
@@ -89,49 +86,40 @@ Test(harness_trainer, templates_launch_a_trainer_under_the_agents)
     snprintf(sd, sizeof sd, "state_dir=%s/learners/1", out[0] == '/' ? out : "");
     cr_expect(strstr(cfg, sd) != NULL, "{state_dir} is RUN/learners/1, absolute");
     free(unit);
-    snprintf(f, sizeof f, "%s/events.jsonl", out);
-    char *ev = hx_read(f);
+    char *ev = hx_read_in(out, "events.jsonl");
     cr_assert_not_null(ev);
     cr_expect(strstr(ev, "\"type\":\"join\"") != NULL, "the coordinator's events were collected");
     free(ev);
     free(addr);
 
-    json_t *all = hx_pids(out);
-    size_t i;
-    json_t *p;
-    cr_assert_geq(json_array_size(all), 3, "pids.json lists the coordinator and both agents");
-    json_array_foreach(all, i, p) cr_expect(!hx_alive((pid_t)json_integer_value(p)), "pid %lld is gone",
-                                            (long long)json_integer_value(p));
-    json_decref(all);
-    hx_kill_leftovers(out);
-    free(dir);
+    hx_expect_all_gone(out, 3, "the coordinator and both agents");
+    free(s.dir);
+}
+
+/* Run the experiment in s (60 s time limit), which must fail at start
+ * with a harness error saying why (hx_expect_harness_error); its log
+ * (malloc'd). */
+static char *run_failing(const hx_scratch *s, const char *why)
+{
+    const char *args[] = {"run", s->exp, "--out", s->out, "--time-limit", "60", NULL};
+    char *log = hx_expect_harness_error(s->dir, it_start(s->dir, "run", args, NULL), 90000, why);
+    cr_assert_not_null(log);
+    return log;
 }
 
 Test(harness_trainer, a_coordinator_that_dies_at_start_fails_the_run)
 {
-    char *dir = it_mkdtemp("htrd");
-    char path[1024], out[1100];
-    snprintf(path, sizeof path, "%s/dies.json", dir);
-    snprintf(out, sizeof out, "%s/run", dir);
-    hx_write(path, "{\"title\": \"dies\", \"topology\": {\"learners\": 1, \"trainer\": {"
-                   "\"coordinator\": [\"/bin/false\", \"{listen}\", \"{state_dir}\"],"
-                   "\"learner\": [\"/bin/true\", \"{proxy}\"]}}, \"horizon\": {\"min_merges\": 1},"
-                   " \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}");
-    const char *args[] = {"run", path, "--out", out, "--time-limit", "60", NULL};
-    pid_t pid = it_start(dir, "run", args, NULL);
-    int rc = hx_exit_code(pid, 90000);
-    cr_expect_eq(rc, 3, "a harness error exits 3 (got %d)", rc);
-    char f[1200];
-    snprintf(f, sizeof f, "%s/run.log", dir);
-    char *log = hx_read(f);
-    cr_assert_not_null(log);
-    cr_expect(strstr(log, "coordinator exited during start-up") != NULL, "the error names the coordinator");
+    hx_scratch s;
+    hx_scratch_init(&s, "htrd", "dies.json");
+    hx_write(s.exp, "{\"title\": \"dies\", \"topology\": {\"learners\": 1, \"trainer\": {"
+                    "\"coordinator\": [\"/bin/false\", \"{listen}\", \"{state_dir}\"],"
+                    "\"learner\": [\"/bin/true\", \"{proxy}\"]}}, \"horizon\": {\"min_merges\": 1},"
+                    " \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}");
+    char *log = run_failing(&s, "coordinator exited during start-up");
     cr_expect(strstr(log, "logs/coordinator.log") != NULL, "and its log");
-    if (rc != 3 || !strstr(log, "coordinator exited during start-up"))
-        it_dump_log(dir, "run");
     free(log);
-    hx_kill_leftovers(out);
-    free(dir);
+    hx_kill_leftovers(s.out);
+    free(s.dir);
 }
 
 /* The file form of the telemetry contract (topology.trainer.telemetry): a
@@ -141,11 +129,10 @@ Test(harness_trainer, a_coordinator_that_dies_at_start_fails_the_run)
  * must not need it for telemetry). */
 Test(harness_trainer, a_malformed_events_file_line_fails_the_run)
 {
-    char *dir = it_mkdtemp("htrf");
-    char path[1024], out[1100], script[1100], doc[4096];
-    snprintf(path, sizeof path, "%s/file.json", dir);
-    snprintf(out, sizeof out, "%s/run", dir);
-    snprintf(script, sizeof script, "%s/coord.sh", dir);
+    hx_scratch s;
+    hx_scratch_init(&s, "htrf", "file.json");
+    char script[1100], doc[4096];
+    snprintf(script, sizeof script, "%s/coord.sh", s.dir);
     hx_write(script,
              "d=$1\n"
              "printf '%s\\n' '{\"seq\":1,\"t_mono_ms\":1,\"type\":\"start\",\"versions\":[0]}' "
@@ -159,20 +146,9 @@ Test(harness_trainer, a_malformed_events_file_line_fails_the_run)
              "\"telemetry\": {\"events_file\": \"{state_dir}/events.jsonl\"}}},"
              " \"horizon\": {\"min_merges\": 1}, \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}",
              script);
-    hx_write(path, doc);
-    const char *args[] = {"run", path, "--out", out, "--time-limit", "60", NULL};
-    pid_t pid = it_start(dir, "run", args, NULL);
-    int rc = hx_exit_code(pid, 90000);
-    cr_expect_eq(rc, 3, "a harness error exits 3 (got %d)", rc);
-    char f[1200];
-    snprintf(f, sizeof f, "%s/run.log", dir);
-    char *log = hx_read(f);
-    cr_assert_not_null(log);
-    cr_expect(strstr(log, "coordinator/events.jsonl, line 2: not a JSON object") != NULL,
-              "the error names the file and the line");
-    if (rc != 3 || !strstr(log, "line 2: not a JSON object"))
-        it_dump_log(dir, "run");
+    hx_write(s.exp, doc);
+    char *log = run_failing(&s, "coordinator/events.jsonl, line 2: not a JSON object");
     free(log);
-    hx_kill_leftovers(out);
-    free(dir);
+    hx_kill_leftovers(s.out);
+    free(s.dir);
 }

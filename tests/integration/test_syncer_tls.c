@@ -29,6 +29,13 @@ static int openssl(const char *dir, const char *name, const char *const *args)
     return 0;
 }
 
+/* Write text into dir/name; its path into out. */
+static void write_in(const char *dir, const char *name, const char *text, char *out, size_t len)
+{
+    snprintf(out, len, "%s/%s", dir, name);
+    cr_assert_eq(cx_file_write_atomic(out, text, strlen(text), NULL, 0), 0, "write %s", out);
+}
+
 Test(syncer_tls, a_learner_joins_and_trains_over_https)
 {
     if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
@@ -42,11 +49,7 @@ Test(syncer_tls, a_learner_joins_and_trains_over_https)
     snprintf(key, sizeof key, "%s/srv.key", dir);
     snprintf(csr, sizeof csr, "%s/srv.csr", dir);
     snprintf(cert, sizeof cert, "%s/srv.pem", dir);
-    snprintf(ext, sizeof ext, "%s/ext.cnf", dir);
-    FILE *f = fopen(ext, "w");
-    cr_assert(f);
-    fputs("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n", f);
-    fclose(f);
+    write_in(dir, "ext.cnf", "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n", ext, sizeof ext);
     const char *a1[] = {"openssl",
                         "req",
                         "-x509",
@@ -139,12 +142,10 @@ Test(syncer_tls, a_key_file_others_can_read_is_refused)
 {
     char *dir = it_mkdtemp("tls-mode");
     char cert[600], key[600], link[600], want[800];
-    snprintf(cert, sizeof cert, "%s/srv.pem", dir);
-    snprintf(key, sizeof key, "%s/srv.key", dir);
-    snprintf(link, sizeof link, "%s/link.key", dir);
     static const char pem[] = "-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n";
-    cr_assert_eq(cx_file_write_atomic(cert, pem, sizeof pem - 1, NULL, 0), 0);
-    cr_assert_eq(cx_file_write_atomic(key, pem, sizeof pem - 1, NULL, 0), 0);
+    write_in(dir, "srv.pem", pem, cert, sizeof cert);
+    write_in(dir, "srv.key", pem, key, sizeof key);
+    snprintf(link, sizeof link, "%s/link.key", dir);
     static const mode_t bad[] = {0644, 0640, 0604, 0660};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char name[32], *log = NULL;
