@@ -216,9 +216,26 @@ static long long logged_step(tr_run *r, int id)
     return last;
 }
 
+/* Wait (bounded by timeout_ms) until learner id has logged a step >= want;
+ * its last logged step. */
+static long long wait_logged_step(tr_run *r, int id, long long want, long timeout_ms)
+{
+    int64_t end = cx_mono_ms() + timeout_ms;
+    long long got = logged_step(r, id);
+    while (got < want && cx_mono_ms() < end) {
+        cx_sleep_ms(100);
+        got = logged_step(r, id);
+    }
+    return got;
+}
+
 /* tau steps of overlap: a learner that does not have a merged value at
  * s + tau waits for it only a bounded time, so a frozen syncer does not
- * stall the inner loop (each learner keeps stepping for the whole freeze). */
+ * stall the inner loop (each learner keeps stepping while it is frozen).
+ * Counted in steps, not in time: each learner must get 100 steps further
+ * with the syncer still frozen, within 30 s (a loaded ASan learner needs a
+ * few); one that waited on the frozen syncer would sit out an HTTP timeout
+ * (15 s) every few steps and manage about a dozen. */
 Test(trainer_decoupled, a_frozen_syncer_does_not_stall_the_inner_loop, .timeout = 200)
 {
     tr_run r = {0};
@@ -228,15 +245,20 @@ Test(trainer_decoupled, a_frozen_syncer_does_not_stall_the_inner_loop, .timeout 
     for (int i = 0; i < 2; i++)
         tr_learner_start(&r, i, NULL, NULL);
     cr_assert_geq(tr_wait_merges(&r, 20, 60000), 20, "training started");
+    for (int i = 0; i < 2; i++)
+        cr_assert_geq(wait_logged_step(&r, i, 50, 60000), 50, "learner %d logs its steps", i);
     it_signal(r.syncer, SIGSTOP, 1);
     cx_sleep_ms(500); /* every contribution in flight now waits for a frozen syncer */
-    long long a0 = logged_step(&r, 0), a1 = logged_step(&r, 1);
-    cx_sleep_ms(3000);
-    long long b0 = logged_step(&r, 0), b1 = logged_step(&r, 1);
+    long long a[2], b[2];
+    for (int i = 0; i < 2; i++)
+        a[i] = logged_step(&r, i);
+    for (int i = 0; i < 2; i++)
+        b[i] = wait_logged_step(&r, i, a[i] + 100, 30000);
     it_signal(r.syncer, SIGCONT, 1);
-    cr_log_info("steps while the syncer was frozen 3 s: learner 0 %lld -> %lld, learner 1 %lld -> %lld", a0,
-                b0, a1, b1);
-    cr_assert_geq(b0, a0 + 100, "learner 0 stalled while the syncer was frozen (%lld -> %lld)", a0, b0);
-    cr_assert_geq(b1, a1 + 100, "learner 1 stalled while the syncer was frozen (%lld -> %lld)", a1, b1);
+    cr_log_info("steps while the syncer was frozen: learner 0 %lld -> %lld, learner 1 %lld -> %lld", a[0],
+                b[0], a[1], b[1]);
+    for (int i = 0; i < 2; i++)
+        cr_assert_geq(b[i], a[i] + 100, "learner %d stalled while the syncer was frozen (%lld -> %lld)", i,
+                      a[i], b[i]);
     tr_done(&r);
 }
