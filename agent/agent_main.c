@@ -3,7 +3,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,17 +15,10 @@
 #include "common/file.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/stop_signals.h"
 #include "injectors/injector.h"
 
 int agent_main(int argc, char **argv);
-
-static volatile sig_atomic_t g_stop;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    g_stop = 1;
-}
 
 static void usage(FILE *f)
 {
@@ -332,14 +324,7 @@ int agent_main(int argc, char **argv)
         return CX_EXIT_USAGE;
     o.token = token;
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
+    volatile sig_atomic_t *stop = cx_stop_on_signals();
     agent *a = agent_new(&o, err, sizeof err);
     if (!a) {
         cx_error("cannot start the agent: %s", err);
@@ -362,7 +347,7 @@ int agent_main(int argc, char **argv)
     if (o.toxiproxy_compat && !a->loopback)
         cx_warn("--toxiproxy-compat ignored: %s is not a loopback address (token required)", a->listen_addr);
     cx_info("listening on %s", a->listen_addr);
-    int rc = agent_run(a, &g_stop);
+    int rc = agent_run(a, stop);
     agent_free(a);
     free(token);
     cx_info("agent stopped");

@@ -1,6 +1,5 @@
 /* syncer_main.c - `chaosloco syncer`: parse flags, run the syncer until
  * SIGTERM/SIGINT, then checkpoint and exit. */
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -10,14 +9,9 @@
 #include "common/http_server.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/stop_signals.h"
 #include "trainer/config.h"
 #include "trainer/syncer.h"
-
-static volatile sig_atomic_t stop_flag;
-static void on_signal(int sig)
-{
-    stop_flag = sig;
-}
 
 static void usage(FILE *f)
 {
@@ -211,13 +205,7 @@ int syncer_main(int argc, char **argv)
     config_format(&c.cfg, line, sizeof line);
     cx_info("config listen=%s state_dir=%s %s", c.listen, c.state_dir, line);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
+    volatile sig_atomic_t *stop = cx_stop_on_signals();
     syncer_opts o = {.cfg = c.cfg,
                      .listen = c.listen,
                      .state_dir = c.state_dir,
@@ -231,8 +219,8 @@ int syncer_main(int argc, char **argv)
         cx_error("cannot start: %s", err);
         return CX_EXIT_FAILURE;
     }
-    syncer_run(s, &stop_flag);
-    cx_info("signal %d: shutting down", (int)stop_flag);
+    syncer_run(s, stop);
+    cx_info("signal %d: shutting down", (int)*stop);
     syncer_free(s);
     return CX_EXIT_OK;
 }
