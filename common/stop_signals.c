@@ -3,11 +3,12 @@
 
 #include <string.h>
 
-static volatile sig_atomic_t stop_signal; /* 0, or the latest SIGTERM/SIGINT */
+static volatile sig_atomic_t stop_signal; /* 0, or the first SIGTERM/SIGINT */
 
 static void on_stop_signal(int sig)
 {
-    stop_signal = sig;
+    if (!stop_signal)
+        stop_signal = sig;
 }
 
 volatile sig_atomic_t *cx_stop_on_signals(void)

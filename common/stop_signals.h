@@ -6,8 +6,7 @@
  * cleanly (checkpoint, revert, stop the unit) once it is set. SIGPIPE is
  * ignored too, so that a peer that hangs up is an error return on the
  * socket, not the death of the process. What it is not: a way to wait for
- * a signal (the dashboard blocks them and sigwait()s) nor the harness's
- * "first signal wins" record (harness/run.c).
+ * a signal (the dashboard blocks them and sigwait()s).
  *
  * One flag per process; installing twice is harmless.
  */
@@ -17,7 +16,8 @@
 #include <signal.h>
 
 /* Install the handlers; returns the flag: 0 until SIGTERM or SIGINT
- * arrives, then the number of the latest such signal. */
+ * arrives, then the number of the first such signal (a later one does not
+ * change it, so a log line names what started the shutdown). */
 volatile sig_atomic_t *cx_stop_on_signals(void);
 
 #endif
