@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/commands.h"
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/file.h"
@@ -17,8 +18,6 @@
 #include "common/parse.h"
 #include "common/stop_signals.h"
 #include "injectors/injector.h"
-
-int agent_main(int argc, char **argv);
 
 static void usage(FILE *f)
 {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/commands.h"
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/flags.h"
@@ -15,8 +16,6 @@
 #include "common/parse.h"
 #include "dashboards/server.h"
 #include "trainer/credential.h"
-
-int dashboard_main(int argc, char **argv);
 
 static void usage(FILE *f)
 {

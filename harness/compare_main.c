@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/commands.h"
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/flags.h"
@@ -10,8 +11,6 @@
 #include "common/parse.h"
 #include "harness/compare.h"
 #include "harness/run.h"
-
-int compare_main(int argc, char **argv);
 
 static void usage(FILE *f)
 {

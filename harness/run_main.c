@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/commands.h"
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/flags.h"
@@ -12,8 +13,6 @@
 #include "common/parse.h"
 #include "harness/run.h"
 #include "trainer/config.h"
-
-int run_main(int argc, char **argv);
 
 static void usage(FILE *f)
 {

@@ -8,14 +8,13 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/commands.h"
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "sim/report.h"
 #include "sim/sim.h"
-
-int simulate_main(int argc, char **argv);
 
 static void usage(FILE *f)
 {
