@@ -53,6 +53,8 @@ static int flag_set(const cx_flag *f, const char *v, char *err, size_t errlen)
         *(const char **)f->dst = v;
         return 0;
     }
+    case CX_FLAG_FUNC:
+        return f->parse(f->name, v, f->dst, err, errlen) < 0 ? CX_EINVAL : 0;
     }
     return cx_fail(err, errlen, CX_EINVAL, "%s: unknown flag kind", f->name);
 }

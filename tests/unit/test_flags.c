@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/err.h"
 #include "common/exitcode.h"
 #include "common/flags.h"
 
@@ -21,7 +22,27 @@ typedef struct opts {
     const char *out, *addr;
     int64_t seed, colour;
     double limit;
+    const char *tags[2]; /* --tag, repeatable */
+    int ntags;
 } opts;
+
+/* --tag: a CX_FLAG_FUNC flag that collects up to two values, none "bad". */
+static int add_tag(const char *name, const char *value, void *dst, char *err, size_t errlen)
+{
+    opts *o = dst;
+    if (strcmp(value, "bad") == 0 || o->ntags == 2)
+        return cx_fail(err, errlen, CX_EINVAL, "%s: '%s' refused", name, value);
+    o->tags[o->ntags++] = value;
+    return 0;
+}
+
+/* What the parser wrote to the redirected stderr so far, NUL-terminated. */
+static void read_stderr(char *buf, size_t len)
+{
+    fflush(stderr);
+    size_t n = fread(buf, 1, len - 1, cr_get_redirected_stderr());
+    buf[n] = 0;
+}
 
 /* Parse the NULL-terminated args (argv[0] = "prog") into *o. */
 static int parse(opts *o, const char **pos, int max_pos, int *npos, const char *const *args)
@@ -44,6 +65,7 @@ static int parse(opts *o, const char **pos, int max_pos, int *npos, const char *
         {.name = "--limit", .kind = CX_FLAG_DOUBLE, .dst = &o->limit, .min = 1, .max = 10},
         {.name = "--colour", .kind = CX_FLAG_ENUM, .dst = &o->colour, .names = colours},
         {.name = "--listen", .kind = CX_FLAG_HOSTPORT, .dst = &o->addr},
+        {.name = "--tag", .kind = CX_FLAG_FUNC, .dst = o, .parse = add_tag},
         {0}};
     return cx_flags_parse("prog", argc, argv, flags, "FILE", pos, max_pos, npos, usage);
 }
@@ -86,11 +108,8 @@ Test(flags, errors_exit_64_naming_flag_and_value, .init = cr_redirect_stderr)
         int npos;
         cr_assert_eq(parse(&o, pos, 1, &npos, bad[i].args), CX_EXIT_USAGE, "case %zu", i);
     }
-    fflush(stderr);
-    char buf[4096] = "";
-    FILE *e = cr_get_redirected_stderr();
-    size_t n = fread(buf, 1, sizeof buf - 1, e);
-    buf[n] = 0;
+    char buf[4096];
+    read_stderr(buf, sizeof buf);
     cr_assert(strstr(buf, "prog: unknown flag '--bogus'"), "%s", buf);
     cr_assert(strstr(buf, "prog: --out needs a value"), "%s", buf);
     cr_assert(strstr(buf, "prog: --out: empty value"), "%s", buf);
@@ -113,4 +132,22 @@ Test(flags, help_and_no_positionals, .init = cr_redirect_stderr)
     const char *none[] = {NULL};
     cr_assert_eq(parse(&o, NULL, 0, &npos, none), CX_FLAGS_OK);
     cr_assert_eq(npos, 0);
+}
+
+Test(flags, func_flag_sees_every_value, .init = cr_redirect_stderr)
+{
+    opts o = {0};
+    int npos = -1;
+    const char *two[] = {"--tag", "a", "--out", "x", "--tag", "b", NULL};
+    cr_assert_eq(parse(&o, NULL, 0, &npos, two), CX_FLAGS_OK);
+    cr_assert_eq(o.ntags, 2, "both values reach the function, the first is not overwritten");
+    cr_assert_str_eq(o.tags[0], "a");
+    cr_assert_str_eq(o.tags[1], "b");
+    opts r = {0};
+    const char *bad[] = {"--tag", "bad", NULL};
+    cr_assert_eq(parse(&r, NULL, 0, &npos, bad), CX_EXIT_USAGE, "the function's refusal is a usage error");
+    cr_assert_eq(r.ntags, 0);
+    char buf[4096];
+    read_stderr(buf, sizeof buf);
+    cr_assert(strstr(buf, "prog: --tag: 'bad' refused"), "%s", buf);
 }
