@@ -2,9 +2,10 @@
  *
  * A command lists its flags in a table (ending at a NULL name) and gets:
  * `--help`/`-h` (prints its usage to stdout), flags without a value
- * (booleans), flags with a value (a string, an integer or a number in a
- * range, a name from an enum table, HOST:PORT, or anything a function of
- * the command's checks and stores) and positionals. Every error goes to
+ * (booleans), flags with a value, given as `--name value` or
+ * `--name=value` (a string, an integer or a number in a range, a name from
+ * an enum table, HOST:PORT, or anything a function of the command's checks
+ * and stores) and positionals. Every error goes to
  * stderr as "PROG: ..." naming the flag and the value, and is
  * CX_EXIT_USAGE (64); a flag given twice keeps its last value (a
  * CX_FLAG_FUNC flag: its function sees every value, so it may collect

@@ -151,3 +151,29 @@ Test(flags, func_flag_sees_every_value, .init = cr_redirect_stderr)
     read_stderr(buf, sizeof buf);
     cr_assert(strstr(buf, "prog: --tag: 'bad' refused"), "%s", buf);
 }
+
+Test(flags, name_equals_value, .init = cr_redirect_stderr)
+{
+    opts o = {0};
+    int npos = -1;
+    const char *args[] = {"--out=dir", "--seed=5", "--listen=127.0.0.1:80", "--tag=a=b", NULL};
+    cr_assert_eq(parse(&o, NULL, 0, &npos, args), CX_FLAGS_OK);
+    cr_assert_str_eq(o.out, "dir");
+    cr_assert_eq(o.seed, 5);
+    cr_assert_eq(o.seed_given, 1);
+    cr_assert_str_eq(o.addr, "127.0.0.1:80");
+    cr_assert_str_eq(o.tags[0], "a=b", "the value is all after the first '='");
+    struct {
+        const char *args[2];
+    } bad[] = {{{"--dry-run=1", NULL}}, {{"--bogus=1", NULL}}, {{"--out=", NULL}}, {{"--seed=x", NULL}}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        opts b = {0};
+        cr_assert_eq(parse(&b, NULL, 0, &npos, bad[i].args), CX_EXIT_USAGE, "case %zu", i);
+    }
+    char buf[4096];
+    read_stderr(buf, sizeof buf);
+    cr_assert(strstr(buf, "prog: --dry-run takes no value"), "%s", buf);
+    cr_assert(strstr(buf, "prog: unknown flag '--bogus'"), "%s", buf);
+    cr_assert(strstr(buf, "prog: --out: empty value"), "%s", buf);
+    cr_assert(strstr(buf, "--seed"), "%s", buf);
+}
