@@ -24,7 +24,8 @@
 
 #include "common/flags.h"
 
-/* clang-format off: one row a line, as in the tables that use it */
+/* one row a line, as in the tables that use it */
+/* clang-format off */
 #define RUN_SHARED_FLAGS(opts, seed)                                                                 \
     {.name = "--ci", .kind = CX_FLAG_BOOL, .dst = &(opts)->ci},                                      \
     {.name = "--out", .kind = CX_FLAG_STRING, .dst = &(opts)->out_dir},                              \
