@@ -3,7 +3,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,22 +10,15 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/commands.h"
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/file.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/stop_signals.h"
 #include "injectors/injector.h"
-
-int agent_main(int argc, char **argv);
-
-static volatile sig_atomic_t g_stop;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    g_stop = 1;
-}
 
 static void usage(FILE *f)
 {
@@ -137,61 +129,34 @@ static char *usage_error_null(const char *fmt, const char *a, const char *b)
     return NULL;
 }
 
-/* Apply one flag that takes a value (f is known, v its value) to o.
- * 0, or CX_EXIT_USAGE once the message is printed. */
-static int apply_value_flag(agent_opts *o, const char *f, const char *v, const char **token_file, char *err,
-                            size_t errlen)
+/* --id NAME (cx_flags CX_FLAG_FUNC; dst: const char **): it names the
+ * unit's cgroups, so only 1..64 of [A-Za-z0-9._-]. */
+static int parse_id(const char *name, const char *v, void *dst, char *err, size_t errlen)
 {
-    if (strcmp(f, "--listen") == 0) {
-        char host[128];
-        int port;
-        if (cx_parse_hostport(v, "--listen", host, sizeof host, &port, err, errlen) < 0)
-            return usage_error("%s%s", err, "");
-        o->listen = v;
-    } else if (strcmp(f, "--id") == 0) {
-        if (!valid_name(v, 64))
-            return usage_error("--id '%s': must be 1..64 of [A-Za-z0-9._-]%s", v, "");
-        o->id = v;
-    } else if (strcmp(f, "--state-dir") == 0) {
-        o->state_dir = v;
-    } else if (strcmp(f, "--token-file") == 0) {
-        *token_file = v;
-    } else if (strcmp(f, "--proxy") == 0) {
-        if (o->nproxies >= AGENT_MAX_PROXIES)
-            return usage_error("--proxy: at most 16 proxies%s%s", "", "");
-        if (parse_proxy(v, &o->proxies[o->nproxies], err, errlen) < 0)
-            return usage_error("%s%s", err, "");
-        for (int j = 0; j < o->nproxies; j++)
-            if (strcmp(o->proxies[j].name, o->proxies[o->nproxies].name) == 0)
-                return usage_error("--proxy: name '%s' given twice%s", o->proxies[j].name, "");
-        o->nproxies++;
-    } else if (strcmp(f, "--restart") == 0) {
-        if (strcmp(v, "never") == 0)
-            o->restart = SUP_RESTART_NEVER;
-        else if (strcmp(v, "on-failure") == 0)
-            o->restart = SUP_RESTART_ON_FAILURE;
-        else
-            return usage_error("--restart '%s': expected never or on-failure%s", v, "");
-    } else if (strcmp(f, "--restart-backoff-ms") == 0) {
-        if (cx_parse_i64(v, "--restart-backoff-ms", 0, 3600000, &o->restart_backoff_ms, err, errlen) < 0)
-            return usage_error("%s%s", err, "");
-    } else if (strcmp(f, "--max-duration-ms") == 0) {
-        if (cx_parse_i64(v, "--max-duration-ms", 1, 7LL * 24 * 3600 * 1000, &o->max_duration_ms, err,
-                         errlen) < 0)
-            return usage_error("%s%s", err, "");
-    } else if (strcmp(f, "--log-max-bytes") == 0) {
-        if (cx_parse_i64(v, "--log-max-bytes", 4096, (int64_t)1 << 40, &o->log_max_bytes, err, errlen) < 0)
-            return usage_error("%s%s", err, "");
-    } else if (strcmp(f, "--shim") == 0) {
-        o->shim = v;
-    } else if (strcmp(f, "--faketime-lib") == 0) {
-        o->faketime_lib = v;
-    } else if (strcmp(f, "--orphan-exit-ms") == 0) {
-        if (cx_parse_i64(v, "--orphan-exit-ms", 0, 24LL * 3600 * 1000, &o->orphan_exit_ms, err, errlen) < 0)
-            return usage_error("%s%s", err, "");
-    }
+    if (!valid_name(v, 64))
+        return cx_fail(err, errlen, CX_EINVAL, "%s '%s': must be 1..64 of [A-Za-z0-9._-]", name, v);
+    *(const char **)dst = v;
     return 0;
 }
+
+/* --proxy NAME=LISTEN->UPSTREAM, repeatable (cx_flags CX_FLAG_FUNC; dst:
+ * agent_opts *): one more proxy, its NAME not taken yet. */
+static int add_proxy(const char *name, const char *v, void *dst, char *err, size_t errlen)
+{
+    agent_opts *o = dst;
+    if (o->nproxies >= AGENT_MAX_PROXIES)
+        return cx_fail(err, errlen, CX_EINVAL, "%s: at most %d proxies", name, AGENT_MAX_PROXIES);
+    if (parse_proxy(v, &o->proxies[o->nproxies], err, errlen) < 0)
+        return CX_EINVAL;
+    for (int j = 0; j < o->nproxies; j++)
+        if (strcmp(o->proxies[j].name, o->proxies[o->nproxies].name) == 0)
+            return cx_fail(err, errlen, CX_EINVAL, "%s: name '%s' given twice", name, o->proxies[j].name);
+    o->nproxies++;
+    return 0;
+}
+
+/* --restart's values, by sup_restart */
+static const char *const restart_names[] = {"never", "on-failure", NULL};
 
 /* Read the bearer token from token_file: a regular file only its owner
  * may read or write, up to 4096 bytes, its first line without trailing
@@ -256,72 +221,58 @@ int agent_main(int argc, char **argv)
     static agent_opts o;
     memset(&o, 0, sizeof o);
     o.listen = "127.0.0.1:0";
-    o.restart = SUP_RESTART_NEVER;
     o.restart_backoff_ms = 1000;
     o.max_duration_ms = AGENT_DEFAULT_MAX_DURATION_MS;
     o.log_max_bytes = 10 * 1024 * 1024;
     const char *token_file = NULL;
     char err[CX_ERRLEN] = "";
-    int i, check = 0;
-    for (i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(f, "--") == 0) {
-            i++;
-            break;
-        }
-        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
-            usage(stdout);
-            return CX_EXIT_OK;
-        }
-        if (strcmp(f, "--toxiproxy-compat") == 0) {
-            o.toxiproxy_compat = 1;
-            continue;
-        }
-        if (strcmp(f, "--no-cgroup") == 0) {
-            o.no_cgroup = 1;
-            continue;
-        }
-        if (strcmp(f, "--check") == 0) {
-            check = 1;
-            continue;
-        }
-        static const char *const with_value[] = {"--listen",
-                                                 "--id",
-                                                 "--state-dir",
-                                                 "--token-file",
-                                                 "--proxy",
-                                                 "--restart",
-                                                 "--restart-backoff-ms",
-                                                 "--max-duration-ms",
-                                                 "--log-max-bytes",
-                                                 "--shim",
-                                                 "--faketime-lib",
-                                                 "--orphan-exit-ms",
-                                                 NULL};
-        int known = 0;
-        for (const char *const *w = with_value; *w; w++)
-            if (strcmp(f, *w) == 0)
-                known = 1;
-        if (!known)
-            return usage_error("unknown flag '%s'%s", f,
-                               f[0] == '-' ? "" : " (the unit command goes after --)");
-        if (!v)
-            return usage_error("%s needs a value%s", f, "");
-        i++;
-        int rc = apply_value_flag(&o, f, v, &token_file, err, sizeof err);
-        if (rc != 0)
-            return rc;
-    }
+    int check = 0;
+    int64_t restart = SUP_RESTART_NEVER;
+    const cx_flag flags[] = {
+        {.name = "--listen", .kind = CX_FLAG_HOSTPORT, .dst = &o.listen},
+        {.name = "--id", .kind = CX_FLAG_FUNC, .dst = &o.id, .parse = parse_id},
+        {.name = "--state-dir", .kind = CX_FLAG_STRING, .dst = &o.state_dir},
+        {.name = "--token-file", .kind = CX_FLAG_STRING, .dst = &token_file},
+        {.name = "--proxy", .kind = CX_FLAG_FUNC, .dst = &o, .parse = add_proxy},
+        {.name = "--restart", .kind = CX_FLAG_ENUM, .dst = &restart, .names = restart_names},
+        {.name = "--restart-backoff-ms", .kind = CX_FLAG_I64, .dst = &o.restart_backoff_ms, .max = 3600000},
+        {.name = "--max-duration-ms",
+         .kind = CX_FLAG_I64,
+         .dst = &o.max_duration_ms,
+         .min = 1,
+         .max = 7.0 * 24 * 3600 * 1000},
+        {.name = "--log-max-bytes",
+         .kind = CX_FLAG_I64,
+         .dst = &o.log_max_bytes,
+         .min = 4096,
+         .max = (double)((int64_t)1 << 40)},
+        {.name = "--shim", .kind = CX_FLAG_STRING, .dst = &o.shim},
+        {.name = "--faketime-lib", .kind = CX_FLAG_STRING, .dst = &o.faketime_lib},
+        {.name = "--orphan-exit-ms",
+         .kind = CX_FLAG_I64,
+         .dst = &o.orphan_exit_ms,
+         .max = 24.0 * 3600 * 1000},
+        {.name = "--toxiproxy-compat", .kind = CX_FLAG_BOOL, .dst = &o.toxiproxy_compat},
+        {.name = "--no-cgroup", .kind = CX_FLAG_BOOL, .dst = &o.no_cgroup},
+        {.name = "--check", .kind = CX_FLAG_BOOL, .dst = &check},
+        {0}};
+    /* the agent's flags end at the first "--"; the unit's command follows */
+    int sep = 1;
+    while (sep < argc && strcmp(argv[sep], "--") != 0)
+        sep++;
+    int npos = 0, prc = cx_flags_parse("chaosloco agent", sep, argv, flags, NULL, NULL, 0, &npos, usage);
+    if (prc != CX_FLAGS_OK)
+        return prc;
+    o.restart = (sup_restart)restart;
     if (!o.id)
         return usage_error("--id is required%s%s", "", "");
     if (!o.state_dir)
         return usage_error("--state-dir is required%s%s", "", "");
     if (!token_file)
         return usage_error("--token-file is required%s%s", "", "");
-    if (i >= argc)
+    if (sep + 1 >= argc)
         return usage_error("no unit command: give it after --, e.g. -- chaosloco learner ...%s%s", "", "");
-    o.argv = (const char *const *)(argv + i);
+    o.argv = (const char *const *)(argv + sep + 1);
     if (check) {
         printf("chaosloco agent: command line ok\n");
         return CX_EXIT_OK;
@@ -332,14 +283,7 @@ int agent_main(int argc, char **argv)
         return CX_EXIT_USAGE;
     o.token = token;
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
+    volatile sig_atomic_t *stop = cx_stop_on_signals();
     agent *a = agent_new(&o, err, sizeof err);
     if (!a) {
         cx_error("cannot start the agent: %s", err);
@@ -362,7 +306,7 @@ int agent_main(int argc, char **argv)
     if (o.toxiproxy_compat && !a->loopback)
         cx_warn("--toxiproxy-compat ignored: %s is not a loopback address (token required)", a->listen_addr);
     cx_info("listening on %s", a->listen_addr);
-    int rc = agent_run(a, &g_stop);
+    int rc = agent_run(a, stop);
     agent_free(a);
     free(token);
     cx_info("agent stopped");

@@ -7,10 +7,11 @@
 #include "common/exitcode.h"
 #include "common/parse.h"
 
-static const cx_flag *flag_find(const cx_flag *flags, const char *name)
+/* The row named by name[0..len-1], or NULL. */
+static const cx_flag *flag_find(const cx_flag *flags, const char *name, size_t len)
 {
     for (const cx_flag *f = flags; f->name; f++)
-        if (strcmp(f->name, name) == 0)
+        if (strncmp(f->name, name, len) == 0 && f->name[len] == '\0')
             return f;
     return NULL;
 }
@@ -53,6 +54,8 @@ static int flag_set(const cx_flag *f, const char *v, char *err, size_t errlen)
         *(const char **)f->dst = v;
         return 0;
     }
+    case CX_FLAG_FUNC:
+        return f->parse(f->name, v, f->dst, err, errlen) < 0 ? CX_EINVAL : 0;
     }
     return cx_fail(err, errlen, CX_EINVAL, "%s: unknown flag kind", f->name);
 }
@@ -80,13 +83,21 @@ int cx_flags_parse(const char *prog, int argc, char **argv, const cx_flag *flags
                         pos_name, pos[max_pos - 1], a);
             return CX_EXIT_USAGE;
         }
-        const cx_flag *f = flag_find(flags, a);
+        /* "--name=value" is "--name value" */
+        const char *eq = a[1] == '-' ? strchr(a, '=') : NULL;
+        int len = eq ? (int)(eq - a) : (int)strlen(a);
+        const cx_flag *f = flag_find(flags, a, (size_t)len);
         if (!f) {
-            fprintf(stderr, "%s: unknown flag '%s' (see --help)\n", prog, a);
+            fprintf(stderr, "%s: unknown flag '%.*s' (see --help)\n", prog, len, a);
             return CX_EXIT_USAGE;
         }
         const char *v = "";
-        if (f->kind != CX_FLAG_BOOL) {
+        if (f->kind == CX_FLAG_BOOL && eq) {
+            fprintf(stderr, "%s: %s takes no value (see --help)\n", prog, f->name);
+            return CX_EXIT_USAGE;
+        } else if (eq) {
+            v = eq + 1;
+        } else if (f->kind != CX_FLAG_BOOL) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "%s: %s needs a value (see --help)\n", prog, a);
                 return CX_EXIT_USAGE;

@@ -2,10 +2,14 @@
  *
  * A command lists its flags in a table (ending at a NULL name) and gets:
  * `--help`/`-h` (prints its usage to stdout), flags without a value
- * (booleans), flags with a value (a string, an integer or a number in a
- * range, a name from an enum table, HOST:PORT) and positionals. Every error
- * goes to stderr as "PROG: ..." naming the flag and the value, and is
- * CX_EXIT_USAGE (64); a flag given twice keeps its last value.
+ * (booleans), flags with a value, given as `--name value` or
+ * `--name=value` (a string, an integer or a number in a range, a name from
+ * an enum table, HOST:PORT, or anything a function of the command's checks
+ * and stores) and positionals. Every error goes to
+ * stderr as "PROG: ..." naming the flag and the value, and is
+ * CX_EXIT_USAGE (64); a flag given twice keeps its last value (a
+ * CX_FLAG_FUNC flag: its function sees every value, so it may collect
+ * them).
  *
  *   int dry = 0; const char *out = NULL; double tl = 600;
  *   const cx_flag flags[] = {
@@ -21,6 +25,7 @@
 #ifndef CX_FLAGS_H
 #define CX_FLAGS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -31,6 +36,7 @@ typedef enum cx_flag_kind {
     CX_FLAG_DOUBLE,   /* double *: a finite number in [min, max] */
     CX_FLAG_ENUM,     /* int64_t *: the index of the value in names (common/parse.h's enum tables) */
     CX_FLAG_HOSTPORT, /* const char **: the value, checked as HOST:PORT (port 0..65535) */
+    CX_FLAG_FUNC,     /* any: parse(name, value, dst, ...) checks and stores the value */
 } cx_flag_kind;
 
 typedef struct cx_flag {
@@ -40,6 +46,9 @@ typedef struct cx_flag {
     int *given;               /* optional: set to 1 when the flag is on the command line */
     double min, max;          /* CX_FLAG_I64, CX_FLAG_DOUBLE */
     const char *const *names; /* CX_FLAG_ENUM */
+    /* CX_FLAG_FUNC: called once per occurrence; 0, or a cx_err with err
+     * naming the flag and the value */
+    int (*parse)(const char *name, const char *value, void *dst, char *err, size_t errlen);
 } cx_flag;
 
 #define CX_FLAGS_OK (-1) /* parsed: go on */

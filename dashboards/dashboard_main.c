@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/commands.h"
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/flags.h"
@@ -15,8 +16,6 @@
 #include "common/parse.h"
 #include "dashboards/server.h"
 #include "trainer/credential.h"
-
-int dashboard_main(int argc, char **argv);
 
 static void usage(FILE *f)
 {
@@ -124,49 +123,47 @@ static int serve(const dash_config *cfg)
 
 int dashboard_main(int argc, char **argv)
 {
-    const char *syncer = NULL, *listen = "127.0.0.1:0", *token_file = NULL, *state_dir = NULL;
-    const char *title = NULL;
-    char *agents_arg = NULL;
+    dash_config cfg = {.listen = "127.0.0.1:0"};
     const char *urls[DASH_MAX_AGENTS];
     int learners[DASH_MAX_AGENTS];
-    int nagents = 0;
-    int poll_ms = 500;
-    char err[CX_ERRLEN];
-    int rc = CX_EXIT_USAGE;
-    char *token = NULL;
-    const char *syncer_cred_file = NULL;
+    const char *agents_flag = NULL, *token_file = NULL, *syncer_cred_file = NULL;
+    char *agents_arg = NULL, *token = NULL;
     char syncer_cred[CRED_MAX];
+    char err[CX_ERRLEN];
+    int64_t poll_ms = 500;
+    int rc = CX_EXIT_USAGE;
 
-    const char *agents_flag = NULL;
-    int64_t poll = poll_ms;
     const cx_flag flags[] = {
-        {.name = "--syncer", .kind = CX_FLAG_STRING, .dst = &syncer},
+        {.name = "--syncer", .kind = CX_FLAG_STRING, .dst = &cfg.syncer_url},
         {.name = "--agents", .kind = CX_FLAG_STRING, .dst = &agents_flag},
-        {.name = "--listen", .kind = CX_FLAG_HOSTPORT, .dst = &listen},
+        {.name = "--listen", .kind = CX_FLAG_HOSTPORT, .dst = &cfg.listen},
         {.name = "--token-file", .kind = CX_FLAG_STRING, .dst = &token_file},
         {.name = "--syncer-credential-file", .kind = CX_FLAG_STRING, .dst = &syncer_cred_file},
-        {.name = "--state-dir", .kind = CX_FLAG_STRING, .dst = &state_dir},
-        {.name = "--poll-ms", .kind = CX_FLAG_I64, .dst = &poll, .min = 100, .max = 60000},
-        {.name = "--title", .kind = CX_FLAG_STRING, .dst = &title},
+        {.name = "--state-dir", .kind = CX_FLAG_STRING, .dst = &cfg.state_dir},
+        {.name = "--poll-ms", .kind = CX_FLAG_I64, .dst = &poll_ms, .min = 100, .max = 60000},
+        {.name = "--title", .kind = CX_FLAG_STRING, .dst = &cfg.title},
         {0}};
     int npos = 0, prc = cx_flags_parse("chaosloco dashboard", argc, argv, flags, NULL, NULL, 0, &npos, usage);
     if (prc != CX_FLAGS_OK) {
         rc = prc;
         goto out;
     }
-    poll_ms = (int)poll;
+    cfg.poll_ms = poll_ms;
+    cfg.agent_urls = urls;
+    cfg.agent_learners = learners;
     if (agents_flag) {
         agents_arg = strdup(agents_flag);
-        if (!agents_arg || parse_agents(agents_arg, urls, learners, &nagents, err, sizeof err) != 0) {
+        if (!agents_arg || parse_agents(agents_arg, urls, learners, &cfg.nagents, err, sizeof err) != 0) {
             fprintf(stderr, "chaosloco dashboard: %s\n", agents_arg ? err : "out of memory");
             goto out;
         }
     }
+    const char *syncer = cfg.syncer_url;
     if (syncer && (strncmp(syncer, "http://", 7) != 0 || !syncer[7])) {
         fprintf(stderr, "chaosloco dashboard: --syncer: '%s' is not an http://HOST:PORT URL\n", syncer);
         goto out;
     }
-    if (!syncer && nagents == 0) {
+    if (!syncer && cfg.nagents == 0) {
         fprintf(stderr, "chaosloco dashboard: give --syncer, --agents or both (see --help)\n");
         goto out;
     }
@@ -177,24 +174,17 @@ int dashboard_main(int argc, char **argv)
         cx_error("%s", err);
         goto out;
     }
-    if (syncer_cred_file && cred_read_file(syncer_cred_file, syncer_cred, err, sizeof err) != 0) {
-        cx_error("--syncer-credential-file: %s", err);
-        goto out;
+    cfg.token = token;
+    if (syncer_cred_file) {
+        if (cred_read_file(syncer_cred_file, syncer_cred, err, sizeof err) != 0) {
+            cx_error("--syncer-credential-file: %s", err);
+            goto out;
+        }
+        cfg.syncer_credential = syncer_cred;
     }
-
-    dash_config cfg = {.listen = listen,
-                       .syncer_url = syncer,
-                       .agent_urls = urls,
-                       .agent_learners = learners,
-                       .nagents = nagents,
-                       .token = token,
-                       .syncer_credential = syncer_cred_file ? syncer_cred : NULL,
-                       .poll_ms = poll_ms,
-                       .state_dir = state_dir,
-                       .title = title};
-    cx_info("config listen=%s syncer=%s agents=%d poll_ms=%d token=%s state_dir=%s title=%s", listen,
-            syncer ? syncer : "-", nagents, poll_ms, token ? "yes" : "no (controls off)",
-            state_dir ? state_dir : "-", title ? title : "-");
+    cx_info("config listen=%s syncer=%s agents=%d poll_ms=%ld token=%s state_dir=%s title=%s", cfg.listen,
+            syncer ? syncer : "-", cfg.nagents, cfg.poll_ms, token ? "yes" : "no (controls off)",
+            cfg.state_dir ? cfg.state_dir : "-", cfg.title ? cfg.title : "-");
     rc = serve(&cfg);
 out:
     free(agents_arg);

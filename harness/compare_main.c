@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/commands.h"
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/flags.h"
@@ -10,8 +11,7 @@
 #include "common/parse.h"
 #include "harness/compare.h"
 #include "harness/run.h"
-
-int compare_main(int argc, char **argv);
+#include "harness/run_flags.h"
 
 static void usage(FILE *f)
 {
@@ -35,24 +35,16 @@ static void usage(FILE *f)
 int compare_main(int argc, char **argv)
 {
     cx_log_init("compare", CX_LOG_INFO);
-    compare_opts o;
-    memset(&o, 0, sizeof o);
+    compare_opts o = {0};
     char modes_buf[256] = "ddp,ddp-elastic,diloco,decoupled";
     char err[CX_ERRLEN];
     const char *modes = NULL;
     int64_t seed = 0;
     const cx_flag flags[] = {
-        {.name = "--ci", .kind = CX_FLAG_BOOL, .dst = &o.ci},
         {.name = "--modes", .kind = CX_FLAG_STRING, .dst = &modes},
-        {.name = "--out", .kind = CX_FLAG_STRING, .dst = &o.out_dir},
-        {.name = "--seed",
-         .kind = CX_FLAG_I64,
-         .dst = &seed,
-         .given = &o.has_seed,
-         .min = 0,
-         .max = (double)INT64_MAX},
-        {.name = "--time-limit", .kind = CX_FLAG_DOUBLE, .dst = &o.time_limit_s, .min = 1, .max = 86400},
-        {0}};
+        RUN_SHARED_FLAGS(&o, &seed),
+        {0},
+    };
     int npos = 0;
     int rc0 =
         cx_flags_parse("chaosloco compare", argc, argv, flags, "EXPERIMENT", &o.experiment, 1, &npos, usage);

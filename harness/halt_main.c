@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/agent_client.h"
+#include "common/commands.h"
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/flags.h"
@@ -13,8 +14,6 @@
 #include "common/log.h"
 
 #define HALT_MAX_AGENTS 256
-
-int halt_main(int argc, char **argv);
 
 static void usage(FILE *f)
 {

@@ -3,13 +3,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/commands.h"
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/flags.h"
 #include "common/log.h"
 #include "harness/report.h"
-
-int report_main(int argc, char **argv);
 
 static void usage(FILE *f)
 {

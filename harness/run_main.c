@@ -2,18 +2,17 @@
  * hand them to the runner (run.h), exit with its code. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
+#include "common/commands.h"
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/flags.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "harness/run.h"
+#include "harness/run_flags.h"
 #include "trainer/config.h"
-
-int run_main(int argc, char **argv);
 
 static void usage(FILE *f)
 {
@@ -54,28 +53,18 @@ static void usage(FILE *f)
 int run_main(int argc, char **argv)
 {
     cx_log_init("run", CX_LOG_INFO);
-    run_opts o;
-    memset(&o, 0, sizeof o);
-    o.progress = -1;
+    run_opts o = {.progress = -1};
     char err[CX_ERRLEN] = "";
     int64_t mode = -1, seed = 0;
     const cx_flag flags[] = {
         {.name = "--dry-run", .kind = CX_FLAG_BOOL, .dst = &o.dry_run},
         {.name = "--check", .kind = CX_FLAG_BOOL, .dst = &o.check},
-        {.name = "--ci", .kind = CX_FLAG_BOOL, .dst = &o.ci},
         {.name = "--keep", .kind = CX_FLAG_BOOL, .dst = &o.keep},
-        {.name = "--out", .kind = CX_FLAG_STRING, .dst = &o.out_dir},
         {.name = "--junit", .kind = CX_FLAG_STRING, .dst = &o.junit},
         {.name = "--syncer-credential-file", .kind = CX_FLAG_STRING, .dst = &o.syncer_credential_file},
         {.name = "--mode", .kind = CX_FLAG_ENUM, .dst = &mode, .names = config_mode_names},
         {.name = "--dashboard", .kind = CX_FLAG_HOSTPORT, .dst = &o.dashboard},
-        {.name = "--seed",
-         .kind = CX_FLAG_I64,
-         .dst = &seed,
-         .given = &o.has_seed,
-         .min = 0,
-         .max = (double)INT64_MAX},
-        {.name = "--time-limit", .kind = CX_FLAG_DOUBLE, .dst = &o.time_limit_s, .min = 1, .max = 86400},
+        RUN_SHARED_FLAGS(&o, &seed),
         {0}};
     int npos = 0;
     int rc0 =

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/commands.h"
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/log.h"
@@ -14,8 +15,6 @@
 #include "harness/hypothesis.h"
 #include "harness/schedule.h"
 #include "injectors/injector.h"
-
-int validate_main(int argc, char **argv);
 
 static void usage(FILE *f)
 {

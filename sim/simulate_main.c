@@ -1,6 +1,5 @@
 /* simulate_main.c - `chaosloco simulate`: option parsing and wiring only;
  * the model is sim/sim.c, the printing sim/report.c. */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,14 +7,14 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/commands.h"
 #include "common/err.h"
 #include "common/exitcode.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "sim/report.h"
 #include "sim/sim.h"
-
-int simulate_main(int argc, char **argv);
 
 static void usage(FILE *f)
 {
@@ -113,141 +112,81 @@ static int parse_mode(const char *s, int i, void *ctx, char *err, size_t errlen)
     return 0;
 }
 
+/* ---- simulate: flags with their own syntax (cx_flags CX_FLAG_FUNC rows) ---- */
+
+/* --chips LIST; dst: sim_grid * */
+static int flag_chips(const char *name, const char *v, void *dst, char *err, size_t errlen)
+{
+    sim_grid *g = dst;
+    return parse_list(name, v, SIM_GRID_MAX, parse_chip, g, &g->nchips, err, errlen);
+}
+
+/* --learners LIST; dst: sim_grid * */
+static int flag_learners(const char *name, const char *v, void *dst, char *err, size_t errlen)
+{
+    sim_grid *g = dst;
+    return parse_list(name, v, SIM_GRID_MAX, parse_learner, g, &g->nlearners, err, errlen);
+}
+
+/* --modes LIST: only the rows named; dst: sim_grid * */
+static int flag_modes(const char *name, const char *v, void *dst, char *err, size_t errlen)
+{
+    sim_grid *g = dst;
+    int n;
+    memset(g->mode_on, 0, sizeof g->mode_on);
+    return parse_list(name, v, 3, parse_mode, g, &n, err, errlen);
+}
+
+/* A number in [min, max], or the word that means 0 (*dst = 0). */
+static int number_or_word(const char *name, const char *v, const char *word, double min, double max,
+                          double *dst, char *err, size_t errlen)
+{
+    if (strcmp(v, word) == 0) {
+        *dst = 0;
+        return 0;
+    }
+    return cx_parse_double(v, name, min, max, dst, err, errlen);
+}
+
+/* --mtbf-years Y|inf (inf: never fails); dst: double * */
+static int flag_mtbf(const char *name, const char *v, void *dst, char *err, size_t errlen)
+{
+    return number_or_word(name, v, "inf", 1e-9, 1e6, dst, err, errlen);
+}
+
+/* --checkpoint-s S|auto (auto: Daly's optimum); dst: double * */
+static int flag_checkpoint(const char *name, const char *v, void *dst, char *err, size_t errlen)
+{
+    return number_or_word(name, v, "auto", 1e-3, 1e8, dst, err, errlen);
+}
+
+/* --recovery-dist D; dst: sim_dist * */
+static int flag_dist(const char *name, const char *v, void *dst, char *err, size_t errlen)
+{
+    char inner[CX_ERRLEN];
+    if (sim_dist_parse(v, dst, inner, sizeof inner))
+        return cx_fail(err, errlen, CX_EINVAL, "%s: %s", name, inner);
+    return 0;
+}
+
+/* --stop-failures P; dst: sim_stop_policy * */
+static int flag_stop(const char *name, const char *v, void *dst, char *err, size_t errlen)
+{
+    char inner[CX_ERRLEN];
+    if (sim_stop_policy_parse(v, dst, inner, sizeof inner))
+        return cx_fail(err, errlen, CX_EINVAL, "%s: %s", name, inner);
+    return 0;
+}
+
 /* ---- simulate: main ---- */
 
-enum {
-    OPT_CHIPS = 256,
-    OPT_MODES,
-    OPT_LEARNERS,
-    OPT_QUORUM,
-    OPT_LEARNER_RECOVERY,
-    OPT_MTBF,
-    OPT_RESTART,
-    OPT_RECOVERY,
-    OPT_DIST,
-    OPT_SIGMA,
-    OPT_RESCALE,
-    OPT_CKPT,
-    OPT_CKPT_COST,
-    OPT_DOMAIN,
-    OPT_STOP,
-    OPT_HORIZON,
-    OPT_TRIALS,
-    OPT_SEED,
-    OPT_FORMAT,
-    OPT_SWEEP,
-    OPT_HELP,
-};
-
-static int apply_flag(int opt, const char *name, const char *v, sim_params *p, sim_grid *g, sim_format *fmt,
-                      int *sweep, char *err, size_t errlen)
-{
-    int n;
-    int64_t i64;
-    switch (opt) {
-    case OPT_CHIPS:
-        return parse_list(name, v, SIM_GRID_MAX, parse_chip, g, &g->nchips, err, errlen);
-    case OPT_MODES:
-        memset(g->mode_on, 0, sizeof g->mode_on);
-        return parse_list(name, v, 3, parse_mode, g, &n, err, errlen);
-    case OPT_LEARNERS:
-        return parse_list(name, v, SIM_GRID_MAX, parse_learner, g, &g->nlearners, err, errlen);
-    case OPT_QUORUM:
-        return cx_parse_int(v, name, 1, 4096, &p->quorum, err, errlen);
-    case OPT_LEARNER_RECOVERY:
-        if (strcmp(v, "elastic") == 0 || strcmp(v, "restart") == 0) {
-            p->learner_elastic = strcmp(v, "elastic") == 0;
-            return 0;
-        }
-        return cx_fail(err, errlen, CX_EINVAL, "%s: '%s' is not elastic or restart", name, v);
-    case OPT_MTBF:
-        if (strcmp(v, "inf") == 0) {
-            p->mtbf_years = 0; /* never fails */
-            return 0;
-        }
-        return cx_parse_double(v, name, 1e-9, 1e6, &p->mtbf_years, err, errlen);
-    case OPT_RESTART:
-        return cx_parse_double(v, name, 0, 1e7, &p->restart_s, err, errlen);
-    case OPT_RECOVERY:
-        return cx_parse_double(v, name, 0, 1e8, &p->recovery_s, err, errlen);
-    case OPT_DIST: {
-        char inner[CX_ERRLEN];
-        if (sim_dist_parse(v, &p->dist, inner, sizeof inner))
-            return cx_fail(err, errlen, CX_EINVAL, "%s: %s", name, inner);
-        return 0;
-    }
-    case OPT_SIGMA:
-        return cx_parse_double(v, name, 0, 5, &p->lognormal_sigma, err, errlen);
-    case OPT_RESCALE:
-        return cx_parse_double(v, name, 0, 1e7, &p->rescale_s, err, errlen);
-    case OPT_CKPT:
-        if (strcmp(v, "auto") == 0) {
-            p->checkpoint_s = 0;
-            return 0;
-        }
-        return cx_parse_double(v, name, 1e-3, 1e8, &p->checkpoint_s, err, errlen);
-    case OPT_CKPT_COST:
-        return cx_parse_double(v, name, 0, 1e7, &p->checkpoint_cost_s, err, errlen);
-    case OPT_DOMAIN:
-        return cx_parse_i64(v, name, 1, 100000000, &p->domain_chips, err, errlen);
-    case OPT_STOP: {
-        char inner[CX_ERRLEN];
-        if (sim_stop_policy_parse(v, &p->stop_policy, inner, sizeof inner))
-            return cx_fail(err, errlen, CX_EINVAL, "%s: %s", name, inner);
-        return 0;
-    }
-    case OPT_HORIZON:
-        return cx_parse_double(v, name, 1e-3, 3650, &p->horizon_days, err, errlen);
-    case OPT_TRIALS:
-        return cx_parse_int(v, name, 1, 10000, &g->trials, err, errlen);
-    case OPT_SEED:
-        if (cx_parse_i64(v, name, 0, INT64_MAX, &i64, err, errlen))
-            return CX_EINVAL;
-        g->seed = (uint64_t)i64;
-        return 0;
-    case OPT_FORMAT:
-        if (strcmp(v, "table") == 0)
-            *fmt = SIM_FMT_TABLE;
-        else if (strcmp(v, "csv") == 0)
-            *fmt = SIM_FMT_CSV;
-        else if (strcmp(v, "json") == 0)
-            *fmt = SIM_FMT_JSON;
-        else
-            return cx_fail(err, errlen, CX_EINVAL, "%s: '%s' is not table, csv or json", name, v);
-        return 0;
-    case OPT_SWEEP:
-        *sweep = 1;
-        return 0;
-    }
-    return cx_fail(err, errlen, CX_EINVAL, "%s: unhandled flag", name);
-}
+/* --learner-recovery's values, by sim_params.learner_elastic */
+static const char *const recovery_names[] = {"restart", "elastic", NULL};
+/* --format's values, by sim_format */
+static const char *const format_names[] = {"table", "csv", "json", NULL};
 
 int simulate_main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"chips", required_argument, NULL, OPT_CHIPS},
-        {"modes", required_argument, NULL, OPT_MODES},
-        {"learners", required_argument, NULL, OPT_LEARNERS},
-        {"quorum", required_argument, NULL, OPT_QUORUM},
-        {"learner-recovery", required_argument, NULL, OPT_LEARNER_RECOVERY},
-        {"mtbf-years", required_argument, NULL, OPT_MTBF},
-        {"restart-s", required_argument, NULL, OPT_RESTART},
-        {"recovery-s", required_argument, NULL, OPT_RECOVERY},
-        {"recovery-dist", required_argument, NULL, OPT_DIST},
-        {"recovery-sigma", required_argument, NULL, OPT_SIGMA},
-        {"rescale-s", required_argument, NULL, OPT_RESCALE},
-        {"checkpoint-s", required_argument, NULL, OPT_CKPT},
-        {"checkpoint-cost-s", required_argument, NULL, OPT_CKPT_COST},
-        {"domain-chips", required_argument, NULL, OPT_DOMAIN},
-        {"stop-failures", required_argument, NULL, OPT_STOP},
-        {"horizon-days", required_argument, NULL, OPT_HORIZON},
-        {"trials", required_argument, NULL, OPT_TRIALS},
-        {"seed", required_argument, NULL, OPT_SEED},
-        {"format", required_argument, NULL, OPT_FORMAT},
-        {"sweep", no_argument, NULL, OPT_SWEEP},
-        {"help", no_argument, NULL, OPT_HELP},
-        {NULL, 0, NULL, 0},
-    };
     cx_log_init("simulate", CX_LOG_INFO);
     sim_params p;
     sim_params_init(&p);
@@ -260,37 +199,39 @@ int simulate_main(int argc, char **argv)
         .trials = 5,
         .seed = 1,
     };
-    sim_format fmt = SIM_FMT_TABLE;
+    int64_t quorum = p.quorum, elastic = p.learner_elastic, trials = g.trials, seed = (int64_t)g.seed;
+    int64_t fmt = SIM_FMT_TABLE;
     int sweep = 0;
     char err[CX_ERRLEN];
-
-    optind = 0; /* glibc: full re-initialisation, so main can run twice in one process */
-    opterr = 0;
-    for (;;) {
-        int idx = -1;
-        int opt = getopt_long(argc, argv, "", opts, &idx);
-        if (opt == -1)
-            break;
-        if (opt == OPT_HELP) {
-            usage(stdout);
-            return CX_EXIT_OK;
-        }
-        if (opt == '?' || opt == ':') {
-            const char *bad = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
-            fprintf(stderr, "simulate: %s: unknown flag or missing value (see --help)\n", bad);
-            return CX_EXIT_USAGE;
-        }
-        char name[48];
-        snprintf(name, sizeof name, "--%s", idx >= 0 ? opts[idx].name : "?");
-        if (apply_flag(opt, name, optarg, &p, &g, &fmt, &sweep, err, sizeof err)) {
-            fprintf(stderr, "simulate: %s\n", err);
-            return CX_EXIT_USAGE;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "simulate: unexpected argument '%s' (see --help)\n", argv[optind]);
-        return CX_EXIT_USAGE;
-    }
+    const cx_flag flags[] = {
+        {.name = "--chips", .kind = CX_FLAG_FUNC, .dst = &g, .parse = flag_chips},
+        {.name = "--modes", .kind = CX_FLAG_FUNC, .dst = &g, .parse = flag_modes},
+        {.name = "--learners", .kind = CX_FLAG_FUNC, .dst = &g, .parse = flag_learners},
+        {.name = "--quorum", .kind = CX_FLAG_I64, .dst = &quorum, .min = 1, .max = 4096},
+        {.name = "--learner-recovery", .kind = CX_FLAG_ENUM, .dst = &elastic, .names = recovery_names},
+        {.name = "--mtbf-years", .kind = CX_FLAG_FUNC, .dst = &p.mtbf_years, .parse = flag_mtbf},
+        {.name = "--restart-s", .kind = CX_FLAG_DOUBLE, .dst = &p.restart_s, .max = 1e7},
+        {.name = "--recovery-s", .kind = CX_FLAG_DOUBLE, .dst = &p.recovery_s, .max = 1e8},
+        {.name = "--recovery-dist", .kind = CX_FLAG_FUNC, .dst = &p.dist, .parse = flag_dist},
+        {.name = "--recovery-sigma", .kind = CX_FLAG_DOUBLE, .dst = &p.lognormal_sigma, .max = 5},
+        {.name = "--rescale-s", .kind = CX_FLAG_DOUBLE, .dst = &p.rescale_s, .max = 1e7},
+        {.name = "--checkpoint-s", .kind = CX_FLAG_FUNC, .dst = &p.checkpoint_s, .parse = flag_checkpoint},
+        {.name = "--checkpoint-cost-s", .kind = CX_FLAG_DOUBLE, .dst = &p.checkpoint_cost_s, .max = 1e7},
+        {.name = "--domain-chips", .kind = CX_FLAG_I64, .dst = &p.domain_chips, .min = 1, .max = 100000000},
+        {.name = "--stop-failures", .kind = CX_FLAG_FUNC, .dst = &p.stop_policy, .parse = flag_stop},
+        {.name = "--horizon-days", .kind = CX_FLAG_DOUBLE, .dst = &p.horizon_days, .min = 1e-3, .max = 3650},
+        {.name = "--trials", .kind = CX_FLAG_I64, .dst = &trials, .min = 1, .max = 10000},
+        {.name = "--seed", .kind = CX_FLAG_I64, .dst = &seed, .max = (double)INT64_MAX},
+        {.name = "--format", .kind = CX_FLAG_ENUM, .dst = &fmt, .names = format_names},
+        {.name = "--sweep", .kind = CX_FLAG_BOOL, .dst = &sweep},
+        {0}};
+    int npos = 0, prc = cx_flags_parse("simulate", argc, argv, flags, NULL, NULL, 0, &npos, usage);
+    if (prc != CX_FLAGS_OK)
+        return prc;
+    p.quorum = (int)quorum;
+    p.learner_elastic = (int)elastic;
+    g.trials = (int)trials;
+    g.seed = (uint64_t)seed;
     if (g.mode_on[SIM_DECOUPLED]) {
         for (int i = 0; i < g.nlearners; i++)
             if (p.quorum > g.learners[i]) {
@@ -319,16 +260,12 @@ int simulate_main(int argc, char **argv)
             "quorum=%d horizon_days=%g trials=%d seed=%llu format=%s sweep=%d",
             p.mtbf_years, p.restart_s, p.recovery_s, sim_dist_name(p.dist), p.lognormal_sigma, p.rescale_s,
             ck, p.checkpoint_cost_s, (long long)p.domain_chips, sim_stop_policy_name(p.stop_policy),
-            p.learner_elastic ? "elastic" : "restart", p.quorum, p.horizon_days, g.trials,
-            (unsigned long long)g.seed,
-            fmt == SIM_FMT_TABLE ? "table"
-            : fmt == SIM_FMT_CSV ? "csv"
-                                 : "json",
-            sweep);
+            recovery_names[p.learner_elastic], p.quorum, p.horizon_days, g.trials, (unsigned long long)g.seed,
+            format_names[fmt], sweep);
 
     int64_t t0 = cx_mono_ms();
-    int rc = sweep ? sim_report_sweep(stdout, &p, &g, fmt, err, sizeof err)
-                   : sim_report_table(stdout, &p, &g, fmt, err, sizeof err);
+    int rc = sweep ? sim_report_sweep(stdout, &p, &g, (sim_format)fmt, err, sizeof err)
+                   : sim_report_table(stdout, &p, &g, (sim_format)fmt, err, sizeof err);
     if (rc) {
         cx_error("simulate failed: %s", err);
         return CX_EXIT_FAILURE;

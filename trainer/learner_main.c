@@ -1,23 +1,18 @@
 /* learner_main.c - `chaosloco learner`: parse flags, run one learner unit
  * until its steps are done (exit 0), SIGTERM/SIGINT (checkpoint, exit 0), or
  * the syncer is gone longer than --give-up-s (exit 1). */
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "common/commands.h"
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/stop_signals.h"
 #include "trainer/config.h"
 #include "trainer/credential.h"
 #include "trainer/learner.h"
-
-static volatile sig_atomic_t stop_flag;
-static void on_signal(int sig)
-{
-    stop_flag = sig;
-}
 
 static void usage(FILE *f)
 {
@@ -147,19 +142,13 @@ int learner_main(int argc, char **argv)
     snprintf(comp, sizeof comp, "learner-%lld", (long long)id);
     cx_log_init(comp, CX_LOG_INFO);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
-    int rc = learner_run(&o, &stop_flag, err, sizeof err);
+    volatile sig_atomic_t *stop = cx_stop_on_signals();
+    int rc = learner_run(&o, stop, err, sizeof err);
     if (rc != 0) {
         cx_error("%s", err);
         return CX_EXIT_FAILURE;
     }
-    if (stop_flag)
-        cx_info("signal %d: checkpointed, exiting", (int)stop_flag);
+    if (*stop)
+        cx_info("signal %d: checkpointed, exiting", (int)*stop);
     return CX_EXIT_OK;
 }

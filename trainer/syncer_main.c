@@ -1,23 +1,18 @@
 /* syncer_main.c - `chaosloco syncer`: parse flags, run the syncer until
  * SIGTERM/SIGINT, then checkpoint and exit. */
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "common/commands.h"
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/http_server.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/stop_signals.h"
 #include "trainer/config.h"
 #include "trainer/syncer.h"
-
-static volatile sig_atomic_t stop_flag;
-static void on_signal(int sig)
-{
-    stop_flag = sig;
-}
 
 static void usage(FILE *f)
 {
@@ -50,9 +45,9 @@ static void usage(FILE *f)
 
 /* What the command line asked for. */
 typedef struct syncer_cli {
-    const char *listen, *state_dir, *config_path, *creds_dir, *tls_cert, *tls_key;
-    int insecure, check, on_lost_state;
-    config cfg;
+    syncer_opts o;           /* what the syncer gets: every flag but --config and --check */
+    const char *config_path; /* --config FILE.json, or NULL */
+    int check;               /* --check: validate only */
 } syncer_cli;
 
 /* Pass 1's start: the mode's and model's defaults (each from the file, then
@@ -70,16 +65,16 @@ static int cli_load_config(syncer_cli *c, int argc, char **argv)
         fprintf(stderr, "chaosloco syncer: %s\n", err);
         return CX_EXIT_USAGE;
     }
-    int64_t mode = probe.mode != c->cfg.mode ? probe.mode : c->cfg.mode;
-    int64_t model = probe.model != c->cfg.model ? probe.model : c->cfg.model;
+    int64_t mode = probe.mode != c->o.cfg.mode ? probe.mode : c->o.cfg.mode;
+    int64_t model = probe.model != c->o.cfg.model ? probe.model : c->o.cfg.model;
     for (int i = 1; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--mode") == 0)
             config_parse_mode(argv[i + 1], &mode); /* a bad value fails in cli_flags */
         if (strcmp(argv[i], "--model") == 0)
             config_parse_model(argv[i + 1], &model);
     }
-    config_kind_defaults(&c->cfg, mode, model);
-    if (c->config_path && config_load_file(&c->cfg, c->config_path, err, sizeof err) != 0) {
+    config_kind_defaults(&c->o.cfg, mode, model);
+    if (c->config_path && config_load_file(&c->o.cfg, c->config_path, err, sizeof err) != 0) {
         fprintf(stderr, "chaosloco syncer: %s\n", err);
         return CX_EXIT_USAGE;
     }
@@ -92,29 +87,29 @@ static int cli_flag(syncer_cli *c, const char *a, const char *v, int pass)
 {
     char err[CX_ERRLEN];
     if (strcmp(a, "--listen") == 0)
-        c->listen = v;
+        c->o.listen = v;
     else if (strcmp(a, "--state-dir") == 0)
-        c->state_dir = v;
+        c->o.state_dir = v;
     else if (strcmp(a, "--config") == 0)
         c->config_path = v;
     else if (strcmp(a, "--credentials-dir") == 0)
-        c->creds_dir = v;
+        c->o.credentials_dir = v;
     else if (strcmp(a, "--tls-cert") == 0)
-        c->tls_cert = v;
+        c->o.tls_cert = v;
     else if (strcmp(a, "--tls-key") == 0)
-        c->tls_key = v;
+        c->o.tls_key = v;
     else if (strcmp(a, "--on-lost-state") == 0) {
         if (strcmp(v, "rebuild") == 0)
-            c->on_lost_state = SYNCER_LOST_REBUILD;
+            c->o.on_lost_state = SYNCER_LOST_REBUILD;
         else if (strcmp(v, "refuse") == 0)
-            c->on_lost_state = SYNCER_LOST_REFUSE;
+            c->o.on_lost_state = SYNCER_LOST_REFUSE;
         else {
             fprintf(stderr, "chaosloco syncer: --on-lost-state '%s': expected rebuild or refuse\n", v);
             return CX_EXIT_USAGE;
         }
     } else {
-        config tmp = c->cfg;
-        if (config_set_flag(pass == 1 ? &c->cfg : &tmp, a, v, err, sizeof err) != 0) {
+        config tmp = c->o.cfg;
+        if (config_set_flag(pass == 1 ? &c->o.cfg : &tmp, a, v, err, sizeof err) != 0) {
             fprintf(stderr, "chaosloco syncer: %s%s\n", err, pass == 1 ? "" : " (see --help)");
             return CX_EXIT_USAGE;
         }
@@ -139,7 +134,7 @@ static int cli_parse(syncer_cli *c, int argc, char **argv, int *done)
             if (strcmp(a, "--check") == 0)
                 c->check = 1;
             else if (strcmp(a, "--insecure-no-auth") == 0)
-                c->insecure = 1;
+                c->o.insecure_no_auth = 1;
             else if (strncmp(a, "--", 2) != 0) {
                 fprintf(stderr, "chaosloco syncer: unexpected argument '%s' (see --help)\n", a);
                 rc = CX_EXIT_USAGE;
@@ -162,31 +157,31 @@ static int cli_check(syncer_cli *c)
 {
     char err[CX_ERRLEN], host[256];
     int port;
-    if (!c->state_dir) {
+    if (!c->o.state_dir) {
         fprintf(stderr, "chaosloco syncer: --state-dir is required (see --help)\n");
         return CX_EXIT_USAGE;
     }
-    if (cx_parse_hostport(c->listen, "--listen", host, sizeof host, &port, err, sizeof err) != 0) {
+    if (cx_parse_hostport(c->o.listen, "--listen", host, sizeof host, &port, err, sizeof err) != 0) {
         fprintf(stderr, "chaosloco syncer: %s\n", err);
         return CX_EXIT_USAGE;
     }
-    if (c->insecure && !cx_http_host_is_loopback(host)) {
+    if (c->o.insecure_no_auth && !cx_http_host_is_loopback(host)) {
         fprintf(stderr,
                 "chaosloco syncer: --insecure-no-auth with --listen %s: refused, the syncer would take "
                 "unauthenticated calls from the network; listen on 127.0.0.1 or use credentials "
                 "(docs/security.md)\n",
-                c->listen);
+                c->o.listen);
         return CX_EXIT_USAGE;
     }
-    if (c->insecure && c->creds_dir) {
+    if (c->o.insecure_no_auth && c->o.credentials_dir) {
         fprintf(stderr, "chaosloco syncer: --insecure-no-auth and --credentials-dir exclude each other\n");
         return CX_EXIT_USAGE;
     }
-    if (!c->tls_cert != !c->tls_key) {
+    if (!c->o.tls_cert != !c->o.tls_key) {
         fprintf(stderr, "chaosloco syncer: --tls-cert and --tls-key go together\n");
         return CX_EXIT_USAGE;
     }
-    if (config_validate(&c->cfg, err, sizeof err) != 0) {
+    if (config_validate(&c->o.cfg, err, sizeof err) != 0) {
         fprintf(stderr, "chaosloco syncer: %s\n", err);
         return CX_EXIT_USAGE;
     }
@@ -195,8 +190,8 @@ static int cli_check(syncer_cli *c)
 
 int syncer_main(int argc, char **argv)
 {
-    syncer_cli c = {.listen = "127.0.0.1:7070", .on_lost_state = SYNCER_LOST_REBUILD};
-    config_defaults(&c.cfg);
+    syncer_cli c = {.o = {.listen = "127.0.0.1:7070", .on_lost_state = SYNCER_LOST_REBUILD}};
+    config_defaults(&c.o.cfg);
     int done = 0, rc = cli_parse(&c, argc, argv, &done);
     if (rc || done)
         return rc;
@@ -208,31 +203,17 @@ int syncer_main(int argc, char **argv)
     }
     cx_log_init("syncer", CX_LOG_INFO);
     char line[4096], err[CX_ERRLEN];
-    config_format(&c.cfg, line, sizeof line);
-    cx_info("config listen=%s state_dir=%s %s", c.listen, c.state_dir, line);
+    config_format(&c.o.cfg, line, sizeof line);
+    cx_info("config listen=%s state_dir=%s %s", c.o.listen, c.o.state_dir, line);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
-    syncer_opts o = {.cfg = c.cfg,
-                     .listen = c.listen,
-                     .state_dir = c.state_dir,
-                     .credentials_dir = c.creds_dir,
-                     .insecure_no_auth = c.insecure,
-                     .tls_cert = c.tls_cert,
-                     .tls_key = c.tls_key,
-                     .on_lost_state = c.on_lost_state};
-    syncer *s = syncer_new(&o, err, sizeof err);
+    volatile sig_atomic_t *stop = cx_stop_on_signals();
+    syncer *s = syncer_new(&c.o, err, sizeof err);
     if (!s) {
         cx_error("cannot start: %s", err);
         return CX_EXIT_FAILURE;
     }
-    syncer_run(s, &stop_flag);
-    cx_info("signal %d: shutting down", (int)stop_flag);
+    syncer_run(s, stop);
+    cx_info("signal %d: shutting down", (int)*stop);
     syncer_free(s);
     return CX_EXIT_OK;
 }

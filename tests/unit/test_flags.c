@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/err.h"
 #include "common/exitcode.h"
 #include "common/flags.h"
 
@@ -21,7 +22,27 @@ typedef struct opts {
     const char *out, *addr;
     int64_t seed, colour;
     double limit;
+    const char *tags[2]; /* --tag, repeatable */
+    int ntags;
 } opts;
+
+/* --tag: a CX_FLAG_FUNC flag that collects up to two values, none "bad". */
+static int add_tag(const char *name, const char *value, void *dst, char *err, size_t errlen)
+{
+    opts *o = dst;
+    if (strcmp(value, "bad") == 0 || o->ntags == 2)
+        return cx_fail(err, errlen, CX_EINVAL, "%s: '%s' refused", name, value);
+    o->tags[o->ntags++] = value;
+    return 0;
+}
+
+/* What the parser wrote to the redirected stderr so far, NUL-terminated. */
+static void read_stderr(char *buf, size_t len)
+{
+    fflush(stderr);
+    size_t n = fread(buf, 1, len - 1, cr_get_redirected_stderr());
+    buf[n] = 0;
+}
 
 /* Parse the NULL-terminated args (argv[0] = "prog") into *o. */
 static int parse(opts *o, const char **pos, int max_pos, int *npos, const char *const *args)
@@ -44,6 +65,7 @@ static int parse(opts *o, const char **pos, int max_pos, int *npos, const char *
         {.name = "--limit", .kind = CX_FLAG_DOUBLE, .dst = &o->limit, .min = 1, .max = 10},
         {.name = "--colour", .kind = CX_FLAG_ENUM, .dst = &o->colour, .names = colours},
         {.name = "--listen", .kind = CX_FLAG_HOSTPORT, .dst = &o->addr},
+        {.name = "--tag", .kind = CX_FLAG_FUNC, .dst = o, .parse = add_tag},
         {0}};
     return cx_flags_parse("prog", argc, argv, flags, "FILE", pos, max_pos, npos, usage);
 }
@@ -69,35 +91,42 @@ Test(flags, every_kind_and_positionals, .init = cr_redirect_stderr)
     cr_assert_str_eq(pos[1], "b.json");
 }
 
-Test(flags, errors_exit_64_naming_flag_and_value, .init = cr_redirect_stderr)
+/* A command line that must fail, and what stderr must then say (or NULL). */
+typedef struct bad_case {
+    const char *args[4];
+    const char *needle;
+} bad_case;
+
+/* Each case exits 64; every needle is in what stderr got. */
+static void expect_usage_errors(const bad_case *cases, size_t n)
 {
-    struct {
-        const char *args[4];
-    } bad[] = {
-        {{"--bogus", NULL}},          {{"--out", NULL}},
-        {{"--out", "", NULL}},        {{"--seed", "-1", NULL}},
-        {{"--seed", "x", NULL}},      {{"--limit", "11", NULL}},
-        {{"--colour", "blue", NULL}}, {{"--listen", "nohost", NULL}},
-        {{"a", "b", NULL}},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    for (size_t i = 0; i < n; i++) {
         opts o = {0};
         const char *pos[1];
         int npos;
-        cr_assert_eq(parse(&o, pos, 1, &npos, bad[i].args), CX_EXIT_USAGE, "case %zu", i);
+        cr_assert_eq(parse(&o, pos, 1, &npos, cases[i].args), CX_EXIT_USAGE, "case %zu", i);
     }
-    fflush(stderr);
-    char buf[4096] = "";
-    FILE *e = cr_get_redirected_stderr();
-    size_t n = fread(buf, 1, sizeof buf - 1, e);
-    buf[n] = 0;
-    cr_assert(strstr(buf, "prog: unknown flag '--bogus'"), "%s", buf);
-    cr_assert(strstr(buf, "prog: --out needs a value"), "%s", buf);
-    cr_assert(strstr(buf, "prog: --out: empty value"), "%s", buf);
-    cr_assert(strstr(buf, "--seed: -1 is out of range"), "%s", buf);
-    cr_assert(strstr(buf, "--colour: 'blue' is not one of red|green"), "%s", buf);
-    cr_assert(strstr(buf, "--listen: 'nohost'"), "%s", buf);
-    cr_assert(strstr(buf, "prog: one FILE only (got 'a' and 'b')"), "%s", buf);
+    char buf[4096];
+    read_stderr(buf, sizeof buf);
+    for (size_t i = 0; i < n; i++)
+        if (cases[i].needle)
+            cr_assert(strstr(buf, cases[i].needle), "%s", buf);
+}
+
+Test(flags, errors_exit_64_naming_flag_and_value, .init = cr_redirect_stderr)
+{
+    const bad_case bad[] = {
+        {{"--bogus", NULL}, "prog: unknown flag '--bogus'"},
+        {{"--out", NULL}, "prog: --out needs a value"},
+        {{"--out", "", NULL}, "prog: --out: empty value"},
+        {{"--seed", "-1", NULL}, "--seed: -1 is out of range"},
+        {{"--seed", "x", NULL}, NULL},
+        {{"--limit", "11", NULL}, NULL},
+        {{"--colour", "blue", NULL}, "--colour: 'blue' is not one of red|green"},
+        {{"--listen", "nohost", NULL}, "--listen: 'nohost'"},
+        {{"a", "b", NULL}, "prog: one FILE only (got 'a' and 'b')"},
+    };
+    expect_usage_errors(bad, sizeof bad / sizeof bad[0]);
 }
 
 Test(flags, help_and_no_positionals, .init = cr_redirect_stderr)
@@ -113,4 +142,42 @@ Test(flags, help_and_no_positionals, .init = cr_redirect_stderr)
     const char *none[] = {NULL};
     cr_assert_eq(parse(&o, NULL, 0, &npos, none), CX_FLAGS_OK);
     cr_assert_eq(npos, 0);
+}
+
+Test(flags, func_flag_sees_every_value, .init = cr_redirect_stderr)
+{
+    opts o = {0};
+    int npos = -1;
+    const char *two[] = {"--tag", "a", "--out", "x", "--tag", "b", NULL};
+    cr_assert_eq(parse(&o, NULL, 0, &npos, two), CX_FLAGS_OK);
+    cr_assert_eq(o.ntags, 2, "both values reach the function, the first is not overwritten");
+    cr_assert_str_eq(o.tags[0], "a");
+    cr_assert_str_eq(o.tags[1], "b");
+    opts r = {0};
+    const char *bad[] = {"--tag", "bad", NULL};
+    cr_assert_eq(parse(&r, NULL, 0, &npos, bad), CX_EXIT_USAGE, "the function's refusal is a usage error");
+    cr_assert_eq(r.ntags, 0);
+    char buf[4096];
+    read_stderr(buf, sizeof buf);
+    cr_assert(strstr(buf, "prog: --tag: 'bad' refused"), "%s", buf);
+}
+
+Test(flags, name_equals_value, .init = cr_redirect_stderr)
+{
+    opts o = {0};
+    int npos = -1;
+    const char *args[] = {"--out=dir", "--seed=5", "--listen=127.0.0.1:80", "--tag=a=b", NULL};
+    cr_assert_eq(parse(&o, NULL, 0, &npos, args), CX_FLAGS_OK);
+    cr_assert_str_eq(o.out, "dir");
+    cr_assert_eq(o.seed, 5);
+    cr_assert_eq(o.seed_given, 1);
+    cr_assert_str_eq(o.addr, "127.0.0.1:80");
+    cr_assert_str_eq(o.tags[0], "a=b", "the value is all after the first '='");
+    const bad_case bad[] = {
+        {{"--dry-run=1", NULL}, "prog: --dry-run takes no value"},
+        {{"--bogus=1", NULL}, "prog: unknown flag '--bogus'"},
+        {{"--out=", NULL}, "prog: --out: empty value"},
+        {{"--seed=x", NULL}, "prog: --seed: 'x'"},
+    };
+    expect_usage_errors(bad, sizeof bad / sizeof bad[0]);
 }
