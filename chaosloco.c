@@ -3,22 +3,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/commands.h" /* the *_main() entry points; argv[0] is the subcommand name */
 #include "common/exitcode.h"
 
 typedef int (*subcommand_fn)(int argc, char **argv);
-
-/* Each folder's *_main.c defines these; argv[0] is the subcommand name. */
-/* ---- subcommand declarations (one line per subcommand) ---- */
-int syncer_main(int argc, char **argv);
-int learner_main(int argc, char **argv);
-int simulate_main(int argc, char **argv);
-int dashboard_main(int argc, char **argv);
-int validate_main(int argc, char **argv);
-int agent_main(int argc, char **argv);
-int run_main(int argc, char **argv);
-int halt_main(int argc, char **argv);
-int report_main(int argc, char **argv);
-int compare_main(int argc, char **argv);
 
 static const struct subcommand {
     const char *name;

@@ -61,6 +61,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/stop_signals.h"
 #include "common/err.h"
 #include "common/file.h"
 #include "common/http_client.h"
@@ -76,8 +77,6 @@
 #include "harness/schedule.h"
 #include "harness/topology.h"
 #include "trainer/config.h"
-
-volatile sig_atomic_t run_signal; /* first SIGINT/SIGTERM received, 0 none */
 
 /* ---- run: state ---- */
 
@@ -135,26 +134,27 @@ static void set_state(runner *r, run_state s)
 
 /* ---- run: signals ---- */
 
-static void on_signal(int sig)
-{
-    if (!run_signal)
-        run_signal = sig;
-}
+static volatile sig_atomic_t *stop_flag; /* cx_stop_on_signals, once installed */
 
 void run_install_signals(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    stop_flag = cx_stop_on_signals();
+}
+
+int run_signal_number(void)
+{
+    return stop_flag ? *stop_flag : 0;
 }
 
 int run_interrupted(void)
 {
-    return run_signal != 0;
+    return run_signal_number() != 0;
+}
+
+void run_abort_if_interrupted(runner *r)
+{
+    if (run_interrupted())
+        run_set_abort(r, "interrupted by %s", run_signal_number() == SIGINT ? "SIGINT" : "SIGTERM");
 }
 
 /* ---- run: small helpers ---- */
@@ -234,7 +234,7 @@ double run_now_s_since(int64_t mono)
 void run_nap(int64_t ms)
 {
     int64_t end = cx_mono_ms() + ms;
-    while (!run_signal && cx_mono_ms() < end) {
+    while (!run_interrupted() && cx_mono_ms() < end) {
         int64_t left = end - cx_mono_ms();
         cx_sleep_ms(left < 50 ? left : 50);
     }
@@ -518,7 +518,7 @@ static void run_judged(runner *r)
     set_state(r, RS_STEADY);
     double limit = o->time_limit_s > 0 ? o->time_limit_s : (o->ci ? 300.0 : 600.0);
     run_steady_state(r, limit);
-    if (r->steady_ok && !r->abort && !r->error && !run_signal) {
+    if (r->steady_ok && !r->abort && !r->error && !run_interrupted()) {
         r->method_mono = cx_mono_ms(); /* RS_METHOD holds: the method has a start */
         set_state(r, RS_METHOD);
         if (hz_setup(r) != 0)
@@ -529,8 +529,7 @@ static void run_judged(runner *r)
         cx_warn("the steady state did not hold: the method is skipped");
         run_emit_run(r, "steady_state_failed", NULL);
     }
-    if (run_signal)
-        run_set_abort(r, "interrupted by %s", run_signal == SIGINT ? "SIGINT" : "SIGTERM");
+    run_abort_if_interrupted(r);
     if (!r->end_mono)
         r->end_mono = cx_mono_ms();
     if (r->steady_ok && !r->abort && !r->error) {
@@ -554,7 +553,7 @@ static void run_live(runner *r, run_result *res)
             r->steps_target);
     run_emit_run(r, "start", r->e->title);
 
-    if (!r->error && !run_signal) {
+    if (!r->error && !run_interrupted()) {
         if (run_start_topology(r, e2, sizeof e2) < 0) {
             run_set_error(r, "starting the topology: %s", e2);
         } else {
@@ -580,7 +579,7 @@ static void run_live(runner *r, run_result *res)
     if (o->keep && r->t) {
         printf("--keep: processes stay up (syncer %s); Ctrl-C to stop them\n", topo_syncer_url(r->t));
         fflush(stdout);
-        while (!run_signal)
+        while (!run_interrupted())
             run_nap(500);
     }
     dash_server_free(r->dash); /* before its sources go away */
@@ -617,7 +616,7 @@ int run_experiment(const run_opts *o, run_result *res, char *err, size_t errlen)
     snprintf(res->status, sizeof res->status, "%s", jr_status_name(journal_status(r->j)));
     if (r->error)
         res->exit_code = CX_EXIT_ERROR;
-    else if (r->abort || run_signal)
+    else if (r->abort || run_interrupted())
         res->exit_code = CX_EXIT_ABORTED;
     else if (!r->steady_ok || journal_deviated(r->j))
         res->exit_code = CX_EXIT_DEVIATED;

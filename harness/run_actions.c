@@ -294,7 +294,7 @@ static int entry_due(runner *r, int k)
 
 void run_play_timeline(runner *r)
 {
-    for (int k = 0; k < r->sched->n && !r->abort && !r->error && !run_signal; k++)
+    for (int k = 0; k < r->sched->n && !r->abort && !r->error && !run_interrupted(); k++)
         if (!r->fx[k].fired && entry_due(r, k))
             fire(r, k);
     check_heals(r);
@@ -360,7 +360,7 @@ static int agent_post(runner *r, int l, agc_call_fn call, json_t **ans)
 
 void run_revert(runner *r)
 {
-    int aborted = r->abort || r->error || run_signal;
+    int aborted = r->abort || r->error || run_interrupted();
     for (int l = 0; l < r->m; l++)
         delete_active(r, l, "end of run");
     /* rollbacks from the file, whatever happened */

@@ -46,8 +46,8 @@
 /* The harness's own fault: SIGKILL (or TERM) the syncer, start it again. */
 #define RUN_SYNCER_FAULT EXP_SYNCER_RESTART
 
-/* first SIGINT/SIGTERM received, 0 none (run.c's handler sets it) */
-extern volatile sig_atomic_t run_signal;
+/* The first SIGINT/SIGTERM received, 0 none (run_install_signals). */
+int run_signal_number(void);
 
 /* ---- the runner ---- */
 
@@ -155,6 +155,8 @@ void run_assert_state(const runner *r);
 /* The first stop condition / signal / halt: r->abort and r->why (a later
  * one, or one after an error, is ignored). */
 void run_set_abort(runner *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* An abort naming the signal, once SIGINT/SIGTERM was received. */
+void run_abort_if_interrupted(runner *r);
 /* The first harness or injection error: r->error and r->why (exit 3). */
 void run_set_error(runner *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A harness event into events.jsonl and the dashboard (steals obj). */

@@ -118,7 +118,7 @@ void run_steady_state(runner *r, double limit_s)
     cx_info("steady state: %d hypotheses, deadline %.0f s after the run start", r->e->nsteady, deadline_s);
     for (;;) {
         run_poll_all(r);
-        if (r->abort || r->error || run_signal)
+        if (r->abort || r->error || run_interrupted())
             break;
         hyp_history *h = run_build_history(r, 1);
         int all = 1;
@@ -316,7 +316,7 @@ void run_write_outputs(runner *r, run_result *res)
     /* Chaos Toolkit's meanings: a signal, a stop condition or a halt
      * interrupts the run; an error nobody planned for aborts it. */
     jr_status js = JR_COMPLETED;
-    if (run_signal)
+    if (run_interrupted())
         js = JR_INTERRUPTED;
     else if (r->error)
         js = JR_ABORTED;

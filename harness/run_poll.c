@@ -377,8 +377,7 @@ void run_poll_all(runner *r)
                 run_set_abort(r, "stop condition agent_unreachable_s %g: agent %d silent for %.1f s",
                               sc->agent_unreachable_s, l, (double)(now - last) / 1000.0);
         }
-    if (run_signal)
-        run_set_abort(r, "interrupted by %s", run_signal == SIGINT ? "SIGINT" : "SIGTERM");
+    run_abort_if_interrupted(r);
 }
 
 /* ---- run: progress ---- */
