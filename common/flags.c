@@ -7,13 +7,18 @@
 #include "common/exitcode.h"
 #include "common/parse.h"
 
-/* The row named by name[0..len-1], or NULL. */
+/* The row named by name[0..len-1], else a CX_FLAGS_OTHER row for a
+ * --flag, or NULL. */
 static const cx_flag *flag_find(const cx_flag *flags, const char *name, size_t len)
 {
-    for (const cx_flag *f = flags; f->name; f++)
+    const cx_flag *other = NULL;
+    for (const cx_flag *f = flags; f->name; f++) {
         if (strncmp(f->name, name, len) == 0 && f->name[len] == '\0')
             return f;
-    return NULL;
+        if (f->kind == CX_FLAG_FUNC && strcmp(f->name, CX_FLAGS_OTHER) == 0)
+            other = f;
+    }
+    return len > 2 && strncmp(name, "--", 2) == 0 ? other : NULL;
 }
 
 /* A range bound as int64_t (a double at or past +-2^63 saturates). */
@@ -22,8 +27,9 @@ static int64_t flag_i64_bound(double d)
     return d >= 9223372036854775807.0 ? INT64_MAX : d <= -9223372036854775808.0 ? INT64_MIN : (int64_t)d;
 }
 
-/* Store v into f's destination; 0, or CX_EINVAL with err naming both. */
-static int flag_set(const cx_flag *f, const char *v, char *err, size_t errlen)
+/* Store v (the value of the flag called name) into f's destination; 0, or
+ * CX_EINVAL with err naming both. */
+static int flag_set(const cx_flag *f, const char *name, const char *v, char *err, size_t errlen)
 {
     switch (f->kind) {
     case CX_FLAG_BOOL:
@@ -55,7 +61,7 @@ static int flag_set(const cx_flag *f, const char *v, char *err, size_t errlen)
         return 0;
     }
     case CX_FLAG_FUNC:
-        return f->parse(f->name, v, f->dst, err, errlen) < 0 ? CX_EINVAL : 0;
+        return f->parse(name, v, f->dst, err, errlen) < 0 ? CX_EINVAL : 0;
     }
     return cx_fail(err, errlen, CX_EINVAL, "%s: unknown flag kind", f->name);
 }
@@ -104,7 +110,9 @@ int cx_flags_parse(const char *prog, int argc, char **argv, const cx_flag *flags
             }
             v = argv[++i];
         }
-        if (flag_set(f, v, err, sizeof err) != 0) {
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", len, a);
+        if (flag_set(f, name, v, err, sizeof err) != 0) {
             fprintf(stderr, "%s: %s\n", prog, err);
             return CX_EXIT_USAGE;
         }

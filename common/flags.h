@@ -9,7 +9,10 @@
  * stderr as "PROG: ..." naming the flag and the value, and is
  * CX_EXIT_USAGE (64); a flag given twice keeps its last value (a
  * CX_FLAG_FUNC flag: its function sees every value, so it may collect
- * them).
+ * them). A CX_FLAG_FUNC row named CX_FLAGS_OTHER takes every --flag the
+ * table does not name, with a value; its function gets that flag's name
+ * and refuses what it does not know (the trainer's config flags, which
+ * the learner and syncer hand on to trainer/config).
  *
  *   int dry = 0; const char *out = NULL; double tl = 600;
  *   const cx_flag flags[] = {
@@ -51,7 +54,8 @@ typedef struct cx_flag {
     int (*parse)(const char *name, const char *value, void *dst, char *err, size_t errlen);
 } cx_flag;
 
-#define CX_FLAGS_OK (-1) /* parsed: go on */
+#define CX_FLAGS_OK (-1)     /* parsed: go on */
+#define CX_FLAGS_OTHER "--*" /* the name of a row for every other --flag */
 
 /* Walk argv[1..argc-1] once. Positionals (arguments not starting with '-',
  * and "-" itself) go to pos[0..max_pos-1], their count to *npos; one more

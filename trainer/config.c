@@ -397,10 +397,10 @@ int config_validate(const config *c, char *err, size_t errlen)
     return 0;
 }
 
-int config_learner_may_override(const char *name)
+const char *config_learner_override(const char *name)
 {
     const key_def *k = find_key(name);
-    return k ? k->learner_override : 0;
+    return k && k->learner_override ? k->name : NULL;
 }
 
 const char *config_mode_name(int64_t m)

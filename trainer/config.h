@@ -5,7 +5,7 @@
  * a flag parser. Precedence is defaults < --config FILE.json < flags. The
  * syncer is the source of truth: it sends config_to_json() at join and the
  * learner decodes it with config_from_json(), then re-applies the few keys a
- * learner may override for itself (config_learner_may_override()).
+ * learner may override for itself (config_learner_override()).
  * What it is not: the model or optimizer; those read their sizes from here.
  *
  * Every key has one spelling: the JSON key is the flag name without "--"
@@ -118,9 +118,10 @@ json_t *config_to_json(const config *c);
 /* Cross-field checks (quorum <= learners, H % fragments, ...). */
 int config_validate(const config *c, char *err, size_t errlen);
 
-/* 1 when a learner may override this key for itself (batch, steps,
- * slowdown, data, encoding). name is a flag or JSON key. */
-int config_learner_may_override(const char *name);
+/* The key's name (static, e.g. "steps") when a learner may override it
+ * for itself (batch, steps, slowdown, data, encoding, ...), else NULL. name
+ * is a flag or JSON key. */
+const char *config_learner_override(const char *name);
 
 /* Names of enum values ("ddp-elastic", "int4", ...). */
 const char *config_mode_name(int64_t mode);

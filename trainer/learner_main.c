@@ -7,6 +7,7 @@
 #include "common/commands.h"
 #include "common/err.h"
 #include "common/exitcode.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "common/stop_signals.h"
@@ -39,78 +40,61 @@ static void usage(FILE *f)
                "docs/training.md)\n");
 }
 
+/* --syncer: an http:// or https:// URL. */
+static int parse_url(const char *name, const char *v, void *dst, char *err, size_t errlen)
+{
+    if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0)
+        return cx_fail(err, errlen, CX_EINVAL, "%s: '%s' is not an http:// or https:// URL", name, v);
+    *(const char **)dst = v;
+    return 0;
+}
+
+typedef struct overrides {
+    learner_opts *o;
+    config probe; /* the values are checked on it; the join applies them to the syncer's config */
+} overrides;
+
+/* Every other --flag: a training key the learner may set for itself. */
+static int parse_override(const char *name, const char *v, void *dst, char *err, size_t errlen)
+{
+    overrides *ov = dst;
+    const char *key = config_learner_override(name);
+    if (!key)
+        return cx_fail(err, errlen, CX_EINVAL,
+                       "unknown option '%s' (the training config comes from the syncer; see --help)", name);
+    if (config_set_flag(&ov->probe, key, v, err, errlen) != 0)
+        return CX_EINVAL;
+    if (ov->o->n_overrides >= LEARNER_MAX_OVERRIDES)
+        return cx_fail(err, errlen, CX_EINVAL, "%s: too many overrides", name);
+    ov->o->override_name[ov->o->n_overrides] = key;
+    ov->o->override_value[ov->o->n_overrides++] = v;
+    return 0;
+}
+
 int learner_main(int argc, char **argv)
 {
-    learner_opts o;
+    learner_opts o = {0};
     char err[CX_ERRLEN];
     int64_t id = -1;
-    int check = 0;
+    int check = 0, npos = 0;
     double give_up = 60;
     const char *cred_file = NULL;
     char cred[CRED_MAX];
-    config probe;
-    memset(&o, 0, sizeof o);
-    config_defaults(&probe);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return CX_EXIT_OK;
-        }
-        if (strcmp(a, "--check") == 0) {
-            check = 1;
-            continue;
-        }
-        if (strncmp(a, "--", 2) != 0) {
-            fprintf(stderr, "chaosloco learner: unexpected argument '%s' (see --help)\n", a);
-            return CX_EXIT_USAGE;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "chaosloco learner: %s needs a value\n", a);
-            return CX_EXIT_USAGE;
-        }
-        const char *v = argv[++i];
-        if (strcmp(a, "--syncer") == 0) {
-            if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0) {
-                fprintf(stderr, "chaosloco learner: --syncer: '%s' is not an http:// or https:// URL\n", v);
-                return CX_EXIT_USAGE;
-            }
-            o.syncer_url = v;
-        } else if (strcmp(a, "--id") == 0) {
-            if (cx_parse_i64(v, "--id", 0, 1000000, &id, err, sizeof err) != 0) {
-                fprintf(stderr, "chaosloco learner: %s\n", err);
-                return CX_EXIT_USAGE;
-            }
-        } else if (strcmp(a, "--state-dir") == 0) {
-            o.state_dir = v;
-        } else if (strcmp(a, "--credential-file") == 0) {
-            cred_file = v;
-        } else if (strcmp(a, "--ca-file") == 0) {
-            o.ca_file = v;
-        } else if (strcmp(a, "--give-up-s") == 0) {
-            if (cx_parse_double(v, "--give-up-s", 1, 86400, &give_up, err, sizeof err) != 0) {
-                fprintf(stderr, "chaosloco learner: %s\n", err);
-                return CX_EXIT_USAGE;
-            }
-        } else if (config_learner_may_override(a)) {
-            if (config_set_flag(&probe, a, v, err, sizeof err) != 0) {
-                fprintf(stderr, "chaosloco learner: %s\n", err);
-                return CX_EXIT_USAGE;
-            }
-            if (o.n_overrides >= LEARNER_MAX_OVERRIDES) {
-                fprintf(stderr, "chaosloco learner: too many overrides\n");
-                return CX_EXIT_USAGE;
-            }
-            o.override_name[o.n_overrides] = a;
-            o.override_value[o.n_overrides++] = v;
-        } else {
-            fprintf(stderr,
-                    "chaosloco learner: unknown option '%s' (the training config comes from the syncer; "
-                    "see --help)\n",
-                    a);
-            return CX_EXIT_USAGE;
-        }
-    }
+    overrides ov = {.o = &o};
+    config_defaults(&ov.probe);
+    const cx_flag flags[] = {
+        {.name = "--check", .kind = CX_FLAG_BOOL, .dst = &check},
+        {.name = "--syncer", .kind = CX_FLAG_FUNC, .dst = &o.syncer_url, .parse = parse_url},
+        {.name = "--id", .kind = CX_FLAG_I64, .dst = &id, .min = 0, .max = 1000000},
+        {.name = "--state-dir", .kind = CX_FLAG_STRING, .dst = &o.state_dir},
+        {.name = "--credential-file", .kind = CX_FLAG_STRING, .dst = &cred_file},
+        {.name = "--ca-file", .kind = CX_FLAG_STRING, .dst = &o.ca_file},
+        {.name = "--give-up-s", .kind = CX_FLAG_DOUBLE, .dst = &give_up, .min = 1, .max = 86400},
+        {.name = CX_FLAGS_OTHER, .kind = CX_FLAG_FUNC, .dst = &ov, .parse = parse_override},
+        {0}};
+    int rc = cx_flags_parse("chaosloco learner", argc, argv, flags, NULL, NULL, 0, &npos, usage);
+    if (rc != CX_FLAGS_OK)
+        return rc;
     if (!o.syncer_url || id < 0 || !o.state_dir) {
         fprintf(stderr, "chaosloco learner: --syncer, --id and --state-dir are required (see --help)\n");
         return CX_EXIT_USAGE;
@@ -143,7 +127,7 @@ int learner_main(int argc, char **argv)
     cx_log_init(comp, CX_LOG_INFO);
 
     volatile sig_atomic_t *stop = cx_stop_on_signals();
-    int rc = learner_run(&o, stop, err, sizeof err);
+    rc = learner_run(&o, stop, err, sizeof err);
     if (rc != 0) {
         cx_error("%s", err);
         return CX_EXIT_FAILURE;

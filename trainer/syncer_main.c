@@ -7,6 +7,7 @@
 #include "common/commands.h"
 #include "common/err.h"
 #include "common/exitcode.h"
+#include "common/flags.h"
 #include "common/http_server.h"
 #include "common/log.h"
 #include "common/parse.h"
@@ -45,15 +46,17 @@ static void usage(FILE *f)
 
 /* What the command line asked for. */
 typedef struct syncer_cli {
-    syncer_opts o;           /* what the syncer gets: every flag but --config and --check */
-    const char *config_path; /* --config FILE.json, or NULL */
-    int check;               /* --check: validate only */
+    syncer_opts o;            /* what the syncer gets: every flag but --config and --check */
+    const char *config_path;  /* --config FILE.json, or NULL */
+    int check;                /* --check: validate only */
+    int pass;                 /* 0: check the training flags; 1: set them */
+    const char *mode, *model; /* --mode, --model as given (pass 0), or NULL */
 } syncer_cli;
 
 /* Pass 1's start: the mode's and model's defaults (each from the file, then
  * its flag), then the file itself, so that flags override the file, which
  * overrides the kind's defaults. 0, or an exit code. */
-static int cli_load_config(syncer_cli *c, int argc, char **argv)
+static int cli_load_config(syncer_cli *c)
 {
     char err[CX_ERRLEN];
     config probe;
@@ -67,12 +70,10 @@ static int cli_load_config(syncer_cli *c, int argc, char **argv)
     }
     int64_t mode = probe.mode != c->o.cfg.mode ? probe.mode : c->o.cfg.mode;
     int64_t model = probe.model != c->o.cfg.model ? probe.model : c->o.cfg.model;
-    for (int i = 1; i + 1 < argc; i++) {
-        if (strcmp(argv[i], "--mode") == 0)
-            config_parse_mode(argv[i + 1], &mode); /* a bad value fails in cli_flags */
-        if (strcmp(argv[i], "--model") == 0)
-            config_parse_model(argv[i + 1], &model);
-    }
+    if (c->mode)
+        config_parse_mode(c->mode, &mode); /* pass 0 has checked both values */
+    if (c->model)
+        config_parse_model(c->model, &model);
     config_kind_defaults(&c->o.cfg, mode, model);
     if (c->config_path && config_load_file(&c->o.cfg, c->config_path, err, sizeof err) != 0) {
         fprintf(stderr, "chaosloco syncer: %s\n", err);
@@ -81,39 +82,31 @@ static int cli_load_config(syncer_cli *c, int argc, char **argv)
     return 0;
 }
 
-/* One flag with its value: the syncer's own, or a training flag (pass 0
- * only checks it, pass 1 sets it). 0, or an exit code. */
-static int cli_flag(syncer_cli *c, const char *a, const char *v, int pass)
+/* --on-lost-state rebuild|refuse. */
+static int parse_lost_state(const char *name, const char *v, void *dst, char *err, size_t errlen)
 {
-    char err[CX_ERRLEN];
-    if (strcmp(a, "--listen") == 0)
-        c->o.listen = v;
-    else if (strcmp(a, "--state-dir") == 0)
-        c->o.state_dir = v;
-    else if (strcmp(a, "--config") == 0)
-        c->config_path = v;
-    else if (strcmp(a, "--credentials-dir") == 0)
-        c->o.credentials_dir = v;
-    else if (strcmp(a, "--tls-cert") == 0)
-        c->o.tls_cert = v;
-    else if (strcmp(a, "--tls-key") == 0)
-        c->o.tls_key = v;
-    else if (strcmp(a, "--on-lost-state") == 0) {
-        if (strcmp(v, "rebuild") == 0)
-            c->o.on_lost_state = SYNCER_LOST_REBUILD;
-        else if (strcmp(v, "refuse") == 0)
-            c->o.on_lost_state = SYNCER_LOST_REFUSE;
-        else {
-            fprintf(stderr, "chaosloco syncer: --on-lost-state '%s': expected rebuild or refuse\n", v);
-            return CX_EXIT_USAGE;
-        }
-    } else {
-        config tmp = c->o.cfg;
-        if (config_set_flag(pass == 1 ? &c->o.cfg : &tmp, a, v, err, sizeof err) != 0) {
-            fprintf(stderr, "chaosloco syncer: %s%s\n", err, pass == 1 ? "" : " (see --help)");
-            return CX_EXIT_USAGE;
-        }
-    }
+    if (strcmp(v, "rebuild") == 0)
+        *(int *)dst = SYNCER_LOST_REBUILD;
+    else if (strcmp(v, "refuse") == 0)
+        *(int *)dst = SYNCER_LOST_REFUSE;
+    else
+        return cx_fail(err, errlen, CX_EINVAL, "%s '%s': expected rebuild or refuse", name, v);
+    return 0;
+}
+
+/* Every other --flag: a training key. Pass 0 checks it on a copy (and
+ * notes --mode and --model, whose defaults come before the file); pass 1
+ * sets it over the config file. */
+static int parse_training(const char *name, const char *v, void *dst, char *err, size_t errlen)
+{
+    syncer_cli *c = dst;
+    config tmp = c->o.cfg;
+    if (config_set_flag(c->pass == 1 ? &c->o.cfg : &tmp, name, v, err, errlen) != 0)
+        return CX_EINVAL;
+    if (c->pass == 0 && strcmp(name, "--mode") == 0)
+        c->mode = v;
+    if (c->pass == 0 && strcmp(name, "--model") == 0)
+        c->model = v;
     return 0;
 }
 
@@ -122,31 +115,30 @@ static int cli_flag(syncer_cli *c, const char *a, const char *v, int pass)
  * CX_EXIT_OK with *done set). */
 static int cli_parse(syncer_cli *c, int argc, char **argv, int *done)
 {
-    for (int pass = 0; pass < 2; pass++) {
-        int rc = pass == 1 ? cli_load_config(c, argc, argv) : 0;
-        for (int i = 1; rc == 0 && i < argc; i++) {
-            const char *a = argv[i];
-            if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-                usage(stdout);
-                *done = 1;
-                return CX_EXIT_OK;
-            }
-            if (strcmp(a, "--check") == 0)
-                c->check = 1;
-            else if (strcmp(a, "--insecure-no-auth") == 0)
-                c->o.insecure_no_auth = 1;
-            else if (strncmp(a, "--", 2) != 0) {
-                fprintf(stderr, "chaosloco syncer: unexpected argument '%s' (see --help)\n", a);
-                rc = CX_EXIT_USAGE;
-            } else if (i + 1 >= argc) {
-                fprintf(stderr, "chaosloco syncer: %s needs a value\n", a);
-                rc = CX_EXIT_USAGE;
-            } else {
-                rc = cli_flag(c, a, argv[i + 1], pass);
-                i++;
-            }
-        }
-        if (rc)
+    const cx_flag flags[] = {
+        {.name = "--check", .kind = CX_FLAG_BOOL, .dst = &c->check},
+        {.name = "--insecure-no-auth", .kind = CX_FLAG_BOOL, .dst = &c->o.insecure_no_auth},
+        {.name = "--listen", .kind = CX_FLAG_STRING, .dst = &c->o.listen},
+        {.name = "--state-dir", .kind = CX_FLAG_STRING, .dst = &c->o.state_dir},
+        {.name = "--config", .kind = CX_FLAG_STRING, .dst = &c->config_path},
+        {.name = "--credentials-dir", .kind = CX_FLAG_STRING, .dst = &c->o.credentials_dir},
+        {.name = "--tls-cert", .kind = CX_FLAG_STRING, .dst = &c->o.tls_cert},
+        {.name = "--tls-key", .kind = CX_FLAG_STRING, .dst = &c->o.tls_key},
+        {.name = "--on-lost-state",
+         .kind = CX_FLAG_FUNC,
+         .dst = &c->o.on_lost_state,
+         .parse = parse_lost_state},
+        {.name = CX_FLAGS_OTHER, .kind = CX_FLAG_FUNC, .dst = c, .parse = parse_training},
+        {0}};
+    int npos = 0;
+    for (c->pass = 0; c->pass < 2; c->pass++) {
+        int rc;
+        if (c->pass == 1 && (rc = cli_load_config(c)) != 0)
+            return rc;
+        rc = cx_flags_parse("chaosloco syncer", argc, argv, flags, NULL, NULL, 0, &npos, usage);
+        if (rc == CX_EXIT_OK) /* --help */
+            *done = 1;
+        if (rc != CX_FLAGS_OK)
             return rc;
     }
     return 0;

@@ -155,14 +155,14 @@ Test(config, cross_field_validation)
 
 Test(config, learner_overrides)
 {
-    cr_assert(config_learner_may_override("--batch"));
-    cr_assert(config_learner_may_override("--steps"));
-    cr_assert(config_learner_may_override("--slowdown"));
-    cr_assert(config_learner_may_override("--data"));
-    cr_assert(config_learner_may_override("--encoding"));
-    cr_assert(config_learner_may_override("--upstream-ef"));
-    cr_assert_not(config_learner_may_override("--outer-lr"));
-    cr_assert_not(config_learner_may_override("--mode"));
+    cr_assert_str_eq(config_learner_override("--batch"), "batch");
+    cr_assert_not_null(config_learner_override("--steps"));
+    cr_assert_not_null(config_learner_override("--slowdown"));
+    cr_assert_not_null(config_learner_override("--data"));
+    cr_assert_not_null(config_learner_override("--encoding"));
+    cr_assert_str_eq(config_learner_override("--upstream-ef"), "upstream_ef");
+    cr_assert_null(config_learner_override("--outer-lr"));
+    cr_assert_null(config_learner_override("--mode"));
 }
 
 /* --threads reaches the model: config_model_config passes it, so the
@@ -245,7 +245,7 @@ Test(config, partial_scale)
     cr_assert_eq(c.partial_scale, 0);
     cr_assert_eq(config_set_flag(&c, "--partial-scale", "half", err, sizeof err), CX_EINVAL);
     cr_assert(strstr(err, "partial") != NULL && strstr(err, "half") != NULL, "names flag and value: %s", err);
-    cr_assert(!config_learner_may_override("--partial-scale"));
+    cr_assert_null(config_learner_override("--partial-scale"));
     json_t *j = json_pack("{s:s}", "partial_scale", "on");
     cr_assert_eq(config_from_json(&c, j, "t", err, sizeof err), 0, "%s", err);
     cr_assert_eq(c.partial_scale, 1);

@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
@@ -180,4 +181,52 @@ Test(flags, name_equals_value, .init = cr_redirect_stderr)
         {{"--seed=x", NULL}, "prog: --seed: 'x'"},
     };
     expect_usage_errors(bad, sizeof bad / sizeof bad[0]);
+}
+
+typedef struct others {
+    const char *names[3], *values[3];
+    int n;
+} others;
+
+/* A CX_FLAGS_OTHER row: takes --known-* flags, refuses the rest. */
+static int take_other(const char *name, const char *value, void *dst, char *err, size_t errlen)
+{
+    others *o = dst;
+    if (strncmp(name, "--known-", 8) != 0 || o->n == 3)
+        return cx_fail(err, errlen, CX_EINVAL, "unknown option '%s'", name);
+    o->names[o->n] = strdup(name);
+    o->values[o->n++] = value;
+    return 0;
+}
+
+Test(flags, other_row_takes_every_unnamed_flag_with_its_name, .init = cr_redirect_stderr)
+{
+    int dry = 0;
+    others o = {0};
+    const cx_flag flags[] = {{.name = "--dry-run", .kind = CX_FLAG_BOOL, .dst = &dry},
+                             {.name = CX_FLAGS_OTHER, .kind = CX_FLAG_FUNC, .dst = &o, .parse = take_other},
+                             {0}};
+    char *ok[] = {"prog", "--known-a", "1", "--dry-run", "--known-b=2", NULL};
+    int npos = -1;
+    cr_assert_eq(cx_flags_parse("prog", 5, ok, flags, NULL, NULL, 0, &npos, usage), CX_FLAGS_OK);
+    cr_assert_eq(dry, 1, "a named row still wins");
+    cr_assert_eq(o.n, 2);
+    cr_assert_str_eq(o.names[0], "--known-a", "the function gets the flag's own name");
+    cr_assert_str_eq(o.values[0], "1");
+    cr_assert_str_eq(o.names[1], "--known-b", "without its =value");
+    cr_assert_str_eq(o.values[1], "2");
+    char *refused[] = {"prog", "--other", "x", NULL};
+    cr_assert_eq(cx_flags_parse("prog", 3, refused, flags, NULL, NULL, 0, &npos, usage), CX_EXIT_USAGE);
+    char *single_dash[] = {"prog", "-x", "1", NULL};
+    cr_assert_eq(cx_flags_parse("prog", 3, single_dash, flags, NULL, NULL, 0, &npos, usage), CX_EXIT_USAGE,
+                 "only --flags reach the row");
+    char *no_value[] = {"prog", "--known-c", NULL};
+    cr_assert_eq(cx_flags_parse("prog", 2, no_value, flags, NULL, NULL, 0, &npos, usage), CX_EXIT_USAGE);
+    char buf[4096];
+    read_stderr(buf, sizeof buf);
+    cr_assert(strstr(buf, "prog: unknown option '--other'"), "%s", buf);
+    cr_assert(strstr(buf, "prog: unknown flag '-x'"), "%s", buf);
+    cr_assert(strstr(buf, "prog: --known-c needs a value"), "%s", buf);
+    for (int i = 0; i < o.n; i++)
+        free((char *)o.names[i]);
 }
