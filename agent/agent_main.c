@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,11 +81,15 @@ static void usage(FILE *f)
     fprintf(f, "\n");
 }
 
-static int usage_error(const char *fmt, const char *a, const char *b)
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "chaosloco agent: ");
-    fprintf(stderr, fmt, a, b);
+    vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n(see chaosloco agent --help)\n");
+    va_end(ap);
     return CX_EXIT_USAGE;
 }
 
@@ -122,13 +127,6 @@ static int parse_proxy(const char *s, agent_proxy_spec *out, char *err, size_t e
     return 0;
 }
 
-/* usage_error() for a step that returns a pointer: prints, returns NULL. */
-static char *usage_error_null(const char *fmt, const char *a, const char *b)
-{
-    usage_error(fmt, a, b);
-    return NULL;
-}
-
 /* --id NAME (cx_flags CX_FLAG_FUNC; dst: const char **): it names the
  * unit's cgroups, so only 1..64 of [A-Za-z0-9._-]. */
 static int parse_id(const char *name, const char *v, void *dst, char *err, size_t errlen)
@@ -160,59 +158,62 @@ static const char *const restart_names[] = {"never", "on-failure", NULL};
 
 /* Read the bearer token from token_file: a regular file only its owner
  * may read or write, up to 4096 bytes, its first line without trailing
- * space, at least 8 characters. The token (malloc'd), or NULL once the
- * usage error is printed. */
-static char *read_token_file(const char *token_file)
+ * space, at least 8 characters. The token (malloc'd), or NULL with why. */
+static char *read_token_file(const char *token_file, char *why, size_t whylen)
 {
     /* A token others can read or write is no secret: refuse it (like ssh
      * with a private key). Checked on the descriptor the token is read
      * from, so a file swapped after the check is never the one used. */
+    char *token = NULL;
     int tfd = open(token_file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (tfd < 0)
-        return usage_error_null("--token-file %s: %s", token_file, strerror(errno));
     struct stat tst;
-    if (fstat(tfd, &tst) != 0 || !S_ISREG(tst.st_mode)) {
-        close(tfd);
-        return usage_error_null("--token-file %s: not a regular file%s", token_file, "");
+    if (tfd < 0 || fstat(tfd, &tst) != 0) {
+        cx_fail(why, whylen, CX_EIO, "%s", strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(tst.st_mode)) {
+        cx_fail(why, whylen, CX_EINVAL, "not a regular file");
+        goto fail;
     }
     if (tst.st_mode & 077) {
-        close(tfd);
-        char why[112];
-        snprintf(why, sizeof why, ": mode %04o lets other users read or write it; chmod 600 it",
-                 (unsigned)(tst.st_mode & 07777));
-        return usage_error_null("--token-file %s%s", token_file, why);
+        cx_fail(why, whylen, CX_EINVAL, "mode %04o lets other users read or write it; chmod 600 it",
+                (unsigned)(tst.st_mode & 07777));
+        goto fail;
     }
-    char *token = calloc(1, 4097);
+    if (!(token = calloc(1, 4097))) {
+        cx_fail(why, whylen, CX_ENOMEM, "out of memory");
+        goto fail;
+    }
     ssize_t got = 0, r = 0;
-    while (token && got < 4096 && (r = read(tfd, token + got, (size_t)(4096 - got))) != 0) {
+    while (got < 4096 && (r = read(tfd, token + got, (size_t)(4096 - got))) != 0) {
         if (r < 0 && errno == EINTR)
             continue;
-        if (r < 0)
-            break;
+        if (r < 0) {
+            cx_fail(why, whylen, CX_EIO, "%s", strerror(errno));
+            goto fail;
+        }
         got += r;
     }
-    int rerr = errno;
-    close(tfd);
-    if (!token || r < 0) {
-        free(token);
-        return usage_error_null("--token-file %s: %s", token_file, token ? strerror(rerr) : "out of memory");
-    }
     if (got >= 4096) {
-        free(token);
-        return usage_error_null("--token-file %s: over the 4096 byte limit%s", token_file, "");
+        cx_fail(why, whylen, CX_EINVAL, "over the 4096 byte limit");
+        goto fail;
     }
-    size_t tlen = 0;
-    char *nl = strpbrk(token, "\r\n");
-    if (nl)
-        *nl = '\0';
-    tlen = strlen(token);
+    close(tfd);
+    token[strcspn(token, "\r\n")] = '\0';
+    size_t tlen = strlen(token);
     while (tlen > 0 && isspace((unsigned char)token[tlen - 1]))
         token[--tlen] = '\0';
-    if (strlen(token) < 8) {
+    if (tlen < 8) {
         free(token);
-        return usage_error_null("--token-file %s: the token must be at least 8 characters%s", token_file, "");
+        cx_fail(why, whylen, CX_EINVAL, "the token must be at least 8 characters");
+        return NULL;
     }
     return token;
+fail:
+    if (tfd >= 0)
+        close(tfd);
+    free(token);
+    return NULL;
 }
 
 int agent_main(int argc, char **argv)
@@ -265,22 +266,22 @@ int agent_main(int argc, char **argv)
         return prc;
     o.restart = (sup_restart)restart;
     if (!o.id)
-        return usage_error("--id is required%s%s", "", "");
+        return usage_error("--id is required");
     if (!o.state_dir)
-        return usage_error("--state-dir is required%s%s", "", "");
+        return usage_error("--state-dir is required");
     if (!token_file)
-        return usage_error("--token-file is required%s%s", "", "");
+        return usage_error("--token-file is required");
     if (sep + 1 >= argc)
-        return usage_error("no unit command: give it after --, e.g. -- chaosloco learner ...%s%s", "", "");
+        return usage_error("no unit command: give it after --, e.g. -- chaosloco learner ...");
     o.argv = (const char *const *)(argv + sep + 1);
     if (check) {
         printf("chaosloco agent: command line ok\n");
         return CX_EXIT_OK;
     }
 
-    char *token = read_token_file(token_file);
+    char *token = read_token_file(token_file, err, sizeof err);
     if (!token)
-        return CX_EXIT_USAGE;
+        return usage_error("--token-file %s: %s", token_file, err);
     o.token = token;
 
     volatile sig_atomic_t *stop = cx_stop_on_signals();
@@ -298,11 +299,10 @@ int agent_main(int argc, char **argv)
     cx_info("config listen=%s id=%s state_dir=%s proxies=[%s] restart=%s restart_backoff_ms=%lld "
             "toxiproxy_compat=%d max_duration_ms=%lld log_max_bytes=%lld faketime=%s shim=%s cgroup=%s "
             "cmd=%s",
-            a->listen_addr, o.id, o.state_dir, proxies,
-            o.restart == SUP_RESTART_NEVER ? "never" : "on-failure", (long long)o.restart_backoff_ms,
-            o.toxiproxy_compat && a->loopback, (long long)o.max_duration_ms, (long long)o.log_max_bytes,
-            a->faketime_lib[0] ? a->faketime_lib : "none", a->shim_lib[0] ? a->shim_lib : "none",
-            a->cgroup_note, o.argv[0]);
+            a->listen_addr, o.id, o.state_dir, proxies, restart_names[restart],
+            (long long)o.restart_backoff_ms, o.toxiproxy_compat && a->loopback, (long long)o.max_duration_ms,
+            (long long)o.log_max_bytes, a->faketime_lib[0] ? a->faketime_lib : "none",
+            a->shim_lib[0] ? a->shim_lib : "none", a->cgroup_note, o.argv[0]);
     if (o.toxiproxy_compat && !a->loopback)
         cx_warn("--toxiproxy-compat ignored: %s is not a loopback address (token required)", a->listen_addr);
     cx_info("listening on %s", a->listen_addr);
