@@ -12,6 +12,7 @@
 #include "harness/compare.h"
 #include "harness/run.h"
 #include "harness/run_flags.h"
+#include "trainer/config.h"
 
 static void usage(FILE *f)
 {
@@ -59,8 +60,11 @@ int compare_main(int argc, char **argv)
     }
     char *save = NULL;
     for (char *m = strtok_r(modes_buf, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
-        if (strcmp(m, "ddp") && strcmp(m, "ddp-elastic") && strcmp(m, "diloco") && strcmp(m, "decoupled")) {
-            fprintf(stderr, "chaosloco compare: --modes: '%s' is not ddp|ddp-elastic|diloco|decoupled\n", m);
+        int64_t mode;
+        if (cx_enum_value(config_mode_names, m, &mode) != CX_OK) {
+            char list[128];
+            fprintf(stderr, "chaosloco compare: --modes: '%s' is not %s\n", m,
+                    cx_enum_list(config_mode_names, "|", list, sizeof list));
             return CX_EXIT_USAGE;
         }
         for (int k = 0; k < o.nmodes; k++)

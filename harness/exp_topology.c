@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "harness/exp_internal.h"
+#include "trainer/config.h"
+#include "trainer/encoding.h"
 
 /* ---- topology ---- */
 
@@ -59,9 +61,6 @@ static void parse_network(experiment *e, const json_t *tp, const json_t *nw, jv_
         jv_diag_add(d, path,
                     "expected kind loopback (or no network) with attach: the harness launches nothing");
 }
-
-static const char *const modes[] = {"ddp", "ddp-elastic", "diloco", "decoupled", NULL};
-static const char *const encodings[] = {"f32", "bf16", "int8", "int4", "int2", "q2", NULL};
 
 /* A trainer's argv template at path.key: a non-empty array of non-empty
  * strings whose {placeholders} are known for role (topology.h); *used
@@ -183,7 +182,7 @@ void exp_parse_topology(experiment *e, const json_t *doc, jv_diag *d)
         /* Known keys are checked here; the rest is the syncer's config and
          * checked strictly by the syncer itself when the run starts. */
         const char *mode = NULL;
-        if (jv_get_string(d, "$.topology.training", tr, "mode", 0, modes, &mode) == 1) {
+        if (jv_get_string(d, "$.topology.training", tr, "mode", 0, config_mode_names, &mode) == 1) {
             free(e->mode);
             e->mode = strdup(mode);
         }
@@ -199,7 +198,7 @@ void exp_parse_topology(experiment *e, const json_t *doc, jv_diag *d)
         if (jv_get_int(d, "$.topology.training", tr, "steps", 0, 1, INT64_MAX, "a step count", &v) == 1)
             e->steps = v;
         const char *enc;
-        jv_get_string(d, "$.topology.training", tr, "encoding", 0, encodings, &enc);
+        jv_get_string(d, "$.topology.training", tr, "encoding", 0, encoding_names, &enc);
         /* One source of truth for M: the runner passes topology.learners on. */
         if (json_object_get(tr, "learners"))
             jv_diag_add(d, "$.topology.training.learners",
