@@ -75,11 +75,6 @@ int64_t evf_last_seq(const evf *t)
     return t->last_seq;
 }
 
-const char *evf_path(const evf *t)
-{
-    return t->path;
-}
-
 /* Record the sticky error "events file PATH, line N: ..." (line <= 0: no
  * line) and return code. */
 __attribute__((format(printf, 6, 7))) static int fail(evf *t, char *err, size_t errlen, int code,

@@ -54,6 +54,5 @@ void evf_free(evf *t); /* NULL is a no-op */
 int evf_poll(evf *t, json_t *out, char *err, size_t errlen);
 
 int64_t evf_last_seq(const evf *t); /* seq of the last event taken, 0 none */
-const char *evf_path(const evf *t); /* borrowed */
 
 #endif

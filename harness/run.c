@@ -141,7 +141,8 @@ void run_install_signals(void)
     stop_flag = cx_stop_on_signals();
 }
 
-int run_signal_number(void)
+/* The first SIGINT/SIGTERM received, 0 none. */
+static int run_signal_number(void)
 {
     return stop_flag ? *stop_flag : 0;
 }

@@ -46,8 +46,6 @@
 /* The harness's own fault: SIGKILL (or TERM) the syncer, start it again. */
 #define RUN_SYNCER_FAULT EXP_SYNCER_RESTART
 
-/* The first SIGINT/SIGTERM received, 0 none (run_install_signals). */
-int run_signal_number(void);
 
 /* ---- the runner ---- */
 
