@@ -643,11 +643,6 @@ int topo_launched(const topo *t)
     return t->launched;
 }
 
-int topo_learners(const topo *t)
-{
-    return t->m;
-}
-
 const char *topo_syncer_url(const topo *t)
 {
     return t->syncer.url;
@@ -666,16 +661,6 @@ const char *topo_token(const topo *t)
 const char *topo_syncer_credential(const topo *t)
 {
     return t->syncer_cred[0] ? t->syncer_cred : NULL;
-}
-
-const char *topo_syncer_credential_file(const topo *t)
-{
-    return t->syncer_cred_file[0] ? t->syncer_cred_file : NULL;
-}
-
-const char *topo_token_file(const topo *t)
-{
-    return t->token_file[0] ? t->token_file : NULL;
 }
 
 const char *topo_events_file(const topo *t)
@@ -710,11 +695,6 @@ void topo_note_unit(topo *t, int i, pid_t pid)
 }
 
 /* ---- topology: the syncer fault ---- */
-
-int topo_syncer_running(const topo *t)
-{
-    return t->launched && t->syncer.pid > 0;
-}
 
 int topo_syncer_kill(topo *t, int sig, char *err, size_t errlen)
 {

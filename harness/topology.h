@@ -131,14 +131,11 @@ void topo_free(topo *t);
  * how many needed SIGKILL. */
 int topo_stop(topo *t, long grace_ms);
 
-int topo_launched(const topo *t); /* 1 launch mode, 0 attach mode */
-int topo_learners(const topo *t);
-const char *topo_syncer_url(const topo *t);             /* "http://127.0.0.1:PORT" */
-const char *topo_agent_url(const topo *t, int i);       /* learner i's agent */
-const char *topo_token(const topo *t);                  /* bearer token or NULL */
-const char *topo_token_file(const topo *t);             /* or NULL */
-const char *topo_syncer_credential(const topo *t);      /* the harness's syncer credential or NULL */
-const char *topo_syncer_credential_file(const topo *t); /* its file or NULL */
+int topo_launched(const topo *t);                  /* 1 launch mode, 0 attach mode */
+const char *topo_syncer_url(const topo *t);        /* "http://127.0.0.1:PORT" */
+const char *topo_agent_url(const topo *t, int i);  /* learner i's agent */
+const char *topo_token(const topo *t);             /* bearer token or NULL */
+const char *topo_syncer_credential(const topo *t); /* the harness's syncer credential or NULL */
 
 /* The coordinator's events file (absolute path) when the trainer uses the
  * file form of the telemetry contract, else NULL. */
@@ -161,6 +158,5 @@ int topo_syncer_kill(topo *t, int sig, char *err, size_t errlen);
  * agents' proxies still reach it and it restores its checkpoint); waits
  * for it to answer. */
 int topo_syncer_start(topo *t, long ready_timeout_ms, char *err, size_t errlen);
-int topo_syncer_running(const topo *t);
 
 #endif

@@ -411,14 +411,6 @@ const char *config_encoding_name(int64_t e)
 {
     return cx_enum_name(encoding_names, e);
 }
-const char *config_merge_name(int64_t m)
-{
-    return cx_enum_name(merge_rule_names, m);
-}
-const char *config_weights_name(int64_t w)
-{
-    return cx_enum_name(merge_weighting_names, w);
-}
 const char *config_model_name(int64_t m)
 {
     return cx_enum_name(model_names, m);

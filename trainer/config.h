@@ -128,8 +128,6 @@ const char *config_mode_name(int64_t mode);
 /* The modes' names, indexed by config_mode, NULL after the last (common/parse.h). */
 extern const char *const config_mode_names[];
 const char *config_encoding_name(int64_t enc);
-const char *config_merge_name(int64_t m);
-const char *config_weights_name(int64_t w);
 const char *config_model_name(int64_t m); /* "mlp", "gpt" */
 struct model_config;
 /* The model's sizes from c (model_config_default, then context, embed,
