@@ -1,6 +1,9 @@
 /* goodput.c - useful learner-time / allocated learner-time >= min, or,
  * with min_rel, the goodput after a fault-free reference phase over the
- * goodput in it >= min_rel. Formula: docs/experiments.md "goodput". */
+ * goodput in it >= min_rel. Useful learner-time is merged inner steps x
+ * step time (basis "steps", the default), or the learner-time between a
+ * learner's contributions that were merged (basis "time").
+ * Formula: docs/experiments.md "goodput". */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +19,7 @@ typedef struct gp_params {
     double ref_s; /* s of the reference phase after the first join */
     int has_step_ms;
     double step_ms; /* ms per inner step when no heartbeat says */
+    int time_basis; /* 1: "basis": "time" (useful = learner-time covered by merged contributions) */
 } gp_params;
 
 typedef struct gp_figure {
@@ -33,7 +37,9 @@ typedef struct gp_figure {
 } gp_figure;
 
 /* Every key an entry may have. */
-static const char *const gp_keys[] = {"hypothesis", "name", "min", "min_rel", "ref_s", "step_ms", NULL};
+static const char *const gp_keys[] = {"hypothesis", "name",    "min",   "min_rel",
+                                      "ref_s",      "step_ms", "basis", NULL};
+static const char *const gp_bases[] = {"steps", "time", NULL};
 
 static void gp_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
 {
@@ -55,6 +61,81 @@ static void gp_parse(const json_t *s, const char *path, int m, jv_diag *d, void 
         jv_diag_add(d, path, "expected ref_s only together with min_rel");
     p->has_step_ms =
         jv_get_number(d, path, s, "step_ms", 0, 1e-3, 1e7, "ms per inner step", &p->step_ms) == 1;
+    const char *basis = "steps";
+    jv_get_string(d, path, s, "basis", 0, gp_bases, &basis);
+    p->time_basis = strcmp(basis, "time") == 0;
+    if (p->time_basis && json_object_get(s, "step_ms"))
+        jv_diag_add(d, path, "expected step_ms only with basis \"steps\" (basis \"time\" uses no step time)");
+}
+
+/* Overlap of [a, b) and [c, d), >= 0. */
+static int64_t overlap(int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    int64_t lo = a > c ? a : c, hi = b < d ? b : d;
+    return hi > lo ? hi - lo : 0;
+}
+
+/* basis "time": useful learner-ms within [a, b). The time a learner spent
+ * since its join (or its previous contribution or rejection of that
+ * fragment) up to a contribution is useful once that contribution is
+ * merged, weighed 1/np per fragment, less any part of it during which a
+ * fault had taken the learner down (iv[]: hx_down_intervals). Time down,
+ * rejected work and work lost in a crash before it was merged are not.
+ * -1 when the history has no contribution event (ddp, whose steps all wait
+ * for every learner, which this basis cannot see). */
+static double useful_time_ms(const hyp_history *h, const hx_interval *iv, size_t niv, int np, int64_t a,
+                             int64_t b)
+{
+    int m = hx_learners(h), slots = np > 0 ? np : 1;
+    size_t n = (size_t)m * (size_t)slots;
+    int64_t *inc = calloc((size_t)m, sizeof *inc), *prev = calloc(n, sizeof *prev);
+    double *pend = calloc(n, sizeof *pend), useful = 0; /* pend: learner-ms awaiting a merge */
+    int contributions = 0;
+    if (!inc || !prev || !pend) {
+        free(inc), free(prev), free(pend);
+        return NAN;
+    }
+    for (size_t i = 0; i < hx_nevents(h); i++) {
+        const json_t *e = hx_event(h, i);
+        int64_t l = hx_jint(e, "learner", -1), t = hx_ev_t(e), f = hx_jint(e, "fragment", -1);
+        if (hx_ev_is(e, "merge") && f >= 0 && f < slots) {
+            json_t *parts = json_object_get(e, "participants");
+            for (size_t j = 0; j < json_array_size(parts); j++) {
+                json_t *pa = json_array_get(parts, j);
+                int64_t pl = hx_jint(pa, "learner", -1);
+                if (pl >= 0 && pl < m && hx_jint(pa, "incarnation", -1) == inc[pl]) {
+                    useful += pend[pl * slots + f] / slots;
+                    pend[pl * slots + f] = 0;
+                }
+            }
+        }
+        if (l < 0 || l >= m)
+            continue;
+        if (hx_ev_is(e, "join")) {
+            inc[l] = hx_jint(e, "incarnation", 0);
+            for (int k = 0; k < slots; k++)
+                prev[l * slots + k] = t, pend[l * slots + k] = 0; /* what was pending died with it */
+            continue;
+        }
+        int contrib = hx_ev_is(e, "contribution");
+        if ((contrib || hx_ev_is(e, "reject")) && hx_jint(e, "incarnation", 0) == inc[l] && f >= 0 &&
+            f < slots) {
+            size_t k = (size_t)l * (size_t)slots + (size_t)f;
+            if (contrib) {
+                int64_t lo = prev[k] > a ? prev[k] : a, hi = t < b ? t : b, down = 0;
+                for (size_t d = 0; d < niv && hi > lo; d++)
+                    if (iv[d].learner == l)
+                        down += overlap(lo, hi, iv[d].a, iv[d].b);
+                if (hi > lo && hi - lo > down)
+                    pend[k] += (double)(hi - lo - down);
+                contributions++;
+            }
+            prev[k] = t; /* a rejection: the work since prev is lost */
+            continue;
+        }
+    }
+    free(inc), free(prev), free(pend);
+    return contributions ? useful : -1;
 }
 
 /* Useful learner-ms of the merges in [a, b): each participant's merged
@@ -125,9 +206,28 @@ static int step_times(const gp_params *p, const hyp_history *h, double *ms, doub
     return missing ? -1 : 0;
 }
 
+/* What the basis needs besides the history: the step times (steps) or
+ * the down intervals (time). */
+typedef struct gp_inputs {
+    const double *ms;      /* basis steps: each learner's mean step time */
+    const hx_interval *iv; /* basis time: hx_down_intervals */
+    size_t niv;
+    int np; /* fragments */
+} gp_inputs;
+
+/* Useful learner-ms in [a, b) by the entry's basis; merged inner steps
+ * added to *steps (basis steps). Negative or NAN: none (see f->none). */
+static double phase_useful(const gp_params *p, const hyp_history *h, const gp_inputs *in, int64_t a,
+                           int64_t b, double *steps)
+{
+    if (p->time_basis)
+        return useful_time_ms(h, in->iv, in->niv, in->np, a, b);
+    return useful_ms(h, in->ms, in->np, a, b, steps);
+}
+
 /* min_rel: goodput after the reference phase (first join .. first fault, or
  * first join + ref_s) over goodput in it. */
-static void measure_relative(const gp_params *p, const hyp_history *h, const double *ms, int np, int64_t a,
+static void measure_relative(const gp_params *p, const hyp_history *h, const gp_inputs *in, int64_t a,
                              int64_t end, gp_figure *f)
 {
     int m = hx_learners(h);
@@ -151,8 +251,9 @@ static void measure_relative(const gp_params *p, const hyp_history *h, const dou
         return;
     }
     f->ref_ms = ref_end - a;
-    f->g_ref = useful_ms(h, ms, np, a, ref_end, &f->s_ref) / ((double)m * (double)(ref_end - a));
-    f->g_rest = useful_ms(h, ms, np, ref_end, INT64_MAX, &f->s_rest) / ((double)m * (double)(end - ref_end));
+    f->g_ref = phase_useful(p, h, in, a, ref_end, &f->s_ref) / ((double)m * (double)(ref_end - a));
+    f->g_rest =
+        phase_useful(p, h, in, ref_end, INT64_MAX, &f->s_rest) / ((double)m * (double)(end - ref_end));
     if (!(f->g_ref > 0)) {
         snprintf(f->none, sizeof f->none,
                  "no merged progress in the reference phase (first %.1f s after the first join)",
@@ -179,23 +280,32 @@ static void gp_measure(const gp_params *p, const hyp_history *h, gp_figure *f)
         return;
     }
     int64_t first_join;
-    int missing_ms = step_times(p, h, ms, ms_n, &first_join) < 0;
+    int missing_ms = step_times(p, h, ms, ms_n, &first_join) < 0 && !p->time_basis;
     free(ms_n);
+    gp_inputs in = {.ms = ms, .np = np};
+    hx_interval *iv = p->time_basis ? hx_down_intervals(h, &in.niv) : NULL;
+    in.iv = iv;
     double start_c;
     int64_t start = hyp_history_counter(h, HYP_C_START_MONO, &start_c) ? (int64_t)start_c : first_join;
     int64_t end = hx_end(h);
-    if (start < 0 || end <= start)
+    if (p->time_basis && !iv)
+        snprintf(f->none, sizeof f->none, "out of memory");
+    else if (start < 0 || end <= start)
         snprintf(f->none, sizeof f->none, "no run span (no join event and no start counter)");
     else if (missing_ms)
         snprintf(f->none, sizeof f->none, "no step time: no heartbeat step_ms and no step_ms param");
     else if (p->has_min_rel)
-        measure_relative(p, h, ms, np, first_join >= 0 ? first_join : start, end, f);
+        measure_relative(p, h, &in, first_join >= 0 ? first_join : start, end, f);
     else {
-        f->useful_ms = useful_ms(h, ms, np, INT64_MIN, INT64_MAX, &f->steps);
+        f->useful_ms = phase_useful(p, h, &in, INT64_MIN, INT64_MAX, &f->steps);
         f->alloc_ms = (double)m * (double)(end - start);
         f->span_ms = end - start;
         f->g = f->useful_ms / f->alloc_ms;
     }
+    if (!f->none[0] && p->time_basis && (f->useful_ms < 0 || f->g_ref < 0 || f->g_rest < 0))
+        snprintf(f->none, sizeof f->none,
+                 "basis \"time\" needs contribution events (decoupled or diloco); this run has none");
+    free(iv);
     free(ms);
 }
 
@@ -207,6 +317,13 @@ static void gp_judge(const gp_params *p, const gp_figure *f, const hyp_history *
         hyp_verdict_set(v, HYP_ERROR, NAN, ">=", thr, "ratio", "%s", f->none);
         return;
     }
+    if (!p->has_min_rel && p->time_basis) {
+        hyp_verdict_set(v, f->g >= p->min ? HYP_PASS : HYP_FAIL, f->g, ">=", p->min, "ratio",
+                        "goodput %.3f: %.1f learner-s covered by merged contributions of %.1f learner-s "
+                        "allocated (%d learners x %.1fs)",
+                        f->g, f->useful_ms / 1000.0, f->alloc_ms / 1000.0, m, f->span_ms / 1000.0);
+        return;
+    }
     if (!p->has_min_rel) {
         hyp_verdict_set(v, f->g >= p->min ? HYP_PASS : HYP_FAIL, f->g, ">=", p->min, "ratio",
                         "goodput %.3f: %.1f merged inner steps = %.1f learner-s useful of %.1f learner-s "
@@ -214,11 +331,16 @@ static void gp_judge(const gp_params *p, const gp_figure *f, const hyp_history *
                         f->g, f->steps, f->useful_ms / 1000.0, f->alloc_ms / 1000.0, m, f->span_ms / 1000.0);
         return;
     }
-    hyp_verdict_set(
-        v, f->g >= thr ? HYP_PASS : HYP_FAIL, f->g, ">=", thr, "ratio",
-        "goodput %.3f after the reference phase over %.3f in it (%.1f s fault-free from the first "
-        "join; %.1f and %.1f merged inner steps; %d learners)",
-        f->g_rest, f->g_ref, f->ref_ms / 1000.0, f->s_rest, f->s_ref, m);
+    if (p->time_basis)
+        hyp_verdict_set(v, f->g >= thr ? HYP_PASS : HYP_FAIL, f->g, ">=", thr, "ratio",
+                        "goodput %.3f after the reference phase over %.3f in it (%.1f s fault-free from the "
+                        "first join; basis time; %d learners)",
+                        f->g_rest, f->g_ref, f->ref_ms / 1000.0, m);
+    else
+        hyp_verdict_set(v, f->g >= thr ? HYP_PASS : HYP_FAIL, f->g, ">=", thr, "ratio",
+                        "goodput %.3f after the reference phase over %.3f in it (%.1f s fault-free from the "
+                        "first join; %.1f and %.1f merged inner steps; %d learners)",
+                        f->g_rest, f->g_ref, f->ref_ms / 1000.0, f->s_rest, f->s_ref, m);
 }
 
 static void gp_eval(const void *ctx, const hyp_history *h, hyp_verdict *v)
@@ -240,8 +362,10 @@ static double gp_figure_of(const void *ctx, const hyp_history *h)
 const hypothesis hyp_goodput = {
     .name = "goodput",
     .summary =
-        "useful learner-time / allocated learner-time >= min (useful = merged inner steps x step time)",
-    .params = "min (ratio 0..1, required), step_ms (ms, used only without heartbeats)",
+        "useful learner-time / allocated learner-time >= min (useful = merged inner steps x step time, "
+        "or the learner-time covered by merged contributions)",
+    .params = "min (ratio 0..1) or min_rel (ratio to the fault-free reference phase), ref_s (s), basis "
+              "(steps or time), step_ms (ms, basis steps without heartbeats)",
     .keys = gp_keys,
     .parse = gp_parse,
     .eval = gp_eval,

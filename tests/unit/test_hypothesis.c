@@ -233,6 +233,9 @@ Test(hypothesis, params_are_strict)
         {"{\"hypothesis\": \"goodput\", \"min\": 0.5, \"min_rel\": 0.5}", "$.v: expected exactly one of min"},
         {"{\"hypothesis\": \"goodput\"}", "$.v: expected exactly one of min"},
         {"{\"hypothesis\": \"goodput\", \"min\": 0.5, \"ref_s\": 3}", "$.v: expected ref_s only together"},
+        {"{\"hypothesis\": \"goodput\", \"min\": 0.5, \"basis\": \"bytes\"}", "$.v.basis: "},
+        {"{\"hypothesis\": \"goodput\", \"min\": 0.5, \"basis\": \"time\", \"step_ms\": 5}",
+         "$.v: expected step_ms only with basis \"steps\""},
         {"{\"hypothesis\": \"loss_target\", \"max\": 3, \"max_rel\": 0.5}",
          "$.v: expected exactly one of max"},
         {"{\"hypothesis\": \"loss_target\", \"max_rel\": 0}", "$.v.max_rel: expected a ratio to the first"},
@@ -422,6 +425,64 @@ Test(hypothesis, goodput)
     hyp_history_free(h);
 }
 
+/* basis "time": a learner's time up to a merged contribution of a
+ * fragment (since its join or its previous contribution of it), 1/2 per
+ * fragment; contributions come 5 ms before their merges (f0 at 0.995 s,
+ * 1.995 s, ..., f1 at 1.495 s, ...). */
+Test(hypothesis, goodput_time_basis)
+{
+    hyp_history *h = build(&plain);
+    /* learners 0, 1, 3: joined at 0.1 s, last contributions at 29.995 s
+     * (f0) and 29.495 s (f1). Learner 2: the same until its kill at 10 s
+     * (f0 at 8.995 s, f1 at 9.495 s), nothing while down, then from its
+     * rejoin at 15.5 s to 29.995 / 29.495 s. What it trained after its last
+     * contributions until the kill never reached a merge. */
+    double each = (29.895 + 29.395) / 2, l2 = (8.895 + 9.395 + 14.495 + 13.995) / 2;
+    double allocated = 4 * (30.001 - 0.1);
+    hyp_verdict v = expect(h, "{\"hypothesis\": \"goodput\", \"basis\": \"time\", \"min\": 0.9}", HYP_PASS);
+    cr_assert_float_eq(v.measured, (3 * each + l2) / allocated, 1e-9);
+    cr_assert(strstr(v.explanation, "covered by merged contributions"), "%s", v.explanation);
+    /* min_rel: each phase counts the time spent in it; the contributions
+     * merged after the kill at 10 s (10.495 s, 10.995 s) bring time from
+     * both phases */
+    double g_ref = (3 * 9.9 + (8.895 + 9.395) / 2) / (4 * 9.9);
+    double g_rest = (3 * (19.995 + 19.495) / 2 + (14.495 + 13.995) / 2) / (4 * 20.001);
+    v = expect(h, "{\"hypothesis\": \"goodput\", \"basis\": \"time\", \"min_rel\": 0.9}", HYP_PASS);
+    cr_assert_float_eq(v.measured, g_rest / g_ref, 1e-9);
+
+    /* a pause on learner 1 from 20 s to 22 s: those 2 s of each fragment's
+     * time are not useful, though its next contributions merged */
+    json_t *rec =
+        json_pack("{s:s, s:s, s:s, s:{}, s:i, s:n, s:i, s:s, s:s, s:i, s:i, s:{s:s}, s:s, s:n}", "id", "f2",
+                  "type", "pause", "target", "unit", "params", "duration_ms", 2000, "toxicity", "seed", 2,
+                  "state", "expired", "created_real", "2026-12-02T12:00:20.000Z", "started_mono_ms", 20000,
+                  "ended_mono_ms", 22000, "evidence", "via", "SIGSTOP", "revert_reason", "expiry", "error");
+    char err[CX_ERRLEN];
+    cr_assert_eq(hyp_history_add_fault(h, 1, rec, err, sizeof(err)), 0, "%s", err);
+    json_decref(rec);
+    v = expect(h, "{\"hypothesis\": \"goodput\", \"basis\": \"time\", \"min\": 0.9}", HYP_PASS);
+    cr_assert_float_eq(v.measured, (3 * each + l2 - 2.0) / allocated, 1e-9);
+    hyp_history_free(h);
+
+    /* no contribution events (ddp): this basis cannot tell waiting from work */
+    h = hyp_history_new(2, 1);
+    json_t *evs[] = {
+        json_pack("{s:s, s:i, s:i, s:i}", "type", "join", "learner", 0, "incarnation", 1, "seq", 1),
+        json_pack("{s:s, s:i, s:i, s:i}", "type", "join", "learner", 1, "incarnation", 1, "seq", 2),
+        json_pack("{s:s, s:i, s:i, s:[{s:i, s:i, s:i}], s:i}", "type", "merge", "fragment", -1, "version", 1,
+                  "participants", "learner", 0, "incarnation", 1, "steps", 1, "seq", 3),
+    };
+    for (int i = 0; i < 3; i++) {
+        json_object_set_new(evs[i], "t_mono_ms", json_integer(1000 * (i + 1)));
+        cr_assert_eq(hyp_history_add_syncer_event(h, evs[i], err, sizeof(err)), 0, "%s", err);
+        json_decref(evs[i]);
+    }
+    v = judge(h, "{\"hypothesis\": \"goodput\", \"basis\": \"time\", \"min\": 0.5}");
+    cr_assert_eq(v.status, HYP_ERROR, "%s", v.explanation);
+    cr_assert(strstr(v.explanation, "contribution events"), "%s", v.explanation);
+    hyp_history_free(h);
+}
+
 Test(hypothesis, bandwidth)
 {
     hyp_history *h = build(&plain);
@@ -601,6 +662,7 @@ Test(hypothesis, measure_is_the_judged_figure)
         "{\"hypothesis\": \"no_global_downtime\", \"max_gap_s\": 1}",
         "{\"hypothesis\": \"goodput\", \"min\": 0.5}",
         "{\"hypothesis\": \"goodput\", \"min_rel\": 0.5}",
+        "{\"hypothesis\": \"goodput\", \"min\": 0.5, \"basis\": \"time\"}",
         "{\"hypothesis\": \"bandwidth\", \"max\": 1.0}",
         "{\"hypothesis\": \"versions_monotonic\"}",
         "{\"hypothesis\": \"data_accounting\", \"steps\": 3000}",
