@@ -80,9 +80,7 @@ static int64_t overlap(int64_t a, int64_t b, int64_t c, int64_t d)
  * fragment) up to a contribution is useful once that contribution is
  * merged, weighed 1/np per fragment, less any part of it during which a
  * fault had taken the learner down (iv[]: hx_down_intervals). Time down,
- * rejected work and work lost in a crash before it was merged are not.
- * -1 when the history has no contribution event (ddp, whose steps all wait
- * for every learner, which this basis cannot see). */
+ * rejected work and work lost in a crash before it was merged are not. */
 static double useful_time_ms(const hyp_history *h, const hx_interval *iv, size_t niv, int np, int64_t a,
                              int64_t b)
 {
@@ -90,7 +88,6 @@ static double useful_time_ms(const hyp_history *h, const hx_interval *iv, size_t
     size_t n = (size_t)m * (size_t)slots;
     int64_t *inc = calloc((size_t)m, sizeof *inc), *prev = calloc(n, sizeof *prev);
     double *pend = calloc(n, sizeof *pend), useful = 0; /* pend: learner-ms awaiting a merge */
-    int contributions = 0;
     if (!inc || !prev || !pend) {
         free(inc), free(prev), free(pend);
         return NAN;
@@ -128,14 +125,13 @@ static double useful_time_ms(const hyp_history *h, const hx_interval *iv, size_t
                         down += overlap(lo, hi, iv[d].a, iv[d].b);
                 if (hi > lo && hi - lo > down)
                     pend[k] += (double)(hi - lo - down);
-                contributions++;
             }
             prev[k] = t; /* a rejection: the work since prev is lost */
             continue;
         }
     }
     free(inc), free(prev), free(pend);
-    return contributions ? useful : -1;
+    return useful;
 }
 
 /* Useful learner-ms of the merges in [a, b): each participant's merged
@@ -216,7 +212,7 @@ typedef struct gp_inputs {
 } gp_inputs;
 
 /* Useful learner-ms in [a, b) by the entry's basis; merged inner steps
- * added to *steps (basis steps). Negative or NAN: none (see f->none). */
+ * added to *steps (basis steps). NAN when out of memory. */
 static double phase_useful(const gp_params *p, const hyp_history *h, const gp_inputs *in, int64_t a,
                            int64_t b, double *steps)
 {
@@ -288,8 +284,13 @@ static void gp_measure(const gp_params *p, const hyp_history *h, gp_figure *f)
     double start_c;
     int64_t start = hyp_history_counter(h, HYP_C_START_MONO, &start_c) ? (int64_t)start_c : first_join;
     int64_t end = hx_end(h);
+    size_t i0 = 0;
     if (p->time_basis && !iv)
         snprintf(f->none, sizeof f->none, "out of memory");
+    else if (p->time_basis && !hx_next_event(h, "contribution", &i0))
+        /* ddp: its steps all wait for every learner, which this basis cannot see */
+        snprintf(f->none, sizeof f->none,
+                 "basis \"time\" needs contribution events (decoupled or diloco); this run has none");
     else if (start < 0 || end <= start)
         snprintf(f->none, sizeof f->none, "no run span (no join event and no start counter)");
     else if (missing_ms)
@@ -302,9 +303,6 @@ static void gp_measure(const gp_params *p, const hyp_history *h, gp_figure *f)
         f->span_ms = end - start;
         f->g = f->useful_ms / f->alloc_ms;
     }
-    if (!f->none[0] && p->time_basis && (f->useful_ms < 0 || f->g_ref < 0 || f->g_rest < 0))
-        snprintf(f->none, sizeof f->none,
-                 "basis \"time\" needs contribution events (decoupled or diloco); this run has none");
     free(iv);
     free(ms);
 }
@@ -331,16 +329,14 @@ static void gp_judge(const gp_params *p, const gp_figure *f, const hyp_history *
                         f->g, f->steps, f->useful_ms / 1000.0, f->alloc_ms / 1000.0, m, f->span_ms / 1000.0);
         return;
     }
-    if (p->time_basis)
-        hyp_verdict_set(v, f->g >= thr ? HYP_PASS : HYP_FAIL, f->g, ">=", thr, "ratio",
-                        "goodput %.3f after the reference phase over %.3f in it (%.1f s fault-free from the "
-                        "first join; basis time; %d learners)",
-                        f->g_rest, f->g_ref, f->ref_ms / 1000.0, m);
-    else
-        hyp_verdict_set(v, f->g >= thr ? HYP_PASS : HYP_FAIL, f->g, ">=", thr, "ratio",
-                        "goodput %.3f after the reference phase over %.3f in it (%.1f s fault-free from the "
-                        "first join; %.1f and %.1f merged inner steps; %d learners)",
-                        f->g_rest, f->g_ref, f->ref_ms / 1000.0, f->s_rest, f->s_ref, m);
+    char basis[96] = "basis time";
+    if (!p->time_basis)
+        snprintf(basis, sizeof basis, "%.1f and %.1f merged inner steps", f->s_rest, f->s_ref);
+    hyp_verdict_set(
+        v, f->g >= thr ? HYP_PASS : HYP_FAIL, f->g, ">=", thr, "ratio",
+        "goodput %.3f after the reference phase over %.3f in it (%.1f s fault-free from the first "
+        "join; %s; %d learners)",
+        f->g_rest, f->g_ref, f->ref_ms / 1000.0, basis, m);
 }
 
 static void gp_eval(const void *ctx, const hyp_history *h, hyp_verdict *v)
