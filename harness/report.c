@@ -302,6 +302,38 @@ static void faults_table(cx_buf *b, const json_t *blob)
 
 /* Renders with the dashboard's own chart code (dashboards/web/charts.js on
  * uPlot), both inlined from the embedded assets, over the run's JSON. */
+/* One line of summary.json's figures (when the run wrote one): goodput
+ * and merge efficiency side by side, since they answer different
+ * questions (docs/experiments.md). */
+static void summary_line(cx_buf *b, const char *run_dir)
+{
+    char path[2048];
+    snprintf(path, sizeof path, "%s/summary.json", run_dir);
+    json_t *s = json_load_file(path, 0, NULL);
+    if (!json_is_object(s)) {
+        json_decref(s);
+        return;
+    }
+    static const char *const keys[][2] = {
+        {"goodput", "goodput (useful / allocated learner compute)"},
+        {"merge_efficiency", "merge efficiency (merged tokens / trained tokens)"},
+    };
+    cx_buf_printf(b, "<p>");
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        json_t *v = json_object_get(s, keys[i][0]);
+        cx_buf_printf(b, "%s%s: ", i ? ", " : "", keys[i][1]);
+        if (json_is_number(v))
+            cx_buf_printf(b, "%.3f", json_number_value(v));
+        else
+            cx_buf_printf(b, "n/a");
+    }
+    json_t *t = json_object_get(s, "tokens_trained");
+    if (json_is_integer(t))
+        cx_buf_printf(b, "; %lld tokens trained", (long long)json_integer_value(t));
+    cx_buf_printf(b, "</p>\n");
+    json_decref(s);
+}
+
 static const char REPORT_BOOT[] =
     "(function () {\n"
     "  var el = document.getElementById('charts');\n"
@@ -377,6 +409,7 @@ int report_html(const char *run_dir, cx_buf *b, char *err, size_t errlen)
     cx_buf_printf(b, ", end ");
     jr_escape_markup(b, jstr(jn, "end"));
     cx_buf_printf(b, ", %.1f s</p>\n", json_number_value(json_object_get(jn, "duration")));
+    summary_line(b, run_dir);
     cx_buf_printf(b, "<h2>Training, fault windows shaded</h2>\n");
     if (npoints == 0)
         cx_buf_printf(b, "<p>No eval loss was recorded.</p>\n");

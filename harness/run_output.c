@@ -217,6 +217,16 @@ json_t *run_summary_json(runner *r)
     json_array_foreach(json_object_get(r->status, "learners"), li, lv) tokens +=
         json_integer_value(json_object_get(lv, "tokens"));
     json_object_set_new(o, "tokens", json_integer(tokens));
+    /* merge efficiency (merged tokens / trained tokens), as the syncer
+     * counts it; null for a coordinator that does not say (telemetry.md).
+     * Not goodput: that weighs useful compute under faults against the
+     * compute allocated */
+    json_t *me = json_object_get(r->status, "merge_efficiency");
+    json_object_set_new(o, "merge_efficiency",
+                        json_is_number(me) ? json_real(json_number_value(me)) : json_null());
+    json_t *tt = json_object_get(r->status, "tokens_trained");
+    json_object_set_new(o, "tokens_trained",
+                        json_is_integer(tt) ? json_integer(json_integer_value(tt)) : json_null());
     /* the eval curve, s since the run start */
     json_t *curve = json_array();
     double final = NAN;

@@ -23,7 +23,8 @@
 
 #define MAGIC_SYNCER 0x59535843u  /* "CXSY" */
 #define MAGIC_LEARNER 0x524c5843u /* "CXLR" */
-#define FORMAT_VERSION 1u
+#define FORMAT_VERSION                                                                                       \
+    2u /* 2: the learner's rebase state (base, sent, send counters), the syncer's tokens_trained */
 #define CKPT_MAX_BYTES ((size_t)4 << 30)
 #define CKPT_WRITER_NICE 10 /* the background writer's nice value (the inner loop runs at 0) */
 
@@ -247,6 +248,7 @@ int ckpt_syncer_save(const char *dir, ckpt_syncer *c, char *err, size_t errlen)
     rc |= put_u32(&b, c->table_digest);
     rc |= put_i64(&b, c->merges);
     rc |= put_i64(&b, c->tokens_merged);
+    rc |= put_i64(&b, c->tokens_trained);
     rc |= put_i64(&b, c->ddp_step);
     rc |= put_i64(&b, c->event_seq);
     rc |= put_i64s(&b, c->versions, (uint64_t)c->P);
@@ -282,6 +284,7 @@ static int decode_syncer(const void *payload, size_t len, void *out, char *err, 
     c->table_digest = get_u32(&r);
     c->merges = get_i64(&r);
     c->tokens_merged = get_i64(&r);
+    c->tokens_trained = get_i64(&r);
     c->ddp_step = get_i64(&r);
     c->event_seq = get_i64(&r);
     if (r.bad || c->P < 1 || c->P > 1 << 20 || c->n < 1 || c->n > len) {
@@ -374,6 +377,13 @@ static int learner_save_at(const char *dir, ckpt_learner *c, int slot, int64_t n
     rc |= put_i64s(&b, c->base_version, (uint64_t)c->P);
     rc |= put_i64s(&b, c->frag_steps, (uint64_t)c->P);
     rc |= put_i64s(&b, c->frag_tokens, (uint64_t)c->P);
+    rc |= put_floats(&b, c->base, c->n);
+    rc |= put_floats(&b, c->sent, c->n);
+    rc |= put_i64s(&b, c->origin_step, (uint64_t)c->P);
+    rc |= put_i64s(&b, c->send_step, (uint64_t)c->P);
+    rc |= put_i64s(&b, c->send_steps, (uint64_t)c->P);
+    rc |= put_i64s(&b, c->send_tokens, (uint64_t)c->P);
+    rc |= put_i64s(&b, c->send_accepted, (uint64_t)c->P);
     rc |= put_u64(&b, c->cursor_len);
     rc |= put(&b, c->cursor, c->cursor_len);
     if (rc)
@@ -417,6 +427,13 @@ static int decode_learner(const void *payload, size_t len, void *out, char *err,
     c->base_version = get_i64s(&r, (uint64_t)c->P);
     c->frag_steps = get_i64s(&r, (uint64_t)c->P);
     c->frag_tokens = get_i64s(&r, (uint64_t)c->P);
+    c->base = get_floats(&r, c->n, 0);
+    c->sent = get_floats(&r, c->n, 0);
+    c->origin_step = get_i64s(&r, (uint64_t)c->P);
+    c->send_step = get_i64s(&r, (uint64_t)c->P);
+    c->send_steps = get_i64s(&r, (uint64_t)c->P);
+    c->send_tokens = get_i64s(&r, (uint64_t)c->P);
+    c->send_accepted = get_i64s(&r, (uint64_t)c->P);
     c->cursor_len = get_u64(&r);
     if (!r.bad && c->cursor_len > r.left)
         r.bad = 1;
@@ -465,6 +482,13 @@ void ckpt_learner_cleanup(ckpt_learner *c)
     free(c->base_version);
     free(c->frag_steps);
     free(c->frag_tokens);
+    free(c->base);
+    free(c->sent);
+    free(c->origin_step);
+    free(c->send_step);
+    free(c->send_steps);
+    free(c->send_tokens);
+    free(c->send_accepted);
     free(c->cursor);
     memset(c, 0, sizeof *c);
 }
@@ -479,7 +503,7 @@ struct ckpt_writer {
     int busy;                        /* 1 from submit until the save returned */
     int quit;                        /* free -> thread: exit once idle */
     ckpt_learner snap;               /* the snapshot; its arrays point into buf */
-    void *buf;                       /* one allocation: 3n floats, 3P int64, cursor */
+    void *buf;                       /* one allocation: 5n floats, 8P int64, cursor */
     ckpt_writer_stats stats;         /* counters */
     int next_slot;                   /* thread: slot of the next save, -1 = read the dir */
     int64_t newest;                  /* thread: generation of the last save (valid with next_slot) */
@@ -543,7 +567,7 @@ ckpt_writer *ckpt_writer_new(const char *dir, uint64_t n, int64_t P, uint64_t cu
     if (!w)
         return NULL;
     size_t fbytes = (size_t)n * sizeof(float), ibytes = (size_t)P * sizeof(int64_t);
-    w->buf = malloc(3 * fbytes + 3 * ibytes + (size_t)cursor_len + 1);
+    w->buf = malloc(5 * fbytes + 8 * ibytes + (size_t)cursor_len + 1);
     if (!w->buf) {
         free(w);
         return NULL;
@@ -553,11 +577,18 @@ ckpt_writer *ckpt_writer_new(const char *dir, uint64_t n, int64_t P, uint64_t cu
     w->snap.base_version = (int64_t *)(void *)b;
     w->snap.frag_steps = (int64_t *)(void *)(b + ibytes);
     w->snap.frag_tokens = (int64_t *)(void *)(b + 2 * ibytes);
-    b += 3 * ibytes;
+    w->snap.origin_step = (int64_t *)(void *)(b + 3 * ibytes);
+    w->snap.send_step = (int64_t *)(void *)(b + 4 * ibytes);
+    w->snap.send_steps = (int64_t *)(void *)(b + 5 * ibytes);
+    w->snap.send_tokens = (int64_t *)(void *)(b + 6 * ibytes);
+    w->snap.send_accepted = (int64_t *)(void *)(b + 7 * ibytes);
+    b += 8 * ibytes;
     w->snap.params = (float *)(void *)b;
     w->snap.adam_m = (float *)(void *)(b + fbytes);
     w->snap.adam_v = (float *)(void *)(b + 2 * fbytes);
-    w->snap.cursor = b + 3 * fbytes;
+    w->snap.base = (float *)(void *)(b + 3 * fbytes);
+    w->snap.sent = (float *)(void *)(b + 4 * fbytes);
+    w->snap.cursor = b + 5 * fbytes;
     w->snap.n = n;
     w->snap.P = P;
     w->snap.cursor_len = cursor_len;
@@ -602,6 +633,13 @@ int ckpt_writer_submit(ckpt_writer *w, const ckpt_learner *c)
     memcpy(s->base_version, c->base_version, ibytes);
     memcpy(s->frag_steps, c->frag_steps, ibytes);
     memcpy(s->frag_tokens, c->frag_tokens, ibytes);
+    memcpy(s->base, c->base, fbytes);
+    memcpy(s->sent, c->sent, fbytes);
+    memcpy(s->origin_step, c->origin_step, ibytes);
+    memcpy(s->send_step, c->send_step, ibytes);
+    memcpy(s->send_steps, c->send_steps, ibytes);
+    memcpy(s->send_tokens, c->send_tokens, ibytes);
+    memcpy(s->send_accepted, c->send_accepted, ibytes);
     if (c->cursor_len)
         memcpy(s->cursor, c->cursor, (size_t)c->cursor_len);
     pthread_mutex_lock(&w->mu);

@@ -39,6 +39,7 @@ typedef struct ckpt_syncer {
     uint32_t table_digest;      /* fragment_table_digest */
     int64_t merges;             /* merges done */
     int64_t tokens_merged;      /* tokens of all merged contributions */
+    int64_t tokens_trained;     /* tokens the learners trained (syncer_tokens_trained) */
     int64_t ddp_step;           /* ddp modes: completed global steps */
     int64_t event_seq;          /* last event seq at save time */
     int64_t *versions;          /* [P] */
@@ -65,10 +66,20 @@ typedef struct ckpt_learner {
     float *adam_m;         /* [n] */
     float *adam_v;         /* [n] */
     int64_t *base_version; /* [P] version of each fragment it last received */
-    int64_t *frag_steps;   /* [P] inner steps since it last received the fragment */
-    int64_t *frag_tokens;  /* [P] tokens since it last received the fragment */
-    uint64_t cursor_len;   /* bytes in cursor */
-    void *cursor;          /* the data cursor, opaque bytes */
+    int64_t
+        *frag_steps; /* [P] inner steps not yet merged: since origin_step (decoupled), else since received */
+    int64_t *frag_tokens; /* [P] tokens not yet merged: since origin_step (decoupled), else since received */
+    /* decoupled rebase (learner_decoupled.c): what a restart needs to carry
+     * the progress it has not sent onto the global value it pulls */
+    float *base;          /* [n] Θ_base: the global values it last took */
+    float *sent;          /* [n] θ at the send of each fragment's contribution in flight (send_step >= 0) */
+    int64_t *origin_step; /* [P] step the progress θ − Θ_base starts at (the last send merged into Θ_base) */
+    int64_t *send_step;     /* [P] step of the contribution in flight, -1 none */
+    int64_t *send_steps;    /* [P] steps it carried */
+    int64_t *send_tokens;   /* [P] tokens it carried */
+    int64_t *send_accepted; /* [P] 1 once the syncer accepted it (202) */
+    uint64_t cursor_len;    /* bytes in cursor */
+    void *cursor;           /* the data cursor, opaque bytes */
 } ckpt_learner;
 
 /* Write to the slot after the newest one in dir/<name>.{a,b}; sets

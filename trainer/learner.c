@@ -138,16 +138,16 @@ int learner_keep_training(learner *L)
 static int diloco_sync(learner *L, char *err, size_t errlen)
 {
     for (int p = 0; p < L->P; p++) {
-        frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0, -1};
+        frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0, L->step};
         int64_t merges_into;
-        int late, status = 400;
+        int status = 400;
         /* a refused (400) payload is rebuilt and sent again: the barrier
          * waits for every learner, so a lost contribution would stall it */
         for (int attempt = 0; attempt < 3 && status == 400; attempt++) {
             m.buf = learner_make_contribution(L, p, &m.len, &m.crc);
             if (!m.buf)
                 return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-            status = learner_post_contribution(L, L->http, &m, &merges_into, &late);
+            status = learner_post_contribution(L, L->http, &m, &merges_into);
             free(m.buf);
         }
         if (status == 202)
@@ -351,7 +351,9 @@ static void learner_free(learner *L)
     free(L->ef), free(L->ef_next), free(L->ef_off);
     free(L->base), free(L->scratch), free(L->wire), free(L->base_version), free(L->frag_steps);
     free(L->frag_tokens), free(L->inflight), free(L->pending), free(L->in), free(L->tg);
-    free(L->apply_at), free(L->wait_done), free(L->late_round);
+    free(L->apply_at), free(L->wait_done), free(L->no_wait);
+    free(L->accepted), free(L->sent), free(L->origin_step), free(L->send_step), free(L->send_steps);
+    free(L->send_tokens), free(L->join_accepted), free(L->ckpt_accepted);
     pthread_cond_destroy(&L->cv);
     pthread_mutex_destroy(&L->mu);
     free(L);
@@ -424,9 +426,17 @@ int learner_run(const learner_opts *o, volatile sig_atomic_t *stop, char *err, s
     }
     if (rc == 0 && !*stop) {
         int status;
+        /* the final step and tokens, and per fragment the steps that never
+         * reached the syncer (decoupled: what final_send could not send) */
+        json_t *unsent = json_array();
+        for (int p = 0; p < L->P; p++)
+            json_array_append_new(unsent, json_integer(L->cfg.mode == CONFIG_MODE_DECOUPLED
+                                                           ? (json_int_t)learner_unsent_steps(L, p)
+                                                           : 0));
         pthread_mutex_lock(&L->mu);
-        json_t *b =
-            json_pack("{s:I, s:I}", "learner", (json_int_t)o->id, "incarnation", (json_int_t)L->incarnation);
+        json_t *b = json_pack("{s:I, s:I, s:I, s:I, s:o}", "learner", (json_int_t)o->id, "incarnation",
+                              (json_int_t)L->incarnation, "step", (json_int_t)L->step, "tokens",
+                              (json_int_t)L->tokens, "unsent", unsent);
         pthread_mutex_unlock(&L->mu);
         json_decref(learner_call_json(L, L->http, "POST", "/v1/leave", b, &status));
         json_decref(b);

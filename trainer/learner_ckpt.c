@@ -81,6 +81,18 @@ static void checkpoint_view(learner *L, ckpt_learner *c, data_cursor *cur)
     c->base_version = L->base_version;
     c->frag_steps = L->frag_steps;
     c->frag_tokens = L->frag_tokens;
+    c->base = L->base;
+    c->sent = L->sent;
+    c->origin_step = L->origin_step;
+    c->send_step = L->send_step;
+    c->send_steps = L->send_steps;
+    c->send_tokens = L->send_tokens;
+    /* the comm thread sets accepted; ours is a copy under the lock */
+    pthread_mutex_lock(&L->mu);
+    for (int p = 0; p < L->P; p++)
+        L->ckpt_accepted[p] = L->inflight[p] && L->accepted[p];
+    pthread_mutex_unlock(&L->mu);
+    c->send_accepted = L->ckpt_accepted;
     c->cursor_len = sizeof *cur;
     c->cursor = cur;
 }

@@ -112,11 +112,10 @@ unsigned char *learner_make_contribution(learner *L, int p, size_t *len, uint32_
 }
 
 /* POST one contribution. Returns the HTTP status (0 = no answer); on 202
- * *merges_into is the version the syncer said its round will produce
- * (-1 when the answer did not say) and *late whether the contribution was
- * late for its round (then its round waits for the slot's on-time ones). */
-int learner_post_contribution(learner *L, cx_http_client *c, const frag_msg *m, int64_t *merges_into,
-                              int *late)
+ * *merges_into is the version the syncer said its round will produce (-1
+ * when the answer did not say). The syncer numbers the rounds: the
+ * contribution names its step, not a round. */
+int learner_post_contribution(learner *L, cx_http_client *c, const frag_msg *m, int64_t *merges_into)
 {
     char path[96], lines[PROTO_MAX_LINES][PROTO_LINE];
     const char *hdrs[PROTO_MAX_LINES + 1];
@@ -132,11 +131,11 @@ int learner_post_contribution(learner *L, cx_http_client *c, const frag_msg *m, 
     h.steps = m->steps;
     h.encoding = L->cfg.encoding;
     h.crc32c = m->crc;
-    h.round = m->round;
+    h.round = -1;
+    h.step = m->step;
     proto_hdr_format(&h, lines, hdrs);
     snprintf(path, sizeof path, "/v1/fragments/%d/contributions", m->p);
     *merges_into = -1;
-    *late = 0;
     cx_http_result_init(&r);
     int status = 0;
     if (learner_call(L, c, "POST", path, hdrs, m->buf, m->len, "application/octet-stream", HTTP_TIMEOUT_MS,
@@ -147,7 +146,6 @@ int learner_post_contribution(learner *L, cx_http_client *c, const frag_msg *m, 
         json_t *v = json_object_get(j, "merges_into");
         if (json_is_integer(v) && json_integer_value(v) > m->version)
             *merges_into = json_integer_value(v);
-        *late = json_is_true(json_object_get(j, "late"));
         json_decref(j);
     }
     if (status != 202 && status != 0) {

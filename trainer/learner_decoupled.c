@@ -4,8 +4,9 @@
  * What it is: comm_main (sends queued contributions, long-polls the merged
  * fragments, rejoins when the syncer says its incarnation is stale), the
  * inbox the inner loop drains (apply_inbox), the overlap wait at s + tau,
- * the stagger schedule's enqueue, and decoupled_loop. What it is not: the
- * calls themselves (learner_join.c, learner_contrib.c).
+ * the stagger schedule's enqueue, the final send after the last step, and
+ * decoupled_loop. What it is not: the calls themselves (learner_join.c,
+ * learner_contrib.c) nor the rebase arithmetic (learner_rebase.c).
  *
  * A decoupled fragment's life on the learner:
  *
@@ -14,11 +15,13 @@
  *     (due while tau contributions are queued/sending: PENDING until a
  *      slot frees, then QUEUED with the delta of that moment)
  *     ▲                                                      │ comm: POST
- *     │  main: apply_inbox() overwrites θ_p and Θ_base_p,     ▼
- *     │  resets steps/tokens since received         AWAITING (long-poll
+ *     │  main: apply_inbox() rebases: θ_p = merged +          ▼
+ *     │  progress since the send, Θ_base_p = merged  AWAITING (long-poll
  *     └───────────────────────────────────────────── newer-than=base)
- *   A rejected (400) contribution goes back to TRAINING at once; a 409 stale
- *   version still waits for the newer fragment.
+ *   A rejected (400) contribution goes back to TRAINING at once (its steps
+ *   go with the next send); a 409 stale version waits for a newer fragment
+ *   and rebases on it with every step since origin_step. After the last
+ *   step final_send() sends each fragment's remaining progress.
  */
 #include <errno.h>
 #include <math.h>
@@ -84,6 +87,12 @@ static int comm_resync(learner *L, cx_http_client *c, int rejoin, float *buf, in
     if (ok) {
         for (int i = 0; i < L->n_in; i++)
             free(L->inbox[i].buf);
+        /* what is still queued was never sent: its progress is carried by
+         * the rebase on these values (apply_inbox), not sent against an
+         * older base */
+        for (int i = 0; i < L->n_out; i++)
+            free(L->outbox[i].buf);
+        L->n_out = 0;
         for (int i = 0; i < ng; i++)
             L->inbox[i] = got[i];
         L->n_in = ng;
@@ -112,12 +121,12 @@ static int comm_resync(learner *L, cx_http_client *c, int rejoin, float *buf, in
 static int comm_send(learner *L, cx_http_client *c, frag_msg *m, int64_t *awaiting)
 {
     int64_t into;
-    int late;
-    int status = learner_post_contribution(L, c, m, &into, &late);
+    int status = learner_post_contribution(L, c, m, &into);
     free(m->buf);
     pthread_mutex_lock(&L->mu);
     L->sending = 0;
-    L->late_round[m->p] = status != 202 || late || into < 0; /* no round to wait for at s + tau */
+    L->accepted[m->p] = status == 202; /* its steps are sent: a rebase keeps only what came after */
+    L->no_wait[m->p] = status != 202 || into < 0; /* no merged value to wait for at s + tau */
     if (status == 202 && into > m->version)
         awaiting[m->p] = into - 1; /* the version our round merges into, which holds our work */
     else if (status == 202 || status == 409)
@@ -215,7 +224,7 @@ static void *comm_main(void *arg)
         int rejoin = L->need_rejoin, pull = L->pull_all;
         frag_msg m = {0};
         int have = 0;
-        if (!rejoin && !pull && L->n_out > 0) {
+        if (!rejoin && !pull && !L->reset_all && L->n_out > 0) {
             m = L->outbox[0];
             memmove(&L->outbox[0], &L->outbox[1], (size_t)(L->n_out - 1) * sizeof m);
             L->n_out--;
@@ -265,37 +274,37 @@ out:
     return NULL;
 }
 
-/* Main thread, between two steps: take what the comm thread received. The
- * merged value of a contribution sent at step s is applied at step s + tau
- * (apply_at): one that came earlier stays in the inbox until then; after a
- * (re)join or a resync everything is taken at once. */
+/* Main thread, between two steps: take what the comm thread received, by
+ * rebasing (learner_rebase: the merged value plus our progress not in it).
+ * The merged value of a contribution sent at step s is applied at step
+ * s + tau (apply_at): one that came earlier stays in the inbox until then
+ * (not once training is over); after a (re)join or a resync everything is
+ * taken at once. */
 static void apply_inbox(learner *L)
 {
     pthread_mutex_lock(&L->mu);
     if (L->reset_all) {
-        for (int p = 0; p < L->P; p++) {
-            L->inflight[p] = 0;
+        for (int p = 0; p < L->P; p++)
             L->apply_at[p] = -1;
-        }
-        L->n_inflight = 0;
         L->reset_all = 0;
         cx_info("took every fragment after a (re)join or a resync");
     }
     int kept = 0;
     for (int i = 0; i < L->n_in; i++) {
         frag_msg *m = &L->inbox[i];
-        if (L->apply_at[m->p] >= 0 && L->step < L->apply_at[m->p]) {
+        if (L->apply_at[m->p] >= 0 && L->step < L->apply_at[m->p] && !L->finishing) {
             L->inbox[kept++] = *m; /* not yet: tau steps of overlap */
             continue;
         }
         L->apply_at[m->p] = -1;
         size_t len = fragment_length(L->ft, m->p);
         proto_f32_decode(m->buf, len, L->scratch);
-        learner_adopt(L, m->p, L->scratch, m->version);
+        learner_rebase(L, m->p, L->scratch, m->version, L->inflight[m->p] && L->accepted[m->p]);
         if (L->inflight[m->p]) {
             L->inflight[m->p] = 0;
             L->n_inflight--;
         }
+        L->accepted[m->p] = 0;
         L->pending[m->p] = 0; /* just received: its next turn comes on schedule */
         free(m->buf);
     }
@@ -306,7 +315,7 @@ static void apply_inbox(learner *L)
 /* Main thread, before a step: a fragment whose merged value is due now
  * (step >= apply_at) and has not arrived is waited for, once per
  * contribution, at most min(tau x step time, OVERLAP_WAIT_MAX_MS) — unless
- * its contribution was late (its round waits for others: no wait), or the
+ * its answer named no merged value to wait for (no_wait), or the
  * last wait timed out and no value has been on time since (a syncer that is
  * gone or slow costs one bounded wait, not one per fragment). A K=1 round
  * closes without waiting for slow peers, so this waits only for the
@@ -326,7 +335,7 @@ static void overlap_wait(learner *L)
             pthread_mutex_unlock(&L->mu);
             continue;
         }
-        if (L->late_round[p] || L->overlap_off || !L->inflight[p]) {
+        if (L->no_wait[p] || L->overlap_off || !L->inflight[p]) {
             pthread_mutex_unlock(&L->mu);
             continue;
         }
@@ -358,10 +367,36 @@ static void overlap_wait(learner *L)
     }
 }
 
+/* Hand fragment p's contribution (Δ_p = Θ_base_p − θ_p, every step since
+ * origin_step) to the comm thread. 0, or -1 when out of memory (nothing
+ * changed). Main thread. */
+static int enqueue_one(learner *L, int p)
+{
+    frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0, L->step};
+    m.buf = learner_make_contribution(L, p, &m.len, &m.crc);
+    if (!m.buf)
+        return -1;
+    ef_commit(L, p); /* sent from here on: its fate is the comm thread's */
+    learner_note_send(L, &m);
+    L->pending[p] = 0;
+    L->apply_at[p] = L->step + L->cfg.tau; /* its merged value is applied tau steps from now */
+    L->wait_done[p] = 0;
+    pthread_mutex_lock(&L->mu);
+    L->no_wait[p] = 0; /* until its answer says otherwise */
+    L->accepted[p] = 0;
+    L->outbox[L->n_out++] = m;
+    L->inflight[p] = 1;
+    L->n_inflight++;
+    pthread_cond_broadcast(&L->cv);
+    pthread_mutex_unlock(&L->mu);
+    return 0;
+}
+
 /* Fragments due by the stagger schedule are sent at once unless tau
  * contributions are already queued or on the wire; then they wait (pending)
  * for a free slot, and go with the delta of that moment. A fragment still
- * waiting for its merged version is not sent again: its next turn comes. */
+ * waiting for its merged version is not sent again: its progress goes with
+ * its next turn (rebase). */
 static void enqueue_due(learner *L)
 {
     int due[CONFIG_FRAGMENTS_MAX];
@@ -388,22 +423,40 @@ static void enqueue_due(learner *L)
         }
         if (blocked)
             break;
-        /* its round: the last time p was due (a send delayed past its due step keeps that round) */
-        int64_t round = fragment_round(sched, p, (int)L->cfg.H, L->P);
-        frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0, round};
-        m.buf = learner_make_contribution(L, p, &m.len, &m.crc);
-        if (!m.buf)
-            continue;
-        ef_commit(L, p); /* sent from here on: its fate is the comm thread's */
-        L->pending[p] = 0;
-        L->apply_at[p] = L->step + L->cfg.tau; /* its merged value is applied tau steps from now */
-        L->wait_done[p] = 0;
+        (void)enqueue_one(L, p);
+    }
+}
+
+/* After the last step: send what every fragment has not sent, so that no
+ * trained step stays behind. A fragment whose contribution is in flight
+ * first takes its merged value (rebase), then sends the steps since; one
+ * whose contribution was accepted with nothing after it is done. Bounded
+ * by FINAL_SEND_MS; what could not be sent is reported in the leave
+ * (learner.c, "unsent"). Main thread. */
+static void final_send(learner *L)
+{
+    L->finishing = 1;
+    int64_t end = cx_mono_ms() + FINAL_SEND_MS;
+    for (;;) {
+        apply_inbox(L);
         pthread_mutex_lock(&L->mu);
-        L->late_round[p] = 0; /* until its 202 says otherwise */
-        L->outbox[L->n_out++] = m;
-        L->inflight[p] = 1;
-        L->n_inflight++;
-        pthread_cond_broadcast(&L->cv);
+        int gone = L->comm_done || L->fatal;
+        int hold = L->need_rejoin || L->pull_all || L->reset_all; /* a resync first: it rebases everything */
+        pthread_mutex_unlock(&L->mu);
+        int left = hold;
+        for (int p = 0; p < L->P && !gone && !hold; p++) {
+            pthread_mutex_lock(&L->mu);
+            int infl = L->inflight[p], acc = L->accepted[p], room = L->n_out < MAX_QUEUE;
+            pthread_mutex_unlock(&L->mu);
+            if (infl) /* waiting for its answer, or for its merged value to send the rest */
+                left += !acc || L->frag_steps[p] > L->send_steps[p];
+            else if (L->frag_steps[p] > 0 && room && enqueue_one(L, p) == 0)
+                left++;
+        }
+        if (left == 0 || gone || *L->stop || cx_mono_ms() > end)
+            break;
+        pthread_mutex_lock(&L->mu);
+        (void)cx_cond_wait_until_ms(&L->cv, &L->mu, cx_mono_ms() + 50);
         pthread_mutex_unlock(&L->mu);
     }
 }
@@ -432,6 +485,7 @@ int decoupled_loop(learner *L, char *err, size_t errlen)
             cx_warn("own parameters are not finite; discarding them and pulling the global ones");
             adamw_reset_range(L->opt, 0, L->n, NULL, 0);
             memcpy(model_params(L->m), L->base, L->n * sizeof(float));
+            learner_drop_progress(L);
             pthread_mutex_lock(&L->mu);
             L->pull_all = 1;
             pthread_cond_broadcast(&L->cv);
@@ -440,6 +494,8 @@ int decoupled_loop(learner *L, char *err, size_t errlen)
         }
         enqueue_due(L);
     }
+    if (rc == 0 && !*L->stop)
+        final_send(L);
     /* flush: let the comm thread send what is queued (bounded). Only while
      * it still runs: on a signal it leaves its loop at once and nobody
      * would empty the queue, so waiting would only spend the stop grace

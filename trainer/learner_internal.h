@@ -43,6 +43,7 @@
 /* Queue capacity: a full pull hands the main thread one message per
  * fragment, so the inbox must hold P of them. */
 #define MAX_QUEUE CONFIG_FRAGMENTS_MAX
+#define FINAL_SEND_MS 10000     /* decoupled: longest the end of training waits to send its last progress */
 #define OVERLAP_WAIT_MAX_MS 250 /* decoupled: longest wait at s + tau for a merged value that is late */
 
 typedef struct frag_msg {
@@ -53,38 +54,52 @@ typedef struct frag_msg {
     unsigned char *buf; /* inbox: f32 values; outbox: encoded payload */
     size_t len;         /* bytes in buf */
     uint32_t crc;       /* outbox: CRC32C of buf */
-    int64_t round;      /* outbox: the schedule round it was due in (fragment_round) */
+    int64_t step;       /* outbox: the learner's step at the send (X-Chaosloco-Step) */
 } frag_msg;
 
 typedef struct learner {
     const learner_opts *o;
     volatile sig_atomic_t *stop;
-    config cfg;             /* from the syncer at join, plus overrides */
-    int64_t sched_steps;    /* the syncer's --steps: the lr schedule horizon (same on every learner) */
-    cx_http_client *http;   /* main thread */
-    model *m;               /* the local model */
-    adamw *opt;             /* inner optimizer */
-    data_source *src;       /* corpus */
-    data_shard *shard;      /* this learner's shard */
-    fragment_table *ft;     /* fragments (must match the syncer's digest) */
-    size_t n;               /* parameters */
-    int P;                  /* fragments */
-    float *base;            /* [n] Θ_base: global params as last received */
-    int64_t *base_version;  /* [P] version of Θ_base per fragment */
-    int64_t *frag_steps;    /* [P] inner steps since the fragment was received */
-    int64_t *frag_tokens;   /* [P] tokens since the fragment was received */
-    uint8_t *in, *tg;       /* [B, C] and [B] batch buffers */
-    float *scratch;         /* [n] deltas and decoded payloads */
-    unsigned char *wire;    /* [4n] encoded payloads */
-    float train_loss;       /* nats, last step */
-    double step_ms_ema;     /* ms per inner step (compute + slowdown) */
-    double pull_ms_ema;     /* ms per fragment pull round trip (comm thread; read under mu) */
-    int64_t ckpt_step;      /* step of the last checkpoint */
-    ckpt_learner *restored; /* local checkpoint read at start, or NULL */
-    ckpt_writer *ckw;       /* background checkpoint writer (created at the first periodic one), or NULL */
-    int ckw_broken;         /* 1: no writer could be made; periodic checkpoints are synchronous */
-    int ckw_skip_logged;    /* 1 once a skipped checkpoint was logged */
-    char hook_path[1024];   /* CHAOSLOCO_HOOK_DIR/nan, "" if unset */
+    config cfg;            /* from the syncer at join, plus overrides */
+    int64_t sched_steps;   /* the syncer's --steps: the lr schedule horizon (same on every learner) */
+    cx_http_client *http;  /* main thread */
+    model *m;              /* the local model */
+    adamw *opt;            /* inner optimizer */
+    data_source *src;      /* corpus */
+    data_shard *shard;     /* this learner's shard */
+    fragment_table *ft;    /* fragments (must match the syncer's digest) */
+    size_t n;              /* parameters */
+    int P;                 /* fragments */
+    float *base;           /* [n] Θ_base: global params as last received */
+    int64_t *base_version; /* [P] version of Θ_base per fragment */
+    int64_t *frag_steps;   /* [P] inner steps not yet in the global model: since origin_step */
+    int64_t *frag_tokens;  /* [P] tokens of those steps */
+    /* Rebase (decoupled; learner_rebase.c). θ_p − Θ_base_p is the progress
+     * since origin_step[p]; the contribution in flight carried the part up to
+     * send_step[p], whose θ_p is in sent. Main thread only. */
+    float *sent;            /* [n] θ at the send of each fragment's contribution in flight */
+    int64_t *origin_step;   /* [P] step the progress θ_p − Θ_base_p starts at */
+    int64_t *send_step;     /* [P] step of the contribution in flight (-1 none) */
+    int64_t *send_steps;    /* [P] steps it carried (frag_steps at the send) */
+    int64_t *send_tokens;   /* [P] tokens it carried */
+    int64_t *ckpt_accepted; /* [P] checkpoint_view's copy of inflight && accepted */
+    int64_t
+        *join_accepted; /* [P] join answer: step of our last contribution the syncer accepted (-1 unknown) */
+    int restored_carry; /* 1: the start pull carries the restored checkpoint's unsent progress */
+    int finishing;      /* 1: training is over, the remaining progress is being sent */
+    int64_t lost_frag_steps; /* fragment-steps thrown away (non-finite parameters); sum over fragments */
+    uint8_t *in, *tg;        /* [B, C] and [B] batch buffers */
+    float *scratch;          /* [n] deltas and decoded payloads */
+    unsigned char *wire;     /* [4n] encoded payloads */
+    float train_loss;        /* nats, last step */
+    double step_ms_ema;      /* ms per inner step (compute + slowdown) */
+    double pull_ms_ema;      /* ms per fragment pull round trip (comm thread; read under mu) */
+    int64_t ckpt_step;       /* step of the last checkpoint */
+    ckpt_learner *restored;  /* local checkpoint read at start, or NULL */
+    ckpt_writer *ckw;        /* background checkpoint writer (created at the first periodic one), or NULL */
+    int ckw_broken;          /* 1: no writer could be made; periodic checkpoints are synchronous */
+    int ckw_skip_logged;     /* 1 once a skipped checkpoint was logged */
+    char hook_path[1024];    /* CHAOSLOCO_HOOK_DIR/nan, "" if unset */
     /* The copy of the global fragments exactly as the syncer sent them
      * (full pulls and applied delta chains), owned by the thread that
      * talks to the syncer: main before the decoupled comm thread starts
@@ -128,12 +143,13 @@ typedef struct learner {
     int n_in;          /* received fragments not yet applied */
     int reset_all;     /* comm -> main: a rejoin happened; inbox holds every fragment */
     int *inflight;     /* [P] 1 from enqueue until the merged fragment is applied */
+    int *accepted;     /* [P] comm -> main: the contribution in flight was accepted (202) */
     int *pending;      /* [P] main only: due, waiting for a free slot (tau) */
     int64_t *apply_at; /* [P] main only: step at which the merged value of p's contribution in flight is
                           applied (its send step + tau; -1 none): an earlier arrival waits in the inbox */
     int *wait_done;    /* [P] main only: 1 once the overlap wait for p's contribution in flight happened */
-    int *late_round;   /* [P] comm -> main: the 202 said the contribution was late (its round waits for the
-                          slot's on-time ones): no overlap wait for it */
+    int *no_wait;      /* [P] comm -> main: no merged value to wait for at s + tau (refused, or the 202
+                          named no version) */
     int overlap_off;   /* main: 1 after an overlap wait timed out, until a merged value is on time again */
     int64_t n_overlap_waits;    /* main: waits at s + tau */
     int64_t n_overlap_timeouts; /* ... that ended without the value */
@@ -195,11 +211,37 @@ int learner_join(learner *L, cx_http_client *c, int first, char *err, size_t err
  * failure. The thread that owns gcopy. */
 int learner_pull_one(learner *L, cx_http_client *c, int p, int64_t newer, long wait_ms, float *out,
                      int64_t *version);
-/* Take fragment p from payload: θ_p = Θ_base_p = payload; counters reset.
+/* Main thread: pull every fragment at its current version (the first one
+ * after a restart carries the checkpoint's unsent progress in decoupled
+ * mode, learner_start_fragment). */
+int learner_pull_all(learner *L);
+
+/* ---- learner_rebase.c: keeping every trained step ---- */
+
+/* Take fragment p from payload: θ_p = Θ_base_p = payload, nothing carried
+ * (a fresh start, diloco, ddp); the counters restart at the current step.
  * Main thread. */
 void learner_adopt(learner *L, int p, const float *payload, int64_t version);
-/* Main thread: pull every fragment at its current version. */
-int learner_pull_all(learner *L);
+/* Rebase fragment p on payload (decoupled): θ_p ← payload + (θ_p − ref),
+ * Θ_base_p ← payload. ref is sent_p when the contribution in flight was
+ * accepted (its steps are in the merged value: the steps since the send are
+ * carried, counted from send_step), else Θ_base_p (every step since
+ * origin_step is carried, counters kept). Main thread. */
+void learner_rebase(learner *L, int p, const float *payload, int64_t version, int accepted);
+/* The start pull of fragment p after a restart from a local checkpoint
+ * (decoupled): carry what the checkpoint holds that the syncer has not
+ * accepted (join_accepted), see docs/internals/learner.md "Rebase". Main
+ * thread. */
+void learner_start_fragment(learner *L, int p, const float *payload, int64_t version);
+/* Note that fragment p's contribution of *m is handed to the comm thread:
+ * sent_p = θ_p, send_step and its counters. Main thread. */
+void learner_note_send(learner *L, const frag_msg *m);
+/* Throw away the progress of every fragment (non-finite parameters, after
+ * θ was reset to Θ_base): counted in lost_frag_steps. Main thread. */
+void learner_drop_progress(learner *L);
+/* Steps of fragment p not handed to the syncer yet: frag_steps less what
+ * an accepted contribution in flight carries. Main thread; takes L->mu. */
+int64_t learner_unsent_steps(learner *L, int p);
 
 /* ---- learner_ckpt.c: NaN hook and checkpoints ---- */
 
@@ -222,10 +264,8 @@ void ef_commit(learner *L, int p);
 unsigned char *learner_make_contribution(learner *L, int p, size_t *len, uint32_t *crc);
 /* POST one contribution. Returns the HTTP status (0 = no answer); on 202
  * *merges_into is the version the syncer said its round will produce
- * (-1 when the answer did not say) and *late whether the contribution was
- * late for its round. */
-int learner_post_contribution(learner *L, cx_http_client *c, const frag_msg *m, int64_t *merges_into,
-                              int *late);
+ * (-1 when the answer did not say). */
+int learner_post_contribution(learner *L, cx_http_client *c, const frag_msg *m, int64_t *merges_into);
 
 /* ---- the mode loops (learner_ddp.c, learner_decoupled.c) ---- */
 

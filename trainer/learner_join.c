@@ -160,17 +160,28 @@ static int build(learner *L, char *err, size_t errlen)
     L->frag_steps = calloc((size_t)L->P, sizeof(int64_t));
     L->frag_tokens = calloc((size_t)L->P, sizeof(int64_t));
     L->inflight = calloc((size_t)L->P, sizeof(int));
+    L->accepted = calloc((size_t)L->P, sizeof(int));
+    L->sent = malloc(L->n * sizeof(float));
+    L->origin_step = calloc((size_t)L->P, sizeof(int64_t));
+    L->send_step = malloc((size_t)L->P * sizeof(int64_t));
+    L->send_steps = calloc((size_t)L->P, sizeof(int64_t));
+    L->send_tokens = calloc((size_t)L->P, sizeof(int64_t));
+    L->join_accepted = malloc((size_t)L->P * sizeof(int64_t));
+    L->ckpt_accepted = calloc((size_t)L->P, sizeof(int64_t));
+    for (int p = 0; L->send_step && L->join_accepted && p < L->P; p++)
+        L->send_step[p] = L->join_accepted[p] = -1;
     L->pending = calloc((size_t)L->P, sizeof(int));
     L->apply_at = malloc((size_t)L->P * sizeof(int64_t));
     L->wait_done = calloc((size_t)L->P, sizeof(int));
-    L->late_round = calloc((size_t)L->P, sizeof(int));
+    L->no_wait = calloc((size_t)L->P, sizeof(int));
     for (int p = 0; L->apply_at && p < L->P; p++)
         L->apply_at[p] = -1;
     L->in = malloc((size_t)L->cfg.batch * (size_t)L->cfg.context);
     L->tg = malloc((size_t)L->cfg.batch);
     if (!L->base || !L->gcopy || !L->gver || !L->seen_ver || !L->scratch || !L->wire || !L->base_version ||
         !L->frag_steps || !L->frag_tokens || !L->inflight || !L->pending || !L->apply_at || !L->wait_done ||
-        !L->late_round || !L->in || !L->tg)
+        !L->no_wait || !L->in || !L->tg || !L->accepted || !L->sent || !L->origin_step || !L->send_step ||
+        !L->send_steps || !L->send_tokens || !L->join_accepted || !L->ckpt_accepted)
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     return 0;
 }
@@ -197,6 +208,20 @@ static void apply_restored(learner *L)
     L->step = c->step;
     L->tokens = c->tokens;
     L->ckpt_step = c->step;
+    /* decoupled: what the start pull needs to carry the unsent progress
+     * (learner_start_fragment) */
+    memcpy(L->base, c->base, L->n * sizeof(float));
+    memcpy(L->sent, c->sent, L->n * sizeof(float));
+    for (int p = 0; p < L->P; p++) {
+        L->base_version[p] = c->base_version[p];
+        L->frag_steps[p] = c->frag_steps[p];
+        L->frag_tokens[p] = c->frag_tokens[p];
+        L->origin_step[p] = c->origin_step[p];
+        L->send_step[p] = c->send_step[p];
+        L->send_steps[p] = c->send_steps[p];
+        L->send_tokens[p] = c->send_tokens[p];
+    }
+    L->restored_carry = L->cfg.mode == CONFIG_MODE_DECOUPLED;
     cx_info("resumed from local checkpoint: step=%lld tokens=%lld", (long long)c->step, (long long)c->tokens);
 }
 
@@ -338,8 +363,9 @@ int learner_join(learner *L, cx_http_client *c, int first, char *err, size_t err
     int status;
     json_t *holds = first ? NULL : holds_json(L);
     pthread_mutex_lock(&L->mu);
-    json_t *body = json_pack("{s:I, s:I, s:I}", "learner", (json_int_t)L->o->id, "incarnation",
-                             (json_int_t)L->incarnation, "step", (json_int_t)L->step);
+    json_t *body =
+        json_pack("{s:I, s:I, s:I, s:I}", "learner", (json_int_t)L->o->id, "incarnation",
+                  (json_int_t)L->incarnation, "step", (json_int_t)L->step, "tokens", (json_int_t)L->tokens);
     pthread_mutex_unlock(&L->mu);
     if (holds)
         json_object_set_new(body, "holds", holds);
@@ -376,14 +402,14 @@ int learner_join(learner *L, cx_http_client *c, int first, char *err, size_t err
     json_decref(body);
     json_int_t inc = 0, n_params = 0, ddp_step = 0, merges = 0, who = 0, sched = 0;
     int digest = 0;
-    json_t *cfgj = NULL, *frags = NULL;
+    json_t *cfgj = NULL, *frags = NULL, *acc = NULL;
     const char *mode = NULL;
     char why[CX_ERRLEN];
     if (cx_json_unpack(ans, "join answer", why, sizeof why,
-                       "{s:I, s:I, s:o, s:o, s:I, s:i, s:I, s:s, s:I, s?I}", "learner", &who, "incarnation",
-                       &inc, "config", &cfgj, "fragments", &frags, "n_params", &n_params, "table_digest",
-                       &digest, "step", &ddp_step, "mode", &mode, "merges", &merges, "schedule_step",
-                       &sched) != 0) {
+                       "{s:I, s:I, s:o, s:o, s:I, s:i, s:I, s:s, s:I, s?I, s?o}", "learner", &who,
+                       "incarnation", &inc, "config", &cfgj, "fragments", &frags, "n_params", &n_params,
+                       "table_digest", &digest, "step", &ddp_step, "mode", &mode, "merges", &merges,
+                       "schedule_step", &sched, "accepted_steps", &acc) != 0) {
         json_decref(ans);
         return cx_fail(err, errlen, CX_EINVAL, "bad join answer: %s", why);
     }
@@ -416,6 +442,13 @@ int learner_join(learner *L, cx_http_client *c, int first, char *err, size_t err
                            (long long)n_params, L->n);
         }
         apply_restored(L);
+    }
+    /* decoupled: the step of our last contribution to each fragment the
+     * syncer accepted (what a restart may carry, learner_start_fragment) */
+    for (int p = 0; p < L->P; p++) {
+        json_t *a = json_array_get(acc, (size_t)p);
+        L->join_accepted[p] =
+            json_is_integer(a) && json_array_size(acc) == (size_t)L->P ? json_integer_value(a) : -1;
     }
     pthread_mutex_lock(&L->mu);
     L->incarnation = inc;
@@ -600,16 +633,6 @@ int learner_pull_one(learner *L, cx_http_client *c, int p, int64_t newer, long w
     return rc;
 }
 
-/* Take fragment p from payload: θ_p = Θ_base_p = payload; counters reset. */
-void learner_adopt(learner *L, int p, const float *payload, int64_t version)
-{
-    fragment_scatter(L->ft, p, payload, model_params(L->m));
-    fragment_scatter(L->ft, p, payload, L->base);
-    L->base_version[p] = version;
-    L->frag_steps[p] = 0;
-    L->frag_tokens[p] = 0;
-}
-
 /* Main thread: pull every fragment at its current version. */
 int learner_pull_all(learner *L)
 {
@@ -621,7 +644,11 @@ int learner_pull_all(learner *L)
                 return rc;
             cx_sleep_ms(200);
         }
-        learner_adopt(L, p, L->scratch, v);
+        if (L->restored_carry)
+            learner_start_fragment(L, p, L->scratch, v);
+        else
+            learner_adopt(L, p, L->scratch, v);
     }
+    L->restored_carry = 0; /* only the start pull carries the checkpoint */
     return 0;
 }

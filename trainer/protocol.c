@@ -106,6 +106,9 @@ int proto_hdr_parse(proto_hdr *h, proto_header_fn get, const void *ctx, unsigned
     if ((rc = parse_field(get, ctx, PROTO_H_ROUND, (need & PROTO_NEED_ROUND) || get(ctx, PROTO_H_ROUND), 0,
                           INT64_MAX / 2, &h->round, err, errlen)))
         return rc;
+    if ((rc = parse_field(get, ctx, PROTO_H_STEP, get(ctx, PROTO_H_STEP) != NULL, 0, INT64_MAX / 2, &h->step,
+                          err, errlen)))
+        return rc;
     h->encoding = -1;
     v = get(ctx, PROTO_H_ENCODING);
     if (v && config_parse_encoding(v, &h->encoding) != 0) {
@@ -144,6 +147,7 @@ void proto_hdr_format(const proto_hdr *h, char lines[PROTO_MAX_LINES][PROTO_LINE
     ADD(PROTO_H_TOKENS, h->tokens);
     ADD(PROTO_H_STEPS, h->steps);
     ADD(PROTO_H_ROUND, h->round);
+    ADD(PROTO_H_STEP, h->step);
 #undef ADD
     if (h->encoding >= 0) {
         snprintf(lines[n], PROTO_LINE, "%s: %s", PROTO_H_ENCODING, config_encoding_name(h->encoding));

@@ -28,7 +28,10 @@
  * (fragment_round); optional (absent: the syncer's open or next round),
  * but a present one must be valid. */
 #define PROTO_H_ROUND "X-Chaosloco-Round"
-/* Answers carrying a tensor also say which version / step it is. */
+/* Answers carrying a tensor also say which version / step it is.
+ * X-Chaosloco-Step on a contribution: the learner's inner step count at
+ * the send, so that its steps cover (step - steps, step] (optional; a
+ * present one must be valid). */
 #define PROTO_H_VERSION "X-Chaosloco-Version"
 #define PROTO_H_STEP "X-Chaosloco-Step"
 #define PROTO_H_PARTICIPANTS "X-Chaosloco-Participants"
@@ -72,6 +75,7 @@ typedef struct proto_hdr {
     int64_t encoding;     /* config_encoding */
     uint32_t crc32c;      /* checksum of the body */
     int64_t round;        /* contributions: slot round of the fragment (fragment_round); -1 absent */
+    int64_t step; /* contributions: the learner's inner step at the send (X-Chaosloco-Step); -1 absent */
 } proto_hdr;
 
 /* What proto_hdr_parse must find: a bit set of the PROTO_NEED_* values. */
@@ -95,7 +99,8 @@ typedef const char *(*proto_header_fn)(const void *ctx, const char *name);
 /* Parse the headers named in `need` (others are tried and set when present
  * and valid, else -1). A missing or malformed needed header is CX_EINVAL with
  * a message naming it; so is a malformed X-Chaosloco-Round even when not
- * needed (a contribution naming a round must name a valid one). */
+ * needed (a contribution naming a round must name a valid one); the same
+ * for X-Chaosloco-Step. */
 int proto_hdr_parse(proto_hdr *h, proto_header_fn get, const void *ctx, unsigned need, char *err,
                     size_t errlen);
 
@@ -103,7 +108,7 @@ int proto_hdr_parse(proto_hdr *h, proto_header_fn get, const void *ctx, unsigned
  * lines[i] (each PROTO_LINE bytes) and set ptrs[i] to them, NULL-terminated:
  * ready for cx_http_do's hdrs. ptrs must hold PROTO_MAX_LINES + 1. */
 #define PROTO_LINE 64
-#define PROTO_MAX_LINES 9
+#define PROTO_MAX_LINES 10
 void proto_hdr_format(const proto_hdr *h, char lines[PROTO_MAX_LINES][PROTO_LINE], const char **ptrs);
 
 /* "1a2b3c4d" <-> u32. proto_crc_parse accepts 1-8 hex digits, else CX_EINVAL. */

@@ -1,22 +1,13 @@
-/* round.c - slot-aligned rounds of one fragment (round.h). */
+/* round.c - the syncer-numbered rounds of one fragment (round.h). */
 #include "trainer/round.h"
 
 #include <stddef.h>
 
 #include "common/parse.h"
 
-int64_t round_join_id(int open, int64_t open_id, int64_t closed_id, int64_t want, int *late)
+int64_t round_join_id(int open, int64_t open_id, int64_t closed_id)
 {
-    *late = 0;
-    if (open) {
-        if (want >= 0 && want < open_id)
-            *late = 1;
-        return want > open_id ? want : open_id;
-    }
-    if (want > closed_id)
-        return want;
-    *late = want >= 0; /* naming no round is not late: it has no slot */
-    return closed_id + 1;
+    return open ? open_id : closed_id + 1;
 }
 
 const char *round_close_name(round_close c)

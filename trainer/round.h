@@ -1,36 +1,29 @@
-/* round.h - the slot-aligned rounds of one fragment (decoupled and diloco):
- * which round a contribution joins, when a round closes, and which version
- * each merged round produced.
+/* round.h - the rounds of one fragment (decoupled and diloco): which round
+ * a contribution joins, when a round closes, and which version each merged
+ * round produced.
  *
- * The stagger schedule (fragment.h) makes fragment p due at fixed inner
- * steps; the r-th of them is round r of p (fragment_round). A learner's
- * contribution names its r (X-Chaosloco-Round); every learner's contribution
- * for (p, r) joins the same round on the syncer. One round of p is open at
- * a time; round ids of p only grow, and each merged round produces exactly
- * one version of p (versions[p] + 1 at its merge), so "rounds of p since a
- * base version" and "versions since it" are the same count.
+ * The syncer numbers the rounds: round r of fragment p is the r-th round of
+ * p it opens. A contribution names none; it joins the round of its fragment
+ * that is open when it arrives, or opens the next one (closed + 1), and the
+ * 202 answer says which. One round of p is open at a time; round ids of p
+ * only grow, and each merged round produces exactly one version of p
+ * (versions[p] + 1 at its merge), so "rounds of p since a base version" and
+ * "versions since it" are the same count. Learners stay slot-aligned by
+ * their schedule (each joins at the others' schedule position), so the
+ * contributions of one slot arrive together and meet in one round.
  *
  * Pure bookkeeping over numbers: no locks, no payloads, no clock reads (the
  * caller passes now). The syncer holds the contributions, computes the
- * grace window and does the merge (syncer.c, "per-fragment rounds").
+ * grace window and does the merge (syncer_rounds.c).
  */
 #ifndef CX_ROUND_H
 #define CX_ROUND_H
 
 #include <stdint.h>
 
-/* Which round a contribution naming round `want` (-1: none named) joins.
- * open: 1 when a round of the fragment is open, with id open_id; closed_id:
- * the last merged round (-1 none). Rules:
- *   - a round is open: the contribution joins it; naming a later round
- *     moves the open round's id up to it (the slot has come for someone;
- *     the earlier ones are late into it); naming an earlier one is late;
- *   - none is open: a new round opens, with id want when want > closed_id,
- *     else closed_id + 1 (a late contribution, or one naming no round, is
- *     folded into the next round with its own base).
- * Returns the id of the round it is in now; *late = 1 when it named a
- * round that had closed or that the open round has passed. */
-int64_t round_join_id(int open, int64_t open_id, int64_t closed_id, int64_t want, int *late);
+/* The round a contribution joins: the open one (open: 1, with id open_id),
+ * or else the next after the last merged one (closed_id, -1 none). */
+int64_t round_join_id(int open, int64_t open_id, int64_t closed_id);
 
 /* What round_close_due decided. */
 typedef enum round_close {

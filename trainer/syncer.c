@@ -103,6 +103,13 @@ static void metrics_syncer(const syncer *s, cx_buf *b)
     cx_prom_int(b, "chaosloco_syncer_fragment_answer_bytes_total", kf, (long long)s->bytes_out_full);
     cx_prom_one_int(b, "chaosloco_syncer_tokens_merged_total", CX_PROM_COUNTER,
                     "Tokens of merged contributions.", (long long)s->tokens_merged);
+    int64_t trained = syncer_tokens_trained(s);
+    cx_prom_one_int(b, "chaosloco_syncer_tokens_trained_total", CX_PROM_COUNTER,
+                    "Tokens the learners trained (each incarnation from where it resumed).",
+                    (long long)trained);
+    cx_prom_one_real(b, "chaosloco_syncer_merge_efficiency", CX_PROM_GAUGE,
+                     "Merged tokens over trained tokens (NaN before any was trained).",
+                     trained > 0 ? (double)s->tokens_merged / (double)trained : NAN, 4);
     cx_prom_one_real(b, "chaosloco_syncer_eval_loss", CX_PROM_GAUGE,
                      "Eval loss of the global model, nats per byte.", s->eval_loss, 6);
     cx_prom_one_real(b, "chaosloco_syncer_longest_merge_gap_seconds", CX_PROM_GAUGE,
@@ -342,10 +349,12 @@ static int new_state(syncer *s, char *err, size_t errlen)
     s->hist = calloc((size_t)s->P, sizeof *s->hist);
     s->pull_step = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->pull_step);
     s->own_ver = malloc((size_t)MAX_LEARNERS * (size_t)s->P * sizeof *s->own_ver);
+    s->acc_step = malloc((size_t)MAX_LEARNERS * (size_t)s->P * sizeof *s->acc_step);
+    s->acc_inc = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->acc_inc);
     s->rbf = calloc((size_t)s->P, sizeof *s->rbf);
     s->rb_rep = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->rb_rep);
     if (!s->eval_in || !s->eval_tg || !s->theta || !s->momentum || !s->versions || !s->rounds || !s->hist ||
-        !s->pull_step || !s->own_ver || !s->rbf || !s->rb_rep) {
+        !s->pull_step || !s->own_ver || !s->acc_step || !s->acc_inc || !s->rbf || !s->rb_rep) {
         cx_fail(err, errlen, CX_ENOMEM, "out of memory");
         return -1;
     }
@@ -359,7 +368,7 @@ static int new_state(syncer *s, char *err, size_t errlen)
         s->rounds[p].closed_id = -1;
     }
     for (size_t i = 0; i < (size_t)MAX_LEARNERS * (size_t)s->P; i++)
-        s->own_ver[i] = -1;
+        s->own_ver[i] = s->acc_step[i] = -1;
     /* error-feedback residuals of the downstream deltas: in memory only (a
      * restart resets them; the canonical theta is what is checkpointed) */
     if (!is_ddp(s) && (encoding_kind)s->cfg.encoding != ENCODING_F32)
@@ -391,7 +400,9 @@ static int new_state(syncer *s, char *err, size_t errlen)
 }
 
 /* Open the event log, restore the newest valid checkpoint, bump the
- * versions above merges logged after it, log the start, eval once. */
+ * versions above merges logged after it, log the start; eval once (a
+ * fresh start), or leave the first eval to the worker (a restart: after
+ * new_serve listens). */
 static int new_restore(syncer *s, const char *state_dir, char *err, size_t errlen)
 {
     char path[1200];
@@ -427,7 +438,17 @@ static int new_restore(syncer *s, const char *state_dir, char *err, size_t errle
     data_order_entropies(s->data, &h0, &h1);
     cx_info("model %s params=%zu fragments=%d data=%s loss_floor=%.4f nats order0=%.3f order1=%.3f bits/byte",
             model_kind(s->eval_model), s->n, s->P, data_source_describe(s->data), s->entropy_floor, h0, h1);
-    syncer_run_eval(s);
+    /* a restart leaves its first eval to the worker, as soon as it runs
+     * (worker_main): it listens first and answers its learners at once (the
+     * default GPT's eval took 8.7-9.9 s before it listened, issue 27). A
+     * fresh start evaluates the untrained model here: status has its loss
+     * from the first answer, before any learner joins. */
+    if (restored > 0) {
+        s->eval_pending = 1;
+        s->last_eval_ms = 0;
+    } else {
+        syncer_run_eval(s);
+    }
     return 0;
 }
 
@@ -546,6 +567,8 @@ void syncer_free(syncer *s)
     free(s->hist);
     free(s->pull_step);
     free(s->own_ver);
+    free(s->acc_step);
+    free(s->acc_inc);
     for (int p = 0; s->rbf && p < s->P; p++)
         free(s->rbf[p].vals);
     free(s->rbf), free(s->rb_rep);

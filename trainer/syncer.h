@@ -45,7 +45,7 @@ typedef struct syncer_opts {
     int insecure_no_auth; /* 1: no credential checks (loopback listen only; syncer_main checks) */
     const char *tls_cert; /* PEM certificate chain file: serve HTTPS; NULL: HTTP */
     const char *tls_key;  /* its PEM private key file (mode 0600 like a credential) */
-    int on_lost_state;     /* syncer_lost_state */
+    int on_lost_state;    /* syncer_lost_state */
 } syncer_opts;
 
 /* Build the model from the seed (or restore the newest valid checkpoint in

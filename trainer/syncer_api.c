@@ -159,15 +159,27 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         "uptime_ms", (json_int_t)(now - s->start_ms), "learners_expected", (int)s->cfg.learners, "loss_floor",
         isfinite(s->entropy_floor) ? json_real(s->entropy_floor) : json_null());
     json_object_set_new(o, "n_params", json_integer((json_int_t)s->n));
+    /* merge efficiency: merged tokens over trained tokens (not goodput,
+     * which weighs useful compute under faults against allocated compute) */
+    int64_t trained = syncer_tokens_trained(s);
+    json_object_set_new(o, "tokens_trained", json_integer((json_int_t)trained));
+    json_object_set_new(o, "merge_efficiency",
+                        trained > 0 ? json_real((double)s->tokens_merged / (double)trained) : json_null());
     if (!is_ddp(s))
-        json_object_set_new(o, "rounds",
-                            json_pack("{s:o, s:I, s:I, s:I, s:I}", "participants_mean",
-                                      s->rounds_merged
-                                          ? json_real((double)s->rounds_parts / (double)s->rounds_merged)
-                                          : json_null(),
-                                      "stale_rejected", (json_int_t)s->stale_rejected, "merged",
-                                      (json_int_t)s->rounds_merged, "contributions_merged",
-                                      (json_int_t)s->rounds_parts, "late", (json_int_t)s->rounds_late));
+        json_object_set_new(
+            o, "rounds",
+            json_pack("{s:o, s:I, s:I, s:I, s:I, s:o}", "participants_mean",
+                      s->rounds_merged ? json_real((double)s->rounds_parts / (double)s->rounds_merged)
+                                       : json_null(),
+                      "stale_rejected", (json_int_t)s->stale_rejected, "merged", (json_int_t)s->rounds_merged,
+                      "contributions_merged", (json_int_t)s->rounds_parts, "lagged",
+                      (json_int_t)s->rounds_lagged, "lag_mean",
+                      s->accepted_total ? json_real((double)s->rounds_lag_sum / (double)s->accepted_total)
+                                        : json_null()));
+    if (s->cfg.mode == CONFIG_MODE_DECOUPLED) /* steps restarted learners trained and never sent */
+        json_object_set_new(o, "lost",
+                            json_pack("{s:I, s:I}", "fragment_steps", (json_int_t)s->lost_frag_steps,
+                                      "tokens", (json_int_t)(s->lost_frag_tokens / s->P)));
     char pcrc[9];
     proto_crc_format(proto_f32_crc(s->theta, s->n), pcrc);
     json_object_set_new(o, "params_crc32c", json_string(pcrc));

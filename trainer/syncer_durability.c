@@ -89,6 +89,7 @@ int syncer_write_checkpoint(syncer *s, char *err, size_t errlen)
     c.table_digest = fragment_table_digest(s->ft);
     c.merges = s->merges;
     c.tokens_merged = s->tokens_merged;
+    c.tokens_trained = syncer_tokens_trained(s);
     c.ddp_step = s->ddp_step;
     c.event_seq = events_last_seq(s->ev);
     memcpy(c.params, s->theta, s->n * sizeof(float));
@@ -171,6 +172,7 @@ int syncer_restore(syncer *s, char *err, size_t errlen)
     s->merges = s->last_ckpt_merges = c.merges;
     s->tokens_merged = c.tokens_merged;
     s->tokens_frag_raw = c.tokens_merged * s->P;
+    s->tokens_trained_closed = c.tokens_trained; /* what restored learners trained is in it */
     s->ddp_step = c.ddp_step;
     for (int64_t i = 0; i < c.n_learners && i < MAX_LEARNERS; i++) {
         learner_rec *l = &s->learners[i];
@@ -182,6 +184,7 @@ int syncer_restore(syncer *s, char *err, size_t errlen)
         l->ddp_arrived = l->ddp_dropped = -1;
         l->batch = s->cfg.batch;
         l->steps_total = s->cfg.steps;
+        l->start_tokens = -1; /* its tokens so far are in tokens_trained_closed */
     }
     events_set_seq_floor(s->ev, c.event_seq);
     s->ckpt_event_seq = c.event_seq;

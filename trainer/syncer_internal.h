@@ -111,14 +111,17 @@ typedef struct learner_rec {
     int must_rejoin;          /* 1: restored from a checkpoint older than the log; 409 until it rejoins
                                  and reports what it holds (rebuild) */
     merge_ema step_wall;      /* ms of wall time per inner step, measured between its contributions */
-    int64_t c_ms;             /* mono ms of its last contribution naming a round (0: none this incarnation) */
-    int64_t c_step;           /* ... the schedule step of that round (fragment_round_step) */
-    double pull_ms;           /* its reported EMA of fragment pull round trips, ms (0: none) */
-    int64_t adopted;          /* merged fragments it pulled after contributing to them */
-    int64_t adopted_own;      /* ... of which the version contained its contribution */
+    int64_t c_ms;         /* mono ms of its last contribution naming its step (0: none this incarnation) */
+    int64_t c_step;       /* ... its schedule step then (X-Chaosloco-Step + sched_off) */
+    int64_t sched_off;    /* its schedule step minus its own step (from the join's schedule_step) */
+    int64_t resumed_step; /* the step its current incarnation joined at */
+    int64_t start_tokens; /* its token count then (-1: unknown, restored from a checkpoint) */
+    double pull_ms;       /* its reported EMA of fragment pull round trips, ms (0: none) */
+    int64_t adopted;      /* merged fragments it pulled after contributing to them */
+    int64_t adopted_own;  /* ... of which the version contained its contribution */
 } learner_rec;
 
-typedef enum round_state { RS_IDLE = 0, RS_COLLECTING, RS_GRACE, RS_HELD } round_state;
+typedef enum round_state { RS_IDLE = 0, RS_COLLECTING, RS_GRACE } round_state;
 extern const char *const syncer_round_state_names[]; /* syncer_rounds.c */
 
 typedef struct contrib {
@@ -128,6 +131,7 @@ typedef struct contrib {
     int64_t base_version; /* version the delta is against */
     int64_t tokens;       /* since it last received the fragment */
     int64_t steps;        /* since it last received the fragment */
+    int64_t step;         /* the learner's step at the send (-1 not said) */
     float *delta;         /* [fragment_length] decoded outer gradient */
 } contrib;
 
@@ -161,11 +165,9 @@ typedef struct frag_round {
     double grace_ms;         /* ms of the grace window granted */
     merge_ema t_quorum;      /* ms from the first to the K-th arrival of a round */
     merge_ema t_sync;        /* ms of a merge (sub-ms resolution) */
-    int64_t id;              /* round (slot, round.h) being collected; valid unless IDLE */
+    int64_t id;              /* round (numbered by the syncer, round.h) being collected; valid unless IDLE */
     int64_t closed_id;       /* last merged round (-1 none) */
-    int late;                /* contributions in the open round that named an earlier round */
-    int64_t hold_until_ms;   /* HELD: mono ms until which it waits for an on-time contribution */
-    int opened_late;         /* 1: opened by a late contribution (no t_quorum sample) */
+    int lagged;              /* contributions in the open round whose base was behind the version */
     round_map map;           /* merged rounds -> the version each produced */
 } frag_round;
 
@@ -253,17 +255,24 @@ struct syncer {
     int64_t merges;                     /* merges (ddp: completed steps) */
     int64_t tokens_merged;              /* tokens of merged contributions (whole-model equivalent) */
     int64_t tokens_frag_raw;            /* sum of the tokens of merged fragment contributions */
-    int64_t bytes_in;                   /* tensor bytes received */
-    int64_t bytes_out;                  /* tensor bytes sent */
-    int64_t rejects[PROTO_R_COUNT];     /* by reason */
-    reject_agg ragg[PROTO_R_COUNT];     /* rejections not yet logged, by reason */
-    int64_t *pull_step;                 /* [MAX_LEARNERS * P] learner's reported step at its last pull of p */
-    int64_t accepted_total;             /* accepted contributions/gradients */
-    int64_t *own_ver;         /* [MAX_LEARNERS * P] learner's last accepted contribution to p: -1 none
+    int64_t tokens_trained_closed;  /* tokens trained by incarnations that ended (syncer_tokens_trained) */
+    int64_t bytes_in;               /* tensor bytes received */
+    int64_t bytes_out;              /* tensor bytes sent */
+    int64_t rejects[PROTO_R_COUNT]; /* by reason */
+    reject_agg ragg[PROTO_R_COUNT]; /* rejections not yet logged, by reason */
+    int64_t *pull_step;             /* [MAX_LEARNERS * P] learner's reported step at its last pull of p */
+    int64_t accepted_total;         /* accepted contributions/gradients */
+    int64_t *own_ver;               /* [MAX_LEARNERS * P] learner's last accepted contribution to p: -1 none
                                pending, 0 not merged yet, > 0 the version that merged it (reset at a pull) */
+    int64_t *acc_step;        /* [MAX_LEARNERS * P] step (X-Chaosloco-Step) of the learner's last accepted
+                                 contribution to p, any incarnation; -1 none or unknown (join answer) */
+    int64_t *acc_inc;         /* [MAX_LEARNERS * P] the incarnation that sent it (0 none) */
+    int64_t lost_frag_steps;  /* steps a restarted learner trained and never sent, summed over fragments */
+    int64_t lost_frag_tokens; /* ... their tokens */
     int64_t rounds_merged;    /* diloco/decoupled rounds merged */
     int64_t rounds_parts;     /* contributions merged in them */
-    int64_t rounds_late;      /* contributions that named a closed round (folded into the next) */
+    int64_t rounds_lagged;    /* contributions accepted whose base was behind the fragment's version */
+    int64_t rounds_lag_sum;   /* sum of their lags (versions behind) over every accepted contribution */
     int64_t stale_rejected;   /* contributions refused as stale (base too many rounds behind, or ahead) */
     double eval_loss;         /* nats, NAN before the first eval */
     int64_t eval_merges;      /* merges at the last eval */
@@ -334,6 +343,11 @@ SYNCER_HANDLER(h_metrics);
 
 /* ---- syncer_learners.c: membership ---- */
 
+/* Tokens the learners trained this run (mu held): each incarnation from the
+ * token count it joined with to the last one it reported, so steps trained
+ * again after a restart count again (merge efficiency = tokens_merged / this,
+ * docs/api.md). Kept in the checkpoint. */
+int64_t syncer_tokens_trained(const syncer *s);
 /* Learners that joined and have not left (only_active: and are not absent)
  * (mu held). */
 int syncer_count_learners(const syncer *s, int only_active);

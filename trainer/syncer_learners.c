@@ -52,6 +52,17 @@ static int find_slot(syncer *s, int64_t id)
     return -1;
 }
 
+int64_t syncer_tokens_trained(const syncer *s)
+{
+    int64_t t = s->tokens_trained_closed;
+    for (int i = 0; i < MAX_LEARNERS; i++) {
+        const learner_rec *l = &s->learners[i];
+        if (l->id >= 0 && l->incarnation > 0 && l->start_tokens >= 0 && l->tokens > l->start_tokens)
+            t += l->tokens - l->start_tokens;
+    }
+    return t;
+}
+
 int syncer_count_learners(const syncer *s, int only_active)
 {
     int n = 0;
@@ -189,19 +200,19 @@ void reject(syncer *s, cx_http_resp *resp, proto_reason r, int64_t learner, int6
 /* ---- syncer: POST /v1/join ---- */
 
 static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, json_int_t id, json_int_t inc,
-                        json_int_t step, const int64_t *hv, const uint32_t *hc, const int64_t *hp,
-                        int *upload);
+                        json_int_t step, json_int_t tokens, const int64_t *hv, const uint32_t *hc,
+                        const int64_t *hp, int *upload);
 
 int h_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
     json_t *body, *holds = NULL;
-    json_int_t id = -1, inc = 0, step = 0;
+    json_int_t id = -1, inc = 0, step = 0, tokens = -1;
     char err[CX_ERRLEN];
     if (cx_http_body_json(req, resp, 0, &body) != 0)
         return 0;
-    if (cx_json_unpack(body, "body", err, sizeof err, "{s:I, s:I, s?I, s?o}", "learner", &id, "incarnation",
-                       &inc, "step", &step, "holds", &holds) != 0) {
+    if (cx_json_unpack(body, "body", err, sizeof err, "{s:I, s:I, s?I, s?I, s?o}", "learner", &id,
+                       "incarnation", &inc, "step", &step, "tokens", &tokens, "holds", &holds) != 0) {
         json_decref(body);
         cx_http_reply_error(resp, 400, "%s", err);
         return 0;
@@ -233,7 +244,7 @@ int h_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         free(hv), free(hp), free(hc), free(upload);
         return 0;
     }
-    join_checked(s, req, resp, id, inc, step, hv, hc, hp, upload);
+    join_checked(s, req, resp, id, inc, step, tokens, hv, hc, hp, upload);
     free(hv), free(hp), free(hc), free(upload);
     return 0;
 }
@@ -263,16 +274,54 @@ static void join_rebuilding(syncer *s, cx_http_resp *resp, rebuild_state rb, jso
     cx_http_add_header(resp, "Retry-After", "1");
 }
 
+/* Decoupled: the steps the previous incarnation of the learner in slot
+ * trained and that are lost now that it resumes at `step` (mu held, before
+ * the join overwrites its record). Per fragment p, with a = the step of
+ * its last accepted contribution to p: it reported training up to
+ * last = l->step; what it sent (up to a) is in the global model, what its
+ * checkpoint holds unsent (up to `step`) its restart carries
+ * (learner_start_fragment), so max(0, last − max(step, a)) steps are lost.
+ * Counted in lost_frag_steps/_tokens; the `lost` event (new reference,
+ * also when nothing was lost: it carries last_step, how far the previous
+ * incarnation trained) or NULL when the learner resumes at or past what it
+ * reported (a rejoin of a live learner, a first join). */
+static json_t *join_lost(syncer *s, int slot, int64_t step)
+{
+    const learner_rec *l = &s->learners[slot];
+    if (s->cfg.mode != CONFIG_MODE_DECOUPLED || l->incarnation == 0 || l->step <= step)
+        return NULL;
+    json_t *steps = json_array();
+    int64_t sum = 0;
+    for (int p = 0; p < s->P; p++) {
+        int64_t a = s->acc_step[slot * s->P + p], kept = a > step ? a : step;
+        int64_t n = l->step > kept ? l->step - kept : 0;
+        sum += n;
+        json_array_append_new(steps, json_integer(n));
+    }
+    s->lost_frag_steps += sum;
+    s->lost_frag_tokens += sum * l->batch;
+    if (sum > 0)
+        cx_info("learner %lld resumes at step %lld after reporting %lld: %lld fragment-steps trained and "
+                "never sent "
+                "are lost",
+                (long long)l->id, (long long)step, (long long)l->step, (long long)sum);
+    return json_pack("{s:I, s:I, s:I, s:I, s:o, s:I}", "learner", (json_int_t)l->id, "incarnation",
+                     (json_int_t)l->incarnation, "resumed_step", (json_int_t)step, "last_step",
+                     (json_int_t)l->step, "steps", steps, "tokens", (json_int_t)(sum * l->batch));
+}
+
 /* The join once the body is decoded (h_join); hv/hc: the holds or NULL,
  * upload: room for P fragment ids. */
 static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, json_int_t id, json_int_t inc,
-                        json_int_t step, const int64_t *hv, const uint32_t *hc, const int64_t *hp,
-                        int *upload)
+                        json_int_t step, json_int_t tokens, const int64_t *hv, const uint32_t *hc,
+                        const int64_t *hp, int *upload)
 {
     (void)req;
     if (syncer_check_field(resp, "join", "learner", id, 0, PROTO_MAX_LEARNER_ID) ||
         syncer_check_field(resp, "join", "incarnation", inc, 0, INT64_MAX / 2) ||
-        syncer_check_field(resp, "join", "step", step, 0, CONFIG_STEPS_MAX))
+        syncer_check_field(resp, "join", "step", step, 0, CONFIG_STEPS_MAX) ||
+        (tokens != -1 &&
+         syncer_check_field(resp, "join", "tokens", tokens, 0, CONFIG_STEPS_MAX * CONFIG_BATCH_MAX)))
         return 0;
     pthread_mutex_lock(&s->mu);
     int slot = find_slot(s, id);
@@ -305,8 +354,11 @@ static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, j
         s->learners[slot].ddp_arrived = s->learners[slot].ddp_dropped = -1;
         s->learners[slot].batch = s->cfg.batch;
         s->learners[slot].steps_total = s->cfg.steps;
+        for (int p = 0; p < s->P; p++)
+            s->acc_step[slot * s->P + p] = -1;
     }
     learner_rec *l = &s->learners[slot];
+    json_t *lost = join_lost(s, slot, step);
     for (int p = 0; p < s->P; p++) { /* it pulls every fragment after a join */
         s->pull_step[slot * s->P + p] = step;
         s->own_ver[slot * s->P + p] = -1;
@@ -317,7 +369,16 @@ static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, j
     l->incarnation = new_inc;
     l->state = LS_ACTIVE;
     l->joined_ms = l->last_seen_ms = cx_mono_ms();
+    /* the tokens its previous incarnation trained: to the last count it
+     * reported, or to its checkpoint's when that is newer (it trained
+     * that far); a join without tokens counts from its steps */
+    int64_t tok = tokens >= 0 ? tokens : step * l->batch;
+    if (l->start_tokens >= 0 && l->incarnation > 0)
+        s->tokens_trained_closed += (l->tokens > tok ? l->tokens : tok) - l->start_tokens;
+    l->start_tokens = tok;
+    l->tokens = tok;
     l->step = step;
+    l->resumed_step = step;
     l->ddp_arrived = -1;
     l->must_rejoin = 0;
     int n_up = 0;
@@ -325,6 +386,8 @@ static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, j
     if (rb != RB_NONE) {
         join_rebuilding(s, resp, rb, id, new_inc, upload, n_up);
         pthread_mutex_unlock(&s->mu);
+        if (lost)
+            events_emit(s->ev, "lost", lost);
         return 0;
     }
     json_t *ans = json_pack("{s:I, s:I, s:o, s:o, s:I, s:i, s:I, s:s, s:I}", "learner", id, "incarnation",
@@ -332,10 +395,20 @@ static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, j
                             syncer_fragments_json(s), "n_params", (json_int_t)s->n, "table_digest",
                             (int)fragment_table_digest(s->ft), "step", (json_int_t)s->ddp_step, "mode",
                             mode_name(s), "merges", (json_int_t)s->merges);
-    if (s->cfg.mode == CONFIG_MODE_DECOUPLED)
-        json_object_set_new(ans, "schedule_step",
-                            json_integer(syncer_schedule_step_now(s, slot, cx_mono_ms())));
+    if (s->cfg.mode == CONFIG_MODE_DECOUPLED) {
+        /* it counts its schedule from there (learner_join.c): the same offset here turns the step its
+         * contributions name into schedule steps */
+        int64_t sched = syncer_schedule_step_now(s, slot, cx_mono_ms());
+        l->sched_off = sched > 0 ? sched - step : 0;
+        json_object_set_new(ans, "schedule_step", json_integer(sched));
+        json_t *acc = json_array(); /* what a restarted learner may carry (learner_start_fragment) */
+        for (int p = 0; p < s->P; p++)
+            json_array_append_new(acc, json_integer(s->acc_step[slot * s->P + p]));
+        json_object_set_new(ans, "accepted_steps", acc);
+    }
     pthread_mutex_unlock(&s->mu);
+    if (lost)
+        events_emit(s->ev, "lost", lost);
     json_t *jev =
         json_pack("{s:I, s:I, s:I}", "learner", id, "incarnation", (json_int_t)new_inc, "resumed_step", step);
     if (hv && jev) { /* the versions it reported holding (a rejoin after a syncer restart) */
@@ -356,32 +429,74 @@ static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, j
 int h_leave(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
-    json_t *body;
-    json_int_t id = -1, inc = 0;
+    json_t *body, *unsent = NULL;
+    json_int_t id = -1, inc = 0, step = -1, tokens = -1;
     char err[CX_ERRLEN];
     int slot;
     if (cx_http_body_json(req, resp, 0, &body) != 0)
         return 0;
-    if (cx_json_unpack(body, "body", err, sizeof err, "{s:I, s:I}", "learner", &id, "incarnation", &inc) !=
-        0) {
+    if (cx_json_unpack(body, "body", err, sizeof err, "{s:I, s:I, s?I, s?I, s?o}", "learner", &id,
+                       "incarnation", &inc, "step", &step, "tokens", &tokens, "unsent", &unsent) != 0) {
         json_decref(body);
         cx_http_reply_error(resp, 400, "%s", err);
         return 0;
     }
-    json_decref(body);
-    if (!syncer_learner_is_caller(s, req, resp, id, "leave"))
+    /* the final step, tokens and per-fragment unsent steps (optional): the
+     * leave event, where accounting reads them */
+    json_t *ev = json_pack("{s:I, s:I}", "learner", id, "incarnation", inc);
+    if ((step != -1 && syncer_check_field(resp, "leave", "step", step, 0, CONFIG_STEPS_MAX)) ||
+        (tokens != -1 &&
+         syncer_check_field(resp, "leave", "tokens", tokens, 0, CONFIG_STEPS_MAX * CONFIG_BATCH_MAX))) {
+        json_decref(ev);
+        json_decref(body);
         return 0;
+    }
+    if (step >= 0)
+        json_object_set_new(ev, "step", json_integer(step));
+    if (tokens >= 0)
+        json_object_set_new(ev, "tokens", json_integer(tokens));
+    if (unsent) {
+        json_t *u = json_array(), *e;
+        size_t i;
+        int ok = json_is_array(unsent) && json_array_size(unsent) == (size_t)s->P;
+        json_array_foreach(unsent, i, e)
+        {
+            ok = ok && json_is_integer(e) && json_integer_value(e) >= 0 &&
+                 json_integer_value(e) <= CONFIG_STEPS_MAX;
+            json_array_append_new(u, json_integer(json_integer_value(e)));
+        }
+        if (!ok) {
+            json_decref(u);
+            json_decref(ev);
+            json_decref(body);
+            cx_http_reply_error(resp, 400, "leave: field 'unsent' must be %d integers in 0..%lld", s->P,
+                                (long long)CONFIG_STEPS_MAX);
+            return 0;
+        }
+        json_object_set_new(ev, "unsent", u);
+    }
+    json_decref(body);
+    if (!syncer_learner_is_caller(s, req, resp, id, "leave")) {
+        json_decref(ev);
+        return 0;
+    }
     pthread_mutex_lock(&s->mu);
     proto_reason r = syncer_check_learner(s, id, inc, &slot);
     if (r != PROTO_OK) {
         pthread_mutex_unlock(&s->mu);
+        json_decref(ev);
         cx_http_reply_error(resp, syncer_reason_status(r), "leave: %s", proto_reason_name(r));
         return 0;
     }
     s->learners[slot].state = LS_LEFT;
+    if (step > s->learners[slot].step)
+        s->learners[slot].step = step;
+    if (tokens > s->learners[slot].tokens)
+        s->learners[slot].tokens = tokens;
     /* barriers waiting for it may now be complete */
     pthread_cond_broadcast(&s->tick_cv);
     pthread_mutex_unlock(&s->mu);
+    events_emit(s->ev, "leave", ev);
     cx_info("leave learner=%lld incarnation=%lld", (long long)id, (long long)inc);
     cx_http_reply_json(resp, 200, json_pack("{s:b}", "ok", 1));
     return 0;

@@ -1,17 +1,13 @@
 /* syncer_rounds.c - the syncer's per-fragment rounds (diloco, decoupled):
  * contributions, quorum and grace window, merge.
  *
- * The per-fragment round (diloco and decoupled), slot-aligned (round.h):
- * round r of fragment p is the r-th time the stagger schedule makes p due;
- * a contribution names it (X-Chaosloco-Round) and joins that round.
+ * The per-fragment round (diloco and decoupled), numbered by the syncer
+ * (round.h): a contribution names no round; it joins the round of its
+ * fragment that is open when it arrives, or opens the next one.
  *
  *        h_contribution(): first accepted contribution,
- *        id = round_join_id() > closed_id
+ *        id = round_join_id() = closed_id + 1
  *   IDLE ──────────────────────────────────────────► COLLECTING
- *    │ │ a late one opens it (decoupled)                 ▲  │   │
- *    │ └──────────────────────────► HELD ───────────────┘  │   │
- *    │     an on-time contribution joins (h_contribution),   │   │
- *    │     or hold_until_ms passed (round_check)             │   │
  *    ▲                                                 │   │
  *    │   round_merge(): merge, outer Nesterov,         │   │ n >= need (round_check):
  *    │   version++, map id -> version, closed_id = id, │   │ decoupled: grace computed
@@ -22,29 +18,25 @@
  *                  contributed (round_check / ticker: round_close_due)
  *
  *   IDLE        no contribution held; opened_ms = 0; the next round to open
- *               gets an id above closed_id.
- *   HELD        decoupled only: opened by a late contribution; n >= 1, no
- *               quorum counted until an on-time contribution joins or
- *               hold_until_ms (one period, H·t_step, at most grace_cap_ms)
- *               passes; id > closed_id.
+ *               is closed_id + 1.
  *   COLLECTING  1 <= n < need contributions held (need: diloco = every
  *               expected learner, decoupled = quorum K); id > closed_id.
  *   GRACE       n >= K; grace_end_ms set; contributions still accepted;
  *               id > closed_id.
- * The late rule: a contribution naming a round that already closed (or that
- * the open round has passed) is folded into the open round, or opens the
- * next one HELD for the on-time contributions of that round (so a learner
- * that runs behind merges with the others instead of alone), with its own
- * base (counted in rounds.late); it is refused only
- * when its base is more than max_staleness rounds of p behind (each merged
- * round is one version, so that is versions[p] - base). The 202 answer says
- * the round joined and the version its merge will produce
+ * Late and stale: a contribution whose base is behind the fragment's
+ * version (rounds merged since its learner took the base, the paper's
+ * staleness) is merged like any other, with its own base and token weight
+ * (counted in rounds.lagged); it is refused only when its base is more than
+ * max_staleness rounds of p behind (each merged round is one version, so
+ * that is versions[p] - base), and then its learner keeps the steps and
+ * sends them against a newer base. Nothing is held for a late learner. The
+ * 202 answer says the round joined and the version its merge will produce
  * (versions[p] + 1: one round of p is open at a time).
- * A contribution from a learner already in the round replaces its previous
- * one (its newer delta includes the older progress: the learner has not
- * received the fragment in between). At merge, contributions of learners
- * marked absent get no weight (they are dropped); if none is left the round
- * stays open.
+ * A contribution from a learner already in the round (it rejoined since
+ * its first) is added to that one: learners rebase, so two contributions
+ * never cover the same steps. At merge, contributions of learners marked
+ * absent get no weight (they are dropped, with the steps they carried); if
+ * none is left the round stays open.
  */
 #include <assert.h>
 #include <math.h>
@@ -77,7 +69,7 @@
 #include "trainer/round.h"
 #include "trainer/syncer_internal.h"
 
-const char *const syncer_round_state_names[] = {"idle", "collecting", "grace", "held"};
+const char *const syncer_round_state_names[] = {"idle", "collecting", "grace"};
 
 /* ---- syncer: merge bookkeeping shared by every mode ---- */
 
@@ -115,10 +107,6 @@ static void assert_round_state(const syncer *s, const frag_round *r)
     case RS_GRACE:
         assert(r->n >= 1 && s->cfg.mode == CONFIG_MODE_DECOUPLED && r->grace_end_ms > 0 &&
                r->id > r->closed_id);
-        break;
-    case RS_HELD:
-        assert(r->n >= 1 && s->cfg.mode == CONFIG_MODE_DECOUPLED && r->hold_until_ms > 0 &&
-               r->id > r->closed_id && r->opened_late);
         break;
     }
 }
@@ -168,24 +156,6 @@ static double round_grace_ms(const syncer *s, int p)
                           merge_ema_get(&r->t_sync, 0) + t_pull, (double)s->cfg.grace_cap_ms);
 }
 
-/* How long a round opened by a late contribution waits for the on-time
- * ones of its slot (mu held): one period of the schedule, H·t_step, at most
- * grace_cap_ms; 0 (no wait) before any step time is known. The late
- * learner waits that long for its merged value at most, and loses what it
- * trains on the fragment meanwhile (its copy is overwritten at adoption);
- * nobody else waits. One schedule slot (H/P·t_step) lost fewer tokens but
- * gathered fewer learners (4 learners, small GPT under ASan: 1.6-1.8
- * contributions per round instead of 2.4-2.6; docs/training.md). */
-static int64_t round_hold_ms(const syncer *s)
-{
-    double t_step, t_pull;
-    learner_timings(s, &t_step, &t_pull);
-    double h = (double)s->cfg.H * t_step;
-    if (!(h > 0))
-        return 0;
-    return (int64_t)ceil(h < (double)s->cfg.grace_cap_ms ? h : (double)s->cfg.grace_cap_ms);
-}
-
 /* Where the stagger schedule is now (mu held): the mean over the active
  * learners other than slot `except` that named a round since they joined
  * of their schedule step then plus the steps they have run since at their
@@ -211,14 +181,17 @@ int64_t syncer_schedule_step_now(const syncer *s, int except, int64_t now)
 }
 
 /* round_merge, step 1: the contributions of round p that still count
- * (their learner is not absent and has not rejoined since) into mc[], their
- * index in r->c into idx[]; returns how many (mu held). */
+ * (their learner is not absent) into mc[], their index in r->c into idx[];
+ * returns how many (mu held). One accepted before its learner rejoined
+ * still counts: it was valid when it came, and the rejoined learner
+ * counts it as sent (it carries only the steps after it, join's
+ * accepted_steps). */
 static int round_mergeable(syncer *s, frag_round *r, merge_contrib *mc, int *idx)
 {
     int k = 0;
     for (int i = 0; i < r->n; i++) {
         learner_rec *l = &s->learners[r->c[i].slot];
-        if (l->state == LS_ABSENT || l->incarnation != r->c[i].incarnation)
+        if (l->state == LS_ABSENT)
             continue;
         mc[k].delta = r->c[i].delta;
         mc[k].tokens = (uint64_t)r->c[i].tokens;
@@ -304,10 +277,12 @@ static void round_drops(syncer *s, int p, frag_round *r, const int *idx, int k, 
         int used = 0;
         for (int j = 0; j < k; j++)
             used |= idx[j] == i;
-        if (!used)
+        if (!used) /* what it carried is lost: the learner counts it as sent */
             events_emit(s->ev, "drop",
-                        json_pack("{s:I, s:I, s:s, s:i}", "learner", (json_int_t)l->id, "incarnation",
-                                  (json_int_t)r->c[i].incarnation, "reason", "absent", "fragment", p));
+                        json_pack("{s:I, s:I, s:s, s:i, s:I, s:I, s:I}", "learner", (json_int_t)l->id,
+                                  "incarnation", (json_int_t)r->c[i].incarnation, "reason", "absent",
+                                  "fragment", p, "step", (json_int_t)r->c[i].step, "steps",
+                                  (json_int_t)r->c[i].steps, "tokens", (json_int_t)r->c[i].tokens));
         free(r->c[i].delta);
         r->c[i].delta = NULL;
     }
@@ -355,11 +330,11 @@ static int round_merge(syncer *s, int p, const char *why)
         tokens += c->tokens;
         if (s->own_ver[c->slot * s->P + p] == 0) /* its pending contribution is in this version */
             s->own_ver[c->slot * s->P + p] = version;
-        json_array_append_new(parts,
-                              json_pack("{s:I, s:I, s:f, s:I, s:I, s:I}", "learner", (json_int_t)c->learner,
-                                        "incarnation", (json_int_t)c->incarnation, "weight", w[j], "tokens",
-                                        (json_int_t)c->tokens, "steps", (json_int_t)c->steps, "base_version",
-                                        (json_int_t)c->base_version));
+        json_array_append_new(
+            parts, json_pack("{s:I, s:I, s:f, s:I, s:I, s:I, s:I}", "learner", (json_int_t)c->learner,
+                             "incarnation", (json_int_t)c->incarnation, "weight", w[j], "tokens",
+                             (json_int_t)c->tokens, "steps", (json_int_t)c->steps, "base_version",
+                             (json_int_t)c->base_version, "step", (json_int_t)c->step));
     }
     /* a contribution's tokens were trained on the whole model; this merge
      * moves 1/P of it, so the run's merged-token count grows by tokens/P */
@@ -377,15 +352,13 @@ static int round_merge(syncer *s, int p, const char *why)
                 json_pack("{s:i, s:I, s:o, s:f, s:f, s:s, s:s, s:I, s:f, s:I, s:i}", "fragment", p, "version",
                           (json_int_t)version, "participants", parts, "grace_ms", r->grace_ms, "update_norm",
                           norm, "mode", mode_name(s), "trigger", why, "tokens", (json_int_t)tokens, "scale",
-                          scale, "round", (json_int_t)r->id, "late", r->late));
-    cx_info("merge fragment=%d round=%lld version=%lld participants=%d late=%d trigger=%s grace_ms=%.1f "
+                          scale, "round", (json_int_t)r->id, "lagged", r->lagged));
+    cx_info("merge fragment=%d round=%lld version=%lld participants=%d lagged=%d trigger=%s grace_ms=%.1f "
             "norm=%.4g",
-            p, (long long)r->id, (long long)version, k, r->late, why, r->grace_ms, norm);
+            p, (long long)r->id, (long long)version, k, r->lagged, why, r->grace_ms, norm);
     syncer_note_merge(s, p, version, ids, k);
     r->n = 0;
-    r->late = 0;
-    r->hold_until_ms = 0;
-    r->opened_late = 0;
+    r->lagged = 0;
     r->state = RS_IDLE;
     r->opened_ms = r->quorum_ms = r->grace_end_ms = 0;
     r->grace_ms = 0;
@@ -411,15 +384,9 @@ void round_check(syncer *s, int p, int64_t now)
         return;
     }
     /* decoupled */
-    if (r->state == RS_HELD) {
-        if (now < r->hold_until_ms)
-            return;
-        r->state = RS_COLLECTING; /* nobody on time came: merge the late ones */
-    }
     if (r->state == RS_COLLECTING && r->n >= s->cfg.quorum) {
         r->quorum_ms = now;
-        if (!r->opened_late)
-            merge_ema_add(&r->t_quorum, (double)(now - r->opened_ms));
+        merge_ema_add(&r->t_quorum, (double)(now - r->opened_ms));
         r->grace_ms = round_grace_ms(s, p);
         r->grace_end_ms = now + (int64_t)ceil(r->grace_ms);
         r->state = RS_GRACE;
@@ -434,23 +401,54 @@ void round_check(syncer *s, int p, int64_t now)
 /* ---- syncer: POST /v1/fragments/{p}/contributions ---- */
 
 /* PROTO_OK when the tokens/steps claim of a contribution to fragment p is
- * possible (mu held): no more steps than the learner's run has left after
- * the step it reported when it last pulled p (+ H of slack: reported steps
- * lag, which only loosens the bound), no more tokens than its batch per
- * step. Both bounds keep every sum of claims far from overflow. */
+ * possible (mu held). With X-Chaosloco-Step (every learner of this
+ * version): its steps (step − steps, step] lie in the learner's run (+ H of
+ * slack: its own --steps reaches us with its first heartbeat) and start no
+ * earlier than what it already sent (below); without: no more steps than
+ * the learner's run has left after the step it reported when it last
+ * pulled p (+ H). No more tokens than its batch per step. The bounds keep
+ * every sum of claims far from overflow. */
 static proto_reason claim_check(syncer *s, int slot, int p, const proto_hdr *h, char *why, size_t len)
 {
     const learner_rec *l = &s->learners[slot];
-    int64_t since = s->pull_step[slot * s->P + p];
-    int64_t left = l->steps_total > since ? l->steps_total - since : 0;
-    int64_t max_steps = left + s->cfg.H;
-    if (h->steps > max_steps) {
-        snprintf(why, len,
-                 "header %s is %lld: learner %lld cannot have trained more than %lld steps since it pulled "
-                 "fragment %d (at step %lld of %lld, +H)",
-                 PROTO_H_STEPS, (long long)h->steps, (long long)l->id, (long long)max_steps, p,
-                 (long long)since, (long long)l->steps_total);
-        return PROTO_R_CLAIM;
+    if (h->step >= 0) {
+        /* it covers the learner's steps (step - steps, step]: within its run,
+         * and never a step an accepted contribution of this learner already
+         * covered (a learner rebases: each step is sent once; a replay is
+         * refused). A restarted learner trains again from its checkpoint: its
+         * new incarnation may start below what the old one sent, not below
+         * where it resumed. */
+        int64_t a = s->acc_step[slot * s->P + p], from = h->step - h->steps;
+        int64_t floor =
+            s->acc_inc[slot * s->P + p] == l->incarnation || a < l->resumed_step ? a : l->resumed_step;
+        if (h->steps > h->step || h->step > l->steps_total + s->cfg.H) {
+            snprintf(why, len, "header %s is %lld and %s %lld: learner %lld runs steps 1..%lld (+H)",
+                     PROTO_H_STEPS, (long long)h->steps, PROTO_H_STEP, (long long)h->step, (long long)l->id,
+                     (long long)l->steps_total);
+            return PROTO_R_CLAIM;
+        }
+        if (from < floor) {
+            snprintf(
+                why, len,
+                "steps %lld..%lld of learner %lld on fragment %d: it already sent up to step %lld (%s %lld, "
+                "%s %lld)",
+                (long long)from + 1, (long long)h->step, (long long)l->id, p, (long long)floor, PROTO_H_STEP,
+                (long long)h->step, PROTO_H_STEPS, (long long)h->steps);
+            return PROTO_R_CLAIM;
+        }
+    } else {
+        int64_t since = s->pull_step[slot * s->P + p];
+        int64_t left = l->steps_total > since ? l->steps_total - since : 0;
+        int64_t max_steps = left + s->cfg.H;
+        if (h->steps > max_steps) {
+            snprintf(
+                why, len,
+                "header %s is %lld: learner %lld cannot have trained more than %lld steps since it pulled "
+                "fragment %d (at step %lld of %lld, +H)",
+                PROTO_H_STEPS, (long long)h->steps, (long long)l->id, (long long)max_steps, p,
+                (long long)since, (long long)l->steps_total);
+            return PROTO_R_CLAIM;
+        }
     }
     if (h->tokens > h->steps * l->batch) { /* steps <= CONFIG_STEPS_MAX + H: no overflow */
         snprintf(why, len, "header %s is %lld, more than %s %lld x batch %lld", PROTO_H_TOKENS,
@@ -583,6 +581,17 @@ static int contribution_decode(syncer *s, const cx_http_req *req, cx_http_resp *
         reject(s, resp, PROTO_R_BAD_HEADER, h->learner, h->incarnation, *pp, why, 0);
         return -1;
     }
+    /* the syncer numbers the rounds: a learner that names one is not ours
+     * (an older learner, or one trying to steer the rounds) */
+    if (h->round >= 0) {
+        snprintf(
+            why, sizeof why,
+            "header %s: rounds are numbered by the syncer, a contribution names none (the 202 answer says "
+            "which round it joined)",
+            PROTO_H_ROUND);
+        reject(s, resp, PROTO_R_BAD_HEADER, h->learner, h->incarnation, *pp, why, 0);
+        return -1;
+    }
     size_t len = fragment_length(s->ft, (int)*pp);
     size_t want = encoding_size((encoding_kind)h->encoding, len);
     proto_reason r = proto_check_body(req->body, req->body_len, want, h->crc32c, why, sizeof why);
@@ -607,64 +616,54 @@ static int contribution_decode(syncer *s, const cx_http_req *req, cx_http_resp *
     return 0;
 }
 
-/* h_contribution, step 2: PROTO_OK, or PROTO_R_BAD_HEADER with why when
- * the round h names is beyond any round of fragment p this run can reach:
- * the schedule (which a joining learner takes from the others) ends at the
- * longest run's steps_total, +H of slack (mu held). */
-static proto_reason contribution_round_ok(syncer *s, int64_t p, const proto_hdr *h, char *why, size_t whylen)
-{
-    int64_t most = 0;
-    for (int i = 0; i < MAX_LEARNERS; i++)
-        if (s->learners[i].id >= 0 && s->learners[i].steps_total > most)
-            most = s->learners[i].steps_total;
-    int64_t max_round = fragment_round(most + s->cfg.H, (int)p, (int)s->cfg.H, s->P);
-    if (h->round > max_round) {
-        snprintf(why, whylen, "header %s is %lld: fragment %lld has at most %lld rounds in %lld steps",
-                 PROTO_H_ROUND, (long long)h->round, (long long)p, (long long)max_round, (long long)most);
-        return PROTO_R_BAD_HEADER;
-    }
-    return PROTO_OK;
-}
-
-/* h_contribution, step 3: the accepted contribution of the learner in slot
- * joins round p (replacing its previous one there), which IDLE opens
- * (COLLECTING, or HELD when it is late in decoupled mode) and HELD leaves
- * for COLLECTING when it is on time (see the drawing above); the learner's
- * step wall time is measured from its contributions. Returns the round it
- * joined, *late whether it named an earlier one (mu held; takes delta). */
+/* h_contribution, step 2: the accepted contribution of the learner in slot
+ * joins the open round of p, or opens the next one (see the drawing above);
+ * the learner's step wall time is measured from its contributions. Returns
+ * the round it joined, *lag how many versions its base is behind (mu held;
+ * takes delta). */
 static int64_t round_add_contribution(syncer *s, int64_t p, int slot, const proto_hdr *h, float *delta,
-                                      int *late_out)
+                                      int64_t *lag_out)
 {
     frag_round *rd = &s->rounds[p];
     int at = -1;
     for (int i = 0; i < rd->n; i++)
         if (rd->c[i].slot == slot)
             at = i;
-    if (at < 0)
+    if (at < 0) {
         at = rd->n++;
-    else
-        free(rd->c[at].delta);
-    rd->c[at] = (contrib){slot, h->learner, h->incarnation, h->base_version, h->tokens, h->steps, delta};
+        rd->c[at] =
+            (contrib){slot, h->learner, h->incarnation, h->base_version, h->tokens, h->steps, h->step, delta};
+    } else {
+        /* the learner is in this round already (it rejoined meanwhile):
+         * both deltas are its progress, over disjoint steps (a learner
+         * rebases, so a contribution never repeats an earlier one), and go
+         * in as one contribution carrying both */
+        contrib *c = &rd->c[at];
+        size_t len = fragment_length(s->ft, (int)p);
+        for (size_t i = 0; i < len; i++)
+            c->delta[i] += delta[i];
+        free(delta);
+        c->tokens += h->tokens;
+        c->steps += h->steps;
+        c->base_version = c->base_version < h->base_version ? c->base_version : h->base_version;
+        c->incarnation = h->incarnation;
+        c->step = h->step > c->step ? h->step : c->step;
+    }
     int64_t now = cx_mono_ms();
-    int late = 0;
-    int64_t round = round_join_id(rd->state != RS_IDLE, rd->id, rd->closed_id, h->round, &late);
+    int64_t round = round_join_id(rd->state != RS_IDLE, rd->id, rd->closed_id);
     if (rd->state == RS_IDLE) {
-        int64_t hold = late && s->cfg.mode == CONFIG_MODE_DECOUPLED ? round_hold_ms(s) : 0;
-        rd->state = hold > 0 ? RS_HELD : RS_COLLECTING;
-        rd->hold_until_ms = hold > 0 ? now + hold : 0;
-        rd->opened_late = late;
+        rd->state = RS_COLLECTING;
         rd->opened_ms = now;
-        rd->late = 0;
-    } else if (rd->state == RS_HELD && !late) {
-        rd->state = RS_COLLECTING; /* the slot's on-time contribution: count the quorum now */
-        rd->hold_until_ms = 0;
+        rd->lagged = 0;
     }
     rd->id = round;
-    rd->late += late;
-    s->rounds_late += late;
+    int64_t lag = s->versions[p] - h->base_version;
+    rd->lagged += lag > 0;
+    s->rounds_lagged += lag > 0;
+    s->rounds_lag_sum += lag;
     s->own_ver[slot * s->P + p] = 0; /* pending: the version that merges it says whether a pull has it */
     learner_rec *lr = &s->learners[slot];
-    int64_t cstep = fragment_round_step(h->round, (int)p, (int)s->cfg.H, s->P);
+    int64_t cstep = h->step >= 0 ? h->step + lr->sched_off : -1; /* its schedule step */
     if (cstep > 0) {
         /* wall time per inner step between two of its contributions at least H schedule steps apart
          * (queued contributions arrive bunched: a shorter span would measure the queue, not the steps) */
@@ -677,7 +676,7 @@ static int64_t round_add_contribution(syncer *s, int64_t p, int slot, const prot
             lr->c_step = cstep;
         }
     }
-    *late_out = late;
+    *lag_out = lag;
     return round;
 }
 
@@ -702,8 +701,6 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     char why[CX_ERRLEN];
     int slot;
     proto_reason r = admit(s, (int)p, &h, l2, mx, &slot, why, sizeof why);
-    if (r == PROTO_OK && h.round >= 0)
-        r = contribution_round_ok(s, p, &h, why, sizeof why);
     if (r != PROTO_OK) {
         s->bytes_in += (int64_t)req->body_len;
         if (r == PROTO_R_STALE_VERSION)
@@ -715,20 +712,27 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     }
     syncer_touch(s, slot);
     norm_add(s, (int)p, l2, mx);
+    if (h.step >= 0) { /* what a restart of this learner may carry (join's accepted_steps) */
+        s->acc_step[slot * s->P + p] = h.step;
+        s->acc_inc[slot * s->P + p] = h.incarnation;
+        if (h.step > s->learners[slot].step)
+            s->learners[slot].step = h.step;
+    }
     s->bytes_in += (int64_t)req->body_len;
     s->learners[slot].accepted++;
     s->accepted_total++;
-    int late = 0;
-    int64_t round = round_add_contribution(s, p, slot, &h, delta, &late);
+    int64_t lag = 0;
+    int64_t round = round_add_contribution(s, p, slot, &h, delta, &lag);
     pthread_mutex_unlock(&s->mu);
     /* the event goes out before a merge it may trigger, so the log reads in order */
     events_emit(s->ev, "contribution",
-                json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:b}", "learner",
+                json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:f}", "learner",
                           (json_int_t)h.learner, "incarnation", (json_int_t)h.incarnation, "fragment",
                           (json_int_t)p, "base_version", (json_int_t)h.base_version, "tokens",
                           (json_int_t)h.tokens, "steps", (json_int_t)h.steps, "encoding",
                           config_encoding_name(h.encoding), "bytes", (json_int_t)req->body_len, "round",
-                          (json_int_t)round, "named_round", (json_int_t)h.round, "late", late));
+                          (json_int_t)round, "lag", (json_int_t)lag, "step", (json_int_t)h.step,
+                          "update_norm", l2 * per));
     pthread_mutex_lock(&s->mu);
     round_check(s, (int)p, cx_mono_ms());
     assert_round_state(s, &s->rounds[p]);
@@ -737,8 +741,8 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
      * round joined merges into version + 1 (round_merge; a rebuild that
      * drops held contributions moves versions and makes the learner rejoin) */
     cx_http_reply_json(resp, 202,
-                       json_pack("{s:I, s:I, s:I, s:I, s:b}", "round", (json_int_t)round, "fragment",
+                       json_pack("{s:I, s:I, s:I, s:I}", "round", (json_int_t)round, "fragment",
                                  (json_int_t)p, "version", (json_int_t)version, "merges_into",
-                                 (json_int_t)(version + 1), "late", late));
+                                 (json_int_t)(version + 1)));
     return 0;
 }

@@ -32,11 +32,11 @@ static void add(hdrs *h, const char *name, const char *fmt, long long v)
 }
 
 /* POST a contribution of d[0..len) to fragment 0 as learner 0 with these
- * claims, and the round header when round (a raw header value) is not
- * NULL; the HTTP status, the parsed answer into *ans (NULL when none; the
- * caller frees it). */
+ * claims, and one more header line `extra` ("Name: value") when not NULL;
+ * the HTTP status, the parsed answer into *ans (NULL when none; the caller
+ * frees it). */
 static int post_contribution(tr_run *r, json_int_t inc, json_int_t base, long long tokens, long long steps,
-                             const char *round, const float *d, size_t len, json_t **ans)
+                             const char *extra, const float *d, size_t len, json_t **ans)
 {
     hdrs h = {.n = 0};
     add(&h, PROTO_H_LEARNER, "%lld", 0);
@@ -49,8 +49,8 @@ static int post_contribution(tr_run *r, json_int_t inc, json_int_t base, long lo
     snprintf(h.lines[h.n], 96, "%s: f32", PROTO_H_ENCODING);
     h.p[h.n] = h.lines[h.n];
     h.p[++h.n] = NULL;
-    if (round) {
-        snprintf(h.lines[h.n], 96, "%s: %s", PROTO_H_ROUND, round);
+    if (extra) {
+        snprintf(h.lines[h.n], 96, "%s", extra);
         h.p[h.n] = h.lines[h.n];
         h.p[++h.n] = NULL;
     }
@@ -327,44 +327,55 @@ Test(syncer_bounds, token_claims_and_huge_updates_are_refused, .timeout = 90)
     tr_done(&r);
 }
 
-/* X-Chaosloco-Round: a malformed one or one beyond the run's schedule is a
- * 400 naming it; a valid one joins that round and the 202 names the
- * version it merges into; a contribution for a closed round is folded into
- * the next one (late), not refused. */
-Test(syncer_bounds, contribution_rounds_are_checked_and_late_ones_folded, .timeout = 60)
+/* Rounds are numbered by the syncer: a contribution naming one (valid or
+ * not) is a 400 naming X-Chaosloco-Round; one naming none joins the open
+ * round or opens the next, and the 202 names it and the version it merges
+ * into; a base behind the version is merged (lagged), not refused. With
+ * X-Chaosloco-Step a contribution covers (step - steps, step]: steps
+ * already sent (a replay) are refused as a claim. */
+Test(syncer_bounds, rounds_are_numbered_by_the_syncer_and_steps_sent_once, .timeout = 60)
 {
     tr_run r = {0};
     /* one learner, K=1: every round is complete ("all") at its first contribution */
     seat s = start_joined(&r, "bounds-rounds", "decoupled", "600", 1);
     json_int_t v = version0(&r);
     json_t *ans = NULL;
-    const char *bad[] = {"abc", "-1", "9999"}; /* 600 steps / H 24: fragment 0 has 26 rounds */
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        cr_assert_eq(post_contribution(&r, s.inc, v, 384, 24, bad[i], s.d, s.len, &ans), 400, "round '%s'",
-                     bad[i]);
+    const char *named[] = {"abc", "-1", "3"};
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
+        char line[96];
+        snprintf(line, sizeof line, "%s: %s", PROTO_H_ROUND, named[i]);
+        cr_assert_eq(post_contribution(&r, s.inc, v, 384, 24, line, s.d, s.len, &ans), 400, "round '%s'",
+                     named[i]);
         const char *e = json_string_value(json_object_get(ans, "error"));
-        cr_assert(e && strstr(e, PROTO_H_ROUND), "round '%s': the error names the header: %s", bad[i],
+        cr_assert(e && strstr(e, PROTO_H_ROUND), "round '%s': the error names the header: %s", named[i],
                   e ? e : "(none)");
         json_decref(ans);
     }
     cr_assert_eq(version0(&r), v, "nothing merged");
-    cr_assert_eq(post_contribution(&r, s.inc, v, 384, 24, "3", s.d, s.len, &ans), 202);
-    cr_assert_eq(tr_int(ans, "round"), 3);
+    char step[96];
+    snprintf(step, sizeof step, "%s: 24", PROTO_H_STEP);
+    cr_assert_eq(post_contribution(&r, s.inc, v, 384, 24, step, s.d, s.len, &ans), 202);
+    cr_assert_eq(tr_int(ans, "round"), 0, "the first round of fragment 0");
     cr_assert_eq(tr_int(ans, "merges_into"), v + 1);
     json_decref(ans);
-    cr_assert_eq(version0(&r), v + 1, "round 3 merged into the version the 202 named");
-    /* round 2 closed with round 3 before it: late, folded into round 4 */
-    cr_assert_eq(post_contribution(&r, s.inc, v + 1, 384, 24, "2", s.d, s.len, &ans), 202);
-    cr_assert_eq(tr_int(ans, "round"), 4);
+    cr_assert_eq(version0(&r), v + 1, "round 0 merged into the version the 202 named");
+    /* the same steps again (a replay, or a learner that did not rebase): refused */
+    cr_assert_eq(post_contribution(&r, s.inc, v + 1, 384, 24, step, s.d, s.len, &ans), 400);
+    cr_assert_str_eq(json_string_value(json_object_get(ans, "reason")), "claim");
+    json_decref(ans);
+    /* the next steps against the old base: merged, counted as lagged */
+    snprintf(step, sizeof step, "%s: 48", PROTO_H_STEP);
+    cr_assert_eq(post_contribution(&r, s.inc, v, 384, 24, step, s.d, s.len, &ans), 202);
+    cr_assert_eq(tr_int(ans, "round"), 1);
     cr_assert_eq(tr_int(ans, "merges_into"), v + 2);
     json_decref(ans);
     json_t *st = tr_get(&r, "/v1/status");
     json_t *rd = json_object_get(st, "rounds");
-    cr_assert_eq(tr_int(rd, "late"), 1);
+    cr_assert_eq(tr_int(rd, "lagged"), 1);
     cr_assert_eq(tr_int(rd, "merged"), 2);
     cr_assert_eq(tr_int(rd, "stale_rejected"), 0);
     json_t *f0 = json_array_get(json_object_get(st, "fragments"), 0);
-    cr_assert_eq(tr_int(json_object_get(f0, "round"), "closed"), 4, "round 4 is the last merged");
+    cr_assert_eq(tr_int(json_object_get(f0, "round"), "closed"), 1, "round 1 is the last merged");
     json_decref(st);
     free(s.d);
     tr_done(&r);

@@ -2,10 +2,9 @@
  * loss comes within 10 % of an equal-token ddp run; a SIGSTOPped
  * learner does not stop the merges and catches up after SIGCONT; a
  * SIGKILLed one rejoins, pulls everything and contributes again; a learner
- * with --slowdown 2 still contributes, with lower total weight. Slot-aligned
- * rounds: merged rounds carry >= 2 contributions on average, learners adopt
- * merged values that hold their own contribution, and 8 learners have no
- * contribution refused as stale. */
+ * with --slowdown 2 still contributes, with lower total weight. Learners
+ * adopt merged values that hold their own contribution and every trained
+ * token is merged, and 8 learners have no contribution refused as stale. */
 #include "trainer_it.h"
 
 static double run4(const char *mode, const char *tag, json_int_t *tokens)
@@ -35,15 +34,14 @@ Test(trainer_decoupled, k1_comes_close_to_ddp_at_equal_tokens, .timeout = 200)
     cr_log_info("eval loss, 4 learners x 240 steps: decoupled K=1 %.4f (merged %lld tokens), ddp %.4f", dec,
                 (long long)tok_dec, ddp);
     cr_assert(dec < log(256.0) - 1.0, "decoupled eval loss %f did not fall clearly below ln 256", dec);
-    /* With slot-aligned rounds a 240-step run merges only 15-32 % of the
-     * tokens it trains (learners adopt their own round's value, and a run this
-     * short ends with rounds still held), depending on timing: decoupled came
-     * out +1.5 % to +5.2 % over ddp in four ASan runs on a loaded box. The
-     * bound guards against a broken merge; the equal-token quality claim is
-     * measured with seeds by bench/claims (docs/results.md). */
+    /* Learners rebase on merged values and send their last progress, so
+     * every trained token is merged (test_trainer_rebase.c checks it step
+     * by step). The bound guards against a broken merge; the equal-token
+     * quality claim is measured with seeds by bench/claims
+     * (docs/results.md). */
     cr_assert(dec < ddp * 1.10, "decoupled %f is not within 10%% of ddp %f", dec, ddp);
     cr_assert_eq(tok_ddp, 4 * 240 * 16);
-    cr_assert_leq(tok_dec, 4 * 240 * 16, "never more merged tokens than trained");
+    cr_assert_eq(tok_dec, 4 * 240 * 16, "every trained token merged");
 }
 
 static double weight_of(json_t *evs, int id, int *count, json_int_t after_seq)
@@ -147,13 +145,15 @@ static double rounds_num(json_t *st, const char *key)
     return json_number_value(v);
 }
 
-/* Fault-free, 4 learners, K=1, default grace window and tau: rounds per
- * fragment slot gather the learners (a learner running behind is folded
- * into the next round with the others, not merged alone), and each learner
- * takes the merged value of the round that holds its contribution. The
- * small GPT: its steps (tens of ms under ASan) are long next to a pull, as
- * in the paper's setting; bounded by steps. */
-Test(trainer_decoupled, k1_rounds_gather_learners_and_adopt_their_own, .timeout = 300)
+/* Fault-free, 4 learners, K=1, default grace window and tau: each learner
+ * takes the merged value of the round that holds its contribution (and
+ * rebases on it), and every token trained reaches a merge. The small GPT:
+ * its steps (tens of ms under ASan) are long next to a pull, as in the
+ * paper's setting; bounded by steps. Rounds are numbered by the syncer and
+ * nothing waits for a learner that runs behind, so a round gathers the
+ * contributions that arrive within its grace window (1.1-1.3 per round
+ * here: the learners drift apart on a shared CPU; docs/training.md). */
+Test(trainer_decoupled, k1_learners_adopt_their_own_and_every_token_is_merged, .timeout = 300)
 {
     const char *args[] = {"--mode",          "decoupled", "--learners", "4",   "--quorum",      "1",
                           "--steps",         "200",       "--model",    "gpt", "--context",     "32",
@@ -162,10 +162,12 @@ Test(trainer_decoupled, k1_rounds_gather_learners_and_adopt_their_own, .timeout 
                           "--eval-every-ms", "1000",      NULL};
     json_t *st = rounds_run("decrounds", args, 4);
     double pm = rounds_num(st, "participants_mean"), merged = rounds_num(st, "merged");
-    cr_log_info("4 learners, K=1: %.0f rounds merged, %.2f contributions per round, %.0f late, %.0f stale",
-                merged, pm, rounds_num(st, "late"), rounds_num(st, "stale_rejected"));
+    cr_log_info("4 learners, K=1: %.0f rounds merged, %.2f contributions per round, %.0f lagged, %.0f stale, "
+                "%lld tokens merged",
+                merged, pm, rounds_num(st, "lagged"), rounds_num(st, "stale_rejected"),
+                (long long)tr_int(st, "tokens_merged"));
     cr_assert_gt(merged, 10, "rounds were merged");
-    cr_assert_geq(pm, 2.0, "merged rounds average %.2f contributions, fewer than 2", pm);
+    cr_assert_eq(tr_int(st, "tokens_merged"), 4 * 200 * 8, "every trained token was merged");
     cr_assert_eq(rounds_num(st, "stale_rejected"), 0);
     size_t i;
     json_t *l;

@@ -141,11 +141,19 @@ Test(checkpoint, corruption_and_mismatch_are_refused)
 }
 
 /* The tensors and per-fragment counters a learner checkpoint points into:
- * base versions 1..4, fragment steps 5..8, fragment tokens 80..128. */
+ * base versions 1..4, fragment steps 5..8, fragment tokens 80..128, and the
+ * rebase state (origins 200.., one accepted send in flight on fragment 1). */
 static struct {
-    float params[NN], m[NN], v[NN];
-    int64_t bv[NP], fs[NP], ft[NP];
-} lrn = {.bv = {1, 2, 3, 4}, .fs = {5, 6, 7, 8}, .ft = {80, 96, 112, 128}};
+    float params[NN], m[NN], v[NN], base[NN], sent[NN];
+    int64_t bv[NP], fs[NP], ft[NP], os[NP], ss[NP], sst[NP], stk[NP], sa[NP];
+} lrn = {.bv = {1, 2, 3, 4},
+         .fs = {5, 6, 7, 8},
+         .ft = {80, 96, 112, 128},
+         .os = {200, 201, 202, 203},
+         .ss = {-1, 230, -1, -1},
+         .sst = {0, 3, 0, 0},
+         .stk = {0, 48, 0, 0},
+         .sa = {0, 1, 0, 0}};
 
 /* A learner checkpoint of those arrays (table digest 42) and cursor_len
  * bytes of cursor; the caller sets the counters it checks. */
@@ -158,6 +166,13 @@ static ckpt_learner learner_of(unsigned char *cursor, size_t cursor_len)
     c.base_version = lrn.bv;
     c.frag_steps = lrn.fs;
     c.frag_tokens = lrn.ft;
+    c.base = lrn.base;
+    c.sent = lrn.sent;
+    c.origin_step = lrn.os;
+    c.send_step = lrn.ss;
+    c.send_steps = lrn.sst;
+    c.send_tokens = lrn.stk;
+    c.send_accepted = lrn.sa;
     return c;
 }
 
@@ -170,6 +185,8 @@ Test(checkpoint, learner_round_trip)
         lrn.params[i] = (float)i;
         lrn.m[i] = (float)i * 2;
         lrn.v[i] = (float)i * 3;
+        lrn.base[i] = (float)i * 4;
+        lrn.sent[i] = (float)i * 5;
     }
     for (int i = 0; i < 100; i++)
         cursor[i] = (unsigned char)(i * 7);
@@ -188,6 +205,13 @@ Test(checkpoint, learner_round_trip)
     cr_assert_eq(memcmp(back.params, lrn.params, sizeof lrn.params), 0);
     cr_assert_eq(memcmp(back.adam_v, lrn.v, sizeof lrn.v), 0);
     cr_assert_eq(memcmp(back.frag_tokens, lrn.ft, sizeof lrn.ft), 0);
+    cr_assert_eq(memcmp(back.base, lrn.base, sizeof lrn.base), 0);
+    cr_assert_eq(memcmp(back.sent, lrn.sent, sizeof lrn.sent), 0);
+    cr_assert_eq(memcmp(back.origin_step, lrn.os, sizeof lrn.os), 0);
+    cr_assert_eq(memcmp(back.send_step, lrn.ss, sizeof lrn.ss), 0);
+    cr_assert_eq(memcmp(back.send_steps, lrn.sst, sizeof lrn.sst), 0);
+    cr_assert_eq(memcmp(back.send_tokens, lrn.stk, sizeof lrn.stk), 0);
+    cr_assert_eq(memcmp(back.send_accepted, lrn.sa, sizeof lrn.sa), 0);
     cr_assert_eq(back.cursor_len, sizeof cursor);
     cr_assert_eq(memcmp(back.cursor, cursor, sizeof cursor), 0);
     ckpt_learner_cleanup(&back);
@@ -338,6 +362,8 @@ Test(checkpoint, writer_snapshots_skips_while_busy_and_writes_the_snapshot)
     cr_assert_eq(back.step, 100, "the snapshot as submitted, not the state after it");
     cr_assert_float_eq(back.params[0], 0.0f, 0.0);
     cr_assert_eq(memcmp(back.frag_tokens, lrn.ft, sizeof lrn.ft), 0);
+    cr_assert_eq(memcmp(back.send_step, lrn.ss, sizeof lrn.ss), 0);
+    cr_assert_eq(memcmp(back.sent, lrn.sent, sizeof lrn.sent), 0);
     ckpt_learner_cleanup(&back);
     /* idle again: the next submit is taken and written */
     cr_assert_eq(ckpt_writer_submit(w, &c), 1);

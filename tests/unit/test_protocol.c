@@ -40,7 +40,7 @@ static void from_lines(kv *h, const char **ptrs)
 
 Test(protocol, header_round_trip)
 {
-    proto_hdr a = {7, 3, 2, 41, 4096, 24, CONFIG_ENC_INT4, 0xdeadbeefu, 12}, b;
+    proto_hdr a = {7, 3, 2, 41, 4096, 24, CONFIG_ENC_INT4, 0xdeadbeefu, 12, 240}, b;
     char lines[PROTO_MAX_LINES][PROTO_LINE];
     const char *ptrs[PROTO_MAX_LINES + 1];
     char err[CX_ERRLEN];
@@ -57,6 +57,7 @@ Test(protocol, header_round_trip)
     cr_assert_eq(b.encoding, CONFIG_ENC_INT4);
     cr_assert_eq(b.crc32c, 0xdeadbeefu);
     cr_assert_eq(b.round, 12);
+    cr_assert_eq(b.step, 240);
 }
 
 Test(protocol, round_is_optional_but_a_bad_one_is_named)

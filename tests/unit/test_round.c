@@ -1,44 +1,22 @@
-/* test_round.c - slot-aligned rounds (trainer/round.h): which round a
- * contribution joins (the late rule), when a round closes (quorum, grace
- * window, every live learner), and the round -> version map. */
+/* test_round.c - syncer-numbered rounds (trainer/round.h): which round a
+ * contribution joins, when a round closes (quorum, grace window, every live
+ * learner), and the round -> version map. */
 #include <criterion/criterion.h>
 
 #include "trainer/round.h"
 
-Test(round, on_time_contributions_join_their_round)
+Test(round, a_contribution_joins_the_open_round_or_opens_the_next)
 {
-    int late = -1;
-    /* nothing open, round 5 never merged: it opens round 5 */
-    cr_assert_eq(round_join_id(0, -1, 4, 5, &late), 5);
-    cr_assert_eq(late, 0);
-    /* round 5 open: another learner's round 5 joins it */
-    cr_assert_eq(round_join_id(1, 5, 4, 5, &late), 5);
-    cr_assert_eq(late, 0);
-    /* a later slot moves the open round up; that contribution is not late */
-    cr_assert_eq(round_join_id(1, 5, 4, 7, &late), 7);
-    cr_assert_eq(late, 0);
-}
-
-Test(round, late_contributions_fold_into_the_next_round)
-{
-    int late = -1;
-    /* round 5 merged; a contribution for 5 (or 3) opens round 6 */
-    cr_assert_eq(round_join_id(0, -1, 5, 5, &late), 6);
-    cr_assert_eq(late, 1);
-    cr_assert_eq(round_join_id(0, -1, 5, 3, &late), 6);
-    cr_assert_eq(late, 1);
-    /* round 6 open: a contribution for 5 joins it, late */
-    cr_assert_eq(round_join_id(1, 6, 5, 5, &late), 6);
-    cr_assert_eq(late, 1);
-    /* naming no round: the next one, not counted late */
-    cr_assert_eq(round_join_id(0, -1, 5, -1, &late), 6);
-    cr_assert_eq(late, 0);
-    cr_assert_eq(round_join_id(1, 6, 5, -1, &late), 6);
-    cr_assert_eq(late, 0);
-    /* ids only grow: whatever is named, the joined id is above closed */
-    for (int64_t want = -1; want < 12; want++)
+    /* nothing merged, nothing open: round 0 */
+    cr_assert_eq(round_join_id(0, -1, -1), 0);
+    /* round 5 merged, nothing open: round 6 */
+    cr_assert_eq(round_join_id(0, -1, 5), 6);
+    /* round 6 open: every contribution joins it, whatever its base */
+    cr_assert_eq(round_join_id(1, 6, 5), 6);
+    /* ids only grow */
+    for (int64_t closed = -1; closed < 12; closed++)
         for (int open = 0; open < 2; open++)
-            cr_assert_gt(round_join_id(open, 8, 7, want, &late), 7);
+            cr_assert_gt(round_join_id(open, closed + 1, closed), closed);
 }
 
 Test(round, closes_at_quorum_plus_grace_or_when_every_live_learner_is_in)

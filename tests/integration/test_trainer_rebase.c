@@ -1,0 +1,273 @@
+/* test_trainer_rebase.c - every trained step reaches the global model
+ * (issue 27): a decoupled learner rebases on the merged value instead of
+ * overwriting its progress, and sends what is left after its last step. The
+ * invariant "every trained step of every fragment is sent exactly once" is
+ * checked from the syncer's events alone, fault-free at M = 1, 4, 8 and
+ * with a learner SIGKILLed twice (its steps trained after its checkpoint
+ * and never sent are the only ones lost, and the `lost` events count them).
+ * Bounded by steps: each run lasts until its learners have done theirs. */
+#include "trainer_it.h"
+
+#define RB_P 4
+#define RB_MAX_L 8
+
+/* What the events say about the learners' steps, per learner and fragment
+ * in step coordinates, summed over the learners (in fragment-steps: each
+ * inner step trains every fragment once). */
+typedef struct rb_acct {
+    int64_t trained;     /* steps the learners trained (each incarnation from where it resumed) */
+    int64_t sent;        /* steps carried by accepted contributions */
+    int64_t lost;        /* steps the `lost` events count (trained after a checkpoint, never sent) */
+    int64_t unsent;      /* steps the leave events say stayed unsent */
+    int64_t merged;      /* steps of contributions a merge took */
+    int64_t dropped;     /* steps of contributions dropped at a merge (their learner was absent) */
+    int restarts;        /* joins of an incarnation after another one */
+    int violations;      /* invariant breaches (each logged) */
+    int64_t merged_tok;  /* tokens of merged contributions, summed over fragments */
+    int64_t trained_tok; /* tokens trained: trained x batch */
+    int64_t status_lost; /* the syncer's own count of lost fragment-steps (status) */
+} rb_acct;
+
+typedef struct rb_lrn {
+    int64_t inc;           /* current incarnation (0: never joined) */
+    int64_t start;         /* step it resumed at */
+    int64_t covered[RB_P]; /* steps accounted up to (sent, carried or lost) */
+    int64_t last_lost_inc; /* incarnation of the last `lost` event seen */
+    int64_t last_step;     /* ... its last_step */
+    int64_t lost[RB_P];    /* ... its per-fragment steps */
+    int left;              /* a leave event came (for its current incarnation: its steps are counted) */
+} rb_lrn;
+
+#define RB_FAIL(a, ...)                                                                                      \
+    do {                                                                                                     \
+        cr_log_error(__VA_ARGS__);                                                                           \
+        (a)->violations++;                                                                                   \
+    } while (0)
+
+/* A join of (l, inc) resuming at c: close the previous incarnation (its
+ * trained steps; the steps it did not send are either carried by this one,
+ * counted lost, or a breach) and open this one. */
+static void rb_join(rb_acct *a, rb_lrn *L, int id, int64_t inc, int64_t c)
+{
+    if (L->inc > 0 && L->left) {
+        /* the previous incarnation finished and left (its steps counted at
+         * the leave, everything sent); this one trains again from its
+         * checkpoint */
+        for (int p = 0; p < RB_P; p++)
+            L->covered[p] = L->covered[p] < c ? L->covered[p] : c;
+        L->left = 0;
+    } else if (L->inc > 0) {
+        int lost_ev = L->last_lost_inc == L->inc;
+        int64_t last = lost_ev && L->last_step > c ? L->last_step : c;
+        a->restarts += c < last || lost_ev;
+        for (int p = 0; p < RB_P; p++) {
+            int64_t cov = L->covered[p], kept = cov > c ? cov : c;
+            int64_t want = last > kept ? last - kept : 0, got = lost_ev ? L->lost[p] : 0;
+            a->trained += last - L->start;
+            if (got != want)
+                RB_FAIL(
+                    a,
+                    "learner %d fragment %d: %lld steps lost at the restart, expected %lld (sent to %lld, "
+                    "resumed at %lld, trained to %lld)",
+                    id, p, (long long)got, (long long)want, (long long)cov, (long long)c, (long long)last);
+            if (got > last - c)
+                RB_FAIL(a, "learner %d fragment %d: %lld steps lost, more than the %lld after its checkpoint",
+                        id, p, (long long)got, (long long)(last - c));
+            a->lost += got;
+            /* the new incarnation carries what the checkpoint holds unsent */
+            L->covered[p] = cov < c ? cov : c;
+        }
+    } else {
+        for (int p = 0; p < RB_P; p++)
+            L->covered[p] = c;
+    }
+    L->inc = inc;
+    L->start = c;
+}
+
+/* Walk the events of a finished run (M learners, P = RB_P) and check the
+ * invariant; batch: tokens per step. */
+static rb_acct rb_check(json_t *evs, int M, int64_t batch)
+{
+    rb_acct a = {0};
+    rb_lrn ls[RB_MAX_L] = {0};
+    size_t i, j;
+    json_t *e, *pa;
+    cr_assert(M <= RB_MAX_L);
+    json_array_foreach(evs, i, e)
+    {
+        const char *t = tr_type(e);
+        int id = (int)tr_int(e, "learner");
+        if (strcmp(t, "merge") == 0) {
+            json_array_foreach(json_object_get(e, "participants"), j, pa)
+            {
+                a.merged += tr_int(pa, "steps");
+                a.merged_tok += tr_int(pa, "tokens");
+            }
+            continue;
+        }
+        if (strcmp(t, "drop") == 0 && json_object_get(e, "steps")) {
+            a.dropped += tr_int(e, "steps");
+            continue;
+        }
+        if (id < 0 || id >= M)
+            continue;
+        rb_lrn *L = &ls[id];
+        if (strcmp(t, "lost") == 0) {
+            L->last_lost_inc = tr_int(e, "incarnation");
+            L->last_step = tr_int(e, "last_step");
+            json_t *st = json_object_get(e, "steps");
+            cr_assert_eq(json_array_size(st), RB_P, "lost event: one count per fragment");
+            for (int p = 0; p < RB_P; p++)
+                L->lost[p] = json_integer_value(json_array_get(st, (size_t)p));
+        } else if (strcmp(t, "join") == 0) {
+            rb_join(&a, L, id, tr_int(e, "incarnation"), tr_int(e, "resumed_step"));
+        } else if (strcmp(t, "contribution") == 0) {
+            int p = (int)tr_int(e, "fragment");
+            int64_t step = tr_int(e, "step"), steps = tr_int(e, "steps");
+            cr_assert(p >= 0 && p < RB_P && json_object_get(e, "step"),
+                      "contribution names its fragment and step");
+            if (tr_int(e, "incarnation") != L->inc)
+                RB_FAIL(&a, "learner %d: a contribution of incarnation %lld while %lld is current", id,
+                        (long long)tr_int(e, "incarnation"), (long long)L->inc);
+            if (step - steps != L->covered[p])
+                RB_FAIL(&a,
+                        "learner %d fragment %d: a contribution covers steps %lld..%lld, but %lld were sent",
+                        id, p, (long long)(step - steps + 1), (long long)step, (long long)L->covered[p]);
+            L->covered[p] = step;
+            a.sent += steps;
+        } else if (strcmp(t, "leave") == 0) {
+            int64_t last = tr_int(e, "step");
+            json_t *u = json_object_get(e, "unsent");
+            cr_assert_eq(json_array_size(u), RB_P, "leave event: unsent steps per fragment");
+            for (int p = 0; p < RB_P; p++) {
+                int64_t un = json_integer_value(json_array_get(u, (size_t)p));
+                a.trained += last - L->start;
+                a.unsent += un;
+                if (L->covered[p] + un != last)
+                    RB_FAIL(
+                        &a,
+                        "learner %d fragment %d: sent up to step %lld and %lld unsent, but it left at %lld",
+                        id, p, (long long)L->covered[p], (long long)un, (long long)last);
+            }
+            L->left = 1;
+        }
+    }
+    for (int l = 0; l < M; l++)
+        if (ls[l].inc > 0 && !ls[l].left)
+            RB_FAIL(&a, "learner %d never left", l);
+    if (a.sent + a.lost + a.unsent != a.trained)
+        RB_FAIL(&a, "sent %lld + lost %lld + unsent %lld != trained %lld (fragment-steps)", (long long)a.sent,
+                (long long)a.lost, (long long)a.unsent, (long long)a.trained);
+    a.trained_tok = a.trained * batch;
+    return a;
+}
+
+/* The syncer's flags for a run of M learners, H 24 over 4 fragments. */
+#define RB_ARGS(M, STEPS)                                                                                    \
+    "--mode", "decoupled", "--learners", M, "--steps", STEPS, TR_K1_H24, "--eval-every-ms", "1000", TR_MODEL
+
+static rb_acct fault_free(const char *tag, int M, const char *Ms)
+{
+    tr_run r = {0};
+    const char *args[] = {RB_ARGS(Ms, "240"), NULL};
+    tr_syncer_start(&r, tag, args);
+    pid_t p[RB_MAX_L];
+    tr_learners_start(&r, M, p);
+    for (int i = 0; i < M; i++)
+        tr_expect_exit0(&r, p[i], i, 250000);
+    cx_sleep_ms(300); /* the last rounds close (K=1: at once, or after their grace window) */
+    json_t *evs = tr_events(&r, 0);
+    rb_acct a = rb_check(evs, M, 16);
+    json_decref(evs);
+    tr_done(&r);
+    cr_log_info("M=%d: trained %lld fragment-steps, sent %lld, merged %lld, unsent %lld, lost %lld; merged "
+                "tokens / trained tokens = %.4f",
+                M, (long long)a.trained, (long long)a.sent, (long long)a.merged, (long long)a.unsent,
+                (long long)a.lost, (double)a.merged_tok / (double)a.trained_tok);
+    cr_assert_eq(a.violations, 0, "M=%d: %d breaches of 'every trained step is sent exactly once'", M,
+                 a.violations);
+    cr_assert_eq(a.trained, (int64_t)M * 240 * RB_P, "every learner trained its 240 steps");
+    cr_assert_eq(a.unsent + a.lost, 0, "M=%d: nothing stayed unsent or was lost", M);
+    cr_assert_eq(a.sent, a.trained);
+    return a;
+}
+
+Test(trainer_rebase, fault_free_every_step_is_sent_once_m1, .timeout = 200)
+{
+    fault_free("rb1", 1, "1");
+}
+
+Test(trainer_rebase, fault_free_every_step_is_sent_once_m4, .timeout = 200)
+{
+    fault_free("rb4", 4, "4");
+}
+
+Test(trainer_rebase, fault_free_every_step_is_sent_once_m8, .timeout = 300)
+{
+    fault_free("rb8", 8, "8");
+}
+
+/* Poll the events until learner id's incarnation inc has sent a
+ * contribution covering a step >= want (bounded). */
+static void wait_sent(tr_run *r, int id, json_int_t inc, int64_t want)
+{
+    int64_t end = cx_mono_ms() + 90000, got = -1;
+    while (cx_mono_ms() < end && got < want) {
+        cx_sleep_ms(100);
+        json_t *evs = tr_events(r, 0);
+        size_t i;
+        json_t *e;
+        json_array_foreach(evs, i, e) if (strcmp(tr_type(e), "contribution") == 0 &&
+                                          tr_int(e, "learner") == id && tr_int(e, "incarnation") == inc &&
+                                          tr_int(e, "step") > got) got = tr_int(e, "step");
+        json_decref(evs);
+    }
+    cr_assert_geq(got, want, "learner %d incarnation %lld sent up to step %lld, not %lld", id, (long long)inc,
+                  (long long)got, (long long)want);
+}
+
+/* Learner 1 is SIGKILLed twice and restarted from its checkpoint: what it
+ * trained after its checkpoint and never sent is lost, counted by the
+ * `lost` events (and the syncer's status); everything else is sent exactly
+ * once, including the unsent progress its checkpoint held. Learner 1 runs
+ * at a third of the others' speed, and is killed after sending step 120
+ * and then step 240 of 600, so the kills land before it finishes also when
+ * the test's polling lags on a loaded machine. */
+Test(trainer_rebase, with_kills_only_unsent_steps_after_the_checkpoint_are_lost, .timeout = 300)
+{
+    tr_run r = {0};
+    const char *args[] = {RB_ARGS("4", "600"), "--learner-checkpoint-every", "40", TR_HEARTBEAT_FAST, NULL};
+    tr_syncer_start(&r, "rbkill", args);
+    pid_t p[4];
+    const char *slow[] = {"--slowdown", "3", NULL};
+    for (int i = 0; i < 4; i++)
+        p[i] = tr_learner_start(&r, i, i == 1 ? slow : NULL, NULL);
+    wait_sent(&r, 1, 1, 120);
+    tr_kill(p[1]);
+    p[1] = tr_learner_start(&r, 1, slow, NULL);
+    wait_sent(&r, 1, 2, 240);
+    tr_kill(p[1]);
+    p[1] = tr_learner_start(&r, 1, slow, NULL);
+    for (int i = 0; i < 4; i++)
+        tr_expect_exit0(&r, p[i], i, 250000);
+    cx_sleep_ms(300);
+    json_t *evs = tr_events(&r, 0);
+    rb_acct a = rb_check(evs, 4, 16);
+    json_decref(evs);
+    json_t *st = tr_get(&r, "/v1/status");
+    json_int_t status_lost = tr_int(json_object_get(st, "lost"), "fragment_steps");
+    json_decref(st);
+    tr_done(&r);
+    cr_log_info(
+        "2 kills: trained %lld fragment-steps, sent %lld, lost %lld (status %lld), unsent %lld, merged "
+        "%lld, dropped %lld",
+        (long long)a.trained, (long long)a.sent, (long long)a.lost, (long long)status_lost,
+        (long long)a.unsent, (long long)a.merged, (long long)a.dropped);
+    cr_assert_eq(a.violations, 0, "%d breaches of 'every trained step is sent exactly once'", a.violations);
+    cr_assert_eq(a.restarts, 2, "the two restarts resumed behind what they had trained");
+    cr_assert_eq(a.unsent, 0, "nothing stayed unsent at the end");
+    cr_assert_eq(status_lost, a.lost, "the syncer counts the lost steps as its events do");
+    cr_assert_eq(a.merged + a.dropped, a.sent,
+                 "every sent step was merged, or dropped with its absent learner");
+}
