@@ -590,9 +590,10 @@ static inline int ag_proxy_port(const ag *a, const char *name)
  * without the final blank line, e.g. "POST /x HTTP/1.1\r\nHost: h". body
  * (may be NULL) is sent after the blank line. Waits up to timeout_ms for
  * the whole answer (connection close or Content-Length). Returns the
- * status (0 when none came); the answer's body goes into out. */
-static inline int ag_raw(const ag *a, const char *head, const char *body, char *out, size_t outlen,
-                         long timeout_ms)
+ * status (0 when none came); the whole answer, headers and body, goes into
+ * out (ag_raw: the body only). */
+static inline int ag_raw_full(const ag *a, const char *head, const char *body, char *out, size_t outlen,
+                              long timeout_ms)
 {
     const char *colon = strrchr(a->url, ':');
     int fd = ag_connect(colon ? atoi(colon + 1) : 0);
@@ -626,7 +627,17 @@ static inline int ag_raw(const ag *a, const char *head, const char *body, char *
     int status = 0;
     if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
         status = 0;
-    const char *b = strstr(buf, "\r\n\r\n");
+    if (out && outlen)
+        snprintf(out, outlen, "%s", buf);
+    return status;
+}
+
+static inline int ag_raw(const ag *a, const char *head, const char *body, char *out, size_t outlen,
+                         long timeout_ms)
+{
+    char all[16384];
+    int status = ag_raw_full(a, head, body, all, sizeof all, timeout_ms);
+    const char *b = strstr(all, "\r\n\r\n");
     if (out && outlen)
         snprintf(out, outlen, "%s", b ? b + 4 : "");
     return status;
