@@ -65,6 +65,9 @@ typedef struct dash_learner {
     int64_t merged_mono_ms;  /* ms: t_mono_ms of its last merge, 0 none */
     int64_t merged_fragment; /* fragment of that merge */
     int64_t merged_version;  /* version it produced */
+    int64_t merged_at;       /* the run's merge count (merges_seen) at its last merge */
+    int64_t join_mono_ms;    /* ms: t_mono_ms of its latest join event, 0 none */
+    int64_t join_inc;        /* the incarnation that join announced */
 } dash_learner;
 
 typedef struct dash_msg {
@@ -103,9 +106,10 @@ struct dash_server {
     dash_agent agents[DASH_MAX_AGENTS];
     int nagents;
     dash_learner learners[DASH_LEARNERS_MAX];
+    int64_t merges_seen; /* merge events taken */
 
     /* history (arrays of arrays/objects, see snapshot_json) */
-    json_t *loss;   /* [[t_mono_ms, loss|null, merges, tokens]] */
+    json_t *loss;   /* [[t_mono_ms, loss|null, merges, tokens, bpb|null]] */
     json_t *merges; /* [[t_mono_ms, fragment, version, participants]] */
     json_t *rates;  /* [[t_mono_ms, merges/s, bytes_in/s, bytes_out/s]] */
     json_t *faults; /* fault windows [{agent, id, type, state, start_mono_ms, ...}] */

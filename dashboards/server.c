@@ -411,6 +411,14 @@ void dash_server_set_progress(dash_server *s, const char *phase, int64_t elapsed
     pthread_mutex_unlock(&s->mu);
 }
 
+void dash_server_set_progress_json(dash_server *s, json_t *progress)
+{
+    pthread_mutex_lock(&s->mu);
+    json_decref(s->progress);
+    s->progress = progress;
+    pthread_mutex_unlock(&s->mu);
+}
+
 int dash_server_push_event(dash_server *s, const json_t *ev, char *err, size_t errlen)
 {
     if (!json_is_object(ev) || !json_is_string(json_object_get(ev, "type")))

@@ -83,6 +83,10 @@ int dash_server_set_hypotheses(dash_server *s, const json_t *list, char *err, si
 /* Experiment progress: phase ("steady_state", "method", "verify", "done",
  * ...), elapsed and remaining ms (remaining < 0: unknown). */
 void dash_server_set_progress(dash_server *s, const char *phase, int64_t elapsed_ms, int64_t remaining_ms);
+/* The same from a whole progress object (taken): {phase, elapsed_ms,
+ * remaining_ms|null, fraction, lower_bound, merges, waiting}, the
+ * harness's horizon estimate (harness/horizon.h). */
+void dash_server_set_progress_json(dash_server *s, json_t *progress);
 /* Add one event of the harness's own (an action invoke/ok/fail, ...) to the
  * event log. It must be an object with a string "type"; "source":"harness"
  * is added. Copied. */

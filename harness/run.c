@@ -279,6 +279,7 @@ void run_hz_fill(runner *r, int64_t *heal, hz_progress *p)
     p->start_ms = r->method_mono ? r->method_mono : r->start_mono;
     p->now_ms = r->end_mono ? r->end_mono : cx_mono_ms();
     p->pending = run_pending_entries(r);
+    p->entries = r->sched->n;
     p->heal_ms = heal;
     p->m = r->m;
     p->min_tokens = r->min_tokens;

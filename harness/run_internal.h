@@ -46,7 +46,6 @@
 /* The harness's own fault: SIGKILL (or TERM) the syncer, start it again. */
 #define RUN_SYNCER_FAULT EXP_SYNCER_RESTART
 
-
 /* ---- the runner ---- */
 
 typedef enum run_state {

@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/proc.h"
 #include "harness/fault_kinds.h"
+#include "harness/fault_cost.h"
 #include "harness/report.h"
 #include "trainer/config.h"
 
@@ -339,6 +340,12 @@ void run_write_outputs(runner *r, run_result *res)
     if (journal_write_junit(r->j, path, e2, sizeof e2) < 0)
         run_set_error(r, "junit: %s", e2);
     if (res->summary) {
+        /* what each fault cost, from the final fault records (after the
+         * revert), as report.html shows it */
+        hyp_history *h = r->av ? run_build_history(r, 0) : NULL;
+        json_t *cost = h ? fault_cost_json(h) : NULL;
+        json_object_set_new(res->summary, "fault_cost", cost ? cost : json_null());
+        hyp_history_free(h);
         json_object_set_new(res->summary, "status", json_string(jr_status_name(journal_status(r->j))));
         json_object_set_new(res->summary, "deviated", json_boolean(journal_deviated(r->j)));
         run_join_path(path, sizeof path, r->run_dir, "summary.json");

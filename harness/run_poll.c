@@ -382,27 +382,55 @@ void run_poll_all(runner *r)
 
 /* ---- run: progress ---- */
 
-void run_progress(runner *r, const char *phase, double left_s)
+/* The progress line: the horizon's real progress (what the run still
+ * waits for, horizon_estimate) and its estimate of the end, not the time
+ * bound (said only when it comes first). Counters carry the names the log,
+ * the dashboard and the report use: "merges" (the syncer's outer steps),
+ * the eval loss in bits/byte for chaosloco's byte-level models (nats for a
+ * foreign trainer). bound_left_s: seconds to the time bound. */
+void run_progress(runner *r, const char *phase, double bound_left_s)
 {
     int64_t now = cx_mono_ms();
     int every = r->tty ? 250 : 10000;
     if (now - r->last_progress < every)
         return;
     r->last_progress = now;
-    char loss[32];
+    int64_t heal[EXP_MAX_LEARNERS];
+    hz_progress hp;
+    hz_estimate est;
+    run_hz_fill(r, heal, &hp);
+    horizon_estimate(r->hw, r->nhw, &hp, &est);
+    int bytes = !r->e->trainer; /* chaosloco's models are byte-level */
+    char loss[48], left[64];
     if (isfinite(r->eval_loss))
-        snprintf(loss, sizeof loss, "%.4f", r->eval_loss);
+        snprintf(loss, sizeof loss, "%.3f %s", bytes ? r->eval_loss / M_LN2 : r->eval_loss,
+                 bytes ? "bits/byte" : "nats");
     else
         snprintf(loss, sizeof loss, "-");
-    if (r->tty)
-        fprintf(stderr,
-                "\r\033[K%-12s outer step %-6" PRId64 " eval loss %-8s faults %-2d time left %4.0f s ", phase,
-                r->merges, loss, run_active_faults(r), left_s);
+    if (est.left_ms < 0)
+        snprintf(left, sizeof left, "end unknown yet");
+    else if (est.left_ms / 1000.0 > bound_left_s)
+        snprintf(left, sizeof left, "time bound in %.0f s", bound_left_s);
     else
-        cx_info("progress phase=%s merges=%" PRId64 " eval_loss=%s faults_active=%d time_left_s=%.0f", phase,
-                r->merges, loss, run_active_faults(r), left_s);
-    if (r->dash)
-        dash_server_set_progress(r->dash, phase, now - r->start_mono, (int64_t)(left_s * 1000));
+        snprintf(left, sizeof left, "%s%.0f s left", est.lower_bound ? ">= " : "~", est.left_ms / 1000.0);
+    if (r->tty)
+        fprintf(stderr, "\r\033[K%-8s %3.0f%%  merges %-6" PRId64 " eval %-18s faults %-2d %s ", phase,
+                100.0 * est.fraction, r->merges, loss, run_active_faults(r), left);
+    else
+        cx_info("progress phase=%s done_pct=%.0f merges=%" PRId64 " eval=\"%s\" faults_active=%d left=\"%s\" "
+                "waiting=\"%s\"",
+                phase, 100.0 * est.fraction, r->merges, loss, run_active_faults(r), left, est.waiting);
+    if (r->dash) {
+        int64_t left_ms = est.left_ms;
+        if (left_ms >= 0 && left_ms > (int64_t)(bound_left_s * 1000))
+            left_ms = (int64_t)(bound_left_s * 1000);
+        dash_server_set_progress_json(
+            r->dash, json_pack("{s:s,s:I,s:o,s:f,s:b,s:I,s:s,s:f}", "phase", phase, "elapsed_ms",
+                               (json_int_t)(now - r->start_mono), "remaining_ms",
+                               left_ms >= 0 ? json_integer(left_ms) : json_null(), "fraction", est.fraction,
+                               "lower_bound", est.lower_bound, "merges", (json_int_t)r->merges, "waiting",
+                               est.waiting, "bound_left_s", bound_left_s));
+    }
 }
 
 void run_progress_end(runner *r)

@@ -194,7 +194,7 @@ void run_dry_run(runner *r)
         if (se->when == EXP_AT_S)
             snprintf(when, sizeof when, "at %.1f s", se->at_s);
         else if (se->when == EXP_AT_OUTER_STEP)
-            snprintf(when, sizeof when, "at outer step %" PRId64, se->at_outer_step);
+            snprintf(when, sizeof when, "at %" PRId64 " merges", se->at_outer_step);
         else
             snprintf(when, sizeof when, "after %s", r->e->method[se->after].name);
         char *params = json_dumps(se->params, JSON_COMPACT | JSON_SORT_KEYS);
