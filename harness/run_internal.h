@@ -10,6 +10,7 @@
  *                  run directory's outputs (events, faults, verdicts)
  *   run_setup.c    loading, the run directory, the syncer's config, the
  *                  topology and the embedded dashboard
+ *   run_attach.c   attach mode's bounded wait for the processes it attaches to
  *
  * One runner lives on run_experiment's stack; every function here takes it
  * and runs on the main thread, except lease_thread (run_poll.c), which
@@ -138,6 +139,9 @@ typedef struct runner {
     int nhw;            /* windows */
     int64_t min_tokens; /* tokens the run trains at least */
     int end_sent;       /* 1 once POST /v1/end was sent / the end file written (the horizon was reached) */
+    int end_refused;    /* 1: the syncer refused POST /v1/end (401/403); not asked again */
+    /* attach mode */
+    int64_t attach_until_mono; /* ms: the wait for the attached processes ends */
 } runner;
 
 /* ---- run.c ---- */
@@ -239,8 +243,20 @@ json_t *run_syncer_config(runner *r, char *err, size_t errlen);
  * timeline, the slug. < 0 with err when invalid. */
 int run_load(runner *r, char *err, size_t errlen);
 void run_dry_run(runner *r); /* print the timeline */
-/* Launch (or attach to) the syncer and agents; the HTTP clients. */
+/* Launch (or attach to) the syncer and agents; the HTTP clients. In
+ * attach mode it returns once all of them answer (run_attach_wait). */
 int run_start_topology(runner *r, char *err, size_t errlen);
 void run_start_dashboard(runner *r); /* the embedded dashboard, when asked for (a failure only warns) */
+
+/* ---- run_attach.c ---- */
+
+/* Attach mode: wait (bounded by topology.attach.wait_s or --attach-wait)
+ * for the token and credential files, then topo_attach (r->t); sets
+ * r->attach_until_mono. < 0 with err naming what is missing. */
+int run_attach_topology(runner *r, char *err, size_t errlen);
+/* Wait, until r->attach_until_mono, for the syncer and every agent to
+ * answer GET /v1/status, logging whom it still waits for; < 0 with err
+ * naming each that never answered, or at once on a 401/403. */
+int run_attach_wait(runner *r, char *err, size_t errlen);
 
 #endif

@@ -162,6 +162,9 @@ int run_load(runner *r, char *err, size_t errlen)
     if (r->e->attach_syncer && r->o->mode) {
         return cx_fail(err, errlen, CX_EINVAL, "--mode cannot change the mode of an attached syncer");
     }
+    if (!r->e->attach_syncer && r->o->attach_wait_s > 0)
+        return cx_fail(err, errlen, CX_EINVAL,
+                       "--attach-wait applies to attach mode only (the experiment has no topology.attach)");
     if (r->o->mode) {
         int64_t m;
         if (config_parse_mode(r->o->mode, &m) < 0)
@@ -215,10 +218,7 @@ int run_start_topology(runner *r, char *err, size_t errlen)
     if (rc < 0)
         return cx_fail(err, errlen, rc, "cannot find the chaosloco binary (/proc/self/exe)");
     if (r->e->attach_syncer) {
-        rc = topo_attach(
-            r->e->attach_syncer, r->e->attach_agents, r->e->nattach_agents, r->e->attach_token_file,
-            r->o->syncer_credential_file ? r->o->syncer_credential_file : r->e->attach_syncer_credential_file,
-            &r->t, err, errlen);
+        rc = run_attach_topology(r, err, errlen);
     } else {
         json_t *sc = run_syncer_config(r, err, errlen);
         if (!sc)
@@ -266,7 +266,8 @@ int run_start_topology(runner *r, char *err, size_t errlen)
         if (!r->av[l].agent)
             return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     }
-    return 0;
+    /* a cluster engine starts them in any order: wait for every one */
+    return r->e->attach_syncer ? run_attach_wait(r, err, errlen) : 0;
 }
 
 void run_start_dashboard(runner *r)
