@@ -18,6 +18,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/timebase.h"
 
 #define HTTP_PATH_MAX 1024
 #define HTTP_SEGS_MAX 16
@@ -366,6 +367,11 @@ static int http_send(cx_http_server *s, struct MHD_Connection *conn, cx_http_res
     MHD_add_response_header(r, "Content-Type", resp->content_type ? resp->content_type : "application/json");
     MHD_add_response_header(r, "Cache-Control", "no-store");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    /* this process's clock, taken after the request arrived and before the
+     * answer leaves: the caller maps our times onto its own (timebase.h) */
+    char stamp[48];
+    snprintf(stamp, sizeof stamp, "%.3f", (double)cx_mono_ns() / 1e6);
+    MHD_add_response_header(r, CX_TB_HEADER, stamp);
     /* extra header lines "Name: value\n" */
     char *save = NULL;
     for (char *line = strtok_r(resp->headers, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {

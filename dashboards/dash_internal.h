@@ -25,6 +25,7 @@
 #include "common/agent_client.h"
 #include "common/http_client.h"
 #include "common/http_server.h"
+#include "common/timebase.h"
 #include "dashboards/server.h"
 
 #define DASH_BODY_MAX (64 * 1024)        /* bytes: request bodies */
@@ -48,6 +49,8 @@ typedef struct dash_agent {
     char name[64];           /* status "id" once seen, else "agent-<i>" */
     int learner_cfg;         /* configured learner id, -1 = infer */
     agc *cli;                /* the poller's client (poller thread only) */
+    cx_tb_clock *clock;      /* its clock, fed by cli's answers (timebase.h) */
+    int clock_warned;        /* warned once that its answers carry no stamp (poller thread only) */
     int reachable;           /* -1 not polled yet, 0 no, 1 yes */
     char error[256];         /* why unreachable */
     int64_t last_ok_mono_ms; /* last successful poll, 0 never */
@@ -96,6 +99,8 @@ struct dash_server {
     int stopping;
 
     cx_http_client *syncer_cli; /* poller thread only */
+    cx_tb_clock *syncer_clock;  /* the syncer's clock, fed by syncer_cli's answers */
+    int syncer_clock_warned;    /* warned once that its answers carry no stamp (poller thread only) */
     int syncer_reachable;       /* -1 not polled yet, 0, 1 */
     char syncer_error[256];
     int64_t syncer_last_ok_mono_ms;

@@ -453,6 +453,7 @@ static void runner_cleanup(runner *r)
         }
     free(r->av);
     cx_http_client_free(r->sy);
+    run_clocks_free(r); /* after every client that feeds them */
     evf_free(r->evf);
     jr_events_close(r->ev);
     journal_free(r->j);
@@ -594,7 +595,7 @@ static void run_live(runner *r, run_result *res)
     r->start_mono = cx_mono_ms();
     if (r->t && !r->error) {
         run_start_dashboard(r);
-        if (run_take_leases(r) == 0)
+        if (run_take_leases(r) == 0 && run_clocks_check(r) == 0)
             run_judged(r);
         set_state(r, RS_REVERT);
         if (r->dash)

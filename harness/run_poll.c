@@ -36,8 +36,11 @@ static void *lease_thread(void *arg)
     if (!c)
         return NULL;
     agc_opts ao = {.token = topo_token(r->t), .connect_timeout_ms = 500, .timeout_ms = 2000};
-    for (int i = 0; i < m; i++)
+    for (int i = 0; i < m; i++) {
+        ao.observe = cx_tb_observe; /* renewals are round trips too: each feeds its agent's clock */
+        ao.observe_ctx = r->ag_clock[i];
         c[i] = agc_new(topo_agent_url(r->t, i), &ao);
+    }
     pthread_mutex_lock(&r->lease_mu);
     while (!r->lease_stop) {
         pthread_mutex_unlock(&r->lease_mu);
@@ -113,13 +116,15 @@ void run_release_leases(runner *r)
 /* One new event of the coordinator (seq > r->last_seq; stolen): the last
  * merge time, the eval loss and its stop conditions, into r->sev. The same
  * for both forms of the telemetry contract. */
-static void take_event(runner *r, json_t *ev)
+static void take_event(runner *r, json_t *ev, int64_t read_ms)
 {
     int64_t seq = json_integer_value(json_object_get(ev, "seq"));
     r->last_seq = seq;
+    run_check_event_time(r, ev, read_ms);
     const char *type = json_string_value(json_object_get(ev, "type"));
     if (type && strcmp(type, "merge") == 0) {
-        int64_t t = json_integer_value(json_object_get(ev, "t_mono_ms"));
+        /* the no-merge stop condition compares it with the harness's now */
+        int64_t t = run_map_syncer_ms(r, json_integer_value(json_object_get(ev, "t_mono_ms")));
         if (t > r->last_merge_mono)
             r->last_merge_mono = t;
     } else if (type && strcmp(type, "eval") == 0) {
@@ -178,12 +183,13 @@ static void poll_events_file(runner *r)
     json_t *got = json_array();
     char err[CX_ERRLEN] = "";
     int rc = got ? evf_poll(r->evf, got, err, sizeof err) : CX_ENOMEM;
+    int64_t read_ms = cx_mono_ms(); /* every line read was written before this */
     size_t i;
     json_t *ev;
     json_array_foreach(got, i, ev)
     {
         derive_status(r, ev);
-        take_event(r, json_incref(ev));
+        take_event(r, json_incref(ev), read_ms);
     }
     json_decref(got);
     if (rc < 0)
@@ -216,7 +222,7 @@ void run_poll_events(runner *r)
                     continue;
                 }
                 n++;
-                take_event(r, ev);
+                take_event(r, ev, (int64_t)ceil(res.t_recv_ms));
             }
         }
         cx_http_result_cleanup(&res);
@@ -286,12 +292,24 @@ hyp_history *run_build_history(runner *r, int with_faults)
     size_t i;
     json_t *v;
     char err[CX_ERRLEN];
-    json_array_foreach(r->sev, i, v) if (hyp_history_add_syncer_event(h, v, err, sizeof err) < 0)
-        cx_debug("event skipped: %s", err);
+    /* one time base: every remote time on the harness's clock (run_clock.c) */
+    json_array_foreach(r->sev, i, v)
+    {
+        json_t *m = run_map_event(r, v);
+        if (!m || hyp_history_add_syncer_event(h, m, err, sizeof err) < 0)
+            cx_debug("event skipped: %s", m ? err : "out of memory");
+        json_decref(m);
+    }
     if (with_faults)
         run_fetch_faults(r);
     for (int l = 0; l < r->m; l++)
-        json_array_foreach(r->av[l].faults, i, v) hyp_history_add_fault(h, l, v, NULL, 0);
+        json_array_foreach(r->av[l].faults, i, v)
+        {
+            json_t *m = run_map_fault(r, l, v);
+            if (!m || hyp_history_add_fault(h, l, m, err, sizeof err) < 0)
+                cx_debug("fault record skipped: %s", m ? err : "out of memory");
+            json_decref(m);
+        }
     json_array_foreach(r->acts, i, v) hyp_history_add_action(h, v, NULL, 0);
     hyp_history_set_counter(h, HYP_C_START_MONO, (double)r->start_mono);
     hyp_history_set_counter(h, HYP_C_END_MONO, (double)(r->end_mono ? r->end_mono : cx_mono_ms()));

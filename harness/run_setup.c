@@ -217,6 +217,7 @@ int run_start_topology(runner *r, char *err, size_t errlen)
     int rc = cx_self_exe(exe, sizeof exe);
     if (rc < 0)
         return cx_fail(err, errlen, rc, "cannot find the chaosloco binary (/proc/self/exe)");
+    r->launch_mono = cx_mono_ms();
     if (r->e->attach_syncer) {
         rc = run_attach_topology(r, err, errlen);
     } else {
@@ -247,7 +248,14 @@ int run_start_topology(runner *r, char *err, size_t errlen)
     if (rc < 0)
         return rc;
     /* the syncer gets the harness's own (admin) credential, never the agents' token */
-    cx_http_opts so = {.connect_timeout_ms = 500, .timeout_ms = 5000, .bearer = topo_syncer_credential(r->t)};
+    /* every answer feeds its process's clock (run_clock.c) */
+    if (run_clocks_new(r) < 0)
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    cx_http_opts so = {.connect_timeout_ms = 500,
+                       .timeout_ms = 5000,
+                       .bearer = topo_syncer_credential(r->t),
+                       .observe = cx_tb_observe,
+                       .observe_ctx = r->sy_clock};
     r->sy = cx_http_client_new(topo_syncer_url(r->t), &so);
     r->av = calloc((size_t)r->m, sizeof *r->av);
     if (!r->sy || !r->av)
@@ -260,6 +268,8 @@ int run_start_topology(runner *r, char *err, size_t errlen)
                    .timeout_ms = 3000,
                    .max_body = (size_t)256 << 20};
     for (int l = 0; l < r->m; l++) {
+        ao.observe = cx_tb_observe;
+        ao.observe_ctx = r->ag_clock[l];
         r->av[l].agent = agc_new(topo_agent_url(r->t, l), &ao);
         r->av[l].exit_code = -1;
         snprintf(r->av[l].unit_state, sizeof r->av[l].unit_state, "starting");

@@ -63,6 +63,11 @@ static inline void ag_write_token(const char *dir, char *out, size_t len)
     chmod(out, 0600);
 }
 
+/* A command the next agents are started under, NULL-terminated (e.g.
+ * "unshare", "--time", "--monotonic", "86400", "--fork": an agent on a
+ * clock of its own, test_harness_timebase), or NULL: started directly. */
+static const char *const *ag_prefix;
+
 /* Start an agent. extra: NULL-terminated flags before "--" (or NULL);
  * unit: NULL-terminated command (NULL = sleep 1000). state_from: reuse
  * another agent's state dir and id (restart after a crash), or NULL. */
@@ -108,7 +113,19 @@ static inline void ag_start(ag *a, const char *tag, const char *const *extra, co
     for (int i = 0; unit[i] && n < 62; i++)
         args[n++] = unit[i];
     args[n] = NULL;
-    a->pid = it_start(a->dir, a->name, args, NULL);
+    if (ag_prefix) {
+        const char *argv[80];
+        int k = 0;
+        for (int i = 0; ag_prefix[i] && k < 12; i++)
+            argv[k++] = ag_prefix[i];
+        argv[k++] = CHAOSLOCO_BIN;
+        for (int i = 0; args[i] && k < 79; i++)
+            argv[k++] = args[i];
+        argv[k] = NULL;
+        a->pid = it_start_prog(a->dir, a->name, argv, NULL);
+    } else {
+        a->pid = it_start(a->dir, a->name, args, NULL);
+    }
     char addr[128];
     if (it_wait_addr(a->state, addr, sizeof addr, 15000) != 0) {
         it_dump_log(a->dir, a->name);
