@@ -184,6 +184,10 @@ static void poll_events_file(runner *r)
     char err[CX_ERRLEN] = "";
     int rc = got ? evf_poll(r->evf, got, err, sizeof err) : CX_ENOMEM;
     int64_t read_ms = cx_mono_ms(); /* every line read was written before this */
+    /* a malformed line is the file's first error: named before any check
+     * of the events read ahead of it (their times, take_event) */
+    if (rc < 0)
+        run_set_error(r, "%s", rc == CX_ENOMEM && !err[0] ? "out of memory" : err);
     size_t i;
     json_t *ev;
     json_array_foreach(got, i, ev)
@@ -192,8 +196,6 @@ static void poll_events_file(runner *r)
         take_event(r, json_incref(ev), read_ms);
     }
     json_decref(got);
-    if (rc < 0)
-        run_set_error(r, "%s", rc == CX_ENOMEM && !err[0] ? "out of memory" : err);
 }
 
 /* Fetch the syncer's new events. */
