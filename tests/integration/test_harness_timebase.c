@@ -9,7 +9,9 @@
  * one clock; the journal's offsets must hold the true ones within their
  * bounds; the fault's mapped start must lie between the harness's own
  * invoke and ok; and the same run without the restart must deviate. Skips
- * (with the reason) without root or time namespaces.
+ * (with the reason) without root or time namespaces. Two short cases check
+ * the contract's side: a file-form coordinator on another clock, and one
+ * whose HTTP answers carry no stamp, each fail the run naming why.
  *
  * The harness ends the run itself at the horizon (POST /v1/end with the
  * admin credential, once every verify window has closed after the heal),
@@ -279,4 +281,85 @@ Test(harness_timebase, a_broken_rejoin_deviates_across_clocks)
     for (int i = 0; i < 2; i++)
         free(t.agents[i].dir);
     free(t.dir);
+}
+
+/* The contract's two forms refuse a coordinator whose times cannot be put
+ * on the harness's clock (docs/telemetry.md, "Time"); neither needs root. */
+
+/* The file form: events stamped on another clock (t_mono_ms 1, far behind
+ * the harness's at launch) fail the run, naming the file and the event. */
+Test(harness_timebase, a_file_form_coordinator_on_another_clock_fails_the_run)
+{
+    hx_scratch s;
+    hx_scratch_init(&s, "tbfile", "file.json");
+    char script[1100], doc[4096];
+    snprintf(script, sizeof script, "%s/coord.sh", s.dir);
+    hx_write(script,
+             "d=$1\n"
+             "printf '%s\\n' '{\"seq\":1,\"t_mono_ms\":1,\"type\":\"start\",\"versions\":[0]}' "
+             "> \"$d/events.jsonl\"\n"
+             "echo 127.0.0.1:9 > \"$d/listen.addr.tmp\" && mv \"$d/listen.addr.tmp\" \"$d/listen.addr\"\n"
+             "exec sleep 100\n");
+    snprintf(doc, sizeof doc,
+             "{\"title\": \"file form, another clock\", \"topology\": {\"learners\": 1, \"trainer\": {"
+             "\"coordinator\": [\"/bin/sh\", \"%s\", \"{state_dir}\", \"{listen}\"],"
+             "\"learner\": [\"/bin/sh\", \"-c\", \"exec sleep 100\", \"sh\", \"{proxy}\"],"
+             "\"telemetry\": {\"events_file\": \"{state_dir}/events.jsonl\"}}},"
+             " \"horizon\": {\"min_merges\": 1}, \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}",
+             script);
+    hx_write(s.exp, doc);
+    const char *args[] = {"run", s.exp, "--out", s.out, "--time-limit", "60", NULL};
+    char *log = hx_expect_harness_error(s.dir, it_start(s.dir, "run", args, NULL), 90000,
+                                        "event seq 1 has t_mono_ms 1");
+    cr_expect(log && strstr(log, "the harness's own CLOCK_MONOTONIC"), "and what the form requires");
+    free(log);
+    hx_kill_leftovers(s.out);
+    free(s.dir);
+}
+
+/* Over HTTP: a coordinator whose answers carry no X-Chaosloco-Mono-Ms
+ * stamp (here a few lines of Python serving /v1/status and /v1/events)
+ * fails the run at the start, naming the header. */
+Test(harness_timebase, a_coordinator_that_does_not_stamp_fails_the_run)
+{
+    hx_scratch s;
+    hx_scratch_init(&s, "tbnostamp", "nostamp.json");
+    char script[1100], doc[4096];
+    snprintf(script, sizeof script, "%s/coord.py", s.dir);
+    hx_write(
+        script,
+        "import http.server, json, os, sys\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        if self.path.startswith('/v1/events'):\n"
+        "            body, ctype = b'', 'application/x-ndjson'\n"
+        "        else:\n"
+        "            body, ctype = json.dumps({'merges': 0, 'learners': []}).encode(), 'application/json'\n"
+        "        self.send_response(200)\n"
+        "        self.send_header('Content-Type', ctype)\n"
+        "        self.send_header('Content-Length', str(len(body)))\n"
+        "        self.end_headers()\n"
+        "        self.wfile.write(body)\n"
+        "    def log_message(self, *a):\n"
+        "        pass\n"
+        "d, (host, port) = sys.argv[1], sys.argv[2].rsplit(':', 1)\n"
+        "srv = http.server.HTTPServer((host, int(port)), H)\n"
+        "with open(d + '/listen.addr.tmp', 'w') as f:\n"
+        "    f.write('%s:%d\\n' % srv.server_address[:2])\n"
+        "os.rename(d + '/listen.addr.tmp', d + '/listen.addr')\n"
+        "srv.serve_forever()\n");
+    snprintf(doc, sizeof doc,
+             "{\"title\": \"no stamp\", \"topology\": {\"learners\": 1, \"trainer\": {"
+             "\"coordinator\": [\"/usr/bin/python3\", \"%s\", \"{state_dir}\", \"{listen}\"],"
+             "\"learner\": [\"/bin/sh\", \"-c\", \"exec sleep 100\", \"sh\", \"{proxy}\"]}},"
+             " \"horizon\": {\"min_merges\": 1}, \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}",
+             script);
+    hx_write(s.exp, doc);
+    const char *args[] = {"run", s.exp, "--out", s.out, "--time-limit", "60", NULL};
+    char *log = hx_expect_harness_error(s.dir, it_start(s.dir, "run", args, NULL), 90000,
+                                        "answers without an X-Chaosloco-Mono-Ms header");
+    cr_expect(log && strstr(log, "the coordinator at http://127.0.0.1:"), "naming the coordinator");
+    free(log);
+    hx_kill_leftovers(s.out);
+    free(s.dir);
 }
