@@ -379,17 +379,6 @@ int hx_fault_ran(const json_t *rec)
     return hx_fault_start(rec) >= 0 && strcmp(hx_jstr(rec, "state"), "failed") != 0;
 }
 
-const json_t *hx_next_join(const hyp_history *h, int learner, int64_t t, int64_t min_inc)
-{
-    for (size_t i = 0; i < h->nev; i++) {
-        const json_t *e = h->ev[i];
-        if (hx_ev_is(e, "join") && hx_jint(e, "learner", -1) == learner && hx_ev_t(e) >= t &&
-            hx_jint(e, "incarnation", 0) > min_inc)
-            return e;
-    }
-    return NULL;
-}
-
 hx_interval *hx_down_intervals(const hyp_history *h, size_t *n)
 {
     *n = 0;
@@ -479,18 +468,6 @@ int hx_fragment_count(const hyp_history *h)
             p = (int)(f + 1);
     }
     return p;
-}
-
-int64_t hx_incarnation_before(const hyp_history *h, int learner, int64_t t)
-{
-    int64_t inc = 0;
-    for (size_t i = 0; i < h->nev; i++) {
-        const json_t *e = h->ev[i];
-        if (hx_ev_is(e, "join") && hx_jint(e, "learner", -1) == learner && hx_ev_t(e) < t &&
-            hx_jint(e, "incarnation", 0) > inc)
-            inc = hx_jint(e, "incarnation", 0);
-    }
-    return inc;
 }
 
 void hx_rejoin(const hyp_history *h, int learner, const json_t *fault, hx_rejoin_info *out)

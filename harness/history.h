@@ -122,12 +122,6 @@ int64_t hx_fault_end(const json_t *rec);
 /* 1 when the record took effect: it has a start and did not fail. */
 int hx_fault_ran(const json_t *rec);
 
-/* First join of learner at or after t with incarnation > min_inc (seq
- * order); NULL if none. */
-const json_t *hx_next_join(const hyp_history *h, int learner, int64_t t, int64_t min_inc);
-/* The highest incarnation learner joined with before t (0 none). */
-int64_t hx_incarnation_before(const hyp_history *h, int learner, int64_t t);
-
 /* The rejoin after a fault on learner (a new incarnation's join), judged
  * with the clocks' error: a join that may have come before the fault's
  * start (t - start < hx_cross_err) counts as before it, so a join within the

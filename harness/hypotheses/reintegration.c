@@ -31,9 +31,8 @@ typedef struct ri_figure {
     int64_t healed;      /* ms the fault healed */
     int64_t join_err;    /* ms: the clocks' error of t_join against healed (0 when t_join is the heal) */
     int64_t win_err;     /* ms: the clocks' error of the window's edges against the syncer's events */
-    const json_t
-        *edge;        /* restart: a join within the error bound of the fault's start (hx_rejoin), NULL none */
-    int64_t edge_err; /* ms: that bound */
+    const json_t *edge;  /* restart: a join within the bound of the fault's start (hx_rejoin), NULL none */
+    int64_t edge_err;    /* ms: that bound */
     int64_t merged_edge; /* merges left out only because they lie within win_err of the window's edges */
     int nfrag;           /* fragments (pull_all) */
     int missing;         /* fragments not pulled at the current version before the first contribution */

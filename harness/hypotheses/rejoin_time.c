@@ -17,9 +17,8 @@ typedef struct rj_params {
 } rj_params;
 
 typedef struct rj_figure {
-    int faults; /* restarting faults that ran (on the learner asked for) */
-    double
-        worst_s; /* s: the longest heal-to-first-merge time, its clocks' error added (NAN: none rejoined) */
+    int faults;         /* restarting faults that ran (on the learner asked for) */
+    double worst_s;     /* s: the longest heal-to-first-merge time, its error added (NAN: none rejoined) */
     int64_t worst_err;  /* ms: the clocks' error included in worst_s */
     size_t worst;       /* index of that fault */
     int never;          /* faults after which no contribution was merged */
