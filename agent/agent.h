@@ -94,8 +94,9 @@ typedef struct agent {
     void *cgroup;          /* injectors/cgroup.h handle when available */
     char cgroup_note[256]; /* why the unit is (not) in its cgroups */
     cx_http_server *http;  /* the API server */
-    char listen_addr[160]; /* bound "127.0.0.1:PORT" */
-    int loopback;          /* listening on a loopback address */
+    char listen_addr
+        [160]; /* where this host reaches the API (listen.addr): the bound address, 127.0.0.1 for 0.0.0.0 */
+    int loopback; /* listening on a loopback address */
 
     pthread_mutex_t lock;
     int halted;                    /* POST /v1/halt until /v1/resume */

@@ -16,6 +16,7 @@
 #include "common/exitcode.h"
 #include "common/file.h"
 #include "common/flags.h"
+#include "common/http_server.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "common/stop_signals.h"
@@ -46,8 +47,8 @@ static void usage(FILE *f)
         "                            (default 1000)\n"
         "  --toxiproxy-compat        allow the Toxiproxy-compatible endpoints without a token\n"
         "                            (only when --listen is a loopback address)\n"
-        "  --max-duration-ms N       cap on a fault's duration_ms, and the duration of toxics made\n"
-        "                            through the Toxiproxy API (default 600000 = 10 min)\n"
+        "  --max-duration-ms N       cap on a fault's duration_ms (default 600000 = 10 min); what\n"
+        "                            the Toxiproxy API makes lasts until deleted, as in Toxiproxy\n"
         "  --log-max-bytes N         unit.log size before rotation to unit.log.1 (default 10485760)\n"
         "  --shim PATH|none          disk-fault LD_PRELOAD shim (default: injectors/\n"
         "                            libchaosloco_diskfault.so next to the chaosloco binary)\n"
@@ -299,13 +300,19 @@ int agent_main(int argc, char **argv)
     cx_info("config listen=%s id=%s state_dir=%s proxies=[%s] restart=%s restart_backoff_ms=%lld "
             "toxiproxy_compat=%d max_duration_ms=%lld log_max_bytes=%lld faketime=%s shim=%s cgroup=%s "
             "cmd=%s",
-            a->listen_addr, o.id, o.state_dir, proxies, restart_names[restart],
+            cx_http_server_bound(a->http), o.id, o.state_dir, proxies, restart_names[restart],
             (long long)o.restart_backoff_ms, o.toxiproxy_compat && a->loopback, (long long)o.max_duration_ms,
             (long long)o.log_max_bytes, a->faketime_lib[0] ? a->faketime_lib : "none",
             a->shim_lib[0] ? a->shim_lib : "none", a->cgroup_note, o.argv[0]);
     if (o.toxiproxy_compat && !a->loopback)
         cx_warn("--toxiproxy-compat ignored: %s is not a loopback address (token required)", a->listen_addr);
-    cx_info("listening on %s", a->listen_addr);
+    /* the socket's own address (0.0.0.0:PORT for the wildcard), and where
+     * this host reaches it (listen.addr) when that differs */
+    const char *bound = cx_http_server_bound(a->http);
+    if (strcmp(bound, a->listen_addr) != 0)
+        cx_info("listening on %s (listen.addr %s)", bound, a->listen_addr);
+    else
+        cx_info("listening on %s", bound);
     int rc = agent_run(a, stop);
     agent_free(a);
     free(token);

@@ -109,6 +109,8 @@ static int api_gate(void *ctx, cx_http_req *req, const cx_http_route *route, cx_
     req->auth = "none";
     if (is_read(req->method))
         return 0;
+    if (is_toxiproxy_route(route)) /* a refusal below is an answer of that API too */
+        tp_request_id(resp);
     const char *host = cx_http_header(req, "Host");
     if (a->loopback && (!host || !cx_http_host_is_loopback(host))) {
         refuse(resp, 403, "Host", host,

@@ -25,7 +25,7 @@ typedef struct fault {
     const injector *inj; /* its injector */
     char *target;        /* "unit" or a proxy name */
     json_t *params;      /* as requested */
-    int64_t duration_ms; /* ms */
+    int64_t duration_ms; /* ms; 0 = until deleted (reg_spec.until_deleted) */
     int has_toxicity;
     double toxicity; /* 0..1 */
     uint64_t seed;
@@ -36,7 +36,7 @@ typedef struct fault {
     char created_real[40];     /* ISO-8601 */
     int64_t started_mono_ms;   /* apply time, CLOCK_MONOTONIC ms */
     int64_t ended_mono_ms;     /* 0 while active */
-    int64_t expires_mono_ms;   /* started + duration */
+    int64_t expires_mono_ms;   /* started + duration; INT64_MAX until deleted */
     json_t *evidence;          /* object */
     const char *revert_reason; /* static string or NULL */
     char *error;               /* apply/revert error or NULL */

@@ -55,7 +55,7 @@ json_t *reg_fault_json(const fault *f, int64_t now)
     json_object_set_new(o, "type", json_string(f->type));
     json_object_set_new(o, "target", json_string(f->target));
     json_object_set_new(o, "params", f->params ? json_deep_copy(f->params) : json_object());
-    json_object_set_new(o, "duration_ms", json_integer(f->duration_ms));
+    json_object_set_new(o, "duration_ms", f->duration_ms > 0 ? json_integer(f->duration_ms) : json_null());
     json_object_set_new(o, "toxicity", f->has_toxicity ? json_real(f->toxicity) : json_null());
     json_object_set_new(o, "seed", json_integer((json_int_t)(f->seed & INT64_MAX)));
     json_object_set_new(o, "state", json_string(reg_state_name(f->state)));
@@ -64,7 +64,7 @@ json_t *reg_fault_json(const fault *f, int64_t now)
     json_object_set_new(o, "ended_mono_ms",
                         f->state == F_ACTIVE ? json_null() : json_integer(f->ended_mono_ms));
     json_object_set_new(o, "expires_in_ms",
-                        f->state == F_ACTIVE
+                        f->state == F_ACTIVE && f->duration_ms > 0
                             ? json_integer(f->expires_mono_ms > now ? f->expires_mono_ms - now : 0)
                             : json_null());
     json_object_set_new(o, "evidence", f->evidence ? json_deep_copy(f->evidence) : json_object());

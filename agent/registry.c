@@ -243,10 +243,10 @@ static int check_spec(const reg *r, const reg_spec *spec, const injector *inj, c
 {
     if (!inj)
         return cx_fail(err, errlen, CX_EINVAL, "type: unknown fault type '%s'", spec->type);
-    if (spec->duration_ms <= 0)
+    if (!spec->until_deleted && spec->duration_ms <= 0)
         return cx_fail(err, errlen, CX_EINVAL, "duration_ms: must be > 0 (got %" PRId64 ")",
                        spec->duration_ms);
-    if (spec->duration_ms > r->max_duration_ms)
+    if (!spec->until_deleted && spec->duration_ms > r->max_duration_ms)
         return cx_fail(err, errlen, CX_EINVAL,
                        "duration_ms: %" PRId64 " is over the agent's cap of %" PRId64
                        " ms (--max-duration-ms)",
@@ -328,11 +328,12 @@ static json_t *end_stopping_faults(reg *r, const char *type)
     return ended_first;
 }
 
-/* f was applied: it expires duration_ms from now, its undo record is the
+/* f was applied: it expires duration_ms from now (never with duration 0:
+ * until deleted), its undo record is the
  * one apply() completed, and it heads the active list. Lock held. */
 static void fault_activate(reg *r, fault *f)
 {
-    f->expires_mono_ms = f->started_mono_ms + f->duration_ms;
+    f->expires_mono_ms = f->duration_ms > 0 ? f->started_mono_ms + f->duration_ms : INT64_MAX;
     json_decref(f->undo);
     f->undo = f->inj->undo_record ? f->inj->undo_record(f->ctx) : NULL;
     f->state = F_ACTIVE;
@@ -351,7 +352,7 @@ static void fault_fill(fault *f, const reg_spec *spec, const injector *inj, cons
     f->inj = inj;
     f->target = strdup(target);
     f->params = spec->params ? json_deep_copy(spec->params) : json_object();
-    f->duration_ms = spec->duration_ms;
+    f->duration_ms = spec->until_deleted ? 0 : spec->duration_ms;
     f->has_toxicity = spec->has_toxicity;
     f->toxicity = spec->toxicity;
     f->seed = seed;
@@ -483,8 +484,8 @@ int reg_create(reg *r, const reg_spec *spec, json_t **record, char *err, size_t 
      * released (if it fails, the one written before apply stays). */
     pending p = reg_pending_take(r);
     char *ev = cx_json_dumps(f->evidence);
-    cx_info("fault %s applied type=%s target=%s duration_ms=%" PRId64 " evidence=%s", f->id, f->type,
-            f->target, f->duration_ms, ev ? ev : "{}");
+    cx_info("fault %s applied type=%s target=%s duration_ms=%" PRId64 "%s evidence=%s", f->id, f->type,
+            f->target, f->duration_ms, f->duration_ms > 0 ? "" : " (until deleted)", ev ? ev : "{}");
     free(ev);
     *record = reg_fault_json(f, cx_mono_ms());
     pthread_mutex_unlock(&r->lock);

@@ -63,7 +63,10 @@ typedef struct reg_spec {
     const char *type;    /* injector type name */
     const char *target;  /* NULL or "unit" or a proxy name */
     json_t *params;      /* object or NULL (= {}) */
-    int64_t duration_ms; /* > 0, <= max_duration_ms */
+    int64_t duration_ms; /* > 0, <= max_duration_ms; ignored with until_deleted */
+    int until_deleted;   /* no expiry: the fault lasts until it is reverted (DELETE,
+                            halt, lease lapse when made under a lease, shutdown); for
+                            what the Toxiproxy API makes, as Toxiproxy keeps it */
     int has_toxicity;    /* toxicity given */
     double toxicity;     /* 0..1 */
     int has_seed;        /* seed given */

@@ -11,11 +11,15 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "agent/api.h"
 #include "agent/tp_faults.h"
@@ -49,6 +53,53 @@ static void reply_tp_err(cx_http_resp *resp, const tp_err *e)
     cx_http_reply_error(resp, e->status, "%s", e->msg);
 }
 
+/* ---- toxiproxy: request ids ---- */
+
+static unsigned char id_proc[5]; /* random per process */
+static uint32_t id_counter;      /* atomic; random start */
+static pthread_once_t id_once = PTHREAD_ONCE_INIT;
+
+static void id_init(void)
+{
+    unsigned char r[8] = {0};
+    if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) { /* rare: fall back to time and pid */
+        uint64_t x = (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)getpid();
+        memcpy(r, &x, sizeof r);
+    }
+    memcpy(id_proc, r, sizeof id_proc);
+    id_counter = (uint32_t)r[5] << 16 | (uint32_t)r[6] << 8 | r[7];
+}
+
+void tp_request_id(cx_http_resp *resp)
+{
+    pthread_once(&id_once, id_init);
+    uint32_t n = __atomic_fetch_add(&id_counter, 1, __ATOMIC_RELAXED);
+    uint32_t secs = (uint32_t)time(NULL);
+    /* 12 bytes (and a zero for the last 5-bit group): seconds, process, counter */
+    unsigned char b[13] = {(unsigned char)(secs >> 24),
+                           (unsigned char)(secs >> 16),
+                           (unsigned char)(secs >> 8),
+                           (unsigned char)secs,
+                           id_proc[0],
+                           id_proc[1],
+                           id_proc[2],
+                           id_proc[3],
+                           id_proc[4],
+                           (unsigned char)(n >> 16),
+                           (unsigned char)(n >> 8),
+                           (unsigned char)n,
+                           0};
+    static const char digits[] = "0123456789abcdefghijklmnopqrstuv";
+    char id[21];
+    for (int i = 0; i < 20; i++) { /* 5 bits each, most significant first */
+        int bit = i * 5;
+        unsigned v = ((unsigned)b[bit / 8] << 8 | b[bit / 8 + 1]) >> (11 - bit % 8);
+        id[i] = digits[v & 31];
+    }
+    id[20] = '\0';
+    cx_http_add_header(resp, "X-Toxiproxy-Request-Id", "%s", id);
+}
+
 /* ---- toxiproxy: helpers ---- */
 
 static agent_px *find_px(agent *a, const cx_http_req *req, cx_http_resp *resp)
@@ -62,11 +113,6 @@ static agent_px *find_px(agent *a, const cx_http_req *req, cx_http_resp *resp)
 static void reply_no_content(cx_http_resp *resp)
 {
     cx_http_reply_bytes(resp, 204, "text/plain", "", 0);
-}
-
-static int64_t tp_duration(agent *a)
-{
-    return a->o.max_duration_ms > 0 ? a->o.max_duration_ms : AGENT_DEFAULT_MAX_DURATION_MS;
 }
 
 static int is_open(const cx_http_req *req)
@@ -129,7 +175,7 @@ static int tp_fault(agent *a, const char *type, const char *target, json_t *para
         .type = type,
         .target = target,
         .params = params,
-        .duration_ms = tp_duration(a),
+        .until_deleted = 1, /* Toxiproxy keeps what it made until it is deleted */
         .lease = agent_lease_held(a),
         .origin = "toxiproxy",
         .tag = tag,
@@ -221,6 +267,8 @@ static int dyn_create(agent *a, const cx_http_req *req, const char *name, const 
     *out = agent_px_get(a, name);
     if (!*out)
         return tp_fail(e, 500, "proxy %s vanished right after it was created", name);
+    if (!enabled) /* Toxiproxy echoes the listen given until the proxy listens */
+        proxy_set_listen_echo((*out)->p, listen && listen[0] ? listen : "127.0.0.1:0");
     return 0;
 }
 
@@ -252,6 +300,7 @@ static json_t *all_proxies_json(agent *a)
 
 int tp_proxies_list(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
+    tp_request_id(resp);
     (void)req;
     cx_http_reply_json(resp, 200, all_proxies_json(ctx));
     return 0;
@@ -259,6 +308,7 @@ int tp_proxies_list(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 
 int tp_proxies_create(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
+    tp_request_id(resp);
     agent *a = ctx;
     char fid[64] = "";
     json_t *body = NULL;
@@ -347,6 +397,7 @@ static int populate_one(agent *a, const cx_http_req *req, json_t *item, size_t i
 
 int tp_populate(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
+    tp_request_id(resp);
     agent *a = ctx;
     tp_err e = {0};
     json_error_t je;
@@ -430,6 +481,7 @@ typedef int (*px_op)(px_req *r, json_t **out, tp_err *e);
 
 static int px_call(void *ctx, const cx_http_req *req, cx_http_resp *resp, px_op op, unsigned flags)
 {
+    tp_request_id(resp);
     px_req r = {.a = ctx, .req = req};
     r.x = find_px(r.a, req, resp);
     if (r.x && (flags & PX_TOXIC)) {
@@ -544,6 +596,8 @@ static int proxy_update(px_req *r, json_t **out, tp_err *e)
         return tp_fail(e, 400, "%s", err);
     if (enabled >= 0 && set_enabled(a, x, enabled, r->fid, sizeof r->fid, e) < 0)
         return -1;
+    if (relisten && !proxy_enabled(x->p)) /* as Toxiproxy: as given until it listens */
+        proxy_set_listen_echo(x->p, listen);
     *out = proxy_json(x->p);
     return 0;
 }
@@ -699,6 +753,7 @@ int tp_toxic_delete(void *ctx, const cx_http_req *req, cx_http_resp *resp)
  * API stay. */
 int tp_reset(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
+    tp_request_id(resp);
     agent *a = ctx;
     int n = reg_revert_match(a->reg, NULL, "toxiproxy", "proxy", "delete");
     agent_px *all[TP_MAX_PROXIES];
@@ -715,6 +770,7 @@ int tp_reset(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 
 int tp_version(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
+    tp_request_id(resp);
     (void)ctx;
     (void)req;
     cx_http_reply_json(resp, 200,

@@ -24,9 +24,10 @@
  *
  * Everything a call changes is a registered fault (tp_faults.h): toxics,
  * disabled proxies, a --proxy proxy's redirected upstream, and every
- * proxy created here, so DELETE of the fault, expiry (--max-duration-ms),
- * halt, lease lapse and shutdown undo it; while halted, such changes are
- * refused (503). The --proxy proxies are the unit's own links: they cannot
+ * proxy created here. As in Toxiproxy they last until deleted (no expiry:
+ * reg_spec.until_deleted), and DELETE (of the fault or of the thing),
+ * /reset, halt, the lapse of a lease they were made under and shutdown
+ * undo them; while halted, such changes are refused (503). The --proxy proxies are the unit's own links: they cannot
  * be deleted (409), replaced by /populate (409) or re-bound to another
  * listen address (409); everything else about them works. See
  * docs/api.md, "Toxiproxy compatibility", for the table.
@@ -44,6 +45,12 @@
 
 /* The Toxiproxy release whose API this implements (GET /version). */
 #define TP_COMPAT_VERSION "2.12.0"
+
+/* Toxiproxy's X-Toxiproxy-Request-Id header on resp: a new id per call,
+ * 20 characters of [0-9a-v] (the shape of Toxiproxy's xid: seconds, a
+ * per-process random part, a counter). Every Toxiproxy route's answer
+ * carries one, refusals by the gate included. */
+void tp_request_id(cx_http_resp *resp);
 
 int tp_proxies_list(void *ctx, const cx_http_req *req, cx_http_resp *resp);
 int tp_proxies_create(void *ctx, const cx_http_req *req, cx_http_resp *resp);

@@ -3,8 +3,9 @@
  * What it is: four agent-private injectors (not in injector_table: the v1
  * API cannot ask for them; agent/toxiproxy.c registers them through
  * reg_spec.inj), so that everything a Toxiproxy client changes is a
- * registered fault, undone by DELETE, expiry, halt, lease lapse and
- * shutdown like any other:
+ * registered fault, undone by DELETE, halt, lease lapse and shutdown
+ * like any other (with no expiry: they last until deleted, as in
+ * Toxiproxy):
  *
  *   type            target      params                         revert
  *   toxic           proxy name  {proxy, toxic: Toxiproxy JSON}  remove the toxic

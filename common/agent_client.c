@@ -44,7 +44,9 @@ agc *agc_new(const char *base_url, const agc_opts *opts)
                        .timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : 5000,
                        .retries = o.retries,
                        .bearer = o.token,
-                       .max_body = o.max_body ? o.max_body : (size_t)4 << 20};
+                       .max_body = o.max_body ? o.max_body : (size_t)4 << 20,
+                       .observe = o.observe,
+                       .observe_ctx = o.observe_ctx};
     agc *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;

@@ -46,11 +46,13 @@
 #define AGC_PATH_LOGS "/v1/logs"
 
 typedef struct agc_opts {
-    const char *token;       /* bearer (the agents' token), or NULL */
-    long connect_timeout_ms; /* per attempt; 0: 1000 */
-    long timeout_ms;         /* whole call per attempt; 0: 5000 */
-    int retries;             /* extra attempts when no answer came; default 0 */
-    size_t max_body;         /* bytes: cap on an answer; 0: 4 MiB */
+    const char *token;          /* bearer (the agents' token), or NULL */
+    long connect_timeout_ms;    /* per attempt; 0: 1000 */
+    long timeout_ms;            /* whole call per attempt; 0: 5000 */
+    int retries;                /* extra attempts when no answer came; default 0 */
+    size_t max_body;            /* bytes: cap on an answer; 0: 4 MiB */
+    cx_http_observe_fn observe; /* sees every answer (common/timebase.h's cx_tb_observe), or NULL */
+    void *observe_ctx;          /* its ctx (borrowed: outlives the agc) */
 } agc_opts;
 
 /* One agent's answer to one call. */

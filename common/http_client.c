@@ -49,6 +49,8 @@ cx_http_client *cx_http_client_new(const char *base_url, const cx_http_opts *opt
             c->opts.backoff_max_ms = opts->backoff_max_ms;
         if (opts->max_body > 0)
             c->opts.max_body = opts->max_body;
+        c->opts.observe = opts->observe;
+        c->opts.observe_ctx = opts->observe_ctx;
     }
     const char *b = base_url;
     size_t n = strlen(b);
@@ -88,6 +90,7 @@ const char *cx_http_client_base(const cx_http_client *c)
 void cx_http_result_init(cx_http_result *r)
 {
     r->status = 0;
+    r->t_send_ms = r->t_recv_ms = 0;
     cx_buf_init(&r->body, (size_t)256 << 20);
     cx_buf_init(&r->headers, 64 * 1024);
 }
@@ -137,9 +140,12 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
     cx_http_result *r = userdata;
     size_t n = size * nmemb;
-    /* a new status line (redirect/100-continue) starts a new header set */
-    if (n > 5 && strncmp(ptr, "HTTP/", 5) == 0)
+    /* a new status line (redirect/100-continue) starts a new header set;
+     * its arrival bounds the answerer's clock stamp (timebase.h) */
+    if (n > 5 && strncmp(ptr, "HTTP/", 5) == 0) {
+        r->t_recv_ms = (double)cx_mono_ns() / 1e6;
         cx_buf_reset(&r->headers);
+    }
     return cx_buf_append(&r->headers, ptr, n) == 0 ? n : 0;
 }
 
@@ -174,6 +180,7 @@ int cx_http_do(cx_http_client *c, const char *method, const char *path, const ch
             backoff = backoff * 2 > c->opts.backoff_max_ms ? c->opts.backoff_max_ms : backoff * 2;
         }
         r->status = 0;
+        r->t_recv_ms = 0;
         cx_buf_reset(&r->body);
         cx_buf_reset(&r->headers);
         CURL *h = c->curl;
@@ -197,6 +204,7 @@ int cx_http_do(cx_http_client *c, const char *method, const char *path, const ch
             curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
             curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
         }
+        r->t_send_ms = (double)cx_mono_ns() / 1e6;
         cc = curl_easy_perform(h);
         if (cc == CURLE_OK) {
             long status = 0;
@@ -213,6 +221,8 @@ int cx_http_do(cx_http_client *c, const char *method, const char *path, const ch
         rc = cc == CURLE_OPERATION_TIMEDOUT ? CX_ETIMEDOUT : CX_EUNAVAIL;
     }
     curl_slist_free_all(list);
+    if (rc == 0 && c->opts.observe)
+        c->opts.observe(c->opts.observe_ctx, r);
     if (rc && rc != CX_ETOOBIG)
         cx_fail(err, errlen, rc, "%s %s: %s", method, url, curl_easy_strerror(cc));
     return rc;

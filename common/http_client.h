@@ -4,6 +4,10 @@
  * belongs to one thread at a time. Transport failures (connect refused,
  * timeout, reset) are retried with exponential backoff up to `retries`
  * times; an HTTP answer of any status is never retried, it is returned.
+ * Every answer records when its request went out and when its status line
+ * came back (this process's monotonic clock), and an optional observer sees
+ * each answer: common/timebase.h estimates the answering process's clock
+ * from them.
  */
 #ifndef CX_HTTP_CLIENT_H
 #define CX_HTTP_CLIENT_H
@@ -12,6 +16,12 @@
 #include <stddef.h>
 
 #include "common/buf.h"
+
+typedef struct cx_http_result cx_http_result;
+
+/* Called in the calling thread after every request that got an HTTP
+ * answer (any status), with the result as it will be returned. */
+typedef void (*cx_http_observe_fn)(void *ctx, const cx_http_result *r);
 
 typedef struct cx_http_opts {
     long connect_timeout_ms; /* per attempt; default 1000 */
@@ -22,13 +32,17 @@ typedef struct cx_http_opts {
     const char *bearer;      /* Authorization: Bearer token, or NULL (copied) */
     size_t max_body;         /* cap on a response body; default 256 MiB */
     const char *ca_file; /* https: PEM CA bundle to verify the server with, or NULL: the system's (copied) */
+    cx_http_observe_fn observe; /* sees every answer, or NULL */
+    void *observe_ctx;          /* its ctx (borrowed: outlives the client) */
 } cx_http_opts;
 
-typedef struct cx_http_result {
-    int status;     /* HTTP status, 0 before an answer */
-    cx_buf body;    /* response body (NUL-terminated) */
-    cx_buf headers; /* raw response header lines */
-} cx_http_result;
+struct cx_http_result {
+    int status;       /* HTTP status, 0 before an answer */
+    cx_buf body;      /* response body (NUL-terminated) */
+    cx_buf headers;   /* raw response header lines */
+    double t_send_ms; /* ms, cx_mono_ns() / 1e6: just before the answered attempt went out */
+    double t_recv_ms; /* ms, same clock: when its (last) status line arrived; 0 before an answer */
+};
 
 typedef struct cx_http_client cx_http_client;
 

@@ -18,6 +18,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/timebase.h"
 
 #define HTTP_PATH_MAX 1024
 #define HTTP_SEGS_MAX 16
@@ -29,6 +30,7 @@ struct cx_http_server {
     void *ctx;
     size_t body_max; /* bytes */
     int port;
+    char bound[64];           /* "HOST:PORT" of the listening socket (getsockname) */
     cx_http_gate gate;        /* hooks, zeroed when none */
     cx_http_guard *guard;     /* connection admission */
     unsigned char *reserved;  /* [nroutes] 1: a reserved route */
@@ -365,6 +367,11 @@ static int http_send(cx_http_server *s, struct MHD_Connection *conn, cx_http_res
     MHD_add_response_header(r, "Content-Type", resp->content_type ? resp->content_type : "application/json");
     MHD_add_response_header(r, "Cache-Control", "no-store");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    /* this process's clock, taken after the request arrived and before the
+     * answer leaves: the caller maps our times onto its own (timebase.h) */
+    char stamp[48];
+    snprintf(stamp, sizeof stamp, "%.3f", (double)cx_mono_ns() / 1e6);
+    MHD_add_response_header(r, CX_TB_HEADER, stamp);
     /* extra header lines "Name: value\n" */
     char *save = NULL;
     for (char *line = strtok_r(resp->headers, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -611,6 +618,17 @@ cx_http_server *cx_http_server_new_opts(const char *listen, const cx_http_route 
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : port;
+    /* what the socket really bound (0.0.0.0 stays 0.0.0.0), for the logs */
+    char ip[INET_ADDRSTRLEN];
+    if (!inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip))
+        snprintf(ip, sizeof ip, "%s", host);
+    const union MHD_DaemonInfo *lfd = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_LISTEN_FD);
+    struct sockaddr_in got;
+    socklen_t gl = sizeof got;
+    if (lfd && getsockname(lfd->listen_fd, (struct sockaddr *)&got, &gl) == 0 && got.sin_family == AF_INET &&
+        inet_ntop(AF_INET, &got.sin_addr, ip, sizeof ip))
+        s->port = ntohs(got.sin_port);
+    snprintf(s->bound, sizeof s->bound, "%s:%d", ip, s->port);
     return s;
 fail:
     cx_http_guard_free(s->guard);
@@ -624,6 +642,11 @@ fail:
 int cx_http_server_port(const cx_http_server *s)
 {
     return s->port;
+}
+
+const char *cx_http_server_bound(const cx_http_server *s)
+{
+    return s->bound;
 }
 
 void cx_http_server_free(cx_http_server *s)

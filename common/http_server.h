@@ -137,6 +137,10 @@ cx_http_server *cx_http_server_new_opts(const char *listen, const cx_http_route 
 cx_http_guard *cx_http_server_guard(cx_http_server *s);
 /* The bound port (useful after ":0"). */
 int cx_http_server_port(const cx_http_server *s);
+/* The address the listening socket is bound to, "HOST:PORT" as the kernel
+ * reports it ("0.0.0.0:7070" for the wildcard, never rewritten to a
+ * reachable address): what a log line names. Borrowed. */
+const char *cx_http_server_bound(const cx_http_server *s);
 /* Stop accepting, wait for handler threads, free. NULL is a no-op. */
 void cx_http_server_free(cx_http_server *s);
 

@@ -25,6 +25,7 @@
 #include "common/agent_client.h"
 #include "common/http_client.h"
 #include "common/http_server.h"
+#include "common/timebase.h"
 #include "dashboards/server.h"
 
 #define DASH_BODY_MAX (64 * 1024)        /* bytes: request bodies */
@@ -48,6 +49,8 @@ typedef struct dash_agent {
     char name[64];           /* status "id" once seen, else "agent-<i>" */
     int learner_cfg;         /* configured learner id, -1 = infer */
     agc *cli;                /* the poller's client (poller thread only) */
+    cx_tb_clock *clock;      /* its clock, fed by cli's answers (timebase.h) */
+    int clock_warned;        /* warned once that its answers carry no stamp (poller thread only) */
     int reachable;           /* -1 not polled yet, 0 no, 1 yes */
     char error[256];         /* why unreachable */
     int64_t last_ok_mono_ms; /* last successful poll, 0 never */
@@ -65,6 +68,9 @@ typedef struct dash_learner {
     int64_t merged_mono_ms;  /* ms: t_mono_ms of its last merge, 0 none */
     int64_t merged_fragment; /* fragment of that merge */
     int64_t merged_version;  /* version it produced */
+    int64_t merged_at;       /* the run's merge count (merges_seen) at its last merge */
+    int64_t join_mono_ms;    /* ms: t_mono_ms of its latest join event, 0 none */
+    int64_t join_inc;        /* the incarnation that join announced */
 } dash_learner;
 
 typedef struct dash_msg {
@@ -93,6 +99,8 @@ struct dash_server {
     int stopping;
 
     cx_http_client *syncer_cli; /* poller thread only */
+    cx_tb_clock *syncer_clock;  /* the syncer's clock, fed by syncer_cli's answers */
+    int syncer_clock_warned;    /* warned once that its answers carry no stamp (poller thread only) */
     int syncer_reachable;       /* -1 not polled yet, 0, 1 */
     char syncer_error[256];
     int64_t syncer_last_ok_mono_ms;
@@ -103,9 +111,10 @@ struct dash_server {
     dash_agent agents[DASH_MAX_AGENTS];
     int nagents;
     dash_learner learners[DASH_LEARNERS_MAX];
+    int64_t merges_seen; /* merge events taken */
 
     /* history (arrays of arrays/objects, see snapshot_json) */
-    json_t *loss;   /* [[t_mono_ms, loss|null, merges, tokens]] */
+    json_t *loss;   /* [[t_mono_ms, loss|null, merges, tokens, bpb|null]] */
     json_t *merges; /* [[t_mono_ms, fragment, version, participants]] */
     json_t *rates;  /* [[t_mono_ms, merges/s, bytes_in/s, bytes_out/s]] */
     json_t *faults; /* fault windows [{agent, id, type, state, start_mono_ms, ...}] */

@@ -6,6 +6,7 @@
  * (dash_state.c), then one `update` message for the streams. The curl
  * handles it uses (s->syncer_cli, s->agents[i].cli) belong to this thread.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,48 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "dashboards/dash_internal.h"
+
+/* ---- one time base ---- */
+
+/* Map o[key] (a remote's CLOCK_MONOTONIC ms) onto this process's clock in
+ * place. 0, or CX_ENOTFOUND when c has no sample yet (o unchanged). */
+static int map_key(cx_tb_clock *c, json_t *o, const char *key)
+{
+    json_t *t = json_object_get(o, key);
+    if (!json_is_integer(t))
+        return 0;
+    double local, err;
+    if (!c || cx_tb_map(c, (double)json_integer_value(t) + 0.5, &local, &err) != 0)
+        return CX_ENOTFOUND;
+    json_object_set_new(o, key, json_integer((json_int_t)llround(local)));
+    return 0;
+}
+
+/* Every time the poll brought, onto this process's clock, before it is
+ * merged (a chart never mixes two hosts' clocks). A process that never
+ * stamps is left on its own clock, with one warning. */
+static void map_poll(dash_server *s, json_t *sy_events, json_t **ag_faults)
+{
+    size_t i;
+    json_t *v;
+    int bad = 0;
+    json_array_foreach(sy_events, i, v) bad |= map_key(s->syncer_clock, v, "t_mono_ms") != 0;
+    if (bad && !s->syncer_clock_warned++)
+        cx_warn("dashboard: the syncer's answers carry no %s stamp: its times are shown on its own clock",
+                CX_TB_HEADER);
+    for (int a = 0; a < s->nagents; a++) {
+        bad = 0;
+        json_array_foreach(ag_faults[a], i, v)
+        {
+            bad |= map_key(s->agents[a].clock, v, "started_mono_ms") != 0;
+            bad |= map_key(s->agents[a].clock, v, "ended_mono_ms") != 0;
+        }
+        if (bad && !s->agents[a].clock_warned++)
+            cx_warn(
+                "dashboard: agent %s answers carry no %s stamp: its fault times are shown on its own clock",
+                s->agents[a].url, CX_TB_HEADER);
+    }
+}
 
 /* ---- polling ---- */
 
@@ -137,6 +180,8 @@ static void poll_once(dash_server *s)
         ag_err[i][0] = '\0';
         poll_agent(s->agents[i].cli, &ag_status[i], &ag_faults[i], ag_err[i], sizeof ag_err[i]);
     }
+
+    map_poll(s, sy_events, ag_faults);
 
     /* 2. merge, under the lock */
     int64_t now = cx_mono_ms();

@@ -97,6 +97,38 @@ int dash_agent_find(const dash_server *s, const char *name)
 
 /* ---- snapshot ---- */
 
+/* The syncer's view of a learner, beside its process state on the card:
+ *   absent, left   the syncer's own state (no heartbeat for its timeout; left)
+ *   joining        joined (first incarnation), nothing of it merged since
+ *   rejoining      a later incarnation joined, nothing of it merged since
+ *   stale          active, but silent (no heartbeat for 3 s and 5 steps) or
+ *                  left out of the last 4 x P merges the others made
+ *   in sync        otherwise
+ *   unknown        the syncer does not list it
+ * base is the learner's JSON so far (the syncer's entry, heartbeat
+ * fields); dl its dashboard record. */
+static const char *sync_state(dash_server *s, const json_t *base, const dash_learner *dl)
+{
+    const char *st = json_string_value(json_object_get(base, "state"));
+    if (!st)
+        return "unknown";
+    if (strcmp(st, "active") != 0)
+        return st;
+    if (dl->join_mono_ms && dl->merged_mono_ms < dl->join_mono_ms)
+        return dl->join_inc > 1 ? "rejoining" : "joining";
+    double step_ms = 0;
+    json_t *sm = json_object_get(base, "step_ms");
+    if (json_is_number(sm))
+        step_ms = json_number_value(sm);
+    int64_t hb_age = dash_jint(base, "heartbeat_age_ms", 0);
+    if (hb_age > 3000 && (double)hb_age > 5.0 * step_ms)
+        return "stale";
+    size_t nfrag = s->syncer_status ? json_array_size(json_object_get(s->syncer_status, "fragments")) : 0;
+    if (dl->merged_mono_ms && s->merges_seen - dl->merged_at > 4 * (int64_t)(nfrag > 0 ? nfrag : 1))
+        return "stale";
+    return "in sync";
+}
+
 static json_t *learner_json(dash_server *s, int id, int64_t now)
 {
     json_t *base = NULL;
@@ -129,6 +161,7 @@ static json_t *learner_json(dash_server *s, int id, int64_t now)
         json_object_set_new(base, "heartbeat_age_ms", json_integer(now - dash_jint(hb, "t_mono_ms", now)));
     }
     json_object_set_new(base, "tokens_per_s", json_real(dl->tokens_per_s));
+    json_object_set_new(base, "sync_state", json_string(sync_state(s, base, dl)));
     json_object_set_new(base, "merged_count", json_integer(dl->merged_count));
     if (dl->merged_mono_ms)
         json_object_set_new(base, "last_merged",
@@ -161,7 +194,8 @@ static json_t *units_json(dash_server *s, int64_t now)
             json_t *c = json_deep_copy(f);
             int64_t start = dash_jint(f, "started_mono_ms", 0), dur = dash_jint(f, "duration_ms", 0);
             int64_t left = start + dur - now;
-            json_object_set_new(c, "time_left_ms", json_integer(left > 0 ? left : 0));
+            /* a fault made through the Toxiproxy API has no duration: until deleted */
+            json_object_set_new(c, "time_left_ms", dur > 0 ? json_integer(left > 0 ? left : 0) : json_null());
             json_array_append_new(active, c);
         }
         json_t *u = json_object();
@@ -315,10 +349,10 @@ void dash_take_event(dash_server *s, json_t *ev)
     if (!type)
         type = "";
     if (strcmp(type, "eval") == 0) {
-        json_t *loss = json_object_get(ev, "loss");
-        json_t *pt =
-            json_pack("[I,O,I,I]", (json_int_t)t, json_is_number(loss) ? loss : json_null(),
-                      (json_int_t)dash_jint(ev, "merges", 0), (json_int_t)dash_jint(ev, "tokens", 0));
+        json_t *loss = json_object_get(ev, "loss"), *bpb = json_object_get(ev, "bpb");
+        json_t *pt = json_pack("[I,O,I,I,O]", (json_int_t)t, json_is_number(loss) ? loss : json_null(),
+                               (json_int_t)dash_jint(ev, "merges", 0), (json_int_t)dash_jint(ev, "tokens", 0),
+                               json_is_number(bpb) ? bpb : json_null());
         series_push(s->loss, json_incref(pt), DASH_LOSS_MAX);
         json_array_append_new(s->loss_new, pt);
     } else if (strcmp(type, "merge") == 0) {
@@ -327,6 +361,7 @@ void dash_take_event(dash_server *s, json_t *ev)
                                (json_int_t)dash_jint(ev, "version", 0), (json_int_t)json_array_size(parts));
         series_push(s->merges, json_incref(pt), DASH_MERGES_MAX);
         json_array_append_new(s->merges_new, pt);
+        s->merges_seen++;
         size_t i;
         json_t *p;
         json_array_foreach(parts, i, p)
@@ -339,6 +374,13 @@ void dash_take_event(dash_server *s, json_t *ev)
             dl->merged_mono_ms = t;
             dl->merged_fragment = dash_jint(ev, "fragment", -1);
             dl->merged_version = dash_jint(ev, "version", 0);
+            dl->merged_at = s->merges_seen;
+        }
+    } else if (strcmp(type, "join") == 0) {
+        int64_t id = dash_jint(ev, "learner", -1);
+        if (id >= 0 && id < DASH_LEARNERS_MAX) {
+            s->learners[id].join_mono_ms = t;
+            s->learners[id].join_inc = dash_jint(ev, "incarnation", 0);
         }
     } else if (strcmp(type, "heartbeat") == 0) {
         int64_t id = dash_jint(ev, "learner", -1);

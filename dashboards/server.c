@@ -184,8 +184,13 @@ static int open_clients(dash_server *s, const dash_config *cfg, char *err, size_
                             .max_body = (size_t)64 << 20};
     agc_opts ag_opts = {
         .token = cfg->token, .connect_timeout_ms = 500, .timeout_ms = 2000, .max_body = (size_t)64 << 20};
-    if (s->syncer_url)
+    /* every poll answer feeds its process's clock: the charts put the
+     * syncer's and the agents' times on this process's clock (dash_poll.c) */
+    if (s->syncer_url && (s->syncer_clock = cx_tb_clock_new("syncer"))) {
+        sy_opts.observe = cx_tb_observe;
+        sy_opts.observe_ctx = s->syncer_clock;
         s->syncer_cli = cx_http_client_new(s->syncer_url, &sy_opts);
+    }
     s->nagents = cfg->nagents;
     for (int i = 0; i < cfg->nagents; i++) {
         dash_agent *a = &s->agents[i];
@@ -196,7 +201,11 @@ static int open_clients(dash_server *s, const dash_config *cfg, char *err, size_
         snprintf(a->name, sizeof a->name, "agent-%d", i);
         a->learner_cfg = cfg->agent_learners ? cfg->agent_learners[i] : -1;
         a->reachable = -1;
-        a->cli = agc_new(a->url, &ag_opts);
+        if ((a->clock = cx_tb_clock_new(a->name))) {
+            ag_opts.observe = cx_tb_observe;
+            ag_opts.observe_ctx = a->clock;
+            a->cli = agc_new(a->url, &ag_opts);
+        }
     }
     if (cfg->syncer_url && !s->syncer_cli)
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
@@ -329,8 +338,10 @@ void dash_server_free(dash_server *s)
      * joins the connection threads. */
     cx_http_server_free(s->http);
     cx_http_client_free(s->syncer_cli);
+    cx_tb_clock_free(s->syncer_clock);
     for (int i = 0; i < s->nagents; i++) {
         agc_free(s->agents[i].cli);
+        cx_tb_clock_free(s->agents[i].clock);
         json_decref(s->agents[i].status);
         json_decref(s->agents[i].faults);
     }
@@ -408,6 +419,14 @@ void dash_server_set_progress(dash_server *s, const char *phase, int64_t elapsed
     pthread_mutex_lock(&s->mu);
     json_decref(s->progress);
     s->progress = p;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void dash_server_set_progress_json(dash_server *s, json_t *progress)
+{
+    pthread_mutex_lock(&s->mu);
+    json_decref(s->progress);
+    s->progress = progress;
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -26,9 +26,12 @@
  *
  * What it is not: a source of truth. It never changes training state by
  * itself; it shows what the processes report, and it forwards controls.
- * Times on the charts are CLOCK_MONOTONIC ms as each process reports them
- * (syncer t_mono_ms, agent started_mono_ms): comparable on one host, which
- * is what the harness assumes too.
+ * Times on the charts are this process's CLOCK_MONOTONIC ms: the syncer's
+ * t_mono_ms and the agents' started/ended_mono_ms are mapped onto it from
+ * the clock stamp of every answer (common/timebase.h), so fault windows and
+ * the loss curve line up even when each process runs on its own host. A
+ * process whose answers carry no stamp is shown on its own clock (warned
+ * once).
  *
  * The harness embeds it (`chaosloco run --dashboard ADDR`) and pushes what
  * only it knows through the dash_server_set_* / push functions below; every
@@ -83,6 +86,10 @@ int dash_server_set_hypotheses(dash_server *s, const json_t *list, char *err, si
 /* Experiment progress: phase ("steady_state", "method", "verify", "done",
  * ...), elapsed and remaining ms (remaining < 0: unknown). */
 void dash_server_set_progress(dash_server *s, const char *phase, int64_t elapsed_ms, int64_t remaining_ms);
+/* The same from a whole progress object (taken): {phase, elapsed_ms,
+ * remaining_ms|null, fraction, lower_bound, merges, waiting}, the
+ * harness's horizon estimate (harness/horizon.h). */
+void dash_server_set_progress_json(dash_server *s, json_t *progress);
 /* Add one event of the harness's own (an action invoke/ok/fail, ...) to the
  * event log. It must be an object with a string "type"; "source":"harness"
  * is added. Copied. */

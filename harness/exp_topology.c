@@ -218,7 +218,8 @@ void exp_parse_topology(experiment *e, const json_t *doc, jv_diag *d)
 
     json_t *at = NULL;
     if (exp_get_object(d, "$.topology", tp, "attach", 0, &at) == 1) {
-        static const char *const akeys[] = {"syncer", "agents", "token_file", "syncer_credential_file", NULL};
+        static const char *const akeys[] = {"syncer", "agents", "token_file", "syncer_credential_file",
+                                            "wait_s", NULL};
         jv_check_keys(d, "$.topology.attach", at, akeys);
         const char *s = NULL;
         if (exp_nonempty_string(d, "$.topology.attach", at, "syncer", 1, &s) == 1) {
@@ -231,6 +232,9 @@ void exp_parse_topology(experiment *e, const json_t *doc, jv_diag *d)
             e->attach_token_file = strdup(s);
         if (exp_nonempty_string(d, "$.topology.attach", at, "syncer_credential_file", 0, &s) == 1)
             e->attach_syncer_credential_file = strdup(s);
+        e->attach_wait_s = EXP_ATTACH_WAIT_S;
+        jv_get_number(d, "$.topology.attach", at, "wait_s", 0, 1, 86400, "seconds to wait for the processes",
+                      &e->attach_wait_s);
         json_t *ag = NULL;
         if (exp_get_array(d, "$.topology.attach", at, "agents", 1, &ag) == 1) {
             size_t n = json_array_size(ag);

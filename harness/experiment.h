@@ -34,6 +34,10 @@
 #define EXP_MAX_LEARNERS 256
 #define EXP_MAX_DURATION_MS (24LL * 3600 * 1000) /* the agent caps it lower (--max-duration-ms) */
 #define EXP_WAIT_S 30.0 /* default wait_s: how long an action waits for its unit to be running */
+/* default topology.attach.wait_s: how long an attaching harness waits for the
+ * syncer and every agent to answer (a cluster engine starts them in any
+ * order, and a busy one may take minutes to start a job step) */
+#define EXP_ATTACH_WAIT_S 300.0
 
 enum exp_flags {
     EXP_CI = 1 << 0, /* apply the "ci" merge patch before validating */
@@ -140,6 +144,7 @@ typedef struct experiment {
     int nattach_agents;   /* entries in attach_agents (== learners when valid) */
     char *attach_token_file;
     char *attach_syncer_credential_file; /* topology.attach.syncer_credential_file, or NULL */
+    double attach_wait_s;                /* topology.attach.wait_s (default EXP_ATTACH_WAIT_S) */
     topo_trainer *trainer; /* topology.trainer: a foreign trainer's commands, NULL = chaosloco's own */
     netns_spec network;    /* topology.network; kind NETNS_LOOPBACK when absent */
     hyp_spec **steady_state;

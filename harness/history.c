@@ -41,6 +41,7 @@ struct hyp_history {
     } counters[MAX_COUNTERS];
     int ncounters;
     hx_final *finals; /* [learners] */
+    int64_t err_max;  /* ms: the largest t_err_ms / mono_err_ms fed */
 };
 
 hyp_history *hyp_history_new(int learners, int quorum)
@@ -136,6 +137,28 @@ int64_t hx_ev_t(const json_t *e)
     return hx_jint(e, "t_mono_ms", 0);
 }
 
+int64_t hx_ev_err(const json_t *e)
+{
+    int64_t v = hx_jint(e, "t_err_ms", 0);
+    return v > 0 ? v : 0;
+}
+
+int64_t hx_fault_err(const json_t *rec)
+{
+    int64_t v = hx_jint(rec, "mono_err_ms", 0);
+    return v > 0 ? v : 0;
+}
+
+int64_t hx_cross_err(const json_t *ev, const json_t *rec)
+{
+    return hx_ev_err(ev) + hx_fault_err(rec);
+}
+
+int64_t hx_err_max(const hyp_history *h)
+{
+    return h->err_max;
+}
+
 int hx_ev_is(const json_t *e, const char *type)
 {
     return strcmp(hx_jstr(e, "type"), type) == 0;
@@ -161,6 +184,8 @@ int hyp_history_add_syncer_event(hyp_history *h, const json_t *ev, char *err, si
     }
     h->ev[i] = c;
     h->nev++;
+    if (hx_ev_err(c) > h->err_max)
+        h->err_max = hx_ev_err(c);
     return 0;
 }
 
@@ -179,6 +204,8 @@ int hyp_history_add_fault(hyp_history *h, int learner, const json_t *record, cha
     h->faults[h->nfaults].learner = learner;
     h->faults[h->nfaults].rec = c;
     h->nfaults++;
+    if (hx_fault_err(c) > h->err_max)
+        h->err_max = hx_fault_err(c);
     return 0;
 }
 
@@ -352,17 +379,6 @@ int hx_fault_ran(const json_t *rec)
     return hx_fault_start(rec) >= 0 && strcmp(hx_jstr(rec, "state"), "failed") != 0;
 }
 
-const json_t *hx_next_join(const hyp_history *h, int learner, int64_t t, int64_t min_inc)
-{
-    for (size_t i = 0; i < h->nev; i++) {
-        const json_t *e = h->ev[i];
-        if (hx_ev_is(e, "join") && hx_jint(e, "learner", -1) == learner && hx_ev_t(e) >= t &&
-            hx_jint(e, "incarnation", 0) > min_inc)
-            return e;
-    }
-    return NULL;
-}
-
 hx_interval *hx_down_intervals(const hyp_history *h, size_t *n)
 {
     *n = 0;
@@ -375,14 +391,18 @@ hx_interval *hx_down_intervals(const hyp_history *h, size_t *n)
         const char *type = hx_jstr(r, "type");
         if (!hx_kind_takes_unit_down(type) || !hx_fault_ran(r))
             continue;
-        int64_t a = hx_fault_start(r), b = hx_fault_end(r);
+        int64_t a = hx_fault_start(r), b = hx_fault_end(r), eb = hx_fault_err(r);
         if (hx_kind_restarts_unit(type)) {
-            const json_t *j = hx_next_join(h, h->faults[i].learner, a, 0);
-            b = j ? hx_ev_t(j) : end;
+            hx_rejoin_info ri;
+            hx_rejoin(h, h->faults[i].learner, r, &ri);
+            b = ri.join ? hx_ev_t(ri.join) : end;
+            eb = ri.join ? hx_ev_err(ri.join) : 0;
         }
         iv[*n].learner = h->faults[i].learner;
         iv[*n].a = a;
         iv[*n].b = b > a ? b : a;
+        iv[*n].ea = hx_fault_err(r);
+        iv[*n].eb = eb;
         (*n)++;
     }
     return iv;
@@ -450,16 +470,34 @@ int hx_fragment_count(const hyp_history *h)
     return p;
 }
 
-int64_t hx_incarnation_before(const hyp_history *h, int learner, int64_t t)
+void hx_rejoin(const hyp_history *h, int learner, const json_t *fault, hx_rejoin_info *out)
 {
-    int64_t inc = 0;
-    for (size_t i = 0; i < h->nev; i++) {
+    memset(out, 0, sizeof *out);
+    int64_t fs = hx_fault_start(fault);
+    /* before: every join not certainly after the start (seq order) */
+    size_t i = 0;
+    for (; i < h->nev; i++) {
         const json_t *e = h->ev[i];
-        if (hx_ev_is(e, "join") && hx_jint(e, "learner", -1) == learner && hx_ev_t(e) < t &&
-            hx_jint(e, "incarnation", 0) > inc)
-            inc = hx_jint(e, "incarnation", 0);
+        if (!hx_ev_is(e, "join") || hx_jint(e, "learner", -1) != learner)
+            continue;
+        int64_t err = hx_cross_err(e, fault);
+        if (hx_ev_t(e) - fs >= err)
+            continue; /* certainly not before: a rejoin candidate, below */
+        if (hx_jint(e, "incarnation", 0) > out->prev_inc)
+            out->prev_inc = hx_jint(e, "incarnation", 0);
+        if (hx_ev_t(e) > fs - err) {
+            out->edge = e;
+            out->edge_err = err;
+        }
     }
-    return inc;
+    for (i = 0; i < h->nev; i++) {
+        const json_t *e = h->ev[i];
+        if (hx_ev_is(e, "join") && hx_jint(e, "learner", -1) == learner &&
+            hx_ev_t(e) - fs >= hx_cross_err(e, fault) && hx_jint(e, "incarnation", 0) > out->prev_inc) {
+            out->join = e;
+            return;
+        }
+    }
 }
 
 int hx_participated(const json_t *merge, int learner, int64_t incarnation)

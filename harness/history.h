@@ -12,9 +12,20 @@
  * and the hypotheses (hypothesis.h, one file each under harness/hypotheses/)
  * read it through the hx_* readers and queries below, which hold the notions
  * several of them share: a fault's window, the down intervals, the live
- * count, the fragment count, the run-relative time. Every time is
- * CLOCK_MONOTONIC ms; on one host every process shares that clock (attach
- * mode across hosts would need an offset; not handled here).
+ * count, the fragment count, the run-relative time.
+ *
+ * One time base: every time the history holds is the harness's own
+ * CLOCK_MONOTONIC ms. The runner maps the syncer's (coordinator's) and each
+ * agent's times onto it before it feeds them (common/timebase.h, the
+ * runner's run_clock.c), so a hypothesis never meets another host's clock.
+ * A mapped time carries its error bound: an event's t_err_ms, a fault
+ * record's mono_err_ms (ms; absent or 0 = exact: the harness's own times,
+ * an events file written on its clock, a test's history). Times of one
+ * source compare exactly (the mapping keeps their order and lengths); a
+ * syncer event against an agent's fault time is uncertain by the sum of
+ * both bounds (hx_cross_err), and the queries below and the hypotheses
+ * judge such an edge conservatively: what must be shown to have happened
+ * inside a window counts only when it is inside whatever the clocks' error.
  *
  * Ownership: hyp_history keeps its own deep copies of what it is fed; every
  * json_t a reader returns is borrowed from it and lives as long as it does.
@@ -86,6 +97,7 @@ int hx_jloss(const json_t *o, const char *key, double *out);
 const char *hx_jstr(const json_t *o, const char *key); /* "" when absent, never NULL */
 int64_t hx_ev_seq(const json_t *e);                    /* seq, -1 none */
 int64_t hx_ev_t(const json_t *e);                      /* t_mono_ms, 0 none */
+int64_t hx_ev_err(const json_t *e);                    /* t_err_ms: its bound (ms), 0 none */
 int hx_ev_is(const json_t *e, const char *type);       /* 1 when e's type is type */
 
 /* ---- queries: notions several hypotheses share ---- */
@@ -98,28 +110,44 @@ double hx_run_s(const hyp_history *h, int64_t t);
 const char *hx_fmt_t(const hyp_history *h, int64_t t, char *buf, size_t len);
 
 int64_t hx_fault_start(const json_t *rec); /* started_mono_ms, -1 none */
+int64_t hx_fault_err(const json_t *rec);   /* mono_err_ms: the bound of its times (ms), 0 none */
+/* The uncertainty of an event's time against a fault record's: the sum of
+ * both bounds (ms). "Certainly after" is t_ev - t_fault > hx_cross_err. */
+int64_t hx_cross_err(const json_t *ev, const json_t *rec);
+/* The largest bound of any time in the history (ms, 0 when all are exact):
+ * a safe margin where an edge is compared with many events. */
+int64_t hx_err_max(const hyp_history *h);
 /* When the fault healed: ended_mono_ms, else started + duration_ms. */
 int64_t hx_fault_end(const json_t *rec);
 /* 1 when the record took effect: it has a start and did not fail. */
 int hx_fault_ran(const json_t *rec);
 
-/* First join of learner at or after t with incarnation > min_inc (seq
- * order); NULL if none. */
-const json_t *hx_next_join(const hyp_history *h, int learner, int64_t t, int64_t min_inc);
-/* The highest incarnation learner joined with before t (0 none). */
-int64_t hx_incarnation_before(const hyp_history *h, int learner, int64_t t);
+/* The rejoin after a fault on learner (a new incarnation's join), judged
+ * with the clocks' error: a join that may have come before the fault's
+ * start (t - start < hx_cross_err) counts as before it, so a join within the
+ * bound of the start is never taken for the rejoin (the conservative side:
+ * "never joined again" rather than a pass on the old incarnation's join).
+ * With exact times: joins before the start, then the first at or after it. */
+typedef struct hx_rejoin_info {
+    const json_t *join; /* the first join of a new incarnation certainly not before the start, NULL none */
+    int64_t prev_inc;   /* the highest incarnation joined not certainly after the start (0 none) */
+    const json_t *edge; /* a join within the error bound of the start (counted before it), NULL none */
+    int64_t edge_err;   /* ms: that bound */
+} hx_rejoin_info;
+void hx_rejoin(const hyp_history *h, int learner, const json_t *fault, hx_rejoin_info *out);
 /* 1 when merge event merge lists (learner, incarnation) among its participants. */
 int hx_participated(const json_t *merge, int learner, int64_t incarnation);
 
 typedef struct hx_interval {
-    int learner;  /* who is down */
-    int64_t a, b; /* [a, b) mono ms */
+    int learner;    /* who is down */
+    int64_t a, b;   /* [a, b) mono ms */
+    int64_t ea, eb; /* ms: the error bounds of a and b */
 } hx_interval;
 
 /* Down intervals (new array, *n entries; NULL when out of memory): a fault
  * of a kind that takes the unit down (hx_kind_takes_unit_down), from its
  * start until it healed, and for a kind that restarts the unit until the
- * learner joined again (or the end of the history). */
+ * learner joined again (hx_rejoin; or the end of the history). */
 hx_interval *hx_down_intervals(const hyp_history *h, size_t *n);
 /* Time within [a, b) during which fewer than k learners were alive. */
 int64_t hx_excused_ms(const hyp_history *h, const hx_interval *iv, size_t n, int k, int64_t a, int64_t b);

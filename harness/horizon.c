@@ -106,9 +106,75 @@ int horizon_unobserved(const hz_window *w, const hz_progress *p, char *msg, size
     return 0;
 }
 
+/* One condition of the end: share done, ms left (-1 unknown), its name. */
+static void est_take(hz_estimate *e, double frac, int64_t left, const char *what)
+{
+    frac = frac < 0 ? 0 : frac > 1 ? 1 : frac;
+    if (frac < e->fraction)
+        e->fraction = frac;
+    if (left < 0) {
+        e->lower_bound = 1;
+        if (!e->waiting[0] || e->left_ms <= 0)
+            snprintf(e->waiting, sizeof e->waiting, "%s", what);
+    } else if (left > e->left_ms) {
+        e->left_ms = left;
+        snprintf(e->waiting, sizeof e->waiting, "%s", what);
+    }
+}
+
+/* ms to reach goal from have at the rate have/elapsed; -1 when no rate. */
+static int64_t extrapolate(int64_t have, int64_t goal, int64_t elapsed_ms)
+{
+    if (have <= 0 || elapsed_ms <= 0)
+        return -1;
+    return (int64_t)((double)(goal - have) * (double)elapsed_ms / (double)have);
+}
+
+void horizon_estimate(const hz_window *w, int n, const hz_progress *p, hz_estimate *e)
+{
+    memset(e, 0, sizeof *e);
+    e->fraction = 1.0;
+    int64_t elapsed = p->now_ms - p->start_ms;
+    char what[160];
+    if (p->pending > 0) {
+        snprintf(what, sizeof what, "%d fault%s to fire or heal", p->pending, p->pending == 1 ? "" : "s");
+        est_take(e, p->entries > 0 ? (double)(p->entries - p->pending) / p->entries : 0.0, -1, what);
+    }
+    for (int i = 0; i < n; i++) {
+        int64_t c = horizon_close_ms(&w[i], p);
+        if (w[i].learner >= 0)
+            snprintf(what, sizeof what, "learner %d's %s window (%s)", w[i].learner, w[i].key, w[i].label);
+        else
+            snprintf(what, sizeof what, "%s's %s window", w[i].label, w[i].key);
+        if (w[i].tokens > 0 && c < 0)
+            est_take(e, (double)p->eval_tokens / (double)w[i].tokens,
+                     extrapolate(p->eval_tokens, w[i].tokens, elapsed), what);
+        else if (c > p->now_ms) {
+            int64_t anchor = w[i].from_start ? p->start_ms : c - w[i].len_ms;
+            est_take(e, c > anchor ? (double)(p->now_ms - anchor) / (double)(c - anchor) : 1.0, c - p->now_ms,
+                     what);
+        }
+        /* c < 0 otherwise: a pending fault may open it (counted above); 0 or past: closed */
+    }
+    if (p->tokens < p->min_tokens) {
+        snprintf(what, sizeof what, "tokens (%lld of %lld trained)", (long long)p->tokens,
+                 (long long)p->min_tokens);
+        est_take(e, (double)p->tokens / (double)p->min_tokens, extrapolate(p->tokens, p->min_tokens, elapsed),
+                 what);
+    }
+    if (p->merges < p->min_merges) {
+        snprintf(what, sizeof what, "merges (%lld of %lld)", (long long)p->merges, (long long)p->min_merges);
+        est_take(e, (double)p->merges / (double)p->min_merges, extrapolate(p->merges, p->min_merges, elapsed),
+                 what);
+    }
+    if (e->lower_bound && e->left_ms == 0)
+        e->left_ms = -1;
+}
+
 long long horizon_learner_budget(int64_t steps)
 {
     if (steps <= 0)
         return 0;
-    return steps >= CONFIG_STEPS_MAX / HORIZON_BUDGET_X ? CONFIG_STEPS_MAX : (long long)steps * HORIZON_BUDGET_X;
+    return steps >= CONFIG_STEPS_MAX / HORIZON_BUDGET_X ? CONFIG_STEPS_MAX
+                                                        : (long long)steps * HORIZON_BUDGET_X;
 }

@@ -46,6 +46,7 @@ typedef struct hz_progress {
     int64_t start_ms;       /* mono ms the run (its method) started */
     int64_t now_ms;         /* mono ms now (or when the run ended) */
     int pending;            /* timeline entries not fired, or fired and not healed (until_end: not fired) */
+    int entries;            /* timeline entries in all (for the progress fraction; 0: none) */
     const int64_t *heal_ms; /* [m] mono ms of the last heal of a fault on learner i (0 none) */
     int m;                  /* learners */
     int64_t any_heal_ms;    /* mono ms of the last heal of any fault (0 none) */
@@ -70,6 +71,23 @@ int horizon_done(const hz_window *w, int n, const hz_progress *p, char *why, siz
  * ("run ended before learner 1's merged_s window closed (closes at
  * t=52.3 s, ended at t=20.1 s)", times from p->start_ms); else 0. */
 int horizon_unobserved(const hz_window *w, const hz_progress *p, char *msg, size_t len);
+
+/* How far the run is from its end, for the progress line: the end is
+ * when the last of the conditions horizon_done() checks holds, so the
+ * fraction is the least-advanced condition's share done and the time left
+ * is the latest condition's estimate: a window's close is known once it
+ * opened; tokens, merges and a by_tokens window are extrapolated at the
+ * rate seen so far; a timeline entry still pending (a fault not fired or
+ * not healed, which may open windows) has no estimate, so the time left is
+ * then a lower bound. */
+typedef struct hz_estimate {
+    double fraction;   /* 0..1: the share done of the least-advanced condition */
+    int64_t left_ms;   /* estimated ms to the end; -1 when nothing can be estimated yet */
+    int lower_bound;   /* 1: some condition has no estimate: the end is at least left_ms away */
+    char waiting[160]; /* what the end waits for longest ("" when done) */
+} hz_estimate;
+
+void horizon_estimate(const hz_window *w, int n, const hz_progress *p, hz_estimate *e);
 
 /* The --steps budget the harness gives each learner for an experiment of
  * `steps` steps per learner: HORIZON_BUDGET_X times as many (the runner, not

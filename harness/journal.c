@@ -128,6 +128,7 @@ struct journal {
     int64_t start_ns, end_ns;
     jr_status status;
     double final_loss; /* nats, NAN: none (journal_set_final_loss) */
+    json_t *clocks;    /* each process's clock (journal_set_clocks), an array */
     jr_probe *probes;
     int nprobes, capprobes;
     jr_act *acts;
@@ -142,8 +143,9 @@ journal *journal_new(const experiment *e)
     j->experiment = json_deep_copy(e->doc);
     j->ctk = ctk_experiment(e, NULL);
     j->used = json_array();
+    j->clocks = json_array();
     j->title = strdup(e->title ? e->title : "experiment");
-    if (!j->experiment || !j->ctk || !j->used || !j->title) {
+    if (!j->experiment || !j->ctk || !j->used || !j->clocks || !j->title) {
         journal_free(j);
         return NULL;
     }
@@ -159,6 +161,7 @@ void journal_free(journal *j)
     json_decref(j->experiment);
     json_decref(j->ctk);
     json_decref(j->used);
+    json_decref(j->clocks);
     free(j->title);
     for (int i = 0; i < j->nprobes; i++) {
         free(j->probes[i].label);
@@ -202,6 +205,15 @@ void journal_set_end(journal *j, int64_t real_ns, jr_status status)
 void journal_set_final_loss(journal *j, double nats)
 {
     j->final_loss = nats;
+}
+
+void journal_set_clocks(journal *j, const json_t *clocks)
+{
+    json_t *c = json_is_array(clocks) ? json_deep_copy(clocks) : NULL;
+    if (!c)
+        return;
+    json_decref(j->clocks);
+    j->clocks = c;
 }
 
 int journal_add_hypothesis(journal *j, jr_phase phase, const hyp_spec *s, const hyp_verdict *v,
@@ -369,15 +381,15 @@ json_t *journal_json(const journal *j)
         json_array_append(j->acts[i].rollback ? rb : run, j->acts[i].rec);
     json_t *steady = json_pack("{s:o, s:o, s:o}", "before", steady_json(j, JR_BEFORE), "after",
                                steady_json(j, JR_AFTER), "during", steady_json(j, JR_DURING));
-    return json_pack("{s:s, s:o, s:s, s:O, s:o, s:o, s:f, s:s, s:b, s:o, s:o, s:o, s:{s:s, s:O, s:o, s:o}}",
-                     "chaoslib-version", JR_CHAOSLIB_VERSION, "platform", platform ? platform : json_null(),
-                     "node", node, "experiment", j->ctk, "start", iso_json(j->start_ns), "end",
-                     iso_json(j->end_ns), "duration", secs(j->start_ns, j->end_ns), "status",
-                     jr_status_name(journal_status(j)), "deviated", journal_deviated(j), "steady_states",
-                     steady ? steady : json_null(), "run", run ? run : json_array(), "rollbacks",
-                     rb ? rb : json_array(), "chaosloco", "version", CHAOSLOCO_VERSION, "experiment",
-                     j->experiment, "final_loss", num_or_null(j->final_loss), "final_bpb",
-                     num_or_null(j->final_loss / M_LN2));
+    return json_pack(
+        "{s:s, s:o, s:s, s:O, s:o, s:o, s:f, s:s, s:b, s:o, s:o, s:o, s:{s:s, s:O, s:o, s:o, s:O}}",
+        "chaoslib-version", JR_CHAOSLIB_VERSION, "platform", platform ? platform : json_null(), "node", node,
+        "experiment", j->ctk, "start", iso_json(j->start_ns), "end", iso_json(j->end_ns), "duration",
+        secs(j->start_ns, j->end_ns), "status", jr_status_name(journal_status(j)), "deviated",
+        journal_deviated(j), "steady_states", steady ? steady : json_null(), "run", run ? run : json_array(),
+        "rollbacks", rb ? rb : json_array(), "chaosloco", "version", CHAOSLOCO_VERSION, "experiment",
+        j->experiment, "final_loss", num_or_null(j->final_loss), "final_bpb",
+        num_or_null(j->final_loss / M_LN2), "clocks", j->clocks);
 }
 
 int journal_write(const journal *j, const char *path, char *err, size_t errlen)

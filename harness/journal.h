@@ -5,7 +5,8 @@
  * platform, node, experiment (a Chaos Toolkit experiment: ctk.h translates
  * ours), start, end, duration, status, deviated, steady_states {before,
  * after, during}, run [...], rollbacks [...], and chaosloco's own
- * {version, experiment (the file as validated), final_loss, final_bpb}
+ * {version, experiment (the file as validated), final_loss, final_bpb,
+ * clocks (each process's clock offset and bound: the runner's run_clock.c)}
  * under "chaosloco". Every hypothesis is a probe run whose output carries
  * the measured figure beside its threshold (and, for figures in nats, both
  * again in bits per byte: measured_bpb, threshold_bpb); every harness call a
@@ -85,6 +86,10 @@ void journal_set_end(journal *j, int64_t real_ns, jr_status status);
  * journal writes it under "chaosloco" as final_loss (nats) and final_bpb
  * (bits per byte = nats / ln 2), null when none. */
 void journal_set_final_loss(journal *j, double nats);
+/* Each process's clock as the run mapped it (an array of objects: process,
+ * offset_ms, error_ms, ...; copied), under "chaosloco" as clocks ([] until
+ * set). */
+void journal_set_clocks(journal *j, const json_t *clocks);
 /* Record one hypothesis verdict as a probe of phase. */
 int journal_add_hypothesis(journal *j, jr_phase phase, const hyp_spec *s, const hyp_verdict *v,
                            int64_t start_ns, int64_t end_ns);

@@ -202,6 +202,10 @@ static json_t *chart_blob(const json_t *evs)
             json_array_append_new(row, isfinite(v) && v >= 0 ? json_real(v) : json_null());
             json_append_i64(row, json_integer_value(json_object_get(ev, "merges")));
             json_append_i64(row, json_integer_value(json_object_get(ev, "tokens")));
+            json_t *bpb = json_object_get(ev, "bpb"); /* the byte-level models' unit */
+            json_array_append_new(row, json_is_number(bpb) && isfinite(v) && v >= 0
+                                           ? json_real(json_number_value(bpb))
+                                           : json_null());
             json_array_append_new(loss, row);
         } else if (strcmp(kind, "training") == 0 && strcmp(type, "merge") == 0) {
             json_t *row = json_array();
@@ -270,14 +274,19 @@ static json_t *chart_blob(const json_t *evs)
 static void faults_table(cx_buf *b, const json_t *blob)
 {
     int64_t t0 = json_integer_value(json_object_get(blob, "t0_mono_ms"));
-    cx_buf_printf(b, "<table class=\"faults\"><tr><th>fault</th><th>target</th><th>id</th><th>from</th>"
-                     "<th>to</th><th>state</th><th>reverted by</th></tr>\n");
+    cx_buf_printf(b,
+                  "<table class=\"faults\"><tr><th></th><th>fault</th><th>target</th><th>id</th><th>from</th>"
+                  "<th>to</th><th>state</th><th>reverted by</th></tr>\n");
     size_t i;
     json_t *f;
     json_array_foreach(json_object_get(blob, "faults"), i, f)
     {
         json_t *en = json_object_get(f, "end_mono_ms");
-        cx_buf_printf(b, "<tr><td>");
+        cx_buf_printf(b, "<tr data-fault=\"");
+        jr_escape_markup(b, jstr(f, "agent"));
+        cx_buf_printf(b, "/");
+        jr_escape_markup(b, jstr(f, "id"));
+        cx_buf_printf(b, "\"><td class=\"swatch\"></td><td>");
         jr_escape_markup(b, jstr(f, "type"));
         cx_buf_printf(b, "</td><td>");
         jr_escape_markup(b, jstr(f, "agent"));
@@ -294,6 +303,83 @@ static void faults_table(cx_buf *b, const json_t *blob)
         cx_buf_printf(b, "</td><td>");
         jr_escape_markup(b, jstr(f, "revert_reason"));
         cx_buf_printf(b, "</td></tr>\n");
+    }
+    cx_buf_printf(b, "</table>\n");
+}
+
+/* A figure cell: the number with fmt, or "-" for null/absent. */
+static void num_cell(cx_buf *b, const json_t *o, const char *key, const char *fmt, double scale)
+{
+    json_t *v = json_object_get(o, key);
+    cx_buf_printf(b, "<td>");
+    if (json_is_number(v))
+        cx_buf_printf(b, fmt, json_number_value(v) * scale);
+    else
+        cx_buf_printf(b, "-");
+    cx_buf_printf(b, "</td>");
+}
+
+/* "What each fault cost": summary.json's fault_cost (fault_cost.h), the
+ * same figures summary.json holds. */
+static void cost_table(cx_buf *b, const json_t *summary, int64_t t0)
+{
+    const json_t *fc = json_object_get(summary, "fault_cost");
+    const json_t *rows = json_object_get(fc, "faults");
+    if (!json_is_array(rows)) {
+        cx_buf_printf(b, "<p id=\"cost-none\">No fault cost: this run's summary.json has none (a run from "
+                         "before it was measured, or one that never started).</p>\n");
+        return;
+    }
+    const json_t *ref = json_object_get(fc, "reference");
+    json_t *rt = json_object_get(ref, "merged_tokens_per_s");
+    cx_buf_printf(b,
+                  "<p>Goodput is merged tokens per second, as a ratio to this run's fault-free stretch "
+                  "(%.1f s without an active fault or a learner still rejoining",
+                  json_number_value(json_object_get(ref, "span_s")));
+    if (json_is_number(rt))
+        cx_buf_printf(b, ": %.0f merged tokens/s).", json_number_value(rt));
+    else
+        cx_buf_printf(b, "; none: the ratios are left out).");
+    cx_buf_printf(b,
+                  " <i>Tokens never merged</i>: the learner's contributions from the fault's start until "
+                  "it rejoined that no merge took, and what a restarted unit trained past its checkpoint; "
+                  "<i>time to rejoin</i>: from the fault's end to the first merge with that learner again; "
+                  "<i>merges missed</i>: merges it would have been part of at its usual share, less those it "
+                  "was.</p>\n");
+    cx_buf_printf(b, "<table class=\"cost\" id=\"fault-cost\"><tr><th></th><th>fault</th><th>learner</th>"
+                     "<th>id</th><th>window</th><th>tokens never merged</th><th>time to rejoin</th>"
+                     "<th>merges missed</th><th>goodput during</th><th>goodput after</th></tr>\n");
+    size_t i;
+    json_t *f;
+    json_array_foreach(rows, i, f)
+    {
+        cx_buf_printf(b, "<tr data-fault=\"learner %lld/",
+                      (long long)json_integer_value(json_object_get(f, "learner")));
+        jr_escape_markup(b, jstr(f, "id"));
+        cx_buf_printf(b, "\"><td class=\"swatch\"></td><td>");
+        jr_escape_markup(b, jstr(f, "type"));
+        cx_buf_printf(b, "</td><td>%lld</td><td>",
+                      (long long)json_integer_value(json_object_get(f, "learner")));
+        jr_escape_markup(b, jstr(f, "id"));
+        /* on the charts' time axis (they start at the first training event) */
+        json_t *a = json_object_get(f, "start_mono_ms"), *e = json_object_get(f, "end_mono_ms");
+        if (json_is_integer(a) && json_is_integer(e))
+            cx_buf_printf(b, "</td><td>%.1f&ndash;%.1f s</td>", (double)(json_integer_value(a) - t0) / 1000.0,
+                          (double)(json_integer_value(e) - t0) / 1000.0);
+        else
+            cx_buf_printf(b, "</td><td>%.1f&ndash;%.1f s of the run</td>",
+                          json_number_value(json_object_get(f, "start_s")),
+                          json_number_value(json_object_get(f, "end_s")));
+        num_cell(b, f, "tokens_never_merged", "%.0f", 1.0);
+        json_t *tr = json_object_get(f, "time_to_rejoin_s");
+        if (json_is_number(tr))
+            cx_buf_printf(b, "<td>%.1f s</td>", json_number_value(tr));
+        else
+            cx_buf_printf(b, "<td>never (the run ended first)</td>");
+        num_cell(b, f, "merges_missed", "%.0f", 1.0);
+        num_cell(b, f, "goodput_during", "%.0f%%", 100.0);
+        num_cell(b, f, "goodput_after", "%.0f%%", 100.0);
+        cx_buf_printf(b, "</tr>\n");
     }
     cx_buf_printf(b, "</table>\n");
 }
@@ -325,7 +411,7 @@ static void summary_line(cx_buf *b, const char *run_dir)
         if (json_is_number(v))
             cx_buf_printf(b, "%.3f", json_number_value(v));
         else
-            cx_buf_printf(b, "n/a");
+            cx_buf_printf(b, "not measured");
     }
     json_t *t = json_object_get(s, "tokens_trained");
     if (json_is_integer(t))
@@ -342,7 +428,13 @@ static const char REPORT_BOOT[] =
     "    el.textContent = 'The chart code did not load.';\n"
     "    return;\n"
     "  }\n"
-    "  window.__chaoslocoReport = { blob: blob, run: ChaoslocoCharts.renderRun(el, blob) };\n"
+    "  var run = ChaoslocoCharts.renderRun(el, blob);\n"
+    "  window.__chaoslocoReport = { blob: blob, run: run };\n"
+    "  /* the tables' rows in their fault's colour, as the charts and the legend */\n"
+    "  document.querySelectorAll('tr[data-fault] td.swatch').forEach(function (td) {\n"
+    "    var c = run.state.colours.get(td.parentNode.getAttribute('data-fault'));\n"
+    "    if (c) { td.style.background = c; td.parentNode.setAttribute('data-colour', c); }\n"
+    "  });\n"
     "})();\n";
 
 int report_html(const char *run_dir, cx_buf *b, char *err, size_t errlen)
@@ -373,7 +465,10 @@ int report_html(const char *run_dir, cx_buf *b, char *err, size_t errlen)
     }
     json_t *blob = chart_blob(evs);
     json_decref(evs);
+    snprintf(path, sizeof path, "%s/summary.json", run_dir);
+    json_t *summary = json_load_file(path, 0, NULL); /* NULL: no cost table */
     if (!blob) {
+        json_decref(summary);
         json_decref(jn);
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     }
@@ -396,6 +491,7 @@ int report_html(const char *run_dir, cx_buf *b, char *err, size_t errlen)
                   "tr.fail td:nth-child(3){color:#c62828;font-weight:bold}\n"
                   ".status{font-size:18px;font-weight:bold}\n"
                   "#charts{max-width:1100px}.cl-chart{margin:0 0 12px}\n"
+                  "td.swatch{width:12px;padding:0}\n"
                   "</style></head><body>\n<h1>");
     jr_escape_markup(b, jstr(exp, "title"));
     cx_buf_printf(b, "</h1>\n<p>");
@@ -410,7 +506,7 @@ int report_html(const char *run_dir, cx_buf *b, char *err, size_t errlen)
     jr_escape_markup(b, jstr(jn, "end"));
     cx_buf_printf(b, ", %.1f s</p>\n", json_number_value(json_object_get(jn, "duration")));
     summary_line(b, run_dir);
-    cx_buf_printf(b, "<h2>Training, fault windows shaded</h2>\n");
+    cx_buf_printf(b, "<h2>Training, one colour per fault</h2>\n");
     if (npoints == 0)
         cx_buf_printf(b, "<p>No eval loss was recorded.</p>\n");
     cx_buf_printf(b,
@@ -419,6 +515,8 @@ int report_html(const char *run_dir, cx_buf *b, char *err, size_t errlen)
                   "windows are listed below.</p></noscript>\n"
                   "<p>%zu eval points, %zu fault windows.</p>\n",
                   npoints, nwin);
+    cx_buf_printf(b, "<h2>What each fault cost</h2>\n");
+    cost_table(b, summary, json_integer_value(json_object_get(blob, "t0_mono_ms")));
     cx_buf_printf(b, "<h2>Fault windows</h2>\n");
     faults_table(b, blob);
     cx_buf_printf(b, "<h2>Hypotheses</h2>\n");
@@ -441,6 +539,7 @@ int report_html(const char *run_dir, cx_buf *b, char *err, size_t errlen)
         rc = inline_asset(b, "charts.js", "<script>\n", "</script>", err, errlen);
     cx_buf_printf(b, "<script>\n%s</script>\n</body></html>\n", REPORT_BOOT);
     json_decref(blob);
+    json_decref(summary);
     json_decref(jn);
     return rc;
 }

@@ -279,6 +279,7 @@ void run_hz_fill(runner *r, int64_t *heal, hz_progress *p)
     p->start_ms = r->method_mono ? r->method_mono : r->start_mono;
     p->now_ms = r->end_mono ? r->end_mono : cx_mono_ms();
     p->pending = run_pending_entries(r);
+    p->entries = r->sched->n;
     p->heal_ms = heal;
     p->m = r->m;
     p->min_tokens = r->min_tokens;
@@ -306,10 +307,14 @@ void run_hz_fill(runner *r, int64_t *heal, hz_progress *p)
 /* The run is long enough: tell the syncer to end it (learners finish,
  * send, leave and exit 0; check_training_over then sees it). The file form
  * writes the coordinator's end file instead of POST /v1/end (also while it
- * is down: it reads the file when it starts again). */
+ * is down: it reads the file when it starts again). Attach mode ends the
+ * run the same way, with the credential the harness was given; a syncer
+ * that refuses it (401/403: no admin credential) is told once, and the run
+ * then lasts until the learners finish their own --steps or the time
+ * bound. */
 static void maybe_end(runner *r)
 {
-    if (r->end_sent || (r->syncer_down && !r->evf) || !topo_launched(r->t))
+    if (r->end_sent || r->end_refused || (r->syncer_down && !r->evf))
         return;
     int64_t heal[EXP_MAX_LEARNERS];
     hz_progress p;
@@ -328,6 +333,20 @@ static void maybe_end(runner *r)
         int st = 0;
         cx_http_json(r->sy, "POST", "/v1/end", body, &st, &ans, err, sizeof err);
         json_decref(body);
+        if (st == 401 || st == 403) {
+            char said[CX_ERRLEN];
+            run_answer_error(ans, st, err, said, sizeof said);
+            json_decref(ans);
+            r->end_refused = 1;
+            run_progress_end(r);
+            cx_warn(
+                "horizon reached (%s) but the syncer refused POST /v1/end (%s): the harness needs the "
+                "syncer's admin credential (--syncer-credential-file); the run goes on until the learners "
+                "finish their own --steps or the time bound",
+                why, said);
+            run_emit_run(r, "end_refused", said);
+            return;
+        }
         json_decref(ans);
         if (st != 200) {
             cx_warn("POST /v1/end: HTTP %d %s (will retry)", st, err);
@@ -434,6 +453,7 @@ static void runner_cleanup(runner *r)
         }
     free(r->av);
     cx_http_client_free(r->sy);
+    run_clocks_free(r); /* after every client that feeds them */
     evf_free(r->evf);
     jr_events_close(r->ev);
     journal_free(r->j);
@@ -472,7 +492,10 @@ static int run_prepare(runner *r, run_result *res, char *err, size_t errlen, int
         return 1;
     }
     char e2[CX_ERRLEN] = "";
-    if (!r->e->attach_syncer) {
+    /* attach mode: a topology.training describes the attached syncer's
+     * training (the horizon's default token minimum, data_accounting's
+     * steps); checked with the same rules, passed to no one */
+    if (!r->e->attach_syncer || json_object_size(r->e->training) > 0) {
         json_t *sc = run_syncer_config(r, e2, sizeof e2);
         if (!sc) {
             snprintf(err, errlen, "%s", e2);
@@ -556,7 +579,14 @@ static void run_live(runner *r, run_result *res)
 
     if (!r->error && !run_interrupted()) {
         if (run_start_topology(r, e2, sizeof e2) < 0) {
-            run_set_error(r, "starting the topology: %s", e2);
+            if (run_interrupted()) {
+                /* a signal ended the start (an attach wait): interrupted, not an error */
+                run_abort_if_interrupted(r);
+                topo_free(r->t);
+                r->t = NULL;
+            } else {
+                run_set_error(r, "starting the topology: %s", e2);
+            }
         } else {
             set_state(r, RS_LAUNCHED);
             run_journal_endpoints(r);
@@ -565,7 +595,7 @@ static void run_live(runner *r, run_result *res)
     r->start_mono = cx_mono_ms();
     if (r->t && !r->error) {
         run_start_dashboard(r);
-        if (run_take_leases(r) == 0)
+        if (run_take_leases(r) == 0 && run_clocks_check(r) == 0)
             run_judged(r);
         set_state(r, RS_REVERT);
         if (r->dash)

@@ -43,6 +43,9 @@ typedef struct run_opts {
     /* attach mode: the credential file the harness presents to the syncer
      * (overrides topology.attach.syncer_credential_file), or NULL */
     const char *syncer_credential_file;
+    /* attach mode: s to wait for the syncer and every agent to answer
+     * (overrides topology.attach.wait_s); 0 = the file's */
+    double attach_wait_s;
 } run_opts;
 
 typedef struct run_result {

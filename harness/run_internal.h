@@ -10,10 +10,14 @@
  *                  run directory's outputs (events, faults, verdicts)
  *   run_setup.c    loading, the run directory, the syncer's config, the
  *                  topology and the embedded dashboard
+ *   run_attach.c   attach mode's bounded wait for the processes it attaches to
+ *   run_clock.c    the one time base: each remote process's clock, and
+ *                  its times mapped onto the harness's before any verdict
  *
  * One runner lives on run_experiment's stack; every function here takes it
  * and runs on the main thread, except lease_thread (run_poll.c), which
- * reads only r->m, r->t and the lease_* fields under lease_mu.
+ * reads only r->m, r->t and the lease_* fields under lease_mu, and feeds
+ * r->ag_clock (each cx_tb_clock has its own lock).
  */
 #ifndef HARNESS_RUN_INTERNAL_H
 #define HARNESS_RUN_INTERNAL_H
@@ -25,6 +29,7 @@
 
 #include "common/agent_client.h"
 #include "common/http_client.h"
+#include "common/timebase.h"
 #include "dashboards/server.h"
 #include "harness/events_file.h"
 #include "harness/experiment.h"
@@ -45,7 +50,6 @@
 
 /* The harness's own fault: SIGKILL (or TERM) the syncer, start it again. */
 #define RUN_SYNCER_FAULT EXP_SYNCER_RESTART
-
 
 /* ---- the runner ---- */
 
@@ -114,9 +118,13 @@ typedef struct runner {
     int64_t method_mono;     /* ms when the method started, 0 before */
     int64_t end_mono;        /* ms when training ended / was cut */
     int64_t start_real;      /* ns realtime of the start */
+    int64_t launch_mono;     /* ms just before the topology started (the file form's events are not older) */
     int64_t last_status;     /* ms of the last syncer status poll */
     int64_t last_progress;   /* ms of the last progress output */
     int tty;                 /* progress redrawn on stderr */
+    /* the one time base (run_clock.c) */
+    cx_tb_clock *sy_clock;  /* the syncer's / coordinator's clock (HTTP answers) */
+    cx_tb_clock **ag_clock; /* [m] each agent's clock */
     /* syncer fault */
     int syncer_down;      /* the harness killed the syncer and will restart it */
     int64_t syncer_up_at; /* ms when to restart it */
@@ -139,6 +147,9 @@ typedef struct runner {
     int nhw;            /* windows */
     int64_t min_tokens; /* tokens the run trains at least */
     int end_sent;       /* 1 once POST /v1/end was sent / the end file written (the horizon was reached) */
+    int end_refused;    /* 1: the syncer refused POST /v1/end (401/403); not asked again */
+    /* attach mode */
+    int64_t attach_until_mono; /* ms: the wait for the attached processes ends */
 } runner;
 
 /* ---- run.c ---- */
@@ -229,6 +240,36 @@ void run_journal_endpoints(runner *r);                     /* the journal's sync
 void run_print_verdicts(runner *r, const run_result *res); /* the verdicts on stdout */
 void run_write_outputs(runner *r, run_result *res);
 
+/* ---- run_clock.c ---- */
+
+/* One clock per remote process (r->sy_clock, r->ag_clock[m]), before the
+ * clients that feed them; CX_ENOMEM. */
+int run_clocks_new(runner *r);
+void run_clocks_free(runner *r); /* after the clients */
+/* At the start: a few GET /v1/status per process; one whose answers carry
+ * no clock stamp (or that never answered) is the run's error, naming it
+ * (run_set_error, < 0). Logs each offset. */
+int run_clocks_check(runner *r);
+/* A coordinator event on the harness's clock (new; t_mono_ms mapped,
+ * t_err_ms its bound, t_src_mono_ms the coordinator's own): a copy as it
+ * is in the file form. When the clock has no sample, t_mono_ms is moved to
+ * t_src_mono_ms and "unmapped_clock" set (the history skips it). NULL only
+ * when out of memory. */
+json_t *run_map_event(runner *r, const json_t *ev);
+/* Agent l's fault record on the harness's clock (new; started_mono_ms and
+ * ended_mono_ms mapped, mono_err_ms their bound, src_started_mono_ms /
+ * src_ended_mono_ms the agent's own; unmapped as above). NULL when out of
+ * memory. */
+json_t *run_map_fault(runner *r, int l, const json_t *rec);
+/* A coordinator time (ms) on the harness's clock (unmapped without a sample). */
+int64_t run_map_syncer_ms(runner *r, int64_t t);
+/* An event stamped after the harness read it (read_ms, the harness's
+ * clock), or in the file form before the coordinator's launch: the run's
+ * error (run_set_error, < 0). */
+int run_check_event_time(runner *r, const json_t *ev, int64_t read_ms);
+/* Each process's clock, offset and bound (new array): journal and summary. */
+json_t *run_clocks_json(runner *r);
+
 /* ---- run_setup.c ---- */
 
 /* r->run_dir: --out, else out/SLUG-STAMP; refuses one that holds a run. */
@@ -240,8 +281,20 @@ json_t *run_syncer_config(runner *r, char *err, size_t errlen);
  * timeline, the slug. < 0 with err when invalid. */
 int run_load(runner *r, char *err, size_t errlen);
 void run_dry_run(runner *r); /* print the timeline */
-/* Launch (or attach to) the syncer and agents; the HTTP clients. */
+/* Launch (or attach to) the syncer and agents; the HTTP clients. In
+ * attach mode it returns once all of them answer (run_attach_wait). */
 int run_start_topology(runner *r, char *err, size_t errlen);
 void run_start_dashboard(runner *r); /* the embedded dashboard, when asked for (a failure only warns) */
+
+/* ---- run_attach.c ---- */
+
+/* Attach mode: wait (bounded by topology.attach.wait_s or --attach-wait)
+ * for the token and credential files, then topo_attach (r->t); sets
+ * r->attach_until_mono. < 0 with err naming what is missing. */
+int run_attach_topology(runner *r, char *err, size_t errlen);
+/* Wait, until r->attach_until_mono, for the syncer and every agent to
+ * answer GET /v1/status, logging whom it still waits for; < 0 with err
+ * naming each that never answered, or at once on a 401/403. */
+int run_attach_wait(runner *r, char *err, size_t errlen);
 
 #endif

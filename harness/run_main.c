@@ -34,6 +34,9 @@ static void usage(FILE *f)
            "  --dashboard H:P      serve the live dashboard on H:P (port 0 = ephemeral) and print its URL\n"
            "  --syncer-credential-file FILE  attach mode: the credential to present to the syncer\n"
            "                       (admin, for the end of the run; overrides topology.attach)\n"
+           "  --attach-wait S      attach mode: wait up to S s (1..86400) for the syncer and every agent\n"
+           "                       to answer before taking leases (overrides topology.attach.wait_s,\n"
+           "                       default 300); who is still awaited is logged every 5 s\n"
            "  --dry-run            validate and print the resolved fault timeline; launch nothing\n"
            "  --check              validate the command line (and EXPERIMENT when readable), print\n"
            "                       \"chaosloco run: command line ok\", exit 0; writes nothing, starts\n"
@@ -62,6 +65,7 @@ int run_main(int argc, char **argv)
         {.name = "--keep", .kind = CX_FLAG_BOOL, .dst = &o.keep},
         {.name = "--junit", .kind = CX_FLAG_STRING, .dst = &o.junit},
         {.name = "--syncer-credential-file", .kind = CX_FLAG_STRING, .dst = &o.syncer_credential_file},
+        {.name = "--attach-wait", .kind = CX_FLAG_DOUBLE, .dst = &o.attach_wait_s, .min = 1, .max = 86400},
         {.name = "--mode", .kind = CX_FLAG_ENUM, .dst = &mode, .names = config_mode_names},
         {.name = "--dashboard", .kind = CX_FLAG_HOSTPORT, .dst = &o.dashboard},
         RUN_SHARED_FLAGS(&o, &seed),

@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/proc.h"
 #include "harness/fault_kinds.h"
+#include "harness/fault_cost.h"
 #include "harness/report.h"
 #include "trainer/config.h"
 
@@ -238,7 +239,9 @@ json_t *run_summary_json(runner *r)
             continue;
         json_t *l = json_object_get(ev, "loss");
         double loss = json_is_number(l) ? json_number_value(l) : NAN;
-        double t = (double)(json_integer_value(json_object_get(ev, "t_mono_ms")) - r->start_mono) / 1000.0;
+        double t = (double)(run_map_syncer_ms(r, json_integer_value(json_object_get(ev, "t_mono_ms"))) -
+                            r->start_mono) /
+                   1000.0;
         json_array_append_new(
             curve, json_pack("[f,o]", t, isfinite(loss) && loss >= 0 ? json_real(loss) : json_null()));
         final = isfinite(loss) && loss >= 0 ? loss : NAN;
@@ -248,6 +251,7 @@ json_t *run_summary_json(runner *r)
     json_object_set_new(o, "eval_curve", curve);
     json_object_set_new(o, "duration_s", json_real((double)(r->end_mono - r->start_mono) / 1000.0));
     json_object_set_new(o, "merges", json_integer((json_int_t)r->merges));
+    json_object_set_new(o, "clocks", run_clocks_json(r));
     return o;
 }
 
@@ -256,27 +260,31 @@ json_t *run_summary_json(runner *r)
 void run_append_collected(runner *r)
 {
     /* events.jsonl also carries every training event and the final fault
-     * records, so one file tells the whole story (report.c reads it). */
+     * records, so one file tells the whole story (report.c reads it), all
+     * on the harness's clock (run_clock.c: the processes' own times are
+     * kept beside as t_src_mono_ms, src_started_mono_ms, ...). */
     size_t i;
     json_t *v;
     json_array_foreach(r->sev, i, v)
     {
-        json_t *c = json_deep_copy(v);
+        json_t *c = run_map_event(r, v);
+        if (!c)
+            continue;
         json_object_set_new(c, "kind", json_string("training"));
         jr_events_append(r->ev, c, NULL, 0);
         json_decref(c);
     }
+    json_t *fl = json_array();
     for (int l = 0; r->av && l < r->m; l++) /* no agent views when the topology never started */
         json_array_foreach(r->av[l].faults, i, v)
         {
-            json_t *c = json_pack("{s:s,s:i,s:O}", "kind", "fault", "learner", l, "record", v);
+            json_t *m = run_map_fault(r, l, v);
+            json_t *c = json_pack("{s:s,s:i,s:O}", "kind", "fault", "learner", l, "record", m ? m : v);
             jr_events_append(r->ev, c, NULL, 0);
             json_decref(c);
+            json_array_append_new(fl, json_pack("{s:i,s:O}", "learner", l, "record", m ? m : v));
+            json_decref(m);
         }
-    json_t *fl = json_array();
-    for (int l = 0; r->av && l < r->m; l++)
-        json_array_foreach(r->av[l].faults, i, v)
-            json_array_append_new(fl, json_pack("{s:i,s:O}", "learner", l, "record", v));
     char path[PATHLEN + 32];
     run_join_path(path, sizeof path, r->run_dir, "faults.json");
     json_dump_file(fl, path, JSON_INDENT(1));
@@ -333,6 +341,9 @@ void run_write_outputs(runner *r, run_result *res)
     else if (r->abort)
         js = JR_INTERRUPTED;
     journal_set_end(r->j, cx_real_ns(), js);
+    json_t *clocks = run_clocks_json(r);
+    journal_set_clocks(r->j, clocks);
+    json_decref(clocks);
     if (r->why[0]) {
         run_emit_run(r, r->error ? "error" : "aborted", r->why);
     }
@@ -349,6 +360,12 @@ void run_write_outputs(runner *r, run_result *res)
     if (journal_write_junit(r->j, path, e2, sizeof e2) < 0)
         run_set_error(r, "junit: %s", e2);
     if (res->summary) {
+        /* what each fault cost, from the final fault records (after the
+         * revert), as report.html shows it */
+        hyp_history *h = r->av ? run_build_history(r, 0) : NULL;
+        json_t *cost = h ? fault_cost_json(h) : NULL;
+        json_object_set_new(res->summary, "fault_cost", cost ? cost : json_null());
+        hyp_history_free(h);
         json_object_set_new(res->summary, "status", json_string(jr_status_name(journal_status(r->j))));
         json_object_set_new(res->summary, "deviated", json_boolean(journal_deviated(r->j)));
         run_join_path(path, sizeof path, r->run_dir, "summary.json");

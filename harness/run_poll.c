@@ -36,8 +36,11 @@ static void *lease_thread(void *arg)
     if (!c)
         return NULL;
     agc_opts ao = {.token = topo_token(r->t), .connect_timeout_ms = 500, .timeout_ms = 2000};
-    for (int i = 0; i < m; i++)
+    for (int i = 0; i < m; i++) {
+        ao.observe = cx_tb_observe; /* renewals are round trips too: each feeds its agent's clock */
+        ao.observe_ctx = r->ag_clock[i];
         c[i] = agc_new(topo_agent_url(r->t, i), &ao);
+    }
     pthread_mutex_lock(&r->lease_mu);
     while (!r->lease_stop) {
         pthread_mutex_unlock(&r->lease_mu);
@@ -113,13 +116,15 @@ void run_release_leases(runner *r)
 /* One new event of the coordinator (seq > r->last_seq; stolen): the last
  * merge time, the eval loss and its stop conditions, into r->sev. The same
  * for both forms of the telemetry contract. */
-static void take_event(runner *r, json_t *ev)
+static void take_event(runner *r, json_t *ev, int64_t read_ms)
 {
     int64_t seq = json_integer_value(json_object_get(ev, "seq"));
     r->last_seq = seq;
+    run_check_event_time(r, ev, read_ms);
     const char *type = json_string_value(json_object_get(ev, "type"));
     if (type && strcmp(type, "merge") == 0) {
-        int64_t t = json_integer_value(json_object_get(ev, "t_mono_ms"));
+        /* the no-merge stop condition compares it with the harness's now */
+        int64_t t = run_map_syncer_ms(r, json_integer_value(json_object_get(ev, "t_mono_ms")));
         if (t > r->last_merge_mono)
             r->last_merge_mono = t;
     } else if (type && strcmp(type, "eval") == 0) {
@@ -178,16 +183,19 @@ static void poll_events_file(runner *r)
     json_t *got = json_array();
     char err[CX_ERRLEN] = "";
     int rc = got ? evf_poll(r->evf, got, err, sizeof err) : CX_ENOMEM;
+    int64_t read_ms = cx_mono_ms(); /* every line read was written before this */
+    /* a malformed line is the file's first error: named before any check
+     * of the events read ahead of it (their times, take_event) */
+    if (rc < 0)
+        run_set_error(r, "%s", rc == CX_ENOMEM && !err[0] ? "out of memory" : err);
     size_t i;
     json_t *ev;
     json_array_foreach(got, i, ev)
     {
         derive_status(r, ev);
-        take_event(r, json_incref(ev));
+        take_event(r, json_incref(ev), read_ms);
     }
     json_decref(got);
-    if (rc < 0)
-        run_set_error(r, "%s", rc == CX_ENOMEM && !err[0] ? "out of memory" : err);
 }
 
 /* Fetch the syncer's new events. */
@@ -216,7 +224,7 @@ void run_poll_events(runner *r)
                     continue;
                 }
                 n++;
-                take_event(r, ev);
+                take_event(r, ev, (int64_t)ceil(res.t_recv_ms));
             }
         }
         cx_http_result_cleanup(&res);
@@ -286,12 +294,24 @@ hyp_history *run_build_history(runner *r, int with_faults)
     size_t i;
     json_t *v;
     char err[CX_ERRLEN];
-    json_array_foreach(r->sev, i, v) if (hyp_history_add_syncer_event(h, v, err, sizeof err) < 0)
-        cx_debug("event skipped: %s", err);
+    /* one time base: every remote time on the harness's clock (run_clock.c) */
+    json_array_foreach(r->sev, i, v)
+    {
+        json_t *m = run_map_event(r, v);
+        if (!m || hyp_history_add_syncer_event(h, m, err, sizeof err) < 0)
+            cx_debug("event skipped: %s", m ? err : "out of memory");
+        json_decref(m);
+    }
     if (with_faults)
         run_fetch_faults(r);
     for (int l = 0; l < r->m; l++)
-        json_array_foreach(r->av[l].faults, i, v) hyp_history_add_fault(h, l, v, NULL, 0);
+        json_array_foreach(r->av[l].faults, i, v)
+        {
+            json_t *m = run_map_fault(r, l, v);
+            if (!m || hyp_history_add_fault(h, l, m, err, sizeof err) < 0)
+                cx_debug("fault record skipped: %s", m ? err : "out of memory");
+            json_decref(m);
+        }
     json_array_foreach(r->acts, i, v) hyp_history_add_action(h, v, NULL, 0);
     hyp_history_set_counter(h, HYP_C_START_MONO, (double)r->start_mono);
     hyp_history_set_counter(h, HYP_C_END_MONO, (double)(r->end_mono ? r->end_mono : cx_mono_ms()));
@@ -382,27 +402,55 @@ void run_poll_all(runner *r)
 
 /* ---- run: progress ---- */
 
-void run_progress(runner *r, const char *phase, double left_s)
+/* The progress line: the horizon's real progress (what the run still
+ * waits for, horizon_estimate) and its estimate of the end, not the time
+ * bound (said only when it comes first). Counters carry the names the log,
+ * the dashboard and the report use: "merges" (the syncer's outer steps),
+ * the eval loss in bits/byte for chaosloco's byte-level models (nats for a
+ * foreign trainer). bound_left_s: seconds to the time bound. */
+void run_progress(runner *r, const char *phase, double bound_left_s)
 {
     int64_t now = cx_mono_ms();
     int every = r->tty ? 250 : 10000;
     if (now - r->last_progress < every)
         return;
     r->last_progress = now;
-    char loss[32];
+    int64_t heal[EXP_MAX_LEARNERS];
+    hz_progress hp;
+    hz_estimate est;
+    run_hz_fill(r, heal, &hp);
+    horizon_estimate(r->hw, r->nhw, &hp, &est);
+    int bytes = !r->e->trainer; /* chaosloco's models are byte-level */
+    char loss[48], left[64];
     if (isfinite(r->eval_loss))
-        snprintf(loss, sizeof loss, "%.4f", r->eval_loss);
+        snprintf(loss, sizeof loss, "%.3f %s", bytes ? r->eval_loss / M_LN2 : r->eval_loss,
+                 bytes ? "bits/byte" : "nats");
     else
         snprintf(loss, sizeof loss, "-");
-    if (r->tty)
-        fprintf(stderr,
-                "\r\033[K%-12s outer step %-6" PRId64 " eval loss %-8s faults %-2d time left %4.0f s ", phase,
-                r->merges, loss, run_active_faults(r), left_s);
+    if (est.left_ms < 0)
+        snprintf(left, sizeof left, "end unknown yet");
+    else if (est.left_ms / 1000.0 > bound_left_s)
+        snprintf(left, sizeof left, "time bound in %.0f s", bound_left_s);
     else
-        cx_info("progress phase=%s merges=%" PRId64 " eval_loss=%s faults_active=%d time_left_s=%.0f", phase,
-                r->merges, loss, run_active_faults(r), left_s);
-    if (r->dash)
-        dash_server_set_progress(r->dash, phase, now - r->start_mono, (int64_t)(left_s * 1000));
+        snprintf(left, sizeof left, "%s%.0f s left", est.lower_bound ? ">= " : "~", est.left_ms / 1000.0);
+    if (r->tty)
+        fprintf(stderr, "\r\033[K%-8s %3.0f%%  merges %-6" PRId64 " eval %-18s faults %-2d %s ", phase,
+                100.0 * est.fraction, r->merges, loss, run_active_faults(r), left);
+    else
+        cx_info("progress phase=%s done_pct=%.0f merges=%" PRId64 " eval=\"%s\" faults_active=%d left=\"%s\" "
+                "waiting=\"%s\"",
+                phase, 100.0 * est.fraction, r->merges, loss, run_active_faults(r), left, est.waiting);
+    if (r->dash) {
+        int64_t left_ms = est.left_ms;
+        if (left_ms >= 0 && left_ms > (int64_t)(bound_left_s * 1000))
+            left_ms = (int64_t)(bound_left_s * 1000);
+        dash_server_set_progress_json(
+            r->dash, json_pack("{s:s,s:I,s:o,s:f,s:b,s:I,s:s,s:f}", "phase", phase, "elapsed_ms",
+                               (json_int_t)(now - r->start_mono), "remaining_ms",
+                               left_ms >= 0 ? json_integer(left_ms) : json_null(), "fraction", est.fraction,
+                               "lower_bound", est.lower_bound, "merges", (json_int_t)r->merges, "waiting",
+                               est.waiting, "bound_left_s", bound_left_s));
+    }
 }
 
 void run_progress_end(runner *r)

@@ -162,6 +162,9 @@ int run_load(runner *r, char *err, size_t errlen)
     if (r->e->attach_syncer && r->o->mode) {
         return cx_fail(err, errlen, CX_EINVAL, "--mode cannot change the mode of an attached syncer");
     }
+    if (!r->e->attach_syncer && r->o->attach_wait_s > 0)
+        return cx_fail(err, errlen, CX_EINVAL,
+                       "--attach-wait applies to attach mode only (the experiment has no topology.attach)");
     if (r->o->mode) {
         int64_t m;
         if (config_parse_mode(r->o->mode, &m) < 0)
@@ -194,7 +197,7 @@ void run_dry_run(runner *r)
         if (se->when == EXP_AT_S)
             snprintf(when, sizeof when, "at %.1f s", se->at_s);
         else if (se->when == EXP_AT_OUTER_STEP)
-            snprintf(when, sizeof when, "at outer step %" PRId64, se->at_outer_step);
+            snprintf(when, sizeof when, "at %" PRId64 " merges", se->at_outer_step);
         else
             snprintf(when, sizeof when, "after %s", r->e->method[se->after].name);
         char *params = json_dumps(se->params, JSON_COMPACT | JSON_SORT_KEYS);
@@ -214,11 +217,9 @@ int run_start_topology(runner *r, char *err, size_t errlen)
     int rc = cx_self_exe(exe, sizeof exe);
     if (rc < 0)
         return cx_fail(err, errlen, rc, "cannot find the chaosloco binary (/proc/self/exe)");
+    r->launch_mono = cx_mono_ms();
     if (r->e->attach_syncer) {
-        rc = topo_attach(
-            r->e->attach_syncer, r->e->attach_agents, r->e->nattach_agents, r->e->attach_token_file,
-            r->o->syncer_credential_file ? r->o->syncer_credential_file : r->e->attach_syncer_credential_file,
-            &r->t, err, errlen);
+        rc = run_attach_topology(r, err, errlen);
     } else {
         json_t *sc = run_syncer_config(r, err, errlen);
         if (!sc)
@@ -247,7 +248,14 @@ int run_start_topology(runner *r, char *err, size_t errlen)
     if (rc < 0)
         return rc;
     /* the syncer gets the harness's own (admin) credential, never the agents' token */
-    cx_http_opts so = {.connect_timeout_ms = 500, .timeout_ms = 5000, .bearer = topo_syncer_credential(r->t)};
+    /* every answer feeds its process's clock (run_clock.c) */
+    if (run_clocks_new(r) < 0)
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    cx_http_opts so = {.connect_timeout_ms = 500,
+                       .timeout_ms = 5000,
+                       .bearer = topo_syncer_credential(r->t),
+                       .observe = cx_tb_observe,
+                       .observe_ctx = r->sy_clock};
     r->sy = cx_http_client_new(topo_syncer_url(r->t), &so);
     r->av = calloc((size_t)r->m, sizeof *r->av);
     if (!r->sy || !r->av)
@@ -260,13 +268,16 @@ int run_start_topology(runner *r, char *err, size_t errlen)
                    .timeout_ms = 3000,
                    .max_body = (size_t)256 << 20};
     for (int l = 0; l < r->m; l++) {
+        ao.observe = cx_tb_observe;
+        ao.observe_ctx = r->ag_clock[l];
         r->av[l].agent = agc_new(topo_agent_url(r->t, l), &ao);
         r->av[l].exit_code = -1;
         snprintf(r->av[l].unit_state, sizeof r->av[l].unit_state, "starting");
         if (!r->av[l].agent)
             return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     }
-    return 0;
+    /* a cluster engine starts them in any order: wait for every one */
+    return r->e->attach_syncer ? run_attach_wait(r, err, errlen) : 0;
 }
 
 void run_start_dashboard(runner *r)

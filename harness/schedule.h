@@ -45,7 +45,7 @@ typedef struct sched_entry {
     int has_toxicity;      /* pass toxicity to the agent */
     uint64_t seed;         /* the fault's seed, < 2^63 (a JSON integer) */
     int64_t wait_ms;       /* method actions: how long to wait for a unit that is not running (0: skip) */
-    int until_end;         /* method actions: the fault lasts until the run ends (not awaited by the horizon) */
+    int until_end; /* method actions: the fault lasts until the run ends (not awaited by the horizon) */
 } sched_entry;
 
 typedef struct schedule {

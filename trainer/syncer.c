@@ -483,8 +483,12 @@ static int new_serve(syncer *s, const syncer_opts *o, char *err, size_t errlen)
         return -1;
     }
     s->ticker_started = 1;
-    cx_info("listening on %s (mode %s, %lld learners expected)", addr, mode_name(s),
-            (long long)s->cfg.learners);
+    /* the socket's own address (0.0.0.0:PORT for the wildcard); listen.addr
+     * holds where this host reaches it */
+    const char *bound = cx_http_server_bound(s->http);
+    cx_info("listening on %s%s%s%s (mode %s, %lld learners expected)", bound,
+            strcmp(bound, addr) ? " (listen.addr " : "", strcmp(bound, addr) ? addr : "",
+            strcmp(bound, addr) ? ")" : "", mode_name(s), (long long)s->cfg.learners);
     return 0;
 }
 

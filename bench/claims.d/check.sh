@@ -2,7 +2,7 @@
 # check.sh OUT - is bench/claims' output well-formed? Exit 0 yes, 1 no (every
 # problem printed). Checks: claims.json parses, has the expected claims, every
 # row has non-empty claim/paper/ours/settings/model, seeds >= 1 and at least
-# one finite figure;
+# one finite figure, and no "n/a" in its text (a missing figure is said in words);
 # claims.csv is the same rows, RFC 4180-quoted, 4 fields each; claims.md has the
 # header and one table line per row with 4 cells; every plot is a complete SVG
 # with drawn data; every run has metrics with a finite final loss.
@@ -27,7 +27,9 @@ jq -r '(.rows | to_entries[] | .key as $i | .value
       (select([.figures | .. | numbers | select(isinfinite | not)] | length == 0)
        | "row \($i) (\(.claim)): no finite figure (every run behind it failed?)"),
       (select((.model | type) != "string" or .model == "" or ((.seeds | type) != "number") or .seeds < 1)
-       | "row \($i) (\(.claim)): no model or seeds")),
+       | "row \($i) (\(.claim)): no model or seeds"),
+      (select(.ours | test("\\bn/a\\b"))
+       | "row \($i) (\(.claim)): \"n/a\" in its text (table.jq must say what is missing and why)")),
     (.runs | to_entries[] | select((.value.final_loss | type) != "number") | "run \(.key): no final eval loss")' \
     "$J" >"$OUT/data/check.txt"
 while IFS= read -r line; do fail "$line"; done <"$OUT/data/check.txt"

@@ -247,7 +247,8 @@
     let c = cards.get(key);
     if (c) return c;
     c = { key, faultIds: '' };
-    c.badge = h('span', { class: 'badge' });
+    c.badge = h('span', { class: 'badge', title: 'the process, as its agent sees it' });
+    c.sync = h('span', { class: 'badge sync', title: 'the learner, as the syncer sees it' });
     c.err = h('div', { class: 'err' });
     c.dl = h('dl');
     c.faults = h('ul', { class: 'faults' });
@@ -266,7 +267,8 @@
         h('a', { href: `/api/logs/${encodeURIComponent(agent)}?tail=200`, target: '_blank', rel: 'noopener' }, 'log tail'));
     }
     c.el = h('div', { class: 'card', dataset: { agent: u.agent || '', learner: String(u.learner_id) } },
-      h('h3', {}, u.agent || `learner ${u.learner_id}`, c.badge), c.err, c.dl, c.faults, actions);
+      h('h3', {}, u.agent || `learner ${u.learner_id}`, h('span', { class: 'badges' }, c.badge, c.sync)),
+      c.err, c.dl, c.faults, actions);
     cards.set(key, c);
     return c;
   }
@@ -282,9 +284,17 @@
       const st = unitState(u);
       const l = u.learner || {};
       const lm = l.last_merged;
-      c.el.className = `card ${st}`;
+      const sy = l.sync_state || 'unknown';
+      const syClass = sy.replace(/ /g, '-');
+      /* a process that runs while the syncer has lost it is not healthy */
+      const lost = st === 'running' && ['absent', 'left', 'stale', 'rejoining'].includes(sy);
+      c.el.className = `card ${st} sync-${syClass}${lost ? ' lost' : ''}`;
+      c.el.dataset.state = st;
+      c.el.dataset.sync = sy;
       c.badge.className = `badge ${st}`;
       c.badge.textContent = st;
+      c.sync.className = `badge sync sync-${syClass}`;
+      c.sync.textContent = `syncer: ${sy}`;
       c.err.textContent = u.error || '';
       c.err.hidden = !u.error;
       c.dl.replaceChildren(
@@ -305,7 +315,10 @@
         c.faults.replaceChildren(...fl.map(f => h('li', { dataset: { id: String(f.id) } }, h('span', { class: 'what' }),
           u.agent ? h('button', { type: 'button', class: 'heal', onclick: () => healFault(u.agent, String(f.id)) }, 'heal') : null)));
       }
-      fl.forEach((f, i) => { c.faults.children[i].querySelector('.what').textContent = `${f.type} · ${fmtAge(f.time_left_ms)} left`; });
+      fl.forEach((f, i) => {
+        c.faults.children[i].querySelector('.what').textContent =
+          `${f.type} · ${f.time_left_ms === null || f.time_left_ms === undefined ? 'until deleted' : fmtAge(f.time_left_ms) + ' left'}`;
+      });
       c.faults.hidden = fl.length === 0;
       for (const b of c.faults.querySelectorAll('button')) b.hidden = !state.controls;
       for (const b of c.buttons) { b.hidden = !state.controls; b.disabled = u.reachable === false; }
@@ -349,14 +362,21 @@
     }
   }
 
+  /* The harness's progress: the horizon's real progress (what the run
+   * still waits for) and its estimate of the end, never the time bound. */
   function renderProgress() {
     const p = state.progress;
     $('progress').hidden = !p;
     if (!p) return;
-    const total = p.remaining_ms !== null ? p.elapsed_ms + p.remaining_ms : null;
-    $('progress-fill').style.width = total ? `${Math.min(100, 100 * p.elapsed_ms / total)}%` : '0';
+    const frac = typeof p.fraction === 'number' ? p.fraction : null;
+    $('progress-fill').style.width = frac !== null ? `${Math.min(100, 100 * frac).toFixed(1)}%` : '0';
+    let end = 'end: unknown yet';
+    if (p.remaining_ms !== null && p.remaining_ms !== undefined)
+      end = `${p.lower_bound ? 'at least ' : 'about '}${fmtAge(p.remaining_ms)} left`;
     $('progress-text').textContent = `${p.phase} · ${fmtAge(p.elapsed_ms)} elapsed` +
-      (p.remaining_ms !== null ? ` · ${fmtAge(p.remaining_ms)} left` : '');
+      (frac !== null ? ` · ${(100 * frac).toFixed(0)}% done` : '') + ` · ${end}` +
+      (typeof p.merges === 'number' ? ` · merges ${fmtNum(p.merges)}` : '') + (p.waiting ? ` · waiting for ${p.waiting}` : '');
+    $('progress').dataset.fraction = frac !== null ? String(frac) : '';
   }
 
   function eventLine(e) {

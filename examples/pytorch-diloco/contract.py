@@ -34,9 +34,22 @@ def sleep(seconds):
 
 
 def mono_ms():
-    """CLOCK_MONOTONIC in ms: comparable with the agents' and the harness's
-    stamps on the same host (the contract's t_mono_ms)."""
-    return int(time.clock_gettime(time.CLOCK_MONOTONIC) * 1000)
+    """CLOCK_MONOTONIC in ms (the contract's t_mono_ms). Another host's
+    clock differs by its boot time: the harness maps these onto its own
+    from the stamp every HTTP answer carries (stamp(), STAMP_HEADER); the
+    file form, which has no answers, must run on the harness's host."""
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1_000_000
+
+
+# The header that carries this process's clock on every HTTP answer
+# (docs/telemetry.md, "Time"); its value is stamp().
+STAMP_HEADER = "X-Chaosloco-Mono-Ms"
+
+
+def stamp():
+    """CLOCK_MONOTONIC in ms with microseconds, taken as the answer is
+    written: "12345.678" (the same clock as mono_ms())."""
+    return "%.3f" % (time.clock_gettime_ns(time.CLOCK_MONOTONIC) / 1e6)
 
 
 def iso_now():

@@ -395,6 +395,9 @@ def make_handler(co):
             if isinstance(body, (dict, list)):
                 body = json.dumps(body, allow_nan=False).encode()
             self.send_response(status)
+            # the telemetry contract's clock stamp: the harness maps this
+            # process's t_mono_ms onto its own clock from it (telemetry.md, "Time")
+            self.send_header(contract.STAMP_HEADER, contract.stamp())
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
             for k, v in (headers or {}).items():

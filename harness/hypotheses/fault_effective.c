@@ -16,7 +16,7 @@ typedef struct fe_params {
 typedef struct fe_figure {
     size_t total;  /* faults and failed injections */
     size_t ok;     /* faults with evidence that held the cross-check */
-    char why[384]; /* the first that did not ("" none) */
+    char why[448]; /* the first that did not ("" none) */
 } fe_figure;
 
 /* Every key an entry may have. */
@@ -32,34 +32,57 @@ static void fe_parse(const json_t *s, const char *path, int m, jv_diag *d, void 
 }
 
 /* A cross-check against the syncer's events for kinds that leave a trace
- * there; NULL when it holds (or the kind leaves none). */
-static const char *cross_check(const hyp_history *h, int l, const json_t *r)
+ * there; NULL when it holds (or the kind leaves none). The evidence must lie
+ * certainly inside the fault's window whatever the clocks' error (history.h);
+ * evidence only the error bound keeps out is named in note. */
+static const char *cross_check(const hyp_history *h, int l, const json_t *r, char *note, size_t notelen)
 {
     const char *type = hx_jstr(r, "type");
     int64_t s = hx_fault_start(r), e = hx_fault_end(r);
     json_t *params = json_object_get(r, "params");
     const json_t *ev;
     if (strcmp(type, "nan") == 0) {
-        for (size_t i = 0; (ev = hx_next_event(h, "reject", &i));)
-            if (hx_jint(ev, "learner", -1) == l && hx_ev_t(ev) >= s &&
-                strcmp(hx_jstr(ev, "reason"), "nonfinite") == 0)
+        for (size_t i = 0; (ev = hx_next_event(h, "reject", &i));) {
+            if (hx_jint(ev, "learner", -1) != l || strcmp(hx_jstr(ev, "reason"), "nonfinite") != 0)
+                continue;
+            int64_t err = hx_cross_err(ev, r);
+            if (hx_ev_t(ev) - s >= err)
                 return NULL;
+            if (hx_ev_t(ev) >= s - err && !note[0])
+                snprintf(note, notelen,
+                         " (a nonfinite reject lies within the clocks' error bound of %lld ms of its start)",
+                         (long long)err);
+        }
         return "no nonfinite reject by the syncer after it";
     }
     if (hx_kind_restarts_unit(type) && json_is_integer(json_object_get(params, "restart_after_ms"))) {
-        int64_t prev = 0;
-        for (size_t i = 0; (ev = hx_next_event(h, "join", &i));)
-            if (hx_jint(ev, "learner", -1) == l && hx_ev_t(ev) < s)
-                prev = hx_jint(ev, "incarnation", prev);
-        return hx_next_join(h, l, s, prev) ? NULL : "the learner never joined again with a new incarnation";
+        hx_rejoin_info ri;
+        hx_rejoin(h, l, r, &ri);
+        if (ri.join)
+            return NULL;
+        if (ri.edge)
+            snprintf(note, notelen,
+                     " (its join of incarnation %lld lies within the clocks' error bound of %lld ms of the "
+                     "fault's start)",
+                     (long long)hx_jint(ri.edge, "incarnation", 0), (long long)ri.edge_err);
+        return "the learner never joined again with a new incarnation";
     }
     double off;
     if (strcmp(type, "clock") == 0 && hx_jnum(params, "offset_s", &off) && off != 0.0) {
         for (size_t i = 0; (ev = hx_next_event(h, "heartbeat", &i));) {
             double skew;
-            if (hx_jint(ev, "learner", -1) == l && hx_ev_t(ev) >= s && hx_ev_t(ev) <= e &&
-                hx_jnum(ev, "clock_skew_ms", &skew) && fabs(skew) >= 0.5 * fabs(off) * 1000.0)
+            if (hx_jint(ev, "learner", -1) != l || !hx_jnum(ev, "clock_skew_ms", &skew) ||
+                fabs(skew) < 0.5 * fabs(off) * 1000.0)
+                continue;
+            int64_t err = hx_cross_err(ev, r), t = hx_ev_t(ev);
+            if (t >= s + err && t <= e - err)
                 return NULL;
+            if (t >= s - err && t <= e + err && !note[0])
+                snprintf(
+                    note, notelen,
+                    " (a skewed heartbeat lies within the clocks' error bound of %lld ms of its window's "
+                    "edges)",
+                    (long long)err);
         }
         return "no heartbeat showed the clock skew";
     }
@@ -75,19 +98,20 @@ static void fe_measure(const hyp_history *h, fe_figure *f)
         json_t *ev = json_object_get(r, "evidence");
         const char *state = hx_jstr(r, "state");
         const char *bad = NULL;
+        char note[160] = "";
         if (strcmp(state, "failed") == 0)
             bad = json_is_string(json_object_get(r, "error")) ? hx_jstr(r, "error") : "state failed";
         else if (!json_is_object(ev) || json_object_size(ev) == 0)
             bad = "no evidence";
         else
-            bad = cross_check(h, hx_fault_learner(h, i), r);
+            bad = cross_check(h, hx_fault_learner(h, i), r, note, sizeof note);
         if (!bad) {
             f->ok++;
             continue;
         }
         if (!f->why[0])
-            snprintf(f->why, sizeof(f->why), "%s fault %s on learner %d: %s", hx_jstr(r, "type"),
-                     hx_jstr(r, "id"), hx_fault_learner(h, i), bad);
+            snprintf(f->why, sizeof(f->why), "%s fault %s on learner %d: %s%s", hx_jstr(r, "type"),
+                     hx_jstr(r, "id"), hx_fault_learner(h, i), bad, note);
     }
     for (size_t i = 0; i < hx_nactions(h); i++) {
         const json_t *a = hx_action(h, i);

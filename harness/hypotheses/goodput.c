@@ -85,6 +85,7 @@ static double useful_time_ms(const hyp_history *h, const hx_interval *iv, size_t
                              int64_t b)
 {
     int m = hx_learners(h), slots = np > 0 ? np : 1;
+    int64_t emax = hx_err_max(h);
     size_t n = (size_t)m * (size_t)slots;
     int64_t *inc = calloc((size_t)m, sizeof *inc), *prev = calloc(n, sizeof *prev);
     double *pend = calloc(n, sizeof *pend), useful = 0; /* pend: learner-ms awaiting a merge */
@@ -120,9 +121,12 @@ static double useful_time_ms(const hyp_history *h, const hx_interval *iv, size_t
             size_t k = (size_t)l * (size_t)slots + (size_t)f;
             if (contrib) {
                 int64_t lo = prev[k] > a ? prev[k] : a, hi = t < b ? t : b, down = 0;
+                /* a down interval's edges are an agent's or the syncer's
+                 * times: widened by their error, it is never less than the
+                 * learner was really down */
                 for (size_t d = 0; d < niv && hi > lo; d++)
                     if (iv[d].learner == l)
-                        down += overlap(lo, hi, iv[d].a, iv[d].b);
+                        down += overlap(lo, hi, iv[d].a - iv[d].ea - emax, iv[d].b + iv[d].eb + emax);
                 if (hi > lo && hi - lo > down)
                     pend[k] += (double)(hi - lo - down);
             }
@@ -231,8 +235,12 @@ static void measure_relative(const gp_params *p, const hyp_history *h, const gp_
     if (p->has_ref_s) {
         ref_end = a + (int64_t)(p->ref_s * 1000.0);
     } else {
+        /* fault-free: it ends before the first fault could have begun on
+         * the syncer's clock (the fault's start is an agent's time) */
         for (size_t i = 0; i < hx_nfaults(h); i++) {
             int64_t fs = hx_fault_start(hx_fault(h, i));
+            if (fs >= 0)
+                fs -= hx_fault_err(hx_fault(h, i)) + hx_err_max(h);
             if (fs >= 0 && fs < ref_end)
                 ref_end = fs;
         }

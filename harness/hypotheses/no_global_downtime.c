@@ -42,6 +42,16 @@ static void ng_measure(const ng_params *p, const hyp_history *h, ng_figure *f)
         f->oom = 1;
         return;
     }
+    /* A gap is excused only while learners were certainly down: each down
+     * interval (an agent's and the syncer's times) narrowed by its edges'
+     * error against the merges (the syncer's). */
+    int64_t emax = hx_err_max(h);
+    for (size_t i = 0; i < niv; i++) {
+        iv[i].a += iv[i].ea + emax;
+        iv[i].b -= iv[i].eb + emax;
+        if (iv[i].b < iv[i].a)
+            iv[i].b = iv[i].a;
+    }
     int64_t prev = -1, last_beat = -1;
     for (size_t i = 0; i < hx_nevents(h); i++) {
         const json_t *e = hx_event(h, i);

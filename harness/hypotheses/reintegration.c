@@ -29,6 +29,11 @@ typedef struct ri_figure {
     int64_t join_seq;    /* seq of that join, -1 when none was needed */
     int64_t t_join;      /* ms of the join (or the heal) */
     int64_t healed;      /* ms the fault healed */
+    int64_t join_err;    /* ms: the clocks' error of t_join against healed (0 when t_join is the heal) */
+    int64_t win_err;     /* ms: the clocks' error of the window's edges against the syncer's events */
+    const json_t *edge;  /* restart: a join within the bound of the fault's start (hx_rejoin), NULL none */
+    int64_t edge_err;    /* ms: that bound */
+    int64_t merged_edge; /* merges left out only because they lie within win_err of the window's edges */
     int nfrag;           /* fragments (pull_all) */
     int missing;         /* fragments not pulled at the current version before the first contribution */
     int first_missing;   /* the first of them, -1 none */
@@ -121,7 +126,8 @@ static void measure_train_loss(const hyp_history *h, int l, ri_figure *f)
         for (size_t i = 0; (e = hx_next_event(h, "heartbeat", &i));) {
             double loss;
             int64_t who = hx_jint(e, "learner", -1);
-            if (who < 0 || who >= m || hx_ev_t(e) < f->t_join || !hx_jloss(e, "train_loss", &loss))
+            if (who < 0 || who >= m || hx_ev_t(e) < f->t_join + f->win_err ||
+                !hx_jloss(e, "train_loss", &loss))
                 continue;
             if (who == l && hx_jint(e, "incarnation", -1) != f->inc)
                 continue;
@@ -161,28 +167,40 @@ static void ri_measure(const ri_params *p, const hyp_history *h, ri_figure *f)
             f->fault = hx_fault(h, i);
     if (!f->fault)
         return;
-    int64_t fs = hx_fault_start(f->fault);
     f->healed = hx_fault_end(f->fault);
     f->restart = hx_kind_restarts_unit(hx_jstr(f->fault, "type"));
-    f->prev_inc = f->inc = hx_incarnation_before(h, l, fs);
+    hx_rejoin_info ri;
+    hx_rejoin(h, l, f->fault, &ri);
+    f->prev_inc = f->inc = ri.prev_inc;
+    f->edge = ri.edge;
+    f->edge_err = ri.edge_err;
     f->t_join = f->healed;
     if (f->restart) {
-        const json_t *j = hx_next_join(h, l, fs, f->prev_inc);
-        if (!j)
+        if (!ri.join)
             return;
         f->joined = 1;
-        f->inc = hx_jint(j, "incarnation", 0);
-        f->join_seq = hx_ev_seq(j);
-        f->t_join = hx_ev_t(j);
+        f->inc = hx_jint(ri.join, "incarnation", 0);
+        f->join_seq = hx_ev_seq(ri.join);
+        f->t_join = hx_ev_t(ri.join);
+        f->join_err = hx_cross_err(ri.join, f->fault);
         if (p->pull_all)
             measure_pulls(h, l, f);
+    } else {
+        /* the window opens at the heal, an agent's time: the syncer's events
+         * count in it only when certainly inside */
+        f->win_err = hx_fault_err(f->fault) + hx_err_max(h);
     }
     int64_t until = f->t_join + (int64_t)(p->merged_s * 1000.0);
     const json_t *e;
-    for (size_t i = 0; (e = hx_next_event(h, "merge", &i));)
-        if (hx_ev_t(e) >= f->t_join && hx_ev_t(e) <= until && hx_ev_seq(e) > f->join_seq &&
-            hx_participated(e, l, f->inc))
+    for (size_t i = 0; (e = hx_next_event(h, "merge", &i));) {
+        if (hx_ev_seq(e) <= f->join_seq || !hx_participated(e, l, f->inc))
+            continue;
+        int64_t t = hx_ev_t(e);
+        if (t >= f->t_join + f->win_err && t <= until - f->win_err)
             f->merged++;
+        else if (t >= f->t_join - f->win_err && t <= until + f->win_err)
+            f->merged_edge++;
+    }
     measure_train_loss(h, l, f);
 }
 
@@ -195,21 +213,44 @@ static void ri_judge(const ri_params *p, const ri_figure *f, hyp_verdict *v)
         return;
     }
     if (f->restart && !f->joined) {
+        char edge[160] = "";
+        if (f->edge)
+            snprintf(edge, sizeof edge,
+                     "; its join of incarnation %lld lies within the clocks' error bound (%lld ms) of the "
+                     "fault's start, so it counts as before it",
+                     (long long)hx_jint(f->edge, "incarnation", 0), (long long)f->edge_err);
         hyp_verdict_set(v, HYP_FAIL, 0, ">=", (double)p->merged, "merges",
-                        "learner %d never joined again after the %s fault (incarnation stayed %lld)", l,
-                        hx_jstr(f->fault, "type"), (long long)f->prev_inc);
+                        "learner %d never joined again after the %s fault (incarnation stayed %lld)%s", l,
+                        hx_jstr(f->fault, "type"), (long long)f->prev_inc, edge);
         return;
     }
     char why[448] = "";
-    if (f->restart && f->t_join > f->healed + (int64_t)(p->join_s * 1000.0))
-        hyp_note(why, sizeof(why), "joined %.1fs after the fault healed (limit %gs); ",
-                 (f->t_join - f->healed) / 1000.0, p->join_s);
+    /* the join (the syncer's clock) against the heal (the agent's): late
+     * unless certainly within join_s */
+    int64_t limit = (int64_t)(p->join_s * 1000.0);
+    if (f->restart && f->t_join + f->join_err - f->healed > limit) {
+        if (f->t_join - f->healed <= limit)
+            hyp_note(why, sizeof(why),
+                     "joined %.3fs after the fault healed: within the limit of %gs only if the clocks' error "
+                     "bound (%lld ms) is discounted; ",
+                     (f->t_join - f->healed) / 1000.0, p->join_s, (long long)f->join_err);
+        else
+            hyp_note(why, sizeof(why), "joined %.1fs after the fault healed (limit %gs); ",
+                     (f->t_join - f->healed) / 1000.0, p->join_s);
+    }
     if (f->missing)
         hyp_note(why, sizeof(why),
                  "%d of %d fragments not pulled at the current version before its first "
                  "contribution (first: %d); ",
                  f->missing, f->nfrag, f->first_missing);
-    if (f->merged < p->merged)
+    if (f->merged < p->merged && f->merged_edge)
+        hyp_note(
+            why, sizeof(why),
+            "%lld contributions merged within %gs of the heal (need %lld; %lld more lie within the clocks' "
+            "error bound of %lld ms of the window's edges and are not counted); ",
+            (long long)f->merged, p->merged_s, (long long)p->merged, (long long)f->merged_edge,
+            (long long)f->win_err);
+    else if (f->merged < p->merged)
         hyp_note(why, sizeof(why), "%lld contributions merged within %gs of the join (need %lld); ",
                  (long long)f->merged, p->merged_s, (long long)p->merged);
     char lossnote[128] = "";

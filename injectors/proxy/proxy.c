@@ -247,6 +247,7 @@ int proxy_set_listen(proxy *p, const char *listen_s, char *err, size_t errlen)
     char ip[INET_ADDRSTRLEN] = "?";
     inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
     snprintf(p->listen_addr, sizeof p->listen_addr, "%s:%d", ip, ntohs(sa.sin_port));
+    p->listen_echo[0] = '\0';
     cx_info("proxy %s: listening on %s now", p->name, p->listen_addr);
     proxy_commit_locked(p);
     pthread_mutex_unlock(&p->mu);
@@ -260,6 +261,8 @@ int proxy_set_enabled(proxy *p, bool enabled, char *err, size_t errlen)
     (void)err;
     (void)errlen;
     pthread_mutex_lock(&p->mu);
+    if (enabled)
+        p->listen_echo[0] = '\0';
     if (p->enabled != enabled) {
         p->enabled = enabled;
         cx_info("proxy %s: %s", p->name, enabled ? "enabled" : "disabled");
@@ -267,6 +270,14 @@ int proxy_set_enabled(proxy *p, bool enabled, char *err, size_t errlen)
     }
     pthread_mutex_unlock(&p->mu);
     return CX_OK;
+}
+
+void proxy_set_listen_echo(proxy *p, const char *given)
+{
+    pthread_mutex_lock(&p->mu);
+    if (!p->enabled)
+        snprintf(p->listen_echo, sizeof p->listen_echo, "%s", given ? given : "");
+    pthread_mutex_unlock(&p->mu);
 }
 
 bool proxy_enabled(proxy *p)
@@ -330,6 +341,7 @@ void proxy_reset(proxy *p)
         shared_toxic_unref(p->toxics[i]);
     p->ntoxics = 0;
     p->enabled = true;
+    p->listen_echo[0] = '\0';
     proxy_commit_locked(p);
     pthread_mutex_unlock(&p->mu);
 }

@@ -16,7 +16,8 @@
  *    "attributes": {"latency": 100, "jitter": 10}}
  *
  *   type        attributes (units)                    effect
- *   latency     latency ms, jitter ms                 each chunk leaves at arrival+latency±jitter
+ *   latency     latency ms, jitter ms                 each chunk leaves at stamp+latency±jitter
+ *                                                     (stacked latencies add up, as Toxiproxy)
  *   bandwidth   rate KB/s (> 0)                       paced, no burst (leaky bucket); 1 KB = 1000 bytes
  *   slow_close  delay ms                              FIN/EOF is forwarded delay ms late
  *   timeout     timeout ms                            data dropped; link closed after timeout
@@ -115,6 +116,11 @@ void proxy_listen(proxy *p, char *buf, size_t len);
  * same port. */
 int proxy_set_enabled(proxy *p, bool enabled, char *err, size_t errlen);
 bool proxy_enabled(proxy *p);
+/* Toxiproxy echoes the listen address a client gave until the proxy
+ * listens on it (then the resolved one): a disabled proxy shows given in
+ * proxy_json until it is enabled, reset or re-bound. No-op on an enabled
+ * proxy. The proxy itself is bound all along (proxy_listen). */
+void proxy_set_listen_echo(proxy *p, const char *given);
 /* Toxiproxy POST /proxies/{name} {"upstream": ...}: new links go to the new
  * upstream; open links keep theirs. CX_EINVAL on a bad address. */
 int proxy_set_upstream(proxy *p, const char *upstream, char *err, size_t errlen);

@@ -34,12 +34,13 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#define PROXY_MAX_TOXICS 32        /* per proxy */
-#define PROXY_QUEUE_CAP (1u << 20) /* bytes queued per direction before reading stops */
-#define PROXY_READ_MAX 65536       /* bytes per read / splice */
-#define PROXY_PIPE_SIZE (1 << 16)  /* splice pipe capacity, bytes (1 MiB showed no gain on loopback) */
-#define PROXY_SYNC_WAIT_MS 2000    /* API wait for the loop to apply a change */
-#define PROXY_PUMP_ROUNDS 64       /* I/O rounds per direction per wakeup (fairness) */
+#define PROXY_MAX_TOXICS 32          /* per proxy */
+#define PROXY_QUEUE_CAP (1u << 20)   /* bytes queued per direction before reading stops */
+#define PROXY_READ_MAX 65536         /* bytes per read / splice */
+#define PROXY_PIPE_SIZE (1 << 16)    /* splice pipe capacity, bytes (1 MiB showed no gain on loopback) */
+#define PROXY_SYNC_WAIT_MS 2000      /* API wait for the loop to apply a change */
+#define PROXY_PUMP_ROUNDS 64         /* I/O rounds per direction per wakeup (fairness) */
+#define PROXY_REFUSED_LINGER_MS 1000 /* a refused link's wait for the client to close */
 
 #define ATOMIC_ADD(x, v) __atomic_fetch_add(&(x), (uint64_t)(v), __ATOMIC_RELAXED)
 #define ATOMIC_SUB(x, v) __atomic_fetch_sub(&(x), (uint64_t)(v), __ATOMIC_RELAXED)
@@ -84,7 +85,10 @@ typedef struct dir {
     uint64_t *bytes_ctr; /* proxy counter of delivered bytes */
 } dir;
 
-typedef enum link_state { LINK_CONNECTING, LINK_OPEN, LINK_CLOSED } link_state;
+/* LINK_REFUSED: the upstream refused; the client got a FIN and what it
+ * still sends is read and discarded until it closes (or for at most
+ * PROXY_REFUSED_LINGER_MS), so that it sees an EOF rather than a reset. */
+typedef enum link_state { LINK_CONNECTING, LINK_OPEN, LINK_REFUSED, LINK_CLOSED } link_state;
 
 typedef struct plink {
     struct plink *next, *prev;
@@ -109,7 +113,9 @@ struct proxy {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     /* ---- under mu ---- */
-    char upstream[256]; /* as given */
+    char upstream[256];    /* as given */
+    char listen_echo[160]; /* listen as a client gave it, shown while the proxy has
+                              not listened since (created or re-bound disabled); "" = none */
     struct sockaddr_storage up_sa;
     socklen_t up_len;
     bool enabled;

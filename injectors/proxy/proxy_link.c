@@ -6,8 +6,11 @@
  *          accept (proxy_on_accept)
  *              │ connect(upstream) non-blocking
  *              ▼
- *       ┌─ CONNECTING ── connect failed (link_on_connected) ──► CLOSED (client RST,
- *       │      │ connected (link_on_connected): toxic chains built        conns_refused)
+ *       ┌─ CONNECTING ── connect failed (link_refused) ──► REFUSED: client got a FIN
+ *       │      │ connected (link_on_connected):               │ (as Toxiproxy), its input is
+ *       │      │ toxic chains built                           │ discarded (conns_refused)
+ *       │      │                       client EOF or error, or PROXY_REFUSED_LINGER_MS
+ *       │      │                       (link_refused_pump) ──► CLOSED
  *       │      ▼
  *       │    OPEN  each direction independently:
  *       │      │     FAST ──(chain gets an applied toxic: dir_sync)──► QUEUED
@@ -117,6 +120,46 @@ void proxy_link_close(proxy *p, plink *l, bool rst)
     if (!l->in_ready_list)
         free(l);
     /* else freed by the loop once it leaves the ready list */
+}
+
+/* The upstream refused (or could not be dialled): CONNECTING -> REFUSED.
+ * The client gets a FIN, as Toxiproxy closes the accepted connection, not
+ * a reset: closing a socket while the client's bytes are unread, or
+ * before the client stopped sending, would make the kernel answer RST, so
+ * the link stays until the client closes (link_refused_pump). */
+static void link_refused(proxy *p, plink *l, int64_t now)
+{
+    ATOMIC_ADD(p->st.upstream_errors, 1);
+    ATOMIC_ADD(p->st.conns_refused, 1);
+    proxy_end_watch(p, &l->upstream, 0);
+    close(l->upstream.fd);
+    l->upstream.fd = -1;
+    (void)shutdown(l->client.fd, SHUT_WR);
+    l->state = LINK_REFUSED;
+    l->deadline_ns = now + (int64_t)PROXY_REFUSED_LINGER_MS * 1000000;
+}
+
+/* REFUSED: discard what the client sends; CLOSED (FIN) at its EOF, an
+ * error or the linger deadline. true when the link was closed. */
+static bool link_refused_pump(proxy *p, plink *l, int64_t now, int64_t *next)
+{
+    bool end = now >= l->deadline_ns;
+    for (int i = 0; i < PROXY_PUMP_ROUNDS && !end; i++) {
+        ssize_t n = recv(l->client.fd, p->rbuf, sizeof p->rbuf, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n < 0 && errno == EINTR)
+            continue;
+        end = n <= 0;
+    }
+    if (end) {
+        proxy_link_close(p, l, false);
+        return true;
+    }
+    proxy_end_watch(p, &l->client, EPOLLIN);
+    if (*next == 0 || l->deadline_ns < *next)
+        *next = l->deadline_ns;
+    return false;
 }
 
 static bool dir_has_applied(const dir *d)
@@ -374,12 +417,12 @@ bool proxy_link_pump(proxy *p, plink *l, int64_t now, int64_t *next)
 {
     if (l->state == LINK_CLOSED)
         return true;
-    if (l->state == LINK_CONNECTING) {
-        if (link_on_connected(p, l, now))
-            return true;
-        if (l->state != LINK_OPEN)
-            return false;
-    }
+    if (l->state == LINK_CONNECTING && link_on_connected(p, l, now))
+        return true;
+    if (l->state == LINK_REFUSED)
+        return link_refused_pump(p, l, now, next);
+    if (l->state != LINK_OPEN)
+        return false;
     int64_t link_next = 0;
     pump_result r = PUMP_OK;
     for (int i = 0; i < 2 && r == PUMP_OK; i++) {
@@ -442,8 +485,8 @@ static void dir_init(proxy *p, dir *d, toxic_stream s, link_end *src, link_end *
     d->bytes_ctr = s == TOXIC_UPSTREAM ? &p->st.bytes_up : &p->st.bytes_down;
 }
 
-/* CONNECTING -> OPEN or CLOSED, once the non-blocking connect settled.
- * Returns true when the link was closed (and maybe freed). */
+/* CONNECTING -> OPEN, REFUSED or CLOSED, once the non-blocking connect
+ * settled. Returns true when the link was closed (and maybe freed). */
 static bool link_on_connected(proxy *p, plink *l, int64_t now)
 {
     int soerr = 0;
@@ -464,10 +507,8 @@ static bool link_on_connected(proxy *p, plink *l, int64_t now)
     }
     if (soerr != 0) {
         cx_debug("proxy %s: upstream connect failed: %s", p->name, strerror(soerr));
-        ATOMIC_ADD(p->st.upstream_errors, 1);
-        ATOMIC_ADD(p->st.conns_refused, 1);
-        proxy_link_close(p, l, true);
-        return true;
+        link_refused(p, l, now);
+        return false;
     }
     set_nodelay(l->upstream.fd);
     l->state = LINK_OPEN;
@@ -518,9 +559,8 @@ void proxy_on_accept(proxy *p, int64_t now, int64_t *next)
         if (rc != 0 && errno != EINPROGRESS) {
             int e = errno;
             cx_debug("proxy %s: upstream connect failed: %s", p->name, strerror(e));
-            ATOMIC_ADD(p->st.upstream_errors, 1);
-            ATOMIC_ADD(p->st.conns_refused, 1);
-            proxy_link_close(p, l, true);
+            link_refused(p, l, now);
+            proxy_link_pump(p, l, now, next);
             continue;
         }
         if (rc == 0) {

@@ -134,11 +134,14 @@ json_t *proxy_toxics_json(proxy *p)
 json_t *proxy_json(proxy *p)
 {
     json_t *toxics = proxy_toxics_json(p);
-    char up[256], lis[64];
-    proxy_upstream(p, up, sizeof up);
-    proxy_listen(p, lis, sizeof lis);
+    char up[256], lis[160];
+    pthread_mutex_lock(&p->mu);
+    snprintf(up, sizeof up, "%s", p->upstream);
+    snprintf(lis, sizeof lis, "%s", p->listen_echo[0] ? p->listen_echo : p->listen_addr);
+    bool enabled = p->enabled;
+    pthread_mutex_unlock(&p->mu);
     return json_pack("{s:s, s:s, s:s, s:b, s:o*}", "name", p->name, "listen", lis, "upstream", up, "enabled",
-                     proxy_enabled(p), "toxics", toxics);
+                     enabled, "toxics", toxics);
 }
 
 json_t *proxy_toxic_lenient(json_t *body, const char *type, json_t *ignored)

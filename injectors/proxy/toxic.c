@@ -272,7 +272,7 @@ json_t *toxic_spec_json(const toxic_spec *s)
 
 /* ---- chunks ---- */
 
-chunk *chunk_new(chunk_kind kind, const void *data, size_t len, int64_t arrival_ns, int64_t ready_ns)
+chunk *chunk_new(chunk_kind kind, const void *data, size_t len, int64_t stamp_ns, int64_t ready_ns)
 {
     chunk *c = malloc(sizeof *c + len);
     if (!c)
@@ -281,7 +281,7 @@ chunk *chunk_new(chunk_kind kind, const void *data, size_t len, int64_t arrival_
     c->kind = kind;
     c->len = len;
     c->off = 0;
-    c->arrival_ns = arrival_ns;
+    c->stamp_ns = stamp_ns;
     c->ready_ns = ready_ns;
     if (data && len)
         memcpy(c->data, data, len);
@@ -412,7 +412,7 @@ bool toxic_split(toxic_inst *ti, chunk *c, chunk_list *out, size_t (*piece)(toxi
         size_t n = piece(ti);
         if (n > c->len - off)
             n = c->len - off;
-        chunk *p = chunk_new(CHUNK_DATA, c->data + off, n, c->arrival_ns, base);
+        chunk *p = chunk_new(CHUNK_DATA, c->data + off, n, c->stamp_ns, base);
         if (!p) {
             chunk_list_clear(&tmp);
             return false;

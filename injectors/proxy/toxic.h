@@ -79,10 +79,11 @@ typedef enum chunk_kind {
 typedef struct chunk {
     struct chunk *next;
     chunk_kind kind;
-    size_t len;         /* bytes in data */
-    size_t off;         /* bytes of data already written */
-    int64_t arrival_ns; /* CLOCK_MONOTONIC when the proxy read it; never changes */
-    int64_t ready_ns;   /* earliest time it may be written */
+    size_t len;       /* bytes in data */
+    size_t off;       /* bytes of data already written */
+    int64_t stamp_ns; /* Toxiproxy's chunk timestamp: CLOCK_MONOTONIC when the proxy read it,
+                           moved on by each latency stage it passes (so stacked latencies add up) */
+    int64_t ready_ns; /* earliest time it may be written */
     unsigned char data[];
 } chunk;
 
@@ -93,7 +94,7 @@ typedef struct chunk_list {
 } chunk_list;
 
 /* NULL on allocation failure. data copied when non-NULL. */
-chunk *chunk_new(chunk_kind kind, const void *data, size_t len, int64_t arrival_ns, int64_t ready_ns);
+chunk *chunk_new(chunk_kind kind, const void *data, size_t len, int64_t stamp_ns, int64_t ready_ns);
 void chunk_list_push(chunk_list *l, chunk *c);
 chunk *chunk_list_pop(chunk_list *l);
 void chunk_list_clear(chunk_list *l);

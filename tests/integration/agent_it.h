@@ -63,6 +63,11 @@ static inline void ag_write_token(const char *dir, char *out, size_t len)
     chmod(out, 0600);
 }
 
+/* A command the next agents are started under, NULL-terminated (e.g.
+ * "unshare", "--time", "--monotonic", "86400", "--fork": an agent on a
+ * clock of its own, test_harness_timebase), or NULL: started directly. */
+static const char *const *ag_prefix;
+
 /* Start an agent. extra: NULL-terminated flags before "--" (or NULL);
  * unit: NULL-terminated command (NULL = sleep 1000). state_from: reuse
  * another agent's state dir and id (restart after a crash), or NULL. */
@@ -108,7 +113,19 @@ static inline void ag_start(ag *a, const char *tag, const char *const *extra, co
     for (int i = 0; unit[i] && n < 62; i++)
         args[n++] = unit[i];
     args[n] = NULL;
-    a->pid = it_start(a->dir, a->name, args, NULL);
+    if (ag_prefix) {
+        const char *argv[80];
+        int k = 0;
+        for (int i = 0; ag_prefix[i] && k < 12; i++)
+            argv[k++] = ag_prefix[i];
+        argv[k++] = CHAOSLOCO_BIN;
+        for (int i = 0; args[i] && k < 79; i++)
+            argv[k++] = args[i];
+        argv[k] = NULL;
+        a->pid = it_start_prog(a->dir, a->name, argv, NULL);
+    } else {
+        a->pid = it_start(a->dir, a->name, args, NULL);
+    }
     char addr[128];
     if (it_wait_addr(a->state, addr, sizeof addr, 15000) != 0) {
         it_dump_log(a->dir, a->name);
@@ -590,9 +607,10 @@ static inline int ag_proxy_port(const ag *a, const char *name)
  * without the final blank line, e.g. "POST /x HTTP/1.1\r\nHost: h". body
  * (may be NULL) is sent after the blank line. Waits up to timeout_ms for
  * the whole answer (connection close or Content-Length). Returns the
- * status (0 when none came); the answer's body goes into out. */
-static inline int ag_raw(const ag *a, const char *head, const char *body, char *out, size_t outlen,
-                         long timeout_ms)
+ * status (0 when none came); the whole answer, headers and body, goes into
+ * out (ag_raw: the body only). */
+static inline int ag_raw_full(const ag *a, const char *head, const char *body, char *out, size_t outlen,
+                              long timeout_ms)
 {
     const char *colon = strrchr(a->url, ':');
     int fd = ag_connect(colon ? atoi(colon + 1) : 0);
@@ -626,7 +644,17 @@ static inline int ag_raw(const ag *a, const char *head, const char *body, char *
     int status = 0;
     if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
         status = 0;
-    const char *b = strstr(buf, "\r\n\r\n");
+    if (out && outlen)
+        snprintf(out, outlen, "%s", buf);
+    return status;
+}
+
+static inline int ag_raw(const ag *a, const char *head, const char *body, char *out, size_t outlen,
+                         long timeout_ms)
+{
+    char all[16384];
+    int status = ag_raw_full(a, head, body, all, sizeof all, timeout_ms);
+    const char *b = strstr(all, "\r\n\r\n");
     if (out && outlen)
         snprintf(out, outlen, "%s", b ? b + 4 : "");
     return status;

@@ -341,43 +341,46 @@ Test(agent_toxiproxy, upstream_of_a_fixed_proxy_is_a_fault)
     stop();
 }
 
-Test(agent_toxiproxy, created_proxies_end_with_expiry_and_agent_crash)
+/* Toxiproxy keeps what its API made until it is deleted: past the agent's
+ * --max-duration-ms (1.5 s here) the created proxy and its toxic are still
+ * there, their faults active with no duration; an agent crash ends them
+ * (the next agent records the sweep). */
+Test(agent_toxiproxy, created_proxies_outlive_max_duration_and_end_with_agent_crash)
 {
     ag_echo_start(&g_echo);
     snprintf(g_upstream, sizeof g_upstream, "127.0.0.1:%d", g_echo.port);
     const char *flags[] = {"--toxiproxy-compat", "--max-duration-ms", "1500", NULL};
     ag_start(&g_ag, "tpexp", flags, NULL, NULL);
     char body[256];
-    snprintf(body, sizeof body, "{\"name\":\"short\",\"listen\":\"127.0.0.1:0\",\"upstream\":\"%s\"}",
+    snprintf(body, sizeof body, "{\"name\":\"kept\",\"listen\":\"127.0.0.1:0\",\"upstream\":\"%s\"}",
              g_upstream);
     json_t *p = tp("POST", "/proxies", body, 201);
     int port = port_of(p);
     json_decref(p);
-    cx_sleep_ms(500); /* so that the proxy's fault expires before the toxic's */
-    json_t *t =
-        tp("POST", "/proxies/short/toxics", "{\"type\":\"latency\",\"attributes\":{\"latency\":10}}", 200);
-    json_decref(t);
-    json_t *tf = active_fault("latency", "short");
+    json_decref(
+        tp("POST", "/proxies/kept/toxics", "{\"type\":\"latency\",\"attributes\":{\"latency\":10}}", 200));
+    json_t *tf = active_fault("latency", "kept");
     cr_assert_not_null(tf);
-    char toxic_fault[32];
-    snprintf(toxic_fault, sizeof toxic_fault, "%s", js(tf, "id"));
+    cr_assert(json_is_null(json_object_get(tf, "duration_ms")), "no duration: until deleted");
+    cr_assert(json_is_null(json_object_get(tf, "expires_in_ms")));
     json_decref(tf);
-    /* the proxy's own fault expires first and takes the proxy; the toxic's
-     * fault then finds nothing left to undo */
-    cr_assert(ag_wait_fault(&g_ag, toxic_fault, "expired", 10000), "the toxic's fault expired");
+    cx_sleep_ms(2500); /* past the 1.5 s cap a v1 fault could have */
+    p = tp("GET", "/proxies/kept", NULL, 200);
+    cr_assert_eq(json_array_size(json_object_get(p, "toxics")), 1, "the toxic is kept");
+    json_decref(p);
+    cr_assert_geq(ag_echo_rtt(port, 10, 2000), 10, "the proxy relays, with its latency");
+    tf = active_fault("latency", "kept");
+    cr_assert_not_null(tf, "the toxic's fault is still active");
+    json_decref(tf);
+    /* a v1 fault is still capped */
     int st = 0;
-    char path[64];
-    snprintf(path, sizeof path, "/v1/faults/%s", toxic_fault);
-    json_t *rec = ag_call(&g_ag, "GET", path, NULL, 0, &st);
-    cr_assert(json_is_null(json_object_get(rec, "error")), "no revert error");
-    cr_assert(json_is_true(json_object_get(json_object_get(rec, "evidence"), "target_gone")),
-              "its proxy went first, with the toxic");
-    json_decref(rec);
-    json_decref(tp("GET", "/proxies/short", NULL, 404));
-    cr_assert_lt(ag_echo_rtt(port, 10, 300), 0, "an expired proxy listens no more");
+    json_decref(ag_call(&g_ag, "POST", "/v1/faults",
+                        "{\"type\":\"latency\",\"params\":{\"latency\":1},"
+                        "\"duration_ms\":1501}",
+                        1, &st));
+    cr_assert_eq(st, 400, "--max-duration-ms still caps the v1 API");
 
     /* a crash: the proxy dies with the agent, the next agent records it swept */
-    json_decref(tp("POST", "/proxies", body, 201));
     json_t *f = active_fault("proxy", "unit");
     cr_assert_not_null(f);
     char proxy_fault[32];
@@ -389,6 +392,114 @@ Test(agent_toxiproxy, created_proxies_end_with_expiry_and_agent_crash)
     char state[32], reason[32];
     ag_fault_state(&g_ag, proxy_fault, state, sizeof state, reason, sizeof reason);
     cr_assert_str_eq(reason, "agent_restart");
-    json_decref(tp("GET", "/proxies/short", NULL, 404));
+    json_decref(tp("GET", "/proxies/kept", NULL, 404));
+    stop();
+}
+
+/* The best of n round trips of len bytes through port, ms (-1: none came). */
+static long best_rtt(int port, size_t len, int n, long timeout_ms)
+{
+    long best = -1;
+    for (int i = 0; i < n; i++) {
+        long t = ag_echo_rtt(port, len, timeout_ms);
+        if (t >= 0 && (best < 0 || t < best))
+            best = t;
+    }
+    return best;
+}
+
+/* What a Toxiproxy client can tell apart, each as Toxiproxy does it:
+ * stacked toxics (latencies add up, the slower bandwidth sets the pace),
+ * a refused upstream closed with FIN (EOF, not a reset), a disabled
+ * proxy's listen echoed as given, X-Toxiproxy-Request-Id on answers. The
+ * timing checks are lower bounds (a toxic never makes a link faster), so
+ * load cannot fail them. */
+Test(agent_toxiproxy, behaves_as_toxiproxy_where_a_client_can_tell)
+{
+    start("tpbeh");
+    char body[512];
+    snprintf(body, sizeof body, "{\"name\":\"st\",\"listen\":\"127.0.0.1:0\",\"upstream\":\"%s\"}",
+             g_upstream);
+    json_t *p = tp("POST", "/proxies", body, 201);
+    int port = port_of(p);
+    json_decref(p);
+
+    /* two latency toxics of 100 ms: 200 ms, not 100 */
+    json_decref(tp("POST", "/proxies/st/toxics",
+                   "{\"name\":\"l1\",\"type\":\"latency\",\"attributes\":{\"latency\":100}}", 200));
+    json_decref(tp("POST", "/proxies/st/toxics",
+                   "{\"name\":\"l2\",\"type\":\"latency\",\"attributes\":{\"latency\":100}}", 200));
+    long two = best_rtt(port, 16, 3, 5000);
+    cr_assert_geq(two, 198, "two stacked 100 ms latencies: %ld ms", two);
+    json_decref(tp("DELETE", "/proxies/st/toxics/l2", NULL, 204));
+    json_decref(tp("DELETE", "/proxies/st/toxics/l1", NULL, 204));
+
+    /* bandwidth 2000 KB/s then 100 KB/s downstream: 60 KB take >= 0.6 s */
+    json_decref(tp("POST", "/proxies/st/toxics",
+                   "{\"name\":\"fast\",\"type\":\"bandwidth\",\"attributes\":{\"rate\":2000}}", 200));
+    json_decref(tp("POST", "/proxies/st/toxics",
+                   "{\"name\":\"slow\",\"type\":\"bandwidth\",\"attributes\":{\"rate\":100}}", 200));
+    long bw = ag_echo_rtt(port, 60000, 20000);
+    cr_assert_geq(bw, 590, "60 KB through 2000 then 100 KB/s took %ld ms (the slower rate: 600 ms)", bw);
+    json_decref(tp("POST", "/reset", NULL, 204));
+
+    /* a refused upstream: the client reads EOF (FIN), never a reset */
+    snprintf(body, sizeof body,
+             "{\"name\":\"dead\",\"listen\":\"127.0.0.1:0\",\"upstream\":\"127.0.0.1:1\"}");
+    p = tp("POST", "/proxies", body, 201);
+    int dport = port_of(p);
+    json_decref(p);
+    int eof = 0, resets = 0;
+    for (int i = 0; i < 30; i++) {
+        int fd = ag_connect(dport);
+        cr_assert_geq(fd, 0, "the proxy accepts");
+        (void)send(fd, "ping", 4, MSG_NOSIGNAL);
+        char c;
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        cr_assert_eq(poll(&pf, 1, 5000), 1, "an answer within 5 s");
+        ssize_t r = recv(fd, &c, 1, 0);
+        eof += r == 0;
+        resets += r < 0 && errno == ECONNRESET;
+        close(fd);
+    }
+    cr_assert_eq(eof, 30, "30 probes of a refused upstream: %d EOF, %d reset", eof, resets);
+
+    /* a proxy created disabled echoes its listen as given, until it listens */
+    p = tp("POST", "/proxies",
+           "{\"name\":\"off\",\"listen\":\"localhost:0\",\"upstream\":\"127.0.0.1:1\","
+           "\"enabled\":false}",
+           201);
+    cr_assert_str_eq(js(p, "listen"), "localhost:0");
+    cr_assert(json_is_false(json_object_get(p, "enabled")));
+    json_decref(p);
+    p = tp("GET", "/proxies/off", NULL, 200);
+    cr_assert_str_eq(js(p, "listen"), "localhost:0");
+    json_decref(p);
+    p = tp("POST", "/proxies/off", "{\"enabled\":true}", 200);
+    cr_assert(strncmp(js(p, "listen"), "127.0.0.1:", 10) == 0 && port_of(p) > 0,
+              "resolved once listening: %s", js(p, "listen"));
+    json_decref(p);
+
+    /* X-Toxiproxy-Request-Id: on every answer of that API, a new one each */
+    char ans[16384], first[32] = "";
+    const char *reqs[][2] = {
+        {"GET /version HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close", NULL},
+        {"GET /proxies/nope HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close", NULL},
+        {"GET /version HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close", NULL},
+        {"POST /proxies HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: "
+         "application/json\r\nContent-Length: 2",
+         "{}"},
+    };
+    const int want[] = {200, 404, 200, 400};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(ag_raw_full(&g_ag, reqs[i][0], reqs[i][1], ans, sizeof ans, 5000), want[i], "%s", ans);
+        const char *h = strcasestr(ans, "\r\nX-Toxiproxy-Request-Id: ");
+        cr_assert_not_null(h, "no X-Toxiproxy-Request-Id: %s", ans);
+        h += strlen("\r\nX-Toxiproxy-Request-Id: ");
+        size_t n = strspn(h, "0123456789abcdefghijklmnopqrstuv");
+        cr_assert_eq(n, 20, "an id of 20 characters [0-9a-v]: %.30s", h);
+        cr_assert(strncmp(h, first, 20) != 0, "a new id per answer");
+        snprintf(first, sizeof first, "%.20s", h);
+    }
     stop();
 }

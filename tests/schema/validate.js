@@ -94,7 +94,9 @@ if (selfTest) {
       after: null, during: [],
     },
     run: [{ activity, status: "succeeded", output: {}, start: t, end: t, duration: 0.1 }], rollbacks: [],
-    chaosloco: { version: "0.1.0", experiment: { title: "t" }, final_loss: 2.0, final_bpb: 2.885 },
+    chaosloco: { version: "0.1.0", experiment: { title: "t" }, final_loss: 2.0, final_bpb: 2.885,
+      clocks: [{ process: "syncer", url: "http://127.0.0.1:1", clock: "syncer", samples: 9, unstamped: 0,
+        inconsistent: 0, offset_ms: 86400000.25, error_ms: 0.4, rtt_min_ms: 0.8, drift_ppm: 1.5, span_s: 30 }] },
   });
   const defects = {
     "an experiment without a method": (j) => { delete j.experiment.method; },
@@ -112,6 +114,8 @@ if (selfTest) {
     "during as a list of probes, not of states": (j) => { j.steady_states.during = [j.steady_states.before.probes[0]]; },
     "no chaosloco key": (j) => { delete j.chaosloco; },
     "no final_bpb under chaosloco": (j) => { delete j.chaosloco.final_bpb; },
+    "no clocks under chaosloco": (j) => { delete j.chaosloco.clocks; },
+    "a clock without its error bound": (j) => { delete j.chaosloco.clocks[0].error_ms; },
     "a probe in nats without measured_bpb": (j) => { delete j.steady_states.before.probes[0].output.measured_bpb; },
   };
   let bad = 0;

@@ -114,3 +114,52 @@ Test(horizon, learner_budget_stays_within_what_a_learner_accepts)
     cr_assert_eq(horizon_learner_budget(CONFIG_STEPS_MAX), CONFIG_STEPS_MAX);
     cr_assert_eq(horizon_learner_budget(CONFIG_STEPS_MAX / HORIZON_BUDGET_X), CONFIG_STEPS_MAX);
 }
+
+/* The progress line's estimate: the least-advanced condition's share done,
+ * the latest condition's time left, a lower bound while a fault is pending. */
+Test(horizon, estimate_of_the_end)
+{
+    hz_window w[1] = {
+        win("{\"hypothesis\":\"reintegration\",\"learner\":1,\"join_s\":2,\"merged_s\":8}", "r")};
+    int64_t heal[2] = {0, 0};
+    hz_progress p = {.start_ms = 0,
+                     .now_ms = 10000,
+                     .pending = 1,
+                     .entries = 2,
+                     .heal_ms = heal,
+                     .m = 2,
+                     .tokens = 2000,
+                     .min_tokens = 4000};
+    hz_estimate e;
+    horizon_estimate(w, 1, &p, &e);
+    /* one of two faults done; tokens at half, 10 s more at the rate seen */
+    cr_assert_float_eq(e.fraction, 0.5, 1e-9);
+    cr_assert_eq(e.left_ms, 10000);
+    cr_assert(e.lower_bound, "a pending fault: the end is at least that far");
+    cr_assert(strstr(e.waiting, "tokens"), "%s", e.waiting);
+
+    /* healed at 8 s: the window closes at 18 s, later than the tokens' end */
+    p.pending = 0;
+    heal[1] = 8000;
+    p.any_heal_ms = 8000;
+    p.tokens = 3000; /* 3000 in 10 s: 1000 more in 3.3 s */
+    horizon_estimate(w, 1, &p, &e);
+    cr_assert_not(e.lower_bound);
+    cr_assert_eq(e.left_ms, 8000, "the window closes at 18 s: %lld", (long long)e.left_ms);
+    cr_assert_float_eq(e.fraction, 0.2, 1e-9, "2 of the window's 10 s: %g", e.fraction);
+    cr_assert(strstr(e.waiting, "learner 1's merged_s window"), "%s", e.waiting);
+
+    /* everything done */
+    p.now_ms = 20000;
+    p.tokens = 5000;
+    horizon_estimate(w, 1, &p, &e);
+    cr_assert_float_eq(e.fraction, 1.0, 1e-9);
+    cr_assert_eq(e.left_ms, 0);
+    cr_assert_eq(e.waiting[0], '\0');
+
+    /* nothing to extrapolate from yet: unknown, not zero */
+    hz_progress q = {.start_ms = 0, .now_ms = 1000, .heal_ms = heal, .m = 2, .min_merges = 50};
+    horizon_estimate(NULL, 0, &q, &e);
+    cr_assert_eq(e.left_ms, -1);
+    cr_assert(e.lower_bound);
+}

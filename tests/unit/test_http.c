@@ -259,3 +259,20 @@ Test(http, stream_ends_when_the_server_stops)
     cr_assert(strstr(sr.r.body.data ? sr.r.body.data : "", "chunk 1\n"), "chunks arrived before the stop");
     cx_http_result_cleanup(&sr.r);
 }
+
+/* The bound address is the socket's own: the wildcard stays 0.0.0.0 (what
+ * the agent's and the syncer's "listening on" lines print), a named
+ * address stays itself, and the port is the one really bound. */
+Test(http, bound_names_the_socket_address)
+{
+    char err[256], want[64];
+    snprintf(want, sizeof want, "127.0.0.1:%d", cx_http_server_port(srv));
+    cr_assert_str_eq(cx_http_server_bound(srv), want);
+    cx_http_server *any =
+        cx_http_server_new("0.0.0.0:0", routes, sizeof routes / sizeof *routes, NULL, 1024, err, sizeof err);
+    cr_assert_not_null(any, "%s", err);
+    cr_assert_gt(cx_http_server_port(any), 0);
+    snprintf(want, sizeof want, "0.0.0.0:%d", cx_http_server_port(any));
+    cr_assert_str_eq(cx_http_server_bound(any), want);
+    cx_http_server_free(any);
+}

@@ -367,26 +367,50 @@ Test(proxy, disabled_refuses)
     close(fd);
 }
 
-Test(proxy, upstream_refused_counts)
+/* Toxiproxy closes a client whose upstream refused with a FIN: the client
+ * reads EOF, never a reset, even when it sent bytes first. */
+Test(proxy, upstream_refused_closes_with_fin)
 {
     echo_stop(&srv); /* nothing listens upstream now */
-    int fd = tp_connect(proxy_listen_addr(px));
-    cr_assert(fd >= 0);
-    char c;
-    ssize_t r = recv(fd, &c, 1, 0);
-    cr_assert(r <= 0);
-    close(fd);
+    for (int i = 0; i < 20; i++) {
+        int fd = tp_connect(proxy_listen_addr(px));
+        cr_assert(fd >= 0);
+        cr_assert_eq(tp_send_all(fd, "hello", 5), 0);
+        char c;
+        ssize_t r = recv(fd, &c, 1, 0);
+        cr_assert_eq(r, 0, "probe %d: expected EOF, got %zd (%s)", i, r, r < 0 ? strerror(errno) : "data");
+        close(fd);
+    }
     proxy_stats s;
-    for (int i = 0; i < 100 && (proxy_stats_get(px, &s), s.conns_refused == 0); i++)
+    for (int i = 0; i < 200 && (proxy_stats_get(px, &s), s.conns_refused < 20); i++)
         usleep(5000);
-    cr_assert_eq(s.conns_refused, 1);
-    cr_assert_eq(s.upstream_errors, 1);
+    cr_assert_eq(s.conns_refused, 20);
+    cr_assert_eq(s.upstream_errors, 20);
     cr_assert_eq(echo_start(&srv), 0); /* for teardown; new port */
     cr_assert_eq(proxy_set_upstream(px, srv.addr, errbuf, sizeof errbuf), 0);
-    fd = tp_connect(proxy_listen_addr(px));
+    int fd = tp_connect(proxy_listen_addr(px));
     cr_assert(fd >= 0);
     cr_assert(ping(fd, 8) < 5000);
     close(fd);
+}
+
+/* A proxy created disabled shows the listen it was given until it
+ * listens (Toxiproxy); enabling shows the bound address. */
+Test(proxy, disabled_proxy_echoes_listen_as_given)
+{
+    cr_assert_eq(proxy_set_enabled(px, false, errbuf, sizeof errbuf), 0);
+    proxy_set_listen_echo(px, "localhost:0");
+    json_t *j = proxy_json(px);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "listen")), "localhost:0");
+    json_decref(j);
+    cr_assert_eq(proxy_set_enabled(px, true, errbuf, sizeof errbuf), 0);
+    j = proxy_json(px);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "listen")), proxy_listen_addr(px));
+    json_decref(j);
+    proxy_set_listen_echo(px, "localhost:0"); /* enabled: no echo */
+    j = proxy_json(px);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "listen")), proxy_listen_addr(px));
+    json_decref(j);
 }
 
 /* ---- toxicity ---- */

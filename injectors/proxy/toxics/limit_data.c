@@ -33,7 +33,7 @@ static bool limit_data_run(toxic_inst *ti, chunk *c, chunk_list *out, int64_t no
         return true;
     }
     /* reaching the limit: deliver the allowed prefix, then end the link */
-    chunk *close = chunk_new(CHUNK_CLOSE, NULL, 0, c->arrival_ns, c->ready_ns);
+    chunk *close = chunk_new(CHUNK_CLOSE, NULL, 0, c->stamp_ns, c->ready_ns);
     if (!close) {
         toxic_pass(ti, c, out);
         return false;

@@ -9,9 +9,13 @@
 // agent with the bearer token (asked once by a prompt); heal sends DELETE;
 // the inject form is built from GET /api/fault-kinds (the injector table:
 // the kinds of `chaosloco validate --list-faults`, the C code's ranges) and
-// sends typed params; HALT ALL (after its confirmation) calls every agent's
-// /v1/halt; the page
-// makes no request outside the dashboard's origin. Saves a screenshot.
+// sends typed params; every fault has its own colour and a legend entry
+// (two overlapping windows: two colours); each card shows the syncer's
+// view beside the process state (learner 1 "absent" while its process
+// runs; learner 0 "rejoining" after a new incarnation joined, "in sync"
+// once a merge took it again); HALT ALL (after its confirmation) calls
+// every agent's /v1/halt; the page makes no request outside the
+// dashboard's origin. Saves a screenshot.
 //
 // env: CHAOSLOCO_BIN (the binary), E2E_OUT_DIR (where the screenshot goes),
 //      CHROMIUM (default /usr/bin/chromium). Exit 0 pass, 1 fail, 77 skip.
@@ -58,13 +62,20 @@ addEvent({ type: 'join', learner: 0, incarnation: 1, resumed_step: 0 });
 addEvent({ type: 'join', learner: 1, incarnation: 1, resumed_step: 0 });
 let merges = 0;
 let loss = 5.5;
+// learner 0 rejoins with incarnation 2 at tick rejoinAt (set by the test
+// once the page watches) and is merged again 25 ticks later: "rejoining"
+// in between
+let rejoinAt = Infinity;
+let inc0 = 1;
 const ticker = setInterval(() => {
   merges++;
   loss = Math.max(2.0, loss * 0.97);
+  if (merges === rejoinAt) { inc0 = 2; addEvent({ type: 'join', learner: 0, incarnation: 2, resumed_step: 100 }); }
+  const parts = [{ learner: 1, incarnation: 1, weight: 1, tokens: 640, steps: 10 }];
+  if (merges < rejoinAt || merges >= rejoinAt + 25) parts.unshift({ learner: 0, incarnation: inc0, weight: 1, tokens: 640, steps: 10 });
   addEvent({ type: 'merge', fragment: merges % 2, version: merges, grace_ms: 5, update_norm: 0.1, mode: 'decoupled',
-             participants: [{ learner: 0, incarnation: 1, weight: 1, tokens: 640, steps: 10 },
-                            { learner: 1, incarnation: 1, weight: 1, tokens: 640, steps: 10 }] });
-  addEvent({ type: 'eval', loss, merges, tokens: merges * 1280 });
+             participants: parts, tokens: 640 * parts.length });
+  addEvent({ type: 'eval', loss, bpb: loss / Math.LN2, merges, tokens: merges * 1280 });
   for (const l of [0, 1])
     addEvent({ type: 'heartbeat', learner: l, incarnation: 1, step: merges * 10, train_loss: loss + 0.1,
                tokens: merges * 640, step_ms: 20, clock_skew_ms: 0 });
@@ -76,7 +87,9 @@ const syncerUrl = await serve((req, res) => {
   if (u.pathname === '/v1/status')
     return json(res, 200, { mode: 'decoupled', eval: { loss, bpb: loss / Math.LN2, step: merges }, merges,
       fragments: [{ id: 0, version: merges }, { id: 1, version: merges }],
-      learners: [0, 1].map(id => ({ id, state: 'active', incarnation: 1, step: merges * 10, tokens: merges * 640,
+      // the syncer lost learner 1 (absent) although its process runs
+      learners: [0, 1].map(id => ({ id, state: id === 1 ? 'absent' : 'active', incarnation: id === 0 ? inc0 : 1,
+                                   step: merges * 10, tokens: merges * 640,
                                    contributions: { accepted: merges, rejected: 0 } })),
       bytes: { in: merges * 4096, out: merges * 8192 } });
   if (u.pathname === '/v1/events') {
@@ -90,10 +103,12 @@ const syncerUrl = await serve((req, res) => {
 // ---- fake agents ----
 function fakeAgent(n) {
   const a = { n, faults: [], halts: [], posts: [], deletes: [] };
-  // an ended pause early in the run: the window to shade
-  a.faults.push({ id: `f${n}-0`, type: 'pause', target: 'unit', params: {}, duration_ms: 600, toxicity: null, seed: 1,
-                  state: 'reverted', created_real: new Date().toISOString(), started_mono_ms: t0 + 300,
-                  ended_mono_ms: t0 + 900, evidence: { proc_state: 'T' }, revert_reason: 'expiry', error: null });
+  // an ended fault early in the run: the window to shade (the two agents'
+  // overlap: two colours)
+  a.faults.push({ id: `f${n}-0`, type: n ? 'pause' : 'latency', target: 'unit', params: {}, duration_ms: 600,
+                  toxicity: null, seed: 1, state: 'reverted', created_real: new Date().toISOString(),
+                  started_mono_ms: t0 + 300 + 200 * n, ended_mono_ms: t0 + 900 + 200 * n, evidence: { proc_state: 'T' },
+                  revert_reason: 'expiry', error: null });
   a.handler = (req, res, body) => {
     const u = new URL(req.url, 'http://x');
     const authed = req.headers.authorization === `Bearer ${TOKEN}`;
@@ -200,6 +215,34 @@ try {
   check(px.inside[3] > 0 && px.inside[0] > px.inside[1] + 40 && px.inside[0] > px.inside[2] + 40,
         'the fault window is shaded red on the loss chart');
   check(px.outside[3] === 0 || !(px.outside[0] > px.outside[1] + 40), 'no shading outside the window');
+
+  // one colour per fault, and a legend naming each
+  await until('a legend of 2 faults', async () => Number(await page.getAttribute('#charts .cl-legend', 'data-faults')) >= 2);
+  const legend = await page.$$eval('#charts .cl-legend .cl-key', ks => ks.map(k => ({ fault: k.dataset.fault, colour: k.dataset.colour, text: k.textContent })));
+  console.log(`  legend: ${legend.map(k => `${k.text} ${k.colour}`).join(' | ')}`);
+  check(legend.length === 2 && legend[0].colour !== legend[1].colour, 'two faults, two colours in the legend');
+  check(legend.some(k => /latency @ learner-0/.test(k.text)) && legend.some(k => /pause @ learner-1/.test(k.text)),
+        'the legend names each fault and its learner');
+  const lanes = await page.evaluate(() => window.__chaosloco.run.state.windows.map(w => [w.colour, w.lane]));
+  check(lanes.length === 2 && lanes[0][1] !== lanes[1][1], `overlapping windows get separate lanes (${JSON.stringify(lanes)})`);
+  const lossUnit = await lossRoot.getAttribute('data-unit');
+  check(lossUnit === 'bits/byte', `the loss chart is in bits/byte for a byte-level model (${lossUnit})`);
+
+  // the syncer's view beside the process state on each card
+  await until('learner-1: running, syncer absent', async () =>
+    (await page.getAttribute('.card[data-agent="learner-1"]', 'data-sync')) === 'absent');
+  const c1 = await page.textContent('.card[data-agent="learner-1"] h3');
+  check(/running/.test(c1) && /syncer: absent/.test(c1) &&
+        /\blost\b/.test(await page.getAttribute('.card[data-agent="learner-1"]', 'class')),
+        `learner-1's card shows "running" and "syncer: absent", marked lost ("${c1.trim()}")`);
+  check(await page.getAttribute('.card[data-agent="learner-0"]', 'data-sync') === 'in sync', 'learner-0 is in sync');
+  rejoinAt = merges + 2;
+  await until('learner-0 rejoining', async () =>
+    (await page.getAttribute('.card[data-agent="learner-0"]', 'data-sync')) === 'rejoining', 20000);
+  check(true, 'learner-0 shows "syncer: rejoining" after its new incarnation joined');
+  await until('learner-0 in sync again', async () =>
+    (await page.getAttribute('.card[data-agent="learner-0"]', 'data-sync')) === 'in sync', 20000);
+  check(true, 'learner-0 shows "syncer: in sync" once a merge took it again');
 
   // pause on learner-1's card → that agent gets the fault, with the token
   await page.click('.card[data-agent="learner-1"] button.pause');

@@ -18,8 +18,10 @@
 //  * no request leaves the dashboard's origin, no page error;
 //  * SIGTERM to the harness: it exits, every process it recorded is gone,
 //    and its report.html (opened from disk) draws the same charts with the
-//    same code: points and shaded fault windows; `chaosloco report RUN_DIR`
-//    renders the same document again.
+//    same code: points and shaded fault windows, one colour per fault with
+//    a legend, and the "what each fault cost" table in those colours with
+//    summary.json's figures; `chaosloco report RUN_DIR` renders the same
+//    document again.
 // Screenshots: dashboard-run-e2e.png and report-e2e.png in E2E_OUT_DIR.
 //
 // env: CHAOSLOCO_BIN, E2E_OUT_DIR, CHROMIUM (default /usr/bin/chromium),
@@ -283,6 +285,26 @@ try {
   check(rp.points >= 5, `the report's loss chart has points (${rp.points})`);
   check(rwin >= 2, `the report shades the kill and the pause (${rwin} windows)`);
   check(isRed(rp.inside), "a fault window is shaded red on the report's loss chart");
+  // one colour per fault with a legend, and "what each fault cost" in the
+  // same colours, with summary.json's figures
+  const rlegend = await rpage.$$eval('#charts .cl-legend .cl-key', ks => ks.map(k => ({ fault: k.dataset.fault, colour: k.dataset.colour })));
+  check(rlegend.length >= 2 && new Set(rlegend.map(k => k.colour)).size === rlegend.length,
+        `the report's legend: one colour per fault (${rlegend.map(k => k.fault + ' ' + k.colour).join(', ')})`);
+  const costRows = await rpage.$$eval('#fault-cost tr[data-fault]', rs => rs.map(r => ({
+    fault: r.dataset.fault, colour: r.dataset.colour || '', cells: Array.from(r.cells).map(c => c.textContent) })));
+  const summary = JSON.parse(fs.readFileSync(path.join(runDir, 'summary.json'), 'utf8'));
+  const costs = (summary.fault_cost && summary.fault_cost.faults) || [];
+  console.log(`  report cost table: ${costRows.map(r => r.cells.slice(1).join(' | ')).join(' // ')}`);
+  check(costRows.length >= 2 && costRows.length === costs.length, `the cost table has a row per fault of summary.json (${costRows.length}, ${costs.length})`);
+  check(costRows.every(r => rlegend.some(k => k.fault === r.fault && k.colour === r.colour)),
+        'each cost row is in its fault\'s legend colour');
+  const killCost = costs.find(c => c.type === 'kill' && c.learner === 1);
+  check(killCost && typeof killCost.time_to_rejoin_s === 'number' && killCost.time_to_rejoin_s >= 0 &&
+        Number.isInteger(killCost.merges_missed) && typeof killCost.tokens_never_merged === 'number',
+        `summary.json: the kill's cost (${JSON.stringify(killCost)})`);
+  const killRow = costRows.find(r => r.cells[1] === 'kill');
+  check(killRow && killRow.cells[6] === `${killCost.time_to_rejoin_s.toFixed(1)} s`,
+        `the report shows the kill's time to rejoin as summary.json has it (${killRow && killRow.cells[6]})`);
   check(rreq.length === 0 && rerr.length === 0, `report: no network request, no page error (${rreq.concat(rerr).join('; ') || 'none'})`);
   await rpage.screenshot({ path: path.join(OUT, 'report-e2e.png'), fullPage: true });
   fs.renameSync(report, report + '.first');

@@ -8,6 +8,12 @@
 // attribute Toxiproxy would ignore, populates two more, deletes them, and
 // is refused deleting the --proxy one. Every toxic and proxy made must show
 // up as a registered fault in the agent's own API, reverted when deleted.
+// Then what a Toxiproxy client can tell apart, each as Toxiproxy does it:
+// stacked toxics (two latencies add up, two bandwidths run at the slower
+// rate), a refused upstream closed with FIN (the socket reads EOF, never a
+// reset), a proxy created disabled echoing its listen as given, an
+// X-Toxiproxy-Request-Id on every answer, and proxies and toxics that
+// outlive the agent's --max-duration-ms (2 s here) until deleted.
 //
 // Run from the build tree (tests/e2e/CMakeLists.txt copies this file and the
 // lockfile there and runs `npm ci --ignore-scripts`). Env: CHAOSLOCO_BIN.
@@ -23,6 +29,7 @@ const { spawn, spawnSync } = require("child_process");
 const here = __dirname;
 const bin = process.env.CHAOSLOCO_BIN;
 const TOKEN = "e2e-toxiproxy-token-5c1d";
+const MAX_DURATION_MS = 2000; // the agent's cap on v1 faults; Toxiproxy-made things outlive it
 
 function fail(msg) {
   console.error("FAIL: " + msg);
@@ -79,6 +86,21 @@ function rtt(port, n, timeoutMs) {
   });
 }
 
+// Connect to port, send a few bytes, and report how the proxy ended the
+// connection: "eof" (FIN), "reset" (RST), "data" or "timeout".
+function probeEnd(port, timeoutMs) {
+  return new Promise((resolve) => {
+    const sock = net.connect(port, "127.0.0.1");
+    let done = false;
+    const finish = (how) => { if (!done) { done = true; clearTimeout(timer); sock.destroy(); resolve(how); } };
+    const timer = setTimeout(() => finish("timeout"), timeoutMs);
+    sock.on("connect", () => sock.write("ping"));
+    sock.on("data", () => finish("data"));
+    sock.on("end", () => finish("eof"));
+    sock.on("error", (e) => finish(e.code === "ECONNRESET" ? "reset" : "error " + e.code));
+  });
+}
+
 async function waitFile(file, ms) {
   const end = Date.now() + ms;
   while (Date.now() < end) {
@@ -103,7 +125,7 @@ async function main() {
   const log = fs.openSync(path.join(dir, "agent.log"), "a");
   const agent = spawn(bin, ["agent", "--listen", "127.0.0.1:0", "--id", "e2e-tp-" + process.pid,
     "--state-dir", path.join(dir, "state"), "--token-file", path.join(dir, "token"),
-    "--toxiproxy-compat", "--max-duration-ms", "60000",
+    "--toxiproxy-compat", "--max-duration-ms", String(MAX_DURATION_MS),
     "--proxy", "e2e=127.0.0.1:0->" + upstream, "--", "sleep", "1000"],
   { stdio: ["ignore", log, log] });
   let exited = false;
@@ -204,10 +226,63 @@ async function main() {
     try { await proxy.remove(); } catch (e) { protectedFixed = /409/.test(String(e.message)); }
     if (!protectedFixed) fail("the --proxy proxy could be deleted");
 
+    // ---- what a client can tell apart from Toxiproxy ----
+    const st = await client.createProxy({ name: "e2e_stack", listen: "127.0.0.1:0", upstream });
+    const sport = Number(st.listen.split(":").pop());
+    const l1 = await st.addToxic({ name: "l1", type: "latency", stream: "downstream", toxicity: 1, attributes: { latency: 100, jitter: 0 } });
+    const l2 = await st.addToxic({ name: "l2", type: "latency", stream: "downstream", toxicity: 1, attributes: { latency: 100, jitter: 0 } });
+    let stacked = Infinity;
+    for (let i = 0; i < 3; i++) stacked = Math.min(stacked, await rtt(sport, 16, 5000));
+    if (stacked < 198) fail("two stacked 100 ms latency toxics gave " + stacked.toFixed(1) + " ms (Toxiproxy: 200)");
+    await l2.remove();
+    await l1.remove();
+    const bw1 = await st.addToxic({ name: "bw_fast", type: "bandwidth", stream: "downstream", toxicity: 1, attributes: { rate: 2000 } });
+    const bw2 = await st.addToxic({ name: "bw_slow", type: "bandwidth", stream: "downstream", toxicity: 1, attributes: { rate: 100 } });
+    const bwMs = await rtt(sport, 60000, 20000);
+    if (bwMs < 590) fail("60 KB through bandwidth 2000 then 100 KB/s took " + bwMs.toFixed(1) + " ms (the slower rate: 600)");
+    await bw1.remove();
+    await bw2.remove();
+
+    const dead = await client.createProxy({ name: "e2e_dead", listen: "127.0.0.1:0", upstream: "127.0.0.1:1" });
+    const deadPort = Number(dead.listen.split(":").pop());
+    const ends = {};
+    for (let i = 0; i < 30; i++) {
+      const how = await probeEnd(deadPort, 5000);
+      ends[how] = (ends[how] || 0) + 1;
+    }
+    if (ends.eof !== 30) fail("a refused upstream must close with FIN: " + JSON.stringify(ends));
+    await dead.remove();
+
+    const offP = await client.createProxy({ name: "e2e_off", listen: "localhost:0", upstream, enabled: false });
+    if (offP.listen !== "localhost:0" || offP.enabled !== false) fail("a disabled proxy echoes its listen: " + offP.listen);
+    const on = await offP.update({ listen: "localhost:0", upstream, enabled: true });
+    if (!/^127\.0\.0\.1:\d+$/.test(on.listen) || on.listen.endsWith(":0")) fail("enabled: the bound address, got " + on.listen);
+    await on.remove();
+
+    const ids = new Set();
+    for (const [method, p, want] of [["GET", "/version", 200], ["GET", "/proxies/none", 404], ["GET", "/proxies", 200]]) {
+      const r = await fetch(base + p, { method });
+      const id = r.headers.get("x-toxiproxy-request-id");
+      if (r.status !== want || !/^[0-9a-v]{20}$/.test(id || "")) fail(method + " " + p + ": status " + r.status + ", X-Toxiproxy-Request-Id " + id);
+      ids.add(id);
+    }
+    if (ids.size !== 3) fail("request ids repeat: " + [...ids]);
+
+    const kept = await st.addToxic({ name: "kept", type: "latency", stream: "downstream", toxicity: 1, attributes: { latency: 50, jitter: 0 } });
+    await new Promise((r) => setTimeout(r, MAX_DURATION_MS + 700));
+    const stackP = await client.get("e2e_stack");
+    const keptToxic = await stackP.getToxic("kept");
+    if (keptToxic.attributes.latency !== 50) fail("the toxic did not outlive --max-duration-ms");
+    if ((await rtt(sport, 16, 5000)) < 48) fail("the kept toxic no longer delays");
+    await kept.remove();
+    await stackP.remove();
+
     console.log(`toxiproxy-node-client ${require("./node_modules/toxiproxy-node-client/package.json").version}: ` +
       `rtt before ${before.toFixed(1)} ms, with latency 300 ms ${during.toFixed(1)} ms, ` +
       `after update to 100 ms ${lower.toFixed(1)} ms, after remove ${after.toFixed(1)} ms; ` +
-      `created proxy re-bound ${dport} -> ${dport2}, its toxic ${slow.toFixed(1)} ms, populate + delete ok`);
+      `created proxy re-bound ${dport} -> ${dport2}, its toxic ${slow.toFixed(1)} ms, populate + delete ok; ` +
+      `stacked latency 100+100 ms ${stacked.toFixed(1)} ms, bandwidth 2000+100 KB/s: 60 KB in ${bwMs.toFixed(0)} ms, ` +
+      `refused upstream ${JSON.stringify(ends)}, disabled listen echoed, request ids ok, toxic kept past --max-duration-ms`);
     console.log("e2e toxiproxy: 1 passed, 0 failed");
   } finally {
     if (!exited) agent.kill("SIGTERM");
