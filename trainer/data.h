@@ -20,7 +20,9 @@
  *     batch is spread over the slice and every window is visited exactly once
  *     per epoch; then the epoch counter increments and the order repeats.
  * Eval split: synthetic, its own stream (seeded from (seed, "eval"),
- * independent of every shard's); file, the last 10%.
+ * independent of every shard's); file, the last 10%; fortunes, the last
+ * 10% of its shuffled entries less those whose text is also a training
+ * entry's (held-out bytes never occur as a training entry).
  *
  * Not here: tokenisation (bytes are tokens), batching policy, threads.
  */
@@ -64,7 +66,7 @@ typedef struct data_cursor {
 } data_cursor;
 
 #define DATA_CURSOR_MAGIC 0x43584443u /* "CDXC" */
-#define DATA_CURSOR_VERSION 2u /* 2: history grew to 128 bytes */
+#define DATA_CURSOR_VERSION 2u        /* 2: history grew to 128 bytes */
 
 void data_config_default(data_config *cfg);
 
@@ -109,6 +111,13 @@ void data_order_entropies(const data_source *src, double *h0_bits, double *h1_bi
  * "synthetic(seed=1 order=2 alphabet=32 branching=6 floor=1.234 nats)" or
  * "file(path=x.txt bytes=12345)". Static per source; borrowed. */
 const char *data_source_describe(const data_source *src);
+
+/* A file source's training bytes (the shards read them) and held-out bytes
+ * (the eval set's windows lie in them), borrowed while src lives: 0, or
+ * CX_EINVAL for the synthetic source (no bytes). bench/bench_split writes
+ * them out for the held-out-given-train compressor lines (bench/curve.sh). */
+int data_source_split(const data_source *src, const uint8_t **train, size_t *train_len, const uint8_t **held,
+                      size_t *held_len);
 
 /* ---- shards ---- */
 
