@@ -209,7 +209,7 @@ Test(harness_attach, waits_for_processes_started_after_it_and_ends_the_run)
     pid_t run = it_start(dir, "run", args, NULL);
     char log[1100];
     snprintf(log, sizeof log, "%s/run.log", dir);
-    cr_assert(hx_wait_contains(log, "attach: waiting for", 20000), "the harness says it waits");
+    cr_assert(hx_wait_contains(log, "attach: waiting (", 20000), "the harness says it waits");
     cr_assert(hx_wait_contains(log, "the syncer credential file", 1000), "... and for what");
     cr_assert(hx_alive(run), "the harness waits instead of failing");
     start_syncer_at(dir, sstate, sport, saddr, sizeof saddr);
