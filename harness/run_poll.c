@@ -384,7 +384,9 @@ void run_poll_all(runner *r)
         return;
     const exp_stop *sc = &r->e->stop;
     now = cx_mono_ms();
-    if (sc->has_no_merge_for_s && !r->syncer_down && !r->training_over) {
+    /* once the run was ended (POST /v1/end) no merge is due any more: a unit
+     * slow to exit is waited for (up to the time bound), not an abort */
+    if (sc->has_no_merge_for_s && !r->syncer_down && !r->training_over && !r->end_sent) {
         int64_t since = r->last_merge_mono > r->start_mono ? r->last_merge_mono : r->start_mono;
         if ((double)(now - since) / 1000.0 > sc->no_merge_for_s)
             run_set_abort(r, "stop condition no_merge_for_s %g: no merge for %.1f s", sc->no_merge_for_s,

@@ -62,7 +62,10 @@ static const char *const samples[][2] = {
     {"SYNCER_HOST", "node0"},
     {"SYNCER_PORT", "7070"},
     {"AGENT_PORT", "7080"},
+    {"PORT", "7081"},
     {"NLEARNERS", "4"},
+    {"TIME_LIMIT", "3000"},
+    {"ATTACH_WAIT", "300"},
 };
 
 static const char *sample(const char *name, size_t n)
