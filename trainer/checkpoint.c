@@ -67,10 +67,11 @@ static int put_floats(cx_buf *b, const float *v, uint64_t n)
     }
     return rc;
 }
+/* count, then values; like put_floats, a NULL array is count 0 */
 static int put_i64s(cx_buf *b, const int64_t *v, uint64_t n)
 {
-    int rc = put_u64(b, n);
-    for (uint64_t i = 0; rc == 0 && i < n; i++)
+    int rc = put_u64(b, v ? n : 0);
+    for (uint64_t i = 0; rc == 0 && v && i < n; i++)
         rc = put_i64(b, v[i]);
     return rc;
 }

@@ -506,7 +506,8 @@ Test(gpt, checkpoint_round_trip_resumes_the_same_step)
     data_cursor cur;
     data_shard_get_cursor(a.sh, &cur);
     size_t n = model_num_params(a.m);
-    int64_t bv[1] = {0}, fs[1] = {3}, ft[1] = {12};
+    int64_t bv[1] = {0}, fs[1] = {3}, ft[1] = {12}, os[1] = {0}, ss[1] = {-1}, sn[1] = {0},
+            st[1] = {0}, sa[1] = {0};
     ckpt_learner c = {.learner = 1,
                       .incarnation = 1,
                       .step = 3,
@@ -521,6 +522,13 @@ Test(gpt, checkpoint_round_trip_resumes_the_same_step)
                       .base_version = bv,
                       .frag_steps = fs,
                       .frag_tokens = ft,
+                      .base = model_params(a.m),
+                      .sent = model_params(a.m),
+                      .origin_step = os,
+                      .send_step = ss,
+                      .send_steps = sn,
+                      .send_tokens = st,
+                      .send_accepted = sa,
                       .cursor_len = sizeof cur,
                       .cursor = &cur};
     cr_assert_eq(ckpt_learner_save(dir, &c, err, sizeof err), 0, "%s", err);
