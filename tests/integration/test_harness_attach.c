@@ -33,7 +33,7 @@ Test(harness_attach, runs_against_existing_syncer_and_agents)
     const char *sargs[] = {"syncer",  "--listen",  "127.0.0.1:0",     "--state-dir", sstate,          IT_MLP,
                            "--mode",  "decoupled", "--learners",      "2",           "--fragments",   "2",
                            "--H",     "8",         "--hidden",        "32",          "--batch",       "4",
-                           "--steps", "400",       "--eval-every-ms", "200",         "--eval-tokens", "1024",
+                           "--steps", "100000000", "--eval-every-ms", "200",         "--eval-tokens", "1024",
                            NULL};
     pid_t spid = it_start(dir, "syncer", sargs, NULL);
     cr_assert_eq(it_wait_addr(sstate, saddr, sizeof saddr, 20000), 0, "syncer listen.addr");
@@ -133,7 +133,7 @@ static pid_t start_agent_at(const char *dir, int i, int port, const char *tok, c
                           "--credential-file",
                           lcred,
                           "--steps",
-                          "1000000",
+                          "100000000",
                           NULL};
     return it_start(dir, name, args, NULL);
 }
@@ -179,7 +179,7 @@ static pid_t start_syncer_at(const char *dir, const char *sstate, int port, char
                            "--batch",
                            "4",
                            "--steps",
-                           "400",
+                           "100000000",
                            "--eval-every-ms",
                            "200",
                            "--eval-tokens",

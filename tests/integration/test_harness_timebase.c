@@ -70,13 +70,13 @@ static void start_processes(tb_run *t, const char *tag, int skew)
     const char *sargs[] = {"unshare", "--time", "--monotonic", OFF_SYNCER, "--fork", "--kill-child=KILL",
                            CHAOSLOCO_BIN, "syncer", "--listen", "127.0.0.1:0", "--state-dir", t->sstate, IT_MLP,
                            "--mode", "decoupled", "--learners", "2", "--fragments", "2", "--quorum", "1",
-                           "--H", "8", "--hidden", "32", "--batch", "4", "--steps", "100000",
+                           "--H", "8", "--hidden", "32", "--batch", "4", "--steps", "100000000",
                            "--eval-every-ms", "200", "--eval-tokens", "1024", NULL};
     /* clang-format on */
     it_start_prog(t->dir, "syncer", skew ? sargs : sargs + 6, NULL);
     cr_assert_eq(it_wait_addr(t->sstate, t->saddr, sizeof t->saddr, 30000), 0, "syncer listen.addr");
     snprintf(t->admin, sizeof t->admin, "%s/credentials/admin.cred", t->sstate);
-    static const char *const steps[] = {"--steps", "100000", NULL};
+    static const char *const steps[] = {"--steps", "100000000", NULL};
     static const char *const p0[] = {"unshare",           "--time", "--monotonic", OFF_AGENT0, "--fork",
                                      "--kill-child=KILL", NULL};
     static const char *const p1[] = {"unshare",           "--time", "--monotonic", OFF_AGENT1, "--fork",

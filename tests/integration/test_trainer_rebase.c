@@ -163,6 +163,35 @@ static rb_acct rb_check(json_t *evs, int M, int64_t batch)
     return a;
 }
 
+/* The events once every accepted contribution's round has closed: its
+ * steps merged, or dropped with its absent learner (K=1 rounds close at
+ * once or after their grace window, later on a loaded machine). Polled,
+ * bounded by 60 s; the caller's checks say what is missing after that. */
+static json_t *wait_rounds_closed(tr_run *r)
+{
+    int64_t end = cx_mono_ms() + 60000;
+    for (;;) {
+        json_t *evs = tr_events(r, 0);
+        int64_t sent = 0, closed = 0;
+        size_t i, j;
+        json_t *e, *pa;
+        json_array_foreach(evs, i, e)
+        {
+            const char *t = tr_type(e);
+            if (strcmp(t, "contribution") == 0)
+                sent += tr_int(e, "steps");
+            else if (strcmp(t, "drop") == 0 && json_object_get(e, "steps"))
+                closed += tr_int(e, "steps");
+            else if (strcmp(t, "merge") == 0)
+                json_array_foreach(json_object_get(e, "participants"), j, pa) closed += tr_int(pa, "steps");
+        }
+        if (closed >= sent || cx_mono_ms() >= end)
+            return evs;
+        json_decref(evs);
+        cx_sleep_ms(100);
+    }
+}
+
 /* The syncer's flags for a run of M learners, H 24 over 4 fragments. */
 #define RB_ARGS(M, STEPS)                                                                                    \
     "--mode", "decoupled", "--learners", M, "--steps", STEPS, TR_K1_H24, "--eval-every-ms", "1000", TR_MODEL
@@ -176,8 +205,7 @@ static rb_acct fault_free(const char *tag, int M, const char *Ms)
     tr_learners_start(&r, M, p);
     for (int i = 0; i < M; i++)
         tr_expect_exit0(&r, p[i], i, 250000);
-    cx_sleep_ms(300); /* the last rounds close (K=1: at once, or after their grace window) */
-    json_t *evs = tr_events(&r, 0);
+    json_t *evs = wait_rounds_closed(&r);
     rb_acct a = rb_check(evs, M, 16);
     json_decref(evs);
     tr_done(&r);
@@ -251,8 +279,7 @@ Test(trainer_rebase, with_kills_only_unsent_steps_after_the_checkpoint_are_lost,
     p[1] = tr_learner_start(&r, 1, slow, NULL);
     for (int i = 0; i < 4; i++)
         tr_expect_exit0(&r, p[i], i, 250000);
-    cx_sleep_ms(300);
-    json_t *evs = tr_events(&r, 0);
+    json_t *evs = wait_rounds_closed(&r);
     rb_acct a = rb_check(evs, 4, 16);
     json_decref(evs);
     json_t *st = tr_get(&r, "/v1/status");
