@@ -506,8 +506,8 @@ Test(gpt, checkpoint_round_trip_resumes_the_same_step)
     data_cursor cur;
     data_shard_get_cursor(a.sh, &cur);
     size_t n = model_num_params(a.m);
-    int64_t bv[1] = {0}, fs[1] = {3}, ft[1] = {12}, os[1] = {0}, ss[1] = {-1}, sn[1] = {0},
-            st[1] = {0}, sa[1] = {0};
+    int64_t bv[1] = {0}, fs[1] = {3}, ft[1] = {12}, os[1] = {0}, ss[1] = {-1}, sn[1] = {0}, st[1] = {0},
+            sa[1] = {0};
     ckpt_learner c = {.learner = 1,
                       .incarnation = 1,
                       .step = 3,
