@@ -16,8 +16,32 @@ int horizon_window(const json_t *spec, const char *label, hz_window *w)
     return k && k->window ? k->window(spec, w) : 0;
 }
 
+static int64_t shard_target(const hz_window *w, const hz_progress *p)
+{
+    return w->steps > 0 ? w->steps : p->steps_target;
+}
+
+/* The least-advanced learner short of w's shard target (its step into
+ * *step), -1 when every learner reached it or no target is known. */
+static int shard_short(const hz_window *w, const hz_progress *p, int64_t *step)
+{
+    int64_t target = shard_target(w, p);
+    int worst = -1;
+    for (int l = 0; target > 0 && l < p->m; l++) {
+        int64_t s = p->steps ? p->steps[l] : 0;
+        if (s < target - w->slack && (worst < 0 || s < *step)) {
+            worst = l;
+            *step = s;
+        }
+    }
+    return worst;
+}
+
 int64_t horizon_close_ms(const hz_window *w, const hz_progress *p)
 {
+    int64_t step;
+    if (w->shard)
+        return shard_short(w, p, &step) < 0 ? 0 : -1;
     if (w->tokens > 0)
         return p->eval_tokens >= w->tokens ? 0 : -1;
     if (w->from_start)
@@ -44,7 +68,14 @@ int horizon_done(const hz_window *w, int n, const hz_progress *p, char *why, siz
         return 0;
     }
     for (int i = 0; i < n; i++) {
-        int64_t c = horizon_close_ms(&w[i], p);
+        int64_t c = horizon_close_ms(&w[i], p), step = 0;
+        int l = w[i].shard ? shard_short(&w[i], p, &step) : -1;
+        if (l >= 0) {
+            if (why && len)
+                snprintf(why, len, "%s waits for every learner's shard: learner %d at step %lld of %lld", w[i].label,
+                         l, (long long)step, (long long)(shard_target(&w[i], p) - w[i].slack));
+            return 0;
+        }
         if (w[i].tokens > 0 && c < 0) {
             if (why && len)
                 snprintf(why, len, "%s's window closes once an eval covers %lld merged tokens (now %lld)",
@@ -81,6 +112,16 @@ int horizon_unobserved(const hz_window *w, const hz_progress *p, char *msg, size
         snprintf(who, sizeof who, "learner %d's", w->learner);
     else
         snprintf(who, sizeof who, "%s's", w->label);
+    int64_t step = 0;
+    int l = w->shard ? shard_short(w, p, &step) : -1;
+    if (l >= 0) {
+        if (msg && len)
+            snprintf(msg, len,
+                     "run ended (t=%.1f s) before every learner trained its shard: learner %d at step %lld of "
+                     "%lld",
+                     end_s, l, (long long)step, (long long)(shard_target(w, p) - w->slack));
+        return 1;
+    }
     if (w->tokens > 0 && c < 0) {
         if (msg && len)
             snprintf(
@@ -146,7 +187,14 @@ void horizon_estimate(const hz_window *w, int n, const hz_progress *p, hz_estima
             snprintf(what, sizeof what, "learner %d's %s window (%s)", w[i].learner, w[i].key, w[i].label);
         else
             snprintf(what, sizeof what, "%s's %s window", w[i].label, w[i].key);
-        if (w[i].tokens > 0 && c < 0)
+        int64_t step = 0;
+        int l = w[i].shard ? shard_short(&w[i], p, &step) : -1;
+        if (l >= 0) {
+            int64_t goal = shard_target(&w[i], p) - w[i].slack;
+            snprintf(what, sizeof what, "learner %d's shard (step %lld of %lld)", l, (long long)step,
+                     (long long)goal);
+            est_take(e, (double)step / (double)goal, extrapolate(step, goal, elapsed), what);
+        } else if (w[i].tokens > 0 && c < 0)
             est_take(e, (double)p->eval_tokens / (double)w[i].tokens,
                      extrapolate(p->eval_tokens, w[i].tokens, elapsed), what);
         else if (c > p->now_ms) {

@@ -9,6 +9,9 @@
  *     reintegration's join_s + merged_s after the heal of the fault on its
  *     learner, loss_target's by_s after the start, and its by_tokens once
  *     an eval has seen that many merged tokens), and
+ *   - every learner trained its own shard when a hypothesis asks for it
+ *     (data_accounting: each learner's step >= the target - slack_steps;
+ *     a total alone would let fast learners stand in for a slow one), and
  *   - the learners trained at least min_tokens in total and the syncer
  *     merged at least min_merges times (outer steps: a run whose links are
  *     capped in bytes/s must not end before its merges happened, however
@@ -36,6 +39,9 @@ typedef struct hz_window {
     int from_start; /* 1: opens at the run's start (loss_target by_s) */
     int64_t len_ms; /* ms from the anchor to the close */
     int64_t tokens; /* > 0: closes once an eval saw this many merged tokens (loss_target by_tokens) */
+    int shard;      /* 1: closes once every learner's step >= its steps target - slack (data_accounting) */
+    int64_t steps;  /* shard: the steps target (0: the run's, hz_progress.steps_target) */
+    int64_t slack;  /* shard: steps it may fall short */
 } hz_window;
 
 /* The window of one verify entry ({"hypothesis": NAME, ...params}) with
@@ -55,12 +61,15 @@ typedef struct hz_progress {
     int64_t merges;         /* merges (outer steps) the syncer made so far */
     int64_t min_merges;     /* merges the run must see (0: no minimum) */
     int64_t eval_tokens;    /* merged tokens the syncer's last eval covered */
+    const int64_t *steps;   /* [m] the step each learner reported last (NULL: none known yet) */
+    int64_t steps_target;   /* inner steps each learner must train (0: unknown, e.g. a foreign trainer) */
 } hz_progress;
 
 /* Mono ms at which w closes; -1 while it cannot be known (a fault is still
- * pending and may yet open it, or a by_tokens window whose tokens no eval
- * has seen yet); 0 when it never opened (nothing healed on its learner:
- * nothing to observe) or, for by_tokens, when it has closed. */
+ * pending and may yet open it, a by_tokens window whose tokens no eval
+ * has seen yet, a shard window some learner is short of); 0 when it never
+ * opened (nothing healed on its learner: nothing to observe) or, for
+ * by_tokens and shard, when it has closed. */
 int64_t horizon_close_ms(const hz_window *w, const hz_progress *p);
 
 /* 1: the run may end now. 0: keep training; why (may be NULL) names what

@@ -301,7 +301,15 @@ void run_hz_fill(runner *r, int64_t *heal, hz_progress *p)
     }
     json_t *ls = json_object_get(r->status, "learners"), *v;
     size_t i;
-    json_array_foreach(ls, i, v) p->tokens += json_integer_value(json_object_get(v, "tokens"));
+    json_array_foreach(ls, i, v)
+    {
+        p->tokens += json_integer_value(json_object_get(v, "tokens"));
+        json_int_t id = json_integer_value(json_object_get(v, "id"));
+        if (id >= 0 && id < r->m)
+            r->hz_steps[id] = json_integer_value(json_object_get(v, "step"));
+    }
+    p->steps = r->hz_steps;
+    p->steps_target = r->steps_target;
 }
 
 /* The run is long enough: tell the syncer to end it (learners finish,

@@ -145,6 +145,7 @@ typedef struct runner {
     hz_window *hw;      /* [nverify] windows of the verify hypotheses */
     int *hw_spec;       /* [nverify] the verify index of hw[i] */
     int nhw;            /* windows */
+    int64_t hz_steps[EXP_MAX_LEARNERS]; /* the step each learner reported last (syncer status) */
     int64_t min_tokens; /* tokens the run trains at least */
     int end_sent;       /* 1 once POST /v1/end was sent / the end file written (the horizon was reached) */
     int end_refused;    /* 1: the syncer refused POST /v1/end (401/403); not asked again */

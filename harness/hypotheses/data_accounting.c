@@ -157,6 +157,18 @@ static double da_figure_of(const void *ctx, const hyp_history *h)
     return f.lost_tok;
 }
 
+/* Open until every learner reached the steps target less slack_steps:
+ * the run must not end while a slow learner is short of its shard
+ * because faster ones made up the total. */
+static int da_window(const json_t *spec, hz_window *w)
+{
+    w->key = "steps";
+    w->shard = 1;
+    w->steps = json_integer_value(json_object_get(spec, "steps"));
+    w->slack = json_integer_value(json_object_get(spec, "slack_steps"));
+    return 1;
+}
+
 const hypothesis hyp_data_accounting = {
     .name = "data_accounting",
     .summary = "every learner trained its whole shard (no step skipped, final step >= steps - slack_steps); "
@@ -170,4 +182,5 @@ const hypothesis hyp_data_accounting = {
     .eval = da_eval,
     .measure = da_figure_of,
     .free = free,
+    .window = da_window,
 };

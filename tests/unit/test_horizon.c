@@ -163,3 +163,34 @@ Test(horizon, estimate_of_the_end)
     cr_assert_eq(e.left_ms, -1);
     cr_assert(e.lower_bound);
 }
+
+/* data_accounting's window: the run waits for the slowest learner's
+ * shard even when the others' tokens already make up the total (CI of
+ * a812804: learner 3 was 178 steps short when the total was reached). */
+Test(horizon, waits_for_every_learners_shard)
+{
+    hz_window w = win("{\"hypothesis\":\"data_accounting\",\"slack_steps\":100}", "d");
+    cr_assert(w.shard);
+    cr_assert_str_eq(w.key, "steps");
+    int64_t steps[4] = {1180, 1100, 1150, 822};
+    hz_progress p = {.start_ms = 1000, .now_ms = 30000, .m = 4, .steps = steps, .steps_target = 1000,
+                     .tokens = 70000, .min_tokens = 64000};
+    char why[256];
+    cr_assert_eq(horizon_done(&w, 1, &p, why, sizeof why), 0, "learner 3 is short of its shard");
+    cr_assert(strstr(why, "learner 3 at step 822 of 900"), "%s", why);
+    char msg[256];
+    cr_assert_eq(horizon_unobserved(&w, &p, msg, sizeof msg), 1);
+    cr_assert(strstr(msg, "before every learner trained its shard: learner 3"), "%s", msg);
+    hz_estimate e;
+    horizon_estimate(&w, 1, &p, &e);
+    cr_assert(strstr(e.waiting, "learner 3's shard"), "%s", e.waiting);
+    steps[3] = 900; /* within slack_steps */
+    cr_assert_eq(horizon_done(&w, 1, &p, why, sizeof why), 1, "%s", why);
+    cr_assert_eq(horizon_unobserved(&w, &p, msg, sizeof msg), 0);
+    /* its own steps override the run's; no target known: nothing to wait for */
+    w = win("{\"hypothesis\":\"data_accounting\",\"steps\":2000}", "d");
+    cr_assert_eq(horizon_done(&w, 1, &p, why, sizeof why), 0);
+    p.steps_target = 0;
+    w.steps = 0;
+    cr_assert_eq(horizon_done(&w, 1, &p, why, sizeof why), 1, "%s", why);
+}
