@@ -71,8 +71,9 @@ int guard_norm_check(const guard_norms *g, int64_t learner, int own_counts, doub
         return 0;
     int k = 0;
     double ml2 = others_median(g, learner, own_counts, 0, &k);
-    if (k < GUARD_NORM_WARMUP) {
-        /* too few samples from the others: bounded by the fragment itself */
+    if (k < GUARD_NORM_WARMUP || !(ml2 > 0)) {
+        /* too few samples from the others (or only zero updates, which bound nothing): bounded by the
+         * fragment itself */
         double floor = GUARD_FRAG_FLOOR * sqrt((double)frag_len);
         double ref = frag_l2 > floor ? frag_l2 : floor;
         if (!(l2 <= GUARD_WARMUP_REL * ref)) {
@@ -85,7 +86,7 @@ int guard_norm_check(const guard_norms *g, int64_t learner, int own_counts, doub
         return 0;
     }
     double mmax = others_median(g, learner, own_counts, 1, &k);
-    if (!(l2_step <= bound * ml2) && ml2 > 0) {
+    if (!(l2_step <= bound * ml2)) {
         snprintf(why, len,
                  "L2 norm per step %.4g is more than %g x the median %.4g of the last %d from other "
                  "learners (norm bound)",

@@ -23,7 +23,8 @@
  *    most `bound` (--norm-bound, default 10) x the median of the last
  *    GUARD_NORM_SAMPLES accepted contributions to that fragment from OTHER
  *    learners, once GUARD_NORM_WARMUP of those exist (a one-learner run
- *    counts its own). Before that, its total L2 norm is at most
+ *    counts its own). Before that (or while that median is 0), its total
+ *    L2 norm is at most
  *    GUARD_WARMUP_REL x the fragment's own L2 norm (floored at
  *    GUARD_FRAG_FLOOR x sqrt(length), for a fragment still near zero).
  *    bound 0 turns both off. The ring survives a restart (guard_norms_json

@@ -18,6 +18,9 @@
  *   syncer_rebuild.c     rebuild from the learners, POST /v1/fragments/{p}/state
  *   syncer_durability.c  eval, checkpoints, restore and version bump at start-up
  *   syncer_api.c         HTTP helpers, status, events, route and access tables, listen
+ *   syncer_guard.c       what one learner's contribution weighs, how large it may be, whether a
+ *                        merge's result may be applied (its own header, syncer_guard.h; no syncer
+ *                        state: the rounds and durability call it)
  * Functions keep the names they had as statics of one syncer.c where they
  * already name their concern (round_, ddp_, rebuild_, reject_, hist_,
  * downstream_, h_ for a route handler); the generic ones are prefixed

@@ -35,6 +35,12 @@ Test(syncer_guard, the_median_is_over_the_other_learners)
     cr_assert_eq(guard_norm_check(&g, 1, 0, 1, 1, INFINITY, 1.0, 4, 10, why, sizeof why), 1);
     cr_assert_eq(guard_norm_check(&g, 1, 0, 1, 1, NAN, 1.0, 4, 10, why, sizeof why), 1);
     cr_assert_eq(guard_norm_check(&g, 1, 0, 1, 1, 1e9, 1.0, 4, 0, why, sizeof why), 0, "bound 0 is off");
+    /* zero updates from the others bound nothing: the warm-up bound stays */
+    for (int i = 0; i < 4; i++)
+        guard_norm_add(&g, 0, 0.0, 0.0);
+    cr_assert_eq(guard_norm_check(&g, 1, 0, 1e6, 1e6, 10.1, 1.0, 4, 10, why, sizeof why), 1);
+    cr_assert(strstr(why, "warm-up"), "%s", why);
+    memset(&g, 0, sizeof g);
     /* learner 0 sends 4 of norm 1; learner 1 fills the ring with 9s */
     for (int i = 0; i < 4; i++)
         guard_norm_add(&g, 0, 1.0, 0.1);
