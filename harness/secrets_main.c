@@ -13,6 +13,7 @@
  * with mode 0600 and O_EXCL (an existing file is an error, never
  * overwritten). Nothing is kept: the output is the only copy.
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -135,9 +136,12 @@ static json_t *credentials_secret(int64_t learners, char *err, size_t errlen)
             snprintf(principal, sizeof principal, "learner-%" PRId64, i);
         snprintf(key, sizeof key, "%s.cred", principal);
         rc = cred_generate(principal, cred, err, errlen);
-        /* the file's content: the credential and a newline, as cred_write_file writes it */
-        size_t n = strlen(cred);
-        if (rc == 0 && n + 1 < sizeof cred) {
+        /* the file's content: the credential and a newline, as
+         * cred_write_file writes it (a credential is at most 80 bytes:
+         * room for both in CRED_MAX) */
+        size_t n = rc == 0 ? strlen(cred) : 0;
+        assert(rc != 0 || n + 1 < sizeof cred);
+        if (rc == 0) {
             cred[n] = '\n';
             cred[n + 1] = '\0';
             if (put_b64(data, key, cred) != 0)
