@@ -23,6 +23,7 @@ static const struct subcommand {
     {"run", run_main, "run a chaos experiment against a live training run (default: kill one, reintegrate)"},
     {"halt", halt_main, "revert every fault on every given agent at once (POST /v1/halt)"},
     {"report", report_main, "re-render a run directory's report.html"},
+    {"secrets", secrets_main, "fresh credentials and agent token as Kubernetes Secret objects (deploy/k8s/)"},
     {"compare", compare_main, "the same experiment and fault schedule in several training modes, one table"},
     {NULL, NULL, NULL},
 };

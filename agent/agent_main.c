@@ -2,12 +2,10 @@
  * loop until SIGTERM/SIGINT, revert everything, stop the unit. */
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -19,6 +17,7 @@
 #include "common/http_server.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/secret.h"
 #include "common/stop_signals.h"
 #include "injectors/injector.h"
 
@@ -36,7 +35,8 @@ static void usage(FILE *f)
         "  --id NAME                 unit id, 1..64 of [A-Za-z0-9._-] (names its cgroups)\n"
         "  --state-dir DIR           faults.json, audit.jsonl, unit.log(.1), hooks/, listen.addr\n"
         "  --token-file FILE         bearer token for every mutating call (first line, trimmed);\n"
-        "                            refused unless only its owner can read it (chmod 600)\n"
+        "                            refused unless only its owner (this uid or root) can read it\n"
+        "                            (chmod 600; a symlink, as in a Kubernetes Secret volume, is followed)\n"
         "  --proxy NAME=LISTEN->UPSTREAM\n"
         "                            a TCP proxy for the unit (repeatable, at most %d); '{proxy.NAME}'\n"
         "                            in COMMAND ARGS becomes the proxy's listen address\n"
@@ -157,64 +157,29 @@ static int add_proxy(const char *name, const char *v, void *dst, char *err, size
 /* --restart's values, by sup_restart */
 static const char *const restart_names[] = {"never", "on-failure", NULL};
 
-/* Read the bearer token from token_file: a regular file only its owner
- * may read or write, up to 4096 bytes, its first line without trailing
- * space, at least 8 characters. The token (malloc'd), or NULL with why. */
+/* Read the bearer token from token_file: a secret file (common/secret.h:
+ * symlinks followed, a regular file of this uid or root that group and
+ * others may not read or write), up to 4096 bytes, its first line without
+ * trailing space, at least 8 characters. The token (malloc'd), or NULL
+ * with why. */
 static char *read_token_file(const char *token_file, char *why, size_t whylen)
 {
-    /* A token others can read or write is no secret: refuse it (like ssh
-     * with a private key). Checked on the descriptor the token is read
-     * from, so a file swapped after the check is never the one used. */
     char *token = NULL;
-    int tfd = open(token_file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    struct stat tst;
-    if (tfd < 0 || fstat(tfd, &tst) != 0) {
-        cx_fail(why, whylen, CX_EIO, "%s", strerror(errno));
-        goto fail;
-    }
-    if (!S_ISREG(tst.st_mode)) {
-        cx_fail(why, whylen, CX_EINVAL, "not a regular file");
-        goto fail;
-    }
-    if (tst.st_mode & 077) {
-        cx_fail(why, whylen, CX_EINVAL, "mode %04o lets other users read or write it; chmod 600 it",
-                (unsigned)(tst.st_mode & 07777));
-        goto fail;
-    }
-    if (!(token = calloc(1, 4097))) {
-        cx_fail(why, whylen, CX_ENOMEM, "out of memory");
-        goto fail;
-    }
-    ssize_t got = 0, r = 0;
-    while (got < 4096 && (r = read(tfd, token + got, (size_t)(4096 - got))) != 0) {
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            cx_fail(why, whylen, CX_EIO, "%s", strerror(errno));
-            goto fail;
-        }
-        got += r;
-    }
-    if (got >= 4096) {
-        cx_fail(why, whylen, CX_EINVAL, "over the 4096 byte limit");
-        goto fail;
-    }
-    close(tfd);
+    size_t got = 0;
+    if (cx_secret_read(token_file, "--token-file", 4096, &token, &got, why, whylen) != 0)
+        return NULL;
     token[strcspn(token, "\r\n")] = '\0';
     size_t tlen = strlen(token);
     while (tlen > 0 && isspace((unsigned char)token[tlen - 1]))
         token[--tlen] = '\0';
     if (tlen < 8) {
+        memset(token, 0, got);
         free(token);
-        cx_fail(why, whylen, CX_EINVAL, "the token must be at least 8 characters");
+        cx_fail(why, whylen, CX_EINVAL, "--token-file %s: the token must be at least 8 characters",
+                token_file);
         return NULL;
     }
     return token;
-fail:
-    if (tfd >= 0)
-        close(tfd);
-    free(token);
-    return NULL;
 }
 
 int agent_main(int argc, char **argv)
@@ -282,7 +247,7 @@ int agent_main(int argc, char **argv)
 
     char *token = read_token_file(token_file, err, sizeof err);
     if (!token)
-        return usage_error("--token-file %s: %s", token_file, err);
+        return usage_error("%s", err);
     o.token = token;
 
     volatile sig_atomic_t *stop = cx_stop_on_signals();

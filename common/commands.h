@@ -17,6 +17,7 @@ int halt_main(int argc, char **argv);      /* harness/halt_main.c */
 int learner_main(int argc, char **argv);   /* trainer/learner_main.c */
 int report_main(int argc, char **argv);    /* harness/report_main.c */
 int run_main(int argc, char **argv);       /* harness/run_main.c */
+int secrets_main(int argc, char **argv);   /* harness/secrets_main.c */
 int simulate_main(int argc, char **argv);  /* sim/simulate_main.c */
 int syncer_main(int argc, char **argv);    /* trainer/syncer_main.c */
 int validate_main(int argc, char **argv);  /* harness/validate_main.c */

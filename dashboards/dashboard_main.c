@@ -11,9 +11,9 @@
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/flags.h"
-#include "common/file.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/secret.h"
 #include "dashboards/server.h"
 #include "trainer/credential.h"
 
@@ -45,12 +45,13 @@ static void usage(FILE *f)
                "Exit status: 0 after SIGTERM/SIGINT, 1 on a runtime failure, 64 on a usage error.\n");
 }
 
-/* Read the token: first line, trailing whitespace removed. */
+/* Read the token (a secret file, common/secret.h): first line, trailing
+ * whitespace removed. */
 static int read_token(const char *path, char **out, char *err, size_t errlen)
 {
     char *data = NULL;
     size_t len = 0;
-    int rc = cx_file_read(path, 4096, &data, &len, err, errlen);
+    int rc = cx_secret_read(path, "--token-file", 4096, &data, &len, err, errlen);
     if (rc != 0)
         return rc;
     char *nl = strchr(data, '\n');

@@ -10,8 +10,8 @@
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/flags.h"
-#include "common/file.h"
 #include "common/log.h"
+#include "common/secret.h"
 
 #define HALT_MAX_AGENTS 256
 
@@ -69,14 +69,15 @@ int halt_main(int argc, char **argv)
         char *data = NULL;
         size_t len = 0;
         char err[CX_ERRLEN];
-        if (cx_file_read(token_file, 4096, &data, &len, err, sizeof err) < 0) {
-            fprintf(stderr, "chaosloco halt: --token-file: %s\n", err);
+        if (cx_secret_read(token_file, "--token-file", 4096, &data, &len, err, sizeof err) < 0) {
+            fprintf(stderr, "chaosloco halt: %s\n", err);
             return CX_EXIT_USAGE;
         }
         char *nl = strpbrk(data, "\r\n");
         if (nl)
             *nl = '\0';
         snprintf(token, sizeof token, "%s", data);
+        memset(data, 0, len);
         free(data);
     }
     char *list = strdup(agents);

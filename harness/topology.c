@@ -36,6 +36,7 @@
 #include "common/http_client.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/secret.h"
 #include "common/proc.h"
 #include "harness/topo_internal.h"
 #include "trainer/credential.h"
@@ -536,7 +537,7 @@ int topo_attach(const char *syncer_url, char *const *agents, int n, const char *
     if (token_file) {
         char *data = NULL;
         size_t len = 0;
-        int rc = cx_file_read(token_file, 4096, &data, &len, err, errlen);
+        int rc = cx_secret_read(token_file, "the agents' token file", 4096, &data, &len, err, errlen);
         if (rc < 0) {
             topo_free(t);
             return rc;
@@ -546,6 +547,7 @@ int topo_attach(const char *syncer_url, char *const *agents, int n, const char *
             *nl = '\0';
         snprintf(t->token, sizeof t->token, "%s", data);
         snprintf(t->token_file, sizeof t->token_file, "%s", token_file);
+        memset(data, 0, len);
         free(data);
     }
     if (syncer_cred_file) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/secret.h"
 #include "trainer/protocol.h"
 
 /* ---- credential: format ---- */
@@ -132,115 +133,26 @@ int cred_write_file(const char *path, const char *cred, char *err, size_t errlen
     return rc;
 }
 
-/* Open a private file for reading: the one rule for credential files and
- * TLS keys. A regular file, opened without following a symlink, whose mode
- * (fstat on the open descriptor: nothing can be swapped in between) grants
- * group and others nothing. *fd on success; CX_EINVAL (CX_EIO for fstat)
- * + err naming `what` and the file otherwise. */
-static int private_open(const char *path, const char *what, int *fd, char *err, size_t errlen)
-{
-    int f = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (f < 0)
-        return cx_fail(err, errlen, CX_EINVAL, "%s %s: %s", what, path, strerror(errno));
-    struct stat st;
-    int rc = 0;
-    if (fstat(f, &st) != 0)
-        rc = cx_fail(err, errlen, CX_EIO, "%s %s: fstat: %s", what, path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        rc = cx_fail(err, errlen, CX_EINVAL, "%s %s: not a regular file", what, path);
-    else if (st.st_mode & 077)
-        rc = cx_fail(err, errlen, CX_EINVAL,
-                     "%s %s: mode %04o lets group or others read or write it; it must be 0600 or 0400 "
-                     "(chmod 600 %s)",
-                     what, path, (unsigned)(st.st_mode & 07777), path);
-    if (rc != 0) {
-        close(f);
-        return rc;
-    }
-    *fd = f;
-    return 0;
-}
-
-int cred_read_private_file(const char *path, const char *what, size_t max, char **out, size_t *len, char *err,
-                           size_t errlen)
-{
-    int fd;
-    *out = NULL;
-    *len = 0;
-    int rc = private_open(path, what, &fd, err, errlen);
-    if (rc != 0)
-        return rc;
-    char *buf = malloc(max + 1);
-    size_t n = 0;
-    if (!buf) {
-        close(fd);
-        return cx_fail(err, errlen, CX_ENOMEM, "%s %s: out of memory", what, path);
-    }
-    for (;;) {
-        ssize_t r = read(fd, buf + n, max + 1 - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            rc = cx_fail(err, errlen, CX_EIO, "%s %s: read: %s", what, path, strerror(errno));
-            break;
-        }
-        if (r == 0)
-            break;
-        n += (size_t)r;
-        if (n > max) {
-            rc = cx_fail(err, errlen, CX_EINVAL, "%s %s: larger than %zu bytes", what, path, max);
-            break;
-        }
-    }
-    close(fd);
-    if (rc != 0) {
-        memset(buf, 0, n);
-        free(buf);
-        return rc;
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    return 0;
-}
-
 int cred_read_file(const char *path, char out[CRED_MAX], char *err, size_t errlen)
 {
-    int fd;
-    char buf[CRED_MAX + 2];
-    int rc = private_open(path, "credential file", &fd, err, errlen);
+    char *buf = NULL;
+    size_t len = 0;
+    /* CRED_MAX + 1: room for the credential, its newline (or CRLF) */
+    int rc = cx_secret_read(path, "credential file", CRED_MAX + 1, &buf, &len, err, errlen);
     if (rc != 0)
         return rc;
-    size_t len = 0;
-    for (;;) {
-        ssize_t r = read(fd, buf + len, sizeof buf - 1 - len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            rc = cx_fail(err, errlen, CX_EIO, "credential file %s: read: %s", path, strerror(errno));
-            goto out;
-        }
-        if (r == 0)
-            break;
-        len += (size_t)r;
-        if (len == sizeof buf - 1) {
-            rc = cx_fail(err, errlen, CX_EINVAL, "credential file %s: longer than a credential", path);
-            goto out;
-        }
-    }
-    buf[len] = '\0';
     while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
         buf[--len] = '\0';
     char why[CX_ERRLEN];
-    if (len >= CRED_MAX || cred_parse(buf, NULL, NULL, why, sizeof why) != 0) {
+    if (len >= CRED_MAX || strlen(buf) != len || cred_parse(buf, NULL, NULL, why, sizeof why) != 0)
         rc = cx_fail(err, errlen, CX_EINVAL, "credential file %s: %s", path,
-                     len >= CRED_MAX ? "longer than a credential" : why);
-        goto out;
-    }
-    memcpy(out, buf, len + 1);
-out:
-    memset(buf, 0, sizeof buf);
-    close(fd);
+                     len >= CRED_MAX      ? "longer than a credential"
+                     : strlen(buf) != len ? "holds a NUL byte"
+                                          : why);
+    else
+        memcpy(out, buf, len + 1);
+    memset(buf, 0, len);
+    free(buf);
     return rc;
 }
 

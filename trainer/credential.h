@@ -7,13 +7,14 @@
  * scrapers). The 64 hex digits are 32 bytes from getrandom(2). A credential
  * lives in a file "<principal>.cred" (the credential, one newline) that is
  * created 0600 with O_CREAT|O_EXCL, never written wider and chmod'ed later;
- * a credential file that group or others may read or write is refused
- * (checked with fstat on the opened descriptor, so no swap between check
- * and read). Comparison is constant time.
+ * a credential file is read under common/secret.h's rule (a regular file
+ * of this uid or root that group and others may not read or write, checked
+ * with fstat on the opened descriptor; symlinks, as a Kubernetes Secret
+ * volume makes them, are followed). Comparison is constant time.
  * A credentials directory (0700) holds the files of one run: the syncer
  * loads it (cred_store_load), the harness creates it (cred_dir_create).
- * The same rule guards the syncer's TLS private key (--tls-key):
- * cred_read_private_file. What it is not: TLS itself, or an access policy
+ * The same rule guards the syncer's TLS private key (--tls-key) and the
+ * agents' token: cx_secret_read. What it is not: TLS itself, or an access policy
  * (the syncer's access table decides who may call which route;
  * docs/security.md).
  */
@@ -45,20 +46,11 @@ int cred_generate(const char *principal, char out[CRED_MAX], char *err, size_t e
  * file is CX_ECONFLICT, never overwritten), fsync'ed. */
 int cred_write_file(const char *path, const char *cred, char *err, size_t errlen);
 
-/* Read and check a credential file into out[CRED_MAX]. Refused (CX_EINVAL,
- * the message names the file and the mode) when it is not a regular file or
- * its mode grants group/others any access; CX_EINVAL for a malformed
- * credential. */
+/* Read and check a credential file into out[CRED_MAX]: opened and checked
+ * by cx_secret_open (common/secret.h: symlinks followed, a regular file of
+ * this uid or root, mode 0600/0400), refused with CX_EINVAL and a message
+ * naming the file; CX_EINVAL for a malformed credential. */
 int cred_read_file(const char *path, char out[CRED_MAX], char *err, size_t errlen);
-
-/* Read a private file that is not a credential (the TLS key) under the
- * credential files' rule: a regular file, not a symlink, whose mode
- * (checked with fstat on the opened descriptor) grants group/others no
- * access. *out: malloc'd, NUL-terminated, at most max bytes (*len); the
- * caller wipes and frees it. CX_EINVAL + err naming `what` and the file
- * (and its mode) when refused or larger than max; CX_EIO, CX_ENOMEM. */
-int cred_read_private_file(const char *path, const char *what, size_t max, char **out, size_t *len, char *err,
-                           size_t errlen);
 
 /* Constant-time equality of two NUL-terminated strings (the time depends on
  * the length of b only, the stored one). 1 equal, 0 not. */

@@ -25,6 +25,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/secret.h"
 #include "trainer/checkpoint.h"
 #include "trainer/credential.h"
 #include "trainer/data.h"
@@ -485,11 +486,10 @@ int syncer_api_listen(syncer *s, const syncer_opts *o, char *err, size_t errlen)
         if (!o->tls_cert || !o->tls_key) {
             return cx_fail(err, errlen, CX_EINVAL, "--tls-cert and --tls-key go together");
         }
-        /* the key is a secret: refused when group/others may read it, as a
-         * credential file is (docs/security.md) */
+        /* the key is a secret: read under the credential files' rule
+         * (common/secret.h, docs/security.md) */
         if (cx_file_read(o->tls_cert, 1 << 20, &s->tls_cert, &len, why, sizeof why) != 0 ||
-            cred_read_private_file(o->tls_key, "--tls-key file", 1 << 20, &s->tls_key, &len, why,
-                                   sizeof why) != 0) {
+            cx_secret_read(o->tls_key, "--tls-key file", 1 << 20, &s->tls_key, &len, why, sizeof why) != 0) {
             return cx_fail(err, errlen, CX_EINVAL, "TLS: %s", why);
         }
         hopts.tls_cert_pem = s->tls_cert;

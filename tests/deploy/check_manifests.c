@@ -16,7 +16,18 @@
  *    harness passes when it launches them itself (harness/topology.c), so the
  *    cluster launch has the shape the integration tests run;
  *  - `--check` is not a rubber stamp: each checked line with an extra
- *    unknown flag must exit 64.
+ *    unknown flag must exit 64;
+ *  - every pod template is one an operator's admission policy accepts
+ *    (check_pod): non-root with the fixed UID 10001, seccomp
+ *    RuntimeDefault, and in every container (init ones too) no privilege
+ *    escalation, a read-only root file system, every capability dropped,
+ *    requests and limits for cpu and memory, imagePullPolicy IfNotPresent;
+ *    no container mounts a Secret volume except an init container (the
+ *    secrets reach the others as an owner-only copy in a memory emptyDir);
+ *  - per workload: the learner StatefulSet spreads its pods across nodes,
+ *    has a readiness probe on the agent's GET /v1/status and deletes its
+ *    claims with it; the harness Job retries (backoffLimit > 0) and fails
+ *    at once on a verdict (podFailurePolicy on exit 1).
  *
  * Variables ($(VAR) in Kubernetes, ${VAR}/$VAR in the sbatch) are replaced by
  * the sample values of `samples` below; an unknown variable fails the test,
@@ -41,7 +52,7 @@
 #define CHECK_TIMEOUT_S 60
 
 static const char *bin, *src;
-static int failures, checked;
+static int failures, checked, workloads;
 static char tmpdir[] = "/tmp/cx-deploy-XXXXXX";
 
 static void fail(const char *where, const char *fmt, const char *a, const char *b)
@@ -313,6 +324,192 @@ static void check_experiments(const char *where, json_t *cm)
     }
 }
 
+/* ---- what an operator's admission policy asks of a pod ---- */
+
+#define POD_UID 10001 /* the fixed non-root UID every pod runs as */
+
+/* 1 when the JSON at path (dot-separated keys) under o is true */
+static int is_true(json_t *o, const char *k1, const char *k2)
+{
+    json_t *v = json_object_get(o, k1);
+    if (k2)
+        v = json_object_get(v, k2);
+    return json_is_true(v);
+}
+
+/* container c's setting k of its securityContext, else the pod's */
+static json_t *effective(json_t *pod, json_t *c, const char *k)
+{
+    json_t *v = json_object_get(json_object_get(c, "securityContext"), k);
+    return v ? v : json_object_get(json_object_get(pod, "securityContext"), k);
+}
+
+/* names of the pod's Secret volumes, the number in *n */
+static int secret_volumes(json_t *pod, const char **names, int max)
+{
+    int n = 0;
+    size_t k;
+    json_t *v;
+    json_array_foreach(json_object_get(pod, "volumes"), k, v)
+    {
+        if (json_object_get(v, "secret") && n < max)
+            names[n++] = json_string_value(json_object_get(v, "name"));
+    }
+    return n;
+}
+
+static void check_container(const char *where, json_t *pod, json_t *c, int init, const char **secrets, int ns)
+{
+    char at[700];
+    snprintf(at, sizeof at, "%s %s %s", where, init ? "initContainer" : "container",
+             json_string_value(json_object_get(c, "name")));
+    json_t *sc = json_object_get(c, "securityContext");
+    if (!json_is_true(effective(pod, c, "runAsNonRoot")))
+        fail(at, "runAsNonRoot must be true (pod or container)%s%s", "", "");
+    json_t *uid = effective(pod, c, "runAsUser");
+    if (!json_is_integer(uid) || json_integer_value(uid) != POD_UID)
+        fail(at, "runAsUser must be %s (pod or container)%s", "10001", "");
+    json_t *seccomp = effective(pod, c, "seccompProfile");
+    const char *st = json_string_value(json_object_get(seccomp, "type"));
+    if (!st || strcmp(st, "RuntimeDefault") != 0)
+        fail(at, "seccompProfile.type must be RuntimeDefault (pod or container)%s%s", "", "");
+    if (!json_is_false(json_object_get(sc, "allowPrivilegeEscalation")))
+        fail(at, "securityContext.allowPrivilegeEscalation must be false%s%s", "", "");
+    if (!is_true(sc, "readOnlyRootFilesystem", NULL))
+        fail(at, "securityContext.readOnlyRootFilesystem must be true%s%s", "", "");
+    int drop_all = 0;
+    size_t k;
+    json_t *v;
+    json_array_foreach(json_object_get(json_object_get(sc, "capabilities"), "drop"), k, v)
+    {
+        drop_all |= json_is_string(v) && strcmp(json_string_value(v), "ALL") == 0;
+    }
+    if (!drop_all || json_object_get(json_object_get(sc, "capabilities"), "add"))
+        fail(at, "securityContext.capabilities must drop ALL and add none%s%s", "", "");
+    json_t *res = json_object_get(c, "resources");
+    const char *kinds[] = {"requests", "limits"}, *what[] = {"cpu", "memory"};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            if (!json_is_string(json_object_get(json_object_get(res, kinds[i]), what[j])))
+                fail(at, "resources.%s.%s is missing", kinds[i], what[j]);
+    const char *pull = json_string_value(json_object_get(c, "imagePullPolicy"));
+    if (!pull || strcmp(pull, "IfNotPresent") != 0)
+        fail(at, "imagePullPolicy must be IfNotPresent%s%s", "", "");
+    if (init)
+        return;
+    json_array_foreach(json_object_get(c, "volumeMounts"), k, v)
+    {
+        const char *name = json_string_value(json_object_get(v, "name"));
+        for (int i = 0; i < ns && name; i++)
+            if (secrets[i] && strcmp(name, secrets[i]) == 0)
+                fail(at,
+                     "mounts Secret volume %s: only an init container may (it copies an owner-only file%s)",
+                     name, " into a memory emptyDir");
+    }
+}
+
+/* the pod template of a workload: every container under the policy */
+static void check_pod(const char *where, json_t *pod)
+{
+    const char *secrets[16];
+    int ns = secret_volumes(pod, secrets, 16);
+    const char *lists[] = {"initContainers", "containers"};
+    for (int l = 0; l < 2; l++) {
+        size_t k;
+        json_t *c;
+        json_array_foreach(json_object_get(pod, lists[l]), k, c)
+            check_container(where, pod, c, l == 0, secrets, ns);
+    }
+    if (json_array_size(json_object_get(pod, "containers")) < 1)
+        fail(where, "a pod template without containers%s%s", "", "");
+}
+
+static void check_learners(const char *where, json_t *spec)
+{
+    json_t *pod = json_object_get(json_object_get(spec, "template"), "spec");
+    json_t *pol = json_object_get(spec, "persistentVolumeClaimRetentionPolicy");
+    const char *wd = json_string_value(json_object_get(pol, "whenDeleted"));
+    if (!wd || strcmp(wd, "Delete") != 0)
+        fail(where, "persistentVolumeClaimRetentionPolicy.whenDeleted must be Delete%s%s", "", "");
+    /* spread across nodes, selecting this StatefulSet's own pods */
+    const char *app = json_string_value(json_object_get(
+        json_object_get(json_object_get(json_object_get(spec, "template"), "metadata"), "labels"),
+        "app.kubernetes.io/name"));
+    int spread = 0;
+    size_t k;
+    json_t *t;
+    json_array_foreach(json_object_get(pod, "topologySpreadConstraints"), k, t)
+    {
+        const char *key = json_string_value(json_object_get(t, "topologyKey"));
+        const char *sel = json_string_value(json_object_get(
+            json_object_get(json_object_get(t, "labelSelector"), "matchLabels"), "app.kubernetes.io/name"));
+        spread |= key && strcmp(key, "kubernetes.io/hostname") == 0 && sel && app && strcmp(sel, app) == 0 &&
+                  json_integer_value(json_object_get(t, "maxSkew")) == 1;
+    }
+    if (!spread)
+        fail(where,
+             "learners must spread across nodes: a topologySpreadConstraint on %s, maxSkew 1, "
+             "selecting the pods' app.kubernetes.io/name %s",
+             "kubernetes.io/hostname", app ? app : "?");
+    /* ready when the agent answers its status */
+    json_t *c;
+    json_array_foreach(json_object_get(pod, "containers"), k, c)
+    {
+        json_t *get = json_object_get(json_object_get(c, "readinessProbe"), "httpGet");
+        const char *path = json_string_value(json_object_get(get, "path"));
+        json_t *port = json_object_get(get, "port");
+        int port_ok = json_integer_value(port) == 7080;
+        size_t j;
+        json_t *p;
+        json_array_foreach(json_object_get(c, "ports"), j, p)
+        {
+            port_ok |= json_is_string(port) &&
+                       strcmp(json_string_value(port), json_string_value(json_object_get(p, "name"))) == 0 &&
+                       json_integer_value(json_object_get(p, "containerPort")) == 7080;
+        }
+        if (!path || strcmp(path, "/v1/status") != 0 || !port_ok)
+            fail(where, "container %s needs a readinessProbe httpGet of the agent's %s on 7080",
+                 json_string_value(json_object_get(c, "name")), "/v1/status");
+    }
+}
+
+static void check_job(const char *where, json_t *spec)
+{
+    if (json_integer_value(json_object_get(spec, "backoffLimit")) < 1)
+        fail(where, "backoffLimit must be > 0 (a lost pod is retried)%s%s", "", "");
+    /* a verdict (exit 1) is a result, not something to retry */
+    int fails_on_1 = 0;
+    size_t k, j;
+    json_t *r, *v;
+    json_array_foreach(json_object_get(json_object_get(spec, "podFailurePolicy"), "rules"), k, r)
+    {
+        const char *action = json_string_value(json_object_get(r, "action"));
+        json_t *codes = json_object_get(r, "onExitCodes");
+        const char *op = json_string_value(json_object_get(codes, "operator"));
+        if (!action || strcmp(action, "FailJob") != 0 || !op || strcmp(op, "In") != 0)
+            continue;
+        json_array_foreach(json_object_get(codes, "values"), j, v) fails_on_1 |= json_integer_value(v) == 1;
+    }
+    if (!fails_on_1)
+        fail(where, "podFailurePolicy must FailJob on exit 1 (a deviated verdict is not retried)%s%s", "",
+             "");
+}
+
+/* the workload checks by kind; the number of pod templates checked */
+static int check_workload(const char *where, const char *kind, json_t *m)
+{
+    json_t *spec = json_object_get(m, "spec");
+    json_t *pod = json_object_get(json_object_get(spec, "template"), "spec");
+    if (strcmp(kind, "Deployment") != 0 && strcmp(kind, "StatefulSet") != 0 && strcmp(kind, "Job") != 0)
+        return 0;
+    check_pod(where, pod);
+    if (strcmp(kind, "StatefulSet") == 0)
+        check_learners(where, spec);
+    if (strcmp(kind, "Job") == 0)
+        check_job(where, spec);
+    return 1;
+}
+
 static int check_k8s(void)
 {
     char dir[1024];
@@ -324,6 +521,7 @@ static int check_k8s(void)
     }
     int files = 0;
     struct dirent *e;
+    workloads = 0;
     while ((e = readdir(d))) {
         size_t l = strlen(e->d_name);
         if (l < 6 || strcmp(e->d_name + l - 5, ".json") != 0)
@@ -345,6 +543,8 @@ static int check_k8s(void)
         if (!api || !api[0] || !kind || !kind[0] || !name || !name[0])
             fail(path, "needs string apiVersion, kind and metadata.name%s%s", "", "");
         walk(path, m);
+        if (kind)
+            workloads += check_workload(path, kind, m);
         if (kind && strcmp(kind, "ConfigMap") == 0)
             check_experiments(path, m);
         json_decref(m);
@@ -563,9 +763,11 @@ int main(int argc, char **argv)
     snprintf(stdout_path, sizeof stdout_path, "%s/stderr", tmpdir);
     unlink(stdout_path);
     rmdir(tmpdir);
-    if (files < 1 || before < 4 || lines < 3) {
-        fprintf(stderr, "FAIL: too little checked (%d manifests, %d k8s command lines, %d sbatch lines)\n",
-                files, before, lines);
+    if (files < 1 || before < 4 || lines < 3 || workloads < 3) {
+        fprintf(stderr,
+                "FAIL: too little checked (%d manifests, %d pod templates, %d k8s command lines, %d sbatch "
+                "lines)\n",
+                files, workloads, before, lines);
         failures++;
     }
     fprintf(stderr, "%d manifests, %d command lines checked, %d failure(s)\n", files, checked, failures);

@@ -286,8 +286,9 @@ static void topology_up(void)
     dir = it_mkdtemp("dashboard");
     char token_path[512], state_dir[512], syncer[64], agents[512];
     snprintf(token_path, sizeof token_path, "%s/token", dir);
-    cr_assert_eq(cx_file_write_atomic(token_path, TOKEN "\n", strlen(TOKEN) + 1, err, sizeof err), 0, "%s",
-                 err);
+    /* a secret file (common/secret.h): its owner's only */
+    cr_assert_eq(cx_file_write_atomic_mode(token_path, TOKEN "\n", strlen(TOKEN) + 1, 0600, err, sizeof err),
+                 0, "%s", err);
     char cred_path[600];
     snprintf(cred_path, sizeof cred_path, "%s/read.cred", dir);
     cr_assert_eq(cred_write_file(cred_path, SYNCER_CRED, err, sizeof err), 0, "%s", err);

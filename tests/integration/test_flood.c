@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent_it.h"
@@ -218,6 +219,7 @@ Test(flood, dashboard_halt_all_and_live_view_get_through)
     cr_assert_not_null(f);
     fprintf(f, "%s\n", AG_TOKEN);
     fclose(f);
+    cr_assert_eq(chmod(token, 0600), 0); /* a secret file: its owner's only */
     snprintf(state, sizeof state, "%s/state", dir);
     const char *args[] = {"dashboard", "--agents", a.url, "--token-file", token, "--state-dir", state, NULL};
     it_start(dir, "dashboard", args, NULL);

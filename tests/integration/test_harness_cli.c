@@ -315,6 +315,7 @@ Test(harness_cli, halt_reverts_on_a_real_agent)
     hx_write(tok, "halt-test-token-91ab\n");
     chmod(tok, 0600); /* agents refuse a token others can read */
     hx_write(bad, "not-the-token-0000\n");
+    chmod(bad, 0600);
     const char *args[] = {"agent",        "--listen", "127.0.0.1:0", "--id", id,      "--state-dir", state,
                           "--token-file", tok,        "--no-cgroup", "--",   "sleep", "100",         NULL};
     it_start(dir, "agent", args, NULL);
@@ -338,6 +339,9 @@ Test(harness_cli, halt_reverts_on_a_real_agent)
     const char *wrong[] = {"halt", "--agents", url, "--token-file", bad, NULL};
     cr_expect_eq(run_args(dir, "halt-bad", wrong), 1, "a wrong token fails");
     cr_expect(log_has(dir, "halt-bad", "HTTP 401"), "with the agent's answer");
+    chmod(bad, 0640); /* a token file others may read is refused before any call */
+    cr_expect_eq(run_args(dir, "halt-wide", wrong), 64, "a group-readable token file is a usage error");
+    cr_expect(log_has(dir, "halt-wide", "mode 0640"), "the mode is named");
     const char *right[] = {"halt", "--agents", url, "--token-file", tok, NULL};
     cr_expect_eq(run_args(dir, "halt-ok", right), 0);
     cr_expect(log_has(dir, "halt-ok", "halted, 1 faults reverted"), "one fault reverted");

@@ -159,13 +159,15 @@ Test(syncer_tls, a_key_file_others_can_read_is_refused)
                   log);
         free(log);
     }
-    /* a symlink is not followed (as for credential files) */
-    cr_assert_eq(chmod(key, 0600), 0);
+    /* a symlink (a Kubernetes Secret volume's NAME -> ..data/NAME) is
+     * followed and its target checked (common/secret.h): a wide target is
+     * refused, naming the link, the target and its mode */
+    cr_assert_eq(chmod(key, 0644), 0);
     cr_assert_eq(symlink(key, link), 0);
     char *log = NULL;
     cr_assert_eq(tls_syncer_exit(dir, "syncer-link", cert, link, &log), 1);
-    snprintf(want, sizeof want, "--tls-key file %s:", link);
-    cr_assert(strstr(log, want), "a symlinked key is refused, naming it: %s", log);
+    snprintf(want, sizeof want, "--tls-key file %s (-> %s): mode 0644", link, key);
+    cr_assert(strstr(log, want), "a symlinked wide key is refused, naming both: %s", log);
     free(log);
     /* 0600 and 0400 pass the mode check (this key is no PEM key: whatever
      * fails next, it is not the mode) */

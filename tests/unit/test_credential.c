@@ -117,3 +117,42 @@ Test(credential, dir_create_load_and_check)
     cr_assert(strstr(err, "0755"), "%s", err);
     chmod(d, 0700);
 }
+
+/* A Kubernetes Secret volume: each key NAME -> ..data/NAME, ..data ->
+ * ..<timestamp>/ holding the files. A learner reads its file through the
+ * symlinks, and a syncer loads the whole volume (the ..* entries are not
+ * credential names). */
+Test(credential, a_kubelet_secret_volume_is_read_and_loaded)
+{
+    char vol[256], ts[300], path[400], link[400], cred[CRED_MAX], back[CRED_MAX], err[256];
+    snprintf(vol, sizeof vol, "%s/secret", dir);
+    cr_assert_eq(mkdir(vol, 0700), 0);
+    snprintf(ts, sizeof ts, "%s/..2026_12_06_00_00_00.123", vol);
+    cr_assert_eq(mkdir(ts, 0755), 0);
+    const char *principals[] = {"admin", "learner-0", "learner-1"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s.cred", ts, principals[i]);
+        cr_assert_eq(cred_generate(principals[i], cred, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(cred_write_file(path, cred, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(chmod(path, 0400), 0);
+        char target[64];
+        snprintf(target, sizeof target, "..data/%s.cred", principals[i]);
+        snprintf(link, sizeof link, "%s/%s.cred", vol, principals[i]);
+        cr_assert_eq(symlink(target, link), 0);
+    }
+    snprintf(link, sizeof link, "%s/..data", vol);
+    cr_assert_eq(symlink("..2026_12_06_00_00_00.123", link), 0);
+    snprintf(link, sizeof link, "%s/learner-1.cred", vol);
+    cr_assert_eq(cred_read_file(link, back, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(strncmp(back, "learner-1.", 10), 0, "%s", back);
+    cred_store *s = cred_store_load(vol, err, sizeof err);
+    cr_assert_not_null(s, "%s", err);
+    cr_assert_eq(cred_store_learners(s), 2);
+    cr_assert_eq(cred_store_check(s, back, NULL, NULL, err, sizeof err), 0, "%s", err);
+    cred_store_free(s);
+    /* fsGroup's 0440 behind the link: refused, naming link and target */
+    snprintf(path, sizeof path, "%s/learner-1.cred", ts);
+    cr_assert_eq(chmod(path, 0440), 0);
+    cr_assert_eq(cred_read_file(link, back, err, sizeof err), CX_EINVAL);
+    cr_assert(strstr(err, "learner-1.cred (-> ") && strstr(err, "mode 0440"), "%s", err);
+}
