@@ -313,6 +313,17 @@ static void round_drops(syncer *s, int p, frag_round *r, const int *idx, int k, 
     }
 }
 
+/* Round r holds nothing any more: back to IDLE (mu held). */
+static void round_to_idle(syncer *s, frag_round *r)
+{
+    r->n = 0;
+    r->lagged = 0;
+    r->state = RS_IDLE;
+    r->opened_ms = r->quorum_ms = r->grace_end_ms = 0;
+    r->grace_ms = 0;
+    assert_round_state(s, r);
+}
+
 /* The merge of round p was refused (guard_merge_result; mu held): Θ and
  * the version stay, every contribution the round held is rejected with
  * reason "merge" and freed, the round is idle again (its id reopens), and
@@ -337,12 +348,7 @@ static void round_refuse(syncer *s, int p, frag_round *r, const char *why)
                 json_pack("{s:i, s:I, s:I, s:s, s:o}", "fragment", p, "version", (json_int_t)s->versions[p],
                           "round", (json_int_t)r->id, "reason", why, "contributions", parts));
     cx_error("merge fragment=%d round=%lld refused, not applied: %s", p, (long long)r->id, why);
-    r->n = 0;
-    r->lagged = 0;
-    r->state = RS_IDLE;
-    r->opened_ms = r->quorum_ms = r->grace_end_ms = 0;
-    r->grace_ms = 0;
-    assert_round_state(s, r);
+    round_to_idle(s, r);
 }
 
 /* Merge what round p holds (mu held). Contributions of absent learners get
@@ -405,12 +411,7 @@ static int round_merge(syncer *s, int p, const char *why)
             "norm=%.4g",
             p, (long long)r->id, (long long)version, k, r->lagged, why, r->grace_ms, norm);
     syncer_note_merge(s, p, version, ids, k);
-    r->n = 0;
-    r->lagged = 0;
-    r->state = RS_IDLE;
-    r->opened_ms = r->quorum_ms = r->grace_end_ms = 0;
-    r->grace_ms = 0;
-    assert_round_state(s, r);
+    round_to_idle(s, r);
     pthread_cond_broadcast(&s->frag_cv);
     return 0;
 }
