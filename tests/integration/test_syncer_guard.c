@@ -14,6 +14,7 @@
 
 #include "common/crc32c.h"
 #include "trainer/protocol.h"
+#include "trainer/syncer_guard.h"
 
 #define FRAGS 4
 
@@ -169,6 +170,18 @@ static int fragment_finite(tr_run *r, int p)
     int ok = proto_first_nonfinite(v, len) < 0;
     free(v);
     return ok;
+}
+
+/* The L2 norm of fragment p as served. */
+static double frag_l2(tr_run *r, int p)
+{
+    size_t len = frag_len(r, p);
+    float *v = malloc(len * sizeof *v);
+    cr_assert_not_null(v);
+    cr_assert_eq(fetch(r, p, v, len), 200);
+    double l2 = guard_l2(v, len);
+    free(v);
+    return l2;
 }
 
 /* An honest-looking update of len floats, scaled. */
@@ -457,11 +470,17 @@ static double run_learner(const char *tag, int attack)
         json_t *evs = tr_events(&r, 0), *e;
         for (int p = 0; p < FRAGS; p++) {
             size_t len = frag_len(&r, p), i;
-            /* 1000x the norm of learner 0's last contribution to p (if any yet) */
+            /* 1000x the norm of learner 0's last contribution to p, or of
+             * the fragment itself (floored) when that is larger: over the median
+             * bound and over the warm-up one alike, however many honest
+             * contributions the syncer has seen by now */
             double honest = 0;
             json_array_foreach(evs, i, e) if (strcmp(tr_type(e), "contribution") == 0 &&
                                               tr_int(e, "fragment") == p && tr_int(e, "learner") == 0)
                 honest = json_number_value(json_object_get(e, "update_norm"));
+            double fl2 = frag_l2(&r, p), floor = GUARD_FRAG_FLOOR * sqrt((double)len);
+            honest = fl2 > honest ? fl2 : honest;
+            honest = floor > honest ? floor : honest;
             float *big = update(len, 1.0f), *huge = malloc(len * sizeof *huge);
             double bn = 0;
             for (size_t k = 0; k < len; k++)
