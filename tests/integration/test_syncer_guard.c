@@ -160,13 +160,21 @@ static int fetch(tr_run *r, int p, float *v, size_t len)
     return st;
 }
 
-/* 1 when every value of fragment p as served is finite (asserts it is served). */
+/* Fragment p as served (asserts it is; caller frees), its length in *len. */
+static float *served(tr_run *r, int p, size_t *len)
+{
+    *len = frag_len(r, p);
+    float *v = malloc(*len * sizeof *v);
+    cr_assert_not_null(v);
+    cr_assert_eq(fetch(r, p, v, *len), 200);
+    return v;
+}
+
+/* 1 when every value of fragment p as served is finite. */
 static int fragment_finite(tr_run *r, int p)
 {
-    size_t len = frag_len(r, p);
-    float *v = malloc(len * sizeof *v);
-    cr_assert_not_null(v);
-    cr_assert_eq(fetch(r, p, v, len), 200);
+    size_t len;
+    float *v = served(r, p, &len);
     int ok = proto_first_nonfinite(v, len) < 0;
     free(v);
     return ok;
@@ -175,10 +183,8 @@ static int fragment_finite(tr_run *r, int p)
 /* The L2 norm of fragment p as served. */
 static double frag_l2(tr_run *r, int p)
 {
-    size_t len = frag_len(r, p);
-    float *v = malloc(len * sizeof *v);
-    cr_assert_not_null(v);
-    cr_assert_eq(fetch(r, p, v, len), 200);
+    size_t len;
+    float *v = served(r, p, &len);
     double l2 = guard_l2(v, len);
     free(v);
     return l2;

@@ -11,6 +11,7 @@
 #include "common/buf.h"
 #include "common/err.h"
 #include "harness/report.h"
+#include "tmpdir.h"
 
 static char dir[64];
 
@@ -34,9 +35,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_expect_eq(system(cmd), 0);
+    tmpdir_remove(dir);
 }
 
 /* The run-data blob of the rendered document. */

@@ -25,9 +25,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    tmpdir_remove(dir);
 }
 
 TestSuite(secret, .init = setup, .fini = teardown);

@@ -7,6 +7,7 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,22 @@ static inline void tmpdir_with_file(char *dir, size_t dlen, const char *tmpl, ch
     snprintf(dir, dlen, "%s", tmpl);
     cr_assert_not_null(mkdtemp(dir), "mkdtemp %s: %s", tmpl, strerror(errno));
     snprintf(path, plen, "%s/%s", dir, name);
+}
+
+static inline int tmpdir_remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* Remove dir and everything below it (symlinks themselves, never what
+ * they point at); asserts it is gone. */
+static inline void tmpdir_remove(const char *dir)
+{
+    cr_assert_eq(nftw(dir, tmpdir_remove_one, 16, FTW_DEPTH | FTW_PHYS), 0, "remove %s: %s", dir,
+                 strerror(errno));
 }
 
 #endif
