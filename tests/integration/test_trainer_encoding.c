@@ -233,7 +233,11 @@ Test(trainer_encoding, int4_int8_deltas_are_exact_and_cheap, .timeout = 240)
     for (int k = 0; k < 2; k++) {
         const enc_result *e = encs[k];
         cr_assert_eq(e->full[2], 0, "no delta result ever differed from the canonical fragment");
-        cr_assert_eq(e->fallbacks, 0, "no fallback to a full pull in a healthy run");
+        /* a learner that lags past the syncer's delta history (a loaded
+         * box: CI of 728af76) gets a full answer counted as "history";
+         * that is timing, not exactness, so it is allowed, and no
+         * fallback may be anything else */
+        cr_assert_eq(e->fallbacks, e->full[1], "every fallback is a history miss, none a mismatch");
         /* 2 learners x P join pulls, + the test's own full GET in check_chain */
         cr_assert_eq(e->full[0], 2 * P + 1,
                      "full pulls only at the join (pull %lld, history %lld, size %lld)",
