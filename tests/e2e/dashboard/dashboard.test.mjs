@@ -151,7 +151,7 @@ for (const a of agents) a.url = await serve(a.handler);
 
 // ---- the dashboard under test ----
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'chaosloco-e2e-dash-'));
-fs.writeFileSync(path.join(tmp, 'token'), TOKEN + '\n');
+fs.writeFileSync(path.join(tmp, 'token'), TOKEN + '\n', { mode: 0o600 }); // the dashboard refuses a token others can read
 const log = fs.openSync(path.join(OUT, 'dashboard-e2e.log'), 'w');
 const dash = spawn(BIN, ['dashboard', '--syncer', syncerUrl,
   '--agents', `${agents[0].url},${agents[1].url},http://127.0.0.1:1`, '--token-file', path.join(tmp, 'token'),
