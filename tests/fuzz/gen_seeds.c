@@ -88,10 +88,10 @@ static int headers(const char *dir)
         unsigned need;
         proto_hdr h;
     } sets[] = {
-        {"contribution", PROTO_NEED_CONTRIBUTION, {3, 2, 5, 41, 6144, 24, ENCODING_INT8, 0x1a2b3c4du, 7}},
-        {"contribution-f32", PROTO_NEED_CONTRIBUTION, {0, 1, 0, 0, 1, 1, ENCODING_F32, 0, -1}},
-        {"gradient", PROTO_NEED_GRADIENT, {1, 7, -1, -1, -1, -1, -1, 0xdeadbeefu, -1}},
-        {"fragment-get", 0, {2, 3, -1, -1, -1, -1, ENCODING_BF16, 0, -1}},
+        {"contribution", PROTO_NEED_CONTRIBUTION, {3, 2, 5, 41, 6144, 24, ENCODING_INT8, 0x1a2b3c4du, 7, 40}},
+        {"contribution-f32", PROTO_NEED_CONTRIBUTION, {0, 1, 0, 0, 1, 1, ENCODING_F32, 0, -1, -1}},
+        {"gradient", PROTO_NEED_GRADIENT, {1, 7, -1, -1, -1, -1, -1, 0xdeadbeefu, -1, -1}},
+        {"fragment-get", 0, {2, 3, -1, -1, -1, -1, ENCODING_BF16, 0, -1, -1}},
     };
     int rc = 0;
     for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
