@@ -44,6 +44,25 @@ static int fsync_dir_of(const char *path)
     return rc;
 }
 
+int cx_file_write_new(const char *what, const char *path, const void *data, size_t len, unsigned mode, char *err,
+                      size_t errlen)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, (mode_t)mode);
+    if (fd < 0) {
+        int e = errno;
+        return cx_fail(err, errlen, e == EEXIST ? CX_ECONFLICT : CX_EIO, "%s %s: %s", what, path, strerror(e));
+    }
+    int rc = 0;
+    if (write_all(fd, data, len) != 0)
+        rc = cx_fail(err, errlen, CX_EIO, "%s %s: write: %s", what, path, strerror(errno));
+    else if (fsync(fd) != 0)
+        rc = cx_fail(err, errlen, CX_EIO, "%s %s: fsync: %s", what, path, strerror(errno));
+    close(fd);
+    if (rc != 0)
+        unlink(path);
+    return rc;
+}
+
 int cx_file_write_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen)
 {
     return cx_file_write_atomic_mode(path, data, len, 0644, err, errlen);

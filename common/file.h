@@ -14,6 +14,14 @@ int cx_file_write_atomic(const char *path, const void *data, size_t len, char *e
 int cx_file_write_atomic_mode(const char *path, const void *data, size_t len, unsigned mode, char *err,
                               size_t errlen);
 
+/* Create path (never an existing file or a symlink: O_EXCL, O_NOFOLLOW)
+ * with mode from its first byte, write data, fsync. An existing path is
+ * CX_ECONFLICT and stays as it was; on any other failure the new file is
+ * removed. Errors read "<what> <path>: <reason>" (what: "credential
+ * file", ...). For secrets written once, e.g. by `chaosloco secrets`. */
+int cx_file_write_new(const char *what, const char *path, const void *data, size_t len, unsigned mode, char *err,
+                      size_t errlen);
+
 /* Remove the temp files a crash in cx_file_write_atomic left beside path:
  * "<path>.tmp.<PID>" where PID is no running process, or is this process
  * (call it before this process writes path, e.g. at start: PIDs repeat

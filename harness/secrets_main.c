@@ -27,6 +27,7 @@
 
 #include "common/commands.h"
 #include "common/err.h"
+#include "common/file.h"
 #include "common/exitcode.h"
 #include "common/flags.h"
 #include "trainer/credential.h"
@@ -183,31 +184,22 @@ static int write_new_file(const char *dir, const char *name, const json_t *o, ch
     char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
     if (!text)
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-    size_t n = strlen(text), off = 0;
-    int rc = 0;
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) {
-        int e = errno;
-        rc = cx_fail(err, errlen, e == EEXIST ? CX_ECONFLICT : CX_EIO, "%s: %s%s", path, strerror(e),
-                     e == EEXIST ? " (never overwritten: delete it, or use another --out)" : "");
-    }
-    while (rc == 0 && off < n) {
-        ssize_t w = write(fd, text + off, n - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            rc = cx_fail(err, errlen, CX_EIO, "%s: write: %s", path, strerror(errno));
-        else
-            off += (size_t)w;
-    }
-    if (rc == 0 && (write(fd, "\n", 1) != 1 || fsync(fd) != 0))
-        rc = cx_fail(err, errlen, CX_EIO, "%s: write: %s", path, strerror(errno));
-    if (fd >= 0) {
-        close(fd);
-        if (rc != 0)
-            unlink(path);
+    size_t n = strlen(text);
+    char *line = malloc(n + 2); /* the JSON and a newline (no realloc: it would free a copy unwiped) */
+    if (line) {
+        memcpy(line, text, n);
+        line[n] = '\n';
+        line[n + 1] = '\0';
     }
     memset(text, 0, n);
+    free(text);
+    if (!line)
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    text = line;
+    int rc = cx_file_write_new("secret file", path, text, n + 1, 0600, err, errlen);
+    if (rc == CX_ECONFLICT && err)
+        snprintf(err, errlen, "%s exists (never overwritten: delete it, or use another --out)", path);
+    memset(text, 0, n + 1);
     free(text);
     return rc;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/file.h"
 #include "common/secret.h"
 #include "trainer/protocol.h"
 
@@ -105,31 +106,12 @@ int cred_generate(const char *principal, char out[CRED_MAX], char *err, size_t e
 
 int cred_write_file(const char *path, const char *cred, char *err, size_t errlen)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) {
-        int e = errno;
-        return cx_fail(err, errlen, e == EEXIST ? CX_ECONFLICT : CX_EIO, "credential file %s: %s", path,
-                       strerror(e));
-    }
-    size_t n = strlen(cred), off = 0;
-    int rc = 0;
-    while (off <= n && rc == 0) {
-        /* the credential, then its newline */
-        const char *p = off < n ? cred + off : "\n";
-        size_t len = off < n ? n - off : 1;
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            rc = cx_fail(err, errlen, CX_EIO, "credential file %s: write: %s", path, strerror(errno));
-        else
-            off += (size_t)w;
-    }
-    if (rc == 0 && fsync(fd) != 0)
-        rc = cx_fail(err, errlen, CX_EIO, "credential file %s: fsync: %s", path, strerror(errno));
-    close(fd);
-    if (rc != 0)
-        unlink(path);
+    char line[CRED_MAX + 2];
+    int n = snprintf(line, sizeof line, "%s\n", cred);
+    if (n < 0 || (size_t)n >= sizeof line)
+        return cx_fail(err, errlen, CX_EINVAL, "credential file %s: credential too long", path);
+    int rc = cx_file_write_new("credential file", path, line, (size_t)n, 0600, err, errlen);
+    memset(line, 0, sizeof line);
     return rc;
 }
 

@@ -92,3 +92,32 @@ Test(file, atomic_write_mode_holds_from_creation)
     cr_assert_eq(stat(path, &st), 0);
     cr_assert_eq(st.st_mode & 0600, 0600);
 }
+
+Test(file, write_new_never_replaces_or_follows)
+{
+    char path[256], link[300], err[256];
+    snprintf(path, sizeof path, "%s/cred", dir);
+    mode_t old = umask(0);
+    int rc = cx_file_write_new("credential file", path, "c1\n", 3, 0600, err, sizeof err);
+    umask(old);
+    cr_assert_eq(rc, 0, "%s", err);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0600, "mode %o", (unsigned)(st.st_mode & 0777));
+    /* an existing file is a conflict and keeps its content */
+    rc = cx_file_write_new("credential file", path, "c2\n", 3, 0600, err, sizeof err);
+    cr_assert_eq(rc, CX_ECONFLICT);
+    cr_assert(strstr(err, "credential file") && strstr(err, path), "%s", err);
+    char *data;
+    size_t n;
+    cr_assert_eq(cx_file_read(path, 64, &data, &n, err, sizeof err), 0);
+    cr_assert_str_eq(data, "c1\n");
+    free(data);
+    /* a planted symlink is never written through */
+    snprintf(link, sizeof link, "%s/planted", dir);
+    cr_assert_eq(symlink(path, link), 0);
+    cr_assert_neq(cx_file_write_new("credential file", link, "c3\n", 3, 0600, err, sizeof err), 0);
+    cr_assert_eq(cx_file_read(path, 64, &data, &n, err, sizeof err), 0);
+    cr_assert_str_eq(data, "c1\n");
+    free(data);
+}
