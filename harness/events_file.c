@@ -102,8 +102,15 @@ static int take_line(evf *t, const char *s, size_t len, json_t *out, char *err, 
         return fail(t, err, errlen, CX_EINVAL, line, "empty line (one event per line)");
     json_error_t je;
     json_t *ev = json_loadb(s, len, JSON_REJECT_DUPLICATES, &je);
-    if (!ev)
+    if (!ev) {
+        /* jansson's text quotes the bytes near the error ("... near
+         * 'xyz'"): whatever the path names (a key file by mistake) must
+         * not reach the log, so only the reason and the column */
+        char *near = strstr(je.text, " near ");
+        if (near)
+            *near = '\0';
         return fail(t, err, errlen, CX_EINVAL, line, "not a JSON object: %s (column %d)", je.text, je.column);
+    }
     json_t *seqv = json_object_get(ev, "seq");
     if (!json_is_object(ev) || !json_is_integer(seqv) || !json_is_integer(json_object_get(ev, "t_mono_ms")) ||
         !json_is_string(json_object_get(ev, "type"))) {
@@ -172,7 +179,9 @@ static int read_lines(evf *t, json_t *out, size_t *budget, int *n, char *err, si
 
 static int open_file(evf *t, char *err, size_t errlen)
 {
-    int fd = open(t->path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO at the path must not block the runner in open();
+     * it is then refused as not a regular file */
+    int fd = open(t->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         if (errno == ENOENT)
             return 0; /* not there yet (or between an unlink and a rename) */

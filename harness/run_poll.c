@@ -192,6 +192,16 @@ static void poll_events_file(runner *r)
     json_t *ev;
     json_array_foreach(got, i, ev)
     {
+        /* a learner the topology does not have: the file is not this
+         * run's (and an unbounded set of ids would cost the per-learner
+         * tables without limit) */
+        json_t *lv = json_object_get(ev, "learner");
+        if (json_is_integer(lv) && (json_integer_value(lv) < 0 || json_integer_value(lv) >= r->m)) {
+            run_set_error(r, "events file, event seq %" JSON_INTEGER_FORMAT ": learner %" JSON_INTEGER_FORMAT
+                             " is not one of the topology's %d learners (0..%d)",
+                          json_integer_value(json_object_get(ev, "seq")), json_integer_value(lv), r->m, r->m - 1);
+            break;
+        }
         derive_status(r, ev);
         take_event(r, json_incref(ev), read_ms);
     }

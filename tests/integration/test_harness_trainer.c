@@ -152,3 +152,34 @@ Test(harness_trainer, a_malformed_events_file_line_fails_the_run)
     hx_kill_leftovers(s.out);
     free(s.dir);
 }
+
+/* A heartbeat of a learner the topology does not have (a file of another
+ * run, or ids without bound) fails the run naming the learner and the
+ * event, before any per-learner table grows for it. */
+Test(harness_trainer, an_events_file_learner_outside_the_topology_fails_the_run)
+{
+    hx_scratch s;
+    hx_scratch_init(&s, "htrl", "file.json");
+    char script[1100], doc[4096];
+    snprintf(script, sizeof script, "%s/coord.sh", s.dir);
+    hx_write(script,
+             "d=$1\n"
+             "t=$(python3 -c 'import time; print(int(time.monotonic() * 1000))')\n" /* the harness's clock */
+             "printf '%s\\n' \"{\\\"seq\\\":1,\\\"t_mono_ms\\\":$t,\\\"type\\\":\\\"start\\\",\\\"versions\\\":[0]}\" "
+             "\"{\\\"seq\\\":2,\\\"t_mono_ms\\\":$t,\\\"type\\\":\\\"heartbeat\\\",\\\"learner\\\":4711,\\\"step\\\":1}\" "
+             "> \"$d/events.jsonl\"\n"
+             "echo 127.0.0.1:9 > \"$d/listen.addr.tmp\" && mv \"$d/listen.addr.tmp\" \"$d/listen.addr\"\n"
+             "exec sleep 100\n");
+    snprintf(doc, sizeof doc,
+             "{\"title\": \"file form\", \"topology\": {\"learners\": 1, \"trainer\": {"
+             "\"coordinator\": [\"/bin/sh\", \"%s\", \"{state_dir}\", \"{listen}\"],"
+             "\"learner\": [\"/bin/sh\", \"-c\", \"exec sleep 100\", \"sh\", \"{proxy}\"],"
+             "\"telemetry\": {\"events_file\": \"{state_dir}/events.jsonl\"}}},"
+             " \"horizon\": {\"min_merges\": 1}, \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}",
+             script);
+    hx_write(s.exp, doc);
+    char *log = run_failing(&s, "event seq 2: learner 4711 is not one of the topology's 1 learners (0..0)");
+    free(log);
+    hx_kill_leftovers(s.out);
+    free(s.dir);
+}

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -120,6 +121,23 @@ Test(events_file, malformed_line_is_an_error_naming_the_line)
     cr_assert_eq(poll_once(), CX_EINVAL);
     cr_assert_eq(n, 0);
     cr_assert(strstr(err, "line 3:"), "%s", err);
+}
+
+Test(events_file, a_bad_line_is_never_quoted)
+{
+    /* the path names a key file by mistake: its bytes must not reach the log */
+    append("SECRETTOKEN1234\n");
+    cr_assert_eq(poll_once(), CX_EINVAL);
+    cr_assert(strstr(err, "line 1: not a JSON object"), "%s", err);
+    cr_assert_null(strstr(err, "SECRET"), "%s", err);
+}
+
+Test(events_file, a_fifo_at_the_path_is_refused_without_blocking)
+{
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    /* no writer opens the FIFO: a blocking open() would hang here */
+    cr_assert_eq(poll_once(), CX_EINVAL);
+    cr_assert(strstr(err, "not a regular file"), "%s", err);
 }
 
 Test(events_file, an_object_without_the_event_fields_is_an_error)
