@@ -356,7 +356,7 @@ static struct MHD_Response *make_response(cx_http_server *s, cx_http_resp *resp)
     return r;
 }
 
-/* Queue resp (headers, Cache-Control: no-store, nosniff) on conn. Returns
+/* Queue resp (headers, Cache-Control: no-store, nosniff, no framing) on conn. Returns
  * MHD_YES or MHD_NO. */
 static int http_send(cx_http_server *s, struct MHD_Connection *conn, cx_http_resp *resp)
 {
@@ -367,6 +367,10 @@ static int http_send(cx_http_server *s, struct MHD_Connection *conn, cx_http_res
     MHD_add_response_header(r, "Content-Type", resp->content_type ? resp->content_type : "application/json");
     MHD_add_response_header(r, "Cache-Control", "no-store");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    /* no page of another origin may frame ours (the dashboard's buttons,
+     * clickjacking); X-Frame-Options for browsers without CSP 2 */
+    MHD_add_response_header(r, "Content-Security-Policy", "frame-ancestors 'none'");
+    MHD_add_response_header(r, "X-Frame-Options", "DENY");
     /* this process's clock, taken after the request arrived and before the
      * answer leaves: the caller maps our times onto its own (timebase.h) */
     char stamp[48];

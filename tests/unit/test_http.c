@@ -166,6 +166,12 @@ Test(http, bearer_and_headers)
     char v[32];
     cr_assert_eq(cx_http_result_header(&r, "x-version", v, sizeof v), 0);
     cr_assert_str_eq(v, "7");
+    /* every answer forbids framing by another origin */
+    char csp[64];
+    cr_assert_eq(cx_http_result_header(&r, "Content-Security-Policy", csp, sizeof csp), 0);
+    cr_assert_str_eq(csp, "frame-ancestors 'none'");
+    cr_assert_eq(cx_http_result_header(&r, "X-Frame-Options", v, sizeof v), 0);
+    cr_assert_str_eq(v, "DENY");
     cx_http_result_cleanup(&r);
     cx_http_client_free(anon);
     cx_http_client_free(auth);
