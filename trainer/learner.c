@@ -388,7 +388,11 @@ int learner_run(const learner_opts *o, volatile sig_atomic_t *stop, char *err, s
     if ((rc = learner_join(L, L->http, 1, err, errlen)) != 0)
         goto out;
     if ((rc = learner_pull_all(L)) != 0) {
-        rc = cx_fail(err, errlen, CX_EUNAVAIL, "syncer %s unreachable while pulling", o->syncer_url);
+        if (*stop) { /* a signal before the first pull: nothing trained, nothing to save */
+            cx_info("stopped by a signal before the first pull completed");
+            rc = 0;
+        } else
+            rc = cx_fail(err, errlen, CX_EUNAVAIL, "syncer %s unreachable while pulling", o->syncer_url);
         goto out;
     }
     if (pthread_create(&hb, NULL, heartbeat_main, L) == 0)

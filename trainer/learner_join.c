@@ -633,7 +633,9 @@ int learner_pull_one(learner *L, cx_http_client *c, int p, int64_t newer, long w
     return rc;
 }
 
-/* Main thread: pull every fragment at its current version. */
+/* Main thread: pull every fragment at its current version. A syncer that
+ * answers but cannot serve (503 while it rebuilds) is asked again every
+ * 200 ms for as long as it answers; a signal (*L->stop) ends the wait. */
 int learner_pull_all(learner *L)
 {
     for (int p = 0; p < L->P; p++) {
@@ -642,6 +644,8 @@ int learner_pull_all(learner *L)
         while ((rc = learner_pull_one(L, L->http, p, -1, 0, L->scratch, &v)) != 1) {
             if (rc == CX_EUNAVAIL)
                 return rc;
+            if (*L->stop)
+                return CX_EUNAVAIL;
             cx_sleep_ms(200);
         }
         if (L->restored_carry)
