@@ -37,6 +37,7 @@
 
 #define AGENT_MAX_PROXIES 16     /* --proxy */
 #define AGENT_MAX_DYN_PROXIES 64 /* created through the Toxiproxy API */
+#define AGENT_MAX_LISTEN_ALLOW 8 /* --toxiproxy-listen-allow */
 #define AGENT_BODY_MAX (64 * 1024)
 #define AGENT_DEFAULT_MAX_DURATION_MS (10 * 60 * 1000)
 
@@ -55,14 +56,16 @@ typedef struct agent_opts {
     int nproxies;
     sup_restart restart;        /* --restart */
     int64_t restart_backoff_ms; /* --restart-backoff-ms */
-    int toxiproxy_compat;       /* --toxiproxy-compat */
-    int64_t max_duration_ms;    /* --max-duration-ms */
-    int64_t log_max_bytes;      /* --log-max-bytes */
-    const char *shim;           /* --shim PATH or NULL (look next to the binary) */
-    const char *faketime_lib;   /* --faketime-lib PATH or NULL (search /usr/lib) */
-    int no_cgroup;              /* --no-cgroup */
-    int64_t orphan_exit_ms;     /* --orphan-exit-ms: shut down this long after a lapse, 0 = never */
-    const char *const *argv;    /* unit command, or NULL: no unit (tests) */
+    int toxiproxy_compat;       /* --toxiproxy-compat: the token also as a Basic auth password */
+    char listen_allow[AGENT_MAX_LISTEN_ALLOW][16]; /* --toxiproxy-listen-allow: dotted IPv4 */
+    int nlisten_allow;                             /* entries of listen_allow */
+    int64_t max_duration_ms;                       /* --max-duration-ms */
+    int64_t log_max_bytes;                         /* --log-max-bytes */
+    const char *shim;                              /* --shim PATH or NULL (look next to the binary) */
+    const char *faketime_lib;                      /* --faketime-lib PATH or NULL (search /usr/lib) */
+    int no_cgroup;                                 /* --no-cgroup */
+    int64_t orphan_exit_ms;  /* --orphan-exit-ms: shut down this long after a lapse, 0 = never */
+    const char *const *argv; /* unit command, or NULL: no unit (tests) */
 } agent_opts;
 
 /* One proxy as the agent holds it. */

@@ -1,5 +1,6 @@
 /* agent_main.c - `chaosloco agent`: parse flags, build the agent, run its
  * loop until SIGTERM/SIGINT, revert everything, stop the unit. */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -45,8 +46,14 @@ static void usage(FILE *f)
         "                            a kill fault's restart_after_ms restarts whatever the policy\n"
         "  --restart-backoff-ms N    first restart delay, doubled per quick failure, cap 30 s\n"
         "                            (default 1000)\n"
-        "  --toxiproxy-compat        allow the Toxiproxy-compatible endpoints without a token\n"
-        "                            (only when --listen is a loopback address)\n"
+        "  --toxiproxy-compat        the Toxiproxy-compatible endpoints also take the token as the\n"
+        "                            password of Basic auth, all that Toxiproxy's Go and Python\n"
+        "                            clients can send (http://toxiproxy:TOKEN@HOST:PORT); every\n"
+        "                            mutating call needs the token in any case\n"
+        "  --toxiproxy-listen-allow IPV4\n"
+        "                            an address beyond loopback that proxies made through the\n"
+        "                            Toxiproxy API may listen on (repeatable, at most %d; 0.0.0.0 =\n"
+        "                            every interface); their ports are 0 or 1024..65535 always\n"
         "  --max-duration-ms N       cap on a fault's duration_ms (default 600000 = 10 min); what\n"
         "                            the Toxiproxy API makes lasts until deleted, as in Toxiproxy\n"
         "  --log-max-bytes N         unit.log size before rotation to unit.log.1 (default 10485760)\n"
@@ -66,7 +73,7 @@ static void usage(FILE *f)
         "\n"
         "Exit: 0 after a clean shutdown (SIGTERM/SIGINT: every fault reverted, unit stopped),\n"
         "1 on a runtime failure, 64 on a usage error.\n",
-        AGENT_MAX_PROXIES);
+        AGENT_MAX_PROXIES, AGENT_MAX_LISTEN_ALLOW);
     /* from injector_table, like GET /v1/fault-kinds */
     fprintf(f, "\nFault kinds (POST /v1/faults; their params: chaosloco validate --list-faults):\n ");
     int col = 1;
@@ -154,6 +161,24 @@ static int add_proxy(const char *name, const char *v, void *dst, char *err, size
     return 0;
 }
 
+/* --toxiproxy-listen-allow IPV4, repeatable (cx_flags CX_FLAG_FUNC; dst:
+ * agent_opts *): a dotted IPv4 address, kept in that form (the form
+ * toxiproxy.c compares resolved listen addresses in); no names, so that
+ * --check needs no DNS and what is allowed cannot change under a name. */
+static int add_listen_allow(const char *name, const char *v, void *dst, char *err, size_t errlen)
+{
+    agent_opts *o = dst;
+    struct in_addr in;
+    if (o->nlisten_allow >= AGENT_MAX_LISTEN_ALLOW)
+        return cx_fail(err, errlen, CX_EINVAL, "%s: at most %d addresses", name, AGENT_MAX_LISTEN_ALLOW);
+    if (inet_pton(AF_INET, v, &in) != 1)
+        return cx_fail(err, errlen, CX_EINVAL,
+                       "%s '%s': must be a dotted IPv4 address (e.g. 0.0.0.0 or 10.0.0.7)", name, v);
+    inet_ntop(AF_INET, &in, o->listen_allow[o->nlisten_allow], sizeof o->listen_allow[0]);
+    o->nlisten_allow++;
+    return 0;
+}
+
 /* --restart's values, by sup_restart */
 static const char *const restart_names[] = {"never", "on-failure", NULL};
 
@@ -220,6 +245,7 @@ int agent_main(int argc, char **argv)
          .dst = &o.orphan_exit_ms,
          .max = 24.0 * 3600 * 1000},
         {.name = "--toxiproxy-compat", .kind = CX_FLAG_BOOL, .dst = &o.toxiproxy_compat},
+        {.name = "--toxiproxy-listen-allow", .kind = CX_FLAG_FUNC, .dst = &o, .parse = add_listen_allow},
         {.name = "--no-cgroup", .kind = CX_FLAG_BOOL, .dst = &o.no_cgroup},
         {.name = "--check", .kind = CX_FLAG_BOOL, .dst = &check},
         {0}};
@@ -266,11 +292,9 @@ int agent_main(int argc, char **argv)
             "toxiproxy_compat=%d max_duration_ms=%lld log_max_bytes=%lld faketime=%s shim=%s cgroup=%s "
             "cmd=%s",
             cx_http_server_bound(a->http), o.id, o.state_dir, proxies, restart_names[restart],
-            (long long)o.restart_backoff_ms, o.toxiproxy_compat && a->loopback, (long long)o.max_duration_ms,
+            (long long)o.restart_backoff_ms, o.toxiproxy_compat, (long long)o.max_duration_ms,
             (long long)o.log_max_bytes, a->faketime_lib[0] ? a->faketime_lib : "none",
             a->shim_lib[0] ? a->shim_lib : "none", a->cgroup_note, o.argv[0]);
-    if (o.toxiproxy_compat && !a->loopback)
-        cx_warn("--toxiproxy-compat ignored: %s is not a loopback address (token required)", a->listen_addr);
     /* the socket's own address (0.0.0.0:PORT for the wildcard), and where
      * this host reaches it (listen.addr) when that differs */
     const char *bound = cx_http_server_bound(a->http);

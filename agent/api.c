@@ -20,17 +20,14 @@
 
 /* ---- api: auth and audit ---- */
 
-int api_auth(agent *a, const cx_http_req *req, cx_http_resp *resp, int open_ok, const char **auth)
+int api_auth(agent *a, const cx_http_req *req, cx_http_resp *resp, int basic_ok, const char **auth)
 {
-    if (a->token[0] && cx_http_check_bearer(req, a->token) == 0) {
+    if (a->token[0] && (cx_http_check_bearer(req, a->token) == 0 ||
+                        (basic_ok && cx_http_check_basic_password(req, a->token) == 0))) {
         *auth = "token";
         return 0;
     }
     const char *h = cx_http_header(req, "Authorization");
-    if (open_ok && !h) {
-        *auth = "open";
-        return 0;
-    }
     *auth = h ? "bad" : "none";
     cx_http_add_header(resp, "WWW-Authenticate", "Bearer realm=\"chaosloco-agent\"");
     cx_http_reply_err(resp, CX_EAUTH,
@@ -61,8 +58,12 @@ void api_audit(agent *a, const cx_http_req *req, const cx_http_resp *resp, const
  *   2. Origin (when sent) must be this agent itself, and Sec-Fetch-Site
  *      (when sent) same-origin or none: browsers send them, so a page on
  *      another site is refused even if it guessed everything else (403);
- *   3. the bearer token (api_auth; the Toxiproxy routes may go without it
- *      with --toxiproxy-compat on loopback) (401);
+ *   3. the token (api_auth), on every route: `Authorization: Bearer
+ *      <token>`; with --toxiproxy-compat the Toxiproxy routes also take it
+ *      as the password of Basic auth, which is all Toxiproxy's Go and
+ *      Python clients can send (a URL with credentials) (401). No route
+ *      changes anything unauthenticated: a local process that could
+ *      re-point a learner's link would receive its credential;
  *   4. a body, when there is one, must be declared application/json: the
  *      content types a page can send cross-origin without a preflight
  *      (text/plain, forms) are refused (415).
@@ -133,8 +134,8 @@ static int api_gate(void *ctx, cx_http_req *req, const cx_http_route *route, cx_
         refuse(resp, 403, "Sec-Fetch-Site", site, "calls from web pages of other sites are refused");
         return CX_EAUTH;
     }
-    int open_ok = is_toxiproxy_route(route) && a->o.toxiproxy_compat && a->loopback;
-    if (api_auth(a, req, resp, open_ok, &req->auth) < 0)
+    int basic_ok = is_toxiproxy_route(route) && a->o.toxiproxy_compat;
+    if (api_auth(a, req, resp, basic_ok, &req->auth) < 0)
         return CX_EAUTH;
     const char *cl = cx_http_header(req, "Content-Length");
     const char *te = cx_http_header(req, "Transfer-Encoding");

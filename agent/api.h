@@ -32,14 +32,15 @@
 /* The server's gate (api.c): Host, Origin, bearer token and content type
  * of every mutating call, checked before its body is read; every refusal
  * logged and audited. Handlers find how the call was authorized in
- * req->auth ("token", "open", or "none" for reads). */
+ * req->auth ("token", or "none" for reads). */
 extern const cx_http_gate agent_gate;
 
-/* Check the bearer token of a mutating call. 0 when allowed (*auth gets
- * "token" or "open"); otherwise a 401 JSON error is written into resp and
- * CX_EAUTH returned (*auth "none" or "bad"). open_ok: the call may go
- * unauthenticated (Toxiproxy compat on loopback). Called by the gate. */
-int api_auth(agent *a, const cx_http_req *req, cx_http_resp *resp, int open_ok, const char **auth);
+/* Check the token of a mutating call. 0 when allowed (*auth gets
+ * "token"); otherwise a 401 JSON error is written into resp and CX_EAUTH
+ * returned (*auth "none" or "bad"). basic_ok: the token may also come as
+ * the password of Basic auth (Toxiproxy routes with --toxiproxy-compat).
+ * Called by the gate. */
+int api_auth(agent *a, const cx_http_req *req, cx_http_resp *resp, int basic_ok, const char **auth);
 
 /* Decode and check a POST /v1/faults body (a JSON object, strictly: an
  * unknown key is CX_EINVAL naming it). Fills spec, borrowing from body; the

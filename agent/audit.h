@@ -2,7 +2,9 @@
  *
  * One JSON object per line in <state-dir>/audit.jsonl:
  *   {"t_real", "t_mono_ms", "method", "path", "status", "fault_id" (or null),
- *    "auth": "token"|"open"|"none"|"bad", "detail" (or null)}
+ *    "auth": "token"|"none"|"bad", "detail" (or null)}
+ * ("open", an unauthenticated Toxiproxy call in compat mode, is found only
+ * in logs written before issue 28.)
  * Strings are written as received when they are well-formed UTF-8; any
  * other byte (and every control character) appears as the text \xHH, so
  * a request with a hostile path is still audited.

@@ -3,7 +3,7 @@
  *
  * Tags: every fault made here carries a registry tag so that the Toxiproxy
  * name of a thing finds its fault: "<proxy>/<toxic>", "<proxy>/#disabled",
- * "<proxy>/#upstream", "<proxy>/#proxy" (a dynamic proxy). Proxy and toxic
+ * "<proxy>/#proxy" (a dynamic proxy). Proxy and toxic
  * names are [A-Za-z0-9_.-], so "#" never clashes with a toxic name.
  */
 #include "agent/toxiproxy.h"
@@ -115,11 +115,6 @@ static void reply_no_content(cx_http_resp *resp)
     cx_http_reply_bytes(resp, 204, "text/plain", "", 0);
 }
 
-static int is_open(const cx_http_req *req)
-{
-    return req->auth && strcmp(req->auth, "open") == 0;
-}
-
 /* "HOST:PORT" with HOST resolved to a dotted IPv4 ("localhost:0" ->
  * "127.0.0.1:0"), as the proxy will bind or dial it. */
 static int norm_addr(const char *in, const char *what, char *out, size_t len, tp_err *e)
@@ -143,9 +138,39 @@ static int norm_addr(const char *in, const char *what, char *out, size_t len, tp
     return 0;
 }
 
-static int is_loopback_addr(const char *norm)
+/* Where a proxy made or re-bound through this API may listen (norm is
+ * norm_addr's "IP:PORT"): on a loopback address (127.0.0.0/8) or one given
+ * with --toxiproxy-listen-allow, on port 0 (any free one) or 1024..65535.
+ * The token is no licence for more: whoever holds it would otherwise make
+ * the agent (often root) take a privileged port such as 80, or open a
+ * relay to the network. The --proxy proxies are the operator's own and
+ * not checked. 0, or -1 and e (403). */
+static int listen_allowed(const agent *a, const char *norm, tp_err *e)
 {
-    return strncmp(norm, "127.", 4) == 0;
+    const char *colon = strrchr(norm, ':');
+    int port = colon ? atoi(colon + 1) : -1;
+    if (!colon || (port != 0 && port < 1024))
+        return tp_fail(e, 403,
+                       "listen: %s: port %d is below 1024; a proxy made through the Toxiproxy API listens on "
+                       "port 0 (any free one) or 1024..65535",
+                       norm, port);
+    char ip[INET_ADDRSTRLEN];
+    snprintf(ip, sizeof ip, "%.*s", (int)(colon - norm), norm);
+    if (strncmp(ip, "127.", 4) == 0)
+        return 0;
+    char allowed[AGENT_MAX_LISTEN_ALLOW * (INET_ADDRSTRLEN + 1) + 8] = "";
+    size_t off = 0;
+    for (int i = 0; i < a->o.nlisten_allow; i++) {
+        if (strcmp(ip, a->o.listen_allow[i]) == 0)
+            return 0;
+        off +=
+            (size_t)snprintf(allowed + off, sizeof allowed - off, "%s%s", i ? "," : "", a->o.listen_allow[i]);
+    }
+    return tp_fail(
+        e, 403,
+        "listen: %s: not an address this agent allows: loopback (127.x.y.z, localhost) or one given "
+        "with --toxiproxy-listen-allow (%s)",
+        norm, off ? allowed : "none given");
 }
 
 /* Toxiproxy's proxy name rule here: a path segment and a registry target. */
@@ -236,8 +261,8 @@ static int opt_bool(json_t *body, const char *key, int *out, tp_err *e)
 
 /* Create a proxy through the registry ("proxy" fault). 0 and *out
  * borrowed; else e. */
-static int dyn_create(agent *a, const cx_http_req *req, const char *name, const char *listen,
-                      const char *upstream, int enabled, agent_px **out, char *fid, size_t fidlen, tp_err *e)
+static int dyn_create(agent *a, const char *name, const char *listen, const char *upstream, int enabled,
+                      agent_px **out, char *fid, size_t fidlen, tp_err *e)
 {
     *out = NULL;
     if (name_check(name, e) < 0)
@@ -251,11 +276,8 @@ static int dyn_create(agent *a, const cx_http_req *req, const char *name, const 
     if (norm_addr(listen && listen[0] ? listen : "127.0.0.1:0", "listen", lis, sizeof lis, e) < 0 ||
         norm_addr(upstream, "upstream", up, sizeof up, e) < 0)
         return -1;
-    if (is_open(req) && !is_loopback_addr(lis))
-        return tp_fail(e, 403,
-                       "listen: %s: a call without the token may only create proxies on loopback addresses "
-                       "(send Authorization: Bearer <token> for others)",
-                       lis);
+    if (listen_allowed(a, lis, e) < 0)
+        return -1;
     char tag[128];
     tag_of(tag, sizeof tag, name, "#proxy");
     json_t *params =
@@ -329,7 +351,7 @@ int tp_proxies_create(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         if (rc == 0 && (!upstream || !upstream[0]))
             rc = tp_fail(&e, 400, "missing required field: upstream");
         if (rc == 0)
-            rc = dyn_create(a, req, name, listen, upstream, enabled, &x, fid, sizeof fid, &e);
+            rc = dyn_create(a, name, listen, upstream, enabled, &x, fid, sizeof fid, &e);
         if (rc == 0)
             cx_http_reply_json(resp, 201, proxy_json(x->p));
         else
@@ -364,7 +386,7 @@ static int populate_differs(agent_px *x, const char *listen, const char *upstrea
     return strcmp(want, cur) != 0 || strcmp(upstream, up) != 0;
 }
 
-static int populate_one(agent *a, const cx_http_req *req, json_t *item, size_t idx, json_t *done, tp_err *e)
+static int populate_one(agent *a, json_t *item, size_t idx, json_t *done, tp_err *e)
 {
     const char *name = NULL, *listen = NULL, *upstream = NULL;
     int enabled = 1;
@@ -388,7 +410,7 @@ static int populate_one(agent *a, const cx_http_req *req, json_t *item, size_t i
         agent_px_put(a, x);
         dyn_delete(a, name, NULL, 0);
     }
-    if (dyn_create(a, req, name, listen, upstream, enabled, &x, NULL, 0, e) < 0)
+    if (dyn_create(a, name, listen, upstream, enabled, &x, NULL, 0, e) < 0)
         return -1;
     json_array_append_new(done, proxy_json(x->p));
     agent_px_put(a, x);
@@ -432,7 +454,7 @@ int tp_populate(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         json_t *done = json_array();
         json_array_foreach(arr, i, item)
         {
-            rc = populate_one(a, req, item, i, done, &e);
+            rc = populate_one(a, item, i, done, &e);
             if (rc < 0)
                 break;
         }
@@ -520,26 +542,27 @@ int tp_proxy_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     return px_call(ctx, req, resp, NULL, 0);
 }
 
-/* A --proxy proxy's upstream: a registered fault ("<p>/#upstream"); asking
- * for the upstream it had before reverts that fault. */
-static int fixed_upstream(agent *a, agent_px *x, const char *upstream, char *fid, size_t fidlen, tp_err *e)
+/* A --proxy proxy carries the unit's traffic to the upstream the operator
+ * gave, the learner's credential with it (Authorization: Bearer
+ * learner-N...): whoever could point it elsewhere would receive that
+ * credential. So its upstream can be asked for only as it is (up is
+ * norm_addr's form of the upstream asked for): 0, or -1 and e (409). */
+static int fixed_upstream_check(agent_px *x, const char *upstream, const char *up, tp_err *e)
 {
-    const char *name = proxy_name(x->p);
-    char tag[128], cur[256];
-    tag_of(tag, sizeof tag, name, "#upstream");
+    char cur[256], curn[96];
+    tp_err ignored = {0};
     proxy_upstream(x->p, cur, sizeof cur);
-    if (strcmp(cur, upstream) == 0)
+    if (strcmp(cur, upstream) == 0 ||
+        (norm_addr(cur, "upstream", curn, sizeof curn, &ignored) == 0 && strcmp(curn, up) == 0))
         return 0;
-    if (agent_halted(a))
-        return tp_fail(e, 503, "agent is halted: Toxiproxy changes are refused until POST /v1/resume");
-    tp_revert_tag(a, tag, fid, fidlen); /* back to the original first */
-    proxy_upstream(x->p, cur, sizeof cur);
-    if (strcmp(cur, upstream) == 0)
-        return 0;
-    json_t *params = json_pack("{s:s,s:s}", "proxy", name, "upstream", upstream);
-    int rc = tp_fault(a, "proxy_upstream", name, params, tag, &tp_upstream_injector, fid, fidlen, e);
-    json_decref(params);
-    return rc;
+    char v[128];
+    cx_utf8_sanitize(upstream, v, sizeof v);
+    return tp_fail(
+        e, 409,
+        "upstream: proxy %s comes from the agent's --proxy flags and carries the unit's traffic, its "
+        "credential included, to %s; it cannot be pointed at %s (add a toxic, or disable the proxy, "
+        "instead)",
+        proxy_name(x->p), cur, v);
 }
 
 static int set_enabled(agent *a, agent_px *x, int enabled, char *fid, size_t fidlen, tp_err *e)
@@ -583,16 +606,18 @@ static int proxy_update(px_req *r, json_t **out, tp_err *e)
                        "listen: proxy %s comes from the agent's --proxy flags and the unit was started with "
                        "its address %s; it cannot be re-bound",
                        proxy_name(x->p), cur);
-    if (relisten && is_open(r->req) && !is_loopback_addr(lis))
-        return tp_fail(e, 403, "listen: %s: a call without the token may only use loopback addresses", lis);
+    if (upstream && x->fixed && fixed_upstream_check(x, upstream, up, e) < 0)
+        return -1;
+    if (upstream && x->fixed) /* the same one: nothing changes */
+        upstream = NULL;
+    if (relisten && listen_allowed(a, lis, e) < 0)
+        return -1;
     if ((relisten || upstream) && agent_halted(a))
         return tp_fail(e, 503, "agent is halted: Toxiproxy changes are refused until POST /v1/resume");
     char err[CX_ERRLEN] = "";
     if (relisten && proxy_set_listen(x->p, lis, err, sizeof err) < 0)
         return tp_fail(e, 500, "%s", err);
-    if (upstream && x->fixed && fixed_upstream(a, x, upstream, r->fid, sizeof r->fid, e) < 0)
-        return -1;
-    if (upstream && !x->fixed && proxy_set_upstream(x->p, upstream, err, sizeof err) < 0)
+    if (upstream && proxy_set_upstream(x->p, upstream, err, sizeof err) < 0)
         return tp_fail(e, 400, "%s", err);
     if (enabled >= 0 && set_enabled(a, x, enabled, r->fid, sizeof r->fid, e) < 0)
         return -1;
@@ -747,8 +772,8 @@ int tp_toxic_delete(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 /* ---- toxiproxy: reset and version ---- */
 
 /* Toxiproxy: every proxy enabled, every toxic removed. Here that is every
- * Toxiproxy-made fault on a proxy reverted (toxics, disabling, and a
- * --proxy proxy's redirected upstream), then each proxy reset (toxics the
+ * Toxiproxy-made fault on a proxy reverted (toxics, disabling), then
+ * each proxy reset (toxics the
  * v1 API put there go too, as in Toxiproxy). Proxies created through the
  * API stay. */
 int tp_reset(void *ctx, const cx_http_req *req, cx_http_resp *resp)

@@ -23,20 +23,21 @@
  * still range-checked (400 naming the field).
  *
  * Everything a call changes is a registered fault (tp_faults.h): toxics,
- * disabled proxies, a --proxy proxy's redirected upstream, and every
- * proxy created here. As in Toxiproxy they last until deleted (no expiry:
- * reg_spec.until_deleted), and DELETE (of the fault or of the thing),
- * /reset, halt, the lapse of a lease they were made under and shutdown
- * undo them; while halted, such changes are refused (503). The --proxy proxies are the unit's own links: they cannot
- * be deleted (409), replaced by /populate (409) or re-bound to another
- * listen address (409); everything else about them works. See
- * docs/api.md, "Toxiproxy compatibility", for the table.
+ * disabled proxies, and every proxy created here. As in Toxiproxy they
+ * last until deleted (no expiry: reg_spec.until_deleted), and DELETE (of
+ * the fault or of the thing), /reset, halt, the lapse of a lease they were
+ * made under and shutdown undo them; while halted, such changes are
+ * refused (503). The --proxy proxies are the unit's own links: they cannot
+ * be deleted (409), replaced by /populate (409), re-bound to another
+ * listen address (409) or pointed at another upstream (409: they carry
+ * the learner's credential); toxics and disabling work. A proxy created
+ * or re-bound here listens on loopback or a --toxiproxy-listen-allow
+ * address, port 0 or 1024..65535 (403). See docs/api.md, "Toxiproxy
+ * compatibility", for the table.
  *
  * Auth: the gate (api.c) checks Host, Origin and the token of every
- * mutating call before its body is read; the token may be left out only
- * with --toxiproxy-compat on a loopback address (req->auth "open"), and
- * such an unauthenticated call may create or re-bind proxies on loopback
- * addresses only.
+ * mutating call before its body is read, with --toxiproxy-compat too
+ * (which also takes the token as a Basic auth password); reads are open.
  */
 #ifndef AGENT_TOXIPROXY_H
 #define AGENT_TOXIPROXY_H

@@ -16,8 +16,7 @@ typedef struct tp_ctx {
     uint64_t seed;      /* toxic: toxicity draws */
     char name[80];      /* proxy: its name */
     char listen[160];   /* proxy: listen address asked for */
-    char upstream[256]; /* proxy, proxy_upstream: the new upstream */
-    char before[256];   /* proxy_upstream: the upstream it replaced */
+    char upstream[256]; /* proxy: its upstream */
     int enabled;        /* proxy: start enabled */
     int applied;        /* apply succeeded (revert has something to undo) */
 } tp_ctx;
@@ -168,66 +167,6 @@ const injector tp_disable_injector = {
     .prepare = disable_prepare,
     .apply = disable_apply,
     .revert = disable_revert,
-    .free = tp_free,
-};
-
-/* ---- tp_faults: proxy_upstream ---- */
-
-static int upstream_prepare(json_t *params, uint64_t seed, void **ctx, char *err, size_t errlen)
-{
-    const char *pname = NULL, *upstream = NULL;
-    int rc =
-        cx_json_unpack(params, "params", err, errlen, "{s:s,s:s}", "proxy", &pname, "upstream", &upstream);
-    if (rc < 0)
-        return rc;
-    if (!upstream[0] || strlen(upstream) >= sizeof((tp_ctx *)0)->upstream)
-        return cx_fail(err, errlen, CX_EINVAL, "upstream: empty or too long");
-    tp_ctx *c = ctx_new(seed, err, errlen);
-    if (!c)
-        return CX_ENOMEM;
-    snprintf(c->upstream, sizeof c->upstream, "%s", upstream);
-    *ctx = c;
-    return 0;
-}
-
-static int upstream_apply(void *ctx, inj_target *t, json_t *evidence, char *err, size_t errlen)
-{
-    tp_ctx *c = ctx;
-    proxy *p = one_proxy(t, err, errlen);
-    if (!p)
-        return CX_EINVAL;
-    proxy_upstream(p, c->before, sizeof c->before);
-    int rc = proxy_set_upstream(p, c->upstream, err, errlen);
-    if (rc < 0)
-        return rc;
-    c->applied = 1;
-    json_object_set_new(evidence, "proxy", json_string(proxy_name(p)));
-    json_object_set_new(evidence, "upstream", json_string(c->upstream));
-    json_object_set_new(evidence, "upstream_before", json_string(c->before));
-    return 0;
-}
-
-static int upstream_revert(void *ctx, inj_target *t, char *err, size_t errlen)
-{
-    tp_ctx *c = ctx;
-    if (!c->applied || t->nproxies != 1)
-        return 0;
-    int rc = proxy_set_upstream(t->proxies[0], c->before, err, errlen);
-    if (rc == 0) {
-        c->applied = 0;
-        cx_info("proxy %s: upstream back to %s", proxy_name(t->proxies[0]), c->before);
-    }
-    return rc;
-}
-
-const injector tp_upstream_injector = {
-    .type = "proxy_upstream",
-    .summary = "a proxy's upstream redirected (Toxiproxy POST /proxies/{name} {upstream})",
-    /* params {proxy, upstream: HOST:PORT} */
-    .traits = INJ_TRAIT_NETWORK,
-    .prepare = upstream_prepare,
-    .apply = upstream_apply,
-    .revert = upstream_revert,
     .free = tp_free,
 };
 

@@ -1,6 +1,6 @@
 /* tp_faults.h - the fault kinds behind the Toxiproxy-compatible API.
  *
- * What it is: four agent-private injectors (not in injector_table: the v1
+ * What it is: three agent-private injectors (not in injector_table: the v1
  * API cannot ask for them; agent/toxiproxy.c registers them through
  * reg_spec.inj), so that everything a Toxiproxy client changes is a
  * registered fault, undone by DELETE, halt, lease lapse and shutdown
@@ -10,7 +10,6 @@
  *   type            target      params                         revert
  *   toxic           proxy name  {proxy, toxic: Toxiproxy JSON}  remove the toxic
  *   proxy_disabled  proxy name  {proxy}                         enable the proxy
- *   proxy_upstream  proxy name  {proxy, upstream}               the upstream it had before
  *   proxy           "unit"      {name, listen, upstream,        delete the proxy (and, with it,
  *                                enabled}                        whatever is on it)
  *
@@ -29,7 +28,6 @@
 
 extern const injector tp_toxic_injector;
 extern const injector tp_disable_injector;
-extern const injector tp_upstream_injector;
 extern const injector tp_proxy_injector;
 
 /* The name a toxic gets: its "name", else Toxiproxy's "<type>_<stream>"

@@ -211,6 +211,61 @@ int cx_http_check_bearer(const cx_http_req *req, const char *token)
     return diff ? CX_EAUTH : 0;
 }
 
+/* The value of one base64 digit (RFC 4648, standard alphabet), -1 for
+ * anything else. */
+static int b64_digit(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+int cx_http_check_basic_password(const cx_http_req *req, const char *token)
+{
+    const char *h = cx_http_header(req, "Authorization");
+    if (!h || !token || strncasecmp(h, "Basic ", 6) != 0)
+        return CX_EAUTH;
+    const char *in = h + 6;
+    while (*in == ' ')
+        in++;
+    /* user:password decoded; anything that is not canonical base64 of at
+     * most 1 KiB is refused */
+    unsigned char dec[1024];
+    size_t n = 0, len = strcspn(in, " ");
+    if (len == 0 || len % 4 != 0 || len / 4 * 3 > sizeof dec || in[len] != '\0')
+        return CX_EAUTH;
+    for (size_t i = 0; i < len; i += 4) {
+        int d[4];
+        for (int k = 0; k < 4; k++)
+            d[k] = b64_digit(in[i + k]);
+        int pad = (in[i + 3] == '=') + (in[i + 2] == '=' && in[i + 3] == '=');
+        if (d[0] < 0 || d[1] < 0 || (pad < 2 && d[2] < 0) || (pad < 1 && d[3] < 0) || (pad && i + 4 != len))
+            return CX_EAUTH;
+        uint32_t v = (uint32_t)d[0] << 18 | (uint32_t)d[1] << 12 | (uint32_t)(pad < 2 ? d[2] : 0) << 6 |
+                     (uint32_t)(pad < 1 ? d[3] : 0);
+        dec[n++] = (unsigned char)(v >> 16);
+        if (pad < 2)
+            dec[n++] = (unsigned char)(v >> 8);
+        if (pad < 1)
+            dec[n++] = (unsigned char)v;
+    }
+    const unsigned char *colon = memchr(dec, ':', n);
+    if (!colon)
+        return CX_EAUTH;
+    const unsigned char *given = colon + 1;
+    size_t gl = n - (size_t)(given - dec), tl = strlen(token);
+    /* constant time in the token's length, as cx_http_check_bearer */
+    unsigned char diff = (unsigned char)(gl != tl);
+    for (size_t i = 0; i < tl; i++)
+        diff |= (unsigned char)(token[i] ^ (i < gl ? given[i] : 0));
+    memset(dec, 0, sizeof dec);
+    return diff ? CX_EAUTH : 0;
+}
+
 int cx_http_peer_is_loopback(const cx_http_req *req)
 {
     if (!req->mhd_conn)

@@ -150,6 +150,11 @@ const char *cx_http_query(const cx_http_req *req, const char *name);
 /* Bearer token check, constant time. 0 when `Authorization: Bearer <token>`
  * matches, CX_EAUTH otherwise. */
 int cx_http_check_bearer(const cx_http_req *req, const char *token);
+/* The same token as the password of `Authorization: Basic
+ * base64(<any user>:<token>)` (RFC 7617), constant time: what HTTP clients
+ * send for a URL with credentials, http://USER:TOKEN@HOST:PORT (Go's
+ * net/http, Python's requests). 0 when it matches, CX_EAUTH otherwise. */
+int cx_http_check_basic_password(const cx_http_req *req, const char *token);
 
 /* 1 when the request's peer is a loopback address (127.0.0.0/8, ::1 or
  * ::ffff:127.x), 0 otherwise or when unknown. */

@@ -3,8 +3,8 @@
  * on 127.0.0.1 as the attacker made it, with raw HTTP where a client
  * library would not send such a request:
  *   - a web page (foreign Host through DNS rebinding, foreign Origin,
- *     Sec-Fetch-Site, text/plain bodies) cannot change anything, even on
- *     the unauthenticated Toxiproxy API;
+ *     Sec-Fetch-Site, text/plain bodies) cannot change anything on the
+ *     Toxiproxy API in compat mode (refused before the token is checked);
  *   - %00 and invalid UTF-8 in a path get a 400, logged and audited, and
  *     act on nothing;
  *   - the token is checked before a body is read;
@@ -98,7 +98,7 @@ static void expect_audited(const char *method, int status, const char *path_part
     json_decref(l);
 }
 
-Test(agent_hostile, web_pages_cannot_reach_the_open_toxiproxy_api)
+Test(agent_hostile, web_pages_cannot_reach_the_toxiproxy_api)
 {
     start("hweb", 1);
     char out[4096], h[512];
@@ -127,12 +127,13 @@ Test(agent_hostile, web_pages_cannot_reach_the_open_toxiproxy_api)
     const char *types[] = {"text/plain", "application/x-www-form-urlencoded",
                            "multipart/form-data; boundary=x"};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        snprintf(h, sizeof h, "Host: %s\r\nContent-Type: %s", hostport(), types[i]);
+        snprintf(h, sizeof h, "Host: %s\r\nAuthorization: Bearer %s\r\nContent-Type: %s", hostport(),
+                 AG_TOKEN, types[i]);
         cr_assert_eq(post("/proxies/up/toxics", h, toxic, out, sizeof out), 415, "%s: %s", types[i], out);
         cr_assert_eq(post("/proxies/up", h, "{\"enabled\":false}", out, sizeof out), 415);
         cr_assert_eq(post("/proxies/up", h, "{\"upstream\":\"127.0.0.1:1\"}", out, sizeof out), 415);
     }
-    snprintf(h, sizeof h, "Host: %s", hostport());
+    snprintf(h, sizeof h, "Host: %s\r\nAuthorization: Bearer %s", hostport(), AG_TOKEN);
     cr_assert_eq(post("/proxies/up/toxics", h, toxic, out, sizeof out), 415, "no Content-Type at all");
     expect_audited("POST", 415, "/proxies/up/toxics");
     unchanged();
@@ -150,12 +151,15 @@ Test(agent_hostile, web_pages_cannot_reach_the_open_toxiproxy_api)
     json_decref(s);
     unchanged();
 
-    /* what a Toxiproxy client sends still works: loopback Host, JSON, no Origin */
-    snprintf(h, sizeof h, "Host: localhost:%s\r\nContent-Type: application/json; charset=utf-8",
-             strrchr(hostport(), ':') + 1);
+    /* what a Toxiproxy client sends (with the token) still works: loopback Host, JSON, no Origin */
+    snprintf(
+        h, sizeof h,
+        "Host: localhost:%s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json; charset=utf-8",
+        strrchr(hostport(), ':') + 1, AG_TOKEN);
     cr_assert_eq(post("/proxies/up/toxics", h, toxic, out, sizeof out), 200, "%s", out);
-    snprintf(h, sizeof h, "Host: %s\r\nOrigin: http://%s\r\nContent-Type: application/json", hostport(),
-             hostport());
+    snprintf(h, sizeof h,
+             "Host: %s\r\nOrigin: http://%s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json",
+             hostport(), hostport(), AG_TOKEN);
     cr_assert_eq(post("/reset", h, "{}", out, sizeof out), 204, "same-origin: allowed");
     unchanged();
     stop();

@@ -2,7 +2,7 @@
  * checked from outside with an echo server behind the proxy (round trip,
  * throughput, integrity, refusals), each reverted by expiry or DELETE; and
  * the Toxiproxy-compatible API: toxics become registered faults, the token
- * rule, /reset. */
+ * rule (compat mode included), /reset. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <jansson.h>
@@ -139,11 +139,11 @@ Test(agent_net, toxiproxy_api_toxics_are_registered_faults)
 {
     start("toxiproxy", 1);
     int st = 0;
-    /* Toxiproxy clients send no token: allowed with --toxiproxy-compat on loopback. */
+    /* With the token, as every mutating call (compat mode too). */
     json_t *t = ag_call(&g_ag, "POST", "/proxies/up/toxics",
                         "{\"name\":\"slow\",\"type\":\"latency\",\"stream\":\"downstream\",\"toxicity\":1,"
                         "\"attributes\":{\"latency\":250,\"jitter\":0}}",
-                        0, &st);
+                        1, &st);
     cr_assert_eq(st, 200, "toxic create -> %d", st);
     cr_assert_str_eq(js(t, "name"), "slow");
     json_decref(t);
@@ -160,14 +160,14 @@ Test(agent_net, toxiproxy_api_toxics_are_registered_faults)
     snprintf(id, sizeof id, "%s", js(f0, "id"));
     json_decref(fl);
 
-    t = ag_call(&g_ag, "POST", "/proxies/up/toxics", "{\"name\":\"slow\",\"type\":\"latency\"}", 0, &st);
+    t = ag_call(&g_ag, "POST", "/proxies/up/toxics", "{\"name\":\"slow\",\"type\":\"latency\"}", 1, &st);
     cr_assert_eq(st, 409, "duplicate toxic name");
     json_decref(t);
     t = ag_call(&g_ag, "POST", "/proxies/up/toxics", "{\"type\":\"latency\",\"attributes\":{\"latency\":-1}}",
-                0, &st);
+                1, &st);
     cr_assert_eq(st, 400);
     json_decref(t);
-    t = ag_call(&g_ag, "POST", "/proxies/nope/toxics", "{\"type\":\"latency\"}", 0, &st);
+    t = ag_call(&g_ag, "POST", "/proxies/nope/toxics", "{\"type\":\"latency\"}", 1, &st);
     cr_assert_eq(st, 404);
     json_decref(t);
 
@@ -177,7 +177,7 @@ Test(agent_net, toxiproxy_api_toxics_are_registered_faults)
     json_decref(t);
 
     /* DELETE through Toxiproxy reverts the registered fault. */
-    json_decref(ag_call(&g_ag, "DELETE", "/proxies/up/toxics/slow", NULL, 0, &st));
+    json_decref(ag_call(&g_ag, "DELETE", "/proxies/up/toxics/slow", NULL, 1, &st));
     cr_assert_eq(st, 204);
     char state[32], reason[32];
     ag_fault_state(&g_ag, id, state, sizeof state, reason, sizeof reason);
@@ -187,7 +187,7 @@ Test(agent_net, toxiproxy_api_toxics_are_registered_faults)
 
     /* Halt reverts toxics made through Toxiproxy too; /reset clears state. */
     json_decref(ag_call(&g_ag, "POST", "/proxies/up/toxics",
-                        "{\"type\":\"latency\",\"attributes\":{\"latency\":250}}", 0, &st));
+                        "{\"type\":\"latency\",\"attributes\":{\"latency\":250}}", 1, &st));
     cr_assert_eq(st, 200);
     json_decref(ag_call(&g_ag, "POST", "/v1/halt", NULL, 1, &st));
     cr_assert_eq(st, 200);
@@ -195,17 +195,17 @@ Test(agent_net, toxiproxy_api_toxics_are_registered_faults)
     t = ag_call(&g_ag, "GET", "/proxies/up/toxics", NULL, 0, &st);
     cr_assert_eq(json_array_size(t), 0, "halt removed the toxic");
     json_decref(t);
-    json_decref(ag_call(&g_ag, "POST", "/proxies/up/toxics", "{\"type\":\"latency\"}", 0, &st));
+    json_decref(ag_call(&g_ag, "POST", "/proxies/up/toxics", "{\"type\":\"latency\"}", 1, &st));
     cr_assert_eq(st, 503, "halted agent refuses Toxiproxy toxics too");
     json_decref(ag_call(&g_ag, "POST", "/v1/resume", NULL, 1, &st));
 
     /* enabled=false is a fault as well; /reset reverts it. */
-    t = ag_call(&g_ag, "POST", "/proxies/up", "{\"enabled\":false}", 0, &st);
+    t = ag_call(&g_ag, "POST", "/proxies/up", "{\"enabled\":false}", 1, &st);
     cr_assert_eq(st, 200);
     cr_assert(json_is_false(json_object_get(t, "enabled")));
     json_decref(t);
     cr_assert_lt(ag_echo_rtt(g_port, 10, 300), 0, "disabled proxy relays nothing");
-    json_decref(ag_call(&g_ag, "POST", "/reset", NULL, 0, &st));
+    json_decref(ag_call(&g_ag, "POST", "/reset", NULL, 1, &st));
     cr_assert_eq(st, 204);
     healed();
     json_t *s = ag_status(&g_ag);
@@ -215,9 +215,12 @@ Test(agent_net, toxiproxy_api_toxics_are_registered_faults)
     ag_echo_stop(&g_echo);
 }
 
-Test(agent_net, toxiproxy_api_needs_the_token_without_compat)
+/* The token on every mutating Toxiproxy call, with --toxiproxy-compat or
+ * without (issue 28: a local process without it could re-point the unit's
+ * link and receive the learner's credential). */
+static void needs_the_token(int compat)
 {
-    start("tpauth", 0);
+    start(compat ? "tpauthc" : "tpauth", compat);
     int st = 0;
     json_decref(ag_call(&g_ag, "POST", "/proxies/up/toxics", "{\"type\":\"latency\"}", 0, &st));
     cr_assert_eq(st, 401);
@@ -231,4 +234,14 @@ Test(agent_net, toxiproxy_api_needs_the_token_without_compat)
     json_decref(t);
     ag_stop(&g_ag);
     ag_echo_stop(&g_echo);
+}
+
+Test(agent_net, toxiproxy_api_needs_the_token_without_compat)
+{
+    needs_the_token(0);
+}
+
+Test(agent_net, toxiproxy_api_needs_the_token_in_compat_mode)
+{
+    needs_the_token(1);
 }

@@ -1,6 +1,7 @@
 // run.js - the stock Toxiproxy Node client (toxiproxy-node-client, pinned in
 // package-lock.json) drives the whole Toxiproxy API of a real
-// `chaosloco agent --toxiproxy-compat`, with a TCP echo server upstream:
+// `chaosloco agent --toxiproxy-compat` (given the agent's token, see
+// withToken), with a TCP echo server upstream:
 // it reads the version (SemVer), lists the agent's --proxy proxy, adds a
 // latency toxic and the test observes the delay through the proxy, updates
 // and removes the toxic, disables the proxy and resets it; then it creates
@@ -110,6 +111,19 @@ async function waitFile(file, ms) {
   fail("no " + file + " after " + ms + " ms");
 }
 
+// Every mutating call to the agent needs its token, --toxiproxy-compat
+// included (issue 28). toxiproxy-node-client 4.1.0 has no header option:
+// all its calls (the proxies and toxics it returns share the client's
+// HttpClient) go through api.doFetch, so that one function adds the header.
+// This is the recipe docs/api.md gives for this client.
+function withToken(client, token) {
+  const api = client.getApi();
+  const doFetch = api.doFetch.bind(api);
+  api.doFetch = (url, init = {}) =>
+    doFetch(url, { ...init, headers: { ...(init.headers || {}), Authorization: "Bearer " + token } });
+  return client;
+}
+
 async function agentJson(base, p) {
   const r = await fetch(base + p);
   return r.json();
@@ -133,7 +147,7 @@ async function main() {
   try {
     const addr = await waitFile(path.join(dir, "state", "listen.addr"), 15000);
     const base = "http://" + addr;
-    const client = new Toxiproxy(base);
+    const client = withToken(new Toxiproxy(base), TOKEN);
 
     const version = JSON.parse(await client.getVersion()).version;
     if (!/^\d+\.\d+\.\d+$/.test(version)) fail("GET /version is not SemVer: " + version);
