@@ -51,10 +51,13 @@ void api_audit(agent *a, const cx_http_req *req, const cx_http_resp *resp, const
 
 /* ---- api: the gate, before any body byte is read ----
  *
- * Every mutating call (any method but GET/HEAD), v1 and Toxiproxy alike:
+ * Every call, reads too:
  *   1. Host: an agent listening on loopback answers only requests
  *      addressed to a loopback name (127.x.y.z, localhost, [::1]), so a
- *      web page cannot reach it through DNS rebinding (403);
+ *      web page cannot reach it through DNS rebinding (403; its logs and
+ *      status say a lot about a run).
+ * Every mutating call (any method but GET/HEAD), v1 and Toxiproxy alike,
+ * then:
  *   2. Origin (when sent) must be this agent itself, and Sec-Fetch-Site
  *      (when sent) same-origin or none: browsers send them, so a page on
  *      another site is refused even if it guessed everything else (403);
@@ -108,17 +111,22 @@ static int api_gate(void *ctx, cx_http_req *req, const cx_http_route *route, cx_
 {
     agent *a = ctx;
     req->auth = "none";
-    if (is_read(req->method))
-        return 0;
-    if (is_toxiproxy_route(route)) /* a refusal below is an answer of that API too */
-        tp_request_id(resp);
+    /* a refusal below is an answer of the Toxiproxy API too (a read that
+     * passes gets its id from its handler) */
+    int tp = is_toxiproxy_route(route);
     const char *host = cx_http_header(req, "Host");
     if (a->loopback && (!host || !cx_http_host_is_loopback(host))) {
+        if (tp)
+            tp_request_id(resp);
         refuse(resp, 403, "Host", host,
                "not a loopback name; this agent listens on loopback and answers only 127.0.0.1, localhost "
                "or [::1] (a web page could otherwise reach it through DNS rebinding)");
         return CX_EAUTH;
     }
+    if (is_read(req->method))
+        return 0;
+    if (tp)
+        tp_request_id(resp);
     const char *origin = cx_http_header(req, "Origin");
     if (origin) {
         char self[300];

@@ -220,6 +220,26 @@ Test(agent_hostile, every_mutating_route_checks_host_origin_and_body_type)
     stop();
 }
 
+/* Reads too: a page that rebinds its own name to 127.0.0.1 must not read
+ * the logs, status or proxies (403 on a foreign Host); the same read with a
+ * loopback Host is answered. */
+Test(agent_hostile, reads_under_a_foreign_host_are_refused)
+{
+    start("hread", 1);
+    static const char *const paths[] = {"/v1/status", "/v1/logs", "/v1/faults", "/proxies", "/version", "/metrics"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        char head[512], out[8192];
+        snprintf(head, sizeof head, "GET %s HTTP/1.1\r\nHost: evil.example:%s\r\nConnection: close", paths[i],
+                 strrchr(hostport(), ':') + 1);
+        cr_assert_eq(ag_raw(&g_ag, head, NULL, out, sizeof out, 5000), 403, "GET %s, foreign Host: %s", paths[i],
+                     out);
+        snprintf(head, sizeof head, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close", paths[i], hostport());
+        int st = ag_raw(&g_ag, head, NULL, out, sizeof out, 5000);
+        cr_assert(st != 403 && st > 0, "GET %s, loopback Host: %d %s", paths[i], st, out);
+    }
+    stop();
+}
+
 Test(agent_hostile, nul_and_invalid_utf8_paths_are_refused_and_audited)
 {
     start("hpath", 1);
