@@ -59,6 +59,7 @@ typedef enum proto_reason {
     PROTO_R_NORM,  /* max-abs or L2 norm above the fragment's bound (syncer.c) */
     PROTO_R_CLAIM, /* tokens/steps beyond what could have been trained since the pull */
     PROTO_R_AUTH,  /* no, a wrong or another principal's credential (401/403; syncer.c's access table) */
+    PROTO_R_MERGE, /* accepted, then dropped: its round's merge result was refused (syncer_guard.h) */
     PROTO_R_COUNT
 } proto_reason;
 

@@ -160,6 +160,8 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         "uptime_ms", (json_int_t)(now - s->start_ms), "learners_expected", (int)s->cfg.learners, "loss_floor",
         isfinite(s->entropy_floor) ? json_real(s->entropy_floor) : json_null());
     json_object_set_new(o, "n_params", json_integer((json_int_t)s->n));
+    /* merges whose result was not finite or bounded: never applied (syncer_guard.h) */
+    json_object_set_new(o, "merges_refused", json_integer((json_int_t)s->merges_refused));
     /* merge efficiency: merged tokens over trained tokens (not goodput,
      * which weighs useful compute under faults against allocated compute) */
     int64_t trained = syncer_tokens_trained(s);

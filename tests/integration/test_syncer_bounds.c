@@ -291,13 +291,13 @@ Test(syncer_bounds, token_claims_and_huge_updates_are_refused, .timeout = 90)
     cr_assert_not_null(big);
     for (size_t i = 0; i < s.len; i++)
         big[i] = 3e38f;
-    cr_assert_eq(contribute(&r, s.inc, v, 384, 24, big, s.len, why, sizeof why), 400);
+    cr_assert_eq(contribute(&r, s.inc, v, 384, 24, big, s.len, why, sizeof why), 422);
     cr_assert_str_eq(why, "norm");
     /* 20x the honest update in one element: max-abs bound */
     for (size_t i = 0; i < s.len; i++)
         big[i] = s.d[i];
     big[s.len / 2] = 0.6f; /* 200x the honest max-abs */
-    cr_assert_eq(contribute(&r, s.inc, v, 384, 24, big, s.len, why, sizeof why), 400);
+    cr_assert_eq(contribute(&r, s.inc, v, 384, 24, big, s.len, why, sizeof why), 422);
     cr_assert_str_eq(why, "norm");
     cr_assert_eq(rejected(&r, "norm"), 2);
     cr_assert_eq(version0(&r), v, "nothing merged");
