@@ -29,28 +29,24 @@ double guard_l2(const float *v, size_t n)
     return sqrt(s);
 }
 
-double guard_maxabs(const float *v, size_t n)
-{
-    double m = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double a = fabs((double)v[i]);
-        m = a > m || a != a ? a : m; /* a NaN wins: it must not pass as small */
-    }
-    return m;
-}
-
 /* ---- the norm statistic ---- */
 
-/* Median of the samples of g that count for learner (not its own unless
- * own_counts): of l2 (which 0) or maxabs (1); *k gets how many. */
-static double others_median(const guard_norms *g, int64_t learner, int own_counts, int which, int *k)
+int64_t guard_norm_steps(int64_t steps, int64_t H)
+{
+    int64_t h = H >= 1 ? H : 1, cap = GUARD_NORM_STEPS_H * h;
+    return steps < h ? h : steps > cap ? cap : steps;
+}
+
+/* Median of the l2 samples of g that count for learner (not its own
+ * unless own_counts); *k gets how many. */
+static double others_median(const guard_norms *g, int64_t learner, int own_counts, int *k)
 {
     double v[GUARD_NORM_SAMPLES];
     int m = 0;
     int64_t have = g->n < GUARD_NORM_SAMPLES ? g->n : GUARD_NORM_SAMPLES;
     for (int64_t i = 0; i < have; i++)
         if (own_counts || g->learner[i] != learner)
-            v[m++] = which ? g->maxabs[i] : g->l2[i];
+            v[m++] = g->l2[i];
     *k = m;
     if (m == 0)
         return 0.0;
@@ -63,52 +59,43 @@ static double others_median(const guard_norms *g, int64_t learner, int own_count
     return m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
 }
 
-int guard_norm_check(const guard_norms *g, int64_t learner, int own_counts, double l2_step,
-                     double maxabs_step, double l2, double frag_l2, size_t frag_len, double bound, char *why,
-                     size_t len)
+double guard_norm_limit(const guard_norms *g, int64_t learner, int own_counts, int64_t nsteps, double frag_l2,
+                        size_t frag_len, double bound, char *why, size_t len)
 {
-    if (!(bound > 0))
-        return 0;
+    if (!(bound > 0)) {
+        snprintf(why, len, "no norm bound (--norm-bound 0)");
+        return INFINITY;
+    }
     int k = 0;
-    double ml2 = others_median(g, learner, own_counts, 0, &k);
-    if (k < GUARD_NORM_WARMUP || !(ml2 > 0)) {
+    double med = others_median(g, learner, own_counts, &k);
+    if (k < GUARD_NORM_WARMUP || !(med > 0)) {
         /* too few samples from the others (or only zero updates, which bound nothing): bounded by the
          * fragment itself */
-        double floor = GUARD_FRAG_FLOOR * sqrt((double)frag_len);
+        double floor = GUARD_WARMUP_FLOOR * sqrt((double)frag_len);
         double ref = frag_l2 > floor ? frag_l2 : floor;
-        if (!(l2 <= GUARD_WARMUP_REL * ref)) {
-            snprintf(why, len,
-                     "L2 norm %.4g is more than %g x fragment's own L2 norm %.4g (warm-up bound: %d of %d "
-                     "samples from other learners)",
-                     l2, GUARD_WARMUP_REL, ref, k, GUARD_NORM_WARMUP);
-            return 1;
-        }
-        return 0;
-    }
-    double mmax = others_median(g, learner, own_counts, 1, &k);
-    if (!(l2_step <= bound * ml2)) {
         snprintf(why, len,
-                 "L2 norm per step %.4g is more than %g x the median %.4g of the last %d from other "
-                 "learners (norm bound)",
-                 l2_step, bound, ml2, k);
-        return 1;
+                 "warm-up bound: %g x the fragment's L2 norm %.4g (%d of %d samples from other learners)",
+                 GUARD_WARMUP_REL, ref, k, GUARD_NORM_WARMUP);
+        return GUARD_WARMUP_REL * ref;
     }
-    if (!(maxabs_step <= bound * mmax) && mmax > 0) {
-        snprintf(why, len,
-                 "max-abs per step %.4g is more than %g x the median %.4g of the last %d from other "
-                 "learners (norm bound)",
-                 maxabs_step, bound, mmax, k);
-        return 1;
-    }
-    return 0;
+    snprintf(why, len,
+             "norm bound: %g x the median %.4g per step of the last %d from other learners x %lld steps",
+             bound, med, k, (long long)nsteps);
+    return bound * med * (double)nsteps;
 }
 
-void guard_norm_add(guard_norms *g, int64_t learner, double l2_step, double maxabs_step)
+double guard_clip_factor(double l2, double limit)
+{
+    if (!isfinite(l2))
+        return 0.0;
+    return l2 <= limit ? 1.0 : limit / l2;
+}
+
+void guard_norm_add(guard_norms *g, int64_t learner, double l2_step)
 {
     int i = (int)(g->n % GUARD_NORM_SAMPLES);
     g->learner[i] = learner;
     g->l2[i] = l2_step;
-    g->maxabs[i] = maxabs_step;
     g->n++;
 }
 
@@ -116,43 +103,39 @@ void guard_norm_add(guard_norms *g, int64_t learner, double l2_step, double maxa
 
 json_t *guard_norms_json(const guard_norms *g)
 {
-    json_t *ids = json_array(), *l2 = json_array(), *mx = json_array();
+    json_t *ids = json_array(), *l2 = json_array();
     int64_t have = g->n < GUARD_NORM_SAMPLES ? g->n : GUARD_NORM_SAMPLES;
     for (int64_t i = 0; i < have; i++) {
         json_array_append_new(ids, json_integer(g->learner[i]));
         json_array_append_new(l2, json_real(g->l2[i]));
-        json_array_append_new(mx, json_real(g->maxabs[i]));
     }
-    return json_pack("{s:I, s:o, s:o, s:o}", "n", (json_int_t)g->n, "learner", ids, "l2", l2, "maxabs", mx);
+    return json_pack("{s:I, s:o, s:o}", "n", (json_int_t)g->n, "learner", ids, "l2", l2);
 }
 
 int guard_norms_parse(guard_norms *g, json_t *j, char *err, size_t errlen)
 {
     json_int_t n = -1;
-    json_t *ids = NULL, *l2 = NULL, *mx = NULL;
+    json_t *ids = NULL, *l2 = NULL;
     guard_norms t;
     memset(&t, 0, sizeof t);
-    if (cx_json_unpack(j, "norms", err, errlen, "{s:I, s:o, s:o, s:o}", "n", &n, "learner", &ids, "l2", &l2,
-                       "maxabs", &mx) != 0)
+    if (cx_json_unpack(j, "norms", err, errlen, "{s:I, s:o, s:o}", "n", &n, "learner", &ids, "l2", &l2) != 0)
         return -1;
     size_t have = n < 0 ? 0 : n < GUARD_NORM_SAMPLES ? (size_t)n : GUARD_NORM_SAMPLES;
-    if (n < 0 || !json_is_array(ids) || !json_is_array(l2) || !json_is_array(mx) ||
-        json_array_size(ids) != have || json_array_size(l2) != have || json_array_size(mx) != have) {
-        snprintf(err, errlen, "norms: n must be >= 0 and learner, l2, maxabs arrays of min(n, %d) entries",
+    if (n < 0 || !json_is_array(ids) || !json_is_array(l2) || json_array_size(ids) != have ||
+        json_array_size(l2) != have) {
+        snprintf(err, errlen, "norms: n must be >= 0 and learner, l2 arrays of min(n, %d) entries",
                  GUARD_NORM_SAMPLES);
         return -1;
     }
     for (size_t i = 0; i < have; i++) {
-        json_t *a = json_array_get(ids, i), *b = json_array_get(l2, i), *c = json_array_get(mx, i);
-        if (!json_is_integer(a) || !json_is_number(b) || !json_is_number(c) ||
-            !(json_number_value(b) >= 0 && isfinite(json_number_value(b))) ||
-            !(json_number_value(c) >= 0 && isfinite(json_number_value(c)))) {
-            snprintf(err, errlen, "norms: entry %zu must be an integer learner and finite norms >= 0", i);
+        json_t *a = json_array_get(ids, i), *b = json_array_get(l2, i);
+        if (!json_is_integer(a) || !json_is_number(b) ||
+            !(json_number_value(b) >= 0 && isfinite(json_number_value(b)))) {
+            snprintf(err, errlen, "norms: entry %zu must be an integer learner and a finite norm >= 0", i);
             return -1;
         }
         t.learner[i] = json_integer_value(a);
         t.l2[i] = json_number_value(b);
-        t.maxabs[i] = json_number_value(c);
     }
     t.n = n;
     *g = t;

@@ -19,22 +19,37 @@
  *    its heartbeats (batch, steps_total) or its headers. With token
  *    weighting (w = tokens^2 / steps) no contribution weighs more than
  *    2 x an honest H-step one.
- *  - Size. Its per-step L2 norm and max-abs (norm / min(steps, 2H)) are at
- *    most `bound` (--norm-bound, default 10) x the median of the last
- *    GUARD_NORM_SAMPLES accepted contributions to that fragment from OTHER
+ *  - Size. A contribution is never refused for its size: one whose L2
+ *    norm exceeds its limit is scaled down to the limit before it joins a
+ *    round (clipped; accepted with 202, so the learner does not retry).
+ *    The limit is `bound` (--norm-bound, default 10) x m x e, where
+ *    e = guard_norm_steps(steps, H) = clamp(steps, H, GUARD_NORM_STEPS_H x H)
+ *    is the number of steps the contribution may be as large as, and m the
+ *    median of the last GUARD_NORM_SAMPLES accepted contributions' norms
+ *    per such step (their clipped L2 / their e) to that fragment from OTHER
  *    learners, once GUARD_NORM_WARMUP of those exist (a one-learner run
- *    counts its own). Before that (or while that median is 0), its total
- *    L2 norm is at most
+ *    counts its own). Linear in e: an honest delta's norm grows at most
+ *    linearly with its steps (sqrt(steps) for a random walk), so a learner
+ *    back from a partition or a restart with many steps' progress is not
+ *    clipped unless it covers more than GUARD_NORM_STEPS_H periods, and
+ *    then only by about (steps / (GUARD_NORM_STEPS_H x H)) or its square
+ *    root. e is at least H: a short contribution may be as large as an
+ *    H-step one. Before the median exists (or while it is 0) the limit is
  *    GUARD_WARMUP_REL x the fragment's own L2 norm (floored at
- *    GUARD_FRAG_FLOOR x sqrt(length), for a fragment still near zero).
+ *    GUARD_WARMUP_FLOOR x sqrt(length), for a fragment still near zero):
+ *    tight, because nothing honest is known yet and a clipped contribution
+ *    is merged; the ring keeps clipped norms, so the limit that follows
+ *    (10 x their median) lets honest ones through again.
  *    bound 0 turns both off. The ring survives a restart (guard_norms_json
  *    in the syncer's checkpoint sidecar).
  *  - Result. A merged Θ or outer momentum with a non-finite value, or a Θ
  *    whose L2 norm grew past GUARD_MERGE_GROWTH x max(old norm, floor), is
  *    never applied (guard_merge_result).
  * Not promised here: that a learner cannot move the model by up to the
- * bound per merge (it can; the bound makes that no worse than an honest
- * learner with a large update), nor anything about a learner that
+ * limit per contribution (it can: bound x GUARD_NORM_STEPS_H x an honest
+ * H-step contribution's norm, or GUARD_WARMUP_REL x the fragment's norm
+ * in the warm-up), that a contribution concentrated on a few values is
+ * bounded other than by its L2 norm, nor anything about a learner that
  * impersonates others (one credential per learner is what stops that).
  */
 #ifndef TRN_SYNCER_GUARD_H
@@ -45,18 +60,19 @@
 
 #include <jansson.h>
 
-#define GUARD_NORM_SAMPLES 32  /* accepted contribution norms kept per fragment */
-#define GUARD_NORM_WARMUP 4    /* samples from other learners before the median bound applies */
-#define GUARD_WARMUP_REL 10.0  /* before it: total L2 at most this x the fragment's L2 */
-#define GUARD_FRAG_FLOOR 0.1   /* ... whose L2 counts as at least this x sqrt(length) */
-#define GUARD_MERGE_GROWTH 100 /* a merge may not grow the fragment's L2 past this x (floored) */
+#define GUARD_NORM_SAMPLES 32   /* accepted contribution norms kept per fragment */
+#define GUARD_NORM_WARMUP 4     /* samples from other learners before the median bound applies */
+#define GUARD_NORM_STEPS_H 4    /* the limit grows with a contribution's steps up to this many periods */
+#define GUARD_WARMUP_REL 0.1    /* before it: total L2 at most this x the fragment's L2 ... */
+#define GUARD_WARMUP_FLOOR 0.01 /* ... whose L2 counts as at least this x sqrt(length) there */
+#define GUARD_FRAG_FLOOR 0.1    /* ... whose L2 counts as at least this x sqrt(length) */
+#define GUARD_MERGE_GROWTH 100  /* a merge may not grow the fragment's L2 past this x (floored) */
 
 /* The norms of the last accepted contributions to one fragment. Embedded
  * (zeroed = empty); the ring index is n % GUARD_NORM_SAMPLES. */
 typedef struct guard_norms {
     int64_t learner[GUARD_NORM_SAMPLES]; /* who sent each (learner id) */
-    double l2[GUARD_NORM_SAMPLES];       /* L2 norm per weighted step */
-    double maxabs[GUARD_NORM_SAMPLES];   /* max |x| per weighted step */
+    double l2[GUARD_NORM_SAMPLES];       /* L2 norm (after clipping) per guard_norm_steps step */
     int64_t n;                           /* samples added so far */
 } guard_norms;
 
@@ -68,19 +84,29 @@ int64_t guard_weight_steps(int64_t steps, int64_t H);
  * is the syncer's --batch. */
 int64_t guard_weight_tokens(int64_t tokens, int64_t wsteps, int64_t batch);
 
-/* Whether a contribution of `learner` may join a round of the fragment
- * whose norms are g: l2_step and maxabs_step are its norms divided by its
- * weighted steps (at least 1), l2 its total L2 norm, frag_l2 the
- * fragment's current L2 norm over frag_len floats. own_counts: 1 when the
- * learner's own samples count as "others" (a one-learner run). bound 0:
- * always 0. Returns 0 when it may, 1 when it exceeds a bound, with why
- * naming the bound, the values and the statistic. */
-int guard_norm_check(const guard_norms *g, int64_t learner, int own_counts, double l2_step,
-                     double maxabs_step, double l2, double frag_l2, size_t frag_len, double bound, char *why,
-                     size_t len);
+/* The steps a contribution claiming `steps` may be as large as:
+ * clamp(steps, H, GUARD_NORM_STEPS_H x H) (H < 1 counts as 1). */
+int64_t guard_norm_steps(int64_t steps, int64_t H);
 
-/* Add an accepted contribution's per-step norms to the ring. */
-void guard_norm_add(guard_norms *g, int64_t learner, double l2_step, double maxabs_step);
+/* The L2 norm a contribution of `learner` to the fragment whose norms are
+ * g may have: bound x the others' median per step x nsteps (from
+ * guard_norm_steps), or in the warm-up GUARD_WARMUP_REL x
+ * max(frag_l2, floor) where frag_l2 is the fragment's current L2 norm over
+ * frag_len floats. own_counts: 1 when the learner's own samples count as
+ * "others" (a one-learner run). bound <= 0: INFINITY (no limit). why gets
+ * how the limit was made (the statistic and its sample count). */
+double guard_norm_limit(const guard_norms *g, int64_t learner, int own_counts, int64_t nsteps, double frag_l2,
+                        size_t frag_len, double bound, char *why, size_t len);
+
+/* The factor that brings a contribution of L2 norm l2 within limit:
+ * 1 when l2 <= limit, else limit / l2 (in (0, 1)); 0 when l2 is not
+ * finite (the caller refuses such a contribution before; this never
+ * lets one through scaled). */
+double guard_clip_factor(double l2, double limit);
+
+/* Add an accepted contribution's L2 norm per guard_norm_steps step (after
+ * clipping) to the ring. */
+void guard_norm_add(guard_norms *g, int64_t learner, double l2_step);
 
 /* The ring as JSON (new reference; NULL on allocation failure). */
 json_t *guard_norms_json(const guard_norms *g);
@@ -96,9 +122,8 @@ int guard_norms_parse(guard_norms *g, json_t *j, char *err, size_t errlen);
 int guard_merge_result(const float *old, const float *th, const float *mo, size_t len, char *why,
                        size_t wlen);
 
-/* L2 norm and max |x| of v[0..n) in double (a sum of squares of finite
- * floats may still be +inf in float). */
+/* L2 norm of v[0..n) in double (a sum of squares of finite floats may
+ * still be +inf in float). */
 double guard_l2(const float *v, size_t n);
-double guard_maxabs(const float *v, size_t n);
 
 #endif

@@ -106,6 +106,7 @@ typedef struct learner_rec {
     int64_t clock_skew_ms;    /* its realtime minus ours */
     int64_t accepted;         /* contributions/gradients accepted */
     int64_t rejected;         /* contributions/gradients rejected */
+    int64_t clipped;          /* of those accepted, scaled down to the norm limit (syncer_guard.h) */
     int64_t ddp_arrived;      /* last ddp step it sent a gradient for (-1 none) */
     int64_t ddp_dropped;      /* last ddp step closed without it (-1 none) */
     int64_t batch;            /* sequences per step it reported (its --batch; cfg.batch until then) */
@@ -273,6 +274,7 @@ struct syncer {
     int64_t rounds_lag_sum;   /* sum of their lags (versions behind) over every accepted contribution */
     int64_t stale_rejected;   /* contributions refused as stale (base too many rounds behind, or ahead) */
     int64_t merges_refused;   /* merges whose result was not finite or bounded: never applied */
+    int64_t clipped_total;    /* contributions accepted scaled down to the norm limit (syncer_guard.h) */
     double eval_loss;         /* nats, NAN before the first eval */
     int64_t eval_merges;      /* merges at the last eval */
     int64_t eval_tokens;      /* tokens_merged at the last eval */

@@ -126,8 +126,6 @@ int syncer_reason_status(proto_reason r)
         return 409;
     case PROTO_R_HALTED:
         return 503;
-    case PROTO_R_NORM: /* well-formed, but larger than the guard's bound (syncer_guard.h) */
-        return 422;
     default:
         return 400;
     }

@@ -507,33 +507,28 @@ static proto_reason claim_check(syncer *s, int slot, int p, const proto_hdr *h, 
     return PROTO_OK;
 }
 
-/* PROTO_OK when the contribution's size is within syncer_guard.h's
- * bounds for fragment p (mu held): per-step norms l2/mx against the
- * other learners' recent ones, or before enough of those its total L2
- * norm l2_total against the fragment's own. */
-static proto_reason norm_check(syncer *s, int p, int64_t learner, double l2, double mx, double l2_total,
-                               char *why, size_t len)
+/* The L2 norm a contribution of learner covering steps may have in
+ * fragment p (mu held): syncer_guard.h's limit, from the other learners'
+ * recent norms or, before enough of those, from the fragment's own norm;
+ * why says which. INFINITY with --norm-bound 0. */
+static double norm_limit(syncer *s, int p, int64_t learner, int64_t steps, char *why, size_t len)
 {
     const fragment_range *fr = fragment_ranges(s->ft, p);
     double sq = 0.0;
-    if (s->cfg.norm_bound <= 0)
-        return PROTO_OK;
-    for (int i = 0; i < fragment_num_ranges(s->ft, p); i++) {
+    for (int i = 0; s->cfg.norm_bound > 0 && i < fragment_num_ranges(s->ft, p); i++) {
         double n = guard_l2(s->theta + fr[i].offset, fr[i].length);
         sq += n * n;
     }
-    if (guard_norm_check(&s->rounds[p].norms, learner, s->cfg.learners <= 1, l2, mx, l2_total, sqrt(sq),
-                         fragment_length(s->ft, p), s->cfg.norm_bound, why, len) != 0)
-        return PROTO_R_NORM;
-    return PROTO_OK;
+    return guard_norm_limit(&s->rounds[p].norms, learner, s->cfg.learners <= 1,
+                            guard_norm_steps(steps, s->cfg.H), sqrt(sq), fragment_length(s->ft, p),
+                            s->cfg.norm_bound, why, len);
 }
 
 /* Whether a well-formed contribution to fragment p may join its round
- * (mu held): a current learner, a base version the mode accepts, a
- * possible claim and a bounded norm. PROTO_OK and *slot, or the reason with
- * the detail in why. */
-static proto_reason admit(syncer *s, int p, const proto_hdr *h, double l2, double mx, double l2_total,
-                          int *slot, char *why, size_t len)
+ * (mu held): a current learner, a base version the mode accepts and a
+ * possible claim (its size is clipped, never refused: h_contribution).
+ * PROTO_OK and *slot, or the reason with the detail in why. */
+static proto_reason admit(syncer *s, int p, const proto_hdr *h, int *slot, char *why, size_t len)
 {
     proto_reason r = syncer_check_learner(s, h->learner, h->incarnation, slot);
     int64_t version = s->versions[p], lag = version - h->base_version;
@@ -563,8 +558,7 @@ static proto_reason admit(syncer *s, int p, const proto_hdr *h, double l2, doubl
                  (long long)h->base_version, (long long)lag, (long long)version, (long long)max_stale);
         return PROTO_R_STALE_VERSION;
     }
-    r = claim_check(s, *slot, p, h, why, len);
-    return r != PROTO_OK ? r : norm_check(s, p, h->learner, l2, mx, l2_total, why, len);
+    return claim_check(s, *slot, p, h, why, len);
 }
 
 /* h_contribution, step 1: the fragment the path names (*pp), the headers
@@ -706,11 +700,7 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     if (contribution_decode(s, req, resp, &p, &h, &delta) != 0)
         return 0;
     size_t len = fragment_length(s->ft, (int)p);
-    /* per weighted step: a claim of more steps than 2H does not loosen the bound */
-    int64_t wsteps = guard_weight_steps(h.steps, s->cfg.H);
-    double per = wsteps > 0 ? (double)wsteps : 1.0;
-    double l2_total = guard_l2(delta, len);
-    double l2 = l2_total / per, mx = guard_maxabs(delta, len) / per;
+    double l2_total = guard_l2(delta, len); /* finite: contribution_decode refused non-finite values */
     pthread_mutex_lock(&s->mu);
     if (rebuild_gate(s, resp)) {
         pthread_mutex_unlock(&s->mu);
@@ -720,7 +710,7 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     int64_t version = s->versions[p];
     char why[CX_ERRLEN];
     int slot;
-    proto_reason r = admit(s, (int)p, &h, l2, mx, l2_total, &slot, why, sizeof why);
+    proto_reason r = admit(s, (int)p, &h, &slot, why, sizeof why);
     if (r != PROTO_OK) {
         s->bytes_in += (int64_t)req->body_len;
         if (r == PROTO_R_STALE_VERSION)
@@ -730,8 +720,21 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         pthread_mutex_unlock(&s->mu);
         return 0;
     }
+    /* its size: clipped to the limit, never refused (a learner back from a partition sends many
+     * steps' progress at once; refusing it made it retry the same contribution forever) */
+    char bound_why[CX_ERRLEN];
+    int64_t nsteps = guard_norm_steps(h.steps, s->cfg.H);
+    double limit = norm_limit(s, (int)p, h.learner, h.steps, bound_why, sizeof bound_why);
+    double factor = guard_clip_factor(l2_total, limit), l2_in = l2_total;
+    if (factor < 1.0) {
+        for (size_t i = 0; i < len; i++)
+            delta[i] = (float)((double)delta[i] * factor);
+        l2_total = guard_l2(delta, len);
+        s->clipped_total++;
+        s->learners[slot].clipped++;
+    }
     syncer_touch(s, slot);
-    guard_norm_add(&s->rounds[p].norms, h.learner, l2, mx);
+    guard_norm_add(&s->rounds[p].norms, h.learner, l2_total / (double)nsteps);
     if (h.step >= 0) { /* what a restart of this learner may carry (join's accepted_steps) */
         s->acc_step[slot * s->P + p] = h.step;
         s->acc_inc[slot * s->P + p] = h.incarnation;
@@ -744,7 +747,13 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     int64_t lag = 0;
     int64_t round = round_add_contribution(s, p, slot, &h, delta, &lag);
     pthread_mutex_unlock(&s->mu);
-    /* the event goes out before a merge it may trigger, so the log reads in order */
+    /* the events go out before a merge they may trigger, so the log reads in order */
+    if (factor < 1.0)
+        events_emit(s->ev, "contribution_clipped",
+                    json_pack("{s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:s}", "learner", (json_int_t)h.learner,
+                              "incarnation", (json_int_t)h.incarnation, "fragment", (json_int_t)p, "steps",
+                              (json_int_t)h.steps, "norm", l2_in, "bound", limit, "factor", factor, "why",
+                              bound_why));
     events_emit(s->ev, "contribution",
                 json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:f}", "learner",
                           (json_int_t)h.learner, "incarnation", (json_int_t)h.incarnation, "fragment",

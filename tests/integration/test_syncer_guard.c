@@ -3,7 +3,8 @@
  * stall the global model (trainer/syncer_guard.h). The test poses as the
  * learners with the credentials the syncer made (credentials/learner-N.cred)
  * and sends: a contribution of 3e38 per element; one 1000x the honest
- * norm; a heartbeat and contribution claiming steps_total 1e8 and batch
+ * norm (both clipped, never refused); an honest catch-up of many steps
+ * (accepted, clipped only past 4H steps' worth); a heartbeat and contribution claiming steps_total 1e8 and batch
  * 65536; a join claiming fragment versions above the published ones. Each
  * case failed on the code before the guard (noted at each). A last case
  * runs a real learner beside those attacks and compares its eval loss with
@@ -265,62 +266,147 @@ Test(syncer_guard, heartbeat_claims_do_not_buy_merge_weight, .timeout = 90)
     tr_done(&r);
 }
 
-/* ---- 1b: a contribution's size is bounded by the others' ---- */
+/* ---- 1b: a contribution's size is clipped to the others' ---- */
 
-/* Old code: no bound before 4 accepted contributions to a fragment (a
- * 1000x one was merged), and the median was over every learner's, so one
- * learner could raise its own bound by filling the ring. */
-Test(syncer_guard, a_1000x_contribution_is_refused_with_422, .timeout = 120)
+/* The contribution_clipped events since seq (new reference: an array). */
+static json_t *clips(tr_run *r, long long since)
+{
+    json_t *evs = tr_events(r, since), *out = json_array(), *e;
+    size_t i;
+    json_array_foreach(evs, i, e) if (tr_type(e) && strcmp(tr_type(e), "contribution_clipped") == 0)
+        json_array_append(out, e);
+    json_decref(evs);
+    return out;
+}
+
+/* Contributions clipped, as status counts them. */
+static json_int_t clipped(tr_run *r)
+{
+    return status_int(r, "contributions", "clipped");
+}
+
+static double l2_of(const float *d, size_t len)
+{
+    return guard_l2(d, len);
+}
+
+/* Old code (main): no bound before 4 accepted contributions to a fragment
+ * (a 1000x one was merged whole), and afterwards a 1000x one was refused
+ * with 400 'norm' (which a learner retries forever). Now it is accepted
+ * and scaled down: in the warm-up to the fragment's own norm, then to 10x
+ * the OTHER learners' median, which the sender cannot raise by filling
+ * the ring itself. */
+Test(syncer_guard, a_1000x_contribution_is_clipped_to_the_others_norm, .timeout = 120)
 {
     tr_run r = {0};
     start_syncer(&r, "guard-norm", NULL);
     json_int_t inc0 = join(&r, 0), inc1 = join(&r, 1);
     size_t len = frag_len(&r, 0);
-    /* "honest": a tenth of the fragment's own norm (learners' first updates are of that order) */
-    float *theta = malloc(len * sizeof *theta), *one = update(len, 1.0f);
-    cr_assert_not_null(theta);
-    cr_assert_eq(fetch(&r, 0, theta, len), 200);
-    double nt = 0, n1 = 0;
-    for (size_t i = 0; i < len; i++) {
-        nt += (double)theta[i] * theta[i];
-        n1 += (double)one[i] * one[i];
-    }
-    float s = (float)(0.1 * sqrt(nt) / sqrt(n1));
+    /* "honest": 5 % of the fragment's own norm, within the warm-up limit */
+    double fl2 = frag_l2(&r, 0);
+    float *one = update(len, 1.0f);
+    float s = (float)(0.05 * fl2 / l2_of(one, len));
     float *d = update(len, s), *big = update(len, 1000.0f * s), *nine = update(len, 9.0f * s),
           *fifty = update(len, 50.0f * s);
-    free(theta);
     free(one);
+    double nd = l2_of(d, len);
     char why[512];
-    double loss0 = tr_final_eval(&r);
-    /* warm-up: nothing from the others yet; bounded by the fragment itself */
-    json_int_t v = version(&r, 0);
+    /* warm-up: nothing from the others yet; clipped to the fragment's own norm */
+    long long seq = (long long)tr_last_seq(&r);
     int st = contribute(&r, 1, inc1, 0, 24 * 16, 24, big, len, why, sizeof why);
-    cr_assert_eq(st, 422, "1000x in the warm-up: HTTP %d %s", st, why);
-    cr_assert(strstr(why, "norm:") == why && strstr(why, "warm-up"), "names the bound: %s", why);
-    cr_assert_eq(version(&r, 0), v, "nothing merged");
-    /* learner 0's honest ones fill the statistic */
+    cr_assert_eq(st, 202, "1000x in the warm-up is accepted: HTTP %d %s", st, why);
+    json_t *c = clips(&r, seq);
+    cr_assert_eq(json_array_size(c), 1, "one contribution_clipped event");
+    json_t *e = json_array_get(c, 0);
+    cr_assert_eq(tr_int(e, "learner"), 1);
+    cr_assert_eq(tr_int(e, "fragment"), 0);
+    cr_assert(strstr(json_string_value(json_object_get(e, "why")), "warm-up"), "names the bound");
+    double bound = json_number_value(json_object_get(e, "bound"));
+    cr_assert_float_eq(bound, GUARD_WARMUP_REL * fl2, 1e-3 * fl2, "bound %g, fragment %g", bound, fl2);
+    cr_assert_float_eq(json_number_value(json_object_get(e, "norm")), 1000 * nd, nd, "norm");
+    cr_assert_float_eq(json_number_value(json_object_get(e, "factor")), bound / (1000 * nd), 1e-6);
+    json_decref(c);
+    cr_assert_eq(clipped(&r), 1);
+    /* learner 0's honest ones fill the statistic, unclipped */
     for (int k = 0; k < 4; k++)
         cr_assert_eq(contribute(&r, 0, inc0, 0, 24 * 16, 24, d, len, why, sizeof why), 202, "%s", why);
+    cr_assert_eq(clipped(&r), 1, "honest contributions are not clipped");
+    seq = (long long)tr_last_seq(&r);
     st = contribute(&r, 1, inc1, 0, 24 * 16, 24, big, len, why, sizeof why);
-    cr_assert_eq(st, 422, "1000x: HTTP %d %s", st, why);
-    cr_assert(strstr(why, "other learners"), "names the bound: %s", why);
-    /* learner 1 fills the ring with 9x ones (each within 10x of learner 0's)... */
+    cr_assert_eq(st, 202, "1000x: HTTP %d %s", st, why);
+    c = clips(&r, seq);
+    cr_assert_eq(json_array_size(c), 1);
+    e = json_array_get(c, 0);
+    cr_assert(strstr(json_string_value(json_object_get(e, "why")), "other learners"), "names the bound");
+    cr_assert_float_eq(json_number_value(json_object_get(e, "bound")), 10 * nd, 1e-3 * nd,
+                       "10 x learner 0's norm");
+    json_decref(c);
+    /* learner 1 fills the ring with 9x ones (each within 10x of learner 0's: unclipped)... */
     for (int k = 0; k < 24; k++)
         cr_assert_eq(contribute(&r, 1, inc1, 0, 24 * 16, 24, nine, len, why, sizeof why), 202, "%d: %s", k,
                      why);
-    /* ...which does not raise its own bound: 50x is still refused */
-    st = contribute(&r, 1, inc1, 0, 24 * 16, 24, fifty, len, why, sizeof why);
-    cr_assert_eq(st, 422, "50x after filling the ring: HTTP %d %s", st, why);
-    cr_assert_eq(rejected(&r, "norm"), 3);
-    json_t *e = find_event(&r, "reject", 0);
-    cr_assert_not_null(e, "a reject event");
-    cr_assert_str_eq(json_string_value(json_object_get(e, "reason")), "norm");
-    json_decref(e);
+    cr_assert_eq(clipped(&r), 2);
+    /* ...which does not raise its own bound: 50x is still clipped to 10x learner 0's */
+    seq = (long long)tr_last_seq(&r);
+    cr_assert_eq(contribute(&r, 1, inc1, 0, 24 * 16, 24, fifty, len, why, sizeof why), 202, "%s", why);
+    c = clips(&r, seq);
+    cr_assert_eq(json_array_size(c), 1);
+    cr_assert_float_eq(json_number_value(json_object_get(json_array_get(c, 0), "bound")), 10 * nd, 1e-3 * nd);
+    json_decref(c);
+    cr_assert_eq(clipped(&r), 3);
+    cr_assert_eq(rejected(&r, "norm"), 0, "a size is never refused");
     for (int p = 0; p < FRAGS; p++)
         cr_assert(fragment_finite(&r, p), "fragment %d finite", p);
     double loss = tr_final_eval(&r);
-    cr_assert(isfinite(loss) && isfinite(loss0), "%g %g", loss, loss0);
+    cr_assert(isfinite(loss), "%g", loss);
     free(d), free(big), free(nine), free(fifty);
+    tr_done(&r);
+}
+
+/* A learner back from a partition or a restart sends many steps'
+ * progress at once. Main refused it (400 'norm': per step above 10x the
+ * median) and the learner retried it for the rest of the run. Now its
+ * limit grows with its steps up to 4H: an honest delta whose norm grows
+ * linearly with its steps (the fastest an honest one grows) is merged
+ * unclipped up to 4H steps' worth, and past that it is scaled down only by
+ * what it exceeds. */
+Test(syncer_guard, a_catch_up_of_many_steps_is_accepted, .timeout = 120)
+{
+    tr_run r = {0};
+    start_syncer(&r, "guard-catchup", NULL);
+    json_int_t inc0 = join(&r, 0), inc1 = join(&r, 1);
+    size_t len = frag_len(&r, 0);
+    float *one = update(len, 1.0f);
+    float s = (float)(0.01 * frag_l2(&r, 0) / l2_of(one, len));
+    free(one);
+    float *d = update(len, s), *x4 = update(len, 40.0f * s), *x20 = update(len, 20.0f * s),
+          *x80 = update(len, 80.0f * s);
+    double nd = l2_of(d, len);
+    char why[512];
+    for (int k = 0; k < 4; k++) {
+        cr_assert_eq(contribute(&r, 0, inc0, 0, 24 * 16, 24, d, len, why, sizeof why), 202, "%s", why);
+        cr_assert_eq(contribute(&r, 1, inc1, 0, 24 * 16, 24, d, len, why, sizeof why), 202, "%s", why);
+    }
+    cr_assert_eq(clipped(&r), 0);
+    /* 4H steps moving 4x as far as one period (linear: every step in the same direction) */
+    cr_assert_eq(contribute(&r, 1, inc1, 0, 96 * 16, 96, x4, len, why, sizeof why), 202, "%s", why);
+    /* 20 periods (480 steps) after a partition, 20x one period's norm (linear again) */
+    cr_assert_eq(contribute(&r, 1, inc1, 0, 480 * 16, 480, x20, len, why, sizeof why), 202, "%s", why);
+    cr_assert_eq(clipped(&r), 0, "up to 40x an H-step norm: unclipped");
+    /* 80x: scaled down to the 4H limit (10 x the median per step x 96 steps = 40x), accepted */
+    long long seq = (long long)tr_last_seq(&r);
+    cr_assert_eq(contribute(&r, 1, inc1, 0, 480 * 16, 480, x80, len, why, sizeof why), 202, "%s", why);
+    json_t *c = clips(&r, seq);
+    cr_assert_eq(json_array_size(c), 1);
+    json_t *e = json_array_get(c, 0);
+    cr_assert_float_eq(json_number_value(json_object_get(e, "bound")), 40 * nd, 1e-3 * nd);
+    cr_assert_float_eq(json_number_value(json_object_get(e, "factor")), 0.5, 1e-3);
+    json_decref(c);
+    cr_assert_eq(rejected(&r, "norm"), 0);
+    cr_assert_eq(status_int(&r, "contributions", "rejected"), 0, "nothing refused");
+    for (int p = 0; p < FRAGS; p++)
+        cr_assert(fragment_finite(&r, p), "fragment %d finite", p);
+    free(d), free(x4), free(x20), free(x80);
     tr_done(&r);
 }
 
@@ -328,8 +414,9 @@ Test(syncer_guard, a_1000x_contribution_is_refused_with_422, .timeout = 120)
 
 /* Old code: the first contributions of a fragment were bounded only by
  * finiteness; 3e38 per element was merged and the fragment became
- * non-finite for good. Now the warm-up bound refuses it, and with the
- * norm bound off (--norm-bound 0) the merge's result is refused. */
+ * non-finite for good. Now it is clipped to the warm-up bound (the
+ * fragment's own norm) and the model stays finite; with the norm bound
+ * off (--norm-bound 0) the merge's result is refused. */
 Test(syncer_guard, a_3e38_contribution_never_reaches_the_model, .timeout = 90)
 {
     tr_run r = {0};
@@ -341,10 +428,19 @@ Test(syncer_guard, a_3e38_contribution_never_reaches_the_model, .timeout = 90)
     for (size_t i = 0; i < len; i++)
         big[i] = 3e38f;
     char why[512];
+    double fl2 = frag_l2(&r, 0);
     int st = contribute(&r, 1, inc1, 0, 24 * 16, 24, big, len, why, sizeof why);
-    cr_assert_eq(st, 422, "HTTP %d %s", st, why);
-    cr_assert_eq(version(&r, 0), 0);
+    cr_assert_eq(st, 202, "HTTP %d %s", st, why);
+    cr_assert_eq(clipped(&r), 1);
+    for (int i = 0; i < 100 && version(&r, 0) == 0; i++)
+        cx_sleep_ms(50);
+    cr_assert_eq(version(&r, 0), 1, "merged, clipped");
     cr_assert(fragment_finite(&r, 0));
+    double after = frag_l2(&r, 0);
+    cr_assert_leq(after, 1.5 * fl2, "moved by at most about a tenth of its norm: %g before, %g after", fl2,
+                  after);
+    double loss = tr_final_eval(&r);
+    cr_assert(isfinite(loss), "%g", loss);
     tr_done(&r);
 
     /* the norm bound off: the contribution is accepted, its merge is not applied */
@@ -370,7 +466,7 @@ Test(syncer_guard, a_3e38_contribution_never_reaches_the_model, .timeout = 90)
     cr_assert_eq(rejected(&r2, "merge"), 1, "the contribution is rejected with reason merge");
     cr_assert_eq(version(&r2, 0), 0, "no version was published");
     cr_assert(fragment_finite(&r2, 0));
-    double loss = tr_final_eval(&r2);
+    loss = tr_final_eval(&r2);
     cr_assert(isfinite(loss), "%g", loss);
     /* the fragment still merges honest contributions */
     float *d = update(len, 1.0f);
@@ -441,9 +537,15 @@ Test(syncer_guard, a_join_claiming_unpublished_versions_is_ignored, .timeout = 1
     json_decref(e);
     cr_assert_eq(version(&r, 0), v, "nothing rebuilt");
     float *big = update(len, 1000.0f);
+    seq = (long long)tr_last_seq(&r);
     st = contribute(&r, 1, inc1, 0, 24 * 16, 24, big, len, why, sizeof why);
-    cr_assert_eq(st, 422, "HTTP %d %s", st, why);
-    cr_assert(strstr(why, "other learners"), "the statistic survived the restart: %s", why);
+    cr_assert_eq(st, 202, "HTTP %d %s", st, why);
+    json_t *c = clips(&r, seq);
+    cr_assert_eq(json_array_size(c), 1, "clipped");
+    cr_assert(strstr(json_string_value(json_object_get(json_array_get(c, 0), "why")), "other learners"),
+              "the statistic survived the restart: %s",
+              json_string_value(json_object_get(json_array_get(c, 0), "why")));
+    json_decref(c);
     free(big);
     free(d);
     tr_done(&r);
@@ -499,10 +601,14 @@ static double run_learner(const char *tag, int attack)
             cr_assert_not_null(huge);
             for (size_t k = 0; k < len; k++)
                 huge[k] = 3e38f;
+            long long seq = (long long)tr_last_seq(&r);
             int st = contribute(&r, 1, inc1, p, 24 * 16, 24, huge, len, why, sizeof why);
-            cr_assert_eq(st, 422, "fragment %d, 3e38: HTTP %d %s", p, st, why);
+            cr_assert_eq(st, 202, "fragment %d, 3e38: HTTP %d %s", p, st, why);
             st = contribute(&r, 1, inc1, p, 24 * 16, 24, big, len, why, sizeof why);
-            cr_assert_eq(st, 422, "fragment %d, 1000 x %g: HTTP %d %s", p, honest, st, why);
+            cr_assert_eq(st, 202, "fragment %d, 1000 x %g: HTTP %d %s", p, honest, st, why);
+            json_t *c = clips(&r, seq);
+            cr_assert_eq(json_array_size(c), 2, "fragment %d: both clipped", p);
+            json_decref(c);
             free(big);
             free(huge);
         }

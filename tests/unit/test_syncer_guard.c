@@ -1,7 +1,7 @@
 /* test_syncer_guard.c - the bounds of trainer/syncer_guard.h: merge weights
- * from the syncer's H and batch, the norm statistic over the other
- * learners (and its warm-up), its JSON round trip, and the check of a
- * merge's result. */
+ * from the syncer's H and batch, the norm limit from the other learners'
+ * median (and its warm-up), the clip factor, the ring's JSON round trip,
+ * and the check of a merge's result. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
@@ -23,44 +23,69 @@ Test(syncer_guard, weights_are_capped_by_2h_and_the_syncers_batch)
     cr_assert_leq(w / honest, 2.0);
 }
 
+Test(syncer_guard, the_limit_grows_with_steps_from_h_to_4h)
+{
+    cr_assert_eq(guard_norm_steps(24, 24), 24);
+    cr_assert_eq(guard_norm_steps(1, 24), 24, "a short contribution may be as large as an H-step one");
+    cr_assert_eq(guard_norm_steps(60, 24), 60);
+    cr_assert_eq(guard_norm_steps(100000000, 24), 4 * 24, "a claim of 1e8 steps counts 4H");
+    cr_assert_eq(guard_norm_steps(-5, 24), 24);
+    cr_assert_eq(guard_norm_steps(7, 0), 4, "H < 1 counts as 1");
+}
+
 Test(syncer_guard, the_median_is_over_the_other_learners)
 {
     guard_norms g;
     char why[256];
     memset(&g, 0, sizeof g);
-    /* warm-up: bounded by GUARD_WARMUP_REL x the fragment's own norm (floored) */
-    cr_assert_eq(guard_norm_check(&g, 1, 0, 1, 1, 9.9, 1.0, 4, 10, why, sizeof why), 0);
-    cr_assert_eq(guard_norm_check(&g, 1, 0, 1, 1, 10.1, 1.0, 4, 10, why, sizeof why), 1);
+    /* warm-up: GUARD_WARMUP_REL x the fragment's own norm, floored (GUARD_WARMUP_FLOOR x sqrt(400)) */
+    cr_assert_float_eq(guard_norm_limit(&g, 1, 0, 24, 5.0, 400, 10, why, sizeof why), GUARD_WARMUP_REL * 5.0,
+                       1e-12);
     cr_assert(strstr(why, "warm-up"), "%s", why);
-    cr_assert_eq(guard_norm_check(&g, 1, 0, 1, 1, INFINITY, 1.0, 4, 10, why, sizeof why), 1);
-    cr_assert_eq(guard_norm_check(&g, 1, 0, 1, 1, NAN, 1.0, 4, 10, why, sizeof why), 1);
-    cr_assert_eq(guard_norm_check(&g, 1, 0, 1, 1, 1e9, 1.0, 4, 0, why, sizeof why), 0, "bound 0 is off");
-    /* zero updates from the others bound nothing: the warm-up bound stays */
+    cr_assert_float_eq(guard_norm_limit(&g, 1, 0, 24, 0.0, 400, 10, why, sizeof why),
+                       GUARD_WARMUP_REL * GUARD_WARMUP_FLOOR * 20.0, 1e-12, "the floor");
+    cr_assert(isinf(guard_norm_limit(&g, 1, 0, 24, 5.0, 400, 0, why, sizeof why)), "bound 0 is off");
+    /* zero updates from the others bound nothing: the warm-up limit stays */
     for (int i = 0; i < 4; i++)
-        guard_norm_add(&g, 0, 0.0, 0.0);
-    cr_assert_eq(guard_norm_check(&g, 1, 0, 1e6, 1e6, 10.1, 1.0, 4, 10, why, sizeof why), 1);
-    cr_assert(strstr(why, "warm-up"), "%s", why);
+        guard_norm_add(&g, 0, 0.0);
+    cr_assert_float_eq(guard_norm_limit(&g, 1, 0, 24, 5.0, 400, 10, why, sizeof why), GUARD_WARMUP_REL * 5.0,
+                       1e-12);
     memset(&g, 0, sizeof g);
-    /* learner 0 sends 4 of norm 1; learner 1 fills the ring with 9s */
+    /* learner 0 sends 4 of norm 1 per step; learner 1 fills the ring with 9s */
     for (int i = 0; i < 4; i++)
-        guard_norm_add(&g, 0, 1.0, 0.1);
+        guard_norm_add(&g, 0, 1.0);
     for (int i = 0; i < 28; i++)
-        guard_norm_add(&g, 1, 9.0, 0.9);
-    cr_assert_eq(guard_norm_check(&g, 1, 0, 9.0, 0.9, 1, 1, 4, 10, why, sizeof why), 0, "within 10x");
-    cr_assert_eq(guard_norm_check(&g, 1, 0, 50.0, 0.1, 1, 1, 4, 10, why, sizeof why), 1,
-                 "its own samples do not raise its bound");
+        guard_norm_add(&g, 1, 9.0);
+    cr_assert_float_eq(guard_norm_limit(&g, 1, 0, 24, 5.0, 400, 10, why, sizeof why), 10 * 1.0 * 24, 1e-9,
+                       "its own samples do not raise its limit");
     cr_assert(strstr(why, "other learners"), "%s", why);
-    cr_assert_eq(guard_norm_check(&g, 1, 0, 1.0, 5.0, 1, 1, 4, 10, why, sizeof why), 1, "max-abs too");
-    cr_assert(strstr(why, "max-abs"), "%s", why);
-    /* learner 0 is bounded by learner 1's (median 9) */
-    cr_assert_eq(guard_norm_check(&g, 0, 0, 50.0, 0.1, 1, 1, 4, 10, why, sizeof why), 0);
-    /* a one-learner run counts its own */
-    cr_assert_eq(guard_norm_check(&g, 1, 1, 50.0, 0.1, 1, 1, 4, 10, why, sizeof why), 0);
+    cr_assert_float_eq(guard_norm_limit(&g, 1, 0, 96, 5.0, 400, 10, why, sizeof why), 10 * 1.0 * 96, 1e-9,
+                       "linear in the steps it may count");
+    cr_assert_float_eq(guard_norm_limit(&g, 0, 0, 24, 5.0, 400, 10, why, sizeof why), 10 * 9.0 * 24, 1e-9,
+                       "learner 0 is bounded by learner 1's (median 9)");
+    cr_assert_float_eq(guard_norm_limit(&g, 1, 1, 24, 5.0, 400, 10, why, sizeof why), 10 * 9.0 * 24, 1e-9,
+                       "a one-learner run counts its own");
     /* the ring drops the oldest: 4 more from learner 1 push learner 0 out */
     for (int i = 0; i < 4; i++)
-        guard_norm_add(&g, 1, 9.0, 0.9);
-    cr_assert_eq(guard_norm_check(&g, 1, 0, 50.0, 0.1, 1, 1, 4, 10, why, sizeof why), 0,
-                 "no sample of another learner left: the warm-up bound (total L2 1 <= 10)");
+        guard_norm_add(&g, 1, 9.0);
+    cr_assert_float_eq(guard_norm_limit(&g, 1, 0, 24, 5.0, 400, 10, why, sizeof why), GUARD_WARMUP_REL * 5.0,
+                       1e-12, "no sample of another learner left: the warm-up limit");
+}
+
+Test(syncer_guard, clipping_scales_down_never_up_and_never_passes_a_non_finite_norm)
+{
+    cr_assert_float_eq(guard_clip_factor(5.0, 10.0), 1.0, 1e-15, "within: untouched");
+    cr_assert_float_eq(guard_clip_factor(10.0, 10.0), 1.0, 1e-15);
+    cr_assert_float_eq(guard_clip_factor(40.0, 10.0), 0.25, 1e-15);
+    cr_assert_float_eq(guard_clip_factor(1e40, INFINITY), 1.0, 1e-15, "no limit");
+    cr_assert_eq(guard_clip_factor(INFINITY, 10.0), 0.0);
+    cr_assert_eq(guard_clip_factor(NAN, 10.0), 0.0);
+    /* 3e38 per element over 1000 floats: the norm is finite in double, and clipped to the limit */
+    double l2 = 3e38 * sqrt(1000.0);
+    cr_assert(isfinite(l2));
+    double f = guard_clip_factor(l2, 2.0);
+    cr_assert(f > 0 && f < 1e-30, "%g", f);
+    cr_assert_float_eq(3e38 * f * sqrt(1000.0), 2.0, 1e-9);
 }
 
 Test(syncer_guard, the_ring_round_trips_through_json)
@@ -69,23 +94,21 @@ Test(syncer_guard, the_ring_round_trips_through_json)
     char err[256];
     memset(&g, 0, sizeof g);
     for (int i = 0; i < 40; i++)
-        guard_norm_add(&g, i % 3, 0.5 + i, 0.25 * i);
+        guard_norm_add(&g, i % 3, 0.5 + i);
     json_t *j = guard_norms_json(&g);
     cr_assert_not_null(j);
     memset(&back, 0, sizeof back);
     cr_assert_eq(guard_norms_parse(&back, j, err, sizeof err), 0, "%s", err);
     cr_assert_eq(back.n, g.n);
     cr_assert_eq(memcmp(back.learner, g.learner, sizeof g.learner), 0);
-    for (int i = 0; i < GUARD_NORM_SAMPLES; i++) {
+    for (int i = 0; i < GUARD_NORM_SAMPLES; i++)
         cr_assert_float_eq(back.l2[i], g.l2[i], 1e-12);
-        cr_assert_float_eq(back.maxabs[i], g.maxabs[i], 1e-12);
-    }
     json_decref(j);
     /* damaged: a negative norm, a short array; *g untouched */
-    json_t *bad = json_pack("{s:i, s:[i], s:[f], s:[f]}", "n", 1, "learner", 0, "l2", -1.0, "maxabs", 0.0);
+    json_t *bad = json_pack("{s:i, s:[i], s:[f]}", "n", 1, "learner", 0, "l2", -1.0);
     cr_assert_eq(guard_norms_parse(&back, bad, err, sizeof err), -1);
     json_decref(bad);
-    bad = json_pack("{s:i, s:[], s:[], s:[]}", "n", 3, "learner", "l2", "maxabs");
+    bad = json_pack("{s:i, s:[], s:[]}", "n", 3, "learner", "l2");
     cr_assert_eq(guard_norms_parse(&back, bad, err, sizeof err), -1);
     json_decref(bad);
     cr_assert_eq(back.n, g.n, "untouched on error");
