@@ -287,12 +287,16 @@ Test(syncer_bounds, token_claims_are_refused_and_huge_updates_clipped, .timeout 
     cr_assert_eq(learner0_incarnation(&r), s.inc, "the learner keeps its seat and incarnation");
     cr_assert_eq(version0(&r), v, "no merge from a refused claim");
 
-    /* warm-up: NORM_WARMUP honest contributions, each merged */
+    /* warm-up: GUARD_NORM_WARMUP honest contributions, each merged; small enough to pass the
+     * warm-up limit (0.1 x the fragment's norm) unclipped, so that they make the median */
+    for (size_t i = 0; i < s.len; i++)
+        s.d[i] *= 0.1f;
     for (int k = 0; k < 4; k++) {
         cr_assert_eq(contribute(&r, s.inc, version0(&r), 384, 24, s.d, s.len, why, sizeof why), 202, "%s",
                      why);
         cr_assert_eq(version0(&r), v + k + 1, "merged");
     }
+    cr_assert_eq(status_clipped(&r), 0, "the warm-up ones are not clipped");
     v = version0(&r);
     double loss = tr_final_eval(&r); /* the eval covers every warm-up merge */
     /* one finite 3e38 per element once made the fragment non-finite for good; it is clipped to
