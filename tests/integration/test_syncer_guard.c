@@ -364,8 +364,12 @@ Test(syncer_guard, a_1000x_contribution_is_clipped_to_the_others_norm, .timeout 
 }
 
 /* A learner back from a partition or a restart sends many steps'
- * progress at once. Main refused it (400 'norm': per step above 10x the
- * median) and the learner retried it for the rest of the run. Now its
+ * progress at once. The first guard (f2ebb9e, reverted in 728af76)
+ * refused it with 422 'norm' (its norm per min(steps, 2H) above 10x the
+ * median: the 96-step one below is 0.83 against 0.42) and the learner
+ * retried it for the rest of the run. Main divides by the claimed steps,
+ * unbounded: it accepts these, and it fails here only because it clips
+ * nothing (an attacker claiming 600 steps gets 25x the bound). Now its
  * limit grows with its steps up to 4H: an honest delta whose norm grows
  * linearly with its steps (the fastest an honest one grows) is merged
  * unclipped up to 4H steps' worth, and past that it is scaled down only by
