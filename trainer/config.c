@@ -70,8 +70,8 @@ static const key_def keys[] = {
      "rounds of its fragment a decoupled contribution's base may lag before it is rejected (-1: 2 x "
      "learners, at least 4)"},
     {"norm_bound", KEY_DOUBLE, OFF(norm_bound), 0, 1e6, NULL, 0,
-     "reject a contribution whose L2 or max-abs norm exceeds this multiple of its fragment's running "
-     "median (after a warm-up of accepted ones; 0: off)"},
+     "clip a contribution's L2 norm to this multiple of its fragment's running median norm per step x "
+     "its steps (H..4H; after a warm-up of accepted ones; 0: off)"},
     {"encoding", KEY_ENUM, OFF(encoding), 0, 0, encoding_names, 1,
      "encoding of outer gradients and downstream deltas: f32, bf16, int8, int4, int2 (ternary) or q2 "
      "(2-bit)"},

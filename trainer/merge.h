@@ -80,11 +80,12 @@ int merge_fragment(float *out, const fragment_table *t, int p, const merge_contr
 /* Workspace for merge_apply, sized once: fragments of up to max_len floats,
  * up to max_k contributions. Besides merge_apply's own scratch it holds
  * MERGE_WS_BUFS caller buffers of max_len floats (merge_ws_buf), which the
- * syncer uses for the gathered Θ, momentum and Θ_V of a fragment. Not
+ * syncer uses for the gathered Θ, momentum, and Θ and momentum before the
+ * merge (to undo a refused one). Not
  * thread-safe: one merge at a time per workspace. */
 typedef struct merge_ws merge_ws;
 
-#define MERGE_WS_BUFS 3
+#define MERGE_WS_BUFS 4
 
 /* NULL with CX_EINVAL (max_len 0, max_k outside 1..MERGE_MAX_CONTRIB) or
  * CX_ENOMEM in err. */

@@ -23,9 +23,10 @@ static const char *const reason_names[PROTO_R_COUNT + 1] = {
     "norm",
     "claim",
     "auth",
+    "merge",
     NULL,
 };
-_Static_assert(PROTO_R_AUTH == PROTO_R_COUNT - 1, "reason_names names every proto_reason");
+_Static_assert(PROTO_R_MERGE == PROTO_R_COUNT - 1, "reason_names names every proto_reason");
 
 const char *proto_reason_name(proto_reason r)
 {

@@ -115,13 +115,14 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         if (l->id < 0)
             continue;
         json_array_append_new(
-            ls, json_pack("{s:I, s:s, s:I, s:I, s:I, s:f, s:f, s:I, s:f, s:{s:I, s:I}}", "id",
+            ls, json_pack("{s:I, s:s, s:I, s:I, s:I, s:f, s:f, s:I, s:f, s:{s:I, s:I, s:I}}", "id",
                           (json_int_t)l->id, "state", syncer_learner_state_names[l->state], "incarnation",
                           (json_int_t)l->incarnation, "step", (json_int_t)l->step, "tokens",
                           (json_int_t)l->tokens, "train_loss", isfinite(l->train_loss) ? l->train_loss : 0.0,
                           "step_ms", l->step_ms, "clock_skew_ms", (json_int_t)l->clock_skew_ms, "last_seen_s",
                           l->last_seen_ms ? (double)(now - l->last_seen_ms) / 1000.0 : -1.0, "contributions",
-                          "accepted", (json_int_t)l->accepted, "rejected", (json_int_t)l->rejected));
+                          "accepted", (json_int_t)l->accepted, "rejected", (json_int_t)l->rejected, "clipped",
+                          (json_int_t)l->clipped));
         json_t *lj = json_array_get(ls, json_array_size(ls) - 1);
         /* fraction of the merged fragments it pulled after contributing that held its contribution */
         json_object_set_new(lj, "adopted_with_own",
@@ -160,6 +161,11 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         "uptime_ms", (json_int_t)(now - s->start_ms), "learners_expected", (int)s->cfg.learners, "loss_floor",
         isfinite(s->entropy_floor) ? json_real(s->entropy_floor) : json_null());
     json_object_set_new(o, "n_params", json_integer((json_int_t)s->n));
+    /* merges whose result was not finite or bounded: never applied (syncer_guard.h) */
+    json_object_set_new(o, "merges_refused", json_integer((json_int_t)s->merges_refused));
+    /* accepted contributions scaled down to the norm limit (syncer_guard.h), in contributions{} */
+    json_object_set_new(json_object_get(o, "contributions"), "clipped",
+                        json_integer((json_int_t)s->clipped_total));
     /* merge efficiency: merged tokens over trained tokens (not goodput,
      * which weighs useful compute under faults against allocated compute) */
     int64_t trained = syncer_tokens_trained(s);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "common/buf.h"
 #include "common/clock.h"
@@ -66,6 +67,64 @@ void syncer_run_eval(syncer *s)
             (long long)tokens);
 }
 
+/* ---- syncer: the guard's norm statistic across restarts ----
+ *
+ * The per-fragment ring of accepted contribution norms (syncer_guard.h)
+ * is kept beside the checkpoint in <state-dir>/guard.json, written
+ * atomically after each checkpoint: {"fragments": [ring, ...]} with one
+ * guard_norms_json ring per fragment. It is advisory: a missing or damaged
+ * file (or one of another fragment count) starts the rings empty, which
+ * only means the warm-up bound applies again until the learners have sent
+ * GUARD_NORM_WARMUP contributions per fragment. */
+
+/* Write norms[P] (a snapshot) to guard.json. 0, or a negative cx_err. */
+static int guard_save(const syncer *s, const guard_norms *norms, char *err, size_t errlen)
+{
+    char path[1100];
+    json_t *fr = json_array();
+    for (int p = 0; p < s->P; p++)
+        json_array_append_new(fr, guard_norms_json(&norms[p]));
+    json_t *o = json_pack("{s:o}", "fragments", fr);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!text)
+        return cx_fail(err, errlen, CX_ENOMEM, "guard.json: out of memory");
+    snprintf(path, sizeof path, "%s/guard.json", s->state_dir);
+    int rc = cx_file_write_atomic(path, text, strlen(text), err, errlen);
+    free(text);
+    return rc;
+}
+
+/* Load guard.json into the rounds' rings (start-up, before serving); a
+ * missing or damaged file leaves them empty (logged). */
+static void guard_load(syncer *s)
+{
+    char path[1100], err[CX_ERRLEN];
+    char *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/guard.json", s->state_dir);
+    if (access(path, F_OK) != 0)
+        return;
+    if (cx_file_read(path, 1 << 22, &text, &len, err, sizeof err) != 0) {
+        cx_warn("guard.json: %s; the norm bounds start from their warm-up", err);
+        return;
+    }
+    json_error_t je;
+    json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    free(text);
+    json_t *fr = json_object_get(o, "fragments");
+    if (!json_is_array(fr) || json_array_size(fr) != (size_t)s->P) {
+        cx_warn("guard.json: not {\"fragments\": [%d rings]}; the norm bounds start from their warm-up",
+                s->P);
+        json_decref(o);
+        return;
+    }
+    for (int p = 0; p < s->P; p++)
+        if (guard_norms_parse(&s->rounds[p].norms, json_array_get(fr, (size_t)p), err, sizeof err) != 0)
+            cx_warn("guard.json: fragment %d: %s; its norm bound starts from the warm-up", p, err);
+    json_decref(o);
+}
+
 /* Snapshot under the lock, write outside it. */
 int syncer_write_checkpoint(syncer *s, char *err, size_t errlen)
 {
@@ -82,7 +141,9 @@ int syncer_write_checkpoint(syncer *s, char *err, size_t errlen)
         c.adam_m = malloc(s->n * sizeof(float));
         c.adam_v = malloc(s->n * sizeof(float));
     }
-    if (!c.params || !c.momentum || !c.versions || !c.learners || (s->opt && (!c.adam_m || !c.adam_v)))
+    guard_norms *norms = s->rounds ? malloc((size_t)s->P * sizeof *norms) : NULL;
+    if (!c.params || !c.momentum || !c.versions || !c.learners || (s->opt && (!c.adam_m || !c.adam_v)) ||
+        (s->rounds && !norms))
         goto out;
     pthread_mutex_lock(&s->mu);
     c.mode = s->cfg.mode;
@@ -103,10 +164,17 @@ int syncer_write_checkpoint(syncer *s, char *err, size_t errlen)
     for (int i = 0; i < MAX_LEARNERS; i++)
         if (s->learners[i].id >= 0 && s->learners[i].incarnation > 0)
             c.learners[c.n_learners++] = (ckpt_learner_inc){s->learners[i].id, s->learners[i].incarnation};
+    for (int p = 0; norms && p < s->P; p++)
+        norms[p] = s->rounds[p].norms;
     s->last_ckpt_merges = s->merges;
     s->last_ckpt_ms = cx_mono_ms();
     pthread_mutex_unlock(&s->mu);
     rc = ckpt_syncer_save(s->state_dir, &c, err, errlen);
+    if (rc == 0 && norms) {
+        char gerr[CX_ERRLEN];
+        if (guard_save(s, norms, gerr, sizeof gerr) != 0) /* advisory: the checkpoint stands */
+            cx_warn("checkpoint written, guard.json not: %s", gerr);
+    }
     if (rc == 0) {
         size_t bytes = s->n * 4 * (s->opt ? 4 : 2);
         events_emit(s->ev, "checkpoint",
@@ -114,6 +182,7 @@ int syncer_write_checkpoint(syncer *s, char *err, size_t errlen)
                               "generation", (json_int_t)c.generation));
     }
 out:
+    free(norms);
     ckpt_syncer_cleanup(&c);
     return rc;
 }
@@ -189,6 +258,8 @@ int syncer_restore(syncer *s, char *err, size_t errlen)
     events_set_seq_floor(s->ev, c.event_seq);
     s->ckpt_event_seq = c.event_seq;
     s->start = START_RESTORED;
+    if (s->rounds)
+        guard_load(s);
     cx_info("restored checkpoint generation=%lld merges=%lld ddp_step=%lld", (long long)c.generation,
             (long long)c.merges, (long long)c.ddp_step);
     ckpt_syncer_cleanup(&c);
@@ -233,6 +304,10 @@ void syncer_start_log(syncer *s, int64_t before_bump)
     }
     if (s->start == START_FRESH && after > before_bump)
         s->start = START_LOST; /* merges in the log, no checkpoint: it was lost */
+    /* what this syncer published: the checkpoint and the merges logged after it, which the bump
+     * put every version above; no record at all (a new run or a wiped dir): unknown (-1) */
+    for (int p = 0; p < s->P; p++)
+        s->rbf[p].published = s->start == START_RESTORED || after > before_bump ? s->versions[p] : -1;
     s->rb_guard = s->start != START_RESTORED || after > before_bump;
     switch (s->start) {
     case START_FRESH:

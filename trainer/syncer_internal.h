@@ -18,6 +18,9 @@
  *   syncer_rebuild.c     rebuild from the learners, POST /v1/fragments/{p}/state
  *   syncer_durability.c  eval, checkpoints, restore and version bump at start-up
  *   syncer_api.c         HTTP helpers, status, events, route and access tables, listen
+ *   syncer_guard.c       what one learner's contribution weighs, how large it may be, whether a
+ *                        merge's result may be applied (its own header, syncer_guard.h; no syncer
+ *                        state: the rounds and durability call it)
  * Functions keep the names they had as statics of one syncer.c where they
  * already name their concern (round_, ddp_, rebuild_, reject_, hist_,
  * downstream_, h_ for a route handler); the generic ones are prefixed
@@ -43,6 +46,7 @@
 #include "trainer/protocol.h"
 #include "trainer/round.h"
 #include "trainer/syncer.h"
+#include "trainer/syncer_guard.h"
 
 #define MAX_LEARNERS CONFIG_LEARNERS_MAX
 #define RECENT_MERGES 16
@@ -57,8 +61,6 @@
 #define DELTA_HISTORY_F32X 2      /* ... and at most this many f32 fragments' worth of bytes */
 #define INCARNATION_MAX_STEP 1000 /* a join may name an incarnation at most this far above the current */
 #define T_REAL_MAX_MS 253402300799999LL /* 9999-12-31T23:59:59.999Z: bound of heartbeat t_real_ms */
-#define NORM_SAMPLES 32                 /* accepted contribution norms kept per fragment (running median) */
-#define NORM_WARMUP 4                   /* accepted contributions before the norm bound applies */
 #define REJECT_EVENT_MS 1000            /* at most one reject event per reason per this interval */
 
 /* Why a GET /v1/fragments/{p} was answered with the full f32 fragment. */
@@ -104,6 +106,7 @@ typedef struct learner_rec {
     int64_t clock_skew_ms;    /* its realtime minus ours */
     int64_t accepted;         /* contributions/gradients accepted */
     int64_t rejected;         /* contributions/gradients rejected */
+    int64_t clipped;          /* of those accepted, scaled down to the norm limit (syncer_guard.h) */
     int64_t ddp_arrived;      /* last ddp step it sent a gradient for (-1 none) */
     int64_t ddp_dropped;      /* last ddp step closed without it (-1 none) */
     int64_t batch;            /* sequences per step it reported (its --batch; cfg.batch until then) */
@@ -132,16 +135,10 @@ typedef struct contrib {
     int64_t tokens;       /* since it last received the fragment */
     int64_t steps;        /* since it last received the fragment */
     int64_t step;         /* the learner's step at the send (-1 not said) */
+    int64_t w_tokens;     /* tokens it weighs in the merge (guard_weight_tokens: the syncer's batch) */
+    int64_t w_steps;      /* steps it weighs (guard_weight_steps: at most 2H) */
     float *delta;         /* [fragment_length] decoded outer gradient */
 } contrib;
-
-/* The norms of the last accepted contributions of one fragment: the
- * running median a new one is bounded by (cfg.norm_bound). */
-typedef struct norm_hist {
-    double l2[NORM_SAMPLES];     /* L2 norms, ring */
-    double maxabs[NORM_SAMPLES]; /* max |x|, ring */
-    int64_t n;                   /* accepted so far (ring index = n % NORM_SAMPLES) */
-} norm_hist;
 
 /* Rejections of one reason not yet in an event (the log gets one event per
  * reason per REJECT_EVENT_MS with their count, not one line per request). */
@@ -156,7 +153,7 @@ typedef struct reject_agg {
 
 typedef struct frag_round {
     round_state state;
-    norm_hist norms;         /* accepted contributions' norms */
+    guard_norms norms;       /* accepted contributions' norms (syncer_guard.h) */
     contrib c[MAX_LEARNERS]; /* held contributions, [0, n) */
     int n;                   /* contributions held */
     int64_t opened_ms;       /* mono ms of the first contribution */
@@ -194,6 +191,8 @@ typedef struct rb_frag {
     int64_t want_version;  /* newest reported copy above the bar (0 none) */
     int64_t want_learner;  /* who reported it */
     uint32_t want_crc;     /* its CRC32C */
+    int64_t published;     /* highest version this syncer knows it published (-1: no record, a wiped
+                              state dir); a report above it is refused (rebuild_claim_refused) */
     int64_t got_version;   /* newest uploaded copy (0 none) */
     int64_t got_learner;   /* who uploaded it */
     uint32_t got_crc;      /* its CRC32C */
@@ -274,6 +273,8 @@ struct syncer {
     int64_t rounds_lagged;    /* contributions accepted whose base was behind the fragment's version */
     int64_t rounds_lag_sum;   /* sum of their lags (versions behind) over every accepted contribution */
     int64_t stale_rejected;   /* contributions refused as stale (base too many rounds behind, or ahead) */
+    int64_t merges_refused;   /* merges whose result was not finite or bounded: never applied */
+    int64_t clipped_total;    /* contributions accepted scaled down to the norm limit (syncer_guard.h) */
     double eval_loss;         /* nats, NAN before the first eval */
     int64_t eval_merges;      /* merges at the last eval */
     int64_t eval_tokens;      /* tokens_merged at the last eval */

@@ -117,6 +117,40 @@ static int64_t rb_bar(const syncer *s, int p)
     return s->versions[p] == f->start_version ? f->ckpt_version : s->versions[p];
 }
 
+/* The highest version of fragment p this syncer knows it published (mu
+ * held), or -1 when it has no record: it started from a state dir with
+ * neither a checkpoint nor a merge in its event log (a new run, or a wiped
+ * dir) and has merged nothing since (once it has merged any fragment, it
+ * published every version of every fragment itself). A learner cannot hold a version above
+ * it: such a report is a claim, never a copy (rebuild_join refuses it).
+ * Without a record the syncer cannot tell a wiped dir from a new run and
+ * trusts the reports as before (docs/security.md says what that leaves). */
+static int64_t rb_published(const syncer *s, int p)
+{
+    const rb_frag *f = &s->rbf[p];
+    if (f->published >= 0)
+        return f->published > s->versions[p] ? f->published : s->versions[p];
+    for (int q = 0; q < s->P; q++)
+        if (s->versions[q] != s->rbf[q].start_version)
+            return s->versions[p];
+    return -1;
+}
+
+/* A join's report of fragment p at version v (or published pub) above
+ * what this syncer published (mu held): logged and counted as a
+ * rebuild_claim_refused event; the report is dropped. */
+static void rb_claim_refused(syncer *s, int slot, int p, int64_t v, int64_t published)
+{
+    const learner_rec *l = &s->learners[slot];
+    cx_warn("rebuild: learner %lld claims fragment %d version %lld, above the %lld this syncer published: "
+            "ignored",
+            (long long)l->id, p, (long long)v, (long long)published);
+    events_emit(s->ev, "rebuild_claim_refused",
+                json_pack("{s:I, s:I, s:i, s:I, s:I}", "learner", (json_int_t)l->id, "incarnation",
+                          (json_int_t)l->incarnation, "fragment", p, "version", (json_int_t)v, "published",
+                          (json_int_t)published));
+}
+
 /* Decode the optional "holds" of a join body into v[P], crc[P]. 0, or -1
  * with a 400 naming what was wrong. */
 int rb_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, int64_t *pub, cx_http_resp *resp)
@@ -182,9 +216,20 @@ rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const uint32_t
         memset(&s->rb_rep[slot * s->P], 0, (size_t)s->P * sizeof *s->rb_rep);
     for (int p = 0; v && p < s->P; p++) {
         rb_frag *f = &s->rbf[p];
+        int64_t published = rb_published(s, p), seen = pub[p];
+        if (published >= 0 && v[p] > published) {
+            /* never published here: not a copy of ours; it opens nothing and cannot be uploaded */
+            rb_claim_refused(s, slot, p, v[p], published);
+            s->rb_rep[slot * s->P + p] = (rb_report){0, 0, step};
+            continue;
+        }
+        if (published >= 0 && seen > published) { /* nor can it have seen one above: no version jump */
+            rb_claim_refused(s, slot, p, seen, published);
+            seen = published;
+        }
         s->rb_rep[slot * s->P + p] = (rb_report){v[p], crc[p], step};
-        if (pub[p] > f->max_reported) /* published (it holds or saw it): a rebuild goes above */
-            f->max_reported = pub[p];
+        if (seen > f->max_reported) /* published (it holds or saw it): a rebuild goes above */
+            f->max_reported = seen;
         if (v[p] <= 0) /* untrained (or nothing held): never seeds the state */
             continue;
         if (v[p] <= rb_bar(s, p))
@@ -334,7 +379,7 @@ static json_t *rebuild_apply(syncer *s)
          * p can be published beyond the newest one reported */
         int64_t top = f->max_reported > old ? f->max_reported : old;
         s->versions[p] = top + 1 + rb_gap(s);
-        f->ckpt_version = f->start_version = s->versions[p];
+        f->ckpt_version = f->start_version = f->published = s->versions[p];
         frag_round *rd = &s->rounds[p];
         for (int i = 0; i < rd->n; i++)
             free(rd->c[i].delta);

@@ -194,8 +194,9 @@ static int round_mergeable(syncer *s, frag_round *r, merge_contrib *mc, int *idx
         if (l->state == LS_ABSENT)
             continue;
         mc[k].delta = r->c[i].delta;
-        mc[k].tokens = (uint64_t)r->c[i].tokens;
-        mc[k].steps = (uint64_t)r->c[i].steps;
+        /* the weight is what the syncer assigns (syncer_guard.h), not the claim */
+        mc[k].tokens = (uint64_t)r->c[i].w_tokens;
+        mc[k].steps = (uint64_t)r->c[i].w_steps;
         idx[k++] = i;
     }
     return k;
@@ -204,10 +205,12 @@ static int round_mergeable(syncer *s, frag_round *r, merge_contrib *mc, int *idx
 /* round_merge, step 2: merge the k contributions mc[] into fragment p's Θ
  * and momentum with the run's rule and weighting, quantize the update
  * (downstream_encode); w[] gets their weights, *norm the update's norm,
- * *scale the share of the outer step applied. 0, or 1 when the merge
- * failed (Θ untouched) (mu held). */
+ * *scale the share of the outer step applied. 0, 1 when the merge
+ * failed, or 2 when its result was refused (guard_merge_result: not
+ * finite or unbounded; the reason in `refused`); Θ and momentum are
+ * untouched unless 0 (mu held). */
 static int round_apply(syncer *s, int p, const merge_contrib *mc, int k, double *w, double *norm_out,
-                       double *scale_out)
+                       double *scale_out, char *refused, size_t refused_len)
 {
     size_t len = fragment_length(s->ft, p);
     char err[CX_ERRLEN];
@@ -244,8 +247,9 @@ static int round_apply(syncer *s, int p, const merge_contrib *mc, int k, double 
         fragment_gather(s->ft, p, s->theta, th);
         fragment_gather(s->ft, p, s->momentum, mo);
     }
-    if (downstream_encodes(s, p))
-        memcpy(old, th, len * sizeof *old);
+    float *mo_old = merge_ws_buf(s->mws, 3);
+    memcpy(old, th, len * sizeof *old); /* to undo a merge whose result is refused */
+    memcpy(mo_old, mo, len * sizeof *mo_old);
     float lr = (float)s->cfg.outer_lr, mu = (float)s->cfg.outer_momentum;
     double norm = 0.0;
     *scale_out = scale;
@@ -257,6 +261,12 @@ static int round_apply(syncer *s, int p, const merge_contrib *mc, int k, double 
     if (rc != 0) { /* th/mo untouched on error */
         cx_error("merge fragment=%d failed: %s", p, err);
         return 1;
+    }
+    if (guard_merge_result(old, th, mo, len, refused, refused_len) != 0) {
+        /* never applied: th/mo back as they were (a direct fragment is theta itself) */
+        memcpy(th, old, len * sizeof *th);
+        memcpy(mo, mo_old, len * sizeof *mo);
+        return 2;
     }
     downstream_encode(s, p, old, th, s->versions[p] + 1);
     if (!direct) {
@@ -303,9 +313,47 @@ static void round_drops(syncer *s, int p, frag_round *r, const int *idx, int k, 
     }
 }
 
+/* Round r holds nothing any more: back to IDLE (mu held). */
+static void round_to_idle(syncer *s, frag_round *r)
+{
+    r->n = 0;
+    r->lagged = 0;
+    r->state = RS_IDLE;
+    r->opened_ms = r->quorum_ms = r->grace_end_ms = 0;
+    r->grace_ms = 0;
+    assert_round_state(s, r);
+}
+
+/* The merge of round p was refused (guard_merge_result; mu held): Θ and
+ * the version stay, every contribution the round held is rejected with
+ * reason "merge" and freed, the round is idle again (its id reopens), and
+ * a merge_refused event and merges_refused count it. The learners were
+ * answered 202: like a dropped contribution, what they carried is lost. */
+static void round_refuse(syncer *s, int p, frag_round *r, const char *why)
+{
+    json_t *parts = json_array();
+    s->merges_refused++;
+    for (int i = 0; i < r->n; i++) {
+        contrib *c = &r->c[i];
+        json_array_append_new(parts, json_pack("{s:I, s:I, s:I, s:I}", "learner", (json_int_t)c->learner,
+                                               "incarnation", (json_int_t)c->incarnation, "steps",
+                                               (json_int_t)c->steps, "tokens", (json_int_t)c->tokens));
+        reject_note(s, PROTO_R_MERGE, c->learner, c->incarnation, p, why);
+        if (s->own_ver[c->slot * s->P + p] == 0) /* nothing pending any more */
+            s->own_ver[c->slot * s->P + p] = -1;
+        free(c->delta);
+        c->delta = NULL;
+    }
+    events_emit(s->ev, "merge_refused",
+                json_pack("{s:i, s:I, s:I, s:s, s:o}", "fragment", p, "version", (json_int_t)s->versions[p],
+                          "round", (json_int_t)r->id, "reason", why, "contributions", parts));
+    cx_error("merge fragment=%d round=%lld refused, not applied: %s", p, (long long)r->id, why);
+    round_to_idle(s, r);
+}
+
 /* Merge what round p holds (mu held). Contributions of absent learners get
- * no weight; returns 0 when merged, 1 when nothing was mergeable (round stays
- * open). */
+ * no weight; returns 0 when merged or refused (round_refuse), 1 when
+ * nothing was mergeable (round stays open). */
 static int round_merge(syncer *s, int p, const char *why)
 {
     frag_round *r = &s->rounds[p];
@@ -317,7 +365,13 @@ static int round_merge(syncer *s, int p, const char *why)
     if (k == 0)
         return 1;
     double norm = 0.0, scale = 1.0;
-    if (round_apply(s, p, mc, k, w, &norm, &scale) != 0)
+    char refused[CX_ERRLEN];
+    int rc = round_apply(s, p, mc, k, w, &norm, &scale, refused, sizeof refused);
+    if (rc == 2) {
+        round_refuse(s, p, r, refused);
+        return 0;
+    }
+    if (rc != 0)
         return 1;
 
     int64_t version = ++s->versions[p];
@@ -357,12 +411,7 @@ static int round_merge(syncer *s, int p, const char *why)
             "norm=%.4g",
             p, (long long)r->id, (long long)version, k, r->lagged, why, r->grace_ms, norm);
     syncer_note_merge(s, p, version, ids, k);
-    r->n = 0;
-    r->lagged = 0;
-    r->state = RS_IDLE;
-    r->opened_ms = r->quorum_ms = r->grace_end_ms = 0;
-    r->grace_ms = 0;
-    assert_round_state(s, r);
+    round_to_idle(s, r);
     pthread_cond_broadcast(&s->frag_cv);
     return 0;
 }
@@ -458,69 +507,28 @@ static proto_reason claim_check(syncer *s, int slot, int p, const proto_hdr *h, 
     return PROTO_OK;
 }
 
-static double ring_median(const double *ring, int64_t n)
+/* The L2 norm a contribution of learner covering steps may have in
+ * fragment p (mu held): syncer_guard.h's limit, from the other learners'
+ * recent norms or, before enough of those, from the fragment's own norm;
+ * why says which. INFINITY with --norm-bound 0. */
+static double norm_limit(syncer *s, int p, int64_t learner, int64_t steps, char *why, size_t len)
 {
-    double v[NORM_SAMPLES];
-    int k = n < NORM_SAMPLES ? (int)n : NORM_SAMPLES;
-    memcpy(v, ring, (size_t)k * sizeof v[0]);
-    for (int i = 1; i < k; i++) /* insertion sort: k <= 32 */
-        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
-}
-
-/* PROTO_OK when the per-step norms of a contribution (L2 / steps and
- * max-abs / steps) are within cfg.norm_bound x the medians of fragment p's
- * last NORM_SAMPLES accepted ones (mu held). Per step, because a delta
- * grows with the steps it covers (a learner back after a long partition).
- * No bound before NORM_WARMUP accepted, with norm_bound 0, or while a
- * median is 0. */
-static proto_reason norm_check(syncer *s, int p, double l2, double maxabs, char *why, size_t len)
-{
-    const norm_hist *nh = &s->rounds[p].norms;
-    double b = s->cfg.norm_bound;
-    if (b <= 0 || nh->n < NORM_WARMUP)
-        return PROTO_OK;
-    double ml2 = ring_median(nh->l2, nh->n), mmax = ring_median(nh->maxabs, nh->n);
-    int k = nh->n < NORM_SAMPLES ? (int)nh->n : NORM_SAMPLES;
-    if (ml2 > 0 && l2 > b * ml2) {
-        snprintf(why, len, "L2 norm per step %.4g is more than %g x the median %.4g of fragment %d's last %d",
-                 l2, b, ml2, p, k);
-        return PROTO_R_NORM;
+    const fragment_range *fr = fragment_ranges(s->ft, p);
+    double sq = 0.0;
+    for (int i = 0; s->cfg.norm_bound > 0 && i < fragment_num_ranges(s->ft, p); i++) {
+        double n = guard_l2(s->theta + fr[i].offset, fr[i].length);
+        sq += n * n;
     }
-    if (mmax > 0 && maxabs > b * mmax) {
-        snprintf(why, len, "max-abs per step %.4g is more than %g x the median %.4g of fragment %d's last %d",
-                 maxabs, b, mmax, p, k);
-        return PROTO_R_NORM;
-    }
-    return PROTO_OK;
-}
-
-static void norm_add(syncer *s, int p, double l2, double maxabs)
-{
-    norm_hist *nh = &s->rounds[p].norms;
-    nh->l2[nh->n % NORM_SAMPLES] = l2;
-    nh->maxabs[nh->n % NORM_SAMPLES] = maxabs;
-    nh->n++;
-}
-
-static double max_abs(const float *v, size_t n)
-{
-    float m = 0;
-    for (size_t i = 0; i < n; i++)
-        m = fabsf(v[i]) > m ? fabsf(v[i]) : m;
-    return m;
+    return guard_norm_limit(&s->rounds[p].norms, learner, s->cfg.learners <= 1,
+                            guard_norm_steps(steps, s->cfg.H), sqrt(sq), fragment_length(s->ft, p),
+                            s->cfg.norm_bound, why, len);
 }
 
 /* Whether a well-formed contribution to fragment p may join its round
- * (mu held): a current learner, a base version the mode accepts, a
- * possible claim and a bounded norm. PROTO_OK and *slot, or the reason with
- * the detail in why. */
-static proto_reason admit(syncer *s, int p, const proto_hdr *h, double l2, double mx, int *slot, char *why,
-                          size_t len)
+ * (mu held): a current learner, a base version the mode accepts and a
+ * possible claim (its size is clipped, never refused: h_contribution).
+ * PROTO_OK and *slot, or the reason with the detail in why. */
+static proto_reason admit(syncer *s, int p, const proto_hdr *h, int *slot, char *why, size_t len)
 {
     proto_reason r = syncer_check_learner(s, h->learner, h->incarnation, slot);
     int64_t version = s->versions[p], lag = version - h->base_version;
@@ -550,8 +558,7 @@ static proto_reason admit(syncer *s, int p, const proto_hdr *h, double l2, doubl
                  (long long)h->base_version, (long long)lag, (long long)version, (long long)max_stale);
         return PROTO_R_STALE_VERSION;
     }
-    r = claim_check(s, *slot, p, h, why, len);
-    return r != PROTO_OK ? r : norm_check(s, p, l2, mx, why, len);
+    return claim_check(s, *slot, p, h, why, len);
 }
 
 /* h_contribution, step 1: the fragment the path names (*pp), the headers
@@ -631,8 +638,8 @@ static int64_t round_add_contribution(syncer *s, int64_t p, int slot, const prot
             at = i;
     if (at < 0) {
         at = rd->n++;
-        rd->c[at] =
-            (contrib){slot, h->learner, h->incarnation, h->base_version, h->tokens, h->steps, h->step, delta};
+        rd->c[at] = (contrib){slot, h->learner, h->incarnation, h->base_version, h->tokens, h->steps, h->step,
+                              0,    0,          delta};
     } else {
         /* the learner is in this round already (it rejoined meanwhile):
          * both deltas are its progress, over disjoint steps (a learner
@@ -649,6 +656,10 @@ static int64_t round_add_contribution(syncer *s, int64_t p, int slot, const prot
         c->incarnation = h->incarnation;
         c->step = h->step > c->step ? h->step : c->step;
     }
+    /* what it weighs: the syncer's H and batch, never the learner's own */
+    contrib *c = &rd->c[at];
+    c->w_steps = guard_weight_steps(c->steps, s->cfg.H);
+    c->w_tokens = guard_weight_tokens(c->tokens, c->w_steps, s->cfg.batch);
     int64_t now = cx_mono_ms();
     int64_t round = round_join_id(rd->state != RS_IDLE, rd->id, rd->closed_id);
     if (rd->state == RS_IDLE) {
@@ -689,8 +700,7 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     if (contribution_decode(s, req, resp, &p, &h, &delta) != 0)
         return 0;
     size_t len = fragment_length(s->ft, (int)p);
-    double per = h.steps > 0 ? (double)h.steps : 1.0;
-    double l2 = merge_l2norm(delta, len) / per, mx = max_abs(delta, len) / per;
+    double l2_total = guard_l2(delta, len); /* finite: contribution_decode refused non-finite values */
     pthread_mutex_lock(&s->mu);
     if (rebuild_gate(s, resp)) {
         pthread_mutex_unlock(&s->mu);
@@ -700,7 +710,7 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     int64_t version = s->versions[p];
     char why[CX_ERRLEN];
     int slot;
-    proto_reason r = admit(s, (int)p, &h, l2, mx, &slot, why, sizeof why);
+    proto_reason r = admit(s, (int)p, &h, &slot, why, sizeof why);
     if (r != PROTO_OK) {
         s->bytes_in += (int64_t)req->body_len;
         if (r == PROTO_R_STALE_VERSION)
@@ -710,8 +720,21 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         pthread_mutex_unlock(&s->mu);
         return 0;
     }
+    /* its size: clipped to the limit, never refused (a learner back from a partition sends many
+     * steps' progress at once; refusing it made it retry the same contribution forever) */
+    char bound_why[CX_ERRLEN];
+    int64_t nsteps = guard_norm_steps(h.steps, s->cfg.H);
+    double limit = norm_limit(s, (int)p, h.learner, h.steps, bound_why, sizeof bound_why);
+    double factor = guard_clip_factor(l2_total, limit), l2_in = l2_total;
+    if (factor < 1.0) {
+        for (size_t i = 0; i < len; i++)
+            delta[i] = (float)((double)delta[i] * factor);
+        l2_total = guard_l2(delta, len);
+        s->clipped_total++;
+        s->learners[slot].clipped++;
+    }
     syncer_touch(s, slot);
-    norm_add(s, (int)p, l2, mx);
+    guard_norm_add(&s->rounds[p].norms, h.learner, l2_total / (double)nsteps);
     if (h.step >= 0) { /* what a restart of this learner may carry (join's accepted_steps) */
         s->acc_step[slot * s->P + p] = h.step;
         s->acc_inc[slot * s->P + p] = h.incarnation;
@@ -724,7 +747,13 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     int64_t lag = 0;
     int64_t round = round_add_contribution(s, p, slot, &h, delta, &lag);
     pthread_mutex_unlock(&s->mu);
-    /* the event goes out before a merge it may trigger, so the log reads in order */
+    /* the events go out before a merge they may trigger, so the log reads in order */
+    if (factor < 1.0)
+        events_emit(s->ev, "contribution_clipped",
+                    json_pack("{s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:s}", "learner", (json_int_t)h.learner,
+                              "incarnation", (json_int_t)h.incarnation, "fragment", (json_int_t)p, "steps",
+                              (json_int_t)h.steps, "norm", l2_in, "bound", limit, "factor", factor, "why",
+                              bound_why));
     events_emit(s->ev, "contribution",
                 json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:f}", "learner",
                           (json_int_t)h.learner, "incarnation", (json_int_t)h.incarnation, "fragment",
@@ -732,7 +761,7 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
                           (json_int_t)h.tokens, "steps", (json_int_t)h.steps, "encoding",
                           config_encoding_name(h.encoding), "bytes", (json_int_t)req->body_len, "round",
                           (json_int_t)round, "lag", (json_int_t)lag, "step", (json_int_t)h.step,
-                          "update_norm", l2 * per));
+                          "update_norm", l2_total));
     pthread_mutex_lock(&s->mu);
     round_check(s, (int)p, cx_mono_ms());
     assert_round_state(s, &s->rounds[p]);

@@ -152,6 +152,15 @@ static json_int_t rejected(tr_run *r, const char *reason)
     return n;
 }
 
+/* Contributions clipped to the norm limit, as status counts them. */
+static json_int_t status_clipped(tr_run *r)
+{
+    json_t *st = tr_get(r, "/v1/status");
+    json_int_t n = tr_int(json_object_get(st, "contributions"), "clipped");
+    json_decref(st);
+    return n;
+}
+
 static json_int_t learner0_incarnation(tr_run *r)
 {
     json_t *st = tr_get(r, "/v1/status");
@@ -256,7 +265,7 @@ Test(syncer_bounds, forged_integers_get_a_400_naming_the_field, .timeout = 60)
 
 /* ---- claims and norms of contributions ---- */
 
-Test(syncer_bounds, token_claims_and_huge_updates_are_refused, .timeout = 90)
+Test(syncer_bounds, token_claims_are_refused_and_huge_updates_clipped, .timeout = 90)
 {
     tr_run r = {0};
     /* one learner in diloco: every accepted contribution merges at once */
@@ -278,46 +287,64 @@ Test(syncer_bounds, token_claims_and_huge_updates_are_refused, .timeout = 90)
     cr_assert_eq(learner0_incarnation(&r), s.inc, "the learner keeps its seat and incarnation");
     cr_assert_eq(version0(&r), v, "no merge from a refused claim");
 
-    /* warm-up: NORM_WARMUP honest contributions, each merged */
+    /* warm-up: GUARD_NORM_WARMUP honest contributions, each merged; small enough to pass the
+     * warm-up limit (0.1 x the fragment's norm) unclipped, so that they make the median */
+    for (size_t i = 0; i < s.len; i++)
+        s.d[i] *= 0.1f;
     for (int k = 0; k < 4; k++) {
         cr_assert_eq(contribute(&r, s.inc, version0(&r), 384, 24, s.d, s.len, why, sizeof why), 202, "%s",
                      why);
         cr_assert_eq(version0(&r), v + k + 1, "merged");
     }
+    cr_assert_eq(status_clipped(&r), 0, "the warm-up ones are not clipped");
     v = version0(&r);
     double loss = tr_final_eval(&r); /* the eval covers every warm-up merge */
-    /* one finite 3e38 per element once made the fragment non-finite for good */
+    /* one finite 3e38 per element once made the fragment non-finite for good; it is clipped to
+     * the norm limit (10 x the median per step x 24 steps = 10 x the honest norm) and merged */
     float *big = malloc(s.len * sizeof(float));
     cr_assert_not_null(big);
     for (size_t i = 0; i < s.len; i++)
         big[i] = 3e38f;
-    cr_assert_eq(contribute(&r, s.inc, v, 384, 24, big, s.len, why, sizeof why), 400);
-    cr_assert_str_eq(why, "norm");
-    /* 20x the honest update in one element: max-abs bound */
+    long long seq = (long long)tr_last_seq(&r);
+    cr_assert_eq(contribute(&r, s.inc, v, 384, 24, big, s.len, why, sizeof why), 202, "%s", why);
+    cr_assert_eq(version0(&r), v + 1, "merged, clipped");
+    json_t *st = tr_get(&r, "/v1/status");
+    cr_assert_eq(tr_int(json_object_get(st, "contributions"), "clipped"), 1);
+    cr_assert_eq(tr_int(json_object_get(json_array_get(json_object_get(st, "learners"), 0), "contributions"),
+                        "clipped"),
+                 1);
+    json_decref(st);
+    json_t *evs = tr_events(&r, seq), *e, *clip = NULL;
+    size_t ei;
+    json_array_foreach(evs, ei, e) if (!clip && tr_type(e) && strcmp(tr_type(e), "contribution_clipped") == 0)
+        clip = e;
+    cr_assert_not_null(clip, "a contribution_clipped event");
+    double honest = 0;
     for (size_t i = 0; i < s.len; i++)
-        big[i] = s.d[i];
-    big[s.len / 2] = 0.6f; /* 200x the honest max-abs */
-    cr_assert_eq(contribute(&r, s.inc, v, 384, 24, big, s.len, why, sizeof why), 400);
-    cr_assert_str_eq(why, "norm");
-    cr_assert_eq(rejected(&r, "norm"), 2);
-    cr_assert_eq(version0(&r), v, "nothing merged");
-    cr_assert_float_eq(tr_final_eval(&r), loss, 1e-9, "the model is unchanged");
-    /* an honest one (a bit larger, well within 10x) still goes through */
+        honest += (double)s.d[i] * s.d[i];
+    honest = sqrt(honest);
+    double bound = json_number_value(json_object_get(clip, "bound"));
+    cr_assert_float_eq(bound, 10 * honest, 1e-3 * honest, "bound %g, honest %g", bound, honest);
+    cr_assert_lt(json_number_value(json_object_get(clip, "factor")), 1e-30);
+    cr_assert_eq(tr_int(clip, "learner"), 0);
+    cr_assert_eq(tr_int(clip, "fragment"), 0);
+    json_decref(evs);
+    double l2 = tr_final_eval(&r);
+    cr_assert(isfinite(l2) && isfinite(loss), "the model stayed finite: %f (before %f)", l2, loss);
+    v = version0(&r);
+    /* an honest one (a bit larger, well within 10x) goes through unclipped */
     for (size_t i = 0; i < s.len; i++)
         big[i] = 3 * s.d[i];
     cr_assert_eq(contribute(&r, s.inc, v, 384, 24, big, s.len, why, sizeof why), 202, "%s", why);
     cr_assert_eq(version0(&r), v + 1);
-    double l2 = tr_final_eval(&r);
-    cr_assert(isfinite(l2), "the model stayed finite: %f", l2);
+    cr_assert_eq(status_clipped(&r), 1, "not clipped");
+    cr_assert_eq(rejected(&r, "norm"), 0, "a size is never refused");
     /* counted in /metrics too */
     cx_http_client *c = cx_http_client_new(r.url, NULL);
     cx_http_result res;
     char err[256];
     cx_http_result_init(&res);
     cr_assert_eq(cx_http_do(c, "GET", "/metrics", NULL, NULL, 0, NULL, 5000, &res, err, sizeof err), 0);
-    cr_assert(
-        strstr(res.body.data, "chaosloco_syncer_contributions_total{result=\"rejected\",reason=\"norm\"} 2"),
-        "%s", res.body.data);
     cr_assert(strstr(res.body.data,
                      "chaosloco_syncer_contributions_total{result=\"rejected\",reason=\"claim\"} 4"));
     cx_http_result_cleanup(&res);
