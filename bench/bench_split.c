@@ -70,7 +70,8 @@ int main(int argc, char **argv)
         if (rc != CX_EXIT_OK)
             fprintf(stderr, "bench_split: %s\n", err);
         else
-            printf("%s\n", data_source_describe(src));
+            printf("%s fingerprint=%016llx\n", data_source_describe(src),
+                   (unsigned long long)data_source_fingerprint(src));
     }
     data_source_free(src);
     return rc;
