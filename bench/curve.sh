@@ -74,7 +74,11 @@ log() { printf '%s curve: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 # the bar: the model is judged on held-out text after training on the rest ----
 SPLIT=$BUILD/bench/bench_split
 [[ -x $SPLIT ]] || { echo "curve.sh: no bench_split at $SPLIT (cmake --build $BUILD --target bench_split)" >&2; exit 64; }
-SEED=$(jq '.seed // 1' "$ROOT/experiments/kill-one-reintegrate.json")
+# the trainer's seed (topology.training.seed, default 1: trainer/config.c),
+# not the experiment's top-level seed (7), which seeds its faults: the
+# syncer and learners of these runs split with seed 1 (their logs' "data"
+# lines show the split)
+SEED=$(jq '.topology.training.seed // 1' "$ROOT/experiments/kill-one-reintegrate.json")
 DESC=$("$SPLIT" --data "$DATA" --seed "$SEED" --out "$OUT")
 echo "$DESC" >&2
 O1=$(sed -n 's/.* order1_bits=\([0-9.]*\).*/\1/p' <<<"$DESC")
