@@ -2,11 +2,14 @@
  * the trainer splits them (data_source_split), for reference lines that
  * compress the held-out part given the training part (bench/curve.sh).
  *
- *   bench_split [--data fortunes|FILE] [--seed N] --out DIR
+ *   bench_split [--data fortunes|pydoc|FILE] [--seed N] --out DIR
  *
- * Writes DIR/train.bin and DIR/held_out.bin and prints the source's
- * description (entries, bytes, held-out repeats left out). The seed is the
- * run's --seed: it shuffles the fortunes entries before the split.
+ * Writes DIR/train.bin and DIR/held_out.bin and prints one line: the
+ * source's description (entries, bytes, held-out repeats left out), its
+ * fingerprint and its order-0/order-1 entropies in bits/byte
+ * (order1_bits=..., bench/curve.sh draws it). The seed is the run's --seed:
+ * it shuffles a corpus's entries (fortunes, pydoc documents) before the
+ * split.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -35,7 +38,7 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
             out = argv[++i];
         } else {
-            fprintf(stderr, "usage: bench_split [--data fortunes|FILE] [--seed N] --out DIR\n");
+            fprintf(stderr, "usage: bench_split [--data fortunes|pydoc|FILE] [--seed N] --out DIR\n");
             return CX_EXIT_USAGE;
         }
     }
@@ -69,8 +72,12 @@ int main(int argc, char **argv)
         }
         if (rc != CX_EXIT_OK)
             fprintf(stderr, "bench_split: %s\n", err);
-        else
-            printf("%s\n", data_source_describe(src));
+        else {
+            double h0, h1;
+            data_order_entropies(src, &h0, &h1);
+            printf("%s fingerprint=%016llx order0_bits=%.3f order1_bits=%.3f\n", data_source_describe(src),
+                   (unsigned long long)data_source_fingerprint(src), h0, h1);
+        }
     }
     data_source_free(src);
     return rc;

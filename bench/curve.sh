@@ -2,16 +2,17 @@
 # curve.sh - the quality curve of issue 11: held-out bits/byte against trained
 # bytes and against wall time, for the default experiment's topology
 # (experiments/kill-one-reintegrate.json: 4 learners, the default gpt on the
-# fortunes corpus, K=1) without its fault, once per mode (ddp and decoupled),
+# fortunes corpus, or --data pydoc, K=1) without its fault, once per mode (ddp and decoupled),
 # each for MINUTES of training with the learning-rate schedule over that
 # length (a 1-minute run per mode measures its step rate first); the corpus's
 # order-1 entropy and what gzip -9, bzip2 -9 and xz -9e reach on the held-out
 # bytes given the training bytes are drawn in as lines.
 #
-#   bench/curve.sh [--minutes N] [--modes LIST] [--build DIR] [--out DIR]
+#   bench/curve.sh [--minutes N] [--modes LIST] [--data CORPUS] [--build DIR] [--out DIR]
 #
 #   --minutes N   training time per mode (default 10)
 #   --modes LIST  comma-separated modes (default ddp,decoupled)
+#   --data CORPUS fortunes (default; Debian's fortunes) or pydoc (python3.11-doc)
 #   --build DIR   build directory holding chaosloco (default build/rel; Release)
 #   --out DIR     output directory (default out/curve-<UTC time>)
 #
@@ -25,9 +26,10 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 MIN=10
 MODES=ddp,decoupled
+DATA=fortunes
 BUILD=$ROOT/build/rel
 OUT=
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
     case $1 in
     --minutes)
@@ -37,6 +39,9 @@ while [[ $# -gt 0 ]]; do
         [[ $# -ge 2 && $2 =~ ^(ddp|ddp-elastic|diloco|decoupled)(,(ddp|ddp-elastic|diloco|decoupled))*$ ]] ||
             { echo "curve.sh: --modes needs a comma-separated list of ddp, ddp-elastic, diloco, decoupled" >&2; exit 64; }
         MODES=$2; shift ;;
+    --data)
+        [[ $# -ge 2 && $2 =~ ^(fortunes|pydoc)$ ]] || { echo "curve.sh: --data needs fortunes or pydoc" >&2; exit 64; }
+        DATA=$2; shift ;;
     --build)
         [[ $# -ge 2 ]] || { echo "curve.sh: --build needs a directory" >&2; exit 64; }
         BUILD=$2; shift ;;
@@ -53,8 +58,11 @@ BIN=${CHAOSLOCO_BIN:-$BUILD/chaosloco}
 for t in jq gnuplot gzip bzip2 xz; do
     command -v "$t" >/dev/null || { echo "curve.sh: needs $t (scripts/install-deps)" >&2; exit 64; }
 done
-FORT=/usr/share/games/fortunes
-[[ -d $FORT ]] || { echo "curve.sh: needs Debian's fortunes package ($FORT)" >&2; exit 64; }
+case $DATA in
+fortunes) PKG=fortunes PKGDIR=/usr/share/games/fortunes ;;
+pydoc) PKG=python3.11-doc PKGDIR=/usr/share/doc/python3.11/html/_sources ;;
+esac
+[[ -d $PKGDIR ]] || { echo "curve.sh: --data $DATA needs Debian's $PKG package ($PKGDIR): apt-get install $PKG (or scripts/install-deps --bench)" >&2; exit 64; }
 OUT=${OUT:-$ROOT/out/curve-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
 log() { printf '%s curve: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -66,8 +74,15 @@ log() { printf '%s curve: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 # the bar: the model is judged on held-out text after training on the rest ----
 SPLIT=$BUILD/bench/bench_split
 [[ -x $SPLIT ]] || { echo "curve.sh: no bench_split at $SPLIT (cmake --build $BUILD --target bench_split)" >&2; exit 64; }
-SEED=$(jq '.seed // 1' "$ROOT/experiments/kill-one-reintegrate.json")
-"$SPLIT" --data fortunes --seed "$SEED" --out "$OUT" >&2
+# the trainer's seed (topology.training.seed, default 1: trainer/config.c),
+# not the experiment's top-level seed (7), which seeds its faults: the
+# syncer and learners of these runs split with seed 1 (their logs' "data"
+# lines show the split)
+SEED=$(jq '.topology.training.seed // 1' "$ROOT/experiments/kill-one-reintegrate.json")
+DESC=$("$SPLIT" --data "$DATA" --seed "$SEED" --out "$OUT")
+echo "$DESC" >&2
+O1=$(sed -n 's/.* order1_bits=\([0-9.]*\).*/\1/p' <<<"$DESC")
+[[ -n $O1 ]] || { echo "curve.sh: bench_split printed no order1_bits" >&2; exit 3; }
 N=$(stat -c %s "$OUT/held_out.bin")
 given() { # COMPRESSOR...: bits per held-out byte given the training bytes
     local a b
@@ -90,10 +105,10 @@ log "held-out $N bytes given the training bytes: gzip -9 $GZ, bzip2 -9 $BZ, xz -
 # cap (1.5 x MIN) ----
 CAL=60
 mkexp() { # STEPS FILE
-    jq --argjson steps "$1" '.title = "Quality curve: the default topology without faults"
+    jq --argjson steps "$1" --arg data "$DATA" '.title = "Quality curve: the default topology without faults"
         | .description = "bench/curve.sh: experiments/kill-one-reintegrate.json without its fault."
         | .tags = ["curve"] | del(.method, .rollbacks, .steady_state, .ci)
-        | .topology.training.steps = $steps
+        | .topology.training.steps = $steps | .topology.training.data = $data
         | .verify = [{"hypothesis": "versions_monotonic"}]' "$ROOT/experiments/kill-one-reintegrate.json" >"$2"
     "$BIN" validate "$2" >/dev/null
 }
@@ -136,7 +151,7 @@ log "done (load: $(cut -d' ' -f1-3 /proc/loadavg))"
 # ---- curves: "s bits/byte trained_bytes" per eval; an eval's tokens are
 # sequences of T bytes (docs/training.md, "Tokens") ----
 T=$(jq '.topology.training.context // 64' "$EXP")
-LINES=("order-1 entropy:3.738" "gzip -9:$GZ" "bzip2 -9:$BZ" "xz -9e:$XZ")
+LINES=("order-1 entropy:$O1" "gzip -9:$GZ" "bzip2 -9:$BZ" "xz -9e:$XZ")
 for m in ${MODES//,/ }; do
     jq -r --argjson T "$T" 'select(.type == "start" or .type == "eval") | [.type, .t_mono_ms, .bpb, .tokens] | @tsv' \
         "$OUT/runs/$m/syncer/events.jsonl" |
@@ -147,10 +162,10 @@ done
 
 # ---- table ----
 {
-    echo "| mode | final bits/byte | trained bytes | at 1 min | at 2 min | at 5 min | at ${MIN} min | first below order-1 (3.738) | first below gzip -9 ($GZ) | first below bzip2 -9 ($BZ) | first below xz -9e ($XZ) |"
+    echo "| mode | final bits/byte | trained bytes | at 1 min | at 2 min | at 5 min | at ${MIN} min | first below order-1 ($O1) | first below gzip -9 ($GZ) | first below bzip2 -9 ($BZ) | first below xz -9e ($XZ) |"
     echo "|---|---:|---:|---:|---:|---:|---:|---|---|---|---|"
     for m in ${MODES//,/ }; do
-        awk -v m="$m" -v min="$MIN" -v l1=3.738 -v l2="$GZ" -v l3="$BZ" -v l4="$XZ" '
+        awk -v m="$m" -v min="$MIN" -v l1="$O1" -v l2="$GZ" -v l3="$BZ" -v l4="$XZ" '
             function at(s,   i, v) { v = "-"; for (i = 1; i <= n; i++) if (t[i] <= s) v = sprintf("%.3f", b[i]); return v }
             function below(x,   i) { for (i = 1; i <= n; i++) if (b[i] <= x) return sprintf("%.0f s, %.2f MB", t[i], y[i] / 1e6); return "not reached" }
             { n++; t[n] = $1; b[n] = $2; y[n] = $3 }
@@ -161,12 +176,14 @@ done
 cat "$OUT/curve.md"
 
 # ---- plots ----
+YLO=2
+[[ $DATA == fortunes ]] || YLO=1 # pydoc's bars lie below 2 bits/byte
 plot() { # FILE XCOL XLABEL
     {
         echo "set terminal svg size 960,600 dynamic enhanced font 'Helvetica,12' background rgb 'white'"
         echo "set output '$OUT/$1'"
-        echo "set title 'Held-out bits/byte, default topology (4 learners, gpt 0.83 M params, fortunes), no faults'"
-        echo "set xlabel '$3'; set ylabel 'held-out bits/byte'; set grid; set key top right; set yrange [2:6]"
+        echo "set title 'Held-out bits/byte, default topology (4 learners, gpt 0.83 M params, $DATA), no faults'"
+        echo "set xlabel '$3'; set ylabel 'held-out bits/byte'; set grid; set key top right; set yrange [$YLO:6]"
         printf 'plot '
         local first=1 l
         for m in ${MODES//,/ }; do

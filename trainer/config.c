@@ -105,7 +105,8 @@ static const key_def keys[] = {
      "gpt: clip the global gradient norm to this (0: off)"},
     {"seed", KEY_INT, OFF(seed), 0, 4294967295.0, NULL, 0, "seed of init, synthetic corpus and shards"},
     {"data", KEY_STRING, OFF(data), 0, 0, NULL, 1,
-     "training text: fortunes (Debian's fortunes package), synthetic (Markov corpus) or a FILE"},
+     "training text: fortunes (Debian's fortunes package), pydoc (python3.11-doc's reST sources), "
+     "synthetic (Markov corpus) or a FILE"},
     {"eval_every_ms", KEY_INT, OFF(eval_every_ms), 0, 86400000, NULL, 0,
      "min ms between two evals of the global model (0: after every merge)"},
     {"eval_tokens", KEY_INT, OFF(eval_tokens), 16, 10000000, NULL, 0, "tokens in the fixed eval set"},

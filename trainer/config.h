@@ -73,7 +73,7 @@ typedef struct config {
     int64_t threads;                  /* threads per learner (gpt pool; OpenBLAS) */
     double grad_clip;                 /* gpt: global gradient norm clip, 0 = off */
     int64_t seed;                     /* init, synthetic corpus and shard seed */
-    char data[512];                   /* "fortunes", "synthetic" (or "") or a text file */
+    char data[512];                   /* "fortunes", "pydoc", "synthetic" (or "") or a text file */
     int64_t eval_every_ms;            /* ms, min gap between two evals; 0 = every merge */
     int64_t eval_tokens;              /* tokens in the fixed eval set */
     int64_t checkpoint_every;         /* syncer checkpoint every N merges (0 = only at exit) */

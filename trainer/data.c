@@ -18,8 +18,6 @@
 #include "trainer/data.h"
 
 #include <assert.h>
-#include <dirent.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +25,7 @@
 
 #include "common/err.h"
 #include "common/file.h"
+#include "trainer/corpus.h"
 
 #define DATA_MAX_STATES (1u << 20)       /* A^k cap for the synthetic chain */
 #define DATA_FILE_MAX_BYTES (1ull << 30) /* 1 GiB: the file is held in memory */
@@ -399,190 +398,26 @@ static int data_new_file(data_source *s, const data_config *cfg, char *err, size
     return CX_OK;
 }
 
-/* ---- the fortunes corpus (Debian's `fortunes`) ---- */
+/* ---- the named corpora (corpus.h: fortunes, pydoc) ---- */
 
-/* One fortune entry: a range of the concatenated text. */
-typedef struct data_entry {
-    size_t off, len;
-} data_entry;
-
-/* Append every entry of one fortune file (entries end at a "%" line) to
- * *text, each followed by "%\n", and record their ranges. */
-static int data_fortune_file(const char *path, char **text, size_t *len, size_t *cap, data_entry **ents,
-                             size_t *n, size_t *ncap)
+/* A corpus read from a Debian package, split by whole entries (corpus.c). */
+static int data_new_corpus(data_source *s, const corpus_kind *kind, const data_config *cfg, char *err,
+                           size_t errlen)
 {
-    char *buf = NULL;
-    size_t blen = 0;
-    if (cx_file_read(path, DATA_FILE_MAX_BYTES, &buf, &blen, NULL, 0) != CX_OK)
-        return CX_EIO;
-    size_t start = 0;
-    for (size_t i = 0; i <= blen; i++) {
-        int end = i == blen ||
-                  (buf[i] == '%' && (i == 0 || buf[i - 1] == '\n') && (i + 1 == blen || buf[i + 1] == '\n'));
-        if (!end)
-            continue;
-        size_t elen = i - start;
-        if (elen > 1) { /* skip empty entries */
-            if (*len + elen + 2 > *cap || *n == *ncap) {
-                *cap = (*cap + elen + 2) * 2;
-                *ncap = *ncap * 2 + 64;
-                char *t = realloc(*text, *cap);
-                data_entry *e = t ? realloc(*ents, *ncap * sizeof(**ents)) : NULL;
-                if (t)
-                    *text = t;
-                if (!e) {
-                    free(buf);
-                    return CX_ENOMEM;
-                }
-                *ents = e;
-            }
-            memcpy(*text + *len, buf + start, elen);
-            memcpy(*text + *len + elen, "%\n", 2);
-            (*ents)[(*n)++] = (data_entry){*len, elen + 2};
-            *len += elen + 2;
-        }
-        start = i + 2;
-    }
-    free(buf);
-    return CX_OK;
-}
-
-static int data_name_cmp(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Read every fortune file of DATA_FORTUNES_DIR (plain files without a
- * '.', so not the .dat indexes and .u8 links), in name order. */
-static int data_fortunes_read(char **text, size_t *len, data_entry **ents, size_t *n, char *err,
-                              size_t errlen)
-{
-    DIR *d = opendir(DATA_FORTUNES_DIR);
-    if (!d)
-        return cx_fail(err, errlen, CX_EIO, "data: --data fortunes needs Debian's fortunes package (%s: %s)",
-                       DATA_FORTUNES_DIR, strerror(errno));
-    char *names[256];
-    int nn = 0, rc = CX_OK;
-    struct dirent *de;
-    while ((de = readdir(d)) && nn < 256)
-        if (de->d_name[0] != '.' && !strchr(de->d_name, '.') && de->d_type == DT_REG)
-            names[nn++] = strdup(de->d_name);
-    closedir(d);
-    qsort(names, (size_t)nn, sizeof(names[0]), data_name_cmp);
-    size_t cap = 0, ncap = 0;
-    for (int i = 0; i < nn; i++) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/%s", DATA_FORTUNES_DIR, names[i] ? names[i] : "");
-        if (rc == CX_OK && names[i])
-            rc = data_fortune_file(path, text, len, &cap, ents, n, &ncap);
-        free(names[i]);
-    }
-    if (rc != CX_OK)
-        return cx_fail(err, errlen, rc, "data: cannot read the fortune files in %s", DATA_FORTUNES_DIR);
-    return CX_OK;
-}
-
-/* An entry's text hash with its index (data_held_out_dups). */
-typedef struct data_ehash {
-    uint64_t h;
-    size_t i;
-} data_ehash;
-
-static int data_ehash_cmp(const void *a, const void *b)
-{
-    uint64_t x = ((const data_ehash *)a)->h, y = ((const data_ehash *)b)->h;
-    return x < y ? -1 : x > y;
-}
-
-/* Mark in dup[i] (i >= k) the held-out entries whose text is that of a
- * training entry (ents[0..k)): the fortune files repeat some entries, and a
- * held-out byte the model trained on is not held out (1.3-1.9 % of the
- * held-out bytes before, issue 27). CX_OK or CX_ENOMEM. */
-static int data_held_out_dups(const char *text, const data_entry *ents, size_t n, size_t k, uint8_t *dup)
-{
-    data_ehash *t = malloc((k ? k : 1) * sizeof *t);
-    if (!t)
-        return CX_ENOMEM;
-    for (size_t i = 0; i < k; i++)
-        t[i] = (data_ehash){data_fnv1a(DATA_FNV_INIT, text + ents[i].off, ents[i].len), i};
-    qsort(t, k, sizeof *t, data_ehash_cmp);
-    for (size_t i = k; i < n; i++) {
-        data_ehash key = {data_fnv1a(DATA_FNV_INIT, text + ents[i].off, ents[i].len), 0};
-        data_ehash *f = k ? bsearch(&key, t, k, sizeof *t, data_ehash_cmp) : NULL;
-        while (f && f > t && f[-1].h == key.h) /* the first of equal hashes */
-            f--;
-        for (; f && f < t + k && f->h == key.h && !dup[i]; f++)
-            dup[i] = ents[f->i].len == ents[i].len &&
-                     memcmp(text + ents[f->i].off, text + ents[i].off, ents[i].len) == 0;
-    }
-    free(t);
-    return CX_OK;
-}
-
-/* The fortunes corpus: entries shuffled from the seed; the first entries up
- * to 90% of the bytes train, the rest is held out (whole entries), less the
- * held-out entries whose text is also a training entry's. */
-static int data_new_fortunes(data_source *s, const data_config *cfg, char *err, size_t errlen)
-{
-    char *text = NULL;
-    size_t len = 0, n = 0;
-    data_entry *ents = NULL;
+    corpus_text t;
     s->synthetic = 0;
     s->entropy = NAN;
-    s->path = strdup("fortunes");
-    int rc = s->path ? data_fortunes_read(&text, &len, &ents, &n, err, errlen) : CX_ENOMEM;
-    if (rc == CX_OK && len < DATA_FILE_MIN_BYTES)
-        rc = cx_fail(err, errlen, CX_EINVAL, "data: the fortune files hold only %zu bytes", len);
-    if (rc == CX_OK && !(s->bytes = malloc(len)))
-        rc = cx_fail(err, errlen, CX_ENOMEM, "data: out of memory");
-    if (rc != CX_OK) {
-        free(text);
-        free(ents);
-        return rc;
-    }
-    cx_rng r;
-    cx_rng_seed(&r, cx_seed_derive(cfg->seed, 0x666F7274756E65ull /* "fortune" */));
-    for (size_t i = n; i > 1; i--) { /* Fisher-Yates */
-        size_t j = (size_t)cx_rng_below(&r, i);
-        data_entry t = ents[i - 1];
-        ents[i - 1] = ents[j];
-        ents[j] = t;
-    }
-    size_t off = 0, target = len / 10 * 9, k = n, ndup = 0, dup_bytes = 0;
-    for (size_t i = 0; i < n && k == n; i++) {
-        off += ents[i].len;
-        if (off >= target)
-            k = i + 1; /* the held-out part starts at an entry */
-    }
-    uint8_t *dup = calloc(n, 1);
-    if (!dup || data_held_out_dups(text, ents, n, k, dup) != CX_OK) {
-        free(dup), free(text), free(ents);
+    s->path = strdup(kind->name);
+    if (!s->path)
         return cx_fail(err, errlen, CX_ENOMEM, "data: out of memory");
-    }
-    off = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (dup[i]) {
-            ndup++;
-            dup_bytes += ents[i].len;
-            continue;
-        }
-        memcpy(s->bytes + off, text + ents[i].off, ents[i].len);
-        off += ents[i].len;
-        if (i + 1 == k)
-            s->train_len = off;
-    }
-    free(dup);
-    free(text);
-    free(ents);
-    s->len = off;
-    uint64_t fp = DATA_FNV_INIT;
-    const char tag[] = "fortunes-v2"; /* 2: held-out entries that repeat a training entry are left out */
-    fp = data_fnv1a(fp, tag, sizeof(tag));
-    fp = data_fnv1a(fp, &cfg->seed, sizeof(cfg->seed));
-    s->fingerprint = data_fnv1a(fp, s->bytes, s->len);
-    snprintf(s->describe, sizeof(s->describe),
-             "fortunes(entries=%zu bytes=%zu train=%zu held_out_repeats_left_out=%zu entries, %zu bytes)",
-             n - ndup, s->len, s->train_len, ndup, dup_bytes);
+    int rc = corpus_load(kind, cfg->seed, &t, err, errlen);
+    if (rc != CX_OK)
+        return rc;
+    s->bytes = t.bytes;
+    s->len = t.len;
+    s->train_len = t.train_len;
+    s->fingerprint = t.fingerprint;
+    snprintf(s->describe, sizeof(s->describe), "%s", t.describe);
     return CX_OK;
 }
 
@@ -601,8 +436,8 @@ data_source *data_source_new(const data_config *cfg, char *err, size_t errlen)
     int rc;
     if (!cfg->path || strcmp(cfg->path, "synthetic") == 0)
         rc = data_new_synthetic(s, cfg, err, errlen);
-    else if (strcmp(cfg->path, "fortunes") == 0)
-        rc = data_new_fortunes(s, cfg, err, errlen);
+    else if (corpus_find(cfg->path))
+        rc = data_new_corpus(s, corpus_find(cfg->path), cfg, err, errlen);
     else
         rc = data_new_file(s, cfg, err, errlen);
     if (rc != CX_OK) {

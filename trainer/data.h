@@ -20,9 +20,10 @@
  *     batch is spread over the slice and every window is visited exactly once
  *     per epoch; then the epoch counter increments and the order repeats.
  * Eval split: synthetic, its own stream (seeded from (seed, "eval"),
- * independent of every shard's); file, the last 10%; fortunes, the last
- * 10% of its shuffled entries less those whose text is also a training
- * entry's (held-out bytes never occur as a training entry).
+ * independent of every shard's); file, the last 10%; a corpus (fortunes,
+ * pydoc: corpus.h), the last 10% of its shuffled entries less those whose
+ * text is also a training entry's (held-out bytes never occur as a training
+ * entry).
  *
  * Not here: tokenisation (bytes are tokens), batching policy, threads.
  */
@@ -41,7 +42,7 @@ typedef struct data_shard data_shard;   /* opaque */
 
 /* Configuration. Zero/NULL fields mean "default" (see data_config_default). */
 typedef struct data_config {
-    const char *path; /* text file, "fortunes" (Debian's fortune files), or NULL/"synthetic" */
+    const char *path; /* text file, a corpus ("fortunes", "pydoc": corpus.h), or NULL/"synthetic" */
     uint64_t seed;    /* synthetic: the corpus (chain and shard streams) */
     int order;        /* synthetic: Markov order k, 1..4 (default 2) */
     int alphabet;     /* synthetic: symbols, 2..95 printable bytes from ' ' (default 32) */
@@ -104,8 +105,8 @@ uint64_t data_source_fingerprint(const data_source *src);
  * exact rate is data_entropy_rate()). */
 void data_order_entropies(const data_source *src, double *h0_bits, double *h1_bits);
 
-/* Where `--data fortunes` reads Debian's fortunes package from. */
-#define DATA_FORTUNES_DIR "/usr/share/games/fortunes"
+/* Where `--data fortunes` and `--data pydoc` read their Debian packages
+ * from: CORPUS_FORTUNES_DIR and CORPUS_PYDOC_DIR (trainer/corpus.h). */
 
 /* One-line description for the config log line, e.g.
  * "synthetic(seed=1 order=2 alphabet=32 branching=6 floor=1.234 nats)" or
