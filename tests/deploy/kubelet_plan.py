@@ -242,6 +242,7 @@ def launcher(pod, c, kind_where, env, argv, volpaths, sc, hosts):
     if "ALL" in csc.get("capabilities", {}).get("drop", []):
         priv += ["--inh-caps=-all", "--bounding-set=-all"]
     envl = ["%s=%s" % kv for kv in env.items()]
+    # not the image's: the test's sanitizer settings and one BLAS thread (2 cores)
     for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "OPENBLAS_NUM_THREADS"):
         if k in os.environ and k not in env:
             envl.append("%s=%s" % (k, os.environ[k]))

@@ -82,7 +82,6 @@ PIDS=()  # every container and pause process, stopped in reverse order
 # pid, start time (s), next restart (s, empty while running), back-off (s),
 # restarts
 CSCRIPT=() CPAUSE=() CPOD=() CPOLICY=() CPID=() CSTART=() CNEXT=() CBACKOFF=() CRESTARTS=()
-PAUSE=() # per pod index: the pause process holding its network namespace
 
 say() { echo "[$(date +%T)] $*"; }
 stop_all() {
@@ -174,7 +173,6 @@ start_pod() {
   unshare --net --uts sleep 100000 &
   p=$!
   PIDS+=("$p")
-  PAUSE[$n]=$p
   # until it has unshared, $p is still in the node's namespaces (bounded: 10 s)
   for _ in $(seq 1 100); do
     [ "$(readlink "/proc/$p/ns/net")" != "$(readlink /proc/self/ns/net)" ] &&
@@ -228,11 +226,11 @@ restart_exited() {
   for ((k = 0; k < ${#CSCRIPT[@]}; k++)); do
     [ "${CPOLICY[$k]}" = Never ] && continue
     if [ -z "${CNEXT[$k]}" ]; then
-      [ "${CPID[$k]}" = done ] && continue
+      [ "${CPID[$k]}" = finished ] && continue
       kill -0 "${CPID[$k]}" 2>/dev/null && continue
       wait "${CPID[$k]}"
       rc=$?
-      if [ "${CPOLICY[$k]}" = OnFailure ] && ((rc == 0)); then CPID[$k]=done; continue; fi
+      if [ "${CPOLICY[$k]}" = OnFailure ] && ((rc == 0)); then CPID[$k]=finished; continue; fi
       ((SECONDS - CSTART[k] > 600)) && CBACKOFF[$k]=10
       CNEXT[$k]=$((SECONDS + CBACKOFF[k]))
       say "pod ${CPOD[$k]}: $(basename "${CSCRIPT[$k]}" .sh) exited $rc, restart in ${CBACKOFF[$k]} s (CrashLoopBackOff)"
