@@ -29,6 +29,7 @@
 #include "common/parse.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
+#include "trainer/corpus.h"
 #include "trainer/data.h"
 #include "trainer/encoding.h"
 #include "trainer/fragment.h"
@@ -420,6 +421,20 @@ int learner_join(learner *L, cx_http_client *c, int first, char *err, size_t err
             return cx_fail(err, errlen, CX_EINVAL, "%s", why);
         }
         L->sched_steps = L->cfg.steps;
+        /* the syncer names a corpus, never a path: a learner reads a file
+         * only when its own command line names it (issue 28: a syncer, or
+         * whoever answers in its place, must not make a learner read
+         * /etc/shadow into the model it sends back) */
+        int own_data = 0;
+        for (int i = 0; i < L->o->n_overrides; i++)
+            own_data |= strcmp(L->o->override_name[i], "data") == 0;
+        if (!own_data && L->cfg.data[0] && strcmp(L->cfg.data, "synthetic") != 0 && !corpus_find(L->cfg.data)) {
+            json_decref(ans);
+            return cx_fail(err, errlen, CX_EINVAL,
+                           "the syncer's config names the data file '%s': a learner reads a file only when its "
+                           "own --data names it (start this learner with --data FILE)",
+                           L->cfg.data);
+        }
         for (int i = 0; i < L->o->n_overrides; i++)
             if (config_set_flag(&L->cfg, L->o->override_name[i], L->o->override_value[i], why, sizeof why) !=
                 0) {

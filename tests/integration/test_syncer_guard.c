@@ -640,6 +640,8 @@ Test(syncer_guard, a_learner_under_attack_trains_like_an_honest_one, .timeout = 
     double honest = run_learner("guard-honest", 0), attacked = run_learner("guard-attacked", 1);
     cr_log_info("eval loss after 120 steps: honest %.4f, beside the attacks %.4f", honest, attacked);
     cr_assert(isfinite(honest) && isfinite(attacked), "%g %g", honest, attacked);
-    /* loose: decoupled timing and OpenBLAS make two honest runs differ a little */
-    cr_assert_leq(fabs(attacked - honest), 0.1 * honest, "honest %.4f, attacked %.4f", honest, attacked);
+    /* the A/A noise of this short run is wide: decoupled timing and OpenBLAS
+     * gave honest runs 4.41-5.12 on one box (and 5.08 beside the attacks
+     * once), so 25 %; an unbounded attack ends non-finite or far above */
+    cr_assert_leq(fabs(attacked - honest), 0.25 * honest, "honest %.4f, attacked %.4f", honest, attacked);
 }
