@@ -364,31 +364,33 @@ static int agent_spawn(topo *t, const topo_launch_cfg *cfg, int i, const char *p
         "--state-dir", a->state,     "--token-file",     t->token_file,       "--proxy", proxy,
         "--restart",   "on-failure", "--orphan-exit-ms", TOPO_ORPHAN_EXIT_MS, "--"};
     /* clang-format on */
-    const char *own[16];
+    /* one initializer list: tests/deploy/check_manifests.c reads its flags
+     * and checks that every shipped learner line carries them */
+    const char *own[16] = {t->exe,
+                           "learner",
+                           "--syncer",
+                           "http://{proxy.syncer}",
+                           "--id",
+                           num,
+                           "--state-dir",
+                           lstate,
+                           "--credential-file",
+                           lcred,
+                           cfg->learner_steps > 0 ? "--steps" : NULL,
+                           budget,
+                           NULL};
     size_t no = 0;
-    own[no++] = t->exe;
-    own[no++] = "learner";
-    own[no++] = "--syncer";
-    own[no++] = "http://{proxy.syncer}";
-    own[no++] = "--id";
-    own[no++] = num;
-    own[no++] = "--state-dir";
-    own[no++] = lstate;
-    own[no++] = "--credential-file";
-    own[no++] = lcred;
-    if (cfg->learner_steps > 0) {
-        own[no++] = "--steps";
-        own[no++] = budget;
-    }
+    while (own[no])
+        no++;
     /* the training data by the learner's own flag: a learner reads a file
      * only when its command line names it, never because the syncer said
-     * so (trainer/learner_join.c) */
+     * so (trainer/learner_join.c); a corpus name needs no flag */
     const char *data = json_string_value(json_object_get(cfg->syncer_cfg, "data"));
     if (data && data[0]) {
         own[no++] = "--data";
         own[no++] = data;
+        own[no] = NULL;
     }
-    own[no] = NULL;
     char **foreign = NULL;
     if (cfg->trainer) {
         char learners[16];

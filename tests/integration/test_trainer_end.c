@@ -117,3 +117,39 @@ Test(trainer_end, sigterm_is_prompt, .timeout = 90)
     cr_log_info("learner exited %lld ms after SIGTERM", (long long)(cx_mono_ms() - t0));
     tr_done(&r);
 }
+
+/* The syncer names a corpus, never a path: a learner whose only source for
+ * a data file is the syncer's config refuses to join, naming the file; the
+ * same learner given the file by its own --data trains. */
+Test(trainer_end, a_data_file_only_by_the_learners_own_flag, .timeout = 120)
+{
+    tr_run r = {0};
+    char *dir = it_mkdtemp("end-data");
+    char path[700];
+    snprintf(path, sizeof path, "%s/corpus.txt", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    for (int i = 0; i < 400; i++)
+        fprintf(f, "line %d of a small corpus for this test\n", i);
+    fclose(f);
+    const char *args[] = {"--mode", "decoupled", "--learners", "1", "--steps", "40", TR_MODEL, "--data", path, NULL};
+    tr_syncer_start(&r, "end-data", args);
+    pid_t a = tr_learner_start(&r, 0, NULL, NULL);
+    int st = it_wait_exit(a, 60000);
+    cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0, "refused to join (status %d)", st);
+    char log[800], line[1024];
+    snprintf(log, sizeof log, "%s/learner0.log", r.dir);
+    FILE *lf = fopen(log, "r");
+    cr_assert_not_null(lf);
+    int named = 0;
+    while (fgets(line, sizeof line, lf))
+        named |= strstr(line, "the syncer's config names the data file") && strstr(line, path);
+    fclose(lf);
+    cr_assert(named, "the learner's log names the file");
+    const char *own[] = {"--data", path, NULL};
+    pid_t b = tr_learner_start(&r, 0, own, NULL);
+    tr_expect_exit0(&r, b, 0, 90000);
+    tr_done(&r);
+    it_rm_tree(dir);
+    free(dir);
+}
