@@ -163,6 +163,13 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     json_object_set_new(o, "n_params", json_integer((json_int_t)s->n));
     /* merges whose result was not finite or bounded: never applied (syncer_guard.h) */
     json_object_set_new(o, "merges_refused", json_integer((json_int_t)s->merges_refused));
+    /* waits (long polls, barriers) now, and those answered at once because
+     * their learner was over its share (syncer_internal.h, "held requests") */
+    int held = 0;
+    for (int b = 0; b < HOLD_BUCKETS; b++)
+        held += s->holds[b];
+    json_object_set_new(o, "held_requests",
+                        json_pack("{s:i, s:I}", "now", held, "answered_early", (json_int_t)s->holds_early));
     /* accepted contributions scaled down to the norm limit (syncer_guard.h), in contributions{} */
     json_object_set_new(json_object_get(o, "contributions"), "clipped",
                         json_integer((json_int_t)s->clipped_total));
@@ -360,6 +367,17 @@ static int64_t auth_learner_id(const cx_http_req *req)
     cred_kind k;
     int64_t id = -1;
     if (!h || strncmp(h, "Bearer ", 7) != 0 || cred_parse(h + 7, &k, &id, NULL, 0) != 0 || k != CRED_LEARNER)
+        return -1;
+    return id;
+}
+
+int64_t syncer_caller_learner(const syncer *s, const cx_http_req *req)
+{
+    if (!s->insecure)
+        return auth_learner_id(req);
+    const char *h = cx_http_header(req, PROTO_H_LEARNER);
+    int64_t id = -1;
+    if (!h || cx_parse_i64(h, PROTO_H_LEARNER, 0, INT64_MAX, &id, NULL, 0) != 0)
         return -1;
     return id;
 }

@@ -240,10 +240,13 @@ int h_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     }
     free(g);
     ddp_check(s, cx_mono_ms());
+    /* over the caller's share of waits: answered at once (503 retry below) */
+    int hold = syncer_hold_take(s, req);
     int64_t end = cx_mono_ms() + BARRIER_WAIT_MS;
-    while (!s->stopping && s->ddp_mean_step < t)
+    while (hold >= 0 && !s->stopping && s->ddp_mean_step < t)
         if (cx_cond_wait_until_ms(&s->step_cv, &s->mu, end) == CX_ETIMEDOUT)
             break;
+    syncer_hold_drop(s, hold);
     if (s->ddp_mean_step == t && l->ddp_arrived == t && l->incarnation == h.incarnation) {
         reply_mean(s, resp, t);
     } else if (s->ddp_mean_step >= t) {

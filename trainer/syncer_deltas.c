@@ -199,13 +199,16 @@ static int fragment_get_query(const cx_http_req *req, cx_http_resp *resp, int64_
 
 /* h_fragment_get, step 2: the long poll: wait (mu held, released while
  * waiting) until fragment p is newer than `newer`, wait_ms pass or the
- * syncer stops. */
-static void fragment_wait_newer(syncer *s, int64_t p, int64_t newer, int64_t wait_ms)
+ * syncer stops; not at all when the caller is over its share of waits
+ * (syncer_hold_take). */
+static void fragment_wait_newer(syncer *s, const cx_http_req *req, int64_t p, int64_t newer, int64_t wait_ms)
 {
+    int b = syncer_hold_take(s, req);
     int64_t end = cx_mono_ms() + wait_ms;
-    while (!s->stopping && s->versions[p] <= newer)
+    while (b >= 0 && !s->stopping && s->versions[p] <= newer)
         if (cx_cond_wait_until_ms(&s->frag_cv, &s->mu, end) == CX_ETIMEDOUT)
             break;
+    syncer_hold_drop(s, b);
 }
 
 /* h_fragment_get, step 3: a pull by a current learner (h names it) of
@@ -260,7 +263,7 @@ int h_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     }
     pthread_mutex_lock(&s->mu);
     if (newer >= 0 && wait_ms > 0)
-        fragment_wait_newer(s, p, newer, wait_ms);
+        fragment_wait_newer(s, req, p, newer, wait_ms);
     if (rebuild_gate(s, resp) || rebuild_stale_pull(s, &h, resp)) {
         pthread_mutex_unlock(&s->mu);
         free(tmp);
@@ -348,10 +351,12 @@ int h_versions(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         return 0;
     }
     pthread_mutex_lock(&s->mu);
+    int b = above >= 0 && wait_ms > 0 ? syncer_hold_take(s, req) : -1;
     int64_t end = cx_mono_ms() + wait_ms;
-    while (above >= 0 && !s->stopping && s->merges <= above)
+    while (b >= 0 && !s->stopping && s->merges <= above)
         if (cx_cond_wait_until_ms(&s->frag_cv, &s->mu, end) == CX_ETIMEDOUT)
             break;
+    syncer_hold_drop(s, b);
     json_t *v = json_array();
     for (int p = 0; p < s->P; p++)
         json_array_append_new(v, json_integer(s->versions[p]));

@@ -52,6 +52,9 @@
 #define RECENT_MERGES 16
 #define BARRIER_WAIT_MS 5000   /* a ddp handler answers 503 "retry" after this */
 #define LONG_POLL_MAX_MS 30000 /* cap on ?wait-ms */
+#define HOLD_PER_LEARNER 4     /* requests one learner may hold waiting at once */
+#define HOLD_ANON 16           /* ... all callers without a learner credential together */
+#define HOLD_BUCKETS (MAX_LEARNERS + 1)
 #define TICK_MS 20
 #define DDP_COMPUTE_SAMPLES 32    /* auto deadline: recent compute times kept */
 #define DDP_AUTO_MIN_SAMPLES 4    /* ... taken before they decide */
@@ -274,6 +277,8 @@ struct syncer {
     int64_t rounds_lag_sum;   /* sum of their lags (versions behind) over every accepted contribution */
     int64_t stale_rejected;   /* contributions refused as stale (base too many rounds behind, or ahead) */
     int64_t merges_refused;   /* merges whose result was not finite or bounded: never applied */
+    int holds[HOLD_BUCKETS];  /* requests waiting now, by caller (syncer_holds.c) */
+    int64_t holds_early;      /* waits answered at once: their caller was over its share */
     int64_t clipped_total;    /* contributions accepted scaled down to the norm limit (syncer_guard.h) */
     double eval_loss;         /* nats, NAN before the first eval */
     int64_t eval_merges;      /* merges at the last eval */
@@ -492,6 +497,24 @@ int syncer_check_real(cx_http_resp *resp, const char *call, const char *field, d
  * credential's. 1 when it may go on; 0 when it was refused (403). */
 int syncer_learner_is_caller(syncer *s, const cx_http_req *req, cx_http_resp *resp, int64_t id,
                              const char *call);
+/* The learner id whose credential a request carries (with
+ * --insecure-no-auth: the id its X-Chaosloco-Learner header names), or -1. */
+int64_t syncer_caller_learner(const syncer *s, const cx_http_req *req);
+
+/* ---- held requests: a fair share (syncer_holds.c) ----
+ * A handler that waits (a long poll, a ddp barrier) first takes a hold:
+ * each learner, by its credential, holds at most HOLD_PER_LEARNER waits at
+ * once, callers without a learner credential HOLD_ANON together. A request
+ * over its caller's share does not wait: it is answered at once with what
+ * is there (as if its wait had ended), and counted. Waits occupy the
+ * server's request slots (common/http_guard.h: active_max), so without the
+ * share one learner holding hundreds of long polls would get every other
+ * learner's calls refused 503. Both calls with mu held. */
+/* The caller's bucket, holding one wait; -1: over its share, do not wait. */
+int syncer_hold_take(syncer *s, const cx_http_req *req);
+/* Give back the wait of bucket b (b < 0: a no-op). */
+void syncer_hold_drop(syncer *s, int b);
+
 /* Serve the routes on o->listen (HTTPS with o->tls_cert and o->tls_key)
  * behind the access gate: 0 with s->http set, or a negative cx_err with
  * err (the caller frees s). Start-up only. */

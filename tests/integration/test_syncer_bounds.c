@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include <curl/curl.h>
+
 #include "common/crc32c.h"
 #include "trainer/protocol.h"
 
@@ -565,5 +567,91 @@ Test(syncer_bounds, a_rejoin_pulls_more_fragments_than_any_old_queue, .timeout =
     json_decref(evs);
     int st = 0;
     cr_assert_eq(waitpid(p, &st, WNOHANG), 0, "the learner still runs");
+    tr_done(&r);
+}
+
+/* ---- fair share of held requests ---- */
+
+static size_t discard(char *p, size_t size, size_t n, void *ud)
+{
+    (void)p;
+    (void)ud;
+    return size * n;
+}
+
+/* Issue 28 item 3: one learner holding hundreds of long polls (more than
+ * the server's 384 request slots) must not get the other learners' calls
+ * refused. Learner 0 opens 400 long polls on fragment 0 at once (one curl
+ * multi, each waiting up to 20 s for a version that never comes); the
+ * syncer lets it hold HOLD_PER_LEARNER (4) of them and answers the rest at
+ * once (204, nothing newer). Meanwhile learner 1's pull answers 200 and its
+ * own long poll waits, not answered early. */
+Test(syncer_bounds, one_learner_holding_long_polls_cannot_starve_the_others, .timeout = 120)
+{
+    enum { N = 400, HELD = 4 };
+    tr_run r = {0};
+    const char *args[] = {"--mode", "decoupled", "--learners", "2", "--fragments", "4", TR_MODEL, NULL};
+    tr_syncer_start(&r, "bounds-holds", args);
+    char url[256], auth0[600];
+    snprintf(url, sizeof url, "%s/v1/fragments/0?newer-than=%lld&wait-ms=20000", r.url,
+             (long long)version0(&r));
+    snprintf(auth0, sizeof auth0, "Authorization: Bearer %s", tr_cred(&r, "learner-0"));
+    struct curl_slist *hl = curl_slist_append(NULL, auth0);
+    CURLM *m = curl_multi_init();
+    CURL *e[N];
+    for (int k = 0; k < N; k++) {
+        e[k] = curl_easy_init();
+        curl_easy_setopt(e[k], CURLOPT_URL, url);
+        curl_easy_setopt(e[k], CURLOPT_HTTPHEADER, hl);
+        curl_easy_setopt(e[k], CURLOPT_NOBODY, 0L);
+        curl_easy_setopt(e[k], CURLOPT_WRITEFUNCTION, discard);
+        curl_multi_add_handle(m, e[k]);
+    }
+    int running = N, done = 0, st204 = 0, other = 0;
+    int64_t end = cx_mono_ms() + 30000;
+    while (done < N - HELD && cx_mono_ms() < end) {
+        curl_multi_perform(m, &running);
+        CURLMsg *msg;
+        int left;
+        while ((msg = curl_multi_info_read(m, &left))) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            long code = 0;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &code);
+            done++;
+            if (code == 204)
+                st204++;
+            else
+                other++;
+        }
+        curl_multi_poll(m, NULL, 0, 100, NULL);
+    }
+    cr_log_info("%d of %d long polls answered: %d at once (204), %d otherwise", done, N, st204, other);
+    cr_assert_eq(done, N - HELD, "all but learner 0's share of %d answered at once", HELD);
+    json_t *st = tr_get(&r, "/v1/status");
+    json_t *held = json_object_get(st, "held_requests");
+    cr_assert_eq(tr_int(held, "now"), HELD, "learner 0 holds its share, no more");
+    json_int_t early = tr_int(held, "answered_early");
+    cr_assert_geq(early, st204, "every 204 was an early answer");
+    json_decref(st);
+    /* learner 1 is served: a pull, and a long poll of its own that waits */
+    snprintf(url, sizeof url, "%s/v1/fragments/0", r.url);
+    int status = 0;
+    json_decref(it_http_json("GET", url, NULL, tr_cred(&r, "learner-1"), &status));
+    cr_assert_eq(status, 200, "learner 1's pull while learner 0 holds its long polls");
+    snprintf(url, sizeof url, "%s/v1/fragments/0?newer-than=%lld&wait-ms=300", r.url,
+             (long long)version0(&r));
+    json_decref(it_http_json("GET", url, NULL, tr_cred(&r, "learner-1"), &status));
+    cr_assert_eq(status, 204);
+    st = tr_get(&r, "/v1/status");
+    cr_assert_eq(tr_int(json_object_get(st, "held_requests"), "answered_early"), early,
+                 "learner 1's long poll waited: it was not over its share");
+    json_decref(st);
+    for (int k = 0; k < N; k++) {
+        curl_multi_remove_handle(m, e[k]);
+        curl_easy_cleanup(e[k]);
+    }
+    curl_multi_cleanup(m);
+    curl_slist_free_all(hl);
     tr_done(&r);
 }
