@@ -3,7 +3,10 @@
  * (trainer/encoding.c, protocol.c) into DIR/payload/, the header sets a
  * learner sends (proto_hdr_format) into DIR/proto_headers/, and the fault
  * requests the harness would send for every action and chaos fault of the
- * experiments in EXPERIMENTS_DIR into DIR/fault_request/.
+ * experiments in EXPERIMENTS_DIR into DIR/fault_request/, the config a
+ * syncer sends at join for every mode and model (config_to_json) into
+ * DIR/config/, and coordinator event files (a good run, a torn tail, the
+ * bad lines the tailer refuses) into DIR/events_file/.
  * usage: gen_seeds DIR EXPERIMENTS_DIR   (directories made as needed) */
 #include <dirent.h>
 #include <jansson.h>
@@ -15,6 +18,7 @@
 #include "common/exitcode.h"
 #include "common/file.h"
 #include "fuzz_payload.h"
+#include "trainer/config.h"
 #include "trainer/encoding.h"
 #include "trainer/protocol.h"
 
@@ -148,6 +152,48 @@ static int fault_requests(const char *dir, const char *expdir, const char *file)
     return rc;
 }
 
+/* The join answer's config of every mode and model. */
+static int configs(const char *dir)
+{
+    int rc = 0;
+    for (int64_t mode = CONFIG_MODE_DDP; mode <= CONFIG_MODE_DECOUPLED; mode++)
+        for (int64_t model = CONFIG_MODEL_MLP; model <= CONFIG_MODEL_GPT; model++) {
+            config c;
+            config_defaults(&c);
+            config_kind_defaults(&c, mode, model);
+            json_t *j = config_to_json(&c);
+            char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+            char name[64];
+            snprintf(name, sizeof name, "%s-%s", config_mode_name(mode), config_model_name(model));
+            rc |= text ? write_file(dir, "config", name, text, strlen(text)) : -1;
+            free(text);
+            json_decref(j);
+        }
+    return rc;
+}
+
+/* Event files as fuzz_events_file reads them: two bytes that place the
+ * appends, then the file's bytes. */
+static int event_files(const char *dir)
+{
+    static const struct {
+        const char *name, *text;
+    } files[] = {
+        {"good", "\x40\x80{\"seq\":1,\"t_mono_ms\":10,\"type\":\"start\"}\n"
+                 "{\"seq\":2,\"t_mono_ms\":20,\"type\":\"merge\",\"fragment\":0,\"version\":1}\n"
+                 "{\"seq\":3,\"t_mono_ms\":30,\"type\":\"join\",\"learner\":1}\n"},
+        {"torn-tail", "\x10\xf0{\"seq\":1,\"t_mono_ms\":10,\"type\":\"start\"}\n{\"seq\":2,\"t_mo"},
+        {"seq-gap",
+         "\x01\xff{\"seq\":4,\"t_mono_ms\":1,\"type\":\"a\"}\n{\"seq\":6,\"t_mono_ms\":2,\"type\":\"b\"}\n"},
+        {"empty-line", "\x20\x20{\"seq\":1,\"t_mono_ms\":1,\"type\":\"a\"}\n\n"},
+        {"not-json", "\x01\x01[1,2\n"},
+    };
+    int rc = 0;
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        rc |= write_file(dir, "events_file", files[i].name, files[i].text, strlen(files[i].text));
+    return rc;
+}
+
 static int experiments(const char *dir, const char *expdir)
 {
     DIR *d = opendir(expdir);
@@ -173,13 +219,16 @@ int main(int argc, char **argv)
         return CX_EXIT_USAGE;
     }
     char sub[1024], err[256];
-    const char *subs[] = {"payload", "proto_headers", "fault_request"};
-    for (int i = 0; i < 3; i++) {
+    const char *subs[] = {"payload", "proto_headers", "fault_request", "config", "events_file"};
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         snprintf(sub, sizeof sub, "%s/%s", argv[1], subs[i]);
         if (cx_mkdir_p(sub, err, sizeof err) != 0) {
             fprintf(stderr, "gen_seeds: %s\n", err);
             return CX_EXIT_FAILURE;
         }
     }
-    return payloads(argv[1]) == 0 && headers(argv[1]) == 0 && experiments(argv[1], argv[2]) == 0 ? 0 : 1;
+    return payloads(argv[1]) == 0 && headers(argv[1]) == 0 && experiments(argv[1], argv[2]) == 0 &&
+                   configs(argv[1]) == 0 && event_files(argv[1]) == 0
+               ? 0
+               : 1;
 }
