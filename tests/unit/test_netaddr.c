@@ -1,0 +1,86 @@
+/* test_netaddr.c - "HOST:PORT" text and socket addresses, IPv4 and IPv6
+ * (common/netaddr.h, and the bracket form of cx_parse_hostport). */
+#include "common/netaddr.h"
+
+#include "common/err.h"
+#include "common/parse.h"
+
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <string.h>
+
+Test(netaddr, brackets_hold_an_ipv6_host)
+{
+    char err[256], host[64];
+    int port = -1;
+    cr_assert_eq(cx_parse_hostport("[::1]:8080", "--listen", host, sizeof host, &port, err, sizeof err), 0,
+                 "%s", err);
+    cr_assert_str_eq(host, "::1");
+    cr_assert_eq(port, 8080);
+    cr_assert_eq(cx_parse_hostport("[::]:0", "--listen", host, sizeof host, &port, err, sizeof err), 0);
+    cr_assert_str_eq(host, "::");
+    const char *bad[] = {"[::1:80", "[]:80", "::1]:80", "[::1]x:80", "[a]b]:80"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_assert_eq(cx_parse_hostport(bad[i], "--listen", host, sizeof host, &port, err, sizeof err),
+                     CX_EINVAL, "%s accepted", bad[i]);
+        cr_assert(strstr(err, "--listen"), "%s", err);
+    }
+}
+
+Test(netaddr, host_names_are_checked_not_resolved)
+{
+    const char *good[] = {
+        "127.0.0.1",      "::1",           "fd00::7", "localhost", "syncer.chaosloco.svc.cluster.local",
+        "a-b_c.example.", "nosuch.invalid"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        cr_assert(cx_host_valid(good[i]), "%s refused", good[i]);
+    const char *bad[] = {"",
+                         "bad host",
+                         "a..b",
+                         ".a",
+                         "x/y",
+                         "h\xC3\xA9",
+                         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.b"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        cr_assert(!cx_host_valid(bad[i]), "'%s' accepted", bad[i]);
+    char err[256], host[64];
+    int port = 0;
+    cr_assert_eq(cx_hostport_check("nosuch.invalid:9", "upstream", host, sizeof host, &port, err, sizeof err),
+                 0);
+    cr_assert_str_eq(host, "nosuch.invalid");
+    cr_assert_eq(port, 9);
+    cr_assert_eq(cx_hostport_check("bad host:9", "upstream", NULL, 0, NULL, err, sizeof err), CX_EINVAL);
+    cr_assert(strstr(err, "upstream") && strstr(err, "bad host"), "%s", err);
+}
+
+Test(netaddr, resolve_and_format_both_families)
+{
+    char err[256], out[64];
+    struct sockaddr_storage ss;
+    socklen_t sl = 0;
+    cr_assert_eq(cx_addr_resolve("[::1]:81", "listen", &ss, &sl, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(ss.ss_family, AF_INET6);
+    cx_addr_format((struct sockaddr *)&ss, out, sizeof out);
+    cr_assert_str_eq(out, "[::1]:81");
+    cr_assert(cx_addr_is_loopback((struct sockaddr *)&ss));
+    cr_assert_eq(cx_addr_resolve("localhost:82", "listen", &ss, &sl, err, sizeof err), 0, "%s", err);
+    cx_addr_format((struct sockaddr *)&ss, out, sizeof out);
+    cr_assert(strcmp(out, "127.0.0.1:82") == 0 || strcmp(out, "[::1]:82") == 0, "%s", out);
+    cr_assert_eq(cx_addr_resolve("nosuch.invalid:1", "listen", &ss, &sl, err, sizeof err), CX_EINVAL);
+    cr_assert(strstr(err, "listen: cannot resolve 'nosuch.invalid'"), "%s", err);
+    cx_hostport_format("::1", 5, out, sizeof out);
+    cr_assert_str_eq(out, "[::1]:5");
+    cx_hostport_format("10.0.0.1", 5, out, sizeof out);
+    cr_assert_str_eq(out, "10.0.0.1:5");
+}
+
+Test(netaddr, loopback_is_127_8_and_colon_colon_1_only)
+{
+    const char *yes[] = {"127.0.0.1", "127.9.8.7", "::1", "::ffff:127.0.0.1"};
+    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
+        cr_assert(cx_ip_is_loopback(yes[i]), "%s", yes[i]);
+    const char *no[] = {"0.0.0.0", "::", "10.0.0.1", "::ffff:10.0.0.1", "fe80::1", "localhost", "128.0.0.1"};
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+        cr_assert(!cx_ip_is_loopback(no[i]), "%s", no[i]);
+}
