@@ -300,6 +300,8 @@ int cx_http_host_is_loopback(const char *h)
         if (!end || (end[1] && end[1] != ':'))
             return 0;
         h++;
+    } else if (strchr(h, ':') != strrchr(h, ':')) {
+        end = h + strlen(h); /* a bare IPv6 literal (a --listen host, "::1") */
     } else {
         end = strchr(h, ':');
         if (!end)
@@ -310,7 +312,7 @@ int cx_http_host_is_loopback(const char *h)
         return 0;
     memcpy(host, h, n);
     host[n] = '\0';
-    if (strcasecmp(host, "localhost") == 0 || strcmp(host, "::1") == 0)
+    if (strcasecmp(host, "localhost") == 0 || (strchr(host, ':') && cx_ip_is_loopback(host)))
         return 1;
     unsigned o[4];
     char tail;

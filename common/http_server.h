@@ -160,7 +160,8 @@ int cx_http_check_basic_password(const cx_http_req *req, const char *token);
  * ::ffff:127.x), 0 otherwise or when unknown. */
 int cx_http_peer_is_loopback(const cx_http_req *req);
 /* 1 when a Host header value names a loopback host: "localhost",
- * 127.x.y.z or [::1], with an optional port. 0 for anything else or a
+ * 127.x.y.z or [::1] (or [::ffff:127.x.y.z]), with an optional port; a
+ * bare IPv6 literal ("::1", a --listen host) too. 0 for anything else or a
  * malformed value (a web page reaching us through DNS rebinding sends its
  * own name). */
 int cx_http_host_is_loopback(const char *host);

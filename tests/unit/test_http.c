@@ -329,3 +329,19 @@ Test(http, listens_on_ipv6_and_dual_stack)
     cr_assert_null(cx_http_server_new("[::1:0", routes, 1, NULL, 1024, err, sizeof err));
     cr_assert(strstr(err, "[IPv6]:PORT"), "%s", err);
 }
+
+/* The Host-header and --listen host test: loopback names and literals of
+ * both families, with or without a port; wildcards, other addresses and
+ * malformed values are not loopback. */
+Test(http, host_is_loopback_both_families)
+{
+    const char *yes[] = {"localhost", "LOCALHOST:80", "127.0.0.1", "127.3.2.1:7070",
+                         "[::1]",     "[::1]:7070",   "::1",       "[::ffff:127.0.0.1]:80"};
+    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
+        cr_assert(cx_http_host_is_loopback(yes[i]), "%s", yes[i]);
+    const char *no[] = {"0.0.0.0",  "::",   "[::]:80", "10.0.0.1:80",     "[fe80::1]:80",
+                        "::1:8080", "[::1", "[::1]x",  "evil.example:80", "127.0.0.1.evil.example",
+                        ""};
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+        cr_assert(!cx_http_host_is_loopback(no[i]), "%s", no[i]);
+}
