@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/netaddr.h"
 
 enum guard_phase {
     G_HELD,       /* open, no request in progress */
@@ -23,7 +24,7 @@ enum guard_phase {
 };
 
 typedef struct guard_client {
-    uint32_t addr;   /* IPv4, host order (0 for other families) */
+    uint32_t addr;   /* client key (cx_addr_client_key): IPv4, host order */
     int capped;      /* per-client caps apply (not loopback, or loopback_is_client) */
     unsigned refs;   /* connections pointing here, evicted ones included */
     unsigned conns;  /* open connections, evicted ones excluded */
@@ -124,35 +125,11 @@ const cx_http_limits *cx_http_guard_limits(const cx_http_guard *g)
 
 /* ---- guard: clients ---- */
 
-/* A client's slot key: its IPv4 address; an IPv6 loopback client counts
- * as 127.0.0.1 and a v4-mapped one as its IPv4 address; any other IPv6
- * address is hashed (FNV-1a) to a key outside 127.0.0.0/8, so that it can
- * share a slot (and its caps) with another but never pass for loopback. */
-static uint32_t client_key(const struct sockaddr *sa)
-{
-    if (sa->sa_family == AF_INET)
-        return ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr);
-    if (sa->sa_family != AF_INET6)
-        return 0;
-    const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
-    if (IN6_IS_ADDR_LOOPBACK(a))
-        return 0x7f000001u;
-    if (IN6_IS_ADDR_V4MAPPED(a))
-        return (uint32_t)a->s6_addr[12] << 24 | (uint32_t)a->s6_addr[13] << 16 |
-               (uint32_t)a->s6_addr[14] << 8 | a->s6_addr[15];
-    uint32_t h = 2166136261u;
-    for (int i = 0; i < 16; i++)
-        h = (h ^ a->s6_addr[i]) * 16777619u;
-    if ((h >> 24) == 127)
-        h ^= 0x01000000u;
-    return h;
-}
-
 /* The slot of conn's client address, taken if new. Caller holds g->mu. */
 static guard_client *client_get(cx_http_guard *g, struct MHD_Connection *mc)
 {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    uint32_t addr = ci && ci->client_addr ? client_key(ci->client_addr) : 0;
+    uint32_t addr = ci && ci->client_addr ? cx_addr_client_key(ci->client_addr) : 0;
     guard_client *free_slot = NULL;
     for (unsigned i = 0; i < g->lim.conn_max; i++) {
         guard_client *c = &g->clients[i];

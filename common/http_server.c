@@ -278,15 +278,13 @@ int cx_http_peer_is_loopback(const cx_http_req *req)
     return cx_addr_is_loopback(ci->client_addr);
 }
 
-uint32_t cx_http_peer_ipv4(const cx_http_req *req)
+uint32_t cx_http_peer_key(const cx_http_req *req)
 {
     if (!req->mhd_conn)
         return 0;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(req->mhd_conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (!ci || !ci->client_addr || ci->client_addr->sa_family != AF_INET)
-        return 0;
-    return ntohl(((const struct sockaddr_in *)ci->client_addr)->sin_addr.s_addr);
+    return ci && ci->client_addr ? cx_addr_client_key(ci->client_addr) : 0;
 }
 
 int cx_http_host_is_loopback(const char *h)

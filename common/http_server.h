@@ -184,9 +184,10 @@ void cx_http_reply_text(cx_http_resp *resp, int status, const char *content_type
  * see cx_http_stream). From here on the server owns ctx: done(ctx) is
  * called exactly once, even when the response cannot be sent. */
 void cx_http_reply_stream(cx_http_resp *resp, int status, const char *content_type, cx_http_stream stream);
-/* The peer's IPv4 address in host byte order; 0 when it is not IPv4 or
- * unknown. */
-uint32_t cx_http_peer_ipv4(const cx_http_req *req);
+/* The peer's key for per-client caps (cx_addr_client_key, netaddr.h): its
+ * IPv4 address in host byte order, 127.0.0.1 for an IPv6 loopback peer, a
+ * hash outside 127.0.0.0/8 for other IPv6 peers; 0 when unknown. */
+uint32_t cx_http_peer_key(const cx_http_req *req);
 /* Add a response header line; silently truncated past 512 bytes total. */
 void cx_http_add_header(cx_http_resp *resp, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -133,4 +134,24 @@ int cx_ip_is_loopback(const char *ip)
     if (inet_pton(AF_INET6, ip, &in6.sin6_addr) == 1)
         return cx_addr_is_loopback((struct sockaddr *)&in6);
     return 0;
+}
+
+uint32_t cx_addr_client_key(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr);
+    if (sa->sa_family != AF_INET6)
+        return 0;
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(a))
+        return 0x7f000001u;
+    if (IN6_IS_ADDR_V4MAPPED(a))
+        return (uint32_t)a->s6_addr[12] << 24 | (uint32_t)a->s6_addr[13] << 16 |
+               (uint32_t)a->s6_addr[14] << 8 | a->s6_addr[15];
+    uint32_t h = 2166136261u;
+    for (int i = 0; i < 16; i++)
+        h = (h ^ a->s6_addr[i]) * 16777619u;
+    if ((h >> 24) == 127)
+        h ^= 0x01000000u;
+    return h;
 }

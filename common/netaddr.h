@@ -9,6 +9,7 @@
 #define CX_NETADDR_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 /* 1 when host is an IPv4 or IPv6 literal or a well-formed DNS name
@@ -40,5 +41,13 @@ int cx_addr_is_loopback(const struct sockaddr *sa);
 /* The same for an address literal ("127.0.0.5", "::1"); names (even
  * "localhost") are 0: callers decide what a name means. */
 int cx_ip_is_loopback(const char *ip);
+
+/* A client's key for per-client caps, in an IPv4 address's space (host
+ * order): its IPv4 address; an IPv6 loopback client is 127.0.0.1 and a
+ * v4-mapped one its IPv4 address; any other IPv6 address is hashed
+ * (FNV-1a) to a key outside 127.0.0.0/8, so that it may share a key (and
+ * its caps) with another but never pass for loopback. 0 for other
+ * families. */
+uint32_t cx_addr_client_key(const struct sockaddr *sa);
 
 #endif

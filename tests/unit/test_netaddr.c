@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 
 Test(netaddr, brackets_hold_an_ipv6_host)
@@ -83,4 +84,31 @@ Test(netaddr, loopback_is_127_8_and_colon_colon_1_only)
     const char *no[] = {"0.0.0.0", "::", "10.0.0.1", "::ffff:10.0.0.1", "fe80::1", "localhost", "128.0.0.1"};
     for (size_t i = 0; i < sizeof no / sizeof *no; i++)
         cr_assert(!cx_ip_is_loopback(no[i]), "%s", no[i]);
+}
+
+/* Per-client caps key IPv6 clients too: ::1 is the loopback key, a
+ * v4-mapped client its IPv4 address, others a hash never in 127/8. */
+Test(netaddr, client_key_of_both_families)
+{
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6};
+    a6.sin6_addr = in6addr_loopback;
+    cr_assert_eq(cx_addr_client_key((struct sockaddr *)&a6), 0x7f000001u);
+    inet_pton(AF_INET6, "::ffff:10.1.2.3", &a6.sin6_addr);
+    cr_assert_eq(cx_addr_client_key((struct sockaddr *)&a6), 0x0a010203u);
+    struct sockaddr_in a4 = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "10.1.2.3", &a4.sin_addr);
+    cr_assert_eq(cx_addr_client_key((struct sockaddr *)&a4), 0x0a010203u);
+    uint32_t k1 = 0, k2 = 0;
+    for (int i = 0; i < 4096; i++) { /* many addresses: none passes for loopback */
+        char ip[64];
+        snprintf(ip, sizeof ip, "fd00::%x:%x", i, i * 7);
+        cr_assert_eq(inet_pton(AF_INET6, ip, &a6.sin6_addr), 1);
+        uint32_t k = cx_addr_client_key((struct sockaddr *)&a6);
+        cr_assert_neq(k >> 24, 127u, "%s keyed as loopback", ip);
+        if (i == 0)
+            k1 = k;
+        if (i == 1)
+            k2 = k;
+    }
+    cr_assert_neq(k1, k2, "two IPv6 clients, two keys");
 }
