@@ -11,7 +11,7 @@
  *              │ (or a fresh answer at accept)                │
  *              │ link_dial: connect(next address) non-blocking│
  *              ▼                                              ▼
- *       ┌─ CONNECTING ── every address failed (link_refused) ► REFUSED: client got a FIN
+ *       ┌─ CONNECTING ── no address left (link_refused) ───► REFUSED: client got a FIN
  *       │      │ connected (link_on_connected; one that       │ (as Toxiproxy), its input is
  *       │      │ failed dials the next address: link_dial)    │
  *       │      │ toxic chains built                           │ discarded (conns_refused)
