@@ -23,6 +23,7 @@
 #include "common/file.h"
 #include "common/http_server.h"
 #include "common/log.h"
+#include "common/netaddr.h"
 #include "common/parse.h"
 #include "common/proc.h"
 #include "injectors/cgroup.h"
@@ -348,13 +349,15 @@ static int start_api(agent *a, char *err, size_t errlen)
     int port = 0;
     if (cx_parse_hostport(o->listen, "--listen", host, sizeof host, &port, NULL, 0) < 0)
         snprintf(host, sizeof host, "127.0.0.1");
-    if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "localhost") == 0 || host[0] == '\0')
+    /* the wildcards are no loopback: they take the network's clients too */
+    int wildcard = strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0;
+    if (strcmp(host, "::") == 0)
+        snprintf(host, sizeof host, "::1"); /* where a local client reaches it */
+    else if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "localhost") == 0 || host[0] == '\0')
         snprintf(host, sizeof host, "127.0.0.1");
-    a->loopback = strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0;
+    a->loopback = !wildcard && cx_ip_is_loopback(host);
     if (strcmp(o->listen, "localhost") == 0 || strncmp(o->listen, "localhost:", 10) == 0)
         a->loopback = 1;
-    if (strncmp(o->listen, "0.0.0.0", 7) == 0)
-        a->loopback = 0;
     cx_http_server_opts hopts = {.reserved = agent_reserved_routes, .gate = &agent_gate};
     a->http = cx_http_server_new_opts(o->listen, agent_routes, agent_nroutes, a, AGENT_BODY_MAX, &hopts, err,
                                       errlen);
@@ -362,7 +365,7 @@ static int start_api(agent *a, char *err, size_t errlen)
         return CX_EUNAVAIL;
     /* handlers may already run: listen_addr is read under the lock */
     pthread_mutex_lock(&a->lock);
-    snprintf(a->listen_addr, sizeof a->listen_addr, "%s:%d", host, cx_http_server_port(a->http));
+    cx_hostport_format(host, cx_http_server_port(a->http), a->listen_addr, sizeof a->listen_addr);
     pthread_mutex_unlock(&a->lock);
     char path[4200];
     snprintf(path, sizeof path, "%s/listen.addr", a->state_dir);

@@ -57,7 +57,7 @@ typedef struct agent_opts {
     sup_restart restart;        /* --restart */
     int64_t restart_backoff_ms; /* --restart-backoff-ms */
     int toxiproxy_compat;       /* --toxiproxy-compat: the token also as a Basic auth password */
-    char listen_allow[AGENT_MAX_LISTEN_ALLOW][16]; /* --toxiproxy-listen-allow: dotted IPv4 */
+    char listen_allow[AGENT_MAX_LISTEN_ALLOW][46]; /* --toxiproxy-listen-allow: inet_ntop form, v4 or v6 */
     int nlisten_allow;                             /* entries of listen_allow */
     int64_t max_duration_ms;                       /* --max-duration-ms */
     int64_t log_max_bytes;                         /* --log-max-bytes */

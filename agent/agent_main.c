@@ -17,6 +17,7 @@
 #include "common/flags.h"
 #include "common/http_server.h"
 #include "common/log.h"
+#include "common/netaddr.h"
 #include "common/parse.h"
 #include "common/secret.h"
 #include "common/stop_signals.h"
@@ -31,7 +32,8 @@ static void usage(FILE *f)
         "Supervise one learner unit (COMMAND, started with fork/execve in its own process\n"
         "group, no shell) and inject faults into it over an HTTP API.\n"
         "\n"
-        "  --listen HOST:PORT        API address (default 127.0.0.1:0 = ephemeral); the bound\n"
+        "  --listen HOST:PORT        API address (default 127.0.0.1:0 = ephemeral; IPv6 as [::1]:PORT,\n"
+        "                            [::]:PORT = every interface, both families); the bound\n"
         "                            address is written to <state-dir>/listen.addr\n"
         "  --id NAME                 unit id, 1..64 of [A-Za-z0-9._-] (names its cgroups)\n"
         "  --state-dir DIR           faults.json, audit.jsonl, unit.log(.1), hooks/, listen.addr\n"
@@ -40,7 +42,8 @@ static void usage(FILE *f)
         "                            (chmod 600; a symlink, as in a Kubernetes Secret volume, is followed)\n"
         "  --proxy NAME=LISTEN->UPSTREAM\n"
         "                            a TCP proxy for the unit (repeatable, at most %d); '{proxy.NAME}'\n"
-        "                            in COMMAND ARGS becomes the proxy's listen address\n"
+        "                            in COMMAND ARGS becomes the proxy's listen address; UPSTREAM's\n"
+        "                            name is resolved for each connection (it may not exist yet)\n"
         "  --restart never|on-failure\n"
         "                            restart policy for exits the unit does by itself (default never);\n"
         "                            a kill fault's restart_after_ms restarts whatever the policy\n"
@@ -50,10 +53,11 @@ static void usage(FILE *f)
         "                            password of Basic auth, all that Toxiproxy's Go and Python\n"
         "                            clients can send (http://toxiproxy:TOKEN@HOST:PORT); every\n"
         "                            mutating call needs the token in any case\n"
-        "  --toxiproxy-listen-allow IPV4\n"
-        "                            an address beyond loopback that proxies made through the\n"
-        "                            Toxiproxy API may listen on (repeatable, at most %d; 0.0.0.0 =\n"
-        "                            every interface); their ports are 0 or 1024..65535 always\n"
+        "  --toxiproxy-listen-allow IP\n"
+        "                            an IPv4 or IPv6 address beyond loopback that proxies made\n"
+        "                            through the Toxiproxy API may listen on (repeatable, at most %d;\n"
+        "                            0.0.0.0 or :: = every interface); their ports are 0 or\n"
+        "                            1024..65535 always\n"
         "  --max-duration-ms N       cap on a fault's duration_ms (default 600000 = 10 min); what\n"
         "                            the Toxiproxy API makes lasts until deleted, as in Toxiproxy\n"
         "  --log-max-bytes N         unit.log size before rotation to unit.log.1 (default 10485760)\n"
@@ -128,7 +132,9 @@ static int parse_proxy(const char *s, agent_proxy_spec *out, char *err, size_t e
     int port;
     if (cx_parse_hostport(out->listen, "--proxy LISTEN", host, sizeof host, &port, err, errlen) < 0)
         return CX_EINVAL;
-    if (cx_parse_hostport(out->upstream, "--proxy UPSTREAM", host, sizeof host, &port, err, errlen) < 0)
+    /* checked, not resolved: the proxy resolves it for each connection, so
+     * the syncer's name need not exist yet (a Service made after the pod) */
+    if (cx_hostport_check(out->upstream, "--proxy UPSTREAM", host, sizeof host, &port, err, errlen) < 0)
         return CX_EINVAL;
     if (port == 0)
         return cx_fail(err, errlen, CX_EINVAL, "--proxy '%s': UPSTREAM needs a port", s);
@@ -161,20 +167,28 @@ static int add_proxy(const char *name, const char *v, void *dst, char *err, size
     return 0;
 }
 
-/* --toxiproxy-listen-allow IPV4, repeatable (cx_flags CX_FLAG_FUNC; dst:
- * agent_opts *): a dotted IPv4 address, kept in that form (the form
- * toxiproxy.c compares resolved listen addresses in); no names, so that
- * --check needs no DNS and what is allowed cannot change under a name. */
+/* --toxiproxy-listen-allow IP, repeatable (cx_flags CX_FLAG_FUNC; dst:
+ * agent_opts *): an IPv4 or IPv6 address, kept in inet_ntop's form (the
+ * form toxiproxy.c compares resolved listen addresses in); no names, so
+ * that --check needs no DNS and what is allowed cannot change under a
+ * name. */
 static int add_listen_allow(const char *name, const char *v, void *dst, char *err, size_t errlen)
 {
     agent_opts *o = dst;
     struct in_addr in;
+    struct in6_addr in6;
     if (o->nlisten_allow >= AGENT_MAX_LISTEN_ALLOW)
         return cx_fail(err, errlen, CX_EINVAL, "%s: at most %d addresses", name, AGENT_MAX_LISTEN_ALLOW);
-    if (inet_pton(AF_INET, v, &in) != 1)
+    char *dst_ip = o->listen_allow[o->nlisten_allow];
+    if (inet_pton(AF_INET, v, &in) == 1)
+        inet_ntop(AF_INET, &in, dst_ip, sizeof o->listen_allow[0]);
+    else if (inet_pton(AF_INET6, v, &in6) == 1)
+        inet_ntop(AF_INET6, &in6, dst_ip, sizeof o->listen_allow[0]);
+    else
         return cx_fail(err, errlen, CX_EINVAL,
-                       "%s '%s': must be a dotted IPv4 address (e.g. 0.0.0.0 or 10.0.0.7)", name, v);
-    inet_ntop(AF_INET, &in, o->listen_allow[o->nlisten_allow], sizeof o->listen_allow[0]);
+                       "%s '%s': must be an IPv4 or IPv6 address, no brackets (e.g. 0.0.0.0, 10.0.0.7, :: or "
+                       "fd00::7)",
+                       name, v);
     o->nlisten_allow++;
     return 0;
 }

@@ -26,6 +26,7 @@
 #include "common/err.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/netaddr.h"
 #include "common/parse.h"
 
 #define TP_MAX_PROXIES (AGENT_MAX_PROXIES + AGENT_MAX_DYN_PROXIES)
@@ -115,36 +116,38 @@ static void reply_no_content(cx_http_resp *resp)
     cx_http_reply_bytes(resp, 204, "text/plain", "", 0);
 }
 
-/* "HOST:PORT" with HOST resolved to a dotted IPv4 ("localhost:0" ->
- * "127.0.0.1:0"), as the proxy will bind or dial it. */
+/* "HOST:PORT" with HOST resolved to an address ("localhost:0" ->
+ * "127.0.0.1:0", "[::1]:0" stays), as the proxy will bind or dial it.
+ * An upstream name that does not resolve (yet) is no error, as in the
+ * proxy itself (it resolves the name for each connection): out is then the
+ * checked text as given. */
 static int norm_addr(const char *in, const char *what, char *out, size_t len, tp_err *e)
 {
-    char host[256], err[CX_ERRLEN] = "";
-    int port = 0;
-    if (cx_parse_hostport(in, what, host, sizeof host, &port, err, sizeof err) != 0)
-        return tp_fail(e, 400, "%s", err);
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
-    struct addrinfo *ai = NULL;
-    int g = getaddrinfo(host[0] ? host : "0.0.0.0", NULL, &hints, &ai);
-    if (g != 0 || !ai) {
-        char h[256];
-        cx_utf8_sanitize(host, h, sizeof h);
-        return tp_fail(e, 400, "%s: cannot resolve '%s': %s", what, h, gai_strerror(g));
+    char err[CX_ERRLEN] = "";
+    struct sockaddr_storage ss;
+    socklen_t sl = 0;
+    if (cx_addr_resolve(in, what, &ss, &sl, err, sizeof err) == 0) {
+        cx_addr_format((struct sockaddr *)&ss, out, len);
+        return 0;
     }
-    char ip[INET_ADDRSTRLEN] = "";
-    inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)ai->ai_addr)->sin_addr, ip, sizeof ip);
-    freeaddrinfo(ai);
-    snprintf(out, len, "%s:%d", ip, port);
-    return 0;
+    if (strcmp(what, "upstream") == 0 && cx_hostport_check(in, what, NULL, 0, NULL, NULL, 0) == 0) {
+        snprintf(out, len, "%s", in);
+        return 0;
+    }
+    char m[CX_ERRLEN];
+    cx_utf8_sanitize(err, m, sizeof m);
+    return tp_fail(e, 400, "%s", m);
 }
 
 /* Where a proxy made or re-bound through this API may listen (norm is
- * norm_addr's "IP:PORT"): on a loopback address (127.0.0.0/8) or one given
- * with --toxiproxy-listen-allow, on port 0 (any free one) or 1024..65535.
- * The token is no licence for more: whoever holds it would otherwise make
- * the agent (often root) take a privileged port such as 80, or open a
- * relay to the network. The --proxy proxies are the operator's own and
- * not checked. 0, or -1 and e (403). */
+ * norm_addr's "IP:PORT" or "[IPv6]:PORT"): on a loopback address
+ * (127.0.0.0/8, ::1) or one given with --toxiproxy-listen-allow, on port
+ * 0 (any free one) or 1024..65535. The wildcards 0.0.0.0 and :: are no
+ * loopback: they are allowed only when listed. The token is no licence for
+ * more: whoever holds it would otherwise make the agent (often root) take
+ * a privileged port such as 80, or open a relay to the network. The
+ * --proxy proxies are the operator's own and not checked. 0, or -1 and e
+ * (403). */
 static int listen_allowed(const agent *a, const char *norm, tp_err *e)
 {
     const char *colon = strrchr(norm, ':');
@@ -154,11 +157,14 @@ static int listen_allowed(const agent *a, const char *norm, tp_err *e)
                        "listen: %s: port %d is below 1024; a proxy made through the Toxiproxy API listens on "
                        "port 0 (any free one) or 1024..65535",
                        norm, port);
-    char ip[INET_ADDRSTRLEN];
-    snprintf(ip, sizeof ip, "%.*s", (int)(colon - norm), norm);
-    if (strncmp(ip, "127.", 4) == 0)
+    char ip[64];
+    if (norm[0] == '[' && colon > norm + 1 && colon[-1] == ']')
+        snprintf(ip, sizeof ip, "%.*s", (int)(colon - norm - 2), norm + 1);
+    else
+        snprintf(ip, sizeof ip, "%.*s", (int)(colon - norm), norm);
+    if (cx_ip_is_loopback(ip))
         return 0;
-    char allowed[AGENT_MAX_LISTEN_ALLOW * (INET_ADDRSTRLEN + 1) + 8] = "";
+    char allowed[AGENT_MAX_LISTEN_ALLOW * (sizeof a->o.listen_allow[0] + 1) + 8] = "";
     size_t off = 0;
     for (int i = 0; i < a->o.nlisten_allow; i++) {
         if (strcmp(ip, a->o.listen_allow[i]) == 0)
@@ -168,7 +174,7 @@ static int listen_allowed(const agent *a, const char *norm, tp_err *e)
     }
     return tp_fail(
         e, 403,
-        "listen: %s: not an address this agent allows: loopback (127.x.y.z, localhost) or one given "
+        "listen: %s: not an address this agent allows: loopback (127.x.y.z, ::1, localhost) or one given "
         "with --toxiproxy-listen-allow (%s)",
         norm, off ? allowed : "none given");
 }
@@ -272,7 +278,7 @@ static int dyn_create(agent *a, const char *name, const char *listen, const char
         agent_px_put(a, x);
         return tp_fail(e, 409, "proxy already exists");
     }
-    char lis[96], up[96];
+    char lis[96], up[256];
     if (norm_addr(listen && listen[0] ? listen : "127.0.0.1:0", "listen", lis, sizeof lis, e) < 0 ||
         norm_addr(upstream, "upstream", up, sizeof up, e) < 0)
         return -1;
@@ -592,7 +598,7 @@ static int proxy_update(px_req *r, json_t **out, tp_err *e)
     if (opt_string(r->body, "listen", &listen, e) < 0 || opt_string(r->body, "upstream", &upstream, e) < 0 ||
         opt_bool(r->body, "enabled", &enabled, e) < 0)
         return -1;
-    char lis[96] = "", cur[96], up[96];
+    char lis[96] = "", cur[96], up[256];
     proxy_listen(x->p, cur, sizeof cur);
     if (listen && listen[0] && norm_addr(listen, "listen", lis, sizeof lis, e) < 0)
         return -1;

@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/netaddr.h"
 
 enum guard_phase {
     G_HELD,       /* open, no request in progress */
@@ -23,7 +24,7 @@ enum guard_phase {
 };
 
 typedef struct guard_client {
-    uint32_t addr;   /* IPv4, host order (0 for other families) */
+    uint32_t addr;   /* client key (cx_addr_client_key): IPv4, host order */
     int capped;      /* per-client caps apply (not loopback, or loopback_is_client) */
     unsigned refs;   /* connections pointing here, evicted ones included */
     unsigned conns;  /* open connections, evicted ones excluded */
@@ -128,9 +129,7 @@ const cx_http_limits *cx_http_guard_limits(const cx_http_guard *g)
 static guard_client *client_get(cx_http_guard *g, struct MHD_Connection *mc)
 {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    uint32_t addr = 0;
-    if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET)
-        addr = ntohl(((const struct sockaddr_in *)ci->client_addr)->sin_addr.s_addr);
+    uint32_t addr = ci && ci->client_addr ? cx_addr_client_key(ci->client_addr) : 0;
     guard_client *free_slot = NULL;
     for (unsigned i = 0; i < g->lim.conn_max; i++) {
         guard_client *c = &g->clients[i];

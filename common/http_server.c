@@ -17,6 +17,7 @@
 #include "common/err.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/netaddr.h"
 #include "common/parse.h"
 #include "common/timebase.h"
 
@@ -274,29 +275,16 @@ int cx_http_peer_is_loopback(const cx_http_req *req)
         MHD_get_connection_info(req->mhd_conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     if (!ci || !ci->client_addr)
         return 0;
-    const struct sockaddr *sa = ci->client_addr;
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-    }
-    if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-        if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr))
-            return 1;
-        return IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127;
-    }
-    return 0;
+    return cx_addr_is_loopback(ci->client_addr);
 }
 
-uint32_t cx_http_peer_ipv4(const cx_http_req *req)
+uint32_t cx_http_peer_key(const cx_http_req *req)
 {
     if (!req->mhd_conn)
         return 0;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(req->mhd_conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (!ci || !ci->client_addr || ci->client_addr->sa_family != AF_INET)
-        return 0;
-    return ntohl(((const struct sockaddr_in *)ci->client_addr)->sin_addr.s_addr);
+    return ci && ci->client_addr ? cx_addr_client_key(ci->client_addr) : 0;
 }
 
 int cx_http_host_is_loopback(const char *h)
@@ -310,6 +298,8 @@ int cx_http_host_is_loopback(const char *h)
         if (!end || (end[1] && end[1] != ':'))
             return 0;
         h++;
+    } else if (strchr(h, ':') != strrchr(h, ':')) {
+        end = h + strlen(h); /* a bare IPv6 literal (a --listen host, "::1") */
     } else {
         end = strchr(h, ':');
         if (!end)
@@ -320,7 +310,7 @@ int cx_http_host_is_loopback(const char *h)
         return 0;
     memcpy(host, h, n);
     host[n] = '\0';
-    if (strcasecmp(host, "localhost") == 0 || strcmp(host, "::1") == 0)
+    if (strcasecmp(host, "localhost") == 0 || (strchr(host, ':') && cx_ip_is_loopback(host)))
         return 1;
     unsigned o[4];
     char tail;
@@ -612,11 +602,24 @@ cx_http_server *cx_http_server_new_opts(const char *listen, const cx_http_route 
     int port;
     if (cx_parse_hostport(listen, "listen address", host, sizeof host, &port, err, errlen) != 0)
         return NULL;
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    /* An address literal, IPv4 or IPv6 ("[::1]:PORT"); no names (a server
+     * binds what it was told, not what DNS says today) but localhost. "::"
+     * binds both families (IPV6_V6ONLY off, libmicrohttpd's dual stack). */
+    struct sockaddr_storage ss = {0};
+    struct sockaddr_in *sa4 = (struct sockaddr_in *)(void *)&ss;
+    struct sockaddr_in6 *sa6 = (struct sockaddr_in6 *)(void *)&ss;
     if (strcmp(host, "localhost") == 0)
         snprintf(host, sizeof host, "127.0.0.1");
-    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-        cx_fail(err, errlen, CX_EINVAL, "listen address: '%s' is not an IPv4 address", host);
+    unsigned family_flags = 0;
+    if (inet_pton(AF_INET, host, &sa4->sin_addr) == 1) {
+        sa4->sin_family = AF_INET;
+        sa4->sin_port = htons((uint16_t)port);
+    } else if (inet_pton(AF_INET6, host, &sa6->sin6_addr) == 1) {
+        sa6->sin6_family = AF_INET6;
+        sa6->sin6_port = htons((uint16_t)port);
+        family_flags = IN6_IS_ADDR_UNSPECIFIED(&sa6->sin6_addr) ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
+    } else {
+        cx_fail(err, errlen, CX_EINVAL, "listen address: '%s' is not an IPv4 or IPv6 address", host);
         return NULL;
     }
     cx_http_server *s = calloc(1, sizeof *s);
@@ -642,7 +645,8 @@ cx_http_server *cx_http_server_new_opts(const char *listen, const cx_http_route 
     if (mark_reserved(s, opts, err, errlen) != 0)
         goto fail;
     const cx_http_limits *lim = cx_http_guard_limits(s->guard); /* normalised */
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    unsigned flags =
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | family_flags;
     struct MHD_OptionItem tls[3] = {
         {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
     if (opts && (opts->tls_cert_pem || opts->tls_key_pem)) {
@@ -665,7 +669,7 @@ cx_http_server *cx_http_server_new_opts(const char *listen, const cx_http_route 
         tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key};
     }
     s->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
         MHD_OPTION_NOTIFY_CONNECTION, cx_http_guard_notify, s->guard, MHD_OPTION_CONNECTION_LIMIT,
         lim->conn_max, MHD_OPTION_CONNECTION_TIMEOUT, lim->idle_timeout_s, MHD_OPTION_EXTERNAL_LOGGER,
@@ -677,17 +681,19 @@ cx_http_server *cx_http_server_new_opts(const char *listen, const cx_http_route 
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : port;
-    /* what the socket really bound (0.0.0.0 stays 0.0.0.0), for the logs */
-    char ip[INET_ADDRSTRLEN];
-    if (!inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip))
-        snprintf(ip, sizeof ip, "%s", host);
+    /* what the socket really bound (0.0.0.0 stays 0.0.0.0, [::1] gets its
+     * brackets), for the logs */
     const union MHD_DaemonInfo *lfd = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_LISTEN_FD);
-    struct sockaddr_in got;
+    struct sockaddr_storage got;
     socklen_t gl = sizeof got;
-    if (lfd && getsockname(lfd->listen_fd, (struct sockaddr *)&got, &gl) == 0 && got.sin_family == AF_INET &&
-        inet_ntop(AF_INET, &got.sin_addr, ip, sizeof ip))
-        s->port = ntohs(got.sin_port);
-    snprintf(s->bound, sizeof s->bound, "%s:%d", ip, s->port);
+    if (lfd && getsockname(lfd->listen_fd, (struct sockaddr *)&got, &gl) == 0 &&
+        (got.ss_family == AF_INET || got.ss_family == AF_INET6)) {
+        cx_addr_format((struct sockaddr *)&got, s->bound, sizeof s->bound);
+        s->port = ntohs(got.ss_family == AF_INET ? ((struct sockaddr_in *)(void *)&got)->sin_port
+                                                 : ((struct sockaddr_in6 *)(void *)&got)->sin6_port);
+    } else {
+        cx_hostport_format(host, s->port, s->bound, sizeof s->bound);
+    }
     return s;
 fail:
     cx_http_guard_free(s->guard);

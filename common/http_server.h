@@ -160,7 +160,8 @@ int cx_http_check_basic_password(const cx_http_req *req, const char *token);
  * ::ffff:127.x), 0 otherwise or when unknown. */
 int cx_http_peer_is_loopback(const cx_http_req *req);
 /* 1 when a Host header value names a loopback host: "localhost",
- * 127.x.y.z or [::1], with an optional port. 0 for anything else or a
+ * 127.x.y.z or [::1] (or [::ffff:127.x.y.z]), with an optional port; a
+ * bare IPv6 literal ("::1", a --listen host) too. 0 for anything else or a
  * malformed value (a web page reaching us through DNS rebinding sends its
  * own name). */
 int cx_http_host_is_loopback(const char *host);
@@ -183,9 +184,10 @@ void cx_http_reply_text(cx_http_resp *resp, int status, const char *content_type
  * see cx_http_stream). From here on the server owns ctx: done(ctx) is
  * called exactly once, even when the response cannot be sent. */
 void cx_http_reply_stream(cx_http_resp *resp, int status, const char *content_type, cx_http_stream stream);
-/* The peer's IPv4 address in host byte order; 0 when it is not IPv4 or
- * unknown. */
-uint32_t cx_http_peer_ipv4(const cx_http_req *req);
+/* The peer's key for per-client caps (cx_addr_client_key, netaddr.h): its
+ * IPv4 address in host byte order, 127.0.0.1 for an IPv6 loopback peer, a
+ * hash outside 127.0.0.0/8 for other IPv6 peers; 0 when unknown. */
+uint32_t cx_http_peer_key(const cx_http_req *req);
 /* Add a response header line; silently truncated past 512 bytes total. */
 void cx_http_add_header(cx_http_resp *resp, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -57,7 +57,16 @@ int cx_parse_hostport(const char *s, const char *what, char *host, size_t hostle
     const char *colon = s ? strrchr(s, ':') : NULL;
     if (!colon || colon == s)
         return cx_fail(err, errlen, CX_EINVAL, "%s: '%s' is not HOST:PORT", what, s ? s : "");
+    const char *h = s;
     size_t hl = (size_t)(colon - s);
+    if (s[0] == '[') { /* "[IPv6]:PORT", as in URLs */
+        if (hl < 3 || s[hl - 1] != ']' || memchr(s + 1, ']', hl - 2) != NULL)
+            return cx_fail(err, errlen, CX_EINVAL, "%s: '%s' is not HOST:PORT or [IPv6]:PORT", what, s);
+        h = s + 1;
+        hl -= 2;
+    } else if (memchr(s, ']', hl) != NULL) {
+        return cx_fail(err, errlen, CX_EINVAL, "%s: '%s' is not HOST:PORT or [IPv6]:PORT", what, s);
+    }
     if (hl >= hostlen)
         return cx_fail(err, errlen, CX_EINVAL, "%s: host in '%s' is too long", what, s);
     char pw[64];
@@ -65,7 +74,7 @@ int cx_parse_hostport(const char *s, const char *what, char *host, size_t hostle
     int rc = cx_parse_int(colon + 1, pw, 0, 65535, port, err, errlen);
     if (rc)
         return rc;
-    memcpy(host, s, hl);
+    memcpy(host, h, hl);
     host[hl] = '\0';
     return 0;
 }

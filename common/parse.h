@@ -12,7 +12,8 @@ int cx_parse_i64(const char *s, const char *what, int64_t min, int64_t max, int6
 int cx_parse_int(const char *s, const char *what, int min, int max, int *out, char *err, size_t errlen);
 int cx_parse_double(const char *s, const char *what, double min, double max, double *out, char *err,
                     size_t errlen);
-/* "HOST:PORT" with PORT 0..65535 (0 = ephemeral); host copied into host. */
+/* "HOST:PORT" or "[IPv6]:PORT" with PORT 0..65535 (0 = ephemeral); host
+ * copied into host without the brackets. */
 int cx_parse_hostport(const char *s, const char *what, char *host, size_t hostlen, int *port, char *err,
                       size_t errlen);
 

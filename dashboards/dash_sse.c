@@ -32,7 +32,7 @@ typedef struct sse_conn {
     cx_buf pending;               /* bytes not yet handed to the server */
     size_t off;                   /* bytes of pending already handed */
     int64_t last_write_ms;        /* mono ms of the last bytes written */
-    uint32_t client;              /* client IPv4 address, host order */
+    uint32_t client;              /* client key (cx_http_peer_key): IPv4 address, host order */
     int evicted;                  /* ended to make room for a newer stream */
     struct sse_conn *prev, *next; /* s->streams, oldest first */
 } sse_conn;
@@ -171,7 +171,7 @@ int dash_h_events(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     c->s = s;
     cx_buf_init(&c->pending, DASH_RESP_MAX);
     c->last_write_ms = cx_mono_ms();
-    c->client = cx_http_peer_ipv4(req);
+    c->client = cx_http_peer_key(req);
     pthread_mutex_lock(&s->mu);
     sse_make_room(s, c->client);
     sse_conn **tail = &s->streams; /* append: the list stays oldest first */

@@ -10,11 +10,11 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "common/netaddr.h"
 #include "common/parse.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,29 +26,6 @@
 #include <unistd.h>
 
 /* ---- proxy: addresses ---- */
-
-static int resolve_hostport(const char *s, const char *what, struct sockaddr_storage *sa, socklen_t *len,
-                            char *err, size_t errlen)
-{
-    char host[256];
-    int port = 0;
-    int rc = cx_parse_hostport(s, what, host, sizeof host, &port, err, errlen);
-    if (rc != 0)
-        return rc;
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
-    struct addrinfo *ai = NULL;
-    int g = getaddrinfo(host, NULL, &hints, &ai);
-    if (g != 0 || !ai)
-        return cx_fail(err, errlen, CX_EINVAL, "%s: cannot resolve '%s': %s", what, host, gai_strerror(g));
-    struct sockaddr_in sin;
-    memcpy(&sin, ai->ai_addr, sizeof sin);
-    freeaddrinfo(ai);
-    sin.sin_port = htons((uint16_t)port);
-    memset(sa, 0, sizeof *sa);
-    memcpy(sa, &sin, sizeof sin);
-    *len = sizeof sin;
-    return CX_OK;
-}
 
 static int name_ok(const char *s)
 {
@@ -64,18 +41,31 @@ static int name_ok(const char *s)
     return 1;
 }
 
-/* Bind with an explicit port (so that shutdown + listen keeps it): for
- * port 0, learn an ephemeral port first, then bind it explicitly. */
-static int bind_listener(struct sockaddr_in *sa, char *err, size_t errlen)
+static uint16_t sa_port(const struct sockaddr_storage *ss)
 {
+    return ntohs(ss->ss_family == AF_INET6 ? ((const struct sockaddr_in6 *)(const void *)ss)->sin6_port
+                                           : ((const struct sockaddr_in *)(const void *)ss)->sin_port);
+}
+
+/* Bind with an explicit port (so that shutdown + listen keeps it): for
+ * port 0, learn an ephemeral port first, then bind it explicitly. An IPv6
+ * wildcard ("[::]:PORT") takes IPv4 clients too (IPV6_V6ONLY off); any
+ * other IPv6 address only its own. */
+static int bind_listener(struct sockaddr_storage *sa, socklen_t len, char *err, size_t errlen)
+{
+    int family = sa->ss_family;
+    int v6only = !(family == AF_INET6 &&
+                   IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr));
     for (int attempt = 0; attempt < 8; attempt++) {
-        struct sockaddr_in want = *sa;
-        if (want.sin_port == 0) {
-            int t = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_storage want = *sa;
+        if (sa_port(&want) == 0) {
+            int t = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
             if (t < 0)
                 return cx_fail(err, errlen, CX_ESYS, "socket: %s", strerror(errno));
+            if (family == AF_INET6)
+                (void)setsockopt(t, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only);
             socklen_t l = sizeof want;
-            if (bind(t, (struct sockaddr *)&want, sizeof want) != 0 ||
+            if (bind(t, (struct sockaddr *)&want, len) != 0 ||
                 getsockname(t, (struct sockaddr *)&want, &l) != 0) {
                 int e = errno;
                 close(t);
@@ -83,20 +73,24 @@ static int bind_listener(struct sockaddr_in *sa, char *err, size_t errlen)
             }
             close(t);
         }
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
             return cx_fail(err, errlen, CX_ESYS, "socket: %s", strerror(errno));
         int one = 1;
         (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, (struct sockaddr *)&want, sizeof want) == 0 && listen(fd, 128) == 0) {
+        if (family == AF_INET6)
+            (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only);
+        if (bind(fd, (struct sockaddr *)&want, len) == 0 && listen(fd, 128) == 0) {
             *sa = want;
             return fd;
         }
         int e = errno;
         close(fd);
-        if (sa->sin_port != 0 || e != EADDRINUSE)
-            return cx_fail(err, errlen, CX_ESYS, "bind %s:%d: %s", inet_ntoa(want.sin_addr),
-                           ntohs(want.sin_port), strerror(e));
+        if (sa_port(sa) != 0 || e != EADDRINUSE) {
+            char a[64];
+            cx_addr_format((struct sockaddr *)&want, a, sizeof a);
+            return cx_fail(err, errlen, CX_ESYS, "bind %s: %s", a, strerror(e));
+        }
         /* another socket took the ephemeral port in between: try again */
     }
     return cx_fail(err, errlen, CX_ESYS, "bind: no free ephemeral port");
@@ -129,23 +123,20 @@ proxy *proxy_new(const char *name, const char *listen_s, const char *upstream, c
     p->seen_enabled = true;
     p->next_toxic_id = 1;
 
-    struct sockaddr_storage lss;
     socklen_t lsl;
-    if (resolve_hostport(listen_s ? listen_s : "", "listen", &lss, &lsl, err, errlen) != 0)
+    if (cx_addr_resolve(listen_s ? listen_s : "", "listen", &p->listen_sa, &lsl, err, errlen) != 0)
         goto fail;
-    if (resolve_hostport(upstream, "upstream", &p->up_sa, &p->up_len, err, errlen) != 0)
+    /* the upstream is only checked here: it is resolved for each new link
+     * (proxy_resolve.c), so a name that does not exist yet is no error */
+    if (cx_hostport_check(upstream, "upstream", NULL, 0, NULL, err, errlen) != 0)
         goto fail;
     snprintf(p->upstream, sizeof p->upstream, "%s", upstream);
-    p->snap_up_sa = p->up_sa;
-    p->snap_up_len = p->up_len;
-    memcpy(&p->listen_sa, &lss, sizeof p->listen_sa);
 
-    int lfd = bind_listener(&p->listen_sa, err, errlen);
+    int lfd = bind_listener(&p->listen_sa, lsl, err, errlen);
     if (lfd < 0)
         goto fail;
     p->lend = (link_end){.kind = END_LISTEN, .fd = lfd};
-    snprintf(p->listen_addr, sizeof p->listen_addr, "%s:%d", inet_ntoa(p->listen_sa.sin_addr),
-             ntohs(p->listen_sa.sin_port));
+    cx_addr_format((struct sockaddr *)&p->listen_sa, p->listen_addr, sizeof p->listen_addr);
     p->listening = true;
 
     p->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -159,6 +150,9 @@ proxy *proxy_new(const char *name, const char *listen_s, const char *upstream, c
     proxy_end_watch(p, &p->lend, EPOLLIN);
     proxy_end_watch(p, &p->evend, EPOLLIN);
     proxy_end_watch(p, &p->tend, EPOLLIN);
+    p->res = proxy_resolver_new(p->name, p->upstream, p->evend.fd, err, errlen);
+    if (!p->res)
+        goto fail;
     if (pthread_create(&p->thread, NULL, proxy_loop_main, p) != 0) {
         cx_fail(err, errlen, CX_ESYS, "proxy %s: pthread_create failed", name);
         goto fail;
@@ -182,6 +176,7 @@ void proxy_free(proxy *p)
         pthread_mutex_unlock(&p->mu);
         pthread_join(p->thread, NULL);
     }
+    proxy_resolver_free(p->res); /* a lookup in flight finishes on its own */
     while (p->links)
         proxy_link_close(p, p->links, false);
     for (int i = 0; i < p->nsnap; i++)
@@ -229,14 +224,12 @@ void proxy_listen(proxy *p, char *buf, size_t len)
 
 int proxy_set_listen(proxy *p, const char *listen_s, char *err, size_t errlen)
 {
-    struct sockaddr_storage ss = {0};
+    struct sockaddr_storage sa = {0};
     socklen_t sl = 0;
-    int rc = resolve_hostport(listen_s ? listen_s : "", "listen", &ss, &sl, err, errlen);
+    int rc = cx_addr_resolve(listen_s ? listen_s : "", "listen", &sa, &sl, err, errlen);
     if (rc != 0)
         return rc;
-    struct sockaddr_in sa;
-    memcpy(&sa, &ss, sizeof sa);
-    int fd = bind_listener(&sa, err, errlen);
+    int fd = bind_listener(&sa, sl, err, errlen);
     if (fd < 0)
         return fd;
     pthread_mutex_lock(&p->mu);
@@ -244,9 +237,7 @@ int proxy_set_listen(proxy *p, const char *listen_s, char *err, size_t errlen)
         close(p->pending_lfd);
     p->pending_lfd = fd;
     p->pending_sa = sa;
-    char ip[INET_ADDRSTRLEN] = "?";
-    inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
-    snprintf(p->listen_addr, sizeof p->listen_addr, "%s:%d", ip, ntohs(sa.sin_port));
+    cx_addr_format((struct sockaddr *)&sa, p->listen_addr, sizeof p->listen_addr);
     p->listen_echo[0] = '\0';
     cx_info("proxy %s: listening on %s now", p->name, p->listen_addr);
     proxy_commit_locked(p);
@@ -290,18 +281,15 @@ bool proxy_enabled(proxy *p)
 
 int proxy_set_upstream(proxy *p, const char *upstream, char *err, size_t errlen)
 {
-    struct sockaddr_storage sa;
-    socklen_t sl;
     if (!upstream || strlen(upstream) >= sizeof p->upstream)
         return cx_fail(err, errlen, CX_EINVAL, "upstream: missing or too long");
-    int rc = resolve_hostport(upstream, "upstream", &sa, &sl, err, errlen);
+    int rc = cx_hostport_check(upstream, "upstream", NULL, 0, NULL, err, errlen);
     if (rc != 0)
         return rc;
     pthread_mutex_lock(&p->mu);
-    p->up_sa = sa;
-    p->up_len = sl;
     snprintf(p->upstream, sizeof p->upstream, "%s", upstream);
-    proxy_commit_locked(p);
+    proxy_resolver_set(p->res, upstream);
+    proxy_commit_locked(p); /* the loop drops its cached answer (proxy_resolve_sync) */
     pthread_mutex_unlock(&p->mu);
     return CX_OK;
 }

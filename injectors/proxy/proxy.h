@@ -1,8 +1,11 @@
 /* proxy.h - a Toxiproxy-compatible TCP proxy with toxics, in-process.
  *
- * One proxy = one listening socket on 127.0.0.1 relaying every accepted
+ * One proxy = one listening socket (127.0.0.1 by default; any IPv4 or
+ * IPv6 address, "[::]" takes both families) relaying every accepted
  * connection to one upstream "host:port", driven by its own thread (an
- * epoll loop). Each accepted client and its upstream connection form a
+ * epoll loop). The upstream's name is resolved for each new connection
+ * (on a helper thread, proxy_resolve.c), so it may not exist yet when the
+ * proxy is made, and may move. Each accepted client and its upstream connection form a
  * "link"; each link has two directions, upstream (client -> upstream
  * server, i.e. learner -> syncer) and downstream (server -> client). A
  * direction without toxics is forwarded zero-copy (splice through a pipe);
@@ -89,17 +92,23 @@ typedef struct proxy_toxic_stats {
 
 /* ---- lifecycle ---- */
 
-/* Bind listen ("HOST:PORT", port 0 = ephemeral) now and start the loop
- * thread. upstream is "HOST:PORT" (resolved once here; each link connects
- * non-blocking). name is copied (Toxiproxy's proxy name: [A-Za-z0-9_.-],
- * 1..64). NULL + err on failure (CX_EINVAL bad name/address, CX_ESYS bind). */
+/* Bind listen ("HOST:PORT" or "[IPv6]:PORT", port 0 = ephemeral) now and
+ * start the loop thread. upstream is "HOST:PORT" or "[IPv6]:PORT", only
+ * checked here (a well-formed name that does not resolve is no error):
+ * each new link resolves it (an answer up to 1 s old is reused), tries
+ * its addresses in order, non-blocking, and is refused (the client gets a
+ * FIN, conns_refused counts it, a rate-limited warning names the
+ * upstream) when none answers or the name does not resolve. name is
+ * copied (Toxiproxy's proxy name: [A-Za-z0-9_.-], 1..64). NULL + err on
+ * failure (CX_EINVAL bad name/address, CX_ESYS bind). */
 proxy *proxy_new(const char *name, const char *listen, const char *upstream, char *err, size_t errlen);
 /* Close the listener and every link (plain close, queued bytes dropped),
  * join the thread, free. NULL is a no-op. */
 void proxy_free(proxy *p);
 
 /* Borrowed strings, valid until proxy_free. listen_addr is the bound
- * address "127.0.0.1:PORT" (the real port when 0 was asked); it is only
+ * address "127.0.0.1:PORT" or "[::1]:PORT" (the real port when 0 was
+ * asked); it is only
  * stable for a proxy nobody calls proxy_set_listen on (use proxy_listen
  * for one that may be re-bound). */
 const char *proxy_name(const proxy *p);
@@ -122,7 +131,8 @@ bool proxy_enabled(proxy *p);
  * proxy. The proxy itself is bound all along (proxy_listen). */
 void proxy_set_listen_echo(proxy *p, const char *given);
 /* Toxiproxy POST /proxies/{name} {"upstream": ...}: new links go to the new
- * upstream; open links keep theirs. CX_EINVAL on a bad address. */
+ * upstream (resolved for them); open links keep theirs. CX_EINVAL on a
+ * malformed address. */
 int proxy_set_upstream(proxy *p, const char *upstream, char *err, size_t errlen);
 /* Toxiproxy POST /proxies/{name} {"listen": ...}: bind the new address
  * first (CX_EINVAL bad address, CX_ESYS bind failed: nothing changed),

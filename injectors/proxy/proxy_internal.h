@@ -11,6 +11,8 @@
  *   proxy_link.c    links: accept, connect, the data path of both
  *                   directions (splice fast path, toxic queue), close;
  *                   the link state machine is drawn at its top
+ *   proxy_resolve.c the upstream's name: a helper thread resolves it
+ *                   for new links (getaddrinfo blocks, the loop must not)
  *
  * Threads and ownership. One loop thread per proxy owns the sockets and
  * every link: the functions of proxy_link.c and those marked "loop thread"
@@ -41,6 +43,9 @@
 #define PROXY_SYNC_WAIT_MS 2000      /* API wait for the loop to apply a change */
 #define PROXY_PUMP_ROUNDS 64         /* I/O rounds per direction per wakeup (fairness) */
 #define PROXY_REFUSED_LINGER_MS 1000 /* a refused link's wait for the client to close */
+#define PROXY_ADDRS_MAX 8            /* upstream addresses tried per link, in getaddrinfo's order */
+#define PROXY_RESOLVE_TTL_MS 1000    /* a lookup this young serves new links without a new one */
+#define PROXY_RESOLVE_WARN_MS 10000  /* at most one "does not resolve" warning per this long */
 
 #define ATOMIC_ADD(x, v) __atomic_fetch_add(&(x), (uint64_t)(v), __ATOMIC_RELAXED)
 #define ATOMIC_SUB(x, v) __atomic_fetch_sub(&(x), (uint64_t)(v), __ATOMIC_RELAXED)
@@ -85,26 +90,42 @@ typedef struct dir {
     uint64_t *bytes_ctr; /* proxy counter of delivered bytes */
 } dir;
 
-/* LINK_REFUSED: the upstream refused; the client got a FIN and what it
+/* LINK_RESOLVING: accepted, waiting for a lookup of the upstream's name
+ * (no upstream socket yet, the client is not read).
+ * LINK_REFUSED: the upstream refused (or its name did not resolve); the client got a FIN and what it
  * still sends is read and discarded until it closes (or for at most
  * PROXY_REFUSED_LINGER_MS), so that it sees an EOF rather than a reset. */
-typedef enum link_state { LINK_CONNECTING, LINK_OPEN, LINK_REFUSED, LINK_CLOSED } link_state;
+typedef enum link_state { LINK_RESOLVING, LINK_CONNECTING, LINK_OPEN, LINK_REFUSED, LINK_CLOSED } link_state;
+
+/* The upstream's addresses from one lookup, in the order to try them. */
+typedef struct proxy_addrs {
+    struct sockaddr_storage sa[PROXY_ADDRS_MAX];
+    socklen_t len[PROXY_ADDRS_MAX];
+    int n; /* 0: the name did not resolve */
+} proxy_addrs;
+
+typedef struct proxy_resolver proxy_resolver; /* proxy_resolve.c */
 
 typedef struct plink {
     struct plink *next, *prev;
     uint64_t id; /* 1, 2, ... per proxy; keys toxicity draws */
     link_state state;
-    link_end client, upstream;
-    dir d[2];            /* indexed by toxic_stream */
-    int64_t deadline_ns; /* next toxic time (chunk due, timer), 0 = none */
-    bool in_ready_list;  /* queued for pumping this round */
+    link_end client, upstream; /* upstream.fd -1 while RESOLVING */
+    uint64_t res_seq;          /* RESOLVING: the lookup request it waits for */
+    proxy_addrs addrs;         /* CONNECTING: the upstream's addresses */
+    int next_addr;             /* CONNECTING: index of the next one to try */
+    dir d[2];                  /* indexed by toxic_stream */
+    int64_t deadline_ns;       /* next toxic time (chunk due, timer), 0 = none */
+    bool in_ready_list;        /* queued for pumping this round */
     struct plink *ready_next;
 } plink;
 
 struct proxy {
     char name[TOXIC_NAME_MAX + 1];
-    char listen_addr[64];         /* "127.0.0.1:PORT", bound; written under mu (proxy_set_listen) */
-    struct sockaddr_in listen_sa; /* loop thread (and proxy_new) */
+    char listen_addr[64];              /* "127.0.0.1:PORT" or "[::1]:PORT", bound; written under mu
+                                          (proxy_set_listen) */
+    struct sockaddr_storage listen_sa; /* loop thread (and proxy_new) */
+    proxy_resolver *res;               /* the upstream's lookups; shared with its thread */
     pthread_t thread;
     bool thread_started;
     int epfd;
@@ -116,8 +137,6 @@ struct proxy {
     char upstream[256];    /* as given */
     char listen_echo[160]; /* listen as a client gave it, shown while the proxy has
                               not listened since (created or re-bound disabled); "" = none */
-    struct sockaddr_storage up_sa;
-    socklen_t up_len;
     bool enabled;
     int partition;            /* hold count */
     uint64_t partition_epoch; /* bumped on each 0 -> 1 */
@@ -127,9 +146,9 @@ struct proxy {
     uint64_t gen;         /* bumped by every change */
     uint64_t applied_gen; /* last gen the loop applied */
     bool stop;
-    bool loop_dead;                /* loop thread exited */
-    int pending_lfd;               /* proxy_set_listen: new listener for the loop to take, or -1 */
-    struct sockaddr_in pending_sa; /* its address */
+    bool loop_dead;                     /* loop thread exited */
+    int pending_lfd;                    /* proxy_set_listen: new listener for the loop to take, or -1 */
+    struct sockaddr_storage pending_sa; /* its address */
 
     /* ---- loop thread only ---- */
     plink *links;
@@ -141,8 +160,9 @@ struct proxy {
     shared_toxic *snap[PROXY_MAX_TOXICS]; /* refs held */
     toxic_spec snap_spec[PROXY_MAX_TOXICS];
     int nsnap;
-    struct sockaddr_storage snap_up_sa;
-    socklen_t snap_up_len;
+    proxy_addrs snap_addrs; /* the latest lookup's result (proxy_resolve_sync) */
+    uint64_t snap_res_done; /* the request it answered; RESOLVING links up to it are served */
+    int64_t snap_res_at_ns; /* when that lookup started (monotonic) */
     int64_t timer_armed_ns; /* current timerfd deadline, 0 = disarmed */
     unsigned char rbuf[PROXY_READ_MAX];
 
@@ -168,6 +188,30 @@ void proxy_commit_locked(proxy *p);
 /* Register, modify or remove e's fd so that epoll watches exactly want
  * (0 = removed). Loop thread, or proxy_new before the loop starts. */
 void proxy_end_watch(proxy *p, link_end *e, uint32_t want);
+
+/* ---- proxy_resolve.c ---- */
+
+/* Start the lookup thread for upstream ("HOST:PORT", checked by the
+ * caller) and ask for a first lookup, so that the first client finds a
+ * fresh answer. evfd is the loop's eventfd (dup'ed: the thread may outlive
+ * the proxy). NULL + err on failure. */
+proxy_resolver *proxy_resolver_new(const char *proxy_name, const char *upstream, int evfd, char *err,
+                                   size_t errlen);
+/* Detach: the thread ends at its next wakeup (after a lookup in flight,
+ * which is not waited for) and frees the shared state. NULL is a no-op.
+ * Any thread. */
+void proxy_resolver_free(proxy_resolver *r);
+/* New upstream text: cached answers are dropped, lookups in flight for
+ * the old one are discarded, and a new lookup starts. Any thread. */
+void proxy_resolver_set(proxy_resolver *r, const char *upstream);
+/* Loop thread: a lookup answer for l now (a fresh cached one: true, its
+ * addresses copied into l->addrs), or false: l->res_seq is set and the
+ * thread asked; the loop learns of the answer through the eventfd
+ * (proxy_resolve_sync). */
+bool proxy_resolve_link(proxy *p, plink *l, int64_t now);
+/* Loop thread, on each eventfd wakeup: take the latest answer into
+ * p->snap_addrs / snap_res_done. */
+void proxy_resolve_sync(proxy *p);
 
 /* ---- proxy_link.c (loop thread) ---- */
 

@@ -4,10 +4,16 @@
  * A link is one accepted client plus its upstream connection:
  *
  *          accept (proxy_on_accept)
- *              │ connect(upstream) non-blocking
+ *              │ no fresh answer for the upstream's name (proxy_resolve_link)
  *              ▼
- *       ┌─ CONNECTING ── connect failed (link_refused) ──► REFUSED: client got a FIN
- *       │      │ connected (link_on_connected):               │ (as Toxiproxy), its input is
+ *         RESOLVING ── the name did not resolve ──────────────┐
+ *              │ its lookup answered (proxy_link_pump)        │
+ *              │ (or a fresh answer at accept)                │
+ *              │ link_dial: connect(next address) non-blocking│
+ *              ▼                                              ▼
+ *       ┌─ CONNECTING ── no address left (link_refused) ───► REFUSED: client got a FIN
+ *       │      │ connected (link_on_connected; one that       │ (as Toxiproxy), its input is
+ *       │      │ failed dials the next address: link_dial)    │
  *       │      │ toxic chains built                           │ discarded (conns_refused)
  *       │      │                       client EOF or error, or PROXY_REFUSED_LINGER_MS
  *       │      │                       (link_refused_pump) ──► CLOSED
@@ -23,13 +29,14 @@
  *                    (timeout/limit_data: FIN), reset_peer (RST), partition
  *                    (RST), disable (FIN), proxy_free (proxy_link_close)
  *
- * Invariants (assert_link_state): CONNECTING links have no chains and move
- * no data; a FAST direction has an empty queue; a QUEUED direction has an
+ * Invariants (assert_link_state): RESOLVING and CONNECTING links have no
+ * chains and move no data; a RESOLVING link has no upstream socket; a FAST direction has an empty queue; a QUEUED direction has an
  * empty pipe; a done direction never writes again.
  */
 #include "injectors/proxy/proxy_internal.h"
 
 #include "common/log.h"
+#include "common/netaddr.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -62,9 +69,10 @@ static void set_nodelay(int fd)
 static void assert_link_state(const plink *l)
 {
 #ifndef NDEBUG
+    assert(l->state != LINK_RESOLVING || l->upstream.fd < 0);
     for (int i = 0; i < 2; i++) {
         const dir *d = &l->d[i];
-        if (l->state == LINK_CONNECTING)
+        if (l->state == LINK_CONNECTING || l->state == LINK_RESOLVING)
             assert(d->ninst == 0 && d->q.head == NULL && d->pipe_bytes == 0);
         if (d->mode == DIR_FAST)
             assert(d->q.head == NULL);
@@ -122,7 +130,8 @@ void proxy_link_close(proxy *p, plink *l, bool rst)
     /* else freed by the loop once it leaves the ready list */
 }
 
-/* The upstream refused (or could not be dialled): CONNECTING -> REFUSED.
+/* The upstream refused (or could not be dialled, or its name did not
+ * resolve): CONNECTING or RESOLVING -> REFUSED.
  * The client gets a FIN, as Toxiproxy closes the accepted connection, not
  * a reset: closing a socket while the client's bytes are unread, or
  * before the client stopped sending, would make the kernel answer RST, so
@@ -131,9 +140,11 @@ static void link_refused(proxy *p, plink *l, int64_t now)
 {
     ATOMIC_ADD(p->st.upstream_errors, 1);
     ATOMIC_ADD(p->st.conns_refused, 1);
-    proxy_end_watch(p, &l->upstream, 0);
-    close(l->upstream.fd);
-    l->upstream.fd = -1;
+    if (l->upstream.fd >= 0) {
+        proxy_end_watch(p, &l->upstream, 0);
+        close(l->upstream.fd);
+        l->upstream.fd = -1;
+    }
     (void)shutdown(l->client.fd, SHUT_WR);
     l->state = LINK_REFUSED;
     l->deadline_ns = now + (int64_t)PROXY_REFUSED_LINGER_MS * 1000000;
@@ -160,6 +171,39 @@ static bool link_refused_pump(proxy *p, plink *l, int64_t now, int64_t *next)
     if (*next == 0 || l->deadline_ns < *next)
         *next = l->deadline_ns;
     return false;
+}
+
+/* RESOLVING or CONNECTING -> CONNECTING to the next of l->addrs (in
+ * getaddrinfo's order), or REFUSED when none is left (none at all: the
+ * name did not resolve). */
+static void link_dial(proxy *p, plink *l, int64_t now)
+{
+    if (l->upstream.fd >= 0) { /* the previous address failed */
+        proxy_end_watch(p, &l->upstream, 0);
+        close(l->upstream.fd);
+        l->upstream.fd = -1;
+    }
+    while (l->next_addr < l->addrs.n) {
+        int i = l->next_addr++;
+        const struct sockaddr *sa = (const struct sockaddr *)&l->addrs.sa[i];
+        int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            cx_debug("proxy %s: upstream socket: %s", p->name, strerror(errno));
+            continue;
+        }
+        if (connect(fd, sa, l->addrs.len[i]) == 0 || errno == EINPROGRESS) {
+            l->upstream.fd = fd;
+            l->upstream.events = 0;
+            l->state = LINK_CONNECTING;
+            proxy_end_watch(p, &l->upstream, EPOLLOUT); /* writable: settled (link_on_connected) */
+            return;
+        }
+        char a[64];
+        cx_addr_format(sa, a, sizeof a);
+        cx_debug("proxy %s: upstream connect to %s failed: %s", p->name, a, strerror(errno));
+        close(fd);
+    }
+    link_refused(p, l, now);
 }
 
 static bool dir_has_applied(const dir *d)
@@ -417,6 +461,13 @@ bool proxy_link_pump(proxy *p, plink *l, int64_t now, int64_t *next)
 {
     if (l->state == LINK_CLOSED)
         return true;
+    if (l->state == LINK_RESOLVING) {
+        if (l->res_seq > p->snap_res_done)
+            return false; /* its lookup has not answered yet */
+        l->addrs = p->snap_addrs;
+        l->next_addr = 0;
+        link_dial(p, l, now);
+    }
     if (l->state == LINK_CONNECTING && link_on_connected(p, l, now))
         return true;
     if (l->state == LINK_REFUSED)
@@ -506,8 +557,10 @@ static bool link_on_connected(proxy *p, plink *l, int64_t now)
         }
     }
     if (soerr != 0) {
-        cx_debug("proxy %s: upstream connect failed: %s", p->name, strerror(soerr));
-        link_refused(p, l, now);
+        char a[64];
+        cx_addr_format((const struct sockaddr *)&l->addrs.sa[l->next_addr - 1], a, sizeof a);
+        cx_debug("proxy %s: upstream connect to %s failed: %s", p->name, a, strerror(soerr));
+        link_dial(p, l, now); /* the next address, or REFUSED */
         return false;
     }
     set_nodelay(l->upstream.fd);
@@ -535,39 +588,27 @@ void proxy_on_accept(proxy *p, int64_t now, int64_t *next)
         }
         set_nodelay(fd);
         plink *l = calloc(1, sizeof *l);
-        int ufd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (!l || ufd < 0) {
+        if (!l) {
             set_rst(fd);
             close(fd);
-            if (ufd >= 0)
-                close(ufd);
-            free(l);
             ATOMIC_ADD(p->st.conns_refused, 1);
             continue;
         }
         l->id = ++p->next_link_id;
-        l->state = LINK_CONNECTING;
+        l->state = LINK_RESOLVING;
         l->client = (link_end){.kind = END_CLIENT, .l = l, .fd = fd};
-        l->upstream = (link_end){.kind = END_UPSTREAM, .l = l, .fd = ufd};
+        l->upstream = (link_end){.kind = END_UPSTREAM, .l = l, .fd = -1};
         dir_init(p, &l->d[TOXIC_UPSTREAM], TOXIC_UPSTREAM, &l->client, &l->upstream);
         dir_init(p, &l->d[TOXIC_DOWNSTREAM], TOXIC_DOWNSTREAM, &l->upstream, &l->client);
         l->next = p->links;
         if (p->links)
             p->links->prev = l;
         p->links = l;
-        int rc = connect(ufd, (struct sockaddr *)&p->snap_up_sa, p->snap_up_len);
-        if (rc != 0 && errno != EINPROGRESS) {
-            int e = errno;
-            cx_debug("proxy %s: upstream connect failed: %s", p->name, strerror(e));
-            link_refused(p, l, now);
+        if (!proxy_resolve_link(p, l, now))
+            continue; /* RESOLVING until its lookup answers (proxy_link_pump) */
+        link_dial(p, l, now);
+        if (l->state == LINK_REFUSED)
             proxy_link_pump(p, l, now, next);
-            continue;
-        }
-        if (rc == 0) {
-            proxy_link_pump(p, l, now, next);
-        } else {
-            proxy_end_watch(p, &l->upstream, EPOLLOUT);
-        }
     }
 }
 

@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/netaddr.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -53,10 +54,9 @@ static void proxy_listen_set(proxy *p, bool on)
         return;
     if (on) {
         if (listen(p->lend.fd, 128) != 0) {
-            char ip[INET_ADDRSTRLEN] = "?";
-            inet_ntop(AF_INET, &p->listen_sa.sin_addr, ip, sizeof ip);
-            cx_warn("proxy %s: listen again on %s:%d failed: %s", p->name, ip, ntohs(p->listen_sa.sin_port),
-                    strerror(errno));
+            char a[64];
+            cx_addr_format((struct sockaddr *)&p->listen_sa, a, sizeof a);
+            cx_warn("proxy %s: listen again on %s failed: %s", p->name, a, strerror(errno));
             return;
         }
         proxy_end_watch(p, &p->lend, EPOLLIN);
@@ -90,12 +90,11 @@ static void proxy_sync(proxy *p, int64_t now)
         p->snap_spec[i] = p->toxics[i]->spec;
         __atomic_add_fetch(&p->toxics[i]->refs, 1, __ATOMIC_ACQ_REL);
     }
-    p->snap_up_sa = p->up_sa;
-    p->snap_up_len = p->up_len;
     int new_lfd = p->pending_lfd;
-    struct sockaddr_in new_sa = p->pending_sa;
+    struct sockaddr_storage new_sa = p->pending_sa;
     p->pending_lfd = -1;
     pthread_mutex_unlock(&p->mu);
+    proxy_resolve_sync(p); /* a lookup answered, or the upstream changed */
 
     if (new_lfd >= 0 && stop) {
         close(new_lfd);

@@ -304,6 +304,8 @@ Test(agent_compat, listen_addresses_are_limited)
         {"localhost:1023", "below 1024"},
         {"0.0.0.0:0", "--toxiproxy-listen-allow"},
         {"0.0.0.0:18080", "--toxiproxy-listen-allow"},
+        {"[::1]:80", "below 1024"},
+        {"[::]:0", "--toxiproxy-listen-allow"}, /* the IPv6 wildcard is no loopback */
     };
     for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
         snprintf(body, sizeof body, "{\"name\":\"p%zu\",\"listen\":\"%s\",\"upstream\":\"%s\"}", k,
@@ -328,8 +330,14 @@ Test(agent_compat, listen_addresses_are_limited)
     json_decref(r);
     cr_assert_eq(call("PATCH", "/proxies/ok", "{\"listen\":\"0.0.0.0:0\"}", 1, &r), 403);
     json_decref(r);
+    /* IPv6 loopback is loopback */
+    snprintf(body, sizeof body, "{\"name\":\"ok6\",\"listen\":\"[::1]:0\",\"upstream\":\"%s\"}", g_upstream);
+    cr_assert_eq(call("POST", "/proxies", body, 1, &r), 201);
+    cr_assert(strncmp(json_string_value(json_object_get(r, "listen")), "[::1]:", 6) == 0,
+              "listen shown as [::1]:PORT");
+    json_decref(r);
     cr_assert_eq(call("GET", "/proxies", NULL, 0, &r), 200);
-    cr_assert_eq(json_object_size(r), 2, "up and ok only");
+    cr_assert_eq(json_object_size(r), 3, "up, ok and ok6 only");
     cr_assert_eq(port_of(json_object_get(r, "ok")), port, "ok was not moved");
     json_decref(r);
     stop();
@@ -344,6 +352,15 @@ Test(agent_compat, listen_addresses_are_limited)
     snprintf(body, sizeof body, "{\"name\":\"wide80\",\"listen\":\"0.0.0.0:80\",\"upstream\":\"%s\"}",
              g_upstream);
     cr_assert_eq(call("POST", "/proxies", body, 1, &r), 403, "still no port below 1024");
+    json_decref(r);
+    snprintf(body, sizeof body, "{\"name\":\"wide6\",\"listen\":\"[::]:0\",\"upstream\":\"%s\"}", g_upstream);
+    cr_assert_eq(call("POST", "/proxies", body, 1, &r), 403, "0.0.0.0 allows no IPv6 wildcard");
+    json_decref(r);
+    stop();
+
+    const char *allow6[] = {"--toxiproxy-listen-allow", "::", NULL};
+    start("compatw6", allow6);
+    cr_assert_eq(call("POST", "/proxies", body, 1, &r), 201, "allowed with --toxiproxy-listen-allow ::");
     json_decref(r);
     stop();
 }
@@ -402,13 +419,14 @@ Test(agent_compat, the_token_as_bearer_or_basic_password)
     stop();
 }
 
-/* --toxiproxy-listen-allow takes dotted IPv4 addresses only (no names: what
- * is allowed cannot change under a name), at most 8. */
+/* --toxiproxy-listen-allow takes IPv4 and IPv6 addresses only (no names:
+ * what is allowed cannot change under a name; no brackets), at most 8. */
 Test(agent_compat, listen_allow_flag_is_checked)
 {
     char *dir = it_mkdtemp("compatf");
-    const char *cases[][2] = {
-        {"0.0.0.0", "0"}, {"10.0.0.7", "0"}, {"example.com", "64"}, {"10.0.0.300", "64"}};
+    const char *cases[][2] = {{"0.0.0.0", "0"},     {"10.0.0.7", "0"},   {"example.com", "64"},
+                              {"10.0.0.300", "64"}, {"::", "0"},         {"fd00::7", "0"},
+                              {"[::1]", "64"},      {"fd00::7::1", "64"}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const char *args[] = {"agent",
                               "--check",

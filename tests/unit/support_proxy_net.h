@@ -1,5 +1,5 @@
 /* support_proxy_net.h - loopback helpers for the proxy tests: an echo
- * server on 127.0.0.1:0 (one thread per connection; EOF from the client is
+ * server on 127.0.0.1:0 (or [::1]:0) (one thread per connection; EOF from the client is
  * answered with shutdown(SHUT_WR)), blocking clients with timeouts, and a
  * byte-exact transfer through an address. Header-only (static inline) so
  * that only the tests that include it carry it.
@@ -24,7 +24,7 @@
 typedef struct echo_srv {
     int lfd;       /* listening socket */
     int port;      /* bound port */
-    char addr[32]; /* "127.0.0.1:PORT" */
+    char addr[64]; /* "127.0.0.1:PORT" or "[::1]:PORT" */
     pthread_t th;  /* accept thread */
 } echo_srv;
 
@@ -82,18 +82,33 @@ static inline void *echo_accept_main(void *arg)
     return NULL;
 }
 
-static inline int echo_start(echo_srv *s)
+/* An echo server on 127.0.0.1:0 (v6 = 0) or [::1]:0 (v6 = 1). */
+static inline int echo_start_family(echo_srv *s, int v6)
 {
     memset(s, 0, sizeof *s);
-    s->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof a;
-    if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(s->lfd, 64) != 0 ||
-        getsockname(s->lfd, (struct sockaddr *)&a, &l) != 0)
+    struct sockaddr_storage ss = {0};
+    struct sockaddr_in *a4 = (struct sockaddr_in *)(void *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)(void *)&ss;
+    if (v6) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_addr = in6addr_loopback;
+    } else {
+        a4->sin_family = AF_INET;
+        a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    }
+    socklen_t l = v6 ? sizeof *a6 : sizeof *a4;
+    s->lfd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&ss, l) != 0 || listen(s->lfd, 64) != 0 ||
+        getsockname(s->lfd, (struct sockaddr *)&ss, &l) != 0)
         return -1;
-    s->port = ntohs(a.sin_port);
-    snprintf(s->addr, sizeof s->addr, "127.0.0.1:%d", s->port);
+    s->port = ntohs(v6 ? a6->sin6_port : a4->sin_port);
+    snprintf(s->addr, sizeof s->addr, v6 ? "[::1]:%d" : "127.0.0.1:%d", s->port);
     return pthread_create(&s->th, NULL, echo_accept_main, s) == 0 ? 0 : -1;
+}
+
+static inline int echo_start(echo_srv *s)
+{
+    return echo_start_family(s, 0);
 }
 
 static inline void echo_stop(echo_srv *s)
@@ -103,7 +118,8 @@ static inline void echo_stop(echo_srv *s)
     close(s->lfd);
 }
 
-/* Blocking client with 20 s send/receive timeouts; -1 and errno on failure. */
+/* Blocking client to "IPV4:PORT" or "[IPV6]:PORT" with 20 s
+ * send/receive timeouts; -1 and errno on failure. */
 static inline int tp_connect(const char *addr)
 {
     char host[64];
@@ -111,20 +127,38 @@ static inline int tp_connect(const char *addr)
     const char *colon = strrchr(addr, ':');
     if (!colon || (size_t)(colon - addr) >= sizeof host)
         return -1;
-    memcpy(host, addr, (size_t)(colon - addr));
-    host[colon - addr] = 0;
+    const char *h = addr;
+    size_t hl = (size_t)(colon - addr);
+    if (addr[0] == '[' && hl >= 2) {
+        h++;
+        hl -= 2;
+    }
+    memcpy(host, h, hl);
+    host[hl] = 0;
     port = atoi(colon + 1);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_storage ss = {0};
+    struct sockaddr_in *a4 = (struct sockaddr_in *)(void *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)(void *)&ss;
+    socklen_t sl;
+    if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        sl = sizeof *a6;
+    } else {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        inet_pton(AF_INET, host, &a4->sin_addr);
+        sl = sizeof *a4;
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, host, &a.sin_addr);
     struct timeval tv = {.tv_sec = 20};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    if (connect(fd, (struct sockaddr *)&ss, sl) != 0) {
         int e = errno;
         close(fd);
         errno = e;

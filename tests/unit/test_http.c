@@ -282,3 +282,66 @@ Test(http, bound_names_the_socket_address)
     cr_assert_str_eq(cx_http_server_bound(any), want);
     cx_http_server_free(any);
 }
+
+/* IPv6: a server on [::1] answers over IPv6 loopback and names itself
+ * with brackets; one on [::] takes IPv4 clients too (dual stack); a name
+ * is refused with the family named. */
+Test(http, listens_on_ipv6_and_dual_stack)
+{
+    char err[256], want[64], url[96];
+    cx_http_server *v6 =
+        cx_http_server_new("[::1]:0", routes, sizeof routes / sizeof *routes, NULL, 1024, err, sizeof err);
+    cr_assert_not_null(v6, "%s", err);
+    snprintf(want, sizeof want, "[::1]:%d", cx_http_server_port(v6));
+    cr_assert_str_eq(cx_http_server_bound(v6), want);
+    snprintf(url, sizeof url, "http://%s", want);
+    cx_http_client *c = cx_http_client_new(url, NULL);
+    json_t *in = json_pack("{s:s}", "name", "ada"), *out = NULL;
+    int status = 0;
+    cr_assert_eq(cx_http_json(c, "POST", "/v1/things/6/echo", in, &status, &out, NULL, 0), 0);
+    cr_assert_eq(status, 200);
+    cr_assert_str_eq(json_string_value(json_object_get(out, "param")), "6");
+    json_decref(out);
+    out = NULL;
+    cx_http_client_free(c);
+    cx_http_server_free(v6);
+
+    cx_http_server *any =
+        cx_http_server_new("[::]:0", routes, sizeof routes / sizeof *routes, NULL, 1024, err, sizeof err);
+    cr_assert_not_null(any, "%s", err);
+    snprintf(want, sizeof want, "[::]:%d", cx_http_server_port(any));
+    cr_assert_str_eq(cx_http_server_bound(any), want);
+    const char *fam[] = {"http://127.0.0.1:%d", "http://[::1]:%d"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(url, sizeof url, fam[i], cx_http_server_port(any));
+        c = cx_http_client_new(url, NULL);
+        cr_assert_eq(cx_http_json(c, "POST", "/v1/things/7/echo", in, &status, &out, NULL, 0), 0, "%s", url);
+        cr_assert_eq(status, 200, "%s", url);
+        json_decref(out);
+        out = NULL;
+        cx_http_client_free(c);
+    }
+    cx_http_server_free(any);
+    json_decref(in);
+
+    cr_assert_null(cx_http_server_new("example.com:0", routes, 1, NULL, 1024, err, sizeof err));
+    cr_assert(strstr(err, "not an IPv4 or IPv6 address"), "%s", err);
+    cr_assert_null(cx_http_server_new("[::1:0", routes, 1, NULL, 1024, err, sizeof err));
+    cr_assert(strstr(err, "[IPv6]:PORT"), "%s", err);
+}
+
+/* The Host-header and --listen host test: loopback names and literals of
+ * both families, with or without a port; wildcards, other addresses and
+ * malformed values are not loopback. */
+Test(http, host_is_loopback_both_families)
+{
+    const char *yes[] = {"localhost", "LOCALHOST:80", "127.0.0.1", "127.3.2.1:7070",
+                         "[::1]",     "[::1]:7070",   "::1",       "[::ffff:127.0.0.1]:80"};
+    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
+        cr_assert(cx_http_host_is_loopback(yes[i]), "%s", yes[i]);
+    const char *no[] = {"0.0.0.0",  "::",   "[::]:80", "10.0.0.1:80",     "[fe80::1]:80",
+                        "::1:8080", "[::1", "[::1]x",  "evil.example:80", "127.0.0.1.evil.example",
+                        ""};
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+        cr_assert(!cx_http_host_is_loopback(no[i]), "%s", no[i]);
+}

@@ -615,8 +615,88 @@ Test(proxy, new_rejects_bad_arguments)
     cr_assert_null(proxy_new("x", "127.0.0.1:99999", srv.addr, err, sizeof err));
     cr_assert_null(proxy_new("x", "127.0.0.1:0", "nohostport", err, sizeof err));
     cr_assert(strstr(err, "upstream") != NULL, "%s", err);
+    /* malformed names are refused at once; only well-formed ones wait */
+    cr_assert_null(proxy_new("x", "127.0.0.1:0", "bad host:80", err, sizeof err));
+    cr_assert(strstr(err, "upstream") && strstr(err, "bad host"), "%s", err);
+    cr_assert_null(proxy_new("x", "127.0.0.1:0", "[::1:80", err, sizeof err));
+    cr_assert(strstr(err, "upstream") != NULL, "%s", err);
+    cr_assert_null(proxy_new("x", "nosuch.invalid:0", srv.addr, err, sizeof err));
+    cr_assert(strstr(err, "listen: cannot resolve") != NULL, "%s", err);
+    cr_assert_eq(proxy_set_upstream(px, "bad host:80", err, sizeof err), CX_EINVAL);
     /* a port in use */
     char busy[64];
     snprintf(busy, sizeof busy, "%s", proxy_listen_addr(px));
     cr_assert_null(proxy_new("x", busy, srv.addr, err, sizeof err));
+}
+
+/* Expect EOF (a refused link) on a client of addr that sent a byte. */
+static void expect_refused(const char *addr, int i)
+{
+    int fd = tp_connect(addr);
+    cr_assert(fd >= 0, "connect %s: %s", addr, strerror(errno));
+    cr_assert_eq(tp_send_all(fd, "x", 1), 0);
+    char c;
+    ssize_t r = recv(fd, &c, 1, 0);
+    cr_assert_eq(r, 0, "probe %d: expected EOF, got %zd (%s)", i, r, r < 0 ? strerror(errno) : "data");
+    close(fd);
+}
+
+/* An upstream whose name does not resolve is no error at creation: the
+ * proxy listens, refuses each client cleanly (EOF, counted) and keeps
+ * listening; pointed at a name that resolves, it relays. */
+Test(proxy, upstream_name_that_does_not_resolve_refuses_clients)
+{
+    char up[128];
+    snprintf(up, sizeof up, "syncer.nosuch.invalid:%d", srv.port);
+    proxy *late = proxy_new("late", "127.0.0.1:0", up, errbuf, sizeof errbuf);
+    cr_assert_not_null(late, "proxy_new: %s", errbuf);
+    for (int i = 0; i < 5; i++)
+        expect_refused(proxy_listen_addr(late), i);
+    proxy_stats s;
+    for (int i = 0; i < 400 && (proxy_stats_get(late, &s), s.conns_refused < 5); i++)
+        usleep(5000);
+    cr_assert_eq(s.conns_refused, 5);
+    cr_assert_eq(s.conns_accepted, 0);
+    snprintf(up, sizeof up, "localhost:%d", srv.port);
+    cr_assert_eq(proxy_set_upstream(late, up, errbuf, sizeof errbuf), 0, "%s", errbuf);
+    int same = 0;
+    cr_assert_eq(tp_echo_transfer(proxy_listen_addr(late), 4096, 3, &same), 4096);
+    cr_assert(same);
+    proxy_free(late);
+}
+
+/* IPv6: a proxy listening on [::1] relays to an upstream on [::1] (given
+ * as a literal) byte for byte, and names its listen address with
+ * brackets. */
+Test(proxy, listens_and_relays_over_ipv6)
+{
+    echo_srv s6;
+    cr_assert_eq(echo_start_family(&s6, 1), 0, "echo on [::1]: %s", strerror(errno));
+    proxy *p6 = proxy_new("v6", "[::1]:0", s6.addr, errbuf, sizeof errbuf);
+    cr_assert_not_null(p6, "proxy_new: %s", errbuf);
+    cr_assert(strncmp(proxy_listen_addr(p6), "[::1]:", 6) == 0, "%s", proxy_listen_addr(p6));
+    int same = 0;
+    cr_assert_eq(tp_echo_transfer(proxy_listen_addr(p6), 100000, 5, &same), 100000);
+    cr_assert(same);
+    proxy_free(p6);
+    echo_stop(&s6);
+}
+
+/* "[::]" listens for both families (IPV6_V6ONLY off); an IPv4 upstream
+ * behind it. */
+Test(proxy, ipv6_wildcard_takes_ipv4_clients)
+{
+    proxy *any = proxy_new("any", "[::]:0", srv.addr, errbuf, sizeof errbuf);
+    cr_assert_not_null(any, "proxy_new: %s", errbuf);
+    const char *bound = proxy_listen_addr(any);
+    cr_assert(strncmp(bound, "[::]:", 5) == 0, "%s", bound);
+    char a[64];
+    const char *fam[] = {"127.0.0.1:%s", "[::1]:%s"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(a, sizeof a, fam[i], bound + 5);
+        int same = 0;
+        cr_assert_eq(tp_echo_transfer(a, 1000, 7, &same), 1000, "%s", a);
+        cr_assert(same, "%s", a);
+    }
+    proxy_free(any);
 }
