@@ -140,7 +140,8 @@ typedef struct contrib {
     int64_t step;         /* the learner's step at the send (-1 not said) */
     int64_t w_tokens;     /* tokens it weighs in the merge (guard_weight_tokens: the syncer's batch) */
     int64_t w_steps;      /* steps it weighs (guard_weight_steps: at most 2H) */
-    float *delta;         /* [fragment_length] decoded outer gradient */
+    double norm;  /* L2 norm of delta as merged (after clipping; of the sum when its learner rejoined) */
+    float *delta; /* [fragment_length] decoded outer gradient */
 } contrib;
 
 /* Rejections of one reason not yet in an event (the log gets one event per

@@ -384,11 +384,12 @@ static int round_merge(syncer *s, int p, const char *why)
         tokens += c->tokens;
         if (s->own_ver[c->slot * s->P + p] == 0) /* its pending contribution is in this version */
             s->own_ver[c->slot * s->P + p] = version;
-        json_array_append_new(
-            parts, json_pack("{s:I, s:I, s:f, s:I, s:I, s:I, s:I}", "learner", (json_int_t)c->learner,
-                             "incarnation", (json_int_t)c->incarnation, "weight", w[j], "tokens",
-                             (json_int_t)c->tokens, "steps", (json_int_t)c->steps, "base_version",
-                             (json_int_t)c->base_version, "step", (json_int_t)c->step));
+        json_array_append_new(parts,
+                              json_pack("{s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:f}", "learner",
+                                        (json_int_t)c->learner, "incarnation", (json_int_t)c->incarnation,
+                                        "weight", w[j], "tokens", (json_int_t)c->tokens, "steps",
+                                        (json_int_t)c->steps, "base_version", (json_int_t)c->base_version,
+                                        "step", (json_int_t)c->step, "update_norm", c->norm));
     }
     /* a contribution's tokens were trained on the whole model; this merge
      * moves 1/P of it, so the run's merged-token count grows by tokens/P */
@@ -629,7 +630,7 @@ static int contribution_decode(syncer *s, const cx_http_req *req, cx_http_resp *
  * the round it joined, *lag how many versions its base is behind (mu held;
  * takes delta). */
 static int64_t round_add_contribution(syncer *s, int64_t p, int slot, const proto_hdr *h, float *delta,
-                                      int64_t *lag_out)
+                                      double norm, int64_t *lag_out)
 {
     frag_round *rd = &s->rounds[p];
     int at = -1;
@@ -638,8 +639,9 @@ static int64_t round_add_contribution(syncer *s, int64_t p, int slot, const prot
             at = i;
     if (at < 0) {
         at = rd->n++;
-        rd->c[at] = (contrib){slot, h->learner, h->incarnation, h->base_version, h->tokens, h->steps, h->step,
-                              0,    0,          delta};
+        rd->c[at] =
+            (contrib){slot, h->learner, h->incarnation, h->base_version, h->tokens, h->steps, h->step, 0,
+                      0,    norm,       delta};
     } else {
         /* the learner is in this round already (it rejoined meanwhile):
          * both deltas are its progress, over disjoint steps (a learner
@@ -650,6 +652,7 @@ static int64_t round_add_contribution(syncer *s, int64_t p, int slot, const prot
         for (size_t i = 0; i < len; i++)
             c->delta[i] += delta[i];
         free(delta);
+        c->norm = guard_l2(c->delta, len);
         c->tokens += h->tokens;
         c->steps += h->steps;
         c->base_version = c->base_version < h->base_version ? c->base_version : h->base_version;
@@ -745,7 +748,10 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     s->learners[slot].accepted++;
     s->accepted_total++;
     int64_t lag = 0;
-    int64_t round = round_add_contribution(s, p, slot, &h, delta, &lag);
+    int64_t round = round_add_contribution(s, p, slot, &h, delta, l2_total, &lag);
+    /* what this contribution weighs in its merge (the syncer's caps, round_mergeable) */
+    int64_t w_steps = guard_weight_steps(h.steps, s->cfg.H),
+            w_tokens = guard_weight_tokens(h.tokens, w_steps, s->cfg.batch);
     pthread_mutex_unlock(&s->mu);
     /* the events go out before a merge they may trigger, so the log reads in order */
     if (factor < 1.0)
@@ -755,13 +761,14 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
                               (json_int_t)h.steps, "norm", l2_in, "bound", limit, "factor", factor, "why",
                               bound_why));
     events_emit(s->ev, "contribution",
-                json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:f}", "learner",
-                          (json_int_t)h.learner, "incarnation", (json_int_t)h.incarnation, "fragment",
-                          (json_int_t)p, "base_version", (json_int_t)h.base_version, "tokens",
+                json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I}",
+                          "learner", (json_int_t)h.learner, "incarnation", (json_int_t)h.incarnation,
+                          "fragment", (json_int_t)p, "base_version", (json_int_t)h.base_version, "tokens",
                           (json_int_t)h.tokens, "steps", (json_int_t)h.steps, "encoding",
                           config_encoding_name(h.encoding), "bytes", (json_int_t)req->body_len, "round",
                           (json_int_t)round, "lag", (json_int_t)lag, "step", (json_int_t)h.step,
-                          "update_norm", l2_total));
+                          "update_norm", l2_total, "norm_in", l2_in, "weight_tokens", (json_int_t)w_tokens,
+                          "weight_steps", (json_int_t)w_steps));
     pthread_mutex_lock(&s->mu);
     round_check(s, (int)p, cx_mono_ms());
     assert_round_state(s, &s->rounds[p]);

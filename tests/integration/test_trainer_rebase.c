@@ -5,7 +5,10 @@
  * checked from the syncer's events alone, fault-free at M = 1, 4, 8 and
  * with a learner SIGKILLed twice (its steps trained after its checkpoint
  * and never sent are the only ones lost, and the `lost` events count them).
- * Bounded by steps: each run lasts until its learners have done theirs. */
+ * And a restarted learner's first contributions are the size of honest
+ * ones (no global progress merged twice: the claim 4 divergence suspect).
+ * Bounded by steps: each run lasts until its learners have done theirs
+ * (the restart case by polls with bounds, then it stops its processes). */
 #include "trainer_it.h"
 
 #define RB_P 4
@@ -297,4 +300,150 @@ Test(trainer_rebase, with_kills_only_unsent_steps_after_the_checkpoint_are_lost,
     cr_assert_eq(status_lost, a.lost, "the syncer counts the lost steps as its events do");
     cr_assert_eq(a.merged + a.dropped, a.sent,
                  "every sent step was merged, or dropped with its absent learner");
+}
+
+/* The highest step learner id's incarnation inc has sent a contribution
+ * for (-1 none) and, in *n, how many it sent. */
+static int64_t sent_upto(tr_run *r, int id, json_int_t inc, int *n)
+{
+    json_t *evs = tr_events(r, 0), *e;
+    size_t i;
+    int64_t got = -1;
+    *n = 0;
+    json_array_foreach(evs, i, e) if (strcmp(tr_type(e), "contribution") == 0 && tr_int(e, "learner") == id &&
+                                      tr_int(e, "incarnation") == inc)
+    {
+        (*n)++;
+        if (tr_int(e, "step") > got)
+            got = tr_int(e, "step");
+    }
+    json_decref(evs);
+    return got;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* A contribution's size per step: its L2 norm as received (before any
+ * clipping, `norm_in`) over sqrt(steps) — a sum of steps whose updates
+ * are partly uncorrelated grows about that way. */
+static double norm_per_step(json_t *e)
+{
+    int64_t steps = tr_int(e, "steps");
+    return json_number_value(json_object_get(e, "norm_in")) / sqrt((double)(steps > 1 ? steps : 1));
+}
+
+/* issue 27 item 5 (claim 4's diverged M=2 run): a restarted learner's
+ * first contributions must hold only its own progress. Learner 1 is
+ * SIGKILLed after five periods and stays down while learner 0 alone moves
+ * the global model through twenty more; then it restarts from its
+ * checkpoint and pulls. Were any of its first contributions computed
+ * against the wrong base (say the checkpoint's fragment while θ holds the
+ * pulled one), Δ = base − θ would carry the global progress since the
+ * checkpoint and merge it a second time: its norm per step would be far
+ * above the honest ones (norm_in is before the syncer's clip, which hides
+ * it from update_norm and keeps the eval from jumping). That bug, made on
+ * purpose, gave 31-87 x here; the honest runs 1.0-1.1 x, and claim 4's
+ * rejoins at most 1.6 x. The honest reference is learner 0's
+ * contributions while learner 1 was down (the same phase of training);
+ * the bound is 4 x. The eval may not rise by more than 0.5 nats either
+ * (the diverged run jumped by 5.6). */
+Test(trainer_rebase, a_restarted_learner_sends_only_its_own_progress, .timeout = 300)
+{
+    tr_run r = {0};
+    const char *args[] = {"--mode",  "decoupled",       "--learners", "2",      TR_STEPS_LONG,
+                          TR_K1_H24, "--eval-every-ms", "500",        TR_MODEL, "--learner-checkpoint-every",
+                          "20",      TR_HEARTBEAT_FAST, NULL};
+    tr_syncer_start(&r, "rbrestart", args);
+    pid_t p[2];
+    tr_learners_start(&r, 2, p);
+    /* past the warm-up: its carried steps are of the same phase as the honest ones */
+    wait_sent(&r, 1, 1, 120);
+    /* the case is a restart from a checkpoint: wait for one to be written
+     * (the background writer may lag far behind fast steps) */
+    char ck[2][700];
+    snprintf(ck[0], sizeof ck[0], "%s/learner1/learner.ckpt.a", r.dir);
+    snprintf(ck[1], sizeof ck[1], "%s/learner1/learner.ckpt.b", r.dir);
+    for (int64_t end = cx_mono_ms() + 60000;
+         cx_mono_ms() < end && access(ck[0], F_OK) != 0 && access(ck[1], F_OK) != 0;)
+        cx_sleep_ms(50);
+    tr_kill(p[1]);
+    json_int_t kill_seq = tr_last_seq(&r);
+    int n0 = 0, n1 = 0;
+    int64_t from = sent_upto(&r, 0, 1, &n0);
+    wait_sent(&r, 0, 1, from + 480); /* twenty periods of learner 0 alone */
+    json_int_t restart_seq = tr_last_seq(&r);
+    p[1] = tr_learner_start(&r, 1, NULL, NULL);
+    int64_t end = cx_mono_ms() + 90000;
+    while (cx_mono_ms() < end && (sent_upto(&r, 1, 2, &n1), n1 < 8))
+        cx_sleep_ms(100);
+    cx_sleep_ms(1500); /* a few evals after them */
+    json_t *evs = tr_events(&r, 0), *e;
+    tr_kill(p[0]);
+    tr_kill(p[1]);
+    tr_done(&r);
+    cr_assert_geq(n1, 8, "the restarted learner sent %d contributions, not 8", n1);
+
+    double honest[RB_P][512], first_max = 0, eval_before = NAN, eval_max = -INFINITY;
+    int nh[RB_P] = {0}, nf = 0, joined = 0;
+    size_t i;
+    json_array_foreach(evs, i, e)
+    {
+        const char *t = tr_type(e);
+        json_int_t seq = tr_int(e, "seq");
+        if (strcmp(t, "join") == 0 && tr_int(e, "learner") == 1 && tr_int(e, "incarnation") == 2)
+            joined = tr_int(e, "resumed_step") > 0 ? 1 : -1;
+        if (strcmp(t, "eval") == 0) {
+            double l = json_number_value(json_object_get(e, "loss"));
+            if (seq <= restart_seq)
+                eval_before = l;
+            else if (l > eval_max)
+                eval_max = l;
+        }
+        if (strcmp(t, "contribution") != 0)
+            continue;
+        cr_assert(json_is_number(json_object_get(e, "norm_in")), "a contribution event carries norm_in");
+        int f = (int)tr_int(e, "fragment");
+        cr_assert(f >= 0 && f < RB_P);
+        if (tr_int(e, "learner") == 0 && seq > kill_seq && seq < restart_seq && nh[f] < 512)
+            honest[f][nh[f]++] = norm_per_step(e);
+    }
+    cr_assert(joined, "learner 1 rejoined as incarnation 2");
+    cr_assert_eq(joined, 1, "learner 1 restarted from its checkpoint (the join's resumed_step > 0)");
+    double med[RB_P];
+    for (int f = 0; f < RB_P; f++) {
+        cr_assert_geq(nh[f], 3, "fragment %d: %d honest contributions of learner 0 while learner 1 was down",
+                      f, nh[f]);
+        qsort(honest[f], (size_t)nh[f], sizeof honest[f][0], cmp_double);
+        med[f] = honest[f][nh[f] / 2];
+    }
+    json_array_foreach(evs, i, e)
+    {
+        if (strcmp(tr_type(e), "contribution") != 0 || tr_int(e, "learner") != 1 ||
+            tr_int(e, "incarnation") != 2 || nf >= 8)
+            continue;
+        int f = (int)tr_int(e, "fragment");
+        double ratio = norm_per_step(e) / med[f];
+        nf++;
+        cr_log_info("restarted learner, contribution %d: fragment %d, %lld steps, base version %lld, norm_in "
+                    "%.4f, %.2f x the honest median per step",
+                    nf, f, (long long)tr_int(e, "steps"), (long long)tr_int(e, "base_version"),
+                    json_number_value(json_object_get(e, "norm_in")), ratio);
+        if (ratio > first_max)
+            first_max = ratio;
+    }
+    json_decref(evs);
+    cr_log_info("first contributions after the restart: at most %.2f x the honest norm per step; eval %.4f "
+                "before the restart, at most %.4f after",
+                first_max, eval_before, eval_max);
+    cr_assert_lt(first_max, 4.0,
+                 "a restarted learner's contribution is %.2f x the honest norm per step: it carries more "
+                 "than its own progress",
+                 first_max);
+    cr_assert(isfinite(eval_before) && isfinite(eval_max), "evals before and after the restart");
+    cr_assert_lt(eval_max, eval_before + 0.5, "eval loss rose from %.4f to %.4f after the restart",
+                 eval_before, eval_max);
 }
