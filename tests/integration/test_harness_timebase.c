@@ -86,6 +86,26 @@ static void start_processes(tb_run *t, const char *tag, int skew)
         ag_start_learner(&t->agents[i], tag, t->dir, t->sstate, t->saddr, "syncer", i, steps);
     }
     ag_prefix = NULL;
+    /* both learners training before the harness starts: the kill fires at
+     * outer step 6, which learner 0 alone reaches in a few hundred ms; a
+     * learner 1 still starting (ASan, a loaded box) was killed before its
+     * first join, and its only join was then incarnation 1 */
+    char url[200];
+    snprintf(url, sizeof url, "http://%s/v1/status", t->saddr);
+    int joined = 0;
+    for (int k = 0; k < 600 && joined < 2; k++) {
+        int status = 0;
+        json_t *st = it_http_json("GET", url, NULL, NULL, &status);
+        joined = 0;
+        size_t i;
+        json_t *l;
+        json_array_foreach(json_object_get(st, "learners"), i, l) joined +=
+            json_integer_value(json_object_get(l, "incarnation")) >= 1;
+        json_decref(st);
+        if (joined < 2)
+            usleep(100 * 1000);
+    }
+    cr_assert_eq(joined, 2, "both learners joined the syncer within 60 s");
 }
 
 /* Run the harness attached to t with a kill of learner 1 (restarted after
