@@ -147,11 +147,12 @@ static void attention_fast_vs_ref(int B, int T, int C, int NH)
 }
 
 /* T below, at and off the softmax's 8-lane blocks (1, 7, 8, 33, 64, 67),
- * head sizes 8 to 32. */
+ * and past GPT_ATTN_SPLIT_MIN_T = 128, where the rows split at T/2, even
+ * and odd (128, 131); head sizes 8 to 32. */
 Test(gpt, attention_fast_matches_reference)
 {
-    static const int shapes[][4] = {{2, 33, 32, 4}, {1, 1, 16, 2},  {3, 7, 24, 3},
-                                    {2, 8, 32, 1},  {2, 64, 64, 2}, {1, 67, 64, 4}};
+    static const int shapes[][4] = {{2, 33, 32, 4}, {1, 1, 16, 2},  {3, 7, 24, 3},   {2, 8, 32, 1},
+                                    {2, 64, 64, 2}, {1, 67, 64, 4}, {1, 128, 32, 1}, {2, 131, 48, 3}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         attention_fast_vs_ref(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
 }
