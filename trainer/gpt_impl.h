@@ -20,7 +20,8 @@ void gpt_layernorm_backward_rows(float *dinp, const float *dout, const float *in
 void gpt_layernorm_backward_cols(float *dw, float *dbias, const float *dout, const float *inp,
                                  const float *mean, const float *rstd, int N, int C, int c0, int c1);
 /* Attention forward and backward of one (sequence b, head h) pair: _ref the
- * plain loops, the others two (forward) or four (backward) sgemms. */
+ * plain loops, the others two (forward) or four (backward) sgemms, twice
+ * as many smaller ones at T >= 128 (split at T/2, skipping a zero block). */
 void gpt_attention_forward_ref_pair(float *out, float *att, const float *inp, int b, int h, int T, int C,
                                     int NH);
 void gpt_attention_forward_pair(float *out, float *att, const float *inp, int b, int h, int T, int C, int NH);

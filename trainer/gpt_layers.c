@@ -6,6 +6,7 @@
  */
 #include "trainer/gpt.h"
 #include "trainer/gpt_impl.h"
+#include "trainer/vecmath.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -133,6 +134,64 @@ static void gpt_causal_softmax_row(float *row, int t, int T)
         row[t2] = 0.0f;
 }
 
+/* ---- fast row kernels: vectorisable max, sum, dot and exp ----
+ * A single running sum or max is a dependency chain that the vectoriser may
+ * not reorder (no -ffast-math here), so these keep 8 interleaved partials,
+ * which it maps onto vector lanes. The sums therefore differ from the plain
+ * loops' by reassociation only. */
+
+static inline float gpt_max8(const float *x, int n)
+{
+    float m[8];
+    for (int k = 0; k < 8; k++)
+        m[k] = -INFINITY;
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            m[k] = x[i + k] > m[k] ? x[i + k] : m[k];
+    for (; i < n; i++)
+        m[0] = x[i] > m[0] ? x[i] : m[0];
+    for (int k = 1; k < 8; k++)
+        m[0] = m[k] > m[0] ? m[k] : m[0];
+    return m[0];
+}
+
+static inline float gpt_dot8(const float *x, const float *y, int n)
+{
+    float s[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            s[k] += x[i + k] * y[i + k];
+    for (; i < n; i++)
+        s[0] += x[i] * y[i];
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
+/* gpt_causal_softmax_row with vecmath_expf (relative error <= 2e-7 per
+ * term) and the 8-lane max and sum: the fast kernels' softmax. */
+static void gpt_causal_softmax_row_fast(float *row, int t, int T)
+{
+    int n = t + 1;
+    float mx = gpt_max8(row, n), s[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) {
+            float e = vecmath_expf(row[i + k] - mx);
+            row[i + k] = e;
+            s[k] += e;
+        }
+    for (; i < n; i++) {
+        row[i] = vecmath_expf(row[i] - mx);
+        s[0] += row[i];
+    }
+    float inv = 1.0f / (((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])));
+    for (i = 0; i < n; i++)
+        row[i] *= inv;
+    if (n < T)
+        memset(row + n, 0, (size_t)(T - n) * sizeof(float));
+}
+
 /* One (b, h) pair of the reference forward. */
 void gpt_attention_forward_ref_pair(float *out, float *att, const float *inp, int b, int h, int T, int C,
                                     int NH)
@@ -160,20 +219,41 @@ void gpt_attention_forward_ref_pair(float *out, float *att, const float *inp, in
     }
 }
 
-/* Fast path: per (b, h) two sgemms over strided q/k/v views of qkv. The
- * upper triangle of q k^T is computed and then discarded by the causal
- * softmax; at T <= 128 that costs less than splitting the gemm. */
+/* Shortest T whose fast attention splits its rows (below). Measured on one
+ * core (AVX-512 host, OpenBLAS 0.3.21, CPU time, 3 interleaved runs): at
+ * T = 128, hs = 32 the split cut attention forward + backward from ~52 to
+ * ~45 ms per step; at T = 64 it was even or slower (four 32-row sgemms
+ * cost more in call and packing overhead than the quarter they skip). */
+#define GPT_ATTN_SPLIT_MIN_T 128
+
+/* Fast path: per (b, h) sgemms over strided q/k/v views of qkv. Above the
+ * diagonal att is 0, so the rows split at m = T/2: rows [0, m) only meet
+ * keys [0, m), which skips the top-right quarter of both products (T^2/4 of
+ * T^2 multiply-adds each). The rest of the upper triangle is computed and
+ * then discarded by the causal softmax. */
+static int gpt_attention_split(int T)
+{
+    return T >= GPT_ATTN_SPLIT_MIN_T ? T / 2 : 0;
+}
+
 void gpt_attention_forward_pair(float *out, float *att, const float *inp, int b, int h, int T, int C, int NH)
 {
-    int hs = C / NH, C3 = 3 * C;
+    int hs = C / NH, C3 = 3 * C, m = gpt_attention_split(T);
     float scale = 1.0f / sqrtf((float)hs);
-    const float *q = inp + (size_t)b * T * C3 + h * hs;
-    float *a = att + ((size_t)b * NH + h) * T * T;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, q + C, C3, 0.0f, a, T);
+    const float *q = inp + (size_t)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+    float *a = att + ((size_t)b * NH + h) * T * T, *o = out + (size_t)b * T * C + h * hs;
+    /* a = scale q k^T: [0, m) x [0, m), then [m, T) x [0, T) */
+    if (m)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, m, hs, scale, q, C3, k, C3, 0.0f, a, T);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T - m, T, hs, scale, q + (size_t)m * C3, C3, k, C3,
+                0.0f, a + (size_t)m * T, T);
     for (int t = 0; t < T; t++)
-        gpt_causal_softmax_row(a + (size_t)t * T, t, T);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, q + 2 * C, C3, 0.0f,
-                out + (size_t)b * T * C + h * hs, C);
+        gpt_causal_softmax_row_fast(a + (size_t)t * T, t, T);
+    /* out = a v, the same split */
+    if (m)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hs, m, 1.0f, a, T, v, C3, 0.0f, o, C);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T - m, hs, T, 1.0f, a + (size_t)m * T, T, v, C3,
+                0.0f, o + (size_t)m * C, C);
 }
 
 void gpt_attention_forward_ref(float *out, float *att, const float *inp, int B, int T, int C, int NH)
@@ -238,24 +318,42 @@ void gpt_attention_backward_ref_pair(float *dinp, float *datt, const float *dout
 void gpt_attention_backward_pair(float *dinp, float *datt, const float *dout, const float *inp,
                                  const float *att, int b, int h, int T, int C, int NH)
 {
-    int hs = C / NH, C3 = 3 * C;
+    int hs = C / NH, C3 = 3 * C, m = gpt_attention_split(T), n = T - m;
     float scale = 1.0f / sqrtf((float)hs);
-    const float *q = inp + (size_t)b * T * C3 + h * hs, *d = dout + (size_t)b * T * C + h * hs;
-    float *dq = dinp + (size_t)b * T * C3 + h * hs;
+    const float *q = inp + (size_t)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+    const float *d = dout + (size_t)b * T * C + h * hs;
+    float *dq = dinp + (size_t)b * T * C3 + h * hs, *dk = dq + C, *dv = dq + 2 * C;
     const float *a = att + ((size_t)b * NH + h) * T * T;
     float *da = datt + ((size_t)b * NH + h) * T * T;
-    /* datt = dout @ v^T;  dv += att^T @ dout */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, d, C, q + 2 * C, C3, 0.0f, da, T);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, d, C, 1.0f, dq + 2 * C, C3);
+    size_t mT = (size_t)m * T;
+    /* da = dout v^T, the forward's split (the skipped block is zeroed below) */
+    if (m)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, m, hs, 1.0f, d, C, v, C3, 0.0f, da, T);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, T, hs, 1.0f, d + (size_t)m * C, C, v, C3, 0.0f,
+                da + mT, T);
+    /* dv += a^T dout: dv[0, m) from all rows, dv[m, T) from rows [m, T) */
+    if (m)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, hs, T, 1.0f, a, T, d, C, 1.0f, dv, C3);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hs, n, 1.0f, a + mT + m, T, d + (size_t)m * C, C,
+                1.0f, dv + (size_t)m * C3, C3);
     for (int t = 0; t < T; t++) {
         float *drow = da + (size_t)t * T;
-        gpt_softmax_backward_row(drow, a + (size_t)t * T, t, scale);
-        for (int t2 = t + 1; t2 < T; t2++)
-            drow[t2] = 0.0f;
+        const float *row = a + (size_t)t * T;
+        float dot = gpt_dot8(drow, row, t + 1);
+        for (int t2 = 0; t2 <= t; t2++)
+            drow[t2] = row[t2] * (drow[t2] - dot) * scale;
+        if (t + 1 < T)
+            memset(drow + t + 1, 0, (size_t)(T - t - 1) * sizeof(float));
     }
-    /* dq += dpre @ k;  dk += dpre^T @ q */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, da, T, q + C, C3, 1.0f, dq, C3);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, da, T, q, C3, 1.0f, dq + C, C3);
+    /* dq += dpre k (the forward's split);  dk += dpre^T q (dv's split) */
+    if (m) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hs, m, 1.0f, da, T, k, C3, 1.0f, dq, C3);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, hs, T, 1.0f, da, T, q, C3, 1.0f, dk, C3);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hs, T, 1.0f, da + mT, T, k, C3, 1.0f,
+                dq + (size_t)m * C3, C3);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hs, n, 1.0f, da + mT + m, T, q + (size_t)m * C3,
+                C3, 1.0f, dk + (size_t)m * C3, C3);
 }
 
 /* datt [B, NH, T, T] is scratch (overwritten). dinp accumulates. */

@@ -125,14 +125,15 @@ Test(gpt, attention_backward_matches_finite_differences)
     }
 }
 
-Test(gpt, attention_fast_matches_reference)
+/* One shape of the fast attention pair against the reference; the scores
+ * span several units (qkv in [-2, 2]) so the softmax's exp sees a range. */
+static void attention_fast_vs_ref(int B, int T, int C, int NH)
 {
-    enum { B = 2, T = 33, C = 32, NH = 4 };
     size_t NI = (size_t)B * T * 3 * C, NO = (size_t)B * T * C, NA = (size_t)B * NH * T * T;
     float *qkv = malloc(NI * 4), *o1 = malloc(NO * 4), *o2 = malloc(NO * 4), *a1 = malloc(NA * 4);
     float *a2 = malloc(NA * 4), *dout = malloc(NO * 4), *d1 = calloc(NI, 4), *d2 = calloc(NI, 4);
     float *s1 = malloc(NA * 4), *s2 = malloc(NA * 4);
-    rng_reset(3);
+    rng_reset(3 + (uint64_t)T);
     fill_uniform(qkv, NI, -2, 2);
     fill_uniform(dout, NO, -1, 1);
     gpt_attention_forward(o1, a1, qkv, B, T, C, NH);
@@ -143,6 +144,17 @@ Test(gpt, attention_fast_matches_reference)
     gpt_attention_backward_ref(d2, s2, dout, qkv, a2, B, T, C, NH);
     check_close("attn.dqkv", d1, d2, NI);
     free(qkv), free(o1), free(o2), free(a1), free(a2), free(dout), free(d1), free(d2), free(s1), free(s2);
+}
+
+/* T below, at and off the softmax's 8-lane blocks (1, 7, 8, 33, 64, 67),
+ * and past GPT_ATTN_SPLIT_MIN_T = 128, where the rows split at T/2, even
+ * and odd (128, 131); head sizes 8 to 32. */
+Test(gpt, attention_fast_matches_reference)
+{
+    static const int shapes[][4] = {{2, 33, 32, 4}, {1, 1, 16, 2},  {3, 7, 24, 3},   {2, 8, 32, 1},
+                                    {2, 64, 64, 2}, {1, 67, 64, 4}, {1, 128, 32, 1}, {2, 131, 48, 3}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        attention_fast_vs_ref(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
 }
 
 /* ---- embedding ---- */

@@ -16,6 +16,7 @@
 #include "common/err.h"
 #include "trainer/data.h"
 #include "trainer/model.h"
+#include "trainer/model_impl.h"
 #include "trainer/optim.h"
 #include "numcheck.h"
 
@@ -89,6 +90,30 @@ Test(model, gelu_backward_matches_finite_differences)
     cr_assert_float_eq(out[0], 0.0f, 1e-7);
     cr_assert_float_eq(out[1], 0.841192f, 1e-5); /* tanh-approx GELU(1) */
     cr_assert_float_eq(out[2], 6.0f, 1e-5);
+}
+
+/* The cached GELU pair (the models' step, with vecmath_expf) against the
+ * plain layer (expf): tanh's absolute error is a few float ulps, so
+ * |fast - ref| <= 2e-6 * (1 + |ref|) for values and gradients, over both
+ * tails, 0 and the saturated range (|x| up to 60). */
+Test(model, gelu_cached_matches_plain)
+{
+    enum { N = 1201 };
+    float x[N], y1[N], y2[N], t[N], r[N], d1[N] = {0}, d2[N] = {0};
+    for (int i = 0; i < N; i++)
+        x[i] = -60.0f + 0.1f * (float)i;
+    rng_reset(4);
+    fill_uniform(r, N, -1, 1);
+    model_gelu_forward_cached(y1, t, x, N);
+    model_gelu_forward(y2, x, N);
+    model_gelu_backward_cached(d1, x, t, r, N);
+    model_gelu_backward(d2, x, r, N);
+    for (int i = 0; i < N; i++) {
+        cr_assert(fabsf(y1[i] - y2[i]) <= 2e-6f * (1.0f + fabsf(y2[i])), "gelu(%g): %.9g vs %.9g",
+                  (double)x[i], (double)y1[i], (double)y2[i]);
+        cr_assert(fabsf(d1[i] - d2[i]) <= 2e-6f * (1.0f + fabsf(d2[i])), "gelu'(%g): %.9g vs %.9g",
+                  (double)x[i], (double)d1[i], (double)d2[i]);
+    }
 }
 
 Test(model, embed_backward_matches_finite_differences)
