@@ -90,10 +90,8 @@ Test(agent_resolve, follows_the_name_as_it_appears_and_moves)
     snprintf(hosts, sizeof hosts, "%s/hosts", dir);
     write_hosts(hosts, "127.0.0.1 localhost\n::1 localhost\n");
     static const char script[] = "mount --bind \"$0\" /etc/hosts && exec \"$@\"";
-    char probe[1200];
-    snprintf(probe, sizeof probe,
-             "unshare --mount sh -c 'mount --bind \"$0\" /etc/hosts' '%s' >/dev/null 2>&1", hosts);
-    if (system(probe) != 0)
+    const char *probe[] = {"unshare", "--mount", "sh", "-c", "mount --bind \"$0\" /etc/hosts", hosts, NULL};
+    if (it_wait_exit(it_start_prog(dir, "probe-mount", probe, NULL), 10000) != 0)
         cr_skip_test("unshare --mount with a bind-mounted /etc/hosts is not allowed here");
 
     ag_echo echo;
