@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/hash.h"
 #include "common/rng.h"
 
 /* The only list of corpus kinds (one file each). */
@@ -46,18 +47,6 @@ int corpus_entries_add(corpus_entries *e, const char *p, size_t len, const char 
     return CX_OK;
 }
 
-#define CORPUS_FNV_INIT 0xCBF29CE484222325ull
-
-static uint64_t corpus_fnv1a(uint64_t h, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001B3ull;
-    }
-    return h;
-}
-
 /* An entry's text hash with its index (corpus_held_out_dups). */
 typedef struct corpus_ehash {
     uint64_t h; /* FNV-1a of the entry's text */
@@ -79,10 +68,10 @@ static int corpus_held_out_dups(const char *text, const corpus_entry *ents, size
     if (!t)
         return CX_ENOMEM;
     for (size_t i = 0; i < k; i++)
-        t[i] = (corpus_ehash){corpus_fnv1a(CORPUS_FNV_INIT, text + ents[i].off, ents[i].len), i};
+        t[i] = (corpus_ehash){cx_fnv1a64(CX_FNV1A64_INIT, text + ents[i].off, ents[i].len), i};
     qsort(t, k, sizeof *t, corpus_ehash_cmp);
     for (size_t i = k; i < n; i++) {
-        corpus_ehash key = {corpus_fnv1a(CORPUS_FNV_INIT, text + ents[i].off, ents[i].len), 0};
+        corpus_ehash key = {cx_fnv1a64(CX_FNV1A64_INIT, text + ents[i].off, ents[i].len), 0};
         corpus_ehash *f = k ? bsearch(&key, t, k, sizeof *t, corpus_ehash_cmp) : NULL;
         while (f && f > t && f[-1].h == key.h) /* the first of equal hashes */
             f--;
@@ -145,9 +134,9 @@ int corpus_load(const corpus_kind *kind, uint64_t seed, corpus_text *out, char *
     }
     out->len = off;
     out->entries = e.n - ndup;
-    uint64_t fp = corpus_fnv1a(CORPUS_FNV_INIT, kind->fp_tag, strlen(kind->fp_tag) + 1);
-    fp = corpus_fnv1a(fp, &seed, sizeof seed);
-    out->fingerprint = corpus_fnv1a(fp, out->bytes, out->len);
+    uint64_t fp = cx_fnv1a64(CX_FNV1A64_INIT, kind->fp_tag, strlen(kind->fp_tag) + 1);
+    fp = cx_fnv1a64(fp, &seed, sizeof seed);
+    out->fingerprint = cx_fnv1a64(fp, out->bytes, out->len);
     snprintf(out->describe, sizeof out->describe,
              "%s(%s=%zu bytes=%zu train=%zu held_out_repeats_left_out=%zu %s, %zu bytes)", kind->name,
              kind->entry_noun, out->entries, out->len, out->train_len, ndup, kind->entry_noun, dup_bytes);

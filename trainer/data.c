@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/hash.h"
 #include "common/file.h"
 #include "trainer/corpus.h"
 
@@ -81,18 +82,6 @@ static uint64_t data_stream_seed(uint64_t seed, uint64_t tag, uint64_t index)
 #define DATA_TAG_CHAIN 0x636861696eull /* "chain" */
 #define DATA_TAG_SHARD 0x7368617264ull /* "shard" */
 #define DATA_TAG_EVAL 0x6576616cull    /* "eval" */
-
-static uint64_t data_fnv1a(uint64_t h, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001B3ull;
-    }
-    return h;
-}
-
-#define DATA_FNV_INIT 0xCBF29CE484222325ull
 
 /* ---- synthetic chain: construction ---- */
 
@@ -357,11 +346,11 @@ static int data_new_synthetic(data_source *s, const data_config *cfg, char *err,
     int rc = data_build_chain(s, err, errlen);
     if (rc != CX_OK)
         return rc;
-    uint64_t fp = DATA_FNV_INIT;
+    uint64_t fp = CX_FNV1A64_INIT;
     const char tag[] = "synthetic-markov-v1";
-    fp = data_fnv1a(fp, tag, sizeof(tag));
+    fp = cx_fnv1a64(fp, tag, sizeof(tag));
     int64_t params[4] = {(int64_t)s->seed, s->order, s->alphabet, s->branching};
-    s->fingerprint = data_fnv1a(fp, params, sizeof(params));
+    s->fingerprint = cx_fnv1a64(fp, params, sizeof(params));
     snprintf(s->describe, sizeof(s->describe),
              "synthetic(seed=%llu order=%d alphabet=%d branching=%d floor=%.4f nats)",
              (unsigned long long)s->seed, s->order, s->alphabet, s->branching, s->entropy);
@@ -389,11 +378,11 @@ static int data_new_file(data_source *s, const data_config *cfg, char *err, size
                        "data: --data file '%s' has %zu bytes, fewer than the %d needed", cfg->path, len,
                        DATA_FILE_MIN_BYTES);
     s->train_len = len / 10 * 9 + (len % 10) * 9 / 10;
-    uint64_t fp = DATA_FNV_INIT;
+    uint64_t fp = CX_FNV1A64_INIT;
     const char tag[] = "file-v1";
-    fp = data_fnv1a(fp, tag, sizeof(tag));
-    fp = data_fnv1a(fp, &len, sizeof(len));
-    s->fingerprint = data_fnv1a(fp, s->bytes, len);
+    fp = cx_fnv1a64(fp, tag, sizeof(tag));
+    fp = cx_fnv1a64(fp, &len, sizeof(len));
+    s->fingerprint = cx_fnv1a64(fp, s->bytes, len);
     snprintf(s->describe, sizeof(s->describe), "file(path=%.180s bytes=%zu)", cfg->path, len);
     return CX_OK;
 }
