@@ -458,9 +458,11 @@ void round_check(syncer *s, int p, int64_t now)
  * the learner's run has left after the step it reported when it last
  * pulled p (+ H). No more tokens than its batch per step. The bounds keep
  * every sum of claims far from overflow. */
-static proto_reason claim_check(syncer *s, int slot, int p, const proto_hdr *h, char *why, size_t len)
+static proto_reason claim_check(syncer *s, int slot, int p, const proto_hdr *h, int64_t *keep_steps,
+                                char *why, size_t len)
 {
     const learner_rec *l = &s->learners[slot];
+    *keep_steps = h->steps;
     if (h->step >= 0) {
         /* it covers the learner's steps (step - steps, step]: within its run,
          * and never a step an accepted contribution of this learner already
@@ -477,7 +479,15 @@ static proto_reason claim_check(syncer *s, int slot, int p, const proto_hdr *h, 
                      (long long)l->steps_total);
             return PROTO_R_CLAIM;
         }
-        if (from < floor) {
+        if (from < floor && h->step > floor) {
+            /* it starts inside what was accepted: an honest learner whose
+             * 202 was lost (a partition cut the answer) carries those steps
+             * again, and refusing it would refuse every later one too. Its
+             * new steps (floor, step] are kept; the delta is scaled to
+             * their share (h_contribution), so the accepted ones are not
+             * merged twice and a replay gains nothing */
+            *keep_steps = h->step - floor;
+        } else if (from < floor) {
             snprintf(
                 why, len,
                 "steps %lld..%lld of learner %lld on fragment %d: it already sent up to step %lld (%s %lld, "
@@ -529,7 +539,8 @@ static double norm_limit(syncer *s, int p, int64_t learner, int64_t steps, char 
  * (mu held): a current learner, a base version the mode accepts and a
  * possible claim (its size is clipped, never refused: h_contribution).
  * PROTO_OK and *slot, or the reason with the detail in why. */
-static proto_reason admit(syncer *s, int p, const proto_hdr *h, int *slot, char *why, size_t len)
+static proto_reason admit(syncer *s, int p, const proto_hdr *h, int *slot, int64_t *keep_steps, char *why,
+                          size_t len)
 {
     proto_reason r = syncer_check_learner(s, h->learner, h->incarnation, slot);
     int64_t version = s->versions[p], lag = version - h->base_version;
@@ -559,7 +570,7 @@ static proto_reason admit(syncer *s, int p, const proto_hdr *h, int *slot, char 
                  (long long)h->base_version, (long long)lag, (long long)version, (long long)max_stale);
         return PROTO_R_STALE_VERSION;
     }
-    return claim_check(s, *slot, p, h, why, len);
+    return claim_check(s, *slot, p, h, keep_steps, why, len);
 }
 
 /* h_contribution, step 1: the fragment the path names (*pp), the headers
@@ -713,7 +724,21 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     int64_t version = s->versions[p];
     char why[CX_ERRLEN];
     int slot;
-    proto_reason r = admit(s, (int)p, &h, &slot, why, sizeof why);
+    int64_t keep = h.steps;
+    proto_reason r = admit(s, (int)p, &h, &slot, &keep, why, sizeof why);
+    if (r == PROTO_OK && keep < h.steps) { /* its accepted steps again (claim_check): only the new share */
+        double share = (double)keep / (double)h.steps;
+        cx_info(
+            "contribution learner=%lld fragment=%lld: steps %lld..%lld, of which %lld were accepted before "
+            "(a lost answer): the %lld new ones kept, the delta scaled by %.3f",
+            (long long)h.learner, (long long)p, (long long)(h.step - h.steps + 1), (long long)h.step,
+            (long long)(h.steps - keep), (long long)keep, share);
+        for (size_t i = 0; i < len; i++)
+            delta[i] = (float)((double)delta[i] * share);
+        l2_total = guard_l2(delta, len);
+        h.tokens = (int64_t)((double)h.tokens * share);
+        h.steps = keep;
+    }
     if (r != PROTO_OK) {
         s->bytes_in += (int64_t)req->body_len;
         if (r == PROTO_R_STALE_VERSION)

@@ -655,3 +655,44 @@ Test(syncer_bounds, one_learner_holding_long_polls_cannot_starve_the_others, .ti
     curl_slist_free_all(hl);
     tr_done(&r);
 }
+
+/* A learner whose 202 was lost (a partition cut the answer) carries the
+ * accepted steps again in its next contribution. Its new steps are kept
+ * and merged at their share; only a contribution with no new step is a
+ * replay (partition-one: refusing the overlap refused every later
+ * contribution of the healed learner until the run ended). */
+Test(syncer_bounds, a_contribution_overlapping_accepted_steps_keeps_its_new_ones, .timeout = 60)
+{
+    tr_run r = {0};
+    seat s = start_joined(&r, "bounds-overlap", "decoupled", "600", 1);
+    json_int_t v = version0(&r);
+    json_t *ans = NULL;
+    char step[96];
+    snprintf(step, sizeof step, "%s: 24", PROTO_H_STEP);
+    cr_assert_eq(post_contribution(&r, s.inc, v, 384, 24, step, s.d, s.len, &ans), 202);
+    json_decref(ans);
+    long long seq = (long long)tr_last_seq(&r);
+    /* steps 13..36: 13..24 were accepted, 25..36 are new */
+    snprintf(step, sizeof step, "%s: 36", PROTO_H_STEP);
+    cr_assert_eq(post_contribution(&r, s.inc, v, 384, 24, step, s.d, s.len, &ans), 202,
+                 "an overlap with new steps is merged, not refused");
+    json_decref(ans);
+    json_t *evs = tr_events(&r, seq);
+    json_int_t kept = -1, tokens = -1;
+    size_t i;
+    json_t *e;
+    json_array_foreach(evs, i, e) if (strcmp(tr_type(e), "contribution") == 0)
+    {
+        kept = tr_int(e, "steps");
+        tokens = tr_int(e, "tokens");
+    }
+    json_decref(evs);
+    cr_assert_eq(kept, 12, "only the 12 new steps count (got %lld)", (long long)kept);
+    cr_assert_eq(tokens, 192, "and their share of the tokens (got %lld)", (long long)tokens);
+    /* nothing new: a replay, refused */
+    cr_assert_eq(post_contribution(&r, s.inc, v + 2, 384, 24, step, s.d, s.len, &ans), 400);
+    cr_assert_str_eq(json_string_value(json_object_get(ans, "reason")), "claim");
+    json_decref(ans);
+    free(s.d);
+    tr_done(&r);
+}
