@@ -31,6 +31,8 @@ static void dead_learner_is_dropped_and_rejoins(const char *deadline)
     else
         cr_assert(d0 >= 20 && d0 < 1000, "auto deadline %lld ms: measured, below the initial 1000 ms",
                   (long long)d0);
+    /* learner 0 alone can close those steps: kill learner 1 only once it joined */
+    cr_assert_eq(tr_wait_joined(&r, 1, 0, 60000), 1, "learner 1 joined before the kill");
     tr_kill(p[1]);
     json_int_t m1 = tr_merges(&r);
     cr_assert_geq(tr_wait_merges(&r, m1 + 30, 30000), m1 + 30, "steps continue without the dead learner");

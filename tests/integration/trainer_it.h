@@ -397,6 +397,23 @@ typedef struct tr_rejoin {
     int merged;       /* merges that list that incarnation */
 } tr_rejoin;
 
+/* Wait (up to timeout_ms, events read every 200 ms) until learner `id`
+ * joined with an incarnation above min_inc; returns that incarnation, 0 when
+ * it did not. Before killing a learner: another one alone may already have
+ * made the merges a test waited for, while this one was still starting. */
+static inline json_int_t tr_wait_joined(tr_run *r, int id, json_int_t min_inc, long timeout_ms)
+{
+    json_int_t inc = 0;
+    for (int64_t end = cx_mono_ms() + timeout_ms; cx_mono_ms() < end; cx_sleep_ms(200)) {
+        json_t *evs = tr_events(r, 0);
+        json_int_t found = tr_find_join(evs, id, min_inc, &inc);
+        json_decref(evs);
+        if (found >= 0)
+            return inc;
+    }
+    return 0;
+}
+
 /* After learner `id` was restarted: read the events every 500 ms (for up to
  * 60 s) until it joined with an incarnation above min_inc, pulled every
  * fragment 0..P-1 before its first use (asserted: tr_assert_pulled_first)
