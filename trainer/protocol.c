@@ -107,8 +107,8 @@ int proto_hdr_parse(proto_hdr *h, proto_header_fn get, const void *ctx, unsigned
     if ((rc = parse_field(get, ctx, PROTO_H_ROUND, (need & PROTO_NEED_ROUND) || get(ctx, PROTO_H_ROUND), 0,
                           INT64_MAX / 2, &h->round, err, errlen)))
         return rc;
-    if ((rc = parse_field(get, ctx, PROTO_H_STEP, get(ctx, PROTO_H_STEP) != NULL, 0, INT64_MAX / 2, &h->step,
-                          err, errlen)))
+    if ((rc = parse_field(get, ctx, PROTO_H_STEP, (need & PROTO_NEED_STEP) || get(ctx, PROTO_H_STEP), 0,
+                          INT64_MAX / 2, &h->step, err, errlen)))
         return rc;
     h->encoding = -1;
     v = get(ctx, PROTO_H_ENCODING);

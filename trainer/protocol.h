@@ -30,8 +30,9 @@
 #define PROTO_H_ROUND "X-Chaosloco-Round"
 /* Answers carrying a tensor also say which version / step it is.
  * X-Chaosloco-Step on a contribution: the learner's inner step count at
- * the send, so that its steps cover (step - steps, step] (optional; a
- * present one must be valid). */
+ * the send, so that its steps cover (step - steps, step] (required: it
+ * numbers the contributions, and the syncer refuses a step sent twice, so
+ * a replayed contribution is refused). */
 #define PROTO_H_VERSION "X-Chaosloco-Version"
 #define PROTO_H_STEP "X-Chaosloco-Step"
 #define PROTO_H_PARTICIPANTS "X-Chaosloco-Participants"
@@ -91,8 +92,9 @@ enum {
     PROTO_NEED_ENCODING = 1 << 6,
     PROTO_NEED_CRC = 1 << 7,
     PROTO_NEED_ROUND = 1 << 8, /* not in PROTO_NEED_CONTRIBUTION: a round is optional */
+    PROTO_NEED_STEP = 1 << 9,
 };
-#define PROTO_NEED_CONTRIBUTION 0xff
+#define PROTO_NEED_CONTRIBUTION (0xff | PROTO_NEED_STEP)
 #define PROTO_NEED_GRADIENT (PROTO_NEED_LEARNER | PROTO_NEED_INCARNATION | PROTO_NEED_CRC)
 
 /* Header lookup: value of header `name` or NULL (cx_http_header fits). */
@@ -102,7 +104,7 @@ typedef const char *(*proto_header_fn)(const void *ctx, const char *name);
  * and valid, else -1). A missing or malformed needed header is CX_EINVAL with
  * a message naming it; so is a malformed X-Chaosloco-Round even when not
  * needed (a contribution naming a round must name a valid one); the same
- * for X-Chaosloco-Step. */
+ * for X-Chaosloco-Step when not needed. */
 int proto_hdr_parse(proto_hdr *h, proto_header_fn get, const void *ctx, unsigned need, char *err,
                     size_t errlen);
 

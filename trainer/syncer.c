@@ -347,14 +347,13 @@ static int new_state(syncer *s, char *err, size_t errlen)
     s->versions = calloc((size_t)s->P, sizeof(int64_t));
     s->rounds = calloc((size_t)s->P, sizeof *s->rounds);
     s->hist = calloc((size_t)s->P, sizeof *s->hist);
-    s->pull_step = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->pull_step);
     s->own_ver = malloc((size_t)MAX_LEARNERS * (size_t)s->P * sizeof *s->own_ver);
     s->acc_step = malloc((size_t)MAX_LEARNERS * (size_t)s->P * sizeof *s->acc_step);
     s->acc_inc = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->acc_inc);
     s->rbf = calloc((size_t)s->P, sizeof *s->rbf);
     s->rb_rep = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->rb_rep);
     if (!s->eval_in || !s->eval_tg || !s->theta || !s->momentum || !s->versions || !s->rounds || !s->hist ||
-        !s->pull_step || !s->own_ver || !s->acc_step || !s->acc_inc || !s->rbf || !s->rb_rep) {
+        !s->own_ver || !s->acc_step || !s->acc_inc || !s->rbf || !s->rb_rep) {
         cx_fail(err, errlen, CX_ENOMEM, "out of memory");
         return -1;
     }
@@ -569,7 +568,6 @@ void syncer_free(syncer *s)
         free(s->hist[p].resid);
     }
     free(s->hist);
-    free(s->pull_step);
     free(s->own_ver);
     free(s->acc_step);
     free(s->acc_inc);

@@ -212,10 +212,9 @@ static void fragment_wait_newer(syncer *s, const cx_http_req *req, int64_t p, in
 }
 
 /* h_fragment_get, step 3: a pull by a current learner (h names it) of
- * fragment p at version: its step at the pull (claim_check's bound) and
- * whether the merged value holds its own pending contribution. 1 when it
- * was recorded (the pull event is due), 0 for an anonymous or stale
- * caller (mu held). */
+ * fragment p at version: whether the merged value holds its own pending
+ * contribution. 1 when it was recorded (the pull event is due), 0 for an
+ * anonymous or stale caller (mu held). */
 static int fragment_note_pull(syncer *s, int64_t p, const proto_hdr *h, int64_t version)
 {
     int record = 0;
@@ -223,7 +222,6 @@ static int fragment_note_pull(syncer *s, int64_t p, const proto_hdr *h, int64_t 
         int slot;
         if (syncer_check_learner(s, h->learner, h->incarnation, &slot) == PROTO_OK) {
             syncer_touch(s, slot);
-            s->pull_step[slot * s->P + p] = s->learners[slot].step;
             record = 1;
             /* a merged value it takes after contributing to p: does it hold its own work? */
             int64_t *own = &s->own_ver[slot * s->P + p];

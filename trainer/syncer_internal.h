@@ -263,7 +263,6 @@ struct syncer {
     int64_t bytes_out;              /* tensor bytes sent */
     int64_t rejects[PROTO_R_COUNT]; /* by reason */
     reject_agg ragg[PROTO_R_COUNT]; /* rejections not yet logged, by reason */
-    int64_t *pull_step;             /* [MAX_LEARNERS * P] learner's reported step at its last pull of p */
     int64_t accepted_total;         /* accepted contributions/gradients */
     int64_t *own_ver;               /* [MAX_LEARNERS * P] learner's last accepted contribution to p: -1 none
                                pending, 0 not merged yet, > 0 the version that merged it (reset at a pull) */

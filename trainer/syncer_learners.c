@@ -359,10 +359,8 @@ static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, j
     }
     learner_rec *l = &s->learners[slot];
     json_t *lost = join_lost(s, slot, step);
-    for (int p = 0; p < s->P; p++) { /* it pulls every fragment after a join */
-        s->pull_step[slot * s->P + p] = step;
+    for (int p = 0; p < s->P; p++) /* it pulls every fragment after a join */
         s->own_ver[slot * s->P + p] = -1;
-    }
     merge_ema_init(&l->step_wall, 0.2); /* a new incarnation may run at another speed */
     l->c_ms = l->c_step = 0;
     int64_t new_inc = (l->incarnation > inc ? l->incarnation : inc) + 1;

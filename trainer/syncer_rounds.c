@@ -451,64 +451,43 @@ void round_check(syncer *s, int p, int64_t now)
 /* ---- syncer: POST /v1/fragments/{p}/contributions ---- */
 
 /* PROTO_OK when the tokens/steps claim of a contribution to fragment p is
- * possible (mu held). With X-Chaosloco-Step (every learner of this
- * version): its steps (step − steps, step] lie in the learner's run (+ H of
- * slack: its own --steps reaches us with its first heartbeat) and start no
- * earlier than what it already sent (below); without: no more steps than
- * the learner's run has left after the step it reported when it last
- * pulled p (+ H). No more tokens than its batch per step. The bounds keep
- * every sum of claims far from overflow. */
+ * possible (mu held). X-Chaosloco-Step numbers it: its steps
+ * (step − steps, step] lie in the learner's run (+ H of slack: its own
+ * --steps reaches us with its first heartbeat) and are not all steps an
+ * accepted contribution of this learner already covered: each step is
+ * sent once (a learner rebases), so a replay is refused; one that overlaps
+ * keeps only its new steps (*keep_steps). A restarted learner trains
+ * again from its checkpoint: its new incarnation may start below what the
+ * old one sent, not below where it resumed. No more tokens than its batch
+ * per step. The bounds keep every sum of claims far from overflow. */
 static proto_reason claim_check(syncer *s, int slot, int p, const proto_hdr *h, int64_t *keep_steps,
                                 char *why, size_t len)
 {
     const learner_rec *l = &s->learners[slot];
     *keep_steps = h->steps;
-    if (h->step >= 0) {
-        /* it covers the learner's steps (step - steps, step]: within its run,
-         * and never a step an accepted contribution of this learner already
-         * covered (a learner rebases: each step is sent once; a replay is
-         * refused). A restarted learner trains again from its checkpoint: its
-         * new incarnation may start below what the old one sent, not below
-         * where it resumed. */
-        int64_t a = s->acc_step[slot * s->P + p], from = h->step - h->steps;
-        int64_t floor =
-            s->acc_inc[slot * s->P + p] == l->incarnation || a < l->resumed_step ? a : l->resumed_step;
-        if (h->steps > h->step || h->step > l->steps_total + s->cfg.H) {
-            snprintf(why, len, "header %s is %lld and %s %lld: learner %lld runs steps 1..%lld (+H)",
-                     PROTO_H_STEPS, (long long)h->steps, PROTO_H_STEP, (long long)h->step, (long long)l->id,
-                     (long long)l->steps_total);
-            return PROTO_R_CLAIM;
-        }
-        if (from < floor && h->step > floor) {
-            /* it starts inside what was accepted: an honest learner whose
-             * 202 was lost (a partition cut the answer) carries those steps
-             * again, and refusing it would refuse every later one too. Its
-             * new steps (floor, step] are kept; the delta is scaled to
-             * their share (h_contribution), so the accepted ones are not
-             * merged twice and a replay gains nothing */
-            *keep_steps = h->step - floor;
-        } else if (from < floor) {
-            snprintf(
-                why, len,
-                "steps %lld..%lld of learner %lld on fragment %d: it already sent up to step %lld (%s %lld, "
-                "%s %lld)",
-                (long long)from + 1, (long long)h->step, (long long)l->id, p, (long long)floor, PROTO_H_STEP,
-                (long long)h->step, PROTO_H_STEPS, (long long)h->steps);
-            return PROTO_R_CLAIM;
-        }
-    } else {
-        int64_t since = s->pull_step[slot * s->P + p];
-        int64_t left = l->steps_total > since ? l->steps_total - since : 0;
-        int64_t max_steps = left + s->cfg.H;
-        if (h->steps > max_steps) {
-            snprintf(
-                why, len,
-                "header %s is %lld: learner %lld cannot have trained more than %lld steps since it pulled "
-                "fragment %d (at step %lld of %lld, +H)",
-                PROTO_H_STEPS, (long long)h->steps, (long long)l->id, (long long)max_steps, p,
-                (long long)since, (long long)l->steps_total);
-            return PROTO_R_CLAIM;
-        }
+    int64_t a = s->acc_step[slot * s->P + p], from = h->step - h->steps;
+    int64_t floor = s->acc_inc[slot * s->P + p] == l->incarnation || a < l->resumed_step ? a : l->resumed_step;
+    if (h->steps > h->step || h->step > l->steps_total + s->cfg.H) {
+        snprintf(why, len, "header %s is %lld and %s %lld: learner %lld runs steps 1..%lld (+H)", PROTO_H_STEPS,
+                 (long long)h->steps, PROTO_H_STEP, (long long)h->step, (long long)l->id,
+                 (long long)l->steps_total);
+        return PROTO_R_CLAIM;
+    }
+    if (from < floor && h->step > floor) {
+        /* it starts inside what was accepted: an honest learner whose 202
+         * was lost (a partition cut the answer) carries those steps again,
+         * and refusing it would refuse every later one too. Its new steps
+         * (floor, step] are kept; the delta is scaled to their share
+         * (h_contribution), so the accepted ones are not merged twice and a
+         * replay gains nothing */
+        *keep_steps = h->step - floor;
+    } else if (from < floor) {
+        snprintf(why, len,
+                 "steps %lld..%lld of learner %lld on fragment %d: it already sent up to step %lld (%s %lld, "
+                 "%s %lld)",
+                 (long long)from + 1, (long long)h->step, (long long)l->id, p, (long long)floor, PROTO_H_STEP,
+                 (long long)h->step, PROTO_H_STEPS, (long long)h->steps);
+        return PROTO_R_CLAIM;
     }
     if (h->tokens > h->steps * l->batch) { /* steps <= CONFIG_STEPS_MAX + H: no overflow */
         snprintf(why, len, "header %s is %lld, more than %s %lld x batch %lld", PROTO_H_TOKENS,

@@ -1,7 +1,7 @@
 /* fuzz_proto_headers.c - libFuzzer target: the syncer's parsing of the
  * tensor headers of a contribution or gradient (proto_hdr_parse, as
- * syncer.c's handlers call it through cx_http_header). Input: byte 0 is
- * the PROTO_NEED_* set, the rest "Name: value" lines (header names match
+ * syncer.c's handlers call it through cx_http_header). Input: bytes 0-1
+ * are the PROTO_NEED_* set (little-endian), the rest "Name: value" lines (header names match
  * case-insensitively, as in HTTP). Oracles: a parse that succeeds leaves
  * every needed field in its documented range, and proto_hdr_format of the
  * result parses back to the same values. Seeds: written by gen_seeds. */
@@ -50,6 +50,7 @@ static void check(const proto_hdr *h, unsigned need)
         ((need & PROTO_NEED_FRAGMENT) && h->fragment < 0) ||
         ((need & PROTO_NEED_BASE_VERSION) && h->base_version < 0) ||
         ((need & PROTO_NEED_TOKENS) && h->tokens < 0) || ((need & PROTO_NEED_STEPS) && h->steps < 0) ||
+        ((need & PROTO_NEED_STEP) && h->step < 0) ||
         ((need & PROTO_NEED_ENCODING) && (h->encoding < 0 || h->encoding >= ENCODING_COUNT)))
         abort();
     /* what the learner would send for this header set parses back the same */
@@ -65,11 +66,11 @@ static void check(const proto_hdr *h, unsigned need)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1 || size > 16384)
+    if (size < 2 || size > 16384)
         return 0;
-    unsigned need = data[0];
+    unsigned need = data[0] | (unsigned)data[1] << 8;
     hdrs h = {.n = 0};
-    const char *p = (const char *)data + 1, *end = (const char *)data + size;
+    const char *p = (const char *)data + 2, *end = (const char *)data + size;
     while (p < end && h.n < MAX_HDRS) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *le = nl ? nl : end;

@@ -93,7 +93,7 @@ static int headers(const char *dir)
         proto_hdr h;
     } sets[] = {
         {"contribution", PROTO_NEED_CONTRIBUTION, {3, 2, 5, 41, 6144, 24, ENCODING_INT8, 0x1a2b3c4du, 7, 40}},
-        {"contribution-f32", PROTO_NEED_CONTRIBUTION, {0, 1, 0, 0, 1, 1, ENCODING_F32, 0, -1, -1}},
+        {"contribution-f32", PROTO_NEED_CONTRIBUTION, {0, 1, 0, 0, 1, 1, ENCODING_F32, 0, -1, 1}},
         {"gradient", PROTO_NEED_GRADIENT, {1, 7, -1, -1, -1, -1, -1, 0xdeadbeefu, -1, -1}},
         {"fragment-get", 0, {2, 3, -1, -1, -1, -1, ENCODING_BF16, 0, -1, -1}},
     };
@@ -103,7 +103,8 @@ static int headers(const char *dir)
         const char *ptrs[PROTO_MAX_LINES + 1];
         proto_hdr_format(&sets[i].h, lines, ptrs);
         size_t used = 0;
-        text[used++] = (char)sets[i].need;
+        text[used++] = (char)(sets[i].need & 0xff); /* the need set, little-endian */
+        text[used++] = (char)(sets[i].need >> 8);
         for (int l = 0; ptrs[l] && used < sizeof text; l++)
             used += (size_t)snprintf(text + used, sizeof text - used, "%s\n", ptrs[l]);
         rc |= write_file(dir, "proto_headers", sets[i].name, text, used);

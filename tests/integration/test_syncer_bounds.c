@@ -8,6 +8,8 @@
 #include "trainer_it.h"
 
 #include <stdint.h>
+#include <stdlib.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include <curl/curl.h>
@@ -33,14 +35,24 @@ static void add(hdrs *h, const char *name, const char *fmt, long long v)
     h->p[h->n] = NULL;
 }
 
+/* The learner's step its last accepted contribution named (this test's
+ * process: Criterion runs each test in its own). */
+static long long step_accepted;
+
 /* POST a contribution of d[0..len) to fragment 0 as learner 0 with these
  * claims, and one more header line `extra` ("Name: value") when not NULL;
  * the HTTP status, the parsed answer into *ans (NULL when none; the caller
- * frees it). */
+ * frees it). Its X-Chaosloco-Step follows the accepted ones (a claim of
+ * more than a million steps names that many), unless `extra` names one. */
 static int post_contribution(tr_run *r, json_int_t inc, json_int_t base, long long tokens, long long steps,
                              const char *extra, const float *d, size_t len, json_t **ans)
 {
     hdrs h = {.n = 0};
+    long long step = steps > 1000000 ? steps : step_accepted + steps;
+    if (extra && strncasecmp(extra, PROTO_H_STEP ":", strlen(PROTO_H_STEP) + 1) == 0)
+        step = atoll(extra + strlen(PROTO_H_STEP) + 1);
+    else
+        add(&h, PROTO_H_STEP, "%lld", step);
     add(&h, PROTO_H_LEARNER, "%lld", 0);
     add(&h, PROTO_H_INCARNATION, "%lld", (long long)inc);
     add(&h, PROTO_H_FRAGMENT, "%lld", 0);
@@ -68,6 +80,8 @@ static int post_contribution(tr_run *r, json_int_t inc, json_int_t base, long lo
     int st = res.status;
     if (st >= 400)
         cr_log_info("contribution: HTTP %d %s", st, res.body.data ? res.body.data : "");
+    else if (st == 202 && step > step_accepted)
+        step_accepted = step;
     cx_http_result_cleanup(&res);
     cx_http_client_free(c);
     return st;
@@ -359,9 +373,10 @@ Test(syncer_bounds, token_claims_are_refused_and_huge_updates_clipped, .timeout 
 /* Rounds are numbered by the syncer: a contribution naming one (valid or
  * not) is a 400 naming X-Chaosloco-Round; one naming none joins the open
  * round or opens the next, and the 202 names it and the version it merges
- * into; a base behind the version is merged (lagged), not refused. With
- * X-Chaosloco-Step a contribution covers (step - steps, step]: steps
- * already sent (a replay) are refused as a claim. */
+ * into; a base behind the version is merged (lagged), not refused.
+ * X-Chaosloco-Step (required, test_trainer_payloads) numbers it: it covers
+ * (step - steps, step], and steps already sent (a replay) are refused as a
+ * claim. */
 Test(syncer_bounds, rounds_are_numbered_by_the_syncer_and_steps_sent_once, .timeout = 60)
 {
     tr_run r = {0};

@@ -23,10 +23,12 @@
 
 /* Start a decoupled syncer for 2 learners over FRAGS fragments with the
  * extra flags (NULL-terminated, may be NULL). */
+/* A 6000-step run: room for the numbered contributions (X-Chaosloco-Step,
+ * below) a test sends, up to about 40 periods per learner. */
 static void start_syncer(tr_run *r, const char *tag, const char *const *extra)
 {
     const char *args[40] = {"--mode", "decoupled", "--learners", "2",   "--fragments", "4",
-                            TR_MODEL, "--steps",   "600",        "--H", "24"};
+                            TR_MODEL, "--steps",   "6000",       "--H", "24"};
     int n = 0;
     while (args[n])
         n++;
@@ -101,13 +103,20 @@ static json_int_t rejected(tr_run *r, const char *reason)
     return n;
 }
 
-/* POST d[0..len) to fragment p as learner id with these claims; the HTTP
+/* The step each learner's last accepted contribution to each fragment
+ * named (this test's process: Criterion runs each test in its own). */
+static long long step_accepted[8][8];
+
+/* POST d[0..len) to fragment p as learner id (< 8, p < 8) with these
+ * claims, numbered after its accepted ones (X-Chaosloco-Step); the HTTP
  * status, the answer's "reason" and "error" into why (may be NULL). */
 static int contribute(tr_run *r, int id, json_int_t inc, int p, long long tokens, long long steps,
                       const float *d, size_t len, char *why, size_t wlen)
 {
-    char h[8][96];
+    char h[9][96];
     const char *hp[10];
+    cr_assert(id >= 0 && id < 8 && p >= 0 && p < 8);
+    long long step = step_accepted[id][p] + steps;
     snprintf(h[0], 96, "%s: %d", PROTO_H_LEARNER, id);
     snprintf(h[1], 96, "%s: %lld", PROTO_H_INCARNATION, (long long)inc);
     snprintf(h[2], 96, "%s: %d", PROTO_H_FRAGMENT, p);
@@ -116,9 +125,10 @@ static int contribute(tr_run *r, int id, json_int_t inc, int p, long long tokens
     snprintf(h[5], 96, "%s: %lld", PROTO_H_STEPS, steps);
     snprintf(h[6], 96, "%s: %08x", PROTO_H_CRC32C, cx_crc32c(0, d, len * 4));
     snprintf(h[7], 96, "%s: f32", PROTO_H_ENCODING);
-    for (int i = 0; i < 8; i++)
+    snprintf(h[8], 96, "%s: %lld", PROTO_H_STEP, step);
+    for (int i = 0; i < 9; i++)
         hp[i] = h[i];
-    hp[8] = NULL;
+    hp[9] = NULL;
     cx_http_opts o = {.bearer = tr_learner_cred(r, id)};
     cx_http_client *c = cx_http_client_new(r->url, &o);
     cx_http_result res;
@@ -129,6 +139,8 @@ static int contribute(tr_run *r, int id, json_int_t inc, int p, long long tokens
         cx_http_do(c, "POST", path, hp, d, len * 4, "application/octet-stream", 10000, &res, err, sizeof err);
     cr_assert_eq(rc, 0, "%s", err);
     int st = res.status;
+    if (st == 202)
+        step_accepted[id][p] = step;
     if (why) {
         json_t *a = res.body.data ? json_loadb(res.body.data, res.body.len, 0, NULL) : NULL;
         const char *rs = json_string_value(json_object_get(a, "reason"));

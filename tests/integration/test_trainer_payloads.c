@@ -62,6 +62,8 @@ static void contribution_headers(hdrs *h, json_int_t inc, int frag, uint32_t crc
     add(h, PROTO_H_TOKENS, "384");
     add(h, PROTO_H_STEPS, "24");
     add(h, PROTO_H_ENCODING, "f32");
+    if (!skip || strcmp(skip, "step"))
+        add(h, PROTO_H_STEP, "24");
     snprintf(v, sizeof v, "%08x", crc);
     if (!skip || strcmp(skip, "crc"))
         add(h, PROTO_H_CRC32C, v);
@@ -109,6 +111,7 @@ Test(trainer_payloads, bad_payloads_are_rejected_and_change_nothing, .timeout = 
         {"stale incarnation", "stale_incarnation", 409},
         {"unknown learner", "unknown_learner", 403},
         {"garbage header", "bad_header", 400},
+        {"no step header (it numbers contributions: replays are refused)", "bad_header", 400},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         int st;
@@ -135,10 +138,14 @@ Test(trainer_payloads, bad_payloads_are_rejected_and_change_nothing, .timeout = 
             /* learner 1 (its own credential) never joined */
             snprintf(h.lines[0], 96, "%s: 1", PROTO_H_LEARNER);
             st = post(&r, "/v1/fragments/0/contributions", &h, d, len * 4, answer, sizeof answer);
-        } else {
+        } else if (k == 6) {
             contribution_headers(&h, inc, 0, crc, NULL);
             snprintf(h.lines[6], 96, "%s: int3", PROTO_H_ENCODING);
             st = post(&r, "/v1/fragments/0/contributions", &h, d, len * 4, answer, sizeof answer);
+        } else {
+            contribution_headers(&h, inc, 0, crc, "step");
+            st = post(&r, "/v1/fragments/0/contributions", &h, d, len * 4, answer, sizeof answer);
+            cr_assert(strstr(answer, PROTO_H_STEP), "the error names %s: %s", PROTO_H_STEP, answer);
         }
         cr_assert_eq(st, cases[k].status, "%s: HTTP %d %s", cases[k].what, st, answer);
         json_t *j = json_loads(answer, 0, NULL);
@@ -157,7 +164,7 @@ Test(trainer_payloads, bad_payloads_are_rejected_and_change_nothing, .timeout = 
     cr_assert_eq(tr_int(rj, "length"), 1);
     cr_assert_eq(tr_int(rj, "checksum"), 1);
     cr_assert_eq(tr_int(rj, "nonfinite"), 1);
-    cr_assert_eq(tr_int(rj, "bad_header"), 2);
+    cr_assert_eq(tr_int(rj, "bad_header"), 3);
     cr_assert_eq(tr_int(rj, "stale_incarnation"), 1);
     cr_assert_eq(tr_int(rj, "unknown_learner"), 1);
     cr_assert_eq(tr_int(json_object_get(st, "contributions"), "accepted"), 0);
@@ -167,9 +174,9 @@ Test(trainer_payloads, bad_payloads_are_rejected_and_change_nothing, .timeout = 
     cr_assert_float_eq(loss1, loss0, 1e-9, "eval loss unchanged");
     /* reject events are aggregated per reason per second: the two
      * bad_header ones arrive as one event with count 1 and, at the end of
-     * that second, one with count 1 (or together); the counts add up */
+     * that second, one with the rest (or together); the counts add up */
     json_int_t rejects = 0;
-    for (int tries = 0; tries < 50 && rejects != 7; tries++) {
+    for (int tries = 0; tries < 50 && rejects != 8; tries++) {
         cx_sleep_ms(100);
         json_t *evs = tr_events(&r, 0);
         size_t i;
@@ -178,7 +185,7 @@ Test(trainer_payloads, bad_payloads_are_rejected_and_change_nothing, .timeout = 
         json_array_foreach(evs, i, e) if (strcmp(tr_type(e), "reject") == 0) rejects += tr_int(e, "count");
         json_decref(evs);
     }
-    cr_assert_eq(rejects, 7, "the reject events count every refused payload");
+    cr_assert_eq(rejects, 8, "the reject events count every refused payload");
     /* the metrics say the same */
     cx_http_client *c = cx_http_client_new(r.url, NULL);
     cx_http_result res;
