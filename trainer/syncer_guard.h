@@ -45,6 +45,10 @@
  *  - Result. A merged Θ or outer momentum with a non-finite value, or a Θ
  *    whose L2 norm grew past GUARD_MERGE_GROWTH x max(old norm, floor), is
  *    never applied (guard_merge_result).
+ *  - ddp gradients (syncer_ddp.c). Each weighs 1 / (learners in the step)
+ *    by construction; on the GPT, whose learners clip their gradient to
+ *    --grad-clip before sending, one above GUARD_GRAD_SLACK x the clip is
+ *    scaled down to it (never refused).
  * Not promised here: that a learner cannot move the model by up to the
  * limit per contribution (it can: bound x GUARD_NORM_STEPS_H x an honest
  * H-step contribution's norm, or GUARD_WARMUP_REL x the fragment's norm
@@ -67,6 +71,7 @@
 #define GUARD_WARMUP_FLOOR 0.01 /* ... whose L2 counts as at least this x sqrt(length) there */
 #define GUARD_FRAG_FLOOR 0.1    /* ... whose L2 counts as at least this x sqrt(length) */
 #define GUARD_MERGE_GROWTH 100  /* a merge may not grow the fragment's L2 past this x (floored) */
+#define GUARD_GRAD_SLACK 1.001  /* ddp: a gradient's L2 may exceed --grad-clip by float rounding */
 
 /* The norms of the last accepted contributions to one fragment. Embedded
  * (zeroed = empty); the ring index is n % GUARD_NORM_SAMPLES. */

@@ -742,12 +742,11 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     }
     syncer_touch(s, slot);
     guard_norm_add(&s->rounds[p].norms, h.learner, l2_total / (double)nsteps);
-    if (h.step >= 0) { /* what a restart of this learner may carry (join's accepted_steps) */
-        s->acc_step[slot * s->P + p] = h.step;
-        s->acc_inc[slot * s->P + p] = h.incarnation;
-        if (h.step > s->learners[slot].step)
-            s->learners[slot].step = h.step;
-    }
+    /* what a restart of this learner may carry (join's accepted_steps) */
+    s->acc_step[slot * s->P + p] = h.step;
+    s->acc_inc[slot * s->P + p] = h.incarnation;
+    if (h.step > s->learners[slot].step)
+        s->learners[slot].step = h.step;
     s->bytes_in += (int64_t)req->body_len;
     s->learners[slot].accepted++;
     s->accepted_total++;

@@ -5,7 +5,8 @@
  * and sends: a contribution of 3e38 per element; one 1000x the honest
  * norm (both clipped, never refused); an honest catch-up of many steps
  * (accepted, clipped only past 4H steps' worth); a heartbeat and contribution claiming steps_total 1e8 and batch
- * 65536; a join claiming fragment versions above the published ones. Each
+ * 65536; a ddp gradient above the run's clip; a join claiming fragment
+ * versions above the published ones. Each
  * case failed on the code before the guard (noted at each). A last case
  * runs a real learner beside those attacks and compares its eval loss with
  * an honest run's. */
@@ -493,6 +494,91 @@ Test(syncer_guard, a_3e38_contribution_never_reaches_the_model, .timeout = 90)
     free(d);
     free(big);
     tr_done(&r2);
+}
+
+/* POST g[0..n) as learner 0's gradient for ddp step t; the HTTP status. */
+static int post_gradient(tr_run *r, json_int_t inc, long long t, const float *g, size_t n)
+{
+    char h[3][96], path[64], err[256];
+    snprintf(h[0], 96, "%s: 0", PROTO_H_LEARNER);
+    snprintf(h[1], 96, "%s: %lld", PROTO_H_INCARNATION, (long long)inc);
+    snprintf(h[2], 96, "%s: %08x", PROTO_H_CRC32C, cx_crc32c(0, g, n * 4));
+    const char *hp[] = {h[0], h[1], h[2], NULL};
+    snprintf(path, sizeof path, "/v1/steps/%lld/gradients", t);
+    cx_http_opts o = {.bearer = tr_learner_cred(r, 0)};
+    cx_http_client *c = cx_http_client_new(r->url, &o);
+    cx_http_result res;
+    cx_http_result_init(&res);
+    cr_assert_eq(cx_http_do(c, "POST", path, hp, g, n * 4, "application/octet-stream", 10000, &res, err, sizeof err),
+                 0, "%s", err);
+    int st = res.status;
+    cx_http_result_cleanup(&res);
+    cx_http_client_free(c);
+    return st;
+}
+
+/* The largest |AdamW first moment| of the syncer's ddp state
+ * (GET /v1/optimizer: params | m | v). */
+static double adam_m_max(tr_run *r, size_t n)
+{
+    cx_http_client *c = cx_http_client_new(r->url, NULL);
+    cx_http_result res;
+    char err[256];
+    const char *auth[] = {tr_auth(r, "learner-0"), NULL};
+    cx_http_result_init(&res);
+    cr_assert_eq(cx_http_do(c, "GET", "/v1/optimizer", auth, NULL, 0, NULL, 10000, &res, err, sizeof err), 0,
+                 "%s", err);
+    cr_assert_eq(res.status, 200);
+    cr_assert_eq(res.body.len, 3 * n * 4, "params | m | v");
+    float *m = malloc(n * sizeof *m);
+    cr_assert_not_null(m);
+    proto_f32_decode(res.body.data + n * 4, n, m);
+    double top = 0;
+    for (size_t i = 0; i < n; i++)
+        top = fmax(top, fabs((double)m[i]));
+    free(m);
+    cx_http_result_cleanup(&res);
+    cx_http_client_free(c);
+    return top;
+}
+
+/* ddp: a GPT learner clips its gradient to --grad-clip (1) before it sends
+ * it. Old code took any finite gradient into the mean: one of 1e20 per
+ * element put ~1e19 into AdamW's first moment (and 1e39 into the second,
+ * which then stalls every later step). Now it is scaled down to the clip:
+ * the moment stays within the clip, a `gradient_clipped` event names it,
+ * and an honest-size gradient is taken as it is. */
+Test(syncer_guard, a_ddp_gradient_above_the_clip_is_scaled_to_it, .timeout = 90)
+{
+    tr_run r = {0};
+    const char *args[] = {"--mode",   "ddp", "--learners", "1", "--model", "gpt", "--context", "16", "--embed",
+                          "16",       "--hidden", "32",    "--layers", "1", "--heads", "2",  "--steps", "100",
+                          "--grad-clip", "1", NULL};
+    tr_syncer_start(&r, "guard-ddp", args);
+    json_int_t inc = join(&r, 0);
+    size_t n = (size_t)status_int(&r, "n_params", NULL);
+    float *g = malloc(n * sizeof *g);
+    cr_assert_not_null(g);
+    for (size_t i = 0; i < n; i++)
+        g[i] = i % 2 ? 1e20f : -1e20f;
+    long long seq = (long long)tr_last_seq(&r);
+    cr_assert_eq(post_gradient(&r, inc, 0, g, n), 200, "the one learner's step closes");
+    json_t *e = find_event(&r, "gradient_clipped", seq);
+    cr_assert_not_null(e, "a gradient_clipped event");
+    cr_assert_eq(tr_int(e, "learner"), 0);
+    cr_assert_float_eq(json_number_value(json_object_get(e, "bound")), GUARD_GRAD_SLACK, 1e-9);
+    json_decref(e);
+    cr_assert_eq(status_int(&r, "contributions", "clipped"), 1);
+    double m = adam_m_max(&r, n);
+    cr_assert_leq(m, GUARD_GRAD_SLACK, "AdamW's first moment within the clip: %g", m);
+    /* an honest one (L2 0.5): not clipped */
+    double scale = 0.5 / (1e20 * sqrt((double)n));
+    for (size_t i = 0; i < n; i++)
+        g[i] = (float)(g[i] * scale);
+    cr_assert_eq(post_gradient(&r, inc, 1, g, n), 200);
+    cr_assert_eq(status_int(&r, "contributions", "clipped"), 1, "an honest gradient is taken as it is");
+    free(g);
+    tr_done(&r);
 }
 
 /* ---- 2: rebuild only from what the syncer published ---- */
