@@ -458,10 +458,16 @@ static inline int tr_log_crc(tr_run *r, const char *name, char out[9])
     return found;
 }
 
-/* Kill everything started, free the run. */
+/* Kill everything started, remove the run's directory (logs, state dirs;
+ * kept when CHAOSLOCO_KEEP_TEST_DIRS is set) and free the run. Reached only
+ * when the test's assertions so far passed: a failed test keeps its
+ * directory for the post-mortem (a full suite left ~1.1 GB otherwise). */
 static inline void tr_done(tr_run *r)
 {
     it_cleanup();
+    const char *keep = getenv("CHAOSLOCO_KEEP_TEST_DIRS");
+    if (r->dir && !(keep && *keep))
+        it_rm_tree(r->dir);
     free(r->dir);
     r->dir = NULL;
 }
