@@ -155,23 +155,20 @@ static void reply_step_conflict(syncer *s, cx_http_resp *resp, int64_t t, const 
 /* A gradient's size (syncer_guard.h): a GPT learner clips its gradient to
  * the run's --grad-clip before it sends it (learner_compute_grads), so one
  * above that (by more than float rounding) is not an honest gradient: g is
- * scaled down to the clip and a `gradient_clipped` event names it; never
- * refused. Returns the factor applied (1: none). The MLP trains unclipped:
- * its gradients are not bounded here (docs/security.md). */
-static double gradient_bound(syncer *s, const proto_hdr *h, int64_t t, float *g)
+ * scaled down to the clip, never refused. Returns the factor applied (1:
+ * none) and the norm before it in *l2. The MLP trains unclipped: its
+ * gradients are not bounded here (docs/security.md). */
+static double gradient_bound(const syncer *s, float *g, double *l2)
 {
+    *l2 = 0;
     if (s->cfg.model != CONFIG_MODEL_GPT || s->cfg.grad_clip <= 0)
         return 1.0;
-    double l2 = guard_l2(g, s->n), limit = s->cfg.grad_clip * GUARD_GRAD_SLACK;
-    double factor = guard_clip_factor(l2, limit);
+    *l2 = guard_l2(g, s->n);
+    double factor = guard_clip_factor(*l2, s->cfg.grad_clip * GUARD_GRAD_SLACK);
     if (factor >= 1.0)
         return 1.0;
     for (size_t i = 0; i < s->n; i++)
         g[i] = (float)((double)g[i] * factor);
-    events_emit(s->ev, "gradient_clipped",
-                json_pack("{s:I, s:I, s:I, s:f, s:f, s:f}", "learner", (json_int_t)h->learner, "incarnation",
-                          (json_int_t)h->incarnation, "step", (json_int_t)t, "norm", l2, "bound", limit,
-                          "factor", factor));
     return factor;
 }
 
@@ -216,7 +213,7 @@ int h_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         reject(s, resp, PROTO_R_NONFINITE, h.learner, h.incarnation, -1, why, 0);
         return 0;
     }
-    double factor = gradient_bound(s, &h, t, g);
+    double l2_in, factor = gradient_bound(s, g, &l2_in);
     pthread_mutex_lock(&s->mu);
     s->bytes_in += (int64_t)req->body_len;
     r = syncer_check_learner(s, h.learner, h.incarnation, &slot);
@@ -256,9 +253,13 @@ int h_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         l->ddp_arrived = t;
         l->accepted++;
         s->accepted_total++;
-        if (factor < 1.0) {
+        if (factor < 1.0) { /* counted and logged once per step, not per retry */
             l->clipped++;
             s->clipped_total++;
+            events_emit(s->ev, "gradient_clipped",
+                        json_pack("{s:I, s:I, s:I, s:f, s:f, s:f}", "learner", (json_int_t)h.learner,
+                                  "incarnation", (json_int_t)h.incarnation, "step", (json_int_t)t, "norm",
+                                  l2_in, "bound", s->cfg.grad_clip * GUARD_GRAD_SLACK, "factor", factor));
         }
         if (s->ddp_count++ == 0) {
             s->ddp_first_ms = cx_mono_ms();
