@@ -49,24 +49,38 @@ void api_audit(agent *a, const cx_http_req *req, const cx_http_resp *resp, const
     json_decref(body);
 }
 
+/* GET /v1/health: the only call without a token. It says the agent's HTTP
+ * server answers, and nothing about the run (Kubernetes probes, load
+ * balancers: they cannot hold a secret). */
+static int h_health(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+{
+    (void)ctx;
+    (void)req;
+    cx_http_reply_json(resp, 200, json_pack("{s:b}", "ok", 1));
+    return 0;
+}
+
 /* ---- api: the gate, before any body byte is read ----
  *
  * Every call, reads too:
  *   1. Host: an agent listening on loopback answers only requests
  *      addressed to a loopback name (127.x.y.z, localhost, [::1]), so a
- *      web page cannot reach it through DNS rebinding (403; its logs and
- *      status say a lot about a run).
+ *      web page cannot reach it through DNS rebinding (403);
+ *   2. the token (api_auth), on every route but GET /v1/health (which
+ *      says "ok" and nothing else, for probes that cannot hold a secret):
+ *      `Authorization: Bearer <token>`; with --toxiproxy-compat the
+ *      Toxiproxy routes also take it as the password of Basic auth, which
+ *      is all Toxiproxy's Go and Python clients can send (a URL with
+ *      credentials) (401). No route changes anything unauthenticated (a
+ *      local process that could re-point a learner's link would receive
+ *      its credential), and none reads anything either: logs, status,
+ *      faults and metrics say a lot about a run.
  * Every mutating call (any method but GET/HEAD), v1 and Toxiproxy alike,
- * then:
- *   2. Origin (when sent) must be this agent itself, and Sec-Fetch-Site
+ * also (Origin and Sec-Fetch-Site before the token, so a web page's call is
+ * a 403 whatever it guessed):
+ *   3. Origin (when sent) must be this agent itself, and Sec-Fetch-Site
  *      (when sent) same-origin or none: browsers send them, so a page on
  *      another site is refused even if it guessed everything else (403);
- *   3. the token (api_auth), on every route: `Authorization: Bearer
- *      <token>`; with --toxiproxy-compat the Toxiproxy routes also take it
- *      as the password of Basic auth, which is all Toxiproxy's Go and
- *      Python clients can send (a URL with credentials) (401). No route
- *      changes anything unauthenticated: a local process that could
- *      re-point a learner's link would receive its credential;
  *   4. a body, when there is one, must be declared application/json: the
  *      content types a page can send cross-origin without a preflight
  *      (text/plain, forms) are refused (415).
@@ -123,8 +137,15 @@ static int api_gate(void *ctx, cx_http_req *req, const cx_http_route *route, cx_
                "or [::1] (a web page could otherwise reach it through DNS rebinding)");
         return CX_EAUTH;
     }
-    if (is_read(req->method))
+    if (route->fn == h_health)
         return 0;
+    if (is_read(req->method)) {
+        if (api_auth(a, req, resp, tp && a->o.toxiproxy_compat, &req->auth) == 0)
+            return 0;
+        if (tp)
+            tp_request_id(resp);
+        return CX_EAUTH;
+    }
     if (tp)
         tp_request_id(resp);
     const char *origin = cx_http_header(req, "Origin");
@@ -142,8 +163,7 @@ static int api_gate(void *ctx, cx_http_req *req, const cx_http_route *route, cx_
         refuse(resp, 403, "Sec-Fetch-Site", site, "calls from web pages of other sites are refused");
         return CX_EAUTH;
     }
-    int basic_ok = is_toxiproxy_route(route) && a->o.toxiproxy_compat;
-    if (api_auth(a, req, resp, basic_ok, &req->auth) < 0)
+    if (api_auth(a, req, resp, tp && a->o.toxiproxy_compat, &req->auth) < 0)
         return CX_EAUTH;
     const char *cl = cx_http_header(req, "Content-Length");
     const char *te = cx_http_header(req, "Transfer-Encoding");
@@ -460,6 +480,7 @@ const cx_http_route agent_routes[] = {
     {"POST", "/v1/resume", h_resume},
     {"POST", "/v1/lease", h_lease},
     {"GET", "/v1/version", h_version},
+    {"GET", "/v1/health", h_health},
     {"GET", "/v1/fault-kinds", api_fault_kinds},
     {"GET", "/v1/logs", h_logs},
     {"GET", "/metrics", h_metrics},

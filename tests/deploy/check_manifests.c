@@ -25,7 +25,7 @@
  *    no container mounts a Secret volume except an init container (the
  *    secrets reach the others as an owner-only copy in a memory emptyDir);
  *  - per workload: the learner StatefulSet spreads its pods across nodes,
- *    has a readiness probe on the agent's GET /v1/status and deletes its
+ *    has a readiness probe on the agent's GET /v1/health and deletes its
  *    claims with it; the harness Job retries (backoffLimit > 0) and fails
  *    at once on a verdict (podFailurePolicy on exit 1).
  *
@@ -467,9 +467,9 @@ static void check_learners(const char *where, json_t *spec)
                        strcmp(json_string_value(port), json_string_value(json_object_get(p, "name"))) == 0 &&
                        json_integer_value(json_object_get(p, "containerPort")) == 7080;
         }
-        if (!path || strcmp(path, "/v1/status") != 0 || !port_ok)
+        if (!path || strcmp(path, "/v1/health") != 0 || !port_ok)
             fail(where, "container %s needs a readinessProbe httpGet of the agent's %s on 7080",
-                 json_string_value(json_object_get(c, "name")), "/v1/status");
+                 json_string_value(json_object_get(c, "name")), "/v1/health");
     }
 }
 

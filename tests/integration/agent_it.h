@@ -180,7 +180,7 @@ static inline void ag_fault_id(const ag *a, const char *body, char *id, size_t l
 static inline json_t *ag_status(const ag *a)
 {
     int st = 0;
-    json_t *s = ag_call(a, "GET", "/v1/status", NULL, 0, &st);
+    json_t *s = ag_call(a, "GET", "/v1/status", NULL, 1, &st);
     cr_assert_eq(st, 200);
     return s;
 }
@@ -228,7 +228,7 @@ static inline void ag_fault_state(const ag *a, const char *id, char *out, size_t
     char path[128];
     snprintf(path, sizeof path, "/v1/faults/%s", id);
     int st = 0;
-    json_t *r = ag_call(a, "GET", path, NULL, 0, &st);
+    json_t *r = ag_call(a, "GET", path, NULL, 1, &st);
     cr_assert_eq(st, 200, "GET %s -> %d", path, st);
     snprintf(out, len, "%s", js(r, "state"));
     if (reason)
@@ -682,7 +682,7 @@ static inline json_t *ag_audit(const ag *a)
 static inline int ag_has_type(const ag *a, const char *t)
 {
     int st = 0;
-    json_t *v = ag_call(a, "GET", "/v1/version", NULL, 0, &st);
+    json_t *v = ag_call(a, "GET", "/v1/version", NULL, 1, &st);
     size_t i;
     json_t *x;
     int found = 0;

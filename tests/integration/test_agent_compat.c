@@ -216,7 +216,7 @@ Test(agent_compat, no_local_process_can_steal_the_learners_credential)
                   (long long)acc);
     cr_assert(up0 >= 0 && up > up0 + 2000, "and talked through them to the syncer");
     json_t *p = NULL;
-    cr_assert_eq(call("GET", "/proxies/sy", NULL, 0, &p), 200);
+    cr_assert_eq(call("GET", "/proxies/sy", NULL, 1, &p), 200);
     cr_assert_str_eq(js(p, "upstream"), saddr, "the link still leads to the syncer");
     json_decref(p);
     ag_stop(&g_ag);
@@ -268,7 +268,7 @@ Test(agent_compat, without_the_token_nothing_changes)
 
     /* nothing changed: mine where it was, to where it was, no toxic, and
      * only the one fault (mine) */
-    cr_assert_eq(call("GET", "/proxies", NULL, 0, &p), 200);
+    cr_assert_eq(call("GET", "/proxies", NULL, 1, &p), 200);
     cr_assert_eq(json_object_size(p), 2, "up and mine only");
     json_t *mine = json_object_get(p, "mine");
     cr_assert_eq(port_of(mine), port);
@@ -336,7 +336,7 @@ Test(agent_compat, listen_addresses_are_limited)
     cr_assert(strncmp(json_string_value(json_object_get(r, "listen")), "[::1]:", 6) == 0,
               "listen shown as [::1]:PORT");
     json_decref(r);
-    cr_assert_eq(call("GET", "/proxies", NULL, 0, &r), 200);
+    cr_assert_eq(call("GET", "/proxies", NULL, 1, &r), 200);
     cr_assert_eq(json_object_size(r), 3, "up, ok and ok6 only");
     cr_assert_eq(port_of(json_object_get(r, "ok")), port, "ok was not moved");
     json_decref(r);
@@ -405,7 +405,7 @@ Test(agent_compat, the_token_as_bearer_or_basic_password)
              g_ag.url + strlen("http://"));
     cr_assert_eq(ag_raw(&g_ag, head, "{}", out, sizeof out, 5000), 401, "%s", out);
     json_t *r = NULL;
-    cr_assert_eq(call("GET", "/proxies", NULL, 0, &r), 200);
+    cr_assert_eq(call("GET", "/proxies", NULL, 1, &r), 200);
     cr_assert_eq(json_object_size(r), 4, "up, b1, b2 and b3");
     json_decref(r);
     stop();

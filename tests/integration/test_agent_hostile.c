@@ -60,7 +60,7 @@ static const char *hostport(void)
 static void unchanged(void)
 {
     int st = 0;
-    json_t *p = ag_call(&g_ag, "GET", "/proxies/up", NULL, 0, &st);
+    json_t *p = ag_call(&g_ag, "GET", "/proxies/up", NULL, 1, &st);
     cr_assert_eq(st, 200);
     cr_assert(json_is_true(json_object_get(p, "enabled")), "proxy still enabled");
     cr_assert_eq(json_array_size(json_object_get(p, "toxics")), 0, "no toxic");
@@ -374,7 +374,7 @@ static void swept(const char *id, const char *want_state, const char *error_part
         int st = 0;
         char path[64];
         snprintf(path, sizeof path, "/v1/faults/%s", id);
-        json_t *r = ag_call(&g_ag, "GET", path, NULL, 0, &st);
+        json_t *r = ag_call(&g_ag, "GET", path, NULL, 1, &st);
         cr_assert(strstr(js(r, "error"), error_part), "fault %s error '%s' has '%s'", id, js(r, "error"),
                   error_part);
         json_decref(r);

@@ -150,7 +150,7 @@ Test(agent_net, toxiproxy_api_toxics_are_registered_faults)
     long rtt = ag_echo_rtt(g_port, 100, 3000);
     cr_assert_geq(rtt, 230, "toxic delays (%ld ms)", rtt);
 
-    json_t *fl = ag_call(&g_ag, "GET", "/v1/faults", NULL, 0, &st);
+    json_t *fl = ag_call(&g_ag, "GET", "/v1/faults", NULL, 1, &st);
     json_t *f0 = json_array_get(json_object_get(fl, "faults"), 0);
     cr_assert_str_eq(js(f0, "origin"), "toxiproxy");
     cr_assert_str_eq(js(f0, "state"), "active");
@@ -171,7 +171,7 @@ Test(agent_net, toxiproxy_api_toxics_are_registered_faults)
     cr_assert_eq(st, 404);
     json_decref(t);
 
-    t = ag_call(&g_ag, "GET", "/proxies", NULL, 0, &st);
+    t = ag_call(&g_ag, "GET", "/proxies", NULL, 1, &st);
     cr_assert_eq(st, 200);
     cr_assert_eq(json_array_size(json_object_get(json_object_get(t, "up"), "toxics")), 1);
     json_decref(t);
@@ -192,7 +192,7 @@ Test(agent_net, toxiproxy_api_toxics_are_registered_faults)
     json_decref(ag_call(&g_ag, "POST", "/v1/halt", NULL, 1, &st));
     cr_assert_eq(st, 200);
     healed();
-    t = ag_call(&g_ag, "GET", "/proxies/up/toxics", NULL, 0, &st);
+    t = ag_call(&g_ag, "GET", "/proxies/up/toxics", NULL, 1, &st);
     cr_assert_eq(json_array_size(t), 0, "halt removed the toxic");
     json_decref(t);
     json_decref(ag_call(&g_ag, "POST", "/proxies/up/toxics", "{\"type\":\"latency\"}", 1, &st));
@@ -228,7 +228,7 @@ static void needs_the_token(int compat)
     cr_assert_eq(st, 401);
     json_decref(ag_call(&g_ag, "POST", "/proxies/up/toxics", "{\"type\":\"latency\"}", 1, &st));
     cr_assert_eq(st, 200, "with the token it works");
-    json_t *t = ag_call(&g_ag, "GET", "/proxies/up/toxics", NULL, 0, &st);
+    json_t *t = ag_call(&g_ag, "GET", "/proxies/up/toxics", NULL, 1, &st);
     cr_assert_eq(st, 200, "reads need no token");
     cr_assert_eq(json_array_size(t), 1);
     json_decref(t);

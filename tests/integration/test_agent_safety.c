@@ -188,7 +188,8 @@ static int logs_have_greeting(const char *url)
     const char *slash = strchr(url + 7, '/');
     char base[200];
     snprintf(base, sizeof base, "%.*s", (int)(slash - url), url);
-    cx_http_client *c = cx_http_client_new(base, NULL);
+    cx_http_opts o = {.bearer = AG_TOKEN};
+    cx_http_client *c = cx_http_client_new(base, &o);
     cx_http_result r;
     cx_http_result_init(&r);
     int ok = cx_http_do(c, "GET", slash, NULL, NULL, 0, NULL, 0, &r, NULL, 0) == 0 && r.status == 200 &&
@@ -223,15 +224,15 @@ Test(agent_safety, bad_calls_get_4xx_change_nothing_and_are_audited)
     r = ag_call(&a, "POST", "/v1/faults", "{\"type\":\"pause\",\"duration_ms\":600001}", 1, &st);
     cr_assert_eq(st, 400, "over the default 10 min cap");
     json_decref(r);
-    r = ag_call(&a, "GET", "/v1/faults/f-999", NULL, 0, &st);
+    r = ag_call(&a, "GET", "/v1/faults/f-999", NULL, 1, &st);
     cr_assert_eq(st, 404);
     json_decref(r);
-    r = ag_call(&a, "GET", "/v1/nowhere", NULL, 0, &st);
+    r = ag_call(&a, "GET", "/v1/nowhere", NULL, 1, &st);
     cr_assert_eq(st, 404);
     json_decref(r);
 
     cr_assert(ag_wait_proc(pid, "RS", 100), "the unit was never touched");
-    r = ag_call(&a, "GET", "/v1/faults", NULL, 0, &st);
+    r = ag_call(&a, "GET", "/v1/faults", NULL, 1, &st);
     cr_assert_eq(json_array_size(json_object_get(r, "faults")), 0);
     json_decref(r);
     cr_assert_eq(ag_incarnation(&a), 1);

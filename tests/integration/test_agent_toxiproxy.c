@@ -70,7 +70,7 @@ static void expect_error(json_t *r, int status, const char *needle)
 static json_t *active_fault(const char *type, const char *target)
 {
     int st = 0;
-    json_t *l = ag_call(&g_ag, "GET", "/v1/faults", NULL, 0, &st);
+    json_t *l = ag_call(&g_ag, "GET", "/v1/faults", NULL, 1, &st);
     size_t i;
     json_t *f, *hit = NULL;
     json_array_foreach(json_object_get(l, "faults"), i, f)
@@ -240,7 +240,7 @@ Test(agent_toxiproxy, dynamic_proxies_create_update_populate_delete)
     int gone = 0;
     while (!gone && cx_mono_ms() < end) {
         cx_sleep_ms(100);
-        json_t *g = ag_call(&g_ag, "GET", "/proxies/late", NULL, 0, &st);
+        json_t *g = ag_call(&g_ag, "GET", "/proxies/late", NULL, 1, &st);
         json_decref(g);
         gone = st == 404;
     }
@@ -445,9 +445,9 @@ Test(agent_toxiproxy, behaves_as_toxiproxy_where_a_client_can_tell)
     /* X-Toxiproxy-Request-Id: on every answer of that API, a new one each */
     char ans[16384], first[32] = "";
     const char *reqs[][2] = {
-        {"GET /version HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close", NULL},
-        {"GET /proxies/nope HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close", NULL},
-        {"GET /version HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close", NULL},
+        {"GET /version HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer " AG_TOKEN, NULL},
+        {"GET /proxies/nope HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer " AG_TOKEN, NULL},
+        {"GET /version HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer " AG_TOKEN, NULL},
         {"POST /proxies HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer " AG_TOKEN
          "\r\nContent-Type: application/json\r\nContent-Length: 2",
          "{}"},

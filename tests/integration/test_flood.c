@@ -141,7 +141,7 @@ Test(flood, agent_halt_and_lease_get_through)
     for (int i = 0; i < nsocks; i++)
         close(socks[i]);
     nsocks = 0;
-    r = call10(a.url, "GET", "/v1/status", NULL, NULL, &st);
+    r = call10(a.url, "GET", "/v1/status", NULL, AG_TOKEN, &st);
     cr_assert_eq(st, 200);
     cr_expect(json_is_true(json_object_get(r, "halted")), "the halt took effect");
     json_decref(r);
@@ -245,7 +245,7 @@ Test(flood, dashboard_halt_all_and_live_view_get_through)
     json_t *r = call10(url, "POST", "/api/halt", NULL, AG_TOKEN, &st);
     cr_expect_eq(st, 200, "HALT ALL through the flood -> %d", st);
     json_decref(r);
-    r = call10(a.url, "GET", "/v1/status", NULL, NULL, &st);
+    r = call10(a.url, "GET", "/v1/status", NULL, AG_TOKEN, &st);
     cr_expect(json_is_true(json_object_get(r, "halted")), "HALT ALL reached the agent");
     json_decref(r);
     free(dir);

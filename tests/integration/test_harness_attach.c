@@ -68,7 +68,7 @@ Test(harness_attach, runs_against_existing_syncer_and_agents)
     char url[300];
     snprintf(url, sizeof url, "%s/v1/faults", agents[1].url);
     int st = 0;
-    json_t *ans = it_http_json("GET", url, NULL, NULL, &st);
+    json_t *ans = it_http_json("GET", url, NULL, AG_TOKEN, &st);
     json_t *rec = json_array_get(json_object_get(ans, "faults"), 0);
     cr_assert_not_null(rec, "agent 1 holds the nan fault record");
     cr_expect_str_neq(json_string_value(json_object_get(rec, "state")), "active", "no fault left active");

@@ -62,11 +62,12 @@ static int find_in_path(const char *prog, char *out, size_t len)
     return -1;
 }
 
-/* GET url's text body into a malloc'd string; *ctype gets the
- * Content-Type (malloc'd, may be NULL). */
-static char *get_text(const char *base, const char *path, int *status, char **ctype)
+/* GET url's text body into a malloc'd string (with a bearer token when
+ * bearer is not NULL); *ctype gets the Content-Type (malloc'd, may be NULL). */
+static char *get_text(const char *base, const char *path, const char *bearer, int *status, char **ctype)
 {
-    cx_http_client *c = cx_http_client_new(base, NULL);
+    cx_http_opts o = {.bearer = bearer};
+    cx_http_client *c = cx_http_client_new(base, &o);
     cr_assert_not_null(c);
     cx_http_result r;
     cx_http_result_init(&r);
@@ -144,11 +145,11 @@ static void write_file(const char *path, const char *text)
 
 /* Save one exporter's /metrics and lint it with promtool. */
 static void lint_exporter(const char *promtool, const char *dir, const char *name, const char *base,
-                          const char *prefix)
+                          const char *bearer, const char *prefix)
 {
     int st = 0;
     char *ctype = NULL;
-    char *text = get_text(base, "/metrics", &st, &ctype);
+    char *text = get_text(base, "/metrics", bearer, &st, &ctype);
     cr_assert_eq(st, 200, "%s GET /metrics -> %d", name, st);
     cr_assert_not_null(text);
     cr_assert(ctype && strstr(ctype, "text/plain"), "%s /metrics Content-Type is text/plain (got %s)", name,
@@ -234,8 +235,8 @@ Test(metrics, promtool_accepts_syncer_and_agent)
     cr_assert_neq(strcmp(s1, "active"), 0, "the pause fault ended (%s)", s1);
     cr_assert_neq(strcmp(s2, "active"), 0, "the nan fault ended (%s)", s2);
 
-    lint_exporter(promtool, dir, "syncer", surl, "chaosloco_syncer_");
-    lint_exporter(promtool, dir, "agent", a.url, "chaosloco_agent_");
+    lint_exporter(promtool, dir, "syncer", surl, NULL, "chaosloco_syncer_");
+    lint_exporter(promtool, dir, "agent", a.url, AG_TOKEN, "chaosloco_agent_");
     it_cleanup();
     free(a.dir);
     free(dir);

@@ -89,7 +89,7 @@ static int audit_lines(void)
 static void assert_nothing_changed(const char *what)
 {
     json_t *o = NULL;
-    cr_assert_eq(call("GET", "/v1/faults", NULL, NULL, &o), 200);
+    cr_assert_eq(call("GET", "/v1/faults", NULL, TOKEN, &o), 200);
     cr_assert_eq(json_array_size(json_object_get(o, "faults")), 0, "%s created a fault", what);
     json_decref(o);
     char path[300];
@@ -170,9 +170,30 @@ Test(api, token_is_required_on_every_mutating_call)
     cr_assert(json_is_false(json_object_get(st, "halted")), "an unauthenticated halt took effect");
     cr_assert(json_is_null(json_object_get(st, "lease")), "an unauthenticated lease took effect");
     json_decref(st);
-    /* Read-only calls need no token. */
-    cr_assert_eq(call("GET", "/v1/status", NULL, NULL, NULL), 200);
-    cr_assert_eq(call("GET", "/v1/version", NULL, NULL, NULL), 200);
+}
+
+/* Reads say a lot about a run (logs, status, faults, metrics): every one
+ * needs the token too, but GET /v1/health, which says "ok" and nothing else
+ * (for probes that cannot hold a secret). */
+Test(api, reads_need_the_token_too_but_health)
+{
+    const char *reads[] = {"/v1/status", "/v1/version", "/v1/faults", "/v1/fault-kinds", "/v1/logs",
+                           "/metrics", "/proxies", "/version"};
+    for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
+        json_t *o = NULL;
+        for (int wrong = 0; wrong < 2; wrong++) {
+            int st = call("GET", reads[i], NULL, wrong ? "not-the-token-at-all" : NULL, &o);
+            cr_assert_eq(st, 401, "GET %s %s token -> %d", reads[i], wrong ? "with a wrong" : "without a", st);
+            cr_assert(strstr(json_string_value(json_object_get(o, "error")), "token"), "the answer says why");
+            json_decref(o);
+        }
+        cr_assert_eq(call("GET", reads[i], NULL, TOKEN, NULL), 200, "GET %s with the token", reads[i]);
+    }
+    json_t *o = NULL;
+    cr_assert_eq(call("GET", "/v1/health", NULL, NULL, &o), 200);
+    cr_assert(json_is_true(json_object_get(o, "ok")));
+    cr_assert_eq(json_object_size(o), 1, "health says ok and nothing else");
+    json_decref(o);
 }
 
 /* GET /v1/fault-kinds serves injector_table: every kind, in order, with its
@@ -180,7 +201,7 @@ Test(api, token_is_required_on_every_mutating_call)
 Test(api, fault_kinds_from_the_table)
 {
     json_t *o = NULL;
-    cr_assert_eq(call("GET", "/v1/fault-kinds", NULL, NULL, &o), 200);
+    cr_assert_eq(call("GET", "/v1/fault-kinds", NULL, TOKEN, &o), 200);
     json_t *kinds = json_object_get(o, "kinds");
     size_t n = 0;
     for (const injector *const *p = injector_table; *p; p++, n++) {
@@ -224,7 +245,7 @@ Test(api, halt_refuses_until_resume)
     json_decref(o);
     char path[64];
     snprintf(path, sizeof path, "/v1/faults/%s", fid);
-    cr_assert_eq(call("GET", path, NULL, NULL, &o), 200);
+    cr_assert_eq(call("GET", path, NULL, TOKEN, &o), 200);
     cr_assert_str_eq(json_string_value(json_object_get(o, "revert_reason")), "halt");
     json_decref(o);
 
@@ -260,11 +281,12 @@ Test(api, lease_validation_and_metrics)
     cr_assert_eq(call("POST", "/v1/lease", "{\"ttl_ms\":0}", TOKEN, NULL), 200);
     cr_assert(!agent_lease_held(g_agent));
 
-    cr_assert_eq(call("GET", "/v1/logs?tail=abc", NULL, NULL, NULL), 400);
+    cr_assert_eq(call("GET", "/v1/logs?tail=abc", NULL, TOKEN, NULL), 400);
 
     cx_http_result r;
     cx_http_result_init(&r);
-    cr_assert_eq(cx_http_do(g_cli, "GET", "/metrics", NULL, NULL, 0, NULL, 0, &r, NULL, 0), 0);
+    const char *auth[] = {"Authorization: Bearer " TOKEN, NULL};
+    cr_assert_eq(cx_http_do(g_cli, "GET", "/metrics", auth, NULL, 0, NULL, 0, &r, NULL, 0), 0);
     cr_assert_eq(r.status, 200);
     const char *want[] = {"# HELP chaosloco_agent_faults_active",
                           "# TYPE chaosloco_agent_faults_total counter", "chaosloco_agent_unit_up 0",

@@ -111,8 +111,8 @@ async function waitFile(file, ms) {
   fail("no " + file + " after " + ms + " ms");
 }
 
-// Every mutating call to the agent needs its token, --toxiproxy-compat
-// included (issue 28). toxiproxy-node-client 4.1.0 has no header option:
+// Every call to the agent needs its token (GET /v1/health aside),
+// --toxiproxy-compat included (issues 26, 28). toxiproxy-node-client 4.1.0 has no header option:
 // all its calls (the proxies and toxics it returns share the client's
 // HttpClient) go through api.doFetch, so that one function adds the header.
 // This is the recipe docs/api.md gives for this client.
@@ -125,7 +125,8 @@ function withToken(client, token) {
 }
 
 async function agentJson(base, p) {
-  const r = await fetch(base + p);
+  const r = await fetch(base + p, { headers: { Authorization: "Bearer " + TOKEN } });
+  if (r.status !== 200) fail("GET " + p + " -> " + r.status);
   return r.json();
 }
 
@@ -149,6 +150,11 @@ async function main() {
     const base = "http://" + addr;
     const client = withToken(new Toxiproxy(base), TOKEN);
 
+    // a read without the token tells nothing (logs and status say a lot)
+    for (const p of ["/v1/status", "/v1/logs", "/proxies"]) {
+      const r = await fetch(base + p);
+      if (r.status !== 401) fail("GET " + p + " without the token -> " + r.status + ", not 401");
+    }
     const version = JSON.parse(await client.getVersion()).version;
     if (!/^\d+\.\d+\.\d+$/.test(version)) fail("GET /version is not SemVer: " + version);
     const all = await client.getAll();
@@ -275,7 +281,7 @@ async function main() {
 
     const ids = new Set();
     for (const [method, p, want] of [["GET", "/version", 200], ["GET", "/proxies/none", 404], ["GET", "/proxies", 200]]) {
-      const r = await fetch(base + p, { method });
+      const r = await fetch(base + p, { method, headers: { Authorization: "Bearer " + TOKEN } });
       const id = r.headers.get("x-toxiproxy-request-id");
       if (r.status !== want || !/^[0-9a-v]{20}$/.test(id || "")) fail(method + " " + p + ": status " + r.status + ", X-Toxiproxy-Request-Id " + id);
       ids.add(id);
