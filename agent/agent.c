@@ -358,7 +358,13 @@ static int start_api(agent *a, char *err, size_t errlen)
     a->loopback = !wildcard && cx_ip_is_loopback(host);
     if (strcmp(o->listen, "localhost") == 0 || strncmp(o->listen, "localhost:", 10) == 0)
         a->loopback = 1;
-    cx_http_server_opts hopts = {.reserved = agent_reserved_routes, .gate = &agent_gate};
+    char why[CX_ERRLEN];
+    if (cx_http_tls_read(o->tls_cert, o->tls_key, &a->tls_cert, &a->tls_key, why, sizeof why) != 0)
+        return cx_fail(err, errlen, CX_EINVAL, "TLS: %s", why);
+    cx_http_server_opts hopts = {.reserved = agent_reserved_routes,
+                                 .gate = &agent_gate,
+                                 .tls_cert_pem = a->tls_cert,
+                                 .tls_key_pem = a->tls_key};
     a->http = cx_http_server_new_opts(o->listen, agent_routes, agent_nroutes, a, AGENT_BODY_MAX, &hopts, err,
                                       errlen);
     if (!a->http)
@@ -564,6 +570,10 @@ void agent_free(agent *a)
     pthread_mutex_destroy(&a->lock);
     free(a->state_dir);
     free(a->token);
+    free(a->tls_cert);
+    if (a->tls_key)
+        memset(a->tls_key, 0, strlen(a->tls_key));
+    free(a->tls_key);
     free(a);
 }
 

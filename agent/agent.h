@@ -52,6 +52,8 @@ typedef struct agent_opts {
     const char *id;        /* --id */
     const char *state_dir; /* --state-dir */
     const char *token;     /* bearer token (read from --token-file) */
+    const char *tls_cert;  /* --tls-cert: PEM file, or NULL (plain HTTP) */
+    const char *tls_key;   /* --tls-key: PEM file, with tls_cert */
     agent_proxy_spec proxies[AGENT_MAX_PROXIES];
     int nproxies;
     sup_restart restart;        /* --restart */
@@ -81,6 +83,8 @@ typedef struct agent {
     agent_opts o;                      /* borrowed strings live as long as the agent */
     char *state_dir;                   /* owned copy */
     char *token;                       /* owned copy */
+    char *tls_cert;                    /* PEM text, or NULL (plain HTTP) */
+    char *tls_key;                     /* PEM text (a secret: wiped on free) */
     char hook_dir[4096];               /* <state>/hooks */
     char faketime_file[4096];          /* <state>/faketime, or "" when libfaketime is absent */
     char diskfault_file[4096];         /* <state>/diskfault, or "" when the shim is absent */

@@ -37,9 +37,13 @@ static void usage(FILE *f)
         "                            address is written to <state-dir>/listen.addr\n"
         "  --id NAME                 unit id, 1..64 of [A-Za-z0-9._-] (names its cgroups)\n"
         "  --state-dir DIR           faults.json, audit.jsonl, unit.log(.1), hooks/, listen.addr\n"
-        "  --token-file FILE         bearer token for every mutating call (first line, trimmed);\n"
+        "  --token-file FILE         bearer token for every call but GET /v1/health (first line,\n"
+        "                            trimmed; a token per agent, see deploy/README.md);\n"
         "                            refused unless only its owner (this uid or root) can read it\n"
         "                            (chmod 600; a symlink, as in a Kubernetes Secret volume, is followed)\n"
+        "  --tls-cert FILE --tls-key FILE\n"
+        "                            serve the API over HTTPS with this PEM certificate chain and key\n"
+        "                            (the key as the token: owner-only); both or neither\n"
         "  --proxy NAME=LISTEN->UPSTREAM\n"
         "                            a TCP proxy for the unit (repeatable, at most %d); '{proxy.NAME}'\n"
         "                            in COMMAND ARGS becomes the proxy's listen address; UPSTREAM's\n"
@@ -239,6 +243,8 @@ int agent_main(int argc, char **argv)
         {.name = "--id", .kind = CX_FLAG_FUNC, .dst = &o.id, .parse = parse_id},
         {.name = "--state-dir", .kind = CX_FLAG_STRING, .dst = &o.state_dir},
         {.name = "--token-file", .kind = CX_FLAG_STRING, .dst = &token_file},
+        {.name = "--tls-cert", .kind = CX_FLAG_STRING, .dst = &o.tls_cert},
+        {.name = "--tls-key", .kind = CX_FLAG_STRING, .dst = &o.tls_key},
         {.name = "--proxy", .kind = CX_FLAG_FUNC, .dst = &o, .parse = add_proxy},
         {.name = "--restart", .kind = CX_FLAG_ENUM, .dst = &restart, .names = restart_names},
         {.name = "--restart-backoff-ms", .kind = CX_FLAG_I64, .dst = &o.restart_backoff_ms, .max = 3600000},
@@ -277,6 +283,8 @@ int agent_main(int argc, char **argv)
         return usage_error("--state-dir is required");
     if (!token_file)
         return usage_error("--token-file is required");
+    if (!o.tls_cert != !o.tls_key)
+        return usage_error("--tls-cert and --tls-key go together");
     if (sep + 1 >= argc)
         return usage_error("no unit command: give it after --, e.g. -- chaosloco learner ...");
     o.argv = (const char *const *)(argv + sep + 1);

@@ -151,7 +151,7 @@ static int api_gate(void *ctx, cx_http_req *req, const cx_http_route *route, cx_
     const char *origin = cx_http_header(req, "Origin");
     if (origin) {
         char self[300];
-        snprintf(self, sizeof self, "http://%s", host ? host : "");
+        snprintf(self, sizeof self, "%s://%s", a->tls_cert ? "https" : "http", host ? host : "");
         if (!host || strcasecmp(origin, self) != 0) {
             refuse(resp, 403, "Origin", origin,
                    "not this agent; calls from web pages of other origins are refused");

@@ -44,6 +44,7 @@ agc *agc_new(const char *base_url, const agc_opts *opts)
                        .timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : 5000,
                        .retries = o.retries,
                        .bearer = o.token,
+                       .ca_file = o.ca_file,
                        .max_body = o.max_body ? o.max_body : (size_t)4 << 20,
                        .observe = o.observe,
                        .observe_ctx = o.observe_ctx};
@@ -259,6 +260,7 @@ static void *fan_main(void *arg)
 
 int agc_fanout(const char *const *urls, int n, const agc_opts *opts, agc_call_fn call,
                agc_fan_result *results)
+/* opts: n entries, opts[i] for urls[i] (each agent its own token) */
 {
     fan_job *jobs = calloc((size_t)n + 1, sizeof *jobs);
     for (int i = 0; i < n; i++) {
@@ -267,7 +269,7 @@ int agc_fanout(const char *const *urls, int n, const agc_opts *opts, agc_call_fn
         agc_reply_init(&results[i].reply);
     }
     for (int i = 0; i < n; i++) {
-        fan_job local = {.url = urls[i], .opts = opts, .call = call, .res = &results[i]};
+        fan_job local = {.url = urls[i], .opts = &opts[i], .call = call, .res = &results[i]};
         if (!jobs) { /* no memory for the jobs: one at a time */
             fan_main(&local);
             continue;

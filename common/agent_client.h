@@ -3,8 +3,8 @@
  *
  * What it is: one function per call the agent serves to its controllers
  * (POST/GET/DELETE /v1/faults, POST /v1/halt, /v1/resume, /v1/lease, GET
- * /v1/status, GET /v1/logs), with the bearer token and the timeouts set
- * once per agc, and one error convention for all of them:
+ * /v1/status, GET /v1/logs), with the agent's bearer token, the CA and the
+ * timeouts set once per agc, and one error convention for all of them:
  *
  *   0               the agent answered 2xx
  *   CX_EUNAVAIL /   no answer (refused, reset, timed out) after the retries;
@@ -47,6 +47,8 @@
 
 typedef struct agc_opts {
     const char *token;          /* bearer (the agents' token), or NULL */
+    const char *ca_file;        /* https agents: PEM CA bundle that signed their certificates, or NULL:
+                                   the system's */
     long connect_timeout_ms;    /* per attempt; 0: 1000 */
     long timeout_ms;            /* whole call per attempt; 0: 5000 */
     int retries;                /* extra attempts when no answer came; default 0 */
@@ -119,7 +121,7 @@ typedef struct agc_fan_result {
 
 /* Run call on every one of the n agents at urls[] at once (a thread each;
  * inline when a thread cannot start), each with its own agc made from
- * opts, and wait for all. results[n] are filled in the order of urls.
+ * opts[i] (n entries: each agent has a token of its own), and wait for all. results[n] are filled in the order of urls.
  * Returns how many calls returned 0. */
 int agc_fanout(const char *const *urls, int n, const agc_opts *opts, agc_call_fn call,
                agc_fan_result *results);

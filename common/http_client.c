@@ -16,6 +16,7 @@ struct cx_http_client {
     char *base;    /* "http://127.0.0.1:8080", no trailing slash */
     char *bearer;  /* or NULL */
     char *ca_file; /* or NULL */
+    struct curl_slist *connect_to; /* "::HOST:PORT" (any URL host and port), or NULL */
     cx_http_opts opts;
 };
 
@@ -61,9 +62,17 @@ cx_http_client *cx_http_client_new(const char *base_url, const cx_http_opts *opt
     c->opts.bearer = NULL;
     c->ca_file = opts && opts->ca_file ? strdup(opts->ca_file) : NULL;
     c->opts.ca_file = NULL;
+    c->opts.connect_to = NULL;
+    int via_ok = 1;
+    if (opts && opts->connect_to) {
+        /* curl's CONNECT_TO entry: empty source host and port match any */
+        char entry[300];
+        int n2 = snprintf(entry, sizeof entry, "::%s", opts->connect_to);
+        via_ok = n2 > 0 && (size_t)n2 < sizeof entry && (c->connect_to = curl_slist_append(NULL, entry)) != NULL;
+    }
     c->curl = curl_easy_init();
     if (!c->base || !c->curl || (opts && opts->bearer && !c->bearer) ||
-        (opts && opts->ca_file && !c->ca_file)) {
+        (opts && opts->ca_file && !c->ca_file) || !via_ok) {
         cx_http_client_free(c);
         return NULL;
     }
@@ -78,6 +87,7 @@ void cx_http_client_free(cx_http_client *c)
         curl_easy_cleanup(c->curl);
     free(c->base);
     free(c->bearer);
+    curl_slist_free_all(c->connect_to);
     free(c->ca_file);
     free(c);
 }
@@ -198,6 +208,8 @@ int cx_http_do(cx_http_client *c, const char *method, const char *path, const ch
         curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
         if (c->ca_file)
             curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+        if (c->connect_to)
+            curl_easy_setopt(h, CURLOPT_CONNECT_TO, c->connect_to);
         if (strcmp(method, "HEAD") == 0)
             curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
         if (body || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {

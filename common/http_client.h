@@ -32,6 +32,11 @@ typedef struct cx_http_opts {
     const char *bearer;      /* Authorization: Bearer token, or NULL (copied) */
     size_t max_body;         /* cap on a response body; default 256 MiB */
     const char *ca_file; /* https: PEM CA bundle to verify the server with, or NULL: the system's (copied) */
+    /* "HOST:PORT" ([v6]:PORT): connect there instead of to base_url's host
+     * and port, while the request (Host, and an https certificate's name)
+     * is still the URL's: a TCP proxy in between (the agent's, for its
+     * learner) without giving up the server's name. NULL: the URL's. Copied. */
+    const char *connect_to;
     cx_http_observe_fn observe; /* sees every answer, or NULL */
     void *observe_ctx;          /* its ctx (borrowed: outlives the client) */
 } cx_http_opts;

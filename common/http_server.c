@@ -15,10 +15,12 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/file.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/netaddr.h"
 #include "common/parse.h"
+#include "common/secret.h"
 #include "common/timebase.h"
 
 #define HTTP_PATH_MAX 1024
@@ -590,6 +592,34 @@ static int mark_reserved(cx_http_server *s, const cx_http_server_opts *opts, cha
         }
         if (!found)
             return cx_fail(err, errlen, CX_EINVAL, "reserved route '%s' is not in the route table", *r);
+    }
+    return 0;
+}
+
+int cx_http_tls_read(const char *cert_file, const char *key_file, char **cert_pem, char **key_pem, char *err,
+                     size_t errlen)
+{
+    *cert_pem = *key_pem = NULL;
+    if (!cert_file && !key_file)
+        return 0;
+    if (!cert_file || !key_file)
+        return cx_fail(err, errlen, CX_EINVAL, "--tls-cert and --tls-key go together");
+    char why[CX_ERRLEN];
+    size_t len;
+    if (cx_file_read(cert_file, 1 << 20, cert_pem, &len, why, sizeof why) != 0)
+        return cx_fail(err, errlen, CX_EINVAL, "--tls-cert %s: %s", cert_file, why);
+    if (cx_secret_read(key_file, "--tls-key file", 1 << 20, key_pem, &len, why, sizeof why) != 0) {
+        free(*cert_pem);
+        *cert_pem = NULL;
+        return cx_fail(err, errlen, CX_EINVAL, "%s", why);
+    }
+    if (!strstr(*cert_pem, "-----BEGIN CERTIFICATE-----")) {
+        free(*cert_pem);
+        memset(*key_pem, 0, len);
+        free(*key_pem);
+        *cert_pem = *key_pem = NULL;
+        return cx_fail(err, errlen, CX_EINVAL, "--tls-cert %s: no PEM certificate (-----BEGIN CERTIFICATE-----)",
+                       cert_file);
     }
     return 0;
 }

@@ -102,6 +102,15 @@ typedef struct cx_http_server_opts {
 
 typedef struct cx_http_server cx_http_server;
 
+/* The PEM files of an HTTPS server's --tls-cert and --tls-key, both or
+ * neither (both NULL: *cert_pem and *key_pem stay NULL, plain HTTP). The
+ * key is a secret and is read as one (common/secret.h: owner-only, no
+ * other user's symlink); flag names the pair in errors ("--tls-cert").
+ * 0, or a negative cx_err with err naming the flag and the file. The
+ * caller frees both, wiping the key first. */
+int cx_http_tls_read(const char *cert_file, const char *key_file, char **cert_pem, char **key_pem, char *err,
+                     size_t errlen);
+
 /* Checks a server runs before it reads any body byte, and a hook for the
  * answers it gives without a handler. Both get the server's ctx. */
 struct cx_http_gate {

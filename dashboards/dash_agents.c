@@ -54,11 +54,14 @@ static int agent_lookup(dash_server *s, const char *key, char *url, size_t ulen,
     return i;
 }
 
-/* Every control call: its own client (HTTP threads run concurrently, the
- * poller's clients are the poller's), 1 s to connect, 5 s in all. */
-static agc_opts control_opts(const dash_server *s)
+/* Every control call on agent i: its own client (HTTP threads run
+ * concurrently, the poller's clients are the poller's) with that agent's
+ * own token, 1 s to connect, 5 s in all. */
+static agc_opts control_opts(const dash_server *s, int i)
 {
-    return (agc_opts){.token = s->token, .connect_timeout_ms = 1000, .timeout_ms = 5000};
+    const char *tok = s->agents[i].token; /* config: fixed from the start, no lock needed */
+    return (agc_opts){
+        .token = tok[0] ? tok : NULL, .ca_file = s->ca_file, .connect_timeout_ms = 1000, .timeout_ms = 5000};
 }
 
 /* Answer with the agent's own answer (status and body) when it gave one,
@@ -77,11 +80,11 @@ static void relay(cx_http_resp *resp, const char *name, int rc, const agc_reply 
 }
 
 /* One call on the agent at url (call_fault/call_logs below), relayed. */
-static void call_and_relay(dash_server *s, const char *url, const char *name, cx_http_resp *resp,
+static void call_and_relay(dash_server *s, int i, const char *url, const char *name, cx_http_resp *resp,
                            int (*call)(agc *c, const void *arg, agc_reply *r, char *err, size_t errlen),
                            const void *arg, const char *what)
 {
-    agc_opts o = control_opts(s);
+    agc_opts o = control_opts(s, i);
     agc *c = agc_new(url, &o);
     agc_reply r;
     agc_reply_init(&r);
@@ -140,7 +143,8 @@ int dash_h_post_fault(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         return 0;
     }
     char url[256], name[64];
-    if (agent_lookup(s, key, url, sizeof url, name, sizeof name, resp) < 0) {
+    int ai = agent_lookup(s, key, url, sizeof url, name, sizeof name, resp);
+    if (ai < 0) {
         json_decref(body);
         return 0;
     }
@@ -148,7 +152,7 @@ int dash_h_post_fault(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     char what[CX_ERRLEN];
     snprintf(what, sizeof what, "POST /v1/faults %s", fj ? fj : "?");
     free(fj);
-    call_and_relay(s, url, name, resp, call_inject, fault, what);
+    call_and_relay(s, ai, url, name, resp, call_inject, fault, what);
     json_decref(body);
     return 0;
 }
@@ -165,7 +169,8 @@ int dash_h_delete_fault(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     if (require_token(s, req, resp) != 0)
         return 0;
     char url[256], name[64];
-    if (agent_lookup(s, key, url, sizeof url, name, sizeof name, resp) < 0)
+    int ai = agent_lookup(s, key, url, sizeof url, name, sizeof name, resp);
+    if (ai < 0)
         return 0;
     for (const char *p = id; *p; p++)
         if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.') {
@@ -174,7 +179,7 @@ int dash_h_delete_fault(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         }
     char what[160];
     snprintf(what, sizeof what, "DELETE /v1/faults/%s", id);
-    call_and_relay(s, url, name, resp, call_delete, id, what);
+    call_and_relay(s, ai, url, name, resp, call_delete, id, what);
     return 0;
 }
 
@@ -188,7 +193,8 @@ int dash_h_logs(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         return 0;
     }
     char url[256], name[64];
-    if (agent_lookup(s, key, url, sizeof url, name, sizeof name, resp) < 0)
+    int ai = agent_lookup(s, key, url, sizeof url, name, sizeof name, resp);
+    if (ai < 0)
         return 0;
     int tail = 200;
     const char *t = cx_http_query(req, "tail");
@@ -197,7 +203,7 @@ int dash_h_logs(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         cx_http_reply_error(resp, 400, "%s", err);
         return 0;
     }
-    call_and_relay(s, url, name, resp, call_logs, &tail, NULL);
+    call_and_relay(s, ai, url, name, resp, call_logs, &tail, NULL);
     return 0;
 }
 
@@ -224,8 +230,15 @@ static void fanout(dash_server *s, const cx_http_req *req, agc_call_fn call, con
         up[i] = urls[i];
     }
     pthread_mutex_unlock(&s->mu);
-    agc_opts o = control_opts(s);
-    int all_ok = agc_fanout(up, n, &o, call, res) == n;
+    agc_opts *opts = calloc((size_t)n + 1, sizeof *opts);
+    if (!opts) {
+        cx_http_reply_error(resp, 500, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        opts[i] = control_opts(s, i);
+    int all_ok = agc_fanout(up, n, opts, call, res) == n;
+    free(opts);
     json_t *results = json_array();
     for (int i = 0; i < n; i++) {
         const agc_fan_result *j = &res[i];

@@ -46,6 +46,7 @@
 
 typedef struct dash_agent {
     char url[256];           /* base URL */
+    char token[128];         /* its bearer token (config: fixed from the start), "" none */
     char name[64];           /* status "id" once seen, else "agent-<i>" */
     int learner_cfg;         /* configured learner id, -1 = infer */
     agc *cli;                /* the poller's client (poller thread only) */
@@ -82,7 +83,8 @@ struct dash_server {
     /* configuration (copied) */
     char *listen;     /* "HOST:PORT" */
     char *syncer_url; /* or NULL */
-    char *token;      /* or NULL: controls off */
+    char *token;      /* the page's controls' token, or NULL: controls off */
+    char *ca_file;    /* PEM CA of https agents and syncer, or NULL: the system's */
     char *state_dir;  /* or NULL */
     char *title;      /* or NULL */
     long poll_ms;     /* ms */

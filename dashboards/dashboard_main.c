@@ -20,8 +20,9 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: chaosloco dashboard [--syncer URL] [--agents [ID=]URL,...] [--listen HOST:PORT]\n"
-               "                           [--token-file FILE] [--syncer-credential-file FILE] [--state-dir "
-               "DIR] [--poll-ms N] [--title TEXT]\n"
+               "                           [--token-file FILE] [--agent-token-files FILE,...] [--ca-file FILE]\n"
+               "                           [--syncer-credential-file FILE] [--state-dir DIR] [--poll-ms N]\n"
+               "                           [--title TEXT]\n"
                "\n"
                "Serve the operator dashboard of a live run: polls the syncer and every agent about\n"
                "every --poll-ms, shows learner units, the eval loss with fault windows, merges/s,\n"
@@ -35,8 +36,13 @@ static void usage(FILE *f)
                "  --listen HOST:PORT    where to serve (default 127.0.0.1:0 = an ephemeral port)\n"
                "  --syncer-credential-file FILE  the credential presented to the syncer (read.cred or\n"
                "                        admin.cred; without it only a loopback syncer can be read)\n"
-               "  --token-file FILE     the agents' bearer token (first line of FILE); the page's\n"
-               "                        controls need it too. Without it the controls are off.\n"
+               "  --token-file FILE     the token the page's controls need (first line of FILE), and\n"
+               "                        the agents' when --agent-token-files is not given. Without it\n"
+               "                        the controls are off.\n"
+               "  --agent-token-files FILES\n"
+               "                        comma-separated, one per --agents entry in order: each agent's\n"
+               "                        own token (chaosloco run: RUN/tokens/agent-N)\n"
+               "  --ca-file FILE        https syncer and agents: the PEM CA that signed their certificates\n"
                "  --state-dir DIR       write DIR/listen.addr (\"127.0.0.1:PORT\") once listening\n"
                "  --poll-ms N           poll period in ms, 100..60000 (default 500)\n"
                "  --title TEXT          a title for the page\n"
@@ -127,8 +133,9 @@ int dashboard_main(int argc, char **argv)
     dash_config cfg = {.listen = "127.0.0.1:0"};
     const char *urls[DASH_MAX_AGENTS];
     int learners[DASH_MAX_AGENTS];
-    const char *agents_flag = NULL, *token_file = NULL, *syncer_cred_file = NULL;
-    char *agents_arg = NULL, *token = NULL;
+    const char *agents_flag = NULL, *token_file = NULL, *syncer_cred_file = NULL, *agent_token_files = NULL;
+    char *agents_arg = NULL, *token = NULL, *files_arg = NULL;
+    char *agent_tokens[DASH_MAX_AGENTS] = {0};
     char syncer_cred[CRED_MAX];
     char err[CX_ERRLEN];
     int64_t poll_ms = 500;
@@ -139,6 +146,8 @@ int dashboard_main(int argc, char **argv)
         {.name = "--agents", .kind = CX_FLAG_STRING, .dst = &agents_flag},
         {.name = "--listen", .kind = CX_FLAG_HOSTPORT, .dst = &cfg.listen},
         {.name = "--token-file", .kind = CX_FLAG_STRING, .dst = &token_file},
+        {.name = "--agent-token-files", .kind = CX_FLAG_STRING, .dst = &agent_token_files},
+        {.name = "--ca-file", .kind = CX_FLAG_STRING, .dst = &cfg.ca_file},
         {.name = "--syncer-credential-file", .kind = CX_FLAG_STRING, .dst = &syncer_cred_file},
         {.name = "--state-dir", .kind = CX_FLAG_STRING, .dst = &cfg.state_dir},
         {.name = "--poll-ms", .kind = CX_FLAG_I64, .dst = &poll_ms, .min = 100, .max = 60000},
@@ -160,8 +169,9 @@ int dashboard_main(int argc, char **argv)
         }
     }
     const char *syncer = cfg.syncer_url;
-    if (syncer && (strncmp(syncer, "http://", 7) != 0 || !syncer[7])) {
-        fprintf(stderr, "chaosloco dashboard: --syncer: '%s' is not an http://HOST:PORT URL\n", syncer);
+    if (syncer && !((strncmp(syncer, "http://", 7) == 0 && syncer[7]) ||
+                    (strncmp(syncer, "https://", 8) == 0 && syncer[8]))) {
+        fprintf(stderr, "chaosloco dashboard: --syncer: '%s' is not an http(s)://HOST:PORT URL\n", syncer);
         goto out;
     }
     if (!syncer && cfg.nagents == 0) {
@@ -176,6 +186,23 @@ int dashboard_main(int argc, char **argv)
         goto out;
     }
     cfg.token = token;
+    if (agent_token_files) {
+        /* one per agent, in the order of --agents */
+        int k = 0;
+        char *save = NULL;
+        files_arg = strdup(agent_token_files);
+        for (char *f = files_arg ? strtok_r(files_arg, ",", &save) : NULL; f; f = strtok_r(NULL, ",", &save), k++)
+            if (k < cfg.nagents && read_token(f, &agent_tokens[k], err, sizeof err) != 0) {
+                cx_error("--agent-token-files: %s", err);
+                goto out;
+            }
+        if (!files_arg || k != cfg.nagents) {
+            cx_error("--agent-token-files: %d files for %d agents (one per --agents entry)", k, cfg.nagents);
+            rc = CX_EXIT_USAGE;
+            goto out;
+        }
+        cfg.agent_tokens = (const char *const *)agent_tokens;
+    }
     if (syncer_cred_file) {
         if (cred_read_file(syncer_cred_file, syncer_cred, err, sizeof err) != 0) {
             cx_error("--syncer-credential-file: %s", err);
@@ -189,6 +216,9 @@ int dashboard_main(int argc, char **argv)
     rc = serve(&cfg);
 out:
     free(agents_arg);
+    free(files_arg);
     free(token);
+    for (int i = 0; i < DASH_MAX_AGENTS; i++)
+        free(agent_tokens[i]);
     return rc;
 }

@@ -181,9 +181,10 @@ static int open_clients(dash_server *s, const dash_config *cfg, char *err, size_
                             .retries = 0,
                             .bearer =
                                 cfg->syncer_credential, /* the syncer refuses a wrong one even on reads */
+                            .ca_file = cfg->ca_file,
                             .max_body = (size_t)64 << 20};
     agc_opts ag_opts = {
-        .token = cfg->token, .connect_timeout_ms = 500, .timeout_ms = 2000, .max_body = (size_t)64 << 20};
+        .ca_file = cfg->ca_file, .connect_timeout_ms = 500, .timeout_ms = 2000, .max_body = (size_t)64 << 20};
     /* every poll answer feeds its process's clock: the charts put the
      * syncer's and the agents' times on this process's clock (dash_poll.c) */
     if (s->syncer_url && (s->syncer_clock = cx_tb_clock_new("syncer"))) {
@@ -199,6 +200,9 @@ static int open_clients(dash_server *s, const dash_config *cfg, char *err, size_
         if (ul > 7 && a->url[ul - 1] == '/')
             a->url[ul - 1] = '\0';
         snprintf(a->name, sizeof a->name, "agent-%d", i);
+        const char *tok = cfg->agent_tokens ? cfg->agent_tokens[i] : cfg->token;
+        snprintf(a->token, sizeof a->token, "%s", tok ? tok : "");
+        ag_opts.token = a->token[0] ? a->token : NULL;
         a->learner_cfg = cfg->agent_learners ? cfg->agent_learners[i] : -1;
         a->reachable = -1;
         if ((a->clock = cx_tb_clock_new(a->name))) {
@@ -249,6 +253,7 @@ dash_server *dash_server_new(const dash_config *cfg, char *err, size_t errlen)
     s->listen = strdup(listen);
     s->syncer_url = dup_or_null(cfg->syncer_url);
     s->token = dup_or_null(cfg->token);
+    s->ca_file = dup_or_null(cfg->ca_file);
     s->state_dir = dup_or_null(cfg->state_dir);
     s->title = dup_or_null(cfg->title);
     s->poll_ms = cfg->poll_ms > 0 ? cfg->poll_ms : 500;
@@ -363,6 +368,9 @@ void dash_server_free(dash_server *s)
     free(s->listen);
     free(s->syncer_url);
     free(s->token);
+    free(s->ca_file);
+    for (int i = 0; i < s->nagents; i++)
+        memset(s->agents[i].token, 0, sizeof s->agents[i].token);
     free(s->state_dir);
     free(s->title);
     pthread_cond_destroy(&s->cond);

@@ -56,7 +56,10 @@ typedef struct dash_config {
     const char *const *agent_urls; /* nagents base URLs of agents */
     const int *agent_learners;     /* nagents learner ids (-1 = infer), or NULL */
     int nagents;                   /* 0..DASH_MAX_AGENTS */
-    const char *token;             /* bearer for the agents and the controls; NULL = controls off */
+    const char *token;             /* bearer the page's controls need (and the agents' when
+                                      agent_tokens is NULL); NULL = controls off */
+    const char *const *agent_tokens; /* nagents: each agent's own bearer, or NULL: token */
+    const char *ca_file;           /* PEM CA of https agents and syncer, or NULL: the system's */
     const char *syncer_credential; /* bearer for the syncer (trainer/credential.h; never the agents'
                                       token), or NULL: loopback reads only */
     long poll_ms;                  /* poll period; 0 = 500 */

@@ -16,11 +16,15 @@ static const char SSH_TITLE[] = "chaosloco hypotheses: steady_state before the m
 
 /* ---- ctk: providers ---- */
 
-static json_t *http_provider(const char *method, const char *url, json_t *arguments /* stolen, may be NULL */)
+/* A call on learner l's agent, with that agent's own token. */
+static json_t *http_provider(const char *method, const char *url, int learner,
+                             json_t *arguments /* stolen, may be NULL */)
 {
     json_t *p = json_pack("{s:s, s:s, s:s, s:i}", "type", "http", "method", method, "url", url, "timeout",
                           CTK_HTTP_TIMEOUT_S);
-    json_t *h = json_pack("{s:s}", "Authorization", "Bearer ${chaosloco_token}");
+    char bearer[64];
+    snprintf(bearer, sizeof bearer, "Bearer ${chaosloco_token_%d}", learner);
+    json_t *h = json_pack("{s:s}", "Authorization", bearer);
     if (arguments) {
         json_object_set_new(h, "Content-Type", json_string("application/json"));
         json_object_set_new(p, "arguments", arguments);
@@ -72,7 +76,7 @@ static json_t *entry_activity(const experiment *e, const schedule *s, int k, dou
                          term ? "-TERM" : "-KILL", "${chaosloco_syncer_pid}");
     } else {
         agent_url(url, sizeof url, se->learner, AGC_PATH_FAULTS);
-        prov = http_provider("POST", url, fault_body(se));
+        prov = http_provider("POST", url, se->learner, fault_body(se));
     }
     json_t *cl = json_pack("{s:s, s:s, s:i}", "action", se->name, "fault", se->fault, "learner",
                            restart ? -1 : se->learner);
@@ -168,10 +172,10 @@ static json_t *rollback_activity(const char *name, const char *kind, int learner
     json_t *prov;
     if (strcmp(kind, "revert_faults") == 0) {
         agent_url(url, sizeof url, learner, AGC_PATH_FAULTS);
-        prov = http_provider("DELETE", url, NULL);
+        prov = http_provider("DELETE", url, learner, NULL);
     } else {
         agent_url(url, sizeof url, learner, strcmp(kind, "halt") == 0 ? AGC_PATH_HALT : AGC_PATH_RESUME);
-        prov = http_provider("POST", url, json_object());
+        prov = http_provider("POST", url, learner, json_object());
     }
     return json_pack("{s:s, s:s, s:o, s:{s:s, s:s, s:i}}", "type", "action", "name", label, "provider", prov,
                      "chaosloco", "action", name, "fault", kind, "learner", learner);
@@ -194,13 +198,16 @@ static json_t *rollbacks_json(const experiment *e)
 
 static json_t *configuration_json(int learners)
 {
-    json_t *c = json_pack("{s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s}}", "chaosloco_syncer", "",
-                          "chaosloco_syncer_pid", "type", "env", "key", "CHAOSLOCO_SYNCER_PID", "default", "",
-                          "chaosloco_token", "type", "env", "key", "CHAOSLOCO_TOKEN", "default", "");
+    json_t *c = json_pack("{s:s, s:{s:s, s:s, s:s}}", "chaosloco_syncer", "", "chaosloco_syncer_pid", "type",
+                          "env", "key", "CHAOSLOCO_SYNCER_PID", "default", "");
     for (int i = 0; c && i < learners; i++) {
-        char key[48];
+        char key[48], env[48];
         snprintf(key, sizeof key, "chaosloco_agent_%d", i);
         json_object_set_new(c, key, json_string(""));
+        /* each agent its own token (RUN/tokens/agent-N), never written here */
+        snprintf(key, sizeof key, "chaosloco_token_%d", i);
+        snprintf(env, sizeof env, "CHAOSLOCO_TOKEN_%d", i);
+        json_object_set_new(c, key, json_pack("{s:s, s:s, s:s}", "type", "env", "key", env, "default", ""));
     }
     return c;
 }
@@ -277,7 +284,8 @@ json_t *ctk_activity_for(json_t *ctk, int rollback, const char *name, const char
     char url[128];
     agent_url(url, sizeof url, learner, AGC_PATH_FAULTS);
     return json_pack("{s:s, s:s, s:o, s:{s:s, s:s, s:i}}", "type", "action", "name", name ? name : "action",
-                     "provider", http_provider("POST", url, json_pack("{s:s}", "type", fault ? fault : "")),
+                     "provider",
+                     http_provider("POST", url, learner, json_pack("{s:s}", "type", fault ? fault : "")),
                      "chaosloco", "action", name ? name : "", "fault", fault ? fault : "", "learner",
                      learner);
 }

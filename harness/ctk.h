@@ -28,8 +28,9 @@
  *
  * Each activity also carries chaosloco's own description under the key
  * "chaosloco" (action, fault, learner, timing; hypothesis, phase, entry).
- * The token never appears: headers say "Bearer ${chaosloco_token}", a
- * configuration entry read from $CHAOSLOCO_TOKEN (default "").
+ * No token ever appears: a call on learner i's agent says "Bearer
+ * ${chaosloco_token_<i>}", a configuration entry read from
+ * $CHAOSLOCO_TOKEN_<i> (default ""): each agent has its own token.
  *
  * What it is not: a way to run chaosloco experiments with Chaos Toolkit
  * (stop conditions, the Poisson schedule's live floor and outer-step
@@ -52,7 +53,7 @@ json_t *ctk_experiment(const experiment *e, const schedule *s);
 /* Fill the configuration of a ctk_experiment with the run's addresses:
  * syncer URL, learner i's agent URL (agent_urls[i], n of them; NULL
  * entries stay ""). The syncer's pid (for syncer_restart) and the token
- * are read from $CHAOSLOCO_SYNCER_PID and $CHAOSLOCO_TOKEN by whoever
+ * are read from $CHAOSLOCO_SYNCER_PID and $CHAOSLOCO_TOKEN_<i> by whoever
  * runs the translation. */
 void ctk_set_endpoints(json_t *ctk, const char *syncer_url, const char *const *agent_urls, int n);
 

@@ -21,6 +21,33 @@ static const char *const network_kinds[] = {"loopback", "netns", NULL};
  * Cross-field rules: regions 1..M+1; the link keys only with kind netns, and
  * only when some link crosses regions (regions >= 2); jitter <= delay; not
  * with attach (the harness launches nothing there). */
+/* topology.attach.agents[i]: its URL as a string, or {"url", "token_file"}
+ * (the agent's own token; each agent may have its own, issue 26). */
+static void parse_attach_agent(experiment *e, jv_diag *d, json_t *a, int i)
+{
+    char at[JV_PATHLEN], p[JV_PATHLEN];
+    jv_path_idx(at, sizeof(at), "$.topology.attach.agents", (size_t)i);
+    snprintf(p, sizeof p, "%s", at);
+    json_t *u = a;
+    if (json_is_object(a)) {
+        static const char *const keys[] = {"url", "token_file", NULL};
+        jv_check_keys(d, at, a, keys);
+        const char *s = NULL;
+        if (exp_nonempty_string(d, at, a, "token_file", 0, &s) == 1)
+            e->attach_agent_token_files[i] = strdup(s);
+        u = json_object_get(a, "url");
+        jv_path_key(p, sizeof(p), at, "url");
+    }
+    if (!json_is_string(u) ||
+        (strncmp(json_string_value(u), "http://", 7) != 0 && strncmp(json_string_value(u), "https://", 8) != 0)) {
+        char got[64];
+        jv_describe(got, sizeof(got), u);
+        jv_diag_add(d, p, "expected an http:// or https:// URL, got %s", got);
+        return;
+    }
+    e->attach_agents[i] = strdup(json_string_value(u));
+}
+
 static void parse_network(experiment *e, const json_t *tp, const json_t *nw, jv_diag *d)
 {
     static const char *const keys[] = {"kind", "regions", "rate_mbit", "delay_ms", "jitter_ms", NULL};
@@ -219,7 +246,7 @@ void exp_parse_topology(experiment *e, const json_t *doc, jv_diag *d)
     json_t *at = NULL;
     if (exp_get_object(d, "$.topology", tp, "attach", 0, &at) == 1) {
         static const char *const akeys[] = {"syncer", "agents", "token_file", "syncer_credential_file",
-                                            "wait_s", NULL};
+                                            "ca_file", "wait_s", NULL};
         jv_check_keys(d, "$.topology.attach", at, akeys);
         const char *s = NULL;
         if (exp_nonempty_string(d, "$.topology.attach", at, "syncer", 1, &s) == 1) {
@@ -232,6 +259,8 @@ void exp_parse_topology(experiment *e, const json_t *doc, jv_diag *d)
             e->attach_token_file = strdup(s);
         if (exp_nonempty_string(d, "$.topology.attach", at, "syncer_credential_file", 0, &s) == 1)
             e->attach_syncer_credential_file = strdup(s);
+        if (exp_nonempty_string(d, "$.topology.attach", at, "ca_file", 0, &s) == 1)
+            e->attach_ca_file = strdup(s);
         e->attach_wait_s = EXP_ATTACH_WAIT_S;
         jv_get_number(d, "$.topology.attach", at, "wait_s", 0, 1, 86400, "seconds to wait for the processes",
                       &e->attach_wait_s);
@@ -242,20 +271,17 @@ void exp_parse_topology(experiment *e, const json_t *doc, jv_diag *d)
                 jv_diag_add(d, "$.topology.attach.agents",
                             "expected %d agent URLs (one per learner), got %zu", e->learners, n);
             e->attach_agents = calloc(n + 1, sizeof(char *));
-            e->nattach_agents = e->attach_agents ? (int)n : 0;
-            for (size_t i = 0; i < n && e->attach_agents; i++) {
-                char p[JV_PATHLEN];
-                jv_path_idx(p, sizeof(p), "$.topology.attach.agents", i);
-                json_t *u = json_array_get(ag, i);
-                if (!json_is_string(u) || (strncmp(json_string_value(u), "http://", 7) != 0 &&
-                                           strncmp(json_string_value(u), "https://", 8) != 0)) {
-                    char got[64];
-                    jv_describe(got, sizeof(got), u);
-                    jv_diag_add(d, p, "expected an http:// or https:// URL, got %s", got);
-                    continue;
-                }
-                e->attach_agents[i] = strdup(json_string_value(u));
+            e->attach_agent_token_files = calloc(n + 1, sizeof(char *));
+            e->nattach_agents = e->attach_agents && e->attach_agent_token_files ? (int)n : 0;
+            int without_token = 0;
+            for (int i = 0; i < e->nattach_agents; i++) {
+                parse_attach_agent(e, d, json_array_get(ag, (size_t)i), i);
+                without_token += e->attach_agent_token_files[i] == NULL;
             }
+            if (without_token && !e->attach_token_file)
+                jv_diag_add(d, "$.topology.attach",
+                            "expected token_file (every agent's token) or a token_file in each of agents "
+                            "(%d without)", without_token);
         }
     }
 }

@@ -296,6 +296,8 @@ void exp_free(experiment *e)
     free(e->attach_syncer);
     free_strv(e->attach_agents, e->nattach_agents);
     free(e->attach_token_file);
+    free_strv(e->attach_agent_token_files, e->nattach_agents);
+    free(e->attach_ca_file);
     free(e->attach_syncer_credential_file);
     if (e->trainer) {
         free_strv(e->trainer->coordinator, e->trainer->ncoordinator);

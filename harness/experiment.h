@@ -142,7 +142,9 @@ typedef struct experiment {
     char *attach_syncer;  /* topology.attach.syncer URL, NULL = launch locally */
     char **attach_agents; /* topology.attach.agents URLs (NULL entries where invalid) */
     int nattach_agents;   /* entries in attach_agents (== learners when valid) */
-    char *attach_token_file;
+    char *attach_token_file;              /* topology.attach.token_file: every agent's token, or NULL */
+    char **attach_agent_token_files;      /* per agent: its agents[i].token_file, or NULL (token_file) */
+    char *attach_ca_file;                 /* topology.attach.ca_file: CA of https syncer and agents, or NULL */
     char *attach_syncer_credential_file; /* topology.attach.syncer_credential_file, or NULL */
     double attach_wait_s;                /* topology.attach.wait_s (default EXP_ATTACH_WAIT_S) */
     topo_trainer *trainer; /* topology.trainer: a foreign trainer's commands, NULL = chaosloco's own */

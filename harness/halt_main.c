@@ -17,14 +17,36 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: chaosloco halt --agents URL[,URL...] [--token-file FILE] [--timeout-ms N]\n\n"
+    fprintf(f, "usage: chaosloco halt --agents URL[,URL...] [--token-file FILE | --token-files FILE,...]\n"
+               "                      [--ca-file FILE] [--timeout-ms N]\n\n"
                "POST /v1/halt on every agent in parallel: each reverts every fault it holds and refuses\n"
                "new ones until POST /v1/resume. Prints one line per agent.\n\n"
                "  --agents URLS       comma-separated agent base URLs (http://127.0.0.1:PORT), required\n"
-               "  --token-file FILE   the agents' bearer token (first line); halt is a mutating call\n"
+               "  --token-file FILE   every agent's bearer token (first line); halt is a mutating call\n"
+               "  --token-files FILES comma-separated, one per agent in --agents order: each agent's own\n"
+               "                      token (chaosloco run: RUN/tokens/agent-N)\n"
+               "  --ca-file FILE      https agents: the PEM CA that signed their certificates\n"
                "  --timeout-ms N      per-agent request timeout, 100..60000 (default 5000)\n"
                "  --help              this text\n\n"
                "exit: 0 every agent halted, 1 some agent failed or did not answer, 64 usage error\n");
+}
+
+/* The first line of a token file (a secret file: common/secret.h) into
+ * out; 0, or -1 with the reason on stderr. */
+static int read_token(const char *path, const char *flag, char *out, size_t outlen)
+{
+    char *data = NULL;
+    size_t len = 0;
+    char err[CX_ERRLEN];
+    if (cx_secret_read(path, flag, 4096, &data, &len, err, sizeof err) < 0) {
+        fprintf(stderr, "chaosloco halt: %s\n", err);
+        return -1;
+    }
+    data[strcspn(data, "\r\n")] = '\0';
+    snprintf(out, outlen, "%s", data);
+    memset(data, 0, len);
+    free(data);
+    return 0;
 }
 
 /* One line for one agent's answer; 0 when it halted. */
@@ -49,11 +71,13 @@ static int report(const char *url, const agc_fan_result *r)
 int halt_main(int argc, char **argv)
 {
     cx_log_init("halt", CX_LOG_WARN);
-    const char *agents = NULL, *token_file = NULL;
+    const char *agents = NULL, *token_file = NULL, *token_files = NULL, *ca_file = NULL;
     int64_t timeout_ms = 5000;
     const cx_flag flags[] = {
         {.name = "--agents", .kind = CX_FLAG_STRING, .dst = &agents},
         {.name = "--token-file", .kind = CX_FLAG_STRING, .dst = &token_file},
+        {.name = "--token-files", .kind = CX_FLAG_STRING, .dst = &token_files},
+        {.name = "--ca-file", .kind = CX_FLAG_STRING, .dst = &ca_file},
         {.name = "--timeout-ms", .kind = CX_FLAG_I64, .dst = &timeout_ms, .min = 100, .max = 60000},
         {0}};
     int npos = 0;
@@ -64,29 +88,24 @@ int halt_main(int argc, char **argv)
         fprintf(stderr, "chaosloco halt: --agents is required\n");
         return CX_EXIT_USAGE;
     }
-    char token[512] = "";
-    if (token_file) {
-        char *data = NULL;
-        size_t len = 0;
-        char err[CX_ERRLEN];
-        if (cx_secret_read(token_file, "--token-file", 4096, &data, &len, err, sizeof err) < 0) {
-            fprintf(stderr, "chaosloco halt: %s\n", err);
-            return CX_EXIT_USAGE;
-        }
-        char *nl = strpbrk(data, "\r\n");
-        if (nl)
-            *nl = '\0';
-        snprintf(token, sizeof token, "%s", data);
-        memset(data, 0, len);
-        free(data);
+    if (token_file && token_files) {
+        fprintf(stderr, "chaosloco halt: give --token-file or --token-files, not both\n");
+        return CX_EXIT_USAGE;
     }
+    char token[512] = "";
+    if (token_file && read_token(token_file, "--token-file", token, sizeof token) < 0)
+        return CX_EXIT_USAGE;
     char *list = strdup(agents);
     const char **urls = calloc(HALT_MAX_AGENTS, sizeof *urls);
     agc_fan_result *res = calloc(HALT_MAX_AGENTS, sizeof *res);
-    if (!list || !urls || !res) {
+    agc_opts *opts = calloc(HALT_MAX_AGENTS, sizeof *opts);
+    char(*tokens)[512] = calloc(HALT_MAX_AGENTS, sizeof *tokens);
+    if (!list || !urls || !res || !opts || !tokens) {
         free(list);
         free(urls);
         free(res);
+        free(opts);
+        free(tokens);
         return CX_EXIT_FAILURE;
     }
     int n = 0, rc = CX_EXIT_OK;
@@ -104,12 +123,31 @@ int halt_main(int argc, char **argv)
         }
         urls[n++] = u;
     }
+    if (rc == CX_EXIT_OK && token_files) {
+        /* one per agent, in the order of --agents */
+        char *tl = strdup(token_files), *save2 = NULL;
+        int k = 0;
+        for (char *f = tl ? strtok_r(tl, ",", &save2) : NULL; f && rc == CX_EXIT_OK;
+             f = strtok_r(NULL, ",", &save2), k++) {
+            if (k < n && read_token(f, "--token-files", tokens[k], sizeof tokens[k]) < 0)
+                rc = CX_EXIT_USAGE;
+        }
+        if (rc == CX_EXIT_OK && (!tl || k != n)) {
+            fprintf(stderr, "chaosloco halt: --token-files: %d files for %d agents (one per agent)\n", k, n);
+            rc = CX_EXIT_USAGE;
+        }
+        free(tl);
+    }
     if (rc == CX_EXIT_OK) {
-        agc_opts o = {.token = token[0] ? token : NULL,
-                      .connect_timeout_ms = 1000,
-                      .timeout_ms = timeout_ms,
-                      .retries = 2};
-        agc_fanout(urls, n, &o, agc_halt, res);
+        for (int i = 0; i < n; i++) {
+            const char *t = token_files ? tokens[i] : token;
+            opts[i] = (agc_opts){.token = t[0] ? t : NULL,
+                                 .ca_file = ca_file,
+                                 .connect_timeout_ms = 1000,
+                                 .timeout_ms = timeout_ms,
+                                 .retries = 2};
+        }
+        agc_fanout(urls, n, opts, agc_halt, res);
         for (int i = 0; i < n; i++)
             if (report(urls[i], &res[i]) != 0)
                 rc = CX_EXIT_FAILURE;
@@ -118,6 +156,10 @@ int halt_main(int argc, char **argv)
     }
     free(list);
     free(urls);
+    free(opts);
+    if (tokens)
+        memset(tokens, 0, HALT_MAX_AGENTS * sizeof *tokens);
+    free(tokens);
     free(res);
     return rc;
 }

@@ -108,6 +108,12 @@ int run_attach_topology(runner *r, char *err, size_t errlen)
     for (;;) {
         waitlist w = {.len = 0};
         int ok = file_there(&w, "the agents' token file", r->e->attach_token_file);
+        for (int i = 0; i < r->e->nattach_agents; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "agent %d's token file", i);
+            ok &= file_there(&w, what, r->e->attach_agent_token_files[i]);
+        }
+        ok &= file_there(&w, "the CA file", r->e->attach_ca_file);
         ok &= file_there(&w, "the syncer credential file", cred);
         if (ok)
             break;
@@ -122,8 +128,14 @@ int run_attach_topology(runner *r, char *err, size_t errlen)
         say_waiting(r, &w, t0, &said);
         run_nap(ATTACH_POLL_MS);
     }
-    return topo_attach(r->e->attach_syncer, r->e->attach_agents, r->e->nattach_agents,
-                       r->e->attach_token_file, cred, &r->t, err, errlen);
+    topo_attach_cfg ac = {.syncer_url = r->e->attach_syncer,
+                          .agents = r->e->attach_agents,
+                          .agent_token_files = r->e->attach_agent_token_files,
+                          .n = r->e->nattach_agents,
+                          .token_file = r->e->attach_token_file,
+                          .syncer_cred_file = cred,
+                          .ca_file = r->e->attach_ca_file};
+    return topo_attach(&ac, &r->t, err, errlen);
 }
 
 /* Probe the syncer once: 1 ready, 0 not yet (w says why), < 0 refused for
@@ -164,7 +176,9 @@ static int probe_agent(runner *r, int l, waitlist *w, char *err, size_t errlen)
     if (rc == CX_EAUTH)
         return cx_fail(err, errlen, CX_EAUTH, "attach: agent %d %s refused the harness (%s); check %s", l,
                        topo_agent_url(r->t, l), e2,
-                       r->e->attach_token_file ? "topology.attach.token_file" : "the agents' token");
+                       r->e->attach_agent_token_files && r->e->attach_agent_token_files[l]
+                           ? "its topology.attach.agents[].token_file"
+                           : "topology.attach.token_file");
     waitlist_add(w, "agent %d %s (%s)", l, topo_agent_url(r->t, l), e2[0] ? e2 : "no answer");
     return 0;
 }

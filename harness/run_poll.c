@@ -35,8 +35,9 @@ static void *lease_thread(void *arg)
     agc **c = calloc((size_t)m, sizeof *c);
     if (!c)
         return NULL;
-    agc_opts ao = {.token = topo_token(r->t), .connect_timeout_ms = 500, .timeout_ms = 2000};
+    agc_opts ao = {.ca_file = topo_ca_file(r->t), .connect_timeout_ms = 500, .timeout_ms = 2000};
     for (int i = 0; i < m; i++) {
+        ao.token = topo_agent_token(r->t, i);
         ao.observe = cx_tb_observe; /* renewals are round trips too: each feeds its agent's clock */
         ao.observe_ctx = r->ag_clock[i];
         c[i] = agc_new(topo_agent_url(r->t, i), &ao);

@@ -254,6 +254,7 @@ int run_start_topology(runner *r, char *err, size_t errlen)
     cx_http_opts so = {.connect_timeout_ms = 500,
                        .timeout_ms = 5000,
                        .bearer = topo_syncer_credential(r->t),
+                       .ca_file = topo_ca_file(r->t),
                        .observe = cx_tb_observe,
                        .observe_ctx = r->sy_clock};
     r->sy = cx_http_client_new(topo_syncer_url(r->t), &so);
@@ -263,13 +264,14 @@ int run_start_topology(runner *r, char *err, size_t errlen)
     /* the file form of the telemetry contract: the coordinator's events file, tailed */
     if (topo_events_file(r->t) && !(r->evf = evf_new(topo_events_file(r->t), 0)))
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-    agc_opts ao = {.token = topo_token(r->t),
+    agc_opts ao = {.ca_file = topo_ca_file(r->t),
                    .connect_timeout_ms = 500,
                    .timeout_ms = 3000,
                    .max_body = (size_t)256 << 20};
     for (int l = 0; l < r->m; l++) {
         ao.observe = cx_tb_observe;
         ao.observe_ctx = r->ag_clock[l];
+        ao.token = topo_agent_token(r->t, l);
         r->av[l].agent = agc_new(topo_agent_url(r->t, l), &ao);
         r->av[l].exit_code = -1;
         snprintf(r->av[l].unit_state, sizeof r->av[l].unit_state, "starting");
@@ -285,11 +287,12 @@ void run_start_dashboard(runner *r)
     const char *listen = r->o->dashboard ? r->o->dashboard : (!r->o->experiment ? "127.0.0.1:0" : NULL);
     if (!listen)
         return;
-    const char *urls[EXP_MAX_LEARNERS];
+    const char *urls[EXP_MAX_LEARNERS], *tokens[EXP_MAX_LEARNERS];
     int ids[EXP_MAX_LEARNERS];
     int n = r->m < DASH_MAX_AGENTS ? r->m : DASH_MAX_AGENTS;
     for (int l = 0; l < n; l++) {
         urls[l] = topo_agent_url(r->t, l);
+        tokens[l] = topo_agent_token(r->t, l);
         ids[l] = l;
     }
     char dstate[PATHLEN + 16];
@@ -301,6 +304,8 @@ void run_start_dashboard(runner *r)
                       .agent_learners = ids,
                       .nagents = n,
                       .token = topo_token(r->t),
+                      .agent_tokens = tokens,
+                      .ca_file = topo_ca_file(r->t),
                       .syncer_credential = topo_syncer_credential(r->t),
                       .poll_ms = 500,
                       .state_dir = dstate,

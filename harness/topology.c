@@ -49,6 +49,8 @@ typedef struct topo_proc {
     char log[TOPO_PATH];   /* its log file */
     char url[TOPO_URL];    /* http://127.0.0.1:PORT once ready */
     pid_t unit_pid;        /* agents: the learner pid last reported, 0 none */
+    char token[128];       /* agents: its own bearer token, "" none */
+    char token_file[TOPO_PATH]; /* agents: its token's file */
 } topo_proc;
 
 struct topo {
@@ -56,8 +58,9 @@ struct topo {
     int m;             /* learners */
     char run_dir[512]; /* RUN */
     char exe[TOPO_PATH];
-    char token[128]; /* bearer token, "" none */
+    char token[128]; /* the operator's token (the dashboard's controls), "" none */
     char token_file[TOPO_PATH];
+    char ca_file[TOPO_PATH]; /* attach: the CA of https syncer and agents, "" = the system's */
     char syncer_addr[64];             /* "127.0.0.1:PORT" (or its namespace's address) of the syncer,
                                          fixed across restarts */
     char creds_dir[TOPO_PATH];        /* launch: RUN/credentials (0700), the syncer's --credentials-dir */
@@ -125,7 +128,10 @@ static int write_pids(topo *t)
     return rc;
 }
 
-static int make_token(topo *t, char *err, size_t errlen)
+/* A fresh random token (48 hex digits) into token, written to path with
+ * mode 0600 from its creation on: never readable by others, not even
+ * briefly. */
+static int make_token(const char *path, char *token, char *err, size_t errlen)
 {
     unsigned char raw[24];
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
@@ -137,12 +143,31 @@ static int make_token(topo *t, char *err, size_t errlen)
     if (n != (ssize_t)sizeof raw)
         return cx_fail(err, errlen, CX_ESYS, "read /dev/urandom: %s", strerror(e));
     for (size_t i = 0; i < sizeof raw; i++)
-        snprintf(t->token + 2 * i, 3, "%02x", raw[i]);
-    snprintf(t->token_file, sizeof t->token_file, "%s/token", t->run_dir);
+        snprintf(token + 2 * i, 3, "%02x", raw[i]);
     char line[80];
-    int len = snprintf(line, sizeof line, "%s\n", t->token);
-    /* 0600 from creation on: never readable by others, not even briefly. */
-    return cx_file_write_atomic_mode(t->token_file, line, (size_t)len, 0600, err, errlen);
+    int len = snprintf(line, sizeof line, "%s\n", token);
+    return cx_file_write_atomic_mode(path, line, (size_t)len, 0600, err, errlen);
+}
+
+/* RUN/token, the operator's (the dashboard's controls), and a token of its
+ * own for each agent in RUN/tokens/agent-N (0700): an agent's token opens
+ * that agent only. */
+static int make_tokens(topo *t, char *err, size_t errlen)
+{
+    snprintf(t->token_file, sizeof t->token_file, "%s/token", t->run_dir);
+    int rc = make_token(t->token_file, t->token, err, errlen);
+    char dir[TOPO_PATH];
+    snprintf(dir, sizeof dir, "%s/tokens", t->run_dir);
+    if (rc < 0 || (rc = cx_mkdir_p(dir, err, errlen)) < 0)
+        return rc;
+    if (chmod(dir, 0700) != 0)
+        return cx_fail(err, errlen, CX_ESYS, "chmod 0700 %s: %s", dir, strerror(errno));
+    for (int i = 0; i < t->m && rc == 0; i++) {
+        topo_proc *a = &t->agents[i];
+        snprintf(a->token_file, sizeof a->token_file, "%s/agent-%d", dir, i);
+        rc = make_token(a->token_file, a->token, err, errlen);
+    }
+    return rc;
 }
 
 /* pdeath: the signal the child gets if the harness dies (0: none). The
@@ -361,7 +386,7 @@ static int agent_spawn(topo *t, const topo_launch_cfg *cfg, int i, const char *p
     /* clang-format off */
     const char *head[] = {
         t->exe,        "agent",      "--listen",         listen,              "--id",    id,
-        "--state-dir", a->state,     "--token-file",     t->token_file,       "--proxy", proxy,
+        "--state-dir", a->state,     "--token-file",     a->token_file,       "--proxy", proxy,
         "--restart",   "on-failure", "--orphan-exit-ms", TOPO_ORPHAN_EXIT_MS, "--"};
     /* clang-format on */
     /* one initializer list: tests/deploy/check_manifests.c reads its flags
@@ -461,7 +486,7 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
     snprintf(path, sizeof path, "%s/logs", t->run_dir);
     if ((rc = cx_mkdir_p(path, err, errlen)) < 0)
         goto fail;
-    if ((rc = make_token(t, err, errlen)) < 0)
+    if ((rc = make_tokens(t, err, errlen)) < 0)
         goto fail;
     /* the syncer's credentials: one per learner, the admin one is ours */
     snprintf(t->creds_dir, sizeof t->creds_dir, "%s/credentials", t->run_dir);
@@ -512,7 +537,7 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
     for (int i = 0; i < t->m; i++) {
         char what[32];
         snprintf(what, sizeof what, "agent %d", i);
-        if ((rc = wait_ready(&t->agents[i], what, NULL, NULL, ready, err, errlen)) < 0)
+        if ((rc = wait_ready(&t->agents[i], what, t->agents[i].token, NULL, ready, err, errlen)) < 0)
             goto fail;
     }
     cx_info("topology launched learners=%d %s=%s agents=%s..", t->m, t->sname, t->syncer.url,
@@ -524,9 +549,33 @@ fail:
     return rc;
 }
 
-int topo_attach(const char *syncer_url, char *const *agents, int n, const char *token_file,
-                const char *syncer_cred_file, topo **out, char *err, size_t errlen)
+/* The first line of a token file (a secret file: common/secret.h) into
+ * token[128]. */
+static int read_token(const char *path, const char *what, char *token, char *err, size_t errlen)
 {
+    char *data = NULL;
+    size_t len = 0;
+    int rc = cx_secret_read(path, what, 4096, &data, &len, err, errlen);
+    if (rc < 0)
+        return rc;
+    data[strcspn(data, "\r\n")] = '\0';
+    size_t tl = strlen(data);
+    if (tl == 0 || tl >= 128)
+        rc = cx_fail(err, errlen, CX_EINVAL, "%s %s: the token's first line must have 1..127 characters",
+                     what, path);
+    else
+        memcpy(token, data, tl + 1);
+    memset(data, 0, len);
+    free(data);
+    return rc;
+}
+
+int topo_attach(const topo_attach_cfg *cfg, topo **out, char *err, size_t errlen)
+{
+    const char *syncer_url = cfg->syncer_url, *token_file = cfg->token_file;
+    const char *syncer_cred_file = cfg->syncer_cred_file;
+    char *const *agents = cfg->agents;
+    int n = cfg->n;
     *out = NULL;
     if (!syncer_url || n < 1 || !agents)
         return cx_fail(err, errlen, CX_EINVAL, "attach: a syncer URL and at least one agent URL are needed");
@@ -548,21 +597,31 @@ int topo_attach(const char *syncer_url, char *const *agents, int n, const char *
         }
         snprintf(t->agents[i].url, sizeof t->agents[i].url, "%s", agents[i]);
     }
+    if (cfg->ca_file)
+        snprintf(t->ca_file, sizeof t->ca_file, "%s", cfg->ca_file);
     if (token_file) {
-        char *data = NULL;
-        size_t len = 0;
-        int rc = cx_secret_read(token_file, "the agents' token file", 4096, &data, &len, err, errlen);
+        int rc = read_token(token_file, "the agents' token file", t->token, err, errlen);
         if (rc < 0) {
             topo_free(t);
             return rc;
         }
-        char *nl = strpbrk(data, "\r\n");
-        if (nl)
-            *nl = '\0';
-        snprintf(t->token, sizeof t->token, "%s", data);
         snprintf(t->token_file, sizeof t->token_file, "%s", token_file);
-        memset(data, 0, len);
-        free(data);
+    }
+    for (int i = 0; i < n; i++) {
+        topo_proc *a = &t->agents[i];
+        const char *own = cfg->agent_token_files ? cfg->agent_token_files[i] : NULL;
+        if (!own) {
+            snprintf(a->token, sizeof a->token, "%s", t->token);
+            continue;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "agent %d's token file", i);
+        int rc = read_token(own, what, a->token, err, errlen);
+        if (rc < 0) {
+            topo_free(t);
+            return rc;
+        }
+        snprintf(a->token_file, sizeof a->token_file, "%s", own);
     }
     if (syncer_cred_file) {
         char why[CX_ERRLEN];
@@ -672,6 +731,16 @@ const char *topo_agent_url(const topo *t, int i)
 const char *topo_token(const topo *t)
 {
     return t->token[0] ? t->token : NULL;
+}
+
+const char *topo_agent_token(const topo *t, int i)
+{
+    return i >= 0 && i < t->m && t->agents[i].token[0] ? t->agents[i].token : NULL;
+}
+
+const char *topo_ca_file(const topo *t)
+{
+    return t->ca_file[0] ? t->ca_file : NULL;
 }
 
 const char *topo_syncer_credential(const topo *t)

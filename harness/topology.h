@@ -8,7 +8,7 @@
  *                    --config RUN/syncer-config.json
  *                    --credentials-dir RUN/credentials   (0700, made here)
  *   chaosloco agent  --listen 127.0.0.1:0 --id <unit-prefix>-N
- *                    --state-dir RUN/agents/N --token-file RUN/token
+ *                    --state-dir RUN/agents/N --token-file RUN/tokens/agent-N
  *                    --proxy syncer=127.0.0.1:0->SYNCER --restart on-failure
  *                    -- chaosloco learner --syncer http://{proxy.syncer}
  *                       --id N --state-dir RUN/learners/N          (N = 0..M-1)
@@ -54,8 +54,14 @@
  * removes the namespaces once every process is gone (RUN/network.json says
  * what they were).
  *
- * Attach mode only records the URLs, the agents' token and the syncer
- * credential; it starts and stops nothing.
+ * Every agent has a token of its own (RUN/tokens/agent-N, 0600, in a 0700
+ * directory; attach mode: topology.attach.agents[i].token_file or the
+ * shared token_file): one agent's token opens no other agent. RUN/token is
+ * the operator's, for the dashboard's controls; the dashboard forwards each
+ * control with the agent's own token.
+ *
+ * Attach mode only records the URLs, the agents' tokens, the CA and the
+ * syncer credential; it starts and stops nothing.
  *
  * Ownership: a topo owns its strings and children; topo_free stops every
  * process it started (SIGTERM, grace, SIGKILL) — agents first, so they
@@ -115,13 +121,22 @@ typedef struct topo_launch_cfg {
 } topo_launch_cfg;
 
 int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen);
-/* agents: n URLs (learner i = agents[i]). token_file may be NULL (no token:
- * mutating calls will be refused by agents that require one).
- * syncer_cred_file: the credential the harness presents to the syncer
- * (admin, for POST /v1/end; trainer/credential.h), or NULL (then only
- * loopback reads work and the end of the run cannot be requested). */
-int topo_attach(const char *syncer_url, char *const *agents, int n, const char *token_file,
-                const char *syncer_cred_file, topo **out, char *err, size_t errlen);
+/* What attach mode is given (topology.attach). */
+typedef struct topo_attach_cfg {
+    const char *syncer_url;                /* http:// or https:// */
+    char *const *agents;                   /* n URLs (learner i = agents[i]) */
+    char *const *agent_token_files;        /* n: agent i's own token file, or NULL (token_file); or NULL */
+    int n;
+    const char *token_file;                /* every agent's token (and the dashboard's controls), or NULL */
+    const char *syncer_cred_file;          /* the credential the harness presents to the syncer (admin,
+                                              for POST /v1/end; trainer/credential.h), or NULL: then only
+                                              loopback reads work and the end cannot be requested */
+    const char *ca_file;                   /* PEM CA of an https syncer and agents, or NULL: the system's */
+} topo_attach_cfg;
+
+/* Records the URLs and reads the token files and the syncer credential
+ * (secret files: common/secret.h); starts nothing. */
+int topo_attach(const topo_attach_cfg *cfg, topo **out, char *err, size_t errlen);
 /* Stops everything it started, then frees. NULL is a no-op. */
 void topo_free(topo *t);
 
@@ -134,7 +149,9 @@ int topo_stop(topo *t, long grace_ms);
 int topo_launched(const topo *t);                  /* 1 launch mode, 0 attach mode */
 const char *topo_syncer_url(const topo *t);        /* "http://127.0.0.1:PORT" */
 const char *topo_agent_url(const topo *t, int i);  /* learner i's agent */
-const char *topo_token(const topo *t);             /* bearer token or NULL */
+const char *topo_token(const topo *t);             /* the operator's token (dashboard controls) or NULL */
+const char *topo_agent_token(const topo *t, int i); /* learner i's agent's own token, or NULL */
+const char *topo_ca_file(const topo *t);           /* attach: the CA file for https, or NULL */
 const char *topo_syncer_credential(const topo *t); /* the harness's syncer credential or NULL */
 
 /* The coordinator's events file (absolute path) when the trainer uses the

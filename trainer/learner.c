@@ -221,6 +221,7 @@ static void *heartbeat_main(void *arg)
     ho.timeout_ms = 2000;
     ho.bearer = L->o->credential;
     ho.ca_file = L->o->ca_file;
+    ho.connect_to = L->o->syncer_via;
     cx_http_client *c = cx_http_client_new(L->o->syncer_url, &ho);
     while (c && !*L->stop) {
         pthread_mutex_lock(&L->mu);

@@ -30,6 +30,7 @@ typedef struct learner_opts {
     const char *state_dir;  /* local checkpoints */
     const char *credential; /* "learner-<id>.<hex>" sent as Authorization: Bearer on every call, or NULL */
     const char *ca_file;    /* https: PEM CA bundle that signed the syncer's certificate, or NULL (system) */
+    const char *syncer_via; /* --syncer-via HOST:PORT: connect there (the agent's proxy), or NULL */
     double give_up_s;       /* s without any answer from the syncer before exit 1 */
     const char *override_name[LEARNER_MAX_OVERRIDES];  /* flags the learner sets for itself */
     const char *override_value[LEARNER_MAX_OVERRIDES]; /* their values */

@@ -108,6 +108,7 @@ cx_http_client *learner_new_client(const learner *L)
     ho.backoff_max_ms = 1000;
     ho.bearer = L->o->credential;
     ho.ca_file = L->o->ca_file;
+    ho.connect_to = L->o->syncer_via;
     return cx_http_client_new(L->o->syncer_url, &ho);
 }
 

@@ -31,6 +31,9 @@ static void usage(FILE *f)
         "sent\n"
         "                                     as Authorization: Bearer on every call (docs/security.md)\n"
         "  --ca-file FILE                     https --syncer: PEM CA that signed its certificate\n"
+        "  --syncer-via HOST:PORT             connect to the syncer through HOST:PORT (the agent's proxy:\n"
+        "                                     --syncer-via {proxy.syncer}) while --syncer keeps its name,\n"
+        "                                     so an https certificate is checked against that name\n"
         "  --check                            validate the command line, print \"chaosloco learner: command\n"
         "                                     line ok\", exit 0; starts nothing, writes nothing; the state\n"
         "                                     dir and credential file need not exist (mounted at run time)\n"
@@ -89,6 +92,7 @@ int learner_main(int argc, char **argv)
         {.name = "--state-dir", .kind = CX_FLAG_STRING, .dst = &o.state_dir},
         {.name = "--credential-file", .kind = CX_FLAG_STRING, .dst = &cred_file},
         {.name = "--ca-file", .kind = CX_FLAG_STRING, .dst = &o.ca_file},
+        {.name = "--syncer-via", .kind = CX_FLAG_HOSTPORT, .dst = &o.syncer_via},
         {.name = "--give-up-s", .kind = CX_FLAG_DOUBLE, .dst = &give_up, .min = 1, .max = 86400},
         {.name = CX_FLAGS_OTHER, .kind = CX_FLAG_FUNC, .dst = &ov, .parse = parse_override},
         {0}};

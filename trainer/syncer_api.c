@@ -20,12 +20,10 @@
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/err.h"
-#include "common/file.h"
 #include "common/http_server.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/parse.h"
-#include "common/secret.h"
 #include "trainer/checkpoint.h"
 #include "trainer/credential.h"
 #include "trainer/data.h"
@@ -503,20 +501,10 @@ int syncer_api_listen(syncer *s, const syncer_opts *o, char *err, size_t errlen)
     char why[CX_ERRLEN];
     size_t body_max = s->n * 4 + (1 << 20);
     cx_http_server_opts hopts = {.reserved = reserved_routes, .gate = &syncer_http_gate};
-    if (o->tls_cert || o->tls_key) {
-        size_t len;
-        if (!o->tls_cert || !o->tls_key) {
-            return cx_fail(err, errlen, CX_EINVAL, "--tls-cert and --tls-key go together");
-        }
-        /* the key is a secret: read under the credential files' rule
-         * (common/secret.h, docs/security.md) */
-        if (cx_file_read(o->tls_cert, 1 << 20, &s->tls_cert, &len, why, sizeof why) != 0 ||
-            cx_secret_read(o->tls_key, "--tls-key file", 1 << 20, &s->tls_key, &len, why, sizeof why) != 0) {
-            return cx_fail(err, errlen, CX_EINVAL, "TLS: %s", why);
-        }
-        hopts.tls_cert_pem = s->tls_cert;
-        hopts.tls_key_pem = s->tls_key;
-    }
+    if (cx_http_tls_read(o->tls_cert, o->tls_key, &s->tls_cert, &s->tls_key, why, sizeof why) != 0)
+        return cx_fail(err, errlen, CX_EINVAL, "TLS: %s", why);
+    hopts.tls_cert_pem = s->tls_cert;
+    hopts.tls_key_pem = s->tls_key;
     s->http = cx_http_server_new_opts(o->listen, routes, sizeof routes / sizeof routes[0], s, body_max,
                                       &hopts, why, sizeof why);
     if (!s->http) {

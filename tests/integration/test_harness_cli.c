@@ -342,10 +342,16 @@ Test(harness_cli, halt_reverts_on_a_real_agent)
     chmod(bad, 0640); /* a token file others may read is refused before any call */
     cr_expect_eq(run_args(dir, "halt-wide", wrong), 64, "a group-readable token file is a usage error");
     cr_expect(log_has(dir, "halt-wide", "mode 0640"), "the mode is named");
-    const char *right[] = {"halt", "--agents", url, "--token-file", tok, NULL};
+    /* --token-files: one per agent, in order; a count that does not match is a usage error */
+    char two[2300];
+    snprintf(two, sizeof two, "%s,%s", tok, tok);
+    const char *miscount[] = {"halt", "--agents", url, "--token-files", two, NULL};
+    cr_expect_eq(run_args(dir, "halt-miscount", miscount), 64, "two token files for one agent");
+    cr_expect(log_has(dir, "halt-miscount", "2 files for 1 agents"), "the counts are named");
+    const char *right[] = {"halt", "--agents", url, "--token-files", tok, NULL};
     cr_expect_eq(run_args(dir, "halt-ok", right), 0);
     cr_expect(log_has(dir, "halt-ok", "halted, 1 faults reverted"), "one fault reverted");
-    ans = it_http_json("GET", furl, NULL, NULL, &st);
+    ans = it_http_json("GET", furl, NULL, "halt-test-token-91ab", &st);
     json_t *rec = json_array_get(json_object_get(ans, "faults"), 0);
     cr_expect_str_eq(json_string_value(json_object_get(rec, "state")), "reverted");
     cr_expect_str_eq(json_string_value(json_object_get(rec, "revert_reason")), "halt");

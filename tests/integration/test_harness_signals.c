@@ -23,10 +23,12 @@ static void fini(void)
 
 TestSuite(harness_signals, .fini = fini, .timeout = 120);
 
-static char *token_of(const char *run)
+/* The token in RUN/rel ("token": the operator's, "tokens/agent-N": agent
+ * N's own), checked owner-only. */
+static char *token_of(const char *run, const char *rel)
 {
     char p[1200];
-    snprintf(p, sizeof p, "%s/token", run);
+    snprintf(p, sizeof p, "%s/%s", run, rel);
     struct stat st;
     cr_assert_eq(stat(p, &st), 0, "%s", p);
     cr_assert_eq(st.st_mode & 077, 0, "the run's token is readable by its owner only (mode %o)",
@@ -128,7 +130,16 @@ Test(harness_signals, sigkill_leaves_the_revert_to_the_lease)
     snprintf(la, sizeof la, "%s/agents/1", s.out);
     cr_assert_eq(it_wait_addr(la, addr, sizeof addr, 1000), 0);
     snprintf(url, sizeof url, "http://%s/v1/faults", addr);
-    char *token = token_of(s.out);
+    char *token = token_of(s.out, "tokens/agent-1");
+    /* each agent has a token of its own: agent 0's and the operator's open no other agent */
+    char *other = token_of(s.out, "tokens/agent-0"), *oper = token_of(s.out, "token");
+    int st0 = 0;
+    json_decref(it_http_json("GET", url, NULL, other, &st0));
+    cr_expect_eq(st0, 401, "agent 1 refuses agent 0's token (got %d)", st0);
+    json_decref(it_http_json("GET", url, NULL, oper, &st0));
+    cr_expect_eq(st0, 401, "agent 1 refuses the operator's token (got %d)", st0);
+    free(other);
+    free(oper);
     int reverted = 0;
     const char *reason = "";
     json_t *ans = NULL;

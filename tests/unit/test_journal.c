@@ -202,8 +202,10 @@ Test(journal, embeds_a_chaos_toolkit_experiment_and_keeps_ours)
     json_t *conf = json_object_get(x, "configuration");
     cr_assert_str_eq(json_string_value(json_object_get(conf, "chaosloco_agent_2")), "http://127.0.0.1:3");
     cr_assert_str_eq(json_string_value(json_object_get(conf, "chaosloco_syncer")), "http://127.0.0.1:9");
-    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(conf, "chaosloco_token"), "type")),
-                     "env");
+    /* each agent its own token, read from the environment, never written */
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(conf, "chaosloco_token_2"), "key")),
+                     "CHAOSLOCO_TOKEN_2");
+    cr_assert_null(json_object_get(conf, "chaosloco_token"));
     json_t *ssh = json_object_get(x, "steady-state-hypothesis");
     cr_assert_not_null(json_object_get(ssh, "title"));
     json_t *probes = json_object_get(ssh, "probes");

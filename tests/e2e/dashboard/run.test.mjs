@@ -39,21 +39,29 @@ const EXPERIMENT = path.join(HERE, 'kill-restart.json');
 const DEADLINE_MS = 175000;
 const { BIN, OUT, CHROMIUM, chromium, cleanups, finish, check, until } = await e2eSetup(DEADLINE_MS);
 
-async function getJson(url) {
-  const r = await fetch(url, { signal: AbortSignal.timeout(5000) });
+async function getJson(url, token) {
+  const headers = token ? { Authorization: 'Bearer ' + token } : {};
+  const r = await fetch(url, { headers, signal: AbortSignal.timeout(5000) });
   if (!r.ok) throw new Error(`${url} -> ${r.status}`);
   return r.json();
 }
-// an agent's fault records (GET /v1/faults answers {faults: [...]})
-async function faultsOf(agentUrl) {
-  const r = await getJson(agentUrl + '/v1/faults');
-  if (!Array.isArray(r.faults)) throw new Error(`${agentUrl}/v1/faults: no "faults" array`);
+// every agent read needs that agent's own token (RUN/tokens/agent-N)
+const agentToken = {};
+async function agentGet(l, p) {
+  return getJson(agentUrl[l] + p, agentToken[l]);
+}
+// learner l's agent's fault records (GET /v1/faults answers {faults: [...]})
+async function faultsOf(l) {
+  const r = await agentGet(l, '/v1/faults');
+  if (!Array.isArray(r.faults)) throw new Error(`${agentUrl[l]}/v1/faults: no "faults" array`);
   return r.faults;
 }
 
 function alive(pid) {
   try { process.kill(pid, 0); return true; } catch (e) { return e.code === 'EPERM'; }
 }
+
+const agentUrl = {};
 
 // ---- the run ----
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'chaosloco-e2e-run-'));
@@ -162,8 +170,8 @@ try {
   check(await page.locator('.card[data-learner]').count() === 3, 'a card per learner (3), all running');
   check(await page.locator('#conn.live').count() === 1, 'the event stream is live');
   const st0 = await getJson(origin + '/api/state');
-  const agentUrl = {};
   for (const u of st0.units) agentUrl[u.learner_id] = u.url;
+  for (const l of [0, 1, 2]) agentToken[l] = fs.readFileSync(path.join(runDir, 'tokens', `agent-${l}`), 'utf8').trim();
   check([0, 1, 2].every(l => agentUrl[l]), `the dashboard knows each learner's agent (${Object.values(agentUrl).join(', ')})`);
 
   // the harness's kill of learner 1: dead, then rejoined
@@ -203,20 +211,19 @@ try {
   if (px.xmax - px.right > 1) check(!isRed(px.outside), 'no shading after the window');
 
   // pause on learner 2's card -> that learner is paused (its agent says so)
-  const ag2 = agentUrl[2];
   const before = {};
-  for (const l of [0, 1]) before[l] = (await faultsOf(agentUrl[l])).length;
+  for (const l of [0, 1]) before[l] = (await faultsOf(l)).length;
   await page.click('.card[data-learner="2"] button.pause');
   check(dialogs.includes('prompt'), 'the token was asked for');
   const pauseRec = await until('agent 2 to hold an active pause', async () =>
-    (await faultsOf(ag2)).find(f => f.type === 'pause' && f.state === 'active'), 15000, 200);
+    (await faultsOf(2)).find(f => f.type === 'pause' && f.state === 'active'), 15000, 200);
   const ag2st = await until('agent 2 to report its unit paused', async () => {
-    const s = await getJson(ag2 + '/v1/status');
+    const s = await agentGet(2, '/v1/status');
     return s.unit.state === 'paused' ? s : null;
   }, 10000, 200);
   check(pauseRec.duration_ms === 10000, `learner 2 is paused: agent fault ${pauseRec.id} active, unit ${ag2st.unit.state} (pid ${ag2st.unit.pid})`);
   for (const l of [0, 1]) {
-    const fl = await faultsOf(agentUrl[l]);
+    const fl = await faultsOf(l);
     check(fl.length === before[l] && !fl.some(f => f.type === 'pause'), `learner ${l}'s agent got no fault`);
   }
   await page.waitForSelector('.card[data-learner="2"] .badge.paused', { timeout: 10000 });
@@ -233,22 +240,22 @@ try {
   const nConfirm = dialogs.filter(d => d === 'confirm').length;
   await page.click('#halt');
   await until('every agent halted', async () => {
-    for (const l of [0, 1, 2]) if (!(await getJson(agentUrl[l] + '/v1/status')).halted) return false;
+    for (const l of [0, 1, 2]) if (!(await agentGet(l, '/v1/status')).halted) return false;
     return true;
   }, 15000, 200);
   check(dialogs.filter(d => d === 'confirm').length === nConfirm + 1, 'HALT ALL asked for confirmation');
   check(true, 'HALT ALL: every agent reports halted');
   const reverted = await until('the pause reverted by the halt', async () => {
-    const f = (await faultsOf(ag2)).find(x => x.id === pauseRec.id);
+    const f = (await faultsOf(2)).find(x => x.id === pauseRec.id);
     return f && f.state === 'reverted' ? f : null;
   }, 10000, 200);
   check(reverted.revert_reason === 'halt', `agent 2's pause is reverted (revert_reason ${reverted.revert_reason})`);
   for (const l of [0, 1, 2]) {
-    const fl = await faultsOf(agentUrl[l]);
+    const fl = await faultsOf(l);
     check(!fl.some(f => f.state === 'active'), `agent ${l} has no active fault`);
   }
   const unit2 = await until('learner 2 running again', async () => {
-    const s = await getJson(ag2 + '/v1/status');
+    const s = await agentGet(2, '/v1/status');
     return s.unit.state === 'running' ? s.unit : null;
   }, 10000, 200);
   check(unit2.pid === ag2st.unit.pid, `learner 2 runs again, same process (pid ${unit2.pid})`);
