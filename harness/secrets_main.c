@@ -3,9 +3,10 @@
  * deploy/k8s/ mounts.
  *
  * Makes admin, read and learner-0..N-1 credentials (cred_generate,
- * trainer/credential.h) and a random agent token, and writes two Secrets,
- * chaosloco-syncer-credentials (<principal>.cred keys) and
- * chaosloco-agent-token (key token), both "immutable": true, so that a
+ * trainer/credential.h) and a random token for each agent, and writes two
+ * Secrets, chaosloco-syncer-credentials (<principal>.cred keys) and
+ * chaosloco-agent-tokens (agent-<i>.token keys: each learner pod's agent
+ * gets its own, the harness all), both "immutable": true, so that a
  * second `kubectl apply` of fresh ones is refused by the API server instead
  * of replacing credentials a running syncer and its learners hold. Without
  * --out the two go to stdout as one v1 List (`chaosloco secrets --learners
@@ -33,12 +34,12 @@
 #include "trainer/credential.h"
 
 #define SECRETS_MAX_LEARNERS 4096 /* ~0.7 MB of Secret data, below the API's 1 MiB per object */
-#define SECRETS_TOKEN_BYTES 32    /* random bytes of the agent token (64 hex digits) */
+#define SECRETS_TOKEN_BYTES 32    /* random bytes of an agent token (64 hex digits) */
 
 /* The Secret names the manifests in deploy/k8s/ mount
  * (tests/integration/test_secrets.c checks that they agree). */
 #define SECRETS_CRED_NAME "chaosloco-syncer-credentials"
-#define SECRETS_TOKEN_NAME "chaosloco-agent-token"
+#define SECRETS_TOKEN_NAME "chaosloco-agent-tokens"
 
 static void usage(FILE *f)
 {
@@ -46,8 +47,8 @@ static void usage(FILE *f)
             "usage: chaosloco secrets --learners N [--out DIR]\n\n"
             "Make fresh credentials for a Kubernetes deployment (deploy/k8s/) and print them as\n"
             "immutable Secret objects: " SECRETS_CRED_NAME " (admin.cred, read.cred,\n"
-            "learner-<i>.cred for i < N) and " SECRETS_TOKEN_NAME " (token, the agents' bearer\n"
-            "token).\n\n"
+            "learner-<i>.cred for i < N) and " SECRETS_TOKEN_NAME " (agent-<i>.token for i < N:\n"
+            "each agent's own bearer token).\n\n"
             "  --learners N   number of learner credentials, 1..%d (the syncer's --learners)\n"
             "  --out DIR      write DIR/<secret name>.json (mode 0600, never overwriting a file)\n"
             "                 instead of one List on stdout; DIR is made 0700 when missing\n"
@@ -157,17 +158,23 @@ static json_t *credentials_secret(int64_t learners, char *err, size_t errlen)
     return secret_object(SECRETS_CRED_NAME, data);
 }
 
-static json_t *token_secret(char *err, size_t errlen)
+/* agent-<i>.token for i < learners: one agent's token opens that agent only. */
+static json_t *token_secret(int64_t learners, char *err, size_t errlen)
 {
-    char token[2 * SECRETS_TOKEN_BYTES + 2];
-    if (random_token(token, err, errlen) != 0)
-        return NULL;
     json_t *data = json_object();
-    int rc = data ? put_b64(data, "token", token) : CX_ENOMEM;
-    memset(token, 0, sizeof token);
+    int rc = data ? 0 : CX_ENOMEM;
+    for (int64_t i = 0; i < learners && rc == 0; i++) {
+        char token[2 * SECRETS_TOKEN_BYTES + 2], key[48];
+        if ((rc = random_token(token, err, errlen)) != 0)
+            break;
+        snprintf(key, sizeof key, "agent-%" PRId64 ".token", i);
+        rc = put_b64(data, key, token);
+        memset(token, 0, sizeof token);
+        if (rc != 0)
+            cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    }
     if (rc != 0) {
         json_decref(data);
-        cx_fail(err, errlen, CX_ENOMEM, "out of memory");
         return NULL;
     }
     return secret_object(SECRETS_TOKEN_NAME, data);
@@ -242,7 +249,7 @@ int secrets_main(int argc, char **argv)
     }
     char err[CX_ERRLEN];
     json_t *creds = credentials_secret(learners, err, sizeof err);
-    json_t *token = creds ? token_secret(err, sizeof err) : NULL;
+    json_t *token = creds ? token_secret(learners, err, sizeof err) : NULL;
     int rc = creds && token ? 0 : CX_ENOMEM;
     if (rc == 0 && out) {
         rc = write_out_dir(out, creds, token, err, sizeof err);

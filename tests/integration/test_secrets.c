@@ -210,12 +210,22 @@ Test(secrets, stdout_list_matches_the_manifests_and_holds_credentials_a_syncer_l
     cr_assert_eq(id, 3);
     cred_store_free(st);
 
-    /* the agent token: 64 hex digits */
-    json_t *tdata = check_secret(find_secret(list, "chaosloco-agent-token"), "chaosloco-agent-token");
-    char *token = unbase64(json_string_value(json_object_get(tdata, "token")));
+    /* a token per agent: 64 hex digits each, no two alike */
+    json_t *tdata = check_secret(find_secret(list, "chaosloco-agent-tokens"), "chaosloco-agent-tokens");
+    cr_assert_eq(json_object_size(tdata), 4, "agent-0.token .. agent-3.token");
+    char *token = unbase64(json_string_value(json_object_get(tdata, "agent-0.token")));
     cr_assert_not_null(token);
     cr_assert_eq(strlen(token), 64, "token %s", token);
     cr_assert_eq(strspn(token, "0123456789abcdef"), 64, "token %s", token);
+    for (int i = 1; i < 4; i++) {
+        char tkey[32];
+        snprintf(tkey, sizeof tkey, "agent-%d.token", i);
+        char *ti = unbase64(json_string_value(json_object_get(tdata, tkey)));
+        cr_assert_not_null(ti, "%s", tkey);
+        cr_assert_eq(strlen(ti), 64, "%s: %s", tkey, ti);
+        cr_assert_str_neq(ti, token, "agent %d has agent 0's token", i);
+        free(ti);
+    }
 
     /* a second run makes other secrets */
     char *text2 = run_secrets(dir, "two", args, &rc);
@@ -223,7 +233,7 @@ Test(secrets, stdout_list_matches_the_manifests_and_holds_credentials_a_syncer_l
     json_t *list2 = json_loads(text2, 0, &je);
     cr_assert_not_null(list2);
     char *token2 = unbase64(json_string_value(
-        json_object_get(json_object_get(find_secret(list2, "chaosloco-agent-token"), "data"), "token")));
+        json_object_get(json_object_get(find_secret(list2, "chaosloco-agent-tokens"), "data"), "agent-0.token")));
     cr_assert_str_neq(token, token2, "two runs made the same token");
     const char *a0 = json_string_value(json_object_get(data, "admin.cred"));
     const char *a1 = json_string_value(json_object_get(
@@ -252,7 +262,7 @@ Test(secrets, out_dir_files_are_0600_and_never_overwritten)
     struct stat st;
     cr_assert_eq(stat(out, &st), 0);
     cr_assert_eq(st.st_mode & 0777, 0700, "--out dir mode %o", (unsigned)(st.st_mode & 0777));
-    const char *names[] = {"chaosloco-syncer-credentials", "chaosloco-agent-token"};
+    const char *names[] = {"chaosloco-syncer-credentials", "chaosloco-agent-tokens"};
     char *before[2];
     for (int i = 0; i < 2; i++) {
         snprintf(p, sizeof p, "%s/%s.json", out, names[i]);
