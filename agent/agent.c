@@ -470,6 +470,7 @@ agent *agent_new(const agent_opts *o, char *err, size_t errlen)
     }
     a->o = *o;
     pthread_mutex_init(&a->lock, NULL);
+    a->start_ppid = getppid();
     pthread_mutex_init(&a->px_lock, NULL);
     a->started_mono_ms = cx_mono_ms();
     a->state_dir = strdup(o->state_dir);
@@ -585,6 +586,7 @@ void agent_lease_renew(agent *a, int64_t ttl_ms)
     a->lease_ttl_ms = ttl_ms;
     a->lease_expires_mono_ms = cx_mono_ms() + ttl_ms;
     a->lapsed_mono_ms = 0;
+    a->leased = 1;
     pthread_mutex_unlock(&a->lock);
 }
 
@@ -635,15 +637,20 @@ static void lease_check(agent *a, int64_t now)
 }
 
 /* With --orphan-exit-ms: the lease lapsed (faults already reverted) and
- * nobody took a new one in time. */
+ * nobody took a new one in time; or no lease was ever taken and the
+ * process that started the agent (a harness that died during its start-up)
+ * has been gone that long. */
 static int orphaned(agent *a, int64_t now)
 {
     if (a->o.orphan_exit_ms <= 0)
         return 0;
     pthread_mutex_lock(&a->lock);
     int gone = a->lapsed_mono_ms > 0 && now - a->lapsed_mono_ms >= a->o.orphan_exit_ms;
+    int leased = a->leased;
     pthread_mutex_unlock(&a->lock);
-    return gone;
+    if (!leased && getppid() != a->start_ppid && a->parent_gone_mono_ms == 0)
+        a->parent_gone_mono_ms = now;
+    return gone || (!leased && a->parent_gone_mono_ms > 0 && now - a->parent_gone_mono_ms >= a->o.orphan_exit_ms);
 }
 
 int agent_halted(agent *a)
@@ -738,7 +745,8 @@ int agent_run(agent *a, volatile sig_atomic_t *stop)
         reg_tick(a->reg, now);
         lease_check(a, now);
         if (orphaned(a, now)) {
-            cx_warn("no lease for %lld ms after the last one lapsed: the harness is gone, shutting down",
+            cx_warn("no lease for %lld ms after the last one lapsed (or, before any lease, after the "
+                    "process that started this agent died): the harness is gone, shutting down",
                     (long long)a->o.orphan_exit_ms);
             break;
         }

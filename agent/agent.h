@@ -111,7 +111,10 @@ typedef struct agent {
     int64_t lease_expires_mono_ms; /* when it lapses */
     int64_t lease_lapses;          /* count, for /metrics */
     int64_t lapsed_mono_ms;        /* when the last lease lapsed; 0 while one is held or none was */
+    int leased;                    /* a lease was ever taken */
     int64_t started_mono_ms;       /* agent start */
+    pid_t start_ppid;              /* the process that started the agent (main loop only) */
+    int64_t parent_gone_mono_ms;   /* when it was seen gone before any lease; 0 not seen (main loop only) */
 } agent;
 
 /* Build everything (state dir, hook files, proxies, registry + crash sweep,

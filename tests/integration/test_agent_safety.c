@@ -309,3 +309,41 @@ Test(agent_safety, usage_errors_exit_64_naming_the_flag)
     }
     free(dir);
 }
+
+/* A harness that dies during its start-up, before it took a lease, leaves
+ * agents that no lease will ever lapse on: with --orphan-exit-ms they go
+ * (and stop their units) that long after the process that started them
+ * died. Here a shell starts the agent in the background and exits. */
+Test(agent_safety, an_agent_never_leased_goes_when_its_starter_dies)
+{
+    char *dir = it_mkdtemp("aorph");
+    char tok[600], state[600], unit_pid[600], cmd[4096];
+    ag_write_token(dir, tok, sizeof tok);
+    snprintf(state, sizeof state, "%s/state", dir);
+    snprintf(unit_pid, sizeof unit_pid, "%s/unit.pid", dir);
+    snprintf(cmd, sizeof cmd,
+             "'%s' agent --listen 127.0.0.1:0 --id it-aorph-%d --state-dir '%s' --token-file '%s' "
+             "--no-cgroup --orphan-exit-ms 1000 -- /bin/sh -c 'echo $$ > %s; exec sleep 1000' "
+             ">'%s/agent.log' 2>&1 & echo $! > '%s/agent.pid'; sleep 2",
+             CHAOSLOCO_BIN, (int)getpid(), state, tok, unit_pid, dir, dir);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    pid_t starter = it_start_prog(dir, "starter", argv, NULL);
+    pid_t agent = it_wait_pid_file(dir, "agent.pid", 10000);
+    pid_t unit = it_wait_pid_file(dir, "unit.pid", 20000);
+    cr_assert_gt(agent, 0, "the agent was started");
+    cr_assert_gt(unit, 0, "its unit runs");
+    int st = it_wait_exit(starter, 10000);
+    /* 1 s of orphan time, then the unit's stop (at most its 5 s grace) */
+    int gone = st != -1 && it_wait_proc_dead(agent, 15000);
+    int unit_gone = gone && it_wait_proc_dead(unit, 2000);
+    if (!gone || !unit_gone) { /* not started by it_start: leave nothing behind */
+        it_dump_log(dir, "agent");
+        kill(agent, SIGKILL);
+        kill(unit, SIGKILL);
+    }
+    cr_assert_neq(st, -1, "the starter exited");
+    cr_assert(gone, "the never-leased agent left after its starter died");
+    cr_assert(unit_gone, "and stopped its unit");
+    it_rm_tree(dir);
+    free(dir);
+}
