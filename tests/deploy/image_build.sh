@@ -133,7 +133,32 @@ finish() {
   exit $rc
 }
 trap finish EXIT
-trap 'exit 2' TERM INT
+# bounded S CMD...: CMD under `timeout S`, in the background while this
+# shell waits for it, so that a TERM or INT to the test stops CMD at once
+# (timeout passes the signal on) instead of after CMD ends
+CHILD=
+bounded() {
+  local s=$1 rc
+  shift
+  timeout -k 10 "$s" "$@" &
+  CHILD=$!
+  wait "$CHILD"
+  rc=$?
+  CHILD=
+  return $rc
+}
+# on TERM/INT: stop CMD's whole process group (timeout makes one of its own,
+# so debootstrap's dpkg and wget go too) before the EXIT trap removes $T
+on_signal() {
+  if [ -n "$CHILD" ]; then
+    kill -TERM -- "-$CHILD" 2>/dev/null
+    for _ in $(seq 1 100); do kill -0 -- "-$CHILD" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$CHILD" 2>/dev/null
+    wait "$CHILD" 2>/dev/null
+  fi
+  exit 2
+}
+trap on_signal TERM INT
 
 # containers/image keeps a blob-info cache under /var/lib/containers for
 # root, whatever the storage: in this mount namespace that is a directory
@@ -153,11 +178,11 @@ say "mirror $M, storage $T (vfs)"
 t0=$SECONDS
 ctr=$(timeout 60 "${BH[@]}" from scratch) || fail "buildah from scratch failed"
 root=$(timeout 60 "${BH[@]}" mount "$ctr") || fail "buildah mount failed"
-timeout 400 debootstrap --variant=minbase "$SUITE" "$root" "$M" >"$T/debootstrap.log" 2>&1 ||
+bounded 400 debootstrap --variant=minbase "$SUITE" "$root" "$M" >"$T/debootstrap.log" 2>&1 ||
   { tail -n 30 "$T/debootstrap.log"; fail "debootstrap --variant=minbase $SUITE from $M failed"; }
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/debootstrap
 timeout 60 "${BH[@]}" umount "$ctr" >/dev/null
-timeout 300 "${BH[@]}" commit --rm --quiet "$ctr" "$BASE" >/dev/null || fail "buildah commit of the base failed"
+bounded 300 "${BH[@]}" commit --rm --quiet "$ctr" "$BASE" >/dev/null || fail "buildah commit of the base failed"
 say "base $BASE made in $((SECONDS - t0)) s"
 
 # ---- 2. the image ----
@@ -166,7 +191,7 @@ t0=$SECONDS
 cas=()
 ls /usr/local/share/ca-certificates/ 2>/dev/null | grep -q '\.crt$' &&
   cas=(--volume /usr/local/share/ca-certificates:/usr/local/share/ca-certificates:ro)
-timeout 900 "${BH[@]}" build --isolation chroot --pull=never --layers=false "${cas[@]}" \
+bounded 900 "${BH[@]}" build --isolation chroot --pull=never --layers=false "${cas[@]}" \
   -f "$SRC/deploy/Containerfile" -t "$IMAGE" "$SRC" >"$T/build.log" 2>&1 ||
   { tail -n 40 "$T/build.log"; fail "buildah build -f deploy/Containerfile failed"; }
 say "image $IMAGE built in $((SECONDS - t0)) s"
@@ -232,7 +257,7 @@ tail -n 5 syncer.log
 [ $rc = 0 ] && grep -q 'done: 48 steps' learner.log && grep -q ' merge fragment=' syncer.log &&
   grep -q 'final checkpoint written' syncer.log
 EOF
-timeout 180 "${BH[@]}" run --isolation chroot "$ctr" -- /bin/sh -c "$(cat "$T/run.sh")" >"$T/run.log" 2>&1 ||
+bounded 180 "${BH[@]}" run --isolation chroot "$ctr" -- /bin/sh -c "$(cat "$T/run.sh")" >"$T/run.log" 2>&1 ||
   { cat "$T/run.log"; fail "a syncer and a learner inside the image did not train (log above)"; }
 say "a syncer and a learner trained 48 steps inside the image as UID 10001"
 exit 0
