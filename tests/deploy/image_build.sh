@@ -17,7 +17,8 @@
 #      on SRCDIR as it is (its .containerignore applies); the build stage
 #      fetches Debian's packages and, through cmake, uPlot from the npm
 #      registry;
-#   3. the image: its configured user is 10001:10001; `chaosloco --help` and
+#   3. the image: its configured user is 10001:10001, its OCI labels
+#      description and base.name are set; `chaosloco --help` and
 #      `chaosloco syncer --help` run in a container of it (as that user);
 #      `ldd` finds every library of the binary and of the disk-fault shim;
 #      /bin/sh, install, the fortunes corpus and libfaketime are there; no
@@ -48,8 +49,9 @@
 # debootstrap, curl or unshare missing, the Debian mirror or the npm
 # registry unreachable.
 #
-# Duration: about 6 min on 2 cores (the debootstrap ~1 min, the build stage's
-# packages and the Release build most of the rest).
+# Duration: 5.5 to 9 min on 2 cores (327 to 544 s measured, the machine's
+# load 4 to 8): the debootstrap 1.5 min, the build stage's packages (131 MB
+# with nodejs and npm) and the Release build most of the rest.
 set -u
 SRC=${1:?source directory}
 SUITE=bookworm
@@ -200,6 +202,11 @@ say "image $IMAGE built in $((SECONDS - t0)) s"
 user=$(timeout 60 "${BH[@]}" inspect --type image --format '{{.OCIv1.Config.User}}' "$IMAGE") ||
   fail "buildah inspect $IMAGE failed"
 [ "$user" = 10001:10001 ] || [ "$user" = 10001 ] || fail "the image's user is '$user', not 10001"
+for l in description base.name; do
+  v=$(timeout 60 "${BH[@]}" inspect --type image \
+    --format "{{index .OCIv1.Config.Labels \"org.opencontainers.image.$l\"}}" "$IMAGE")
+  [ -n "$v" ] && [ "$v" != "<no value>" ] || fail "the image has no org.opencontainers.image.$l label"
+done
 ctr=$(timeout 60 "${BH[@]}" from --pull=never --quiet "$IMAGE") || fail "buildah from $IMAGE failed"
 # in CTR: run a command in the container as the image's user (bounded)
 in_ctr() { timeout 120 "${BH[@]}" run --isolation chroot "$ctr" -- "$@"; }
