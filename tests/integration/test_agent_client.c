@@ -121,9 +121,12 @@ Test(agent_client, fanout_reaches_every_agent_and_reports_the_dead_one)
     ag_start(&a, "agcfa", NULL, NULL, NULL);
     ag_start(&b, "agcfb", NULL, NULL, NULL);
     const char *urls[] = {a.url, "http://127.0.0.1:1", b.url};
-    agc_opts o = {.token = AG_TOKEN, .connect_timeout_ms = 1000, .timeout_ms = 5000};
+    /* options per agent: each agent has a token of its own */
+    agc_opts o[3];
+    for (int i = 0; i < 3; i++)
+        o[i] = (agc_opts){.token = AG_TOKEN, .connect_timeout_ms = 1000, .timeout_ms = 5000};
     agc_fan_result res[3];
-    cr_assert_eq(agc_fanout(urls, 3, &o, agc_halt, res), 2);
+    cr_assert_eq(agc_fanout(urls, 3, o, agc_halt, res), 2);
     cr_assert_eq(res[0].rc, 0, "%s", res[0].err);
     cr_assert_eq(res[0].reply.status, 200);
     cr_assert(json_is_integer(json_object_get(res[0].reply.json, "reverted")));
@@ -133,8 +136,14 @@ Test(agent_client, fanout_reaches_every_agent_and_reports_the_dead_one)
     cr_assert(res[1].err[0], "why the dead agent failed");
     agc_fanout_cleanup(res, 3);
     cr_assert(halted(&a) && halted(&b), "both agents halted");
-    /* and back */
-    cr_assert_eq(agc_fanout(urls, 3, &o, agc_resume, res), 2);
+    /* and back; agent b's options carry another token: only b refuses */
+    o[2].token = "not-b-s-token-000";
+    cr_assert_eq(agc_fanout(urls, 3, o, agc_resume, res), 1);
+    cr_assert_eq(res[2].rc, CX_EAUTH, "b refused the wrong token: rc %d", res[2].rc);
+    agc_fanout_cleanup(res, 3);
+    cr_assert(!halted(&a) && halted(&b), "a resumed, b still halted");
+    o[2].token = AG_TOKEN;
+    cr_assert_eq(agc_fanout(urls, 3, o, agc_resume, res), 2);
     agc_fanout_cleanup(res, 3);
     cr_assert(!halted(&a) && !halted(&b), "both agents resumed");
     ag_stop(&a);

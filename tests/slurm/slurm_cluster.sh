@@ -204,6 +204,12 @@ else
       exec slurmd -D -N cxn'"$i"' -f "'"$S/slurm.conf"'"' >/dev/null 2>&1 &
     PIDS+=($!)
     pid=$!
+    # unshare(2) may not have run yet (a loaded box): moving the veth end
+    # before would leave it in this namespace; wait (bounded) for the new one
+    for _ in $(seq 1 100); do
+      [ "$(readlink "/proc/$pid/ns/net" 2>/dev/null)" != "$(readlink /proc/self/ns/net)" ] && break
+      sleep 0.05
+    done
     ip link add "cxv$i" type veth peer name "cxv${i}p" &&
       ip link set "cxv${i}p" netns "$pid" && ip link set "cxv$i" master cxbr && ip link set "cxv$i" up &&
       nsenter --net --target "$pid" ip link set "cxv${i}p" name eth0 ||
