@@ -208,21 +208,15 @@ static const char *const restart_names[] = {"never", "on-failure", NULL};
  * with why. */
 static char *read_token_file(const char *token_file, char *why, size_t whylen)
 {
-    char *token = NULL;
-    size_t got = 0;
-    if (cx_secret_read(token_file, "--token-file", 4096, &token, &got, why, whylen) != 0)
-        return NULL;
-    token[strcspn(token, "\r\n")] = '\0';
-    size_t tlen = strlen(token);
-    while (tlen > 0 && isspace((unsigned char)token[tlen - 1]))
-        token[--tlen] = '\0';
-    if (tlen < 8) {
-        memset(token, 0, got);
-        free(token);
+    char line[4096];
+    int n = cx_secret_read_line(token_file, "--token-file", line, sizeof line, why, whylen);
+    char *token = n >= 8 ? strdup(line) : NULL;
+    memset(line, 0, sizeof line);
+    if (n >= 0 && n < 8)
         cx_fail(why, whylen, CX_EINVAL, "--token-file %s: the token must be at least 8 characters",
                 token_file);
-        return NULL;
-    }
+    else if (n >= 8 && !token)
+        cx_fail(why, whylen, CX_ENOMEM, "out of memory");
     return token;
 }
 

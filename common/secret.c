@@ -121,3 +121,26 @@ int cx_secret_read(const char *path, const char *what, size_t max, char **out, s
     *len = n;
     return 0;
 }
+
+int cx_secret_read_line(const char *path, const char *what, char *out, size_t outlen, char *err, size_t errlen)
+{
+    char *data = NULL;
+    size_t len = 0;
+    int rc = cx_secret_read(path, what, 4096, &data, &len, err, errlen);
+    if (rc < 0)
+        return rc;
+    size_t n = strcspn(data, "\r\n");
+    while (n > 0 && (data[n - 1] == ' ' || data[n - 1] == '\t'))
+        n--;
+    if (n >= outlen) {
+        rc = cx_fail(err, errlen, CX_EINVAL, "%s %s: the first line is longer than %zu characters", what, path,
+                     outlen - 1);
+    } else {
+        memcpy(out, data, n);
+        out[n] = '\0';
+        rc = (int)n;
+    }
+    memset(data, 0, len);
+    free(data);
+    return rc;
+}

@@ -39,4 +39,11 @@ int cx_secret_open(const char *path, const char *what, int *fd, char *err, size_
 int cx_secret_read(const char *path, const char *what, size_t max, char **out, size_t *len, char *err,
                    size_t errlen);
 
+/* cx_secret_read of a token file (at most 4096 bytes), then its first line
+ * without trailing whitespace into out (outlen bytes, NUL-terminated): its
+ * length (0 for an empty line: the caller decides), or a negative cx_err
+ * with err; a line of outlen bytes or more is CX_EINVAL naming what and
+ * path. What was read is wiped. */
+int cx_secret_read_line(const char *path, const char *what, char *out, size_t outlen, char *err, size_t errlen);
+
 #endif

@@ -55,23 +55,14 @@ static void usage(FILE *f)
  * whitespace removed. */
 static int read_token(const char *path, char **out, char *err, size_t errlen)
 {
-    char *data = NULL;
-    size_t len = 0;
-    int rc = cx_secret_read(path, "--token-file", 4096, &data, &len, err, errlen);
-    if (rc != 0)
-        return rc;
-    char *nl = strchr(data, '\n');
-    if (nl)
-        *nl = '\0';
-    len = strlen(data);
-    while (len && (data[len - 1] == ' ' || data[len - 1] == '\r' || data[len - 1] == '\t'))
-        data[--len] = '\0';
-    if (len == 0) {
-        free(data);
-        return cx_fail(err, errlen, CX_EINVAL, "--token-file %s: the file is empty", path);
-    }
-    *out = data;
-    return 0;
+    char line[4096];
+    int n = cx_secret_read_line(path, "--token-file", line, sizeof line, err, errlen);
+    if (n == 0)
+        n = cx_fail(err, errlen, CX_EINVAL, "--token-file %s: the file is empty", path);
+    if (n > 0 && !(*out = strdup(line)))
+        n = cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+    memset(line, 0, sizeof line);
+    return n < 0 ? n : 0;
 }
 
 /* Split "[ID=]URL,..." in place into urls[] and learners[]. */

@@ -35,17 +35,11 @@ static void usage(FILE *f)
  * out; 0, or -1 with the reason on stderr. */
 static int read_token(const char *path, const char *flag, char *out, size_t outlen)
 {
-    char *data = NULL;
-    size_t len = 0;
     char err[CX_ERRLEN];
-    if (cx_secret_read(path, flag, 4096, &data, &len, err, sizeof err) < 0) {
+    if (cx_secret_read_line(path, flag, out, outlen, err, sizeof err) < 0) {
         fprintf(stderr, "chaosloco halt: %s\n", err);
         return -1;
     }
-    data[strcspn(data, "\r\n")] = '\0';
-    snprintf(out, outlen, "%s", data);
-    memset(data, 0, len);
-    free(data);
     return 0;
 }
 

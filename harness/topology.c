@@ -553,21 +553,11 @@ fail:
  * token[128]. */
 static int read_token(const char *path, const char *what, char *token, char *err, size_t errlen)
 {
-    char *data = NULL;
-    size_t len = 0;
-    int rc = cx_secret_read(path, what, 4096, &data, &len, err, errlen);
-    if (rc < 0)
-        return rc;
-    data[strcspn(data, "\r\n")] = '\0';
-    size_t tl = strlen(data);
-    if (tl == 0 || tl >= 128)
-        rc = cx_fail(err, errlen, CX_EINVAL, "%s %s: the token's first line must have 1..127 characters",
-                     what, path);
-    else
-        memcpy(token, data, tl + 1);
-    memset(data, 0, len);
-    free(data);
-    return rc;
+    int n = cx_secret_read_line(path, what, token, 128, err, errlen);
+    if (n == 0)
+        n = cx_fail(err, errlen, CX_EINVAL, "%s %s: the token's first line must have 1..127 characters", what,
+                    path);
+    return n < 0 ? n : 0;
 }
 
 int topo_attach(const topo_attach_cfg *cfg, topo **out, char *err, size_t errlen)

@@ -178,3 +178,26 @@ Test(secret, missing_dangling_and_oversized_files_are_refused)
                  "a 4999-byte file under a 4096 cap");
     cr_assert(strstr(err, "larger than 4096 bytes"), "%s", err);
 }
+
+/* A token file's first line, trailing whitespace removed; an empty line is
+ * the caller's to judge, a line too long for the buffer is refused. */
+Test(secret, read_line_takes_the_first_line_of_a_token_file)
+{
+    char p[512], out[16], err[CX_ERRLEN];
+    snprintf(p, sizeof p, "%s/token", dir);
+    write_file("token", "tok-123 \t\r\nsecond line\n", 0600);
+    cr_assert_eq(cx_secret_read_line(p, "--token-file", out, sizeof out, err, sizeof err), 7, "%s", err);
+    cr_assert_str_eq(out, "tok-123");
+    snprintf(p, sizeof p, "%s/empty", dir);
+    write_file("empty", "\nnext\n", 0600);
+    cr_assert_eq(cx_secret_read_line(p, "--token-file", out, sizeof out, err, sizeof err), 0);
+    cr_assert_str_eq(out, "");
+    snprintf(p, sizeof p, "%s/long", dir);
+    write_file("long", "0123456789abcdefXYZ\n", 0600);
+    cr_assert_eq(cx_secret_read_line(p, "--token-file", out, sizeof out, err, sizeof err), CX_EINVAL);
+    cr_assert(strstr(err, "longer than 15"), "%s", err);
+    snprintf(p, sizeof p, "%s/wide", dir);
+    write_file("wide", "tok\n", 0640);
+    cr_assert_eq(cx_secret_read_line(p, "--token-file", out, sizeof out, err, sizeof err), CX_EINVAL,
+                 "the secret-file rule still applies");
+}
