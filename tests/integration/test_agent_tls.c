@@ -16,7 +16,6 @@
  * Skipped, saying why, when libmicrohttpd lacks TLS or openssl is missing. */
 #include <criterion/criterion.h>
 #include <jansson.h>
-#include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +27,7 @@
 #include "common/clock.h"
 #include "common/http_client.h"
 #include "harness_it.h"
+#include "tls_it.h"
 
 static void fini(void)
 {
@@ -37,43 +37,6 @@ static void fini(void)
 TestSuite(agent_tls, .fini = fini, .timeout = 240);
 
 #define TLS_TOKEN "tls-agent-0-token-5e1f27"
-
-/* Run openssl with argv in dir; 0 when it exited 0. */
-static int openssl(const char *dir, const char *name, const char *const *argv)
-{
-    pid_t p = it_start_prog(dir, name, argv, NULL);
-    int st = it_wait_exit(p, 30000);
-    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        it_dump_log(dir, name);
-        return -1;
-    }
-    return 0;
-}
-
-/* A test CA (dir/ca.pem) and a server certificate for localhost and
- * 127.0.0.1 signed by it (dir/srv.pem, key dir/srv.key, 0600). */
-static void make_ca_and_cert(const char *dir)
-{
-    char ca_key[600], ca[600], key[600], csr[600], cert[600], ext[600];
-    snprintf(ca_key, sizeof ca_key, "%s/ca.key", dir);
-    snprintf(ca, sizeof ca, "%s/ca.pem", dir);
-    snprintf(key, sizeof key, "%s/srv.key", dir);
-    snprintf(csr, sizeof csr, "%s/srv.csr", dir);
-    snprintf(cert, sizeof cert, "%s/srv.pem", dir);
-    snprintf(ext, sizeof ext, "%s/ext.cnf", dir);
-    hx_write(ext, "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n");
-    const char *a1[] = {"openssl", "req",  "-x509", "-newkey", "ec",  "-pkeyopt", "ec_paramgen_curve:P-256",
-                        "-nodes",  "-keyout", ca_key, "-out",  ca,    "-days",    "1",
-                        "-subj",   "/CN=chaosloco test CA", NULL};
-    const char *a2[] = {"openssl", "req",    "-newkey", "ec",  "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                        "-keyout", key,      "-out",    csr,   "-subj",    "/CN=localhost",           NULL};
-    const char *a3[] = {"openssl",         "x509", "-req", "-in",   csr, "-CA",      ca,  "-CAkey", ca_key,
-                        "-CAcreateserial", "-out", cert,   "-days", "1", "-extfile", ext, NULL};
-    cr_assert_eq(openssl(dir, "openssl-ca", a1), 0, "make the CA");
-    cr_assert_eq(openssl(dir, "openssl-csr", a2), 0, "make the server key");
-    cr_assert_eq(openssl(dir, "openssl-sign", a3), 0, "sign the server certificate");
-    cr_assert_eq(chmod(key, 0600), 0, "the key is the owner's only (else it is refused)");
-}
 
 /* GET base+path with the given bearer and CA (either may be NULL): the
  * status, 0 when no answer came (a refused certificate). */
@@ -102,12 +65,9 @@ static int port_of(const char *addr)
 
 Test(agent_tls, agents_and_syncer_over_https_with_a_named_ca)
 {
-    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
-        cr_skip_test("libmicrohttpd was built without TLS");
-    if (access("/usr/bin/openssl", X_OK) != 0)
-        cr_skip_test("openssl is not installed (scripts/install-deps --test)");
+    tls_skip_unless_possible();
     char *dir = it_mkdtemp("atls");
-    make_ca_and_cert(dir);
+    tls_make_ca_and_cert(dir, "localhost", "DNS:localhost,IP:127.0.0.1");
     char ca[600], cert[600], key[600];
     snprintf(ca, sizeof ca, "%s/ca.pem", dir);
     snprintf(cert, sizeof cert, "%s/srv.pem", dir);

@@ -4,10 +4,10 @@
  * openssl. Skipped, saying why, when libmicrohttpd lacks TLS or openssl is
  * not installed. A --tls-key file that group or others may access is
  * refused at start, naming the file (no TLS needed for that). */
-#include <microhttpd.h>
 #include <sys/stat.h>
 
 #include "common/file.h"
+#include "tls_it.h"
 #include "trainer_it.h"
 
 static void fini(void)
@@ -16,18 +16,6 @@ static void fini(void)
 }
 
 TestSuite(syncer_tls, .fini = fini, .timeout = 120);
-
-/* Run openssl with args in dir; 0 when it exited 0. */
-static int openssl(const char *dir, const char *name, const char *const *args)
-{
-    pid_t p = it_start_prog(dir, name, args, NULL);
-    int st = it_wait_exit(p, 30000);
-    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        it_dump_log(dir, name);
-        return -1;
-    }
-    return 0;
-}
 
 /* Write text into dir/name; its path into out. */
 static void write_in(const char *dir, const char *name, const char *text, char *out, size_t len)
@@ -38,43 +26,13 @@ static void write_in(const char *dir, const char *name, const char *text, char *
 
 Test(syncer_tls, a_learner_joins_and_trains_over_https)
 {
-    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
-        cr_skip_test("libmicrohttpd was built without TLS");
-    if (access("/usr/bin/openssl", X_OK) != 0)
-        cr_skip_test("openssl is not installed (scripts/install-deps --test)");
+    tls_skip_unless_possible();
     char *dir = it_mkdtemp("tls");
-    char ca_key[600], ca[600], key[600], csr[600], cert[600], ext[600];
-    snprintf(ca_key, sizeof ca_key, "%s/ca.key", dir);
+    tls_make_ca_and_cert(dir, "127.0.0.1", "IP:127.0.0.1");
+    char ca[600], key[600], cert[600];
     snprintf(ca, sizeof ca, "%s/ca.pem", dir);
     snprintf(key, sizeof key, "%s/srv.key", dir);
-    snprintf(csr, sizeof csr, "%s/srv.csr", dir);
     snprintf(cert, sizeof cert, "%s/srv.pem", dir);
-    write_in(dir, "ext.cnf", "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n", ext, sizeof ext);
-    const char *a1[] = {"openssl",
-                        "req",
-                        "-x509",
-                        "-newkey",
-                        "ec",
-                        "-pkeyopt",
-                        "ec_paramgen_curve:P-256",
-                        "-nodes",
-                        "-keyout",
-                        ca_key,
-                        "-out",
-                        ca,
-                        "-days",
-                        "1",
-                        "-subj",
-                        "/CN=chaosloco test CA",
-                        NULL};
-    const char *a2[] = {"openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                        "-keyout", key,   "-out",    csr,  "-subj",    "/CN=127.0.0.1",           NULL};
-    const char *a3[] = {"openssl",         "x509", "-req", "-in",   csr, "-CA",      ca,  "-CAkey", ca_key,
-                        "-CAcreateserial", "-out", cert,   "-days", "1", "-extfile", ext, NULL};
-    cr_assert_eq(openssl(dir, "openssl-ca", a1), 0, "make the CA");
-    cr_assert_eq(openssl(dir, "openssl-csr", a2), 0, "make the server key");
-    cr_assert_eq(openssl(dir, "openssl-sign", a3), 0, "sign the server certificate");
-    cr_assert_eq(chmod(key, 0600), 0, "the key is the owner's only (else the syncer refuses it)");
 
     tr_run r = {0};
     const char *args[] = {"--tls-cert",  cert, "--tls-key", key,  "--mode", "diloco", "--learners", "1",
