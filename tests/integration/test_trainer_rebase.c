@@ -321,6 +321,38 @@ static int64_t sent_upto(tr_run *r, int id, json_int_t inc, int *n)
     return got;
 }
 
+/* Wait (90 s at most) until learner id's incarnation inc has at least
+ * want contributions to every fragment after event seq `after`. A
+ * fragment whose merged value comes late skips its turns (its progress
+ * goes with its next one), so on a loaded machine a fixed number of steps
+ * can hold only one or two of a fragment: a count, not a step, bounds the
+ * wait. Returns the smallest count over the fragments. */
+static int wait_each_fragment(tr_run *r, int id, json_int_t inc, json_int_t after, int want)
+{
+    int least = 0;
+    for (int64_t end = cx_mono_ms() + 90000; cx_mono_ms() < end; cx_sleep_ms(100)) {
+        int n[RB_P] = {0};
+        json_t *evs = tr_events(r, 0), *e;
+        size_t i;
+        json_array_foreach(evs, i, e)
+        {
+            if (strcmp(tr_type(e), "contribution") != 0 || tr_int(e, "learner") != id ||
+                tr_int(e, "incarnation") != inc || tr_int(e, "seq") <= after)
+                continue;
+            json_int_t f = tr_int(e, "fragment");
+            if (f >= 0 && f < RB_P)
+                n[f]++;
+        }
+        json_decref(evs);
+        least = n[0];
+        for (int f = 1; f < RB_P; f++)
+            least = n[f] < least ? n[f] : least;
+        if (least >= want)
+            break;
+    }
+    return least;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -348,7 +380,8 @@ static double norm_per_step(json_t *e)
  * it from update_norm and keeps the eval from jumping). That bug, made on
  * purpose, gave 31-87 x here; the honest runs 1.0-1.1 x, and claim 4's
  * rejoins at most 1.6 x. The honest reference is learner 0's
- * contributions while learner 1 was down (the same phase of training);
+ * contributions while learner 1 was down (the same phase of training; at
+ * least six of each fragment are waited for: a count, not a time);
  * the bound is 4 x. The eval may not rise by more than 0.5 nats either
  * (the diverged run jumped by 5.6). */
 Test(trainer_rebase, a_restarted_learner_sends_only_its_own_progress, .timeout = 300)
@@ -374,7 +407,8 @@ Test(trainer_rebase, a_restarted_learner_sends_only_its_own_progress, .timeout =
     json_int_t kill_seq = tr_last_seq(&r);
     int n0 = 0, n1 = 0;
     int64_t from = sent_upto(&r, 0, 1, &n0);
-    wait_sent(&r, 0, 1, from + 480); /* twenty periods of learner 0 alone */
+    wait_sent(&r, 0, 1, from + 480);                 /* twenty periods of learner 0 alone */
+    (void)wait_each_fragment(&r, 0, 1, kill_seq, 6); /* and the honest reference's samples of each fragment */
     json_int_t restart_seq = tr_last_seq(&r);
     p[1] = tr_learner_start(&r, 1, NULL, NULL);
     int64_t end = cx_mono_ms() + 90000;
@@ -415,8 +449,11 @@ Test(trainer_rebase, a_restarted_learner_sends_only_its_own_progress, .timeout =
     cr_assert_eq(joined, 1, "learner 1 restarted from its checkpoint (the join's resumed_step > 0)");
     double med[RB_P];
     for (int f = 0; f < RB_P; f++) {
-        cr_assert_geq(nh[f], 3, "fragment %d: %d honest contributions of learner 0 while learner 1 was down",
-                      f, nh[f]);
+        cr_assert_geq(
+            nh[f], 3,
+            "fragment %d: %d honest contributions of learner 0 while learner 1 was down (waited up to 90 s "
+            "for 6: its merges stalled)",
+            f, nh[f]);
         qsort(honest[f], (size_t)nh[f], sizeof honest[f][0], cmp_double);
         med[f] = honest[f][nh[f] / 2];
     }
