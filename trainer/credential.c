@@ -291,6 +291,14 @@ int cred_store_learners(const cred_store *s)
     return s ? s->learners : 0;
 }
 
+const char *cred_store_admin(const cred_store *s)
+{
+    for (int i = 0; s && i < s->n; i++)
+        if (s->e[i].kind == CRED_ADMIN)
+            return s->e[i].cred;
+    return NULL;
+}
+
 int cred_store_check(const cred_store *s, const char *presented, cred_kind *kind, int64_t *learner, char *err,
                      size_t errlen)
 {

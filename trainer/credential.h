@@ -72,6 +72,9 @@ cred_store *cred_store_load(const char *dir, char *err, size_t errlen);
 void cred_store_free(cred_store *s);
 /* Number of learner credentials loaded. */
 int cred_store_learners(const cred_store *s);
+/* The admin credential loaded (the syncer derives its seal key from it:
+ * trainer/seal.h), or NULL when there is none. */
+const char *cred_store_admin(const cred_store *s);
 
 /* Check a presented credential: 0 when it is one of the store's, with its
  * kind and learner id (-1 unless a learner); CX_EAUTH otherwise, why in

@@ -348,7 +348,7 @@ static void learner_free(learner *L)
     data_shard_free(L->shard);
     data_source_free(L->src);
     fragment_table_free(L->ft);
-    free(L->gcopy), free(L->gver), free(L->seen_ver);
+    free(L->gcopy), free(L->gver), free(L->gseal), free(L->seen_ver);
     free(L->ef), free(L->ef_next), free(L->ef_off);
     free(L->base), free(L->scratch), free(L->wire), free(L->base_version), free(L->frag_steps);
     free(L->frag_tokens), free(L->inflight), free(L->pending), free(L->in), free(L->tg);

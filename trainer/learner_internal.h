@@ -37,6 +37,7 @@
 #include "trainer/learner.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
+#include "trainer/seal.h"
 
 #define HTTP_TIMEOUT_MS 15000
 #define POLL_WAIT_MS 10000
@@ -104,12 +105,13 @@ typedef struct learner {
      * (full pulls and applied delta chains), owned by the thread that
      * talks to the syncer: main before the decoupled comm thread starts
      * and in ddp/diloco, the comm thread in decoupled mode. */
-    float *gcopy;         /* [n] */
-    int64_t *gver;        /* [P] version of gcopy per fragment (-1 none) */
-    int64_t n_delta;      /* fragments received as delta chains */
-    int64_t n_delta_vers; /* deltas applied */
-    int64_t n_full;       /* fragments received in full */
-    int64_t n_mismatch;   /* delta results that failed the CRC check (then pulled in full) */
+    float *gcopy;                /* [n] */
+    int64_t *gver;               /* [P] version of gcopy per fragment (-1 none) */
+    char (*gseal)[SEAL_HEX + 1]; /* [P] the syncer's seal of that copy (trainer/seal.h), "" none */
+    int64_t n_delta;             /* fragments received as delta chains */
+    int64_t n_delta_vers;        /* deltas applied */
+    int64_t n_full;              /* fragments received in full */
+    int64_t n_mismatch;          /* delta results that failed the CRC check (then pulled in full) */
     int64_t *seen_ver; /* [P] newest version of each fragment GET /v1/versions showed (same owner as gcopy) */
     int64_t ddp_version; /* ddp: the syncer's version of the state this learner holds (its params and
                             AdamW state equal the syncer's at that version); -1 unknown. Main thread */

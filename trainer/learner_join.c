@@ -152,6 +152,7 @@ static int build(learner *L, char *err, size_t errlen)
     L->base = malloc(L->n * sizeof(float));
     L->gcopy = malloc(L->n * sizeof(float));
     L->gver = malloc((size_t)L->P * sizeof(int64_t));
+    L->gseal = calloc((size_t)L->P, sizeof *L->gseal);
     L->seen_ver = calloc((size_t)L->P, sizeof(int64_t));
     L->ddp_version = -1;
     for (int p = 0; L->gver && p < L->P; p++)
@@ -180,10 +181,11 @@ static int build(learner *L, char *err, size_t errlen)
         L->apply_at[p] = -1;
     L->in = malloc((size_t)L->cfg.batch * (size_t)L->cfg.context);
     L->tg = malloc((size_t)L->cfg.batch);
-    if (!L->base || !L->gcopy || !L->gver || !L->seen_ver || !L->scratch || !L->wire || !L->base_version ||
-        !L->frag_steps || !L->frag_tokens || !L->inflight || !L->pending || !L->apply_at || !L->wait_done ||
-        !L->no_wait || !L->in || !L->tg || !L->accepted || !L->sent || !L->origin_step || !L->send_step ||
-        !L->send_steps || !L->send_tokens || !L->join_accepted || !L->ckpt_accepted)
+    if (!L->base || !L->gcopy || !L->gver || !L->gseal || !L->seen_ver || !L->scratch || !L->wire ||
+        !L->base_version || !L->frag_steps || !L->frag_tokens || !L->inflight || !L->pending ||
+        !L->apply_at || !L->wait_done || !L->no_wait || !L->in || !L->tg || !L->accepted || !L->sent ||
+        !L->origin_step || !L->send_step || !L->send_steps || !L->send_tokens || !L->join_accepted ||
+        !L->ckpt_accepted)
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     return 0;
 }
@@ -258,7 +260,8 @@ static void state_gather(learner *L, int p, float *out)
 
 /* What this thread's copy of the global state is (gcopy/gver, owned by
  * the caller of join; ddp: the model and its AdamW state, main thread):
- * {"versions": [...], "crc32c": [...], "published": [...]}, the optional
+ * {"versions": [...], "crc32c": [...], "published": [...], "seal": [...]},
+ * the optional
  * "holds" of a join, so that a syncer that lost its state can rebuild it
  * from the newest copies (docs/api.md). NULL before the first join
  * (nothing held yet). */
@@ -273,7 +276,7 @@ static json_t *holds_json(learner *L)
     float *tmp = malloc(maxlen * sizeof *tmp);
     if (!tmp)
         return NULL;
-    json_t *v = json_array(), *c = json_array(), *pub = json_array();
+    json_t *v = json_array(), *c = json_array(), *pub = json_array(), *sl = json_array();
     for (int p = 0; p < L->P; p++) {
         int64_t held = state_version(L, p);
         int64_t seen = !is_ddp(L) && L->seen_ver[p] > held ? L->seen_ver[p] : held;
@@ -285,9 +288,10 @@ static json_t *holds_json(learner *L)
         }
         json_array_append_new(v, json_integer(held > 0 ? held : 0));
         json_array_append_new(c, json_string(crc));
+        json_array_append_new(sl, json_string(held > 0 && !is_ddp(L) ? L->gseal[p] : ""));
     }
     free(tmp);
-    return json_pack("{s:o, s:o, s:o}", "versions", v, "crc32c", c, "published", pub);
+    return json_pack("{s:o, s:o, s:o, s:o}", "versions", v, "crc32c", c, "published", pub, "seal", sl);
 }
 
 /* The syncer answered a join with 503 and {"rebuild": {"incarnation",
@@ -429,12 +433,14 @@ int learner_join(learner *L, cx_http_client *c, int first, char *err, size_t err
         int own_data = 0;
         for (int i = 0; i < L->o->n_overrides; i++)
             own_data |= strcmp(L->o->override_name[i], "data") == 0;
-        if (!own_data && L->cfg.data[0] && strcmp(L->cfg.data, "synthetic") != 0 && !corpus_find(L->cfg.data)) {
+        if (!own_data && L->cfg.data[0] && strcmp(L->cfg.data, "synthetic") != 0 &&
+            !corpus_find(L->cfg.data)) {
             json_decref(ans);
-            return cx_fail(err, errlen, CX_EINVAL,
-                           "the syncer's config names the data file '%s': a learner reads a file only when its "
-                           "own --data names it (start this learner with --data FILE)",
-                           L->cfg.data);
+            return cx_fail(
+                err, errlen, CX_EINVAL,
+                "the syncer's config names the data file '%s': a learner reads a file only when its "
+                "own --data names it (start this learner with --data FILE)",
+                L->cfg.data);
         }
         for (int i = 0; i < L->o->n_overrides; i++)
             if (config_set_flag(&L->cfg, L->o->override_name[i], L->o->override_value[i], why, sizeof why) !=
@@ -577,10 +583,12 @@ static int get_fragment(learner *L, cx_http_client *c, int p, int64_t newer, lon
         return 0;
     }
     size_t len = fragment_length(L->ft, p);
-    char vbuf[32], fbuf[32], ebuf[16], fcbuf[16];
+    char vbuf[32], fbuf[32], ebuf[16], fcbuf[16], seal[SEAL_HEX + 2] = "";
     uint32_t crc, fcrc = 0;
     int64_t v = -1, from = -1, enc = -1;
     int is_delta = cx_http_result_header(&r, PROTO_H_DELTA_FROM, fbuf, sizeof fbuf) == 0;
+    if (cx_http_result_header(&r, PROTO_H_SEAL, seal, sizeof seal) != 0) /* none: an insecure or ddp syncer */
+        seal[0] = 0;
     if (r.status != 200 || cx_http_result_header(&r, PROTO_H_CRC32C, crcbuf, sizeof crcbuf) != 0 ||
         proto_crc_parse(crcbuf, &crc) != 0 ||
         cx_http_result_header(&r, PROTO_H_VERSION, vbuf, sizeof vbuf) != 0 ||
@@ -618,6 +626,7 @@ static int get_fragment(learner *L, cx_http_client *c, int p, int64_t newer, lon
     }
     fragment_scatter(L->ft, p, out, L->gcopy);
     L->gver[p] = v;
+    snprintf(L->gseal[p], sizeof L->gseal[p], "%s", seal_well_formed(seal) ? seal : "");
     *version = v;
     return 1;
 }

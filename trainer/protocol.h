@@ -43,6 +43,9 @@
  * fragment (little-endian bytes) the chain must reproduce. */
 #define PROTO_H_DELTA_FROM "X-Chaosloco-Delta-From"
 #define PROTO_H_FRAGMENT_CRC32C "X-Chaosloco-Fragment-Crc32c"
+/* The syncer's seal on a served fragment (trainer/seal.h): HMAC-SHA256 of
+ * (table digest, fragment, version, fragment CRC32C), 64 hex digits. */
+#define PROTO_H_SEAL "X-Chaosloco-Seal"
 
 #define PROTO_MAX_LEARNER_ID 1000000
 

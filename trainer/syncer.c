@@ -293,6 +293,9 @@ static int new_credentials(syncer *s, const syncer_opts *o, char *err, size_t er
         if (!s->creds)
             return -1;
         cx_info("credentials: %s (%d learners, admin%s)", cdir, cred_store_learners(s->creds), "");
+        /* the seal key comes with the credentials, not the state dir: a wiped dir still knows it */
+        if (seal_key_derive(&s->seal, cred_store_admin(s->creds), err, errlen) != 0)
+            return -1;
     } else {
         cx_warn("--insecure-no-auth: every caller may act as any learner or the admin");
     }
@@ -576,6 +579,7 @@ void syncer_free(syncer *s)
     free(s->rbf), free(s->rb_rep);
     events_free(s->ev);
     cred_store_free(s->creds);
+    memset(&s->seal, 0, sizeof s->seal);
     free(s->tls_cert);
     if (s->tls_key)
         memset(s->tls_key, 0, strlen(s->tls_key));

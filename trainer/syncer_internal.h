@@ -45,6 +45,7 @@
 #include "trainer/optim.h"
 #include "trainer/protocol.h"
 #include "trainer/round.h"
+#include "trainer/seal.h"
 #include "trainer/syncer.h"
 #include "trainer/syncer_guard.h"
 
@@ -312,6 +313,7 @@ struct syncer {
     int64_t bytes_out_full;             /* bytes of full fragment answers */
     /* access (see "syncer: access") */
     cred_store *creds; /* credentials accepted; NULL when insecure */
+    seal_key seal;     /* from the admin credential: seals served fragments (unset when insecure) */
     char *tls_cert;    /* PEM read from --tls-cert, or NULL */
     char *tls_key;     /* PEM read from --tls-key, or NULL */
     int insecure;      /* 1: --insecure-no-auth, no credential checks */
@@ -440,15 +442,19 @@ SYNCER_HANDLER(h_optimizer);
 /* ---- syncer_rebuild.c: rebuild from the learners ---- */
 
 #define RB_RETRY_MS 500 /* Retry-After hint of the 503 answers, ms */
-/* Decode the optional "holds" of a join body into v[P], crc[P], pub[P]. 0,
- * or -1 with a 400 naming what was wrong in resp. */
-int rb_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, int64_t *pub, cx_http_resp *resp);
-/* A join of the learner in `slot` that reported v/crc (NULL: no holds)
- * and named `step` (ddp: the step its copy is at) (mu held). Returns
- * RB_NONE to join normally, RB_COLLECTING to answer 503 with the fragments
- * it must upload (upload[*n]), RB_REFUSED to refuse. */
+/* Decode the optional "holds" of a join body into v[P], crc[P], pub[P]
+ * and sealed[P] (1: the report of p carries this syncer's seal). 0, or -1
+ * with a 400 naming what was wrong in resp. */
+int rb_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, int64_t *pub, int *sealed,
+                   cx_http_resp *resp);
+/* A join of the learner in `slot` that reported v/crc/sealed (NULL: no
+ * holds) and named `step` (ddp: the step its copy is at) (mu held). A
+ * report is a copy only when sealed (a syncer with a seal key, diloco and
+ * decoupled). Returns RB_NONE to join normally, RB_COLLECTING to answer
+ * 503 with the fragments it must upload (upload[*n]), RB_REFUSED to
+ * refuse. */
 rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const uint32_t *crc, const int64_t *pub,
-                           int64_t step, int *upload, int *n);
+                           const int *sealed, int64_t step, int *upload, int *n);
 /* 1 (and a 503 in resp) while the global state is not being served (mu
  * held): fragment GETs and contributions retry. */
 int rebuild_gate(syncer *s, cx_http_resp *resp);

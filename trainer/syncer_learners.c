@@ -201,7 +201,7 @@ void reject(syncer *s, cx_http_resp *resp, proto_reason r, int64_t learner, int6
 
 static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, json_int_t id, json_int_t inc,
                         json_int_t step, json_int_t tokens, const int64_t *hv, const uint32_t *hc,
-                        const int64_t *hp, int *upload);
+                        const int64_t *hp, const int *hs, int *upload);
 
 int h_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
@@ -221,31 +221,32 @@ int h_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
      * none) */
     int64_t *hv = NULL, *hp = NULL;
     uint32_t *hc = NULL;
-    int *upload = NULL;
+    int *upload = NULL, *hs = NULL;
     if (holds) {
         hv = malloc((size_t)s->P * sizeof *hv);
         hp = malloc((size_t)s->P * sizeof *hp);
         hc = malloc((size_t)s->P * sizeof *hc);
+        hs = malloc((size_t)s->P * sizeof *hs);
         upload = malloc((size_t)s->P * sizeof *upload);
-        if (!hv || !hp || !hc || !upload) {
-            free(hv), free(hp), free(hc), free(upload);
+        if (!hv || !hp || !hc || !hs || !upload) {
+            free(hv), free(hp), free(hc), free(hs), free(upload);
             json_decref(body);
             cx_http_reply_err(resp, CX_ENOMEM, "out of memory");
             return 0;
         }
-        if (rb_parse_holds(s, holds, hv, hc, hp, resp) != 0) {
-            free(hv), free(hp), free(hc), free(upload);
+        if (rb_parse_holds(s, holds, hv, hc, hp, hs, resp) != 0) {
+            free(hv), free(hp), free(hc), free(hs), free(upload);
             json_decref(body);
             return 0;
         }
     }
     json_decref(body);
     if (!syncer_learner_is_caller(s, req, resp, id, "join")) {
-        free(hv), free(hp), free(hc), free(upload);
+        free(hv), free(hp), free(hc), free(hs), free(upload);
         return 0;
     }
-    join_checked(s, req, resp, id, inc, step, tokens, hv, hc, hp, upload);
-    free(hv), free(hp), free(hc), free(upload);
+    join_checked(s, req, resp, id, inc, step, tokens, hv, hc, hp, hs, upload);
+    free(hv), free(hp), free(hc), free(hs), free(upload);
     return 0;
 }
 
@@ -310,11 +311,12 @@ static json_t *join_lost(syncer *s, int slot, int64_t step)
                      (json_int_t)l->step, "steps", steps, "tokens", (json_int_t)(sum * l->batch));
 }
 
-/* The join once the body is decoded (h_join); hv/hc: the holds or NULL,
- * upload: room for P fragment ids. */
+/* The join once the body is decoded (h_join); hv/hc/hp/hs: the holds
+ * (versions, CRCs, published, sealed) or NULL, upload: room for P
+ * fragment ids. */
 static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, json_int_t id, json_int_t inc,
                         json_int_t step, json_int_t tokens, const int64_t *hv, const uint32_t *hc,
-                        const int64_t *hp, int *upload)
+                        const int64_t *hp, const int *hs, int *upload)
 {
     (void)req;
     if (syncer_check_field(resp, "join", "learner", id, 0, PROTO_MAX_LEARNER_ID) ||
@@ -380,7 +382,7 @@ static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, j
     l->ddp_arrived = -1;
     l->must_rejoin = 0;
     int n_up = 0;
-    rebuild_state rb = rebuild_join(s, slot, hv, hc, hp, step, upload, &n_up);
+    rebuild_state rb = rebuild_join(s, slot, hv, hc, hp, hs, step, upload, &n_up);
     if (rb != RB_NONE) {
         join_rebuilding(s, resp, rb, id, new_inc, upload, n_up);
         pthread_mutex_unlock(&s->mu);

@@ -136,29 +136,38 @@ static int64_t rb_published(const syncer *s, int p)
     return -1;
 }
 
-/* A join's report of fragment p at version v (or published pub) above
- * what this syncer published (mu held): logged and counted as a
+/* A join's report of fragment p at version v that is not a copy of ours
+ * (mu held): above what this syncer published (published >= 0), or not
+ * sealed by it (trainer/seal.h; why = "unsealed"); logged and counted as a
  * rebuild_claim_refused event; the report is dropped. */
-static void rb_claim_refused(syncer *s, int slot, int p, int64_t v, int64_t published)
+static void rb_claim_refused(syncer *s, int slot, int p, int64_t v, int64_t published, const char *why)
 {
     const learner_rec *l = &s->learners[slot];
-    cx_warn("rebuild: learner %lld claims fragment %d version %lld, above the %lld this syncer published: "
+    if (strcmp(why, "unpublished") == 0)
+        cx_warn(
+            "rebuild: learner %lld claims fragment %d version %lld, above the %lld this syncer published: "
             "ignored",
             (long long)l->id, p, (long long)v, (long long)published);
+    else
+        cx_warn("rebuild: learner %lld reports fragment %d version %lld without this syncer's seal on it: "
+                "ignored",
+                (long long)l->id, p, (long long)v);
     events_emit(s->ev, "rebuild_claim_refused",
-                json_pack("{s:I, s:I, s:i, s:I, s:I}", "learner", (json_int_t)l->id, "incarnation",
+                json_pack("{s:I, s:I, s:i, s:I, s:I, s:s}", "learner", (json_int_t)l->id, "incarnation",
                           (json_int_t)l->incarnation, "fragment", p, "version", (json_int_t)v, "published",
-                          (json_int_t)published));
+                          (json_int_t)published, "reason", why));
 }
 
-/* Decode the optional "holds" of a join body into v[P], crc[P]. 0, or -1
- * with a 400 naming what was wrong. */
-int rb_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, int64_t *pub, cx_http_resp *resp)
+/* Decode the optional "holds" of a join body into v[P], crc[P], pub[P]
+ * and sealed[P] (1 when the report of p carries this syncer's seal on
+ * (p, v, crc)). 0, or -1 with a 400 naming what was wrong. */
+int rb_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, int64_t *pub, int *sealed,
+                   cx_http_resp *resp)
 {
-    json_t *jv = NULL, *jc = NULL, *jp = NULL;
+    json_t *jv = NULL, *jc = NULL, *jp = NULL, *js = NULL;
     char err[CX_ERRLEN];
-    if (cx_json_unpack(holds, "join: field 'holds'", err, sizeof err, "{s:o, s:o, s?o}", "versions", &jv,
-                       "crc32c", &jc, "published", &jp) != 0) {
+    if (cx_json_unpack(holds, "join: field 'holds'", err, sizeof err, "{s:o, s:o, s?o, s?o}", "versions", &jv,
+                       "crc32c", &jc, "published", &jp, "seal", &js) != 0) {
         cx_http_reply_error(resp, 400, "%s", err);
         return -1;
     }
@@ -196,6 +205,20 @@ int rb_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, int64_t 
         if (json_integer_value(a) > pub[p])
             pub[p] = json_integer_value(a);
     }
+    if (js && (!json_is_array(js) || json_array_size(js) != (size_t)s->P)) {
+        cx_http_reply_error(resp, 400, "join: field 'holds.seal' must be an array of %d entries", s->P);
+        return -1;
+    }
+    for (int p = 0; p < s->P; p++) {
+        json_t *a = js ? json_array_get(js, (size_t)p) : NULL;
+        const char *t = json_string_value(a);
+        if (js && (!t || (t[0] && !seal_well_formed(t)))) {
+            cx_http_reply_error(resp, 400, "join: field 'holds.seal[%d]' must be \"\" or %d hex digits", p,
+                                SEAL_HEX);
+            return -1;
+        }
+        sealed[p] = t && t[0] && seal_check(&s->seal, fragment_table_digest(s->ft), p, v[p], crc[p], t);
+    }
     return 0;
 }
 
@@ -204,7 +227,7 @@ int rb_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, int64_t 
  * RB_NONE to join normally, RB_COLLECTING to answer 503 with the fragments
  * it must upload (upload[*n]), RB_REFUSED to refuse. */
 rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const uint32_t *crc, const int64_t *pub,
-                           int64_t step, int *upload, int *n)
+                           const int *sealed, int64_t step, int *upload, int *n)
 {
     int64_t id = s->learners[slot].id;
     *n = 0;
@@ -219,12 +242,18 @@ rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const uint32_t
         int64_t published = rb_published(s, p), seen = pub[p];
         if (published >= 0 && v[p] > published) {
             /* never published here: not a copy of ours; it opens nothing and cannot be uploaded */
-            rb_claim_refused(s, slot, p, v[p], published);
+            rb_claim_refused(s, slot, p, v[p], published, "unpublished");
+            s->rb_rep[slot * s->P + p] = (rb_report){0, 0, step};
+            continue;
+        }
+        if (v[p] > 0 && s->seal.set && !is_ddp(s) && !sealed[p]) {
+            /* not a copy this syncer sealed when it served it: a claim (or a copy from before seals) */
+            rb_claim_refused(s, slot, p, v[p], published, "unsealed");
             s->rb_rep[slot * s->P + p] = (rb_report){0, 0, step};
             continue;
         }
         if (published >= 0 && seen > published) { /* nor can it have seen one above: no version jump */
-            rb_claim_refused(s, slot, p, seen, published);
+            rb_claim_refused(s, slot, p, seen, published, "unpublished");
             seen = published;
         }
         s->rb_rep[slot * s->P + p] = (rb_report){v[p], crc[p], step};

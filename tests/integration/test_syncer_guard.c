@@ -16,6 +16,7 @@
 
 #include "common/crc32c.h"
 #include "trainer/protocol.h"
+#include "trainer/seal.h"
 #include "trainer/syncer_guard.h"
 
 #define FRAGS 4
@@ -509,8 +510,9 @@ static int post_gradient(tr_run *r, json_int_t inc, long long t, const float *g,
     cx_http_client *c = cx_http_client_new(r->url, &o);
     cx_http_result res;
     cx_http_result_init(&res);
-    cr_assert_eq(cx_http_do(c, "POST", path, hp, g, n * 4, "application/octet-stream", 10000, &res, err, sizeof err),
-                 0, "%s", err);
+    cr_assert_eq(
+        cx_http_do(c, "POST", path, hp, g, n * 4, "application/octet-stream", 10000, &res, err, sizeof err),
+        0, "%s", err);
     int st = res.status;
     cx_http_result_cleanup(&res);
     cx_http_client_free(c);
@@ -551,9 +553,9 @@ static double adam_m_max(tr_run *r, size_t n)
 Test(syncer_guard, a_ddp_gradient_above_the_clip_is_scaled_to_it, .timeout = 90)
 {
     tr_run r = {0};
-    const char *args[] = {"--mode",   "ddp", "--learners", "1", "--model", "gpt", "--context", "16", "--embed",
-                          "16",       "--hidden", "32",    "--layers", "1", "--heads", "2",  "--steps", "100",
-                          "--grad-clip", "1", NULL};
+    const char *args[] = {"--mode",  "ddp", "--learners",  "1",  "--model",  "gpt", "--context", "16",
+                          "--embed", "16",  "--hidden",    "32", "--layers", "1",   "--heads",   "2",
+                          "--steps", "100", "--grad-clip", "1",  NULL};
     tr_syncer_start(&r, "guard-ddp", args);
     json_int_t inc = join(&r, 0);
     size_t n = (size_t)status_int(&r, "n_params", NULL);
@@ -649,6 +651,130 @@ Test(syncer_guard, a_join_claiming_unpublished_versions_is_ignored, .timeout = 1
               json_string_value(json_object_get(json_array_get(c, 0), "why")));
     json_decref(c);
     free(big);
+    free(d);
+    tr_done(&r);
+}
+
+/* Fragment p as served into a malloc'd *v[len] (asserts 200), its CRC32C
+ * and the syncer's seal on it (X-Chaosloco-Seal). */
+static float *fetch_sealed(tr_run *r, int p, size_t len, uint32_t *crc, char seal[SEAL_HEX + 2])
+{
+    cx_http_client *c = cx_http_client_new(r->url, NULL);
+    cx_http_result res;
+    char path[64], err[256], fc[16];
+    snprintf(path, sizeof path, "/v1/fragments/%d", p);
+    const char *auth[] = {tr_auth(r, "learner-0"), NULL};
+    cx_http_result_init(&res);
+    cr_assert_eq(cx_http_do(c, "GET", path, auth, NULL, 0, NULL, 10000, &res, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(res.status, 200);
+    cr_assert_eq(res.body.len, len * 4);
+    cr_assert_eq(cx_http_result_header(&res, PROTO_H_FRAGMENT_CRC32C, fc, sizeof fc), 0);
+    cr_assert_eq(proto_crc_parse(fc, crc), 0);
+    cr_assert_eq(cx_http_result_header(&res, PROTO_H_SEAL, seal, SEAL_HEX + 2), 0, "a sealed fragment");
+    float *v = malloc(len * sizeof *v);
+    cr_assert_not_null(v);
+    proto_f32_decode(res.body.data, len, v);
+    cx_http_result_cleanup(&res);
+    cx_http_client_free(c);
+    return v;
+}
+
+/* holds with fragment 0 at version v0 (crc0, seal0) and the others at 0. */
+static json_t *holds0(json_int_t v0, uint32_t crc0, const char *seal0)
+{
+    json_t *jv = json_array(), *jc = json_array(), *js = json_array();
+    for (int p = 0; p < FRAGS; p++) {
+        char b[9];
+        proto_crc_format(p == 0 ? crc0 : 0, b);
+        json_array_append_new(jv, json_integer(p == 0 ? v0 : 0));
+        json_array_append_new(jc, json_string(b));
+        json_array_append_new(js, json_string(p == 0 ? seal0 : ""));
+    }
+    return json_pack("{s:o, s:o, s:o}", "versions", jv, "crc32c", jc, "seal", js);
+}
+
+/* Old code: a syncer that lost its state dir (no checkpoint, no event log:
+ * it cannot tell a wiped dir from a new run) took the newest copy any one
+ * learner reported, so one learner's credential replaced the model (a
+ * claim of version 1000 with values of its choosing). Now a report counts
+ * only with the seal the syncer put on the fragment when it served it
+ * (keyed by the admin credential, which survives the state dir): the
+ * liar's claims, unsealed or with a seal lifted from another version, are
+ * ignored, and the rebuild takes the honest learner's sealed copy. */
+Test(syncer_guard, a_wiped_state_dir_rebuilds_only_from_sealed_copies, .timeout = 120)
+{
+    tr_run r = {0};
+    start_syncer(&r, "guard-wiped", NULL);
+    json_int_t inc0 = join(&r, 0);
+    size_t len = frag_len(&r, 0);
+    float *d = update(len, 1.0f);
+    char why[512], seal[SEAL_HEX + 2];
+    for (int k = 0; k < 3; k++)
+        cr_assert_eq(contribute(&r, 0, inc0, 0, 24 * 16, 24, d, len, why, sizeof why), 202, "%s", why);
+    for (int i = 0; i < 100 && version(&r, 0) < 3; i++)
+        cx_sleep_ms(50);
+    json_int_t v = version(&r, 0);
+    cr_assert_geq(v, 1);
+    uint32_t crc;
+    float *copy = fetch_sealed(&r, 0, len, &crc, seal); /* what learner 0 holds */
+
+    it_signal(r.syncer, SIGTERM, 0);
+    cr_assert_neq(it_wait_exit(r.syncer, 20000), -1, "the syncer stops");
+    tr_lose_state_dir(&r);
+    tr_syncer_start(&r, NULL, NULL);
+    cr_assert_eq(version(&r, 0), 0, "a wiped dir starts from the initial model");
+
+    /* the liar (learner 1's own credential): a claim without a seal, and
+     * one with learner 0's seal on another version */
+    long long seq = (long long)tr_last_seq(&r);
+    cr_assert_eq(join_as(&r, 1, holds0(1000, 0xdeadbeef, ""), NULL), 200,
+                 "an unsealed claim opens no rebuild");
+    cr_assert_eq(join_as(&r, 1, holds0(1000, crc, seal), NULL), 200, "a lifted seal opens no rebuild");
+    json_t *e = find_event(&r, "rebuild_claim_refused", seq);
+    cr_assert_not_null(e, "a rebuild_claim_refused event");
+    cr_assert_eq(tr_int(e, "learner"), 1);
+    cr_assert_str_eq(json_string_value(json_object_get(e, "reason")), "unsealed");
+    json_decref(e);
+    cr_assert(fragment_finite(&r, 0), "fragments are served (no 503)");
+
+    /* the honest learner's sealed copy: asked for, uploaded, rebuilt */
+    json_t *a = NULL;
+    cr_assert_eq(join_as(&r, 0, holds0(v, crc, seal), &a), 503, "a sealed copy opens the rebuild");
+    json_t *rb = json_object_get(a, "rebuild");
+    json_int_t inc = tr_int(rb, "incarnation");
+    cr_assert_eq(json_array_size(json_object_get(rb, "upload")), 1, "fragment 0 is asked for");
+    json_decref(a);
+    unsigned char *wire = malloc(len * 4);
+    cr_assert_not_null(wire);
+    proto_f32_encode(copy, len, wire);
+    char h[5][96], err[256];
+    snprintf(h[0], 96, "%s: 0", PROTO_H_LEARNER);
+    snprintf(h[1], 96, "%s: %lld", PROTO_H_INCARNATION, (long long)inc);
+    snprintf(h[2], 96, "%s: 0", PROTO_H_FRAGMENT);
+    snprintf(h[3], 96, "%s: %lld", PROTO_H_VERSION, (long long)v);
+    snprintf(h[4], 96, "%s: %08x", PROTO_H_CRC32C, cx_crc32c(0, wire, len * 4));
+    const char *hdrs[] = {h[0], h[1], h[2], h[3], h[4], tr_auth(&r, "learner-0"), NULL};
+    cx_http_client *c = cx_http_client_new(r.url, NULL);
+    cx_http_result res;
+    cx_http_result_init(&res);
+    cr_assert_eq(cx_http_do(c, "POST", "/v1/fragments/0/state", hdrs, wire, len * 4,
+                            "application/octet-stream", 10000, &res, err, sizeof err),
+                 0, "%s", err);
+    cr_assert_eq(res.status, 200, "the upload is taken: HTTP %d", res.status);
+    cx_http_result_cleanup(&res);
+    cx_http_client_free(c);
+    free(wire);
+    json_int_t now = 0;
+    for (int i = 0; i < 200 && (now = version(&r, 0)) <= v; i++) /* the window: 20 s at most */
+        cx_sleep_ms(100);
+    cr_assert_gt(now, v, "rebuilt above the honest copy's version");
+    cr_assert_lt(now, 1000, "not at the liar's");
+    uint32_t got;
+    char seal2[SEAL_HEX + 2];
+    float *after = fetch_sealed(&r, 0, len, &got, seal2);
+    cr_assert_eq(got, crc, "fragment 0 is learner 0's copy");
+    free(after);
+    free(copy);
     free(d);
     tr_done(&r);
 }

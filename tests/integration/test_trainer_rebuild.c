@@ -10,6 +10,7 @@
 
 #include "common/crc32c.h"
 #include "trainer/protocol.h"
+#include "trainer/seal.h"
 #include "trainer_it.h"
 
 #define N_LEARNERS 3
@@ -72,22 +73,6 @@ static json_t *wait_event(tr_run *r, const char *type, long timeout_ms)
         cx_sleep_ms(200);
     }
     return NULL;
-}
-
-/* Delete the syncer's state dir (it must not run), all but its credentials. */
-static void lose_state_dir(tr_run *r)
-{
-    /* The credentials are the deployer's, not the syncer's state: the
-     * harness keeps them in RUN/credentials, outside the state dir
-     * (docs/security.md). Losing the state dir must not take them, or
-     * no learner could rejoin to hand its copy back. */
-    char creds[800], keep[800];
-    snprintf(creds, sizeof creds, "%s/credentials", r->state);
-    snprintf(keep, sizeof keep, "%s/credentials.kept", r->dir);
-    cr_assert_eq(rename(creds, keep), 0, "keep the credentials aside");
-    it_rm_tree(r->state);
-    cr_assert_eq(mkdir(r->state, 0700), 0);
-    cr_assert_eq(rename(keep, creds), 0, "the credentials come back");
 }
 
 enum { LOSE_DIR = 0, LOSE_CORRUPT, LOSE_NOTHING };
@@ -187,7 +172,7 @@ static void kill_and_lose(int how)
         }
         cr_assert_geq(n, 1, "a checkpoint slot to corrupt");
     } else if (how == LOSE_DIR) {
-        lose_state_dir(&r);
+        tr_lose_state_dir(&r);
     }
     cr_log_info(
         "before the crash: eval loss %.4f (initial %.4f), versions seen %lld %lld %lld %lld, in the log "
@@ -354,7 +339,7 @@ static void ddp_kill_and_lose(int how)
     }
     fclose(f);
     if (how == LOSE_DIR)
-        lose_state_dir(&r);
+        tr_lose_state_dir(&r);
     cr_log_info("ddp before the crash: eval loss %.4f (initial %.4f), step >= %lld, checkpoint at %lld",
                 before, initial, (long long)step_seen, (long long)ckpt_merges);
     tr_syncer_start(&r, NULL, NULL);
@@ -437,16 +422,28 @@ static json_t *post(tr_run *r, const char *path, json_t *body, int *status)
     return j;
 }
 
-static json_t *holds(const json_int_t *v, const uint32_t *crc)
+/* A join's holds: versions and CRCs, and seals made with key (NULL: none;
+ * the seal of a fragment at version 0 is ""). */
+static json_t *holds_sealed(const json_int_t *v, const uint32_t *crc, const seal_key *key, uint32_t digest)
 {
-    json_t *jv = json_array(), *jc = json_array();
+    json_t *jv = json_array(), *jc = json_array(), *js = json_array();
     for (int p = 0; p < FRAGS; p++) {
-        char b[9];
+        char b[9], seal[SEAL_HEX + 1] = "";
         proto_crc_format(crc[p], b);
         json_array_append_new(jv, json_integer(v[p]));
         json_array_append_new(jc, json_string(b));
+        if (key && v[p] > 0)
+            cr_assert_eq(seal_make(key, digest, p, v[p], crc[p], seal), 0);
+        json_array_append_new(js, json_string(seal));
     }
-    return json_pack("{s:o, s:o}", "versions", jv, "crc32c", jc);
+    if (!key)
+        return json_decref(js), json_pack("{s:o, s:o}", "versions", jv, "crc32c", jc);
+    return json_pack("{s:o, s:o, s:o}", "versions", jv, "crc32c", jc, "seal", js);
+}
+
+static json_t *holds(const json_int_t *v, const uint32_t *crc)
+{
+    return holds_sealed(v, crc, NULL, 0);
 }
 
 /* POST fragment p's values to /v1/fragments/{p}/state; the HTTP status. */
@@ -526,7 +523,14 @@ Test(trainer_rebuild, join_upload_protocol, .timeout = 60)
         len[p] = (size_t)tr_int(json_array_get(frags, (size_t)p), "length");
         cr_assert_eq(tr_int(json_array_get(frags, (size_t)p), "version"), 0);
     }
+    uint32_t digest = (uint32_t)tr_int(j, "table_digest");
     json_decref(j);
+    /* what the syncer seals with: a key from the admin credential, which no
+     * learner holds (here the test plays the syncer that served the copies) */
+    seal_key key, wrong;
+    char err[256];
+    cr_assert_eq(seal_key_derive(&key, tr_cred(&r, "admin"), err, sizeof err), 0, "%s", err);
+    cr_assert_eq(seal_key_derive(&wrong, tr_cred(&r, "learner-0"), err, sizeof err), 0, "%s", err);
     /* an upload with no rebuild collecting is refused */
     float *vals[FRAGS];
     for (int p = 0; p < FRAGS; p++) {
@@ -536,9 +540,35 @@ Test(trainer_rebuild, join_upload_protocol, .timeout = 60)
         crc[p] = proto_f32_crc(vals[p], len[p]);
     }
     cr_assert_eq(upload(&r, 1, 0, 3, vals[0], len[0]), 409);
-    /* a learner holding version 3 of every fragment: 503 + upload list */
+    /* a report of version 3 without the syncer's seal, or with a seal made
+     * with another key, is a claim: ignored (the learner joins normally,
+     * nothing is rebuilt, a rebuild_claim_refused event says why) */
     j = post(&r, "/v1/join",
              json_pack("{s:i, s:i, s:o}", "learner", 0, "incarnation", 1, "holds", holds(three, crc)), &st);
+    cr_assert_eq(st, 200, "an unsealed report opens no rebuild");
+    json_decref(j);
+    j = post(&r, "/v1/join",
+             json_pack("{s:i, s:i, s:o}", "learner", 0, "incarnation", 2, "holds",
+                       holds_sealed(three, crc, &wrong, digest)),
+             &st);
+    cr_assert_eq(st, 200, "a report sealed with another key opens no rebuild");
+    json_decref(j);
+    json_t *refused = wait_event(&r, "rebuild_claim_refused", 5000);
+    cr_assert(refused, "a rebuild_claim_refused event");
+    cr_assert_str_eq(json_string_value(json_object_get(refused, "reason")), "unsealed");
+    json_decref(refused);
+    j = post(&r, "/v1/join",
+             json_pack("{s:i, s:i, s:{s:[i,i,i,i], s:[s,s,s,s], s:[s,s,s,s]}}", "learner", 0, "incarnation",
+                       3, "holds", "versions", 3, 3, 3, 3, "crc32c", "0", "0", "0", "0", "seal", "xyz", "",
+                       "", ""),
+             &st);
+    cr_assert_eq(st, 400, "a malformed seal is refused");
+    json_decref(j);
+    /* a learner holding version 3 of every fragment, sealed: 503 + upload list */
+    j = post(&r, "/v1/join",
+             json_pack("{s:i, s:i, s:o}", "learner", 0, "incarnation", 3, "holds",
+                       holds_sealed(three, crc, &key, digest)),
+             &st);
     cr_assert_eq(st, 503, "a join during the rebuild answers 503");
     json_t *rbj = json_object_get(j, "rebuild");
     json_int_t inc = tr_int(rbj, "incarnation");
@@ -568,7 +598,9 @@ Test(trainer_rebuild, join_upload_protocol, .timeout = 60)
     cr_assert(rb, "a rebuild event");
     json_decref(rb);
     j = post(&r, "/v1/join",
-             json_pack("{s:i, s:i, s:o}", "learner", 0, "incarnation", inc, "holds", holds(three, crc)), &st);
+             json_pack("{s:i, s:i, s:o}", "learner", 0, "incarnation", inc, "holds",
+                       holds_sealed(three, crc, &key, digest)),
+             &st);
     cr_assert_eq(st, 200, "joins again after the rebuild");
     frags = json_object_get(j, "fragments");
     for (int p = 0; p < FRAGS; p++)
@@ -578,7 +610,7 @@ Test(trainer_rebuild, join_upload_protocol, .timeout = 60)
     /* the fragments served are the uploaded values */
     cx_http_client *c = cx_http_client_new(r.url, NULL);
     for (int p = 0; p < FRAGS; p++) {
-        char path[64], err[256], fc[16];
+        char path[64], fc[16], sealed[SEAL_HEX + 2];
         cx_http_result res;
         cx_http_result_init(&res);
         snprintf(path, sizeof path, "/v1/fragments/%d", p);
@@ -589,6 +621,10 @@ Test(trainer_rebuild, join_upload_protocol, .timeout = 60)
         uint32_t got;
         cr_assert_eq(proto_crc_parse(fc, &got), 0);
         cr_assert_eq(got, crc[p], "fragment %d is the uploaded copy", p);
+        /* sealed as what it is: this fragment at version 6 with that CRC */
+        cr_assert_eq(cx_http_result_header(&res, PROTO_H_SEAL, sealed, sizeof sealed), 0, "a seal is served");
+        cr_assert(seal_check(&key, digest, p, 6, got, sealed), "fragment %d: the seal is the syncer's", p);
+        cr_assert(!seal_check(&key, digest, p, 5, got, sealed), "and binds the version");
         cx_http_result_cleanup(&res);
     }
     cx_http_client_free(c);
@@ -604,9 +640,21 @@ Test(trainer_rebuild, refuse_when_asked, .timeout = 60)
     int st;
     json_int_t five[FRAGS] = {5, 5, 5, 5};
     uint32_t crc[FRAGS] = {1, 2, 3, 4};
+    /* a lie (no seal) refuses no one: the learner joins */
     json_t *j =
         post(&r, "/v1/join",
              json_pack("{s:i, s:i, s:o}", "learner", 0, "incarnation", 0, "holds", holds(five, crc)), &st);
+    cr_assert_eq(st, 200, "an unsealed report is ignored, not a reason to refuse everyone");
+    uint32_t digest = (uint32_t)tr_int(j, "table_digest");
+    json_decref(j);
+    /* a copy this syncer's key sealed proves the state was lost: refused */
+    seal_key key;
+    char err[256];
+    cr_assert_eq(seal_key_derive(&key, tr_cred(&r, "admin"), err, sizeof err), 0, "%s", err);
+    j = post(&r, "/v1/join",
+             json_pack("{s:i, s:i, s:o}", "learner", 0, "incarnation", 1, "holds",
+                       holds_sealed(five, crc, &key, digest)),
+             &st);
     cr_assert_eq(st, 503, "refused");
     cr_assert(strstr(json_string_value(json_object_get(j, "error")), "refuse"), "the error says why");
     json_decref(j);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -456,6 +457,22 @@ static inline int tr_log_crc(tr_run *r, const char *name, char out[9])
     }
     fclose(f);
     return found;
+}
+
+/* Delete the syncer's state dir (it must not run), all but its credentials. */
+static inline void tr_lose_state_dir(tr_run *r)
+{
+    /* The credentials are the deployer's, not the syncer's state: the
+     * harness keeps them in RUN/credentials, outside the state dir
+     * (docs/security.md). Losing the state dir must not take them, or
+     * no learner could rejoin to hand its copy back. */
+    char creds[800], keep[800];
+    snprintf(creds, sizeof creds, "%s/credentials", r->state);
+    snprintf(keep, sizeof keep, "%s/credentials.kept", r->dir);
+    cr_assert_eq(rename(creds, keep), 0, "keep the credentials aside");
+    it_rm_tree(r->state);
+    cr_assert_eq(mkdir(r->state, 0700), 0);
+    cr_assert_eq(rename(keep, creds), 0, "the credentials come back");
 }
 
 /* Kill everything started, remove the run's directory (logs, state dirs;
