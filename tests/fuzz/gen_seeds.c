@@ -6,7 +6,9 @@
  * experiments in EXPERIMENTS_DIR into DIR/fault_request/, the config a
  * syncer sends at join for every mode and model (config_to_json) into
  * DIR/config/, and coordinator event files (a good run, a torn tail, the
- * bad lines the tailer refuses) into DIR/events_file/.
+ * bad lines the tailer refuses) into DIR/events_file/, and the requests of
+ * learners joining, reporting what they hold and uploading it, as
+ * fuzz_syncer_join reads them, into DIR/syncer_join/.
  * usage: gen_seeds DIR EXPERIMENTS_DIR   (directories made as needed) */
 #include <dirent.h>
 #include <jansson.h>
@@ -18,6 +20,7 @@
 #include "common/exitcode.h"
 #include "common/file.h"
 #include "fuzz_payload.h"
+#include "fuzz_syncer_join.h"
 #include "trainer/config.h"
 #include "trainer/encoding.h"
 #include "trainer/protocol.h"
@@ -195,6 +198,90 @@ static int event_files(const char *dir)
     return rc;
 }
 
+/* Requests as fuzz_syncer_join reads them (fuzz_syncer_join.h): joins of
+ * learner 0 and 1 without and with a `holds` report (untrained; a
+ * plausible one at version 3, which opens a rebuild on the fresh syncer; a
+ * claim far above anything the syncer publishes, which it must refuse once
+ * it has a record), a heartbeat, a leave, and the state upload of every
+ * fragment at version 3 that the plausible report announced. */
+static int syncer_joins(const char *dir)
+{
+    size_t len[FSJ_FRAGMENTS];
+    char err[256], crc[FSJ_FRAGMENTS][9];
+    if (fsj_fragment_lengths(len, err, sizeof err) != 0) {
+        fprintf(stderr, "gen_seeds: %s\n", err);
+        return -1;
+    }
+    float *vals[FSJ_FRAGMENTS] = {NULL};
+    int rc = 0;
+    for (int p = 0; p < FSJ_FRAGMENTS; p++) {
+        vals[p] = malloc(len[p] * sizeof(float));
+        if (!vals[p]) {
+            rc = -1;
+            goto out;
+        }
+        fill(vals[p], len[p], 500u + (unsigned)p);
+        proto_crc_format(proto_f32_crc(vals[p], len[p]), crc[p]);
+    }
+    char holds[3][256];
+    snprintf(holds[0], sizeof holds[0], "{\"versions\":[0,0,0],\"crc32c\":[\"%s\",\"%s\",\"%s\"]}", crc[0],
+             crc[1], crc[2]);
+    snprintf(holds[1], sizeof holds[1],
+             "{\"versions\":[3,3,3],\"crc32c\":[\"%s\",\"%s\",\"%s\"],\"published\":[4,3,3]}", crc[0], crc[1],
+             crc[2]);
+    snprintf(holds[2], sizeof holds[2],
+             "{\"versions\":[1000000,3,-1],\"crc32c\":[\"%s\",\"%s\",\"%s\"],\"published\":[2000000,3,0]}",
+             crc[0], crc[1], crc[2]);
+    struct {
+        const char *name;
+        uint8_t route, cred;
+        const char *text, *holds; /* holds: appended as the last field, or NULL */
+    } js[] = {
+        {"join-first", FSJ_ROUTE_JOIN, FSJ_CRED_LEARNER0, "{\"learner\":0,\"incarnation\":0", NULL},
+        {"join-learner1", FSJ_ROUTE_JOIN, FSJ_CRED_LEARNER1,
+         "{\"learner\":1,\"incarnation\":0,\"step\":40,\"tokens\":640", NULL},
+        {"join-holds-untrained", FSJ_ROUTE_JOIN, FSJ_CRED_LEARNER0,
+         "{\"learner\":0,\"incarnation\":" FSJ_INC ",\"step\":0", holds[0]},
+        {"join-holds-plausible", FSJ_ROUTE_JOIN, FSJ_CRED_LEARNER0,
+         "{\"learner\":0,\"incarnation\":" FSJ_INC ",\"step\":48,\"tokens\":768", holds[1]},
+        {"join-holds-claim", FSJ_ROUTE_JOIN, FSJ_CRED_LEARNER1,
+         "{\"learner\":1,\"incarnation\":" FSJ_INC ",\"step\":48", holds[2]},
+        {"heartbeat", FSJ_ROUTE_HEARTBEAT, FSJ_CRED_LEARNER0,
+         "{\"learner\":0,\"incarnation\":" FSJ_INC
+         ",\"step\":5,\"train_loss\":2.5,\"tokens\":80,\"step_ms\":12.5,\"t_real_ms\":1765000000000,"
+         "\"cursor\":3,\"batch\":16,\"steps_total\":600,\"pull_ms\":1.5",
+         NULL},
+        {"leave", FSJ_ROUTE_LEAVE, FSJ_CRED_LEARNER1,
+         "{\"learner\":1,\"incarnation\":" FSJ_INC ",\"step\":7,\"tokens\":112,\"unsent\":[0,1,2]", NULL},
+    };
+    for (size_t i = 0; i < sizeof js / sizeof js[0]; i++) {
+        char text[1024];
+        int n = snprintf(text, sizeof text, "%c%c%s%s%s}", (char)js[i].route, (char)js[i].cred, js[i].text,
+                         js[i].holds ? ",\"holds\":" : "", js[i].holds ? js[i].holds : "");
+        rc |= write_file(dir, "syncer_join", js[i].name, text, (size_t)n);
+    }
+    for (int p = 0; p < FSJ_FRAGMENTS; p++) {
+        uint8_t *b = calloc(1, FSJ_STATE_HDR + len[p] * 4);
+        if (!b) {
+            rc = -1;
+            break;
+        }
+        b[0] = FSJ_ROUTE_STATE;
+        b[1] = (uint8_t)(FSJ_CRED_LEARNER0 | p << 3);
+        b[2] = 0; /* the headers as the learner sends them */
+        b[5] = 3; /* version 3, as reported */
+        proto_f32_encode(vals[p], len[p], b + FSJ_STATE_HDR);
+        char name[32];
+        snprintf(name, sizeof name, "state-fragment%d", p);
+        rc |= write_file(dir, "syncer_join", name, b, FSJ_STATE_HDR + len[p] * 4);
+        free(b);
+    }
+out:
+    for (int p = 0; p < FSJ_FRAGMENTS; p++)
+        free(vals[p]);
+    return rc;
+}
+
 static int experiments(const char *dir, const char *expdir)
 {
     DIR *d = opendir(expdir);
@@ -220,7 +307,8 @@ int main(int argc, char **argv)
         return CX_EXIT_USAGE;
     }
     char sub[1024], err[256];
-    const char *subs[] = {"payload", "proto_headers", "fault_request", "config", "events_file"};
+    const char *subs[] = {"payload", "proto_headers", "fault_request",
+                          "config",  "events_file",   "syncer_join"};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         snprintf(sub, sizeof sub, "%s/%s", argv[1], subs[i]);
         if (cx_mkdir_p(sub, err, sizeof err) != 0) {
@@ -229,7 +317,7 @@ int main(int argc, char **argv)
         }
     }
     return payloads(argv[1]) == 0 && headers(argv[1]) == 0 && experiments(argv[1], argv[2]) == 0 &&
-                   configs(argv[1]) == 0 && event_files(argv[1]) == 0
+                   configs(argv[1]) == 0 && event_files(argv[1]) == 0 && syncer_joins(argv[1]) == 0
                ? 0
                : 1;
 }
