@@ -44,6 +44,7 @@
 #include "fuzz_syncer_join.h"
 #include "trainer/credential.h"
 #include "trainer/protocol.h"
+#include "trainer/seal.h"
 #include "trainer/syncer.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -66,6 +67,8 @@ static struct {
     syncer *s;                 /* the current syncer */
     cx_http_client *c;         /* keep-alive client to it */
     int64_t inc[FSJ_LEARNERS]; /* each learner's incarnation, from the join answers */
+    uint32_t digest;           /* the fragment table digest, from the join answers */
+    seal_key key;              /* the syncer's seal key (from the fixed admin credential) */
     size_t len[FSJ_FRAGMENTS]; /* floats of each fragment */
 } g;
 
@@ -174,6 +177,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     }
     if (fsj_fragment_lengths(g.len, err, sizeof err) != 0)
         die("fragments", err);
+    snprintf(cred, sizeof cred, "admin.%s", SECRET);
+    if (seal_key_derive(&g.key, cred, err, sizeof err) != 0)
+        die("seal key", err);
     syncer_start();
     atexit(fsj_exit);
     return 0;
@@ -230,6 +236,39 @@ static void note_join(int id, const cx_http_result *r)
         v = json_object_get(json_object_get(j, "rebuild"), "incarnation");
     if (json_is_integer(v))
         g.inc[id] = json_integer_value(v);
+    json_t *d = json_object_get(j, "table_digest");
+    if (json_is_integer(d))
+        g.digest = (uint32_t)json_integer_value(d);
+    json_decref(j);
+}
+
+/* A join body whose holds.seal[p] entries that are FSJ_SEAL get the
+ * syncer's seal on (p, holds.versions[p], holds.crc32c[p]) (b rewritten);
+ * a body that is not such JSON stays as it is. */
+static void expand_seals(cx_buf *b)
+{
+    if (!b->data || !memmem(b->data, b->len, FSJ_SEAL, strlen(FSJ_SEAL)))
+        return;
+    json_t *j = json_loadb(b->data, b->len, 0, NULL);
+    json_t *h = json_object_get(j, "holds"), *sl = json_object_get(h, "seal");
+    json_t *vs = json_object_get(h, "versions"), *cs = json_object_get(h, "crc32c");
+    for (size_t p = 0; p < json_array_size(sl); p++) {
+        uint32_t crc;
+        char seal[SEAL_HEX + 1];
+        const char *t = json_string_value(json_array_get(sl, p));
+        const char *c = json_string_value(json_array_get(cs, p));
+        json_t *v = json_array_get(vs, p);
+        if (!t || strcmp(t, FSJ_SEAL) != 0 || !c || proto_crc_parse(c, &crc) != 0 || !json_is_integer(v) ||
+            seal_make(&g.key, g.digest, (int)p, json_integer_value(v), crc, seal) != 0)
+            continue;
+        json_array_set_new(sl, p, json_string(seal));
+    }
+    char *text = json_is_object(j) ? json_dumps(j, JSON_COMPACT) : NULL;
+    if (text) {
+        b->len = 0;
+        cx_buf_append(b, text, strlen(text));
+        free(text);
+    }
     json_decref(j);
 }
 
@@ -323,6 +362,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         static const char *const paths[] = {"/v1/join", "/v1/heartbeat", "/v1/leave"};
         expand_inc(data + 2, size - 2, g.inc[id], &body);
+        if (route == FSJ_ROUTE_JOIN)
+            expand_seals(&body);
         snprintf(path, sizeof path, "%s", paths[route]);
     }
     hdrs[nh] = NULL;

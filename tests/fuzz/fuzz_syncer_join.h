@@ -16,7 +16,11 @@
  *   JSON routes (join, heartbeat, leave): the body from byte 2; every
  *   FSJ_INC in it is replaced by the current incarnation of the
  *   credential's learner (learner-1: learner 1, any other: learner 0), as
- *   the fuzzer cannot know it (every join bumps it).
+ *   the fuzzer cannot know it (every join bumps it); every FSJ_SEAL
+ *   string in a join's holds.seal[p] becomes the syncer's seal on
+ *   (p, holds.versions[p], holds.crc32c[p]) (trainer/seal.h), which only
+ *   the syncer's key makes: without it the rebuild, which takes sealed
+ *   copies only, would be out of the fuzzer's reach.
  *   State route (POST /v1/fragments/{p}/state): bytes 2..FSJ_STATE_HDR-1
  *            byte 2    0..127: the headers as learner id sends them (its
  *                      current incarnation, fragment p, the CRC32C of the
@@ -58,6 +62,7 @@ enum {
 #define FSJ_F_NO_CRC 0x10   /* no X-Chaosloco-Crc32c header */
 #define FSJ_STATE_HDR 11    /* bytes before the state route's body */
 #define FSJ_INC "@INC"      /* replaced in JSON bodies by the current incarnation */
+#define FSJ_SEAL "@SEAL"    /* a join's holds.seal[p]: replaced by the syncer's seal on that report */
 #define FSJ_FRAGMENTS 3     /* P of the fuzzed syncer */
 #define FSJ_LEARNERS 2      /* M of the fuzzed syncer (credentials learner-0, learner-1) */
 

@@ -6,9 +6,10 @@
  * experiments in EXPERIMENTS_DIR into DIR/fault_request/, the config a
  * syncer sends at join for every mode and model (config_to_json) into
  * DIR/config/, and coordinator event files (a good run, a torn tail, the
- * bad lines the tailer refuses) into DIR/events_file/, and the requests of
+ * bad lines the tailer refuses) into DIR/events_file/, the requests of
  * learners joining, reporting what they hold and uploading it, as
- * fuzz_syncer_join reads them, into DIR/syncer_join/.
+ * fuzz_syncer_join reads them, into DIR/syncer_join/, and raw HTTP
+ * requests for every route of fuzz_http_request into DIR/http_request/.
  * usage: gen_seeds DIR EXPERIMENTS_DIR   (directories made as needed) */
 #include <dirent.h>
 #include <jansson.h>
@@ -200,9 +201,9 @@ static int event_files(const char *dir)
 
 /* Requests as fuzz_syncer_join reads them (fuzz_syncer_join.h): joins of
  * learner 0 and 1 without and with a `holds` report (untrained; a
- * plausible one at version 3, which opens a rebuild on the fresh syncer; a
- * claim far above anything the syncer publishes, which it must refuse once
- * it has a record), a heartbeat, a leave, and the state upload of every
+ * plausible one at version 3, sealed (FSJ_SEAL), which opens a rebuild on
+ * the fresh syncer; an unsealed claim far above anything the syncer
+ * publishes, which it must refuse), a heartbeat, a leave, and the state upload of every
  * fragment at version 3 that the plausible report announced. */
 static int syncer_joins(const char *dir)
 {
@@ -227,8 +228,9 @@ static int syncer_joins(const char *dir)
     snprintf(holds[0], sizeof holds[0], "{\"versions\":[0,0,0],\"crc32c\":[\"%s\",\"%s\",\"%s\"]}", crc[0],
              crc[1], crc[2]);
     snprintf(holds[1], sizeof holds[1],
-             "{\"versions\":[3,3,3],\"crc32c\":[\"%s\",\"%s\",\"%s\"],\"published\":[4,3,3]}", crc[0], crc[1],
-             crc[2]);
+             "{\"versions\":[3,3,3],\"crc32c\":[\"%s\",\"%s\",\"%s\"],\"published\":[4,3,3],"
+             "\"seal\":[\"" FSJ_SEAL "\",\"" FSJ_SEAL "\",\"" FSJ_SEAL "\"]}",
+             crc[0], crc[1], crc[2]);
     snprintf(holds[2], sizeof holds[2],
              "{\"versions\":[1000000,3,-1],\"crc32c\":[\"%s\",\"%s\",\"%s\"],\"published\":[2000000,3,0]}",
              crc[0], crc[1], crc[2]);
@@ -282,6 +284,64 @@ out:
     return rc;
 }
 
+/* Raw requests as fuzz_http_request sends them, one per route of its table
+ * and each way in: auth or none, a JSON body by length and chunked,
+ * %-escapes, a pipelined pair, a body over the 4 KiB cap and a length that
+ * never arrives, the gate's refusals. */
+#define HR_HOST "Host: 127.0.0.1\r\n"
+#define HR_JSON "Content-Type: application/json\r\n"
+static int http_requests(const char *dir)
+{
+    static const struct {
+        const char *name, *text;
+    } reqs[] = {
+        {"item-part", "GET /v1/items/a%20b/parts/x%C3%A9 HTTP/1.1\r\n" HR_HOST "\r\n"},
+        {"item-part-slash", "GET /v1/items/a%2Fb/parts/c HTTP/1.1\r\n" HR_HOST "\r\n"},
+        {"search", "GET /v1/search?q=caf%C3%A9+au+lait&limit=5&q2=%zz HTTP/1.1\r\n" HR_HOST
+                   "X-Trace: t-1\r\nUser-Agent: fuzz/1\r\n\r\n"},
+        {"search-bad-limit", "GET /v1/search?limit=-3 HTTP/1.0\r\n\r\n"},
+        {"things-json", "POST /v1/things HTTP/1.1\r\n" HR_HOST HR_JSON
+                        "Content-Length: 25\r\n\r\n{\"a\":1,\"b\":[true,null]}\n\n"},
+        {"things-dup-key",
+         "POST /v1/things HTTP/1.1\r\n" HR_HOST HR_JSON "Content-Length: 13\r\n\r\n{\"a\":1,\"a\":2}"},
+        {"things-chunked", "POST /v1/things HTTP/1.1\r\n" HR_HOST HR_JSON
+                           "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"k\":\r\n4\r\n\"v\"}\r\n0\r\n\r\n"},
+        {"things-length-never-comes",
+         "POST /v1/things HTTP/1.1\r\n" HR_HOST HR_JSON "Content-Length: 100000\r\n\r\n{\"a\":"},
+        {"things-no-type", "POST /v1/things HTTP/1.1\r\n" HR_HOST "Content-Length: 2\r\n\r\n{}"},
+        {"secret-bearer",
+         "GET /v1/secret HTTP/1.1\r\n" HR_HOST "Authorization: Bearer fuzz-token-0123\r\n\r\n"},
+        {"secret-wrong",
+         "GET /v1/secret HTTP/1.1\r\n" HR_HOST "Authorization: Bearer fuzz-token-012\r\n\r\n"},
+        {"basic",
+         "GET /v1/basic HTTP/1.1\r\n" HR_HOST "Authorization: Basic dXNlcjpmdXp6LXRva2VuLTAxMjM=\r\n\r\n"},
+        {"basic-wrong", "GET /v1/basic HTTP/1.1\r\n" HR_HOST "Authorization: basic dXNlcjp3cm9uZw==\r\n\r\n"},
+        {"events", "GET /v1/events HTTP/1.1\r\n" HR_HOST "Accept: text/event-stream\r\n\r\n"},
+        {"halt", "POST /v1/halt HTTP/1.1\r\n" HR_HOST "Content-Length: 0\r\n\r\n"},
+        {"any-put", "PUT /v1/any/x HTTP/1.1\r\n" HR_HOST HR_JSON "Content-Length: 7\r\n\r\n{\"x\":1}"},
+        {"pipelined", "GET /v1/search?q=1 HTTP/1.1\r\n" HR_HOST "\r\n"
+                      "POST /v1/things HTTP/1.1\r\n" HR_HOST HR_JSON "Content-Length: 8\r\n\r\n{\"n\":2}\n"},
+        {"gate-deny", "GET /v1/search HTTP/1.1\r\n" HR_HOST "X-Deny: 1\r\n\r\n"},
+        {"gate-host", "GET /v1/search HTTP/1.1\r\nHost: evil.example:80\r\n\r\n"},
+        {"wrong-method", "DELETE /v1/things HTTP/1.1\r\n" HR_HOST "\r\n"},
+        {"nul-in-path", "GET /v1/items/a%00b/parts/c HTTP/1.1\r\n" HR_HOST "\r\n"},
+        {"expect-continue", "POST /v1/things HTTP/1.1\r\n" HR_HOST HR_JSON
+                            "Expect: 100-continue\r\nContent-Length: 2\r\n\r\n{}"},
+    };
+    int rc = 0;
+    for (size_t i = 0; i < sizeof reqs / sizeof reqs[0]; i++)
+        rc |= write_file(dir, "http_request", reqs[i].name, reqs[i].text, strlen(reqs[i].text));
+    /* a body over the cap, sent whole: 413 */
+    static const char head[] = "POST /v1/things HTTP/1.1\r\n" HR_HOST HR_JSON "Content-Length: 5000\r\n\r\n";
+    char big[sizeof head - 1 + 5000];
+    memcpy(big, head, sizeof head - 1);
+    memset(big + sizeof head - 1, ' ', 5000);
+    big[sizeof head - 1] = '{';
+    big[sizeof big - 1] = '}';
+    rc |= write_file(dir, "http_request", "things-over-cap", big, sizeof big);
+    return rc;
+}
+
 static int experiments(const char *dir, const char *expdir)
 {
     DIR *d = opendir(expdir);
@@ -307,8 +367,8 @@ int main(int argc, char **argv)
         return CX_EXIT_USAGE;
     }
     char sub[1024], err[256];
-    const char *subs[] = {"payload", "proto_headers", "fault_request",
-                          "config",  "events_file",   "syncer_join"};
+    const char *subs[] = {"payload",     "proto_headers", "fault_request", "config",
+                          "events_file", "syncer_join",   "http_request"};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         snprintf(sub, sizeof sub, "%s/%s", argv[1], subs[i]);
         if (cx_mkdir_p(sub, err, sizeof err) != 0) {
@@ -317,7 +377,8 @@ int main(int argc, char **argv)
         }
     }
     return payloads(argv[1]) == 0 && headers(argv[1]) == 0 && experiments(argv[1], argv[2]) == 0 &&
-                   configs(argv[1]) == 0 && event_files(argv[1]) == 0 && syncer_joins(argv[1]) == 0
+                   configs(argv[1]) == 0 && event_files(argv[1]) == 0 && syncer_joins(argv[1]) == 0 &&
+                   http_requests(argv[1]) == 0
                ? 0
                : 1;
 }
