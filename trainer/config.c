@@ -102,7 +102,8 @@ static const key_def keys[] = {
     {"threads", KEY_INT, OFF(threads), 1, 64, NULL, 1,
      "threads per learner: the gpt model's loops and matmuls (OpenBLAS for mlp)"},
     {"grad_clip", KEY_DOUBLE, OFF(grad_clip), 0, 1e6, NULL, 0,
-     "gpt: clip the global gradient norm to this (0: off)"},
+     "clip each step's global gradient norm to this (0: off); a ddp syncer scales a gradient above it down "
+     "to it. Default 1 (gpt), 20 (mlp)"},
     {"seed", KEY_INT, OFF(seed), 0, 4294967295.0, NULL, 0, "seed of init, synthetic corpus and shards"},
     {"data", KEY_STRING, OFF(data), 0, 0, NULL, 1,
      "training text: fortunes (Debian's fortunes package), pydoc (python3.11-doc's reST sources), "
@@ -152,7 +153,6 @@ void config_defaults(config *c)
     c->layers = 4;
     c->heads = 4;
     c->threads = 1;
-    c->grad_clip = 1.0;
     c->seed = 1;
     snprintf(c->data, sizeof c->data, "fortunes");
     c->checkpoint_every = 10;
@@ -178,6 +178,7 @@ void config_kind_defaults(config *c, int64_t mode, int64_t model_kind)
         c->batch = 8;
         c->eval_tokens = 512;    /* 512 windows x 64 predictions */
         c->eval_every_ms = 2000; /* an eval costs ~1 s of one core */
+        c->grad_clip = 1.0;
     } else {
         c->context = 8;
         c->embed = 16;
@@ -185,6 +186,9 @@ void config_kind_defaults(config *c, int64_t mode, int64_t model_kind)
         c->batch = 16;
         c->eval_tokens = 4096;
         c->eval_every_ms = 0;
+        /* its honest step gradients measured 1.8-4.5 (L2, default shape, ddp):
+         * 20 never clips one, and bounds what one learner can send */
+        c->grad_clip = 20.0;
     }
 }
 

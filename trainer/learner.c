@@ -77,8 +77,7 @@ void learner_compute_grads(learner *L)
 {
     data_shard_next_batch(L->shard, (int)L->cfg.batch, L->in, L->tg);
     float loss = model_forward_backward(L->m, L->in, L->tg, (int)L->cfg.batch);
-    if (L->cfg.model == CONFIG_MODEL_GPT)
-        model_clip_grad_norm(L->m, L->cfg.grad_clip);
+    model_clip_grad_norm(L->m, L->cfg.grad_clip);
     pthread_mutex_lock(&L->mu); /* the heartbeat thread reads it (ThreadSanitizer) */
     L->train_loss = loss;
     pthread_mutex_unlock(&L->mu);

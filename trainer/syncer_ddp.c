@@ -152,16 +152,16 @@ static void reply_step_conflict(syncer *s, cx_http_resp *resp, int64_t t, const 
     cx_http_reply_json(resp, 409, b);
 }
 
-/* A gradient's size (syncer_guard.h): a GPT learner clips its gradient to
- * the run's --grad-clip before it sends it (learner_compute_grads), so one
+/* A gradient's size (syncer_guard.h): a learner clips its gradient to the
+ * run's --grad-clip before it sends it (learner_compute_grads), so one
  * above that (by more than float rounding) is not an honest gradient: g is
  * scaled down to the clip, never refused. Returns the factor applied (1:
- * none) and the norm before it in *l2. The MLP trains unclipped: its
- * gradients are not bounded here (docs/security.md). */
+ * none) and the norm before it in *l2. A run with --grad-clip 0 bounds
+ * nothing here (docs/security.md). */
 static double gradient_bound(const syncer *s, float *g, double *l2)
 {
     *l2 = 0;
-    if (s->cfg.model != CONFIG_MODEL_GPT || s->cfg.grad_clip <= 0)
+    if (s->cfg.grad_clip <= 0)
         return 1.0;
     *l2 = guard_l2(g, s->n);
     double factor = guard_clip_factor(*l2, s->cfg.grad_clip * GUARD_GRAD_SLACK);

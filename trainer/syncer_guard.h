@@ -46,9 +46,9 @@
  *    whose L2 norm grew past GUARD_MERGE_GROWTH x max(old norm, floor), is
  *    never applied (guard_merge_result).
  *  - ddp gradients (syncer_ddp.c). Each weighs 1 / (learners in the step)
- *    by construction; on the GPT, whose learners clip their gradient to
- *    --grad-clip before sending, one above GUARD_GRAD_SLACK x the clip is
- *    scaled down to it (never refused).
+ *    by construction; its learners clip their gradient to --grad-clip
+ *    (1 on the GPT, 20 on the MLP) before sending, so one above
+ *    GUARD_GRAD_SLACK x the clip is scaled down to it (never refused).
  * Not promised here: that a learner cannot move the model by up to the
  * limit per contribution (it can: bound x GUARD_NORM_STEPS_H x an honest
  * H-step contribution's norm, or GUARD_WARMUP_REL x the fragment's norm

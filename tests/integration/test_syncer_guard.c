@@ -544,19 +544,18 @@ static double adam_m_max(tr_run *r, size_t n)
     return top;
 }
 
-/* ddp: a GPT learner clips its gradient to --grad-clip (1) before it sends
- * it. Old code took any finite gradient into the mean: one of 1e20 per
- * element put ~1e19 into AdamW's first moment (and 1e39 into the second,
- * which then stalls every later step). Now it is scaled down to the clip:
- * the moment stays within the clip, a `gradient_clipped` event names it,
- * and an honest-size gradient is taken as it is. */
-Test(syncer_guard, a_ddp_gradient_above_the_clip_is_scaled_to_it, .timeout = 90)
+/* ddp: a learner clips its gradient to --grad-clip (1 on the GPT, 20 on
+ * the MLP) before it sends it. Old code took any finite gradient into the
+ * mean (on the MLP always; on the GPT before the bound came): one of 1e20
+ * per element put ~1e19 into AdamW's first moment (and 1e39 into the
+ * second, which then stalls every later step). Now it is scaled down to
+ * the clip: the moment stays within the clip, a `gradient_clipped` event
+ * names it, and an honest-size gradient is taken as it is. args: the
+ * syncer's flags (ddp, one learner); clip: the run's --grad-clip. */
+static void ddp_gradient_is_clipped(const char *tag, const char *const *args, double clip)
 {
     tr_run r = {0};
-    const char *args[] = {"--mode",  "ddp", "--learners",  "1",  "--model",  "gpt", "--context", "16",
-                          "--embed", "16",  "--hidden",    "32", "--layers", "1",   "--heads",   "2",
-                          "--steps", "100", "--grad-clip", "1",  NULL};
-    tr_syncer_start(&r, "guard-ddp", args);
+    tr_syncer_start(&r, tag, args);
     json_int_t inc = join(&r, 0);
     size_t n = (size_t)status_int(&r, "n_params", NULL);
     float *g = malloc(n * sizeof *g);
@@ -568,19 +567,35 @@ Test(syncer_guard, a_ddp_gradient_above_the_clip_is_scaled_to_it, .timeout = 90)
     json_t *e = find_event(&r, "gradient_clipped", seq);
     cr_assert_not_null(e, "a gradient_clipped event");
     cr_assert_eq(tr_int(e, "learner"), 0);
-    cr_assert_float_eq(json_number_value(json_object_get(e, "bound")), GUARD_GRAD_SLACK, 1e-9);
+    cr_assert_float_eq(json_number_value(json_object_get(e, "bound")), clip * GUARD_GRAD_SLACK, 1e-9);
     json_decref(e);
     cr_assert_eq(status_int(&r, "contributions", "clipped"), 1);
     double m = adam_m_max(&r, n);
-    cr_assert_leq(m, GUARD_GRAD_SLACK, "AdamW's first moment within the clip: %g", m);
-    /* an honest one (L2 0.5): not clipped */
-    double scale = 0.5 / (1e20 * sqrt((double)n));
+    cr_assert_leq(m, clip * GUARD_GRAD_SLACK, "AdamW's first moment within the clip: %g", m);
+    /* an honest one (L2 half the clip): not clipped */
+    double scale = 0.5 * clip / (1e20 * sqrt((double)n));
     for (size_t i = 0; i < n; i++)
         g[i] = (float)(g[i] * scale);
     cr_assert_eq(post_gradient(&r, inc, 1, g, n), 200);
     cr_assert_eq(status_int(&r, "contributions", "clipped"), 1, "an honest gradient is taken as it is");
     free(g);
     tr_done(&r);
+}
+
+Test(syncer_guard, a_ddp_gradient_above_the_clip_is_scaled_to_it, .timeout = 90)
+{
+    const char *args[] = {"--mode",  "ddp", "--learners",  "1",  "--model",  "gpt", "--context", "16",
+                          "--embed", "16",  "--hidden",    "32", "--layers", "1",   "--heads",   "2",
+                          "--steps", "100", "--grad-clip", "1",  NULL};
+    ddp_gradient_is_clipped("guard-ddp", args, 1.0);
+}
+
+/* The MLP too, at its default clip (20). */
+Test(syncer_guard, an_mlp_ddp_gradient_above_the_clip_is_scaled_to_it, .timeout = 90)
+{
+    const char *args[] = {"--mode", "ddp",    "--learners", "1",   "--model",
+                          "mlp",    TR_MODEL, "--steps",    "100", NULL};
+    ddp_gradient_is_clipped("guard-ddp-mlp", args, 20.0);
 }
 
 /* ---- 2: rebuild only from what the syncer published ---- */
