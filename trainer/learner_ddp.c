@@ -56,6 +56,17 @@ static int64_t result_version(const cx_http_result *r)
     return v;
 }
 
+/* The learner now holds the state an answer describes: its version and the
+ * syncer's seal on it ("" when the answer has none). */
+static void took_state(learner *L, const cx_http_result *r)
+{
+    char seal[SEAL_HEX + 2];
+    L->ddp_version = result_version(r);
+    if (cx_http_result_header(r, PROTO_H_SEAL, seal, sizeof seal) != 0 || !seal_well_formed(seal))
+        seal[0] = 0;
+    snprintf(L->ddp_seal, sizeof L->ddp_seal, "%s", seal);
+}
+
 static int ddp_resync(learner *L, const char *why)
 {
     size_t n = L->n;
@@ -105,7 +116,7 @@ static int ddp_resync(learner *L, const char *why)
             proto_f32_decode(b + n * 4, n, adamw_m(L->opt));
             proto_f32_decode(b + n * 8, n, adamw_v(L->opt));
             adamw_set_steps(L->opt, (uint64_t)adam_steps);
-            L->ddp_version = result_version(&r);
+            took_state(L, &r);
             cx_http_result_cleanup(&r);
             /* Θ_base is "the global params as last received"; gcopy/gver
              * (delta chains) are left as they are, a consistent pair */
@@ -193,7 +204,7 @@ int ddp_loop(learner *L, char *err, size_t errlen)
                 proto_f32_decode(r.body.data, L->n, L->scratch);
                 int64_t t1 = cx_mono_ns();
                 adamw_step(L->opt, model_params(L->m), L->scratch, learner_lr_now(L, t));
-                L->ddp_version = result_version(&r); /* now equal to the syncer's state at it */
+                took_state(L, &r); /* now equal to the syncer's state at its version */
                 done = 1;
                 learner_after_step(L, compute_ns + (cx_mono_ns() - t1));
             } else if (r.status == 503) {

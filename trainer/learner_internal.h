@@ -113,8 +113,9 @@ typedef struct learner {
     int64_t n_full;              /* fragments received in full */
     int64_t n_mismatch;          /* delta results that failed the CRC check (then pulled in full) */
     int64_t *seen_ver; /* [P] newest version of each fragment GET /v1/versions showed (same owner as gcopy) */
-    int64_t ddp_version; /* ddp: the syncer's version of the state this learner holds (its params and
+    int64_t ddp_version;         /* ddp: the syncer's version of the state this learner holds (its params and
                             AdamW state equal the syncer's at that version); -1 unknown. Main thread */
+    char ddp_seal[SEAL_HEX + 1]; /* ddp: the syncer's seal on that state (trainer/seal.h), "" none */
     /* Upstream error feedback (main thread only; memory only, never
      * checkpointed): what the encoding lost of each fragment's last
      * contribution, added to the next one. NULL until the first contribution

@@ -288,7 +288,7 @@ static json_t *holds_json(learner *L)
         }
         json_array_append_new(v, json_integer(held > 0 ? held : 0));
         json_array_append_new(c, json_string(crc));
-        json_array_append_new(sl, json_string(held > 0 && !is_ddp(L) ? L->gseal[p] : ""));
+        json_array_append_new(sl, json_string(held <= 0 ? "" : is_ddp(L) ? L->ddp_seal : L->gseal[p]));
     }
     free(tmp);
     return json_pack("{s:o, s:o, s:o, s:o}", "versions", v, "crc32c", c, "published", pub, "seal", sl);

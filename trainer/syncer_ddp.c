@@ -44,6 +44,33 @@
 
 /* ---- syncer: ddp steps ---- */
 
+/* The seal of the ddp state at the current version (mu held): each
+ * fragment's CRC32C over its params | AdamW m | v, gathered as a learner
+ * gathers its copy (learner_join.c state_gather), under one seal
+ * (seal_make_state). "" without a key or memory. */
+static void ddp_seal_state(const syncer *s, char out[SEAL_HEX + 1])
+{
+    out[0] = 0;
+    if (!s->seal.set)
+        return;
+    size_t maxlen = 0;
+    for (int p = 0; p < s->P; p++)
+        maxlen = fragment_length(s->ft, p) > maxlen ? fragment_length(s->ft, p) : maxlen;
+    float *tmp = malloc(3 * maxlen * sizeof *tmp);
+    uint32_t *crc = malloc((size_t)s->P * sizeof *crc);
+    for (int p = 0; tmp && crc && p < s->P; p++) {
+        size_t len = fragment_length(s->ft, p);
+        fragment_gather(s->ft, p, s->theta, tmp);
+        fragment_gather(s->ft, p, adamw_m(s->opt), tmp + len);
+        fragment_gather(s->ft, p, adamw_v(s->opt), tmp + 2 * len);
+        crc[p] = proto_f32_crc(tmp, 3 * len);
+    }
+    if (tmp && crc)
+        (void)seal_make_state(&s->seal, fragment_table_digest(s->ft), s->versions[0], crc, s->P, out);
+    free(tmp);
+    free(crc);
+}
+
 static void ddp_complete(syncer *s, const char *why)
 {
     int64_t t = s->ddp_step;
@@ -64,6 +91,8 @@ static void ddp_complete(syncer *s, const char *why)
     memset(s->ddp_sum, 0, s->n * sizeof *s->ddp_sum);
     for (int p = 0; p < s->P; p++)
         s->versions[p]++;
+    ddp_seal_state(s, s->ddp_seal); /* what a learner holds once it applied this mean */
+    s->ddp_seal_version = s->versions[0];
 
     json_t *parts = json_array();
     int64_t ids[MAX_LEARNERS];
@@ -143,6 +172,8 @@ static void reply_mean(syncer *s, cx_http_resp *resp, int64_t t)
     cx_http_add_header(resp, PROTO_H_STEP, "%lld", (long long)t);
     cx_http_add_header(resp, PROTO_H_CRC32C, "%s", crchex);
     cx_http_add_header(resp, PROTO_H_VERSION, "%lld", (long long)s->versions[0]);
+    if (s->ddp_seal[0] && s->ddp_seal_version == s->versions[0])
+        cx_http_add_header(resp, PROTO_H_SEAL, "%s", s->ddp_seal);
 }
 
 static void reply_step_conflict(syncer *s, cx_http_resp *resp, int64_t t, const char *what)
@@ -327,6 +358,8 @@ int h_optimizer(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     proto_f32_encode(adamw_m(s->opt), n, b + n * 4);
     proto_f32_encode(adamw_v(s->opt), n, b + n * 8);
     int64_t step = s->ddp_step, adam_steps = (int64_t)adamw_steps(s->opt), version = s->versions[0];
+    char seal[SEAL_HEX + 1];
+    ddp_seal_state(s, seal);
     s->bytes_out += (int64_t)n * 12;
     pthread_mutex_unlock(&s->mu);
     char crchex[9];
@@ -337,5 +370,7 @@ int h_optimizer(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     cx_http_add_header(resp, PROTO_H_STEP, "%lld", (long long)step);
     cx_http_add_header(resp, PROTO_H_ADAM_STEPS, "%lld", (long long)adam_steps);
     cx_http_add_header(resp, PROTO_H_VERSION, "%lld", (long long)version);
+    if (seal[0])
+        cx_http_add_header(resp, PROTO_H_SEAL, "%s", seal);
     return 0;
 }

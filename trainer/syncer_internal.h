@@ -304,6 +304,8 @@ struct syncer {
     int64_t ddp_mean_step;                       /* step whose mean is in ddp_mean (-1 none) */
     unsigned char *ddp_mean_wire;                /* [4n] ddp_mean as sent */
     uint32_t ddp_mean_crc;                       /* CRC32C of ddp_mean_wire */
+    char ddp_seal[SEAL_HEX + 1];                 /* seal of the state after ddp_mean_step ("" none) */
+    int64_t ddp_seal_version;                    /* the version it seals */
     /* downstream deltas (diloco/decoupled with an encoding other than f32) */
     frag_hist *hist;                    /* [P] */
     int64_t answers_delta;              /* fragment answers sent as delta chains */

@@ -794,6 +794,32 @@ Test(syncer_guard, a_wiped_state_dir_rebuilds_only_from_sealed_copies, .timeout 
     tr_done(&r);
 }
 
+/* ddp: a syncer with no record of what it published (a new run, or a
+ * wiped state dir: it cannot tell them apart) used to take one learner's
+ * claimed state, parameters and AdamW moments, as the model. A ddp copy
+ * counts only with the syncer's seal on the whole state of its step (a
+ * real ddp learner's: test_trainer_rebuild ddp_state_dir_deleted). */
+Test(syncer_guard, a_wiped_ddp_syncer_ignores_an_unsealed_claim, .timeout = 60)
+{
+    tr_run r = {0};
+    const char *args[] = {"--mode",  "ddp", "--learners", "2",       "--fragments", "4",
+                          "--model", "mlp", TR_MODEL,     "--steps", "100",         NULL};
+    tr_syncer_start(&r, "guard-ddp-claim", args);
+    long long seq = (long long)tr_last_seq(&r);
+    json_t *a = NULL;
+    cr_assert_eq(join_as(&r, 1, holds(1000), &a), 200, "an unsealed claim opens no rebuild");
+    json_decref(a);
+    json_t *e = find_event(&r, "rebuild_claim_refused", seq);
+    cr_assert_not_null(e, "a rebuild_claim_refused event");
+    cr_assert_eq(tr_int(e, "learner"), 1);
+    cr_assert_str_eq(json_string_value(json_object_get(e, "reason")), "unsealed");
+    json_decref(e);
+    json_t *st = tr_get(&r, "/v1/status");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(st, "rebuild"), "state")), "none");
+    json_decref(st);
+    tr_done(&r);
+}
+
 /* ---- a real learner beside the attacks ---- */
 
 /* Learner 0 trains 120 steps (decoupled, K=1, partial scale off so that

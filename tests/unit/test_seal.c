@@ -1,6 +1,7 @@
 /* test_seal.c - trainer/seal.h: a seal binds the table digest, fragment,
- * version and CRC under one key; another key, a changed field or a
- * malformed seal does not check; HMAC-SHA256 against a published vector. */
+ * version and CRC under one key (a ddp state's seal every fragment's CRC);
+ * another key, a changed field or a malformed seal does not check;
+ * HMAC-SHA256 against a published vector. */
 #include <criterion/criterion.h>
 #include <gnutls/crypto.h>
 #include <string.h>
@@ -49,6 +50,27 @@ Test(seal, malformed_or_missing_seals_do_not_check)
     cr_assert(!seal_check(&none, 1, 0, 1, 1, s), "no key checks nothing");
     cr_assert_neq(seal_make(&none, 1, 0, 1, 1, s), 0, "no key seals nothing");
     cr_assert_str_eq(s, "");
+}
+
+/* A ddp state's seal covers every fragment's CRC at one version. */
+Test(seal, a_state_seal_binds_every_fragment_and_the_version)
+{
+    seal_key k;
+    char err[256], s[SEAL_HEX + 1];
+    uint32_t crc[3] = {1, 2, 3};
+    cr_assert_eq(seal_key_derive(&k, ADMIN, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(seal_make_state(&k, 7, 40, crc, 3, s), 0);
+    cr_assert(seal_check_state(&k, 7, 40, crc, 3, s));
+    cr_assert(!seal_check_state(&k, 7, 41, crc, 3, s), "another version");
+    cr_assert(!seal_check_state(&k, 8, 40, crc, 3, s), "another model");
+    cr_assert(!seal_check_state(&k, 7, 40, crc, 2, s), "fewer fragments");
+    crc[2] = 4;
+    cr_assert(!seal_check_state(&k, 7, 40, crc, 3, s), "another CRC of one fragment");
+    char frag[SEAL_HEX + 1];
+    cr_assert_eq(seal_make(&k, 7, 0, 40, 1, frag), 0);
+    cr_assert(!seal_check_state(&k, 7, 40, (uint32_t[]){1}, 1, frag), "a fragment seal is not a state seal");
+    cr_assert_neq(seal_make_state(&k, 7, 40, crc, 0, s), 0, "no fragments");
+    cr_assert_neq(seal_make_state(&k, 7, 40, crc, SEAL_STATE_FRAGMENTS_MAX + 1, s), 0, "too many");
 }
 
 /* The HMAC underneath is HMAC-SHA256: RFC 4231 test case 2. */
