@@ -244,7 +244,13 @@ Test(trainer_encoding, int4_int8_deltas_are_exact_and_cheap, .timeout = 240)
                      (long long)e->full[0], (long long)e->full[1], (long long)e->full[3]);
         cr_assert_gt(e->delta, 10, "fragments went down as delta chains");
     }
-    cr_assert_eq(i4.full[3], 0, "int4 chains never outgrow the f32 fragment here");
+    /* an int4 delta is about an eighth of the f32 fragment: a learner that
+     * lags 8 or more versions behind on a loaded box (CI of 4cb6af5, three
+     * copies of this test at once here) gets a chain larger than the
+     * fragment and so the fragment ("size"). Timing, not the encoding: such
+     * answers are allowed, but deltas must stay the rule. */
+    cr_assert_leq(i4.full[3] * 4, i4.delta, "int4: %lld size fallbacks against %lld delta answers",
+                  (long long)i4.full[3], (long long)i4.delta);
     cr_assert(i8.checked || i4.checked, "the test applied at least one chain itself");
     /* Totals depend on timing: a learner that pulls late gets one f32
      * fragment but a chain of several deltas. Per contribution up and per
