@@ -57,6 +57,7 @@ def metrics:
       rejects: ([$e[] | select(.type == "reject") | {reason, n: (.count // 1)}] | group_by(.reason) | map({key: .[0].reason, value: (map(.n) | add)}) | from_entries),
       joins: ($joins | length),
       goodput: $s.goodput,
+      merge_efficiency: $s.merge_efficiency,
       bytes_per_token: (if $s.bytes_per_token then $s.bytes_per_token / ($T // 1) else null end),
       harness_longest_merge_gap_s: $s.longest_merge_gap_s,
       duration_s: $s.duration_s,

@@ -112,7 +112,7 @@ jq -r '.rows[] | select(.claim | startswith("4. ")) | .figures | to_entries[] | 
     echo "plot '$W/real-goodput.dat' using 2:xtic(1) title 'with kills / without (same mode)', '' using 3 title 'with kills, absolute'"
     echo "unset multiplot"
 } >"$W/goodput.gp"
-gnuplot "$W/goodput.gp"
+[[ ! -s $W/sim-dp.dat ]] || gnuplot "$W/goodput.gp" # nothing to draw: the claim was not run (--only)
 
 # ---- bytes per token (claim 2) ----
 jq -r '.rows[] | select(.claim | startswith("2. ")) | .figures | to_entries[] | select(.value != null) | "\"\(.key)\" \(.value)"' \
@@ -125,7 +125,7 @@ jq -r '.rows[] | select(.claim | startswith("2. ")) | .figures | to_entries[] | 
     echo "set boxwidth 0.7; set yrange [10:*]; set xtics ('' 0)"
     echo "plot '$W/bpt.dat' using 0:2:xtic(1) with boxes lc rgb '#1f77b4' notitle, '' using 0:2:(sprintf('%.0f', \$2)) with labels offset 0,1 notitle"
 } >"$W/bpt.gp"
-gnuplot "$W/bpt.gp"
+[[ ! -s $W/bpt.dat ]] || gnuplot "$W/bpt.gp" # nothing to draw: the claim was not run (--only)
 
 # ---- merged update norm (claim 6) ----
 jq -r '.rows[] | select(.claim | startswith("6. ")) | .figures | to_entries[] | "\(.key | ltrimstr("M=")) \(.value.rda_norm // "NaN") \(.value.mean_norm // "NaN")"' \
@@ -138,4 +138,4 @@ jq -r '.rows[] | select(.claim | startswith("6. ")) | .figures | to_entries[] | 
     echo "set xrange [1.5:12]"
     echo "plot '$W/norm.dat' using 1:2 with linespoints lw 2 pt 7 title 'RDA', '' using 1:3 with linespoints lw 2 pt 5 title 'plain (weighted) mean'"
 } >"$W/norm.gp"
-gnuplot "$W/norm.gp"
+[[ ! -s $W/norm.dat ]] || gnuplot "$W/norm.gp" # nothing to draw: the claim was not run (--only)

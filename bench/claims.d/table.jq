@@ -6,48 +6,14 @@
 # alone is in .ci). `table` builds claims.json; `markdown` renders it.
 
 include "metrics";
+include "stats";
 
-# a missing figure reads as words inside a sentence (check.sh refuses "n/a")
-def fx($d): if . == null then "not measured" else ((. * pow(10; $d) | round) / pow(10; $d) | tostring) end;
-def pct: if . == null then "not measured" else ((. * 100 | round | tostring) + "%") end;
-def ratio: if . == null then "an unmeasured ratio" else ((. * 10 | round) / 10 | tostring) + "x" end;
-def div($a; $b): if $a == null or $b == null or $b == 0 then null else $a / $b end;
-def words: split(" ") | map(select(length > 0));
-
-# two-sided 95% Student-t critical value for n samples (n - 1 degrees of freedom)
-def tcrit: {"2": 12.706, "3": 4.303, "4": 3.182, "5": 2.776, "6": 2.571, "7": 2.447, "8": 2.365,
-            "9": 2.306, "10": 2.262}[tostring] // 2.0;
-# [numbers] -> {mean, ci (95% half-width, null below 2 samples), n}
-def mean_ci:
-  map(numbers | select(isinfinite | not)) as $x | ($x | length) as $n
-  | if $n == 0 then {mean: null, ci: null, n: 0}
-    else ($x | add / $n) as $m
-    | if $n < 2 then {mean: $m, ci: null, n: $n}
-      else ((($x | map((. - $m) * (. - $m)) | add) / ($n - 1)) | sqrt) as $sd
-      | {mean: $m, ci: (($n | tcrit) * $sd / ($n | sqrt)), n: $n} end end;
-def NUMERIC: ["final_loss", "final_bpb", "bytes_per_token", "goodput", "uptime", "longest_gap_s", "downtime_s",
-              "update_norm_median", "update_norm_mean", "merges", "merge_participants_mean", "merged_tokens"];
-# [metrics of one configuration's seeds] -> the first seed's metrics with every
-# NUMERIC figure replaced by the mean; .ci the half-widths, .n the seeds,
-# .all every seed's metrics
-def agg:
-  . as $s
-  | if length == 0 then {n: 0, all: [], ci: {}}
-    else $s[0] + (reduce NUMERIC[] as $k ({}; . + {($k): ($s | map(.[$k]) | mean_ci | .mean)}))
-      + {ci: (reduce NUMERIC[] as $k ({}; . + {($k): ($s | map(.[$k]) | mean_ci | .ci)})), n: length, all: $s}
-    end;
-# "mean +- ci" of figure $k of an aggregate, $d decimals
-def pm($k; $d):
-  if .[$k] == null then "not measured" elif (.ci[$k] // null) == null then (.[$k] | fx($d))
-  else "\(.[$k] | fx($d)) ± \(.ci[$k] | fx($d))" end;
-# merged tokens to reach $b bits/byte over an aggregate's seeds: "mean +- ci"
-# when every seed got there, else how many did
-def tokens_to($b):
-  (.all | map(.tokens_to[$b | tostring])) as $v
-  | if ($v | length) == 0 then "not measured"
-    elif ($v | all(. != null)) then ($v | mean_ci) as $c
-      | (if $c.ci == null then "\($c.mean | fx(0))" else "\($c.mean | fx(0)) ± \($c.ci | fx(0))" end)
-    else "\($v | map(select(. != null)) | length)/\($v | length) seeds reached it" end;
+# bench/claims --only: is section $s selected (every row below starts with
+# that guard), and the section a row's claim belongs to ("1" holds row 0, "2"
+# row 2b, "4" row 4b; row 4c is "sim")
+def want($s; $only): $only == "" or ($only | split(",") | index([$s]) != null);
+def section: capture("^(?<n>[0-9]+[a-z]?)\\.").n | {"0": "1", "2b": "2", "4b": "4", "4c": "sim"}[.] // .;
+def selected($only): section as $s | want($s; $only);
 
 def table:
   $runs[0] as $R
@@ -64,7 +30,7 @@ def table:
   | ($sim[0].results // []) as $S
   | [
       # ---- 0. the noise floor: one configuration, two seeds ----
-      (run("quality-m\($QM[0])/decoupled") as $aa
+      (select(want("1"; $only)) | run("quality-m\($QM[0])/decoupled") as $aa
        | ($aa.all | map(.final_bpb)) as $v
        | {claim: "0. A/A: the same configuration, another seed",
           paper: "(none: the noise floor every difference below is read against)",
@@ -76,7 +42,7 @@ def table:
           model: $model, seeds: ($v | length),
           figures: {seed_bpb: $v, abs_diff: (if ($v | length) >= 2 and $v[0] != null and $v[1] != null then ($v[0] - $v[1] | fabs) else null end)}}),
       # ---- 1. quality parity ----
-      ($QM[] as $m
+      (select(want("1"; $only)) | $QM[] as $m
        | [run("quality-m\($m)/ddp"), run("quality-m\($m)/diloco"), run("quality-m\($m)/decoupled")] as [$dp, $dl, $dc]
        | {claim: "1. Quality parity with data-parallel (M=\($m))",
           paper: "text avg 69.8 (Decoupled) vs 70.1 (DP): -0.4% (5B, 1T tokens)",
@@ -89,7 +55,7 @@ def table:
                     ci: {ddp: $dp.ci.final_bpb, diloco: $dl.ci.final_bpb, decoupled: $dc.ci.final_bpb},
                     tokens_to: {ddp: ($dp.all | map(.tokens_to)), decoupled: ($dc.all | map(.tokens_to))}}}),
       # ---- 1b. the decoupled defaults (issue 12): k/M partial-merge scale, outer momentum 0.5 ----
-      (("quality-m4" | if ($QM | index("4")) then . else "quality-m\($QM[0])" end) as $q
+      (select(want("1b"; $only)) | ("quality-m4" | if ($QM | index("4")) then . else "quality-m\($QM[0])" end) as $q
        | [run("\($q)/decoupled"), run("design-noscale"), run("design-mom09")] as [$dc, $ns, $m9]
        | {claim: "1b. Decoupled defaults: k/M partial-merge scale and outer momentum 0.5",
           paper: "(none: the paper merges full rounds; issue 12 asks to keep whichever measures better)",
@@ -99,7 +65,7 @@ def table:
           figures: {defaults: $dc.final_bpb, no_scale: $ns.final_bpb, momentum_09: $m9.final_bpb,
                     ci: {defaults: $dc.ci.final_bpb, no_scale: $ns.ci.final_bpb, momentum_09: $m9.ci.final_bpb}}}),
       # ---- 2. bandwidth ----
-      (("quality-m4" | if ($QM | index("4")) then . else "quality-m\($QM[0])" end) as $q
+      (select(want("2"; $only)) | ("quality-m4" | if ($QM | index("4")) then . else "quality-m\($QM[0])" end) as $q
        | [run("\($q)/ddp"), run("\($q)/diloco"), run("\($q)/decoupled")] as [$dp, $dl, $dc]
        | ([$EN[] as $e | {key: $e, value: (run("enc-\($e)").bytes_per_token)}] | from_entries) as $bpt
        | {claim: "2. Bandwidth: bytes on the wire per token",
@@ -109,7 +75,7 @@ def table:
           settings: "decoupled vs ddp vs diloco, M=\($q | ltrimstr("quality-m")), \($tokens) tokens, P=4, H=24, K=1; syncer tensor payload bytes in + out / tokens trained, mean over seeds; encodings shrink upstream and downstream deltas",
           model: $model, seeds: ([$dp.n, $dc.n] | min),
           figures: ({ddp: $dp.bytes_per_token, diloco: $dl.bytes_per_token, f32: $dc.bytes_per_token} + $bpt)}),
-      (([$EN[] as $e | {key: $e, value: run("enc-\($e)")}] | from_entries) as $er
+      (select(want("2"; $only)) | ([$EN[] as $e | {key: $e, value: run("enc-\($e)")}] | from_entries) as $er
        | run("quality-m4/decoupled") as $f32
        | {claim: "2b. int4 outer gradients are lossless, 2-bit is not",
           paper: "int4 55.3 vs 55.4 (f32); 2-bit 42.6",
@@ -118,7 +84,7 @@ def table:
           model: $model, seeds: ([$f32.n] + [$EN[] as $e | $er[$e].n] | min),
           figures: ({f32: $f32.final_bpb} + ($er | map_values(.final_bpb)) + {ci: ({f32: $f32.ci.final_bpb} + ($er | map_values(.ci.final_bpb)))})}),
       # ---- 3. slow links ----
-      ($SG[] as $g
+      (select(want("3"; $only)) | $SG[] as $g
        | [run("slow-\($g)g/ddp"), run("slow-\($g)g/decoupled"), run("slow-\($g)g-f32")] as [$dp, $dc, $d32]
        | (run("quality-m4/ddp").eval_curve // [] | first_at_bpb($slowtarget) | if . then .[3] else null end) as $ddp_steps
        | (if ($dp.merges // 0) > 1 then $dp.merge_span_s / ($dp.merges - 1) else null end) as $ddp_spstep
@@ -145,7 +111,7 @@ def table:
           model: $model, seeds: ([$dp.n, $dc.n, $d32.n] | min),
           figures: {target_bpb: $slowtarget, ddp_s: $tdp.mean, decoupled_s: $tdc.mean, decoupled_f32_h24_s: $t32.mean, ddp_s_per_step: $ddp_spstep, ddp_steps_uncapped: $ddp_steps, ddp_estimate_s: $est, speedup_lower_bound: (if $tdp.mean != null then div($tdp.mean; $tdc.mean) else div($slowtl; $tdc.mean) end), speedup_estimate: (if $tdp.mean != null then div($tdp.mean; $tdc.mean) else div($est; $tdc.mean) end), rate_kbs: $kbs}}),
       # ---- 4. goodput and downtime under Poisson kills ----
-      ([{name: "ddp", f: run("poisson-dp/ddp"), r: run("poisson-dp-ref/ddp")},
+      (select(want("4"; $only)) | [{name: "ddp", f: run("poisson-dp/ddp"), r: run("poisson-dp-ref/ddp")},
         {name: "ddp-elastic", f: run("poisson-dp/ddp-elastic"), r: run("poisson-dp-ref/ddp-elastic")}]
        + [$PM[] as $m | {name: "decoupled M=\($m)", f: run("poisson-m\($m)"), r: run("poisson-m\($m)-ref")}]) as $P
       | ({claim: "4. Goodput under Poisson failures (real runs)",
@@ -160,7 +126,7 @@ def table:
                  + ([$P[] | "\(.name) \(.f.uptime | pct) / \(.f.longest_gap_s | fx(1)) s"] | join(", "))),
           settings: "the faulted runs of row 4; ddp and ddp-elastic merge once per averaged step",
           figures: ([$P[] | {key: .name, value: {uptime: .f.uptime, longest_gap_s: .f.longest_gap_s, downtime_s: .f.downtime_s}}] | from_entries)}),
-      ([$S[] | select(.chips == 1200000)] as $s12
+      (select(want("sim"; $only)) | [$S[] | select(.chips == 1200000)] as $s12
        | ($s12 | map(select(.mode == "dp"))[0].goodput) as $a
        | ($s12 | map(select(.mode == "elastic"))[0].goodput) as $b
        | ($s12 | map(select(.mode == "decoupled" and .learners == 8))[0].goodput) as $c
@@ -171,7 +137,7 @@ def table:
           model: "chaosloco simulate (no training)", seeds: $trials,
           figures: {dp: $a, elastic: $b, decoupled_m8: $c}}),
       # ---- 5. heterogeneous learners ----
-      ([{name: "K=M", r: run("straggle-km")}, {name: "K=1", r: run("straggle-k1")},
+      (select(want("5"; $only)) | [{name: "K=M", r: run("straggle-km")}, {name: "K=1", r: run("straggle-k1")},
         {name: "K=1+grace", r: run("straggle-k1grace")}] as $V
        | run("straggle-ref") as $ref
        | {claim: "5. Heterogeneous learners (one x1.18 slower, 10% jitter)",
@@ -182,7 +148,7 @@ def table:
           settings: "decoupled M=4, \($ssteps) steps per learner, learner 3 straggled (agent straggle fault, 500 ms period), every learner padded to 1/4 duty (slowdown 4), P=4, H=24; K=1 without grace: grace_cap_ms 0",
           figures: ([$V[] | {key: .name, value: {goodput: .r.goodput, relative: div(.r.goodput; $ref.goodput), final_loss: .r.final_loss, merges: .r.merges}}] | from_entries + {reference: {goodput: $ref.goodput, final_loss: $ref.final_loss}})}),
       # ---- 6. RDA vs plain averaging ----
-      ([$RM[] as $m | {m: $m, rda: run("merge-rda-m\($m)"), mean: run("merge-mean-m\($m)")}] as $G
+      (select(want("6"; $only)) | [$RM[] as $m | {m: $m, rda: run("merge-rda-m\($m)"), mean: run("merge-mean-m\($m)")}] as $G
        | {claim: "6. RDA vs plain averaging as M grows",
           paper: "RDA keeps the merged update's norm as M grows (no figure in DESIGN.md section 9)",
           ours: ("median merged update norm rda / mean (final bits/byte rda / mean): "
@@ -191,7 +157,7 @@ def table:
           figures: ([$G[] | {key: "M=\(.m)", value: {rda_norm: .rda.update_norm_median, mean_norm: .mean.update_norm_median, rda_loss: .rda.final_loss, mean_loss: .mean.final_loss, rda_participants: .rda.merge_participants_mean, mean_participants: .mean.merge_participants_mean}}] | from_entries)})
     ] as $rows
   | {generated: $when, mode: (if $short == "1" then "short" else "full" end), host: $host,
-     elapsed_s: $elapsed, failed_runs: ($failed | words),
+     elapsed_s: $elapsed, failed_runs: ($failed | words), only: $only,
      model: $model, seeds: $seeds, targets_bpb: $targets,
      rows: ($rows | map(. + {model: (.model // $model), seeds: (.seeds // $seeds)})),
      simulate: $S,
@@ -215,12 +181,13 @@ def markdown:
   (.runs | to_entries[] | .key as $k | .value
    | "| \($k) | \(.mode) | \(.learners) | \(.final_bpb | fx(3)) | \(.bytes_per_token | fx(0)) | \(.goodput | fx(3)) | \(.longest_gap_s | fx(2)) | \(.uptime | pct) | \(.merges) | \(.merge_participants_mean | fx(2)) | \(.update_norm_median | fx(3)) | \([.faults[]? | select(.type == "kill")] | length) | \(.rejects | to_entries | map("\(.key) \(.value)") | join(", ") | if . == "" then "-" else . end) | \(.exit // "-") |"),
   "",
-  "### chaosloco simulate (goodput %, ours [paper])",
-  "",
-  "| row | " + ([.simulate[].chips] | unique | map(tostring) | join(" | ")) + " |",
-  "|---|" + ([.simulate[].chips] | unique | map("---") | join("|")) + "|",
-  (.simulate | group_by(.mode + (.learners | tostring))[] | sort_by(.chips)
-   | "| \(.[0].mode)\(if .[0].mode == "decoupled" then " M=\(.[0].learners)" else "" end) | "
-     + (map("\(.goodput * 1000 | round / 10)" + (if .paper_goodput != null then " [\(.paper_goodput * 100 | round)]" else "" end)) | join(" | ")) + " |"),
-  "",
+  (select((.simulate | length) > 0) |
+    "### chaosloco simulate (goodput %, ours [paper])",
+    "",
+    "| row | " + ([.simulate[].chips] | unique | map(tostring) | join(" | ")) + " |",
+    "|---|" + ([.simulate[].chips] | unique | map("---") | join("|")) + "|",
+    (.simulate | group_by(.mode + (.learners | tostring))[] | sort_by(.chips)
+     | "| \(.[0].mode)\(if .[0].mode == "decoupled" then " M=\(.[0].learners)" else "" end) | "
+       + (map("\(.goodput * 1000 | round / 10)" + (if .paper_goodput != null then " [\(.paper_goodput * 100 | round)]" else "" end)) | join(" | ")) + " |"),
+    ""),
   (if (.failed_runs | length) > 0 then "Runs with a harness error: \(.failed_runs | join(", "))" else empty end);
