@@ -17,11 +17,18 @@ def selected($only): section as $s | want($s; $only);
 
 def table:
   $runs[0] as $R
-  # every seed of configuration $n ("NAME" or "NAME/MODE"), aggregated
-  | def run($n):
+  # every seed's metrics of configuration $n ("NAME" or "NAME/MODE"); run($n)
+  # aggregated; completed($n) aggregated over the seeds that ran to their end
+  # (a run a stop condition interrupted after seconds, or one aborted, would
+  # stand for a whole run); aborted($n) counts the others
+  | def seeds_of($n):
       ($n | split("/")) as $p
       | ("^" + $p[0] + "@s[0-9]+" + (if ($p | length) > 1 then "/" + $p[1] else "" end) + "$") as $re
-      | [$R | to_entries[] | select(.key | test($re)) | .value] | agg;
+      | [$R | to_entries[] | select(.key | test($re)) | .value];
+  def run($n): seeds_of($n) | agg;
+  def ended_early: .status == "interrupted" or .status == "aborted";
+  def completed($n): seeds_of($n) | map(select(ended_early | not)) | agg;
+  def aborted($n): seeds_of($n) | map(select(ended_early)) | length;
   ($qms | words) as $QM
   | ($encs | words) as $EN
   | ($slow | words) as $SG
@@ -111,13 +118,17 @@ def table:
           model: $model, seeds: ([$dp.n, $dc.n, $d32.n] | min),
           figures: {target_bpb: $slowtarget, ddp_s: $tdp.mean, decoupled_s: $tdc.mean, decoupled_f32_h24_s: $t32.mean, ddp_s_per_step: $ddp_spstep, ddp_steps_uncapped: $ddp_steps, ddp_estimate_s: $est, speedup_lower_bound: (if $tdp.mean != null then div($tdp.mean; $tdc.mean) else div($slowtl; $tdc.mean) end), speedup_estimate: (if $tdp.mean != null then div($tdp.mean; $tdc.mean) else div($est; $tdc.mean) end), rate_kbs: $kbs}}),
       # ---- 4. goodput and downtime under Poisson kills ----
-      (select(want("4"; $only)) | [{name: "ddp", f: run("poisson-dp/ddp"), r: run("poisson-dp-ref/ddp")},
-        {name: "ddp-elastic", f: run("poisson-dp/ddp-elastic"), r: run("poisson-dp-ref/ddp-elastic")}]
-       + [$PM[] as $m | {name: "decoupled M=\($m)", f: run("poisson-m\($m)"), r: run("poisson-m\($m)-ref")}]) as $P
+      (select(want("4"; $only)) | [["ddp", "poisson-dp/ddp", "poisson-dp-ref/ddp"],
+        ["ddp-elastic", "poisson-dp/ddp-elastic", "poisson-dp-ref/ddp-elastic"]]
+       + [$PM[] as $m | ["decoupled M=\($m)", "poisson-m\($m)", "poisson-m\($m)-ref"]]
+       | map({name: .[0], f: completed(.[1]), r: completed(.[2]), aborted: (aborted(.[1]) + aborted(.[2]))})) as $P
       | ({claim: "4. Goodput under Poisson failures (real runs)",
           paper: "88% (M=8) vs 58% elastic DP vs 27% DP at 1.2M chips",
           ours: ("goodput with kills / without (same mode, same length): "
-                 + ([$P[] | "\(.name) \(div(.f.goodput; .r.goodput) | pct)"] | join(", "))),
+                 + ([$P[] | "\(.name) \(div(.f.goodput; .r.goodput) | pct)"] | join(", "))
+                 + ([$P[] | select(.aborted > 0) | "\(.name) \(.aborted)"] as $ab
+                    | if ($ab | length) > 0
+                      then "; runs that ended early (a stop condition or an abort), left out: " + ($ab | join(", ")) else "" end)),
           settings: "job MTBF \($pj) s (each of M units: M x \($pj) s), SIGKILL + restart after 1.5 s, \($ptl) s per run, ddp/ddp-elastic on 4 units, every learner padded to 1/M duty (slowdown M) so a kill frees no shared CPU, P=4, H=24, K=1; goodput = harness goodput (compute time of merged steps / allocated learner time)",
           figures: ([$P[] | {key: .name, value: {faulted: .f.goodput, reference: .r.goodput, relative: div(.f.goodput; .r.goodput), kills: ([.f.faults[]? | select(.type == "kill")] | length)}}] | from_entries)},
          {claim: "4b. Zero global downtime",
