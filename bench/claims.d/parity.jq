@@ -42,7 +42,8 @@ def parity:
         diloco_vs_ddp: paired(by_seed($R; $dl.re; "final_bpb"); $b),
         averaging_vs_ddp: {diloco: paired(by_seed($R; $dla.re; "final_bpb"); $b),
                            decoupled: paired(by_seed($R; $dca.re; "final_bpb"); $b)},
-        decoupled_vs_ddp_pct: div(($dc.final_bpb // null) - ($best.final_bpb // 0); $best.final_bpb),
+        decoupled_vs_ddp_pct: (if $dc.final_bpb == null or $best.final_bpb == null then null
+                               else div($dc.final_bpb - $best.final_bpb; $best.final_bpb) end),
         decoupled_merge_efficiency: $dc.merge_efficiency}]};
 
 def signed($d): if . == null then "not measured" elif . >= 0 then "+" + fx($d) else fx($d) end;
