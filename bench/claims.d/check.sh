@@ -2,7 +2,8 @@
 # check.sh OUT - is bench/claims' output well-formed? Exit 0 yes, 1 no (every
 # problem printed). Checks: claims.json parses, has the expected claims (all,
 # or the ones bench/claims --only ran), every row has non-empty
-# claim/paper/ours/settings/model, seeds >= 1 and at least one finite figure, and no "n/a" in its text (a missing figure is said in words);
+# claim/paper/ours/settings/model, seeds >= 1 and at least one finite figure,
+# and no "n/a" in its text (a missing figure is said in words);
 # claims.csv is the same rows, RFC 4180-quoted, 4 fields each; claims.md has the
 # header and one table line per row with 4 cells; every plot is a complete SVG
 # with drawn data; every run has metrics with a finite final loss.

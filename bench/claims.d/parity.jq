@@ -37,7 +37,7 @@ def parity:
                    seeds_bpb: (.all | map(.final_bpb)), merge_efficiency, participants: .merge_participants_mean,
                    tokens_to}],
         best_ddp: $best.name,
-        ddp_aa: (by_seed($R; $best.re; "final_bpb") | [.[]] | if length >= 2 then (.[0] - .[1] | fabs) else null end),
+        ddp_aa: ($b | [.[]] | if length >= 2 then (.[0] - .[1] | fabs) else null end),
         decoupled_vs_ddp: paired(by_seed($R; $dc.re; "final_bpb"); $b),
         diloco_vs_ddp: paired(by_seed($R; $dl.re; "final_bpb"); $b),
         averaging_vs_ddp: {diloco: paired(by_seed($R; $dla.re; "final_bpb"); $b),
