@@ -9,6 +9,38 @@
 
 /* ---- stop conditions and rollbacks ---- */
 
+/* {"eval_loss_above": X} (one eval above X nats aborts) or
+ * {"eval_loss_above": {"nats": X, "evals": N}} (N consecutive evals above X:
+ * a transient spike that the next eval no longer shows does not abort). */
+static void exp_parse_eval_loss_above(experiment *e, const json_t *s, const char *p, jv_diag *d)
+{
+    static const char *const keys[] = {"nats", "evals", NULL};
+    const json_t *v = json_object_get(s, "eval_loss_above");
+    char pk[JV_PATHLEN];
+    e->stop.eval_loss_evals = 1;
+    jv_path_key(pk, sizeof(pk), p, "eval_loss_above");
+    if (!json_is_object(v) && !json_is_number(v)) {
+        char got[64];
+        jv_describe(got, sizeof(got), v);
+        jv_diag_add(d, pk, "expected a loss in nats or {\"nats\": X, \"evals\": N}, got %s", got);
+        return;
+    }
+    if (json_is_number(v)) {
+        e->stop.has_eval_loss_above =
+            jv_number_value(d, pk, v, 0.0, INFINITY, "a loss in nats", &e->stop.eval_loss_above) == 1;
+        return;
+    }
+    if (jv_check_keys(d, pk, v, keys) < 0)
+        return;
+    int64_t n = 1;
+    int ok =
+        jv_get_number(d, pk, v, "nats", 1, 0.0, INFINITY, "a loss in nats", &e->stop.eval_loss_above) == 1;
+    if (jv_get_int(d, pk, v, "evals", 0, 1, 1000, "consecutive evals", &n) < 0)
+        ok = 0;
+    e->stop.eval_loss_evals = (int)n;
+    e->stop.has_eval_loss_above = ok;
+}
+
 void exp_parse_stops(experiment *e, const json_t *arr, jv_diag *d)
 {
     static const char *const keys[] = {"eval_loss_above", "nan", "no_merge_for_s", "agent_unreachable_s",
@@ -33,8 +65,7 @@ void exp_parse_stops(experiment *e, const json_t *arr, jv_diag *d)
             continue;
         }
         if (strcmp(key, "eval_loss_above") == 0) {
-            e->stop.has_eval_loss_above = jv_get_number(d, p, s, key, 1, 0.0, INFINITY, "a loss in nats",
-                                                        &e->stop.eval_loss_above) == 1;
+            exp_parse_eval_loss_above(e, s, p, d);
         } else if (strcmp(key, "nan") == 0) {
             int b = 0;
             if (jv_get_bool(d, p, s, key, 1, &b) == 1 && !b) {

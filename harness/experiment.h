@@ -107,6 +107,7 @@ typedef struct exp_chaos {
 typedef struct exp_stop {
     int has_eval_loss_above;
     double eval_loss_above; /* abort when an eval loss exceeds this */
+    int eval_loss_evals;    /* ... in this many consecutive evals (>= 1) */
     int nan;                /* abort on a non-finite eval loss */
     int has_no_merge_for_s;
     double no_merge_for_s; /* abort when no merge for this long, s */

@@ -113,6 +113,8 @@ typedef struct runner {
     json_t *status;          /* last syncer /v1/status, or (file form) derived from the events (owned) */
     int64_t merges;          /* last merges counter */
     double eval_loss;        /* last eval loss (NAN none) */
+    int evals_above;         /* consecutive evals above stop.eval_loss_above */
+    int64_t above_since_seq; /* the first of them */
     int64_t last_merge_mono; /* ms of the last merge event (or of the method start) */
     int64_t start_mono;      /* ms when the topology was ready (run start) */
     int64_t method_mono;     /* ms when the method started, 0 before */

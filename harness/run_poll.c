@@ -134,12 +134,20 @@ static void take_event(runner *r, json_t *ev, int64_t read_ms)
         if (loss < 0)
             loss = NAN; /* the syncer writes a non-finite loss as -1 */
         r->eval_loss = loss;
+        const exp_stop *sc = &r->e->stop;
+        int above = sc->has_eval_loss_above && isfinite(loss) && loss > sc->eval_loss_above;
+        if (above && r->evals_above++ == 0)
+            r->above_since_seq = seq;
+        if (!above)
+            r->evals_above = 0;
         if (r->state == RS_STEADY || r->state == RS_METHOD) {
-            if (r->e->stop.nan && !isfinite(loss))
+            if (sc->nan && !isfinite(loss))
                 run_set_abort(r, "stop condition nan: non-finite eval loss (event seq %" PRId64 ")", seq);
-            else if (r->e->stop.has_eval_loss_above && isfinite(loss) && loss > r->e->stop.eval_loss_above)
-                run_set_abort(r, "stop condition eval_loss_above %g: eval loss %.4f (event seq %" PRId64 ")",
-                              r->e->stop.eval_loss_above, loss, seq);
+            else if (above && r->evals_above >= sc->eval_loss_evals)
+                run_set_abort(r,
+                              "stop condition eval_loss_above %g: eval loss %.4f (event seq %" PRId64
+                              "), above it in %d consecutive evals since seq %" PRId64,
+                              sc->eval_loss_above, loss, seq, r->evals_above, r->above_since_seq);
         }
     }
     json_array_append_new(r->sev, ev);

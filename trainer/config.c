@@ -87,7 +87,8 @@ static const key_def keys[] = {
     {"outer_momentum", KEY_DOUBLE, OFF(outer_momentum), 0, 0.999, NULL, 0,
      "outer Nesterov momentum (decoupled: default 0.5)"},
     {"inner_lr", KEY_DOUBLE, OFF(inner_lr), 1e-7, 1, NULL, 0, "AdamW peak learning rate"},
-    {"warmup", KEY_INT, OFF(warmup), 0, 10000000, NULL, 0, "AdamW linear warmup steps"},
+    {"warmup", KEY_INT, OFF(warmup), 0, 10000000, NULL, 0,
+     "AdamW linear warmup steps; default 60 (gpt), 20 (mlp)"},
     {"weight_decay", KEY_DOUBLE, OFF(weight_decay), 0, 1, NULL, 0, "AdamW weight decay"},
     {"steps", KEY_INT, OFF(steps), 1, CONFIG_STEPS_MAX, NULL, 1,
      "inner steps per learner (also the cosine decay horizon)"},
@@ -147,7 +148,6 @@ void config_defaults(config *c)
     c->weights = CONFIG_WEIGHTS_TOKEN;
     c->outer_lr = 0.7;
     c->inner_lr = 3e-3;
-    c->warmup = 20;
     c->weight_decay = 0.1;
     c->steps = 600;
     c->layers = 4;
@@ -179,6 +179,10 @@ void config_kind_defaults(config *c, int64_t mode, int64_t model_kind)
         c->eval_tokens = 512;    /* 512 windows x 64 predictions */
         c->eval_every_ms = 2000; /* an eval costs ~1 s of one core */
         c->grad_clip = 1.0;
+        /* at the peak rate 0.003 after 20 steps of warm-up a ddp run of
+         * bench/claims' shape (seed 12) went 3.37 -> 8.94 nats in one step
+         * (issue 27 item 5; docs/training.md, "warm-up") */
+        c->warmup = 60;
     } else {
         c->context = 8;
         c->embed = 16;
@@ -189,6 +193,7 @@ void config_kind_defaults(config *c, int64_t mode, int64_t model_kind)
         /* its honest step gradients measured 1.8-4.5 (L2, default shape, ddp):
          * 20 never clips one, and bounds what one learner can send */
         c->grad_clip = 20.0;
+        c->warmup = 20;
     }
 }
 

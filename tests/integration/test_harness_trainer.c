@@ -183,3 +183,68 @@ Test(harness_trainer, an_events_file_learner_outside_the_topology_fails_the_run)
     hx_kill_leftovers(s.out);
     free(s.dir);
 }
+
+/* Run the file-form coordinator of eval_spike_script under the stop
+ * condition cond (a JSON value of eval_loss_above); the harness's reason
+ * (malloc'd, from RUN/events.jsonl), asserting exit 2. */
+static char *run_eval_stream(const char *tag, const char *cond)
+{
+    hx_scratch s;
+    hx_scratch_init(&s, tag, "spike.json");
+    char script[1100], doc[4096];
+    snprintf(script, sizeof script, "%s/coord.sh", s.dir);
+    /* seq 3: the spike (one eval above 8, then below again); seqs 6-9 a
+     * loss that stays above. Times on the harness's clock. */
+    hx_write(script,
+             "d=$1\n"
+             "ev() { t=$(python3 -c 'import time; print(int(time.monotonic() * 1000))'); "
+             "printf '{\"seq\":%s,\"t_mono_ms\":%s,\"type\":\"%s\"%s}\\n' \"$1\" \"$t\" \"$2\" \"$3\" "
+             ">> \"$d/events.jsonl\"; }\n"
+             "ev 1 start ',\"versions\":[0]'\n"
+             "echo 127.0.0.1:9 > \"$d/listen.addr.tmp\" && mv \"$d/listen.addr.tmp\" \"$d/listen.addr\"\n"
+             "sleep 4\n"
+             "seq=2\n"
+             "for l in 3.73 8.94 3.39 3.30 8.50 8.60 8.70 8.80; do\n"
+             "  ev $seq eval \",\\\"loss\\\":$l\"; seq=$((seq + 1)); sleep 0.4\n"
+             "done\n"
+             "exec sleep 100\n");
+    snprintf(doc, sizeof doc,
+             "{\"title\": \"eval stream\", \"topology\": {\"learners\": 1, \"trainer\": {"
+             "\"coordinator\": [\"/bin/sh\", \"%s\", \"{state_dir}\", \"{listen}\"],"
+             "\"learner\": [\"/bin/sh\", \"-c\", \"exec sleep 100\", \"sh\", \"{proxy}\"],"
+             "\"telemetry\": {\"events_file\": \"{state_dir}/events.jsonl\"}}},"
+             " \"horizon\": {\"min_merges\": 1}, \"stop_conditions\": [{\"eval_loss_above\": %s}],"
+             " \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}",
+             script, cond);
+    hx_write(s.exp, doc);
+    const char *args[] = {"run", s.exp, "--out", s.out, "--time-limit", "60", NULL};
+    int rc = hx_run_rc(s.dir, "run", args, 90000, 2);
+    cr_assert_eq(rc, 2, "a stop condition ends the run with exit 2 (got %d)", rc);
+    char *ev = hx_read_in(s.out, "events.jsonl");
+    cr_assert_not_null(ev);
+    char *why = strstr(ev, "stop condition eval_loss_above");
+    cr_assert_not_null(why, "the reason is recorded");
+    char *reason = strndup(why, strcspn(why, "\"\n"));
+    free(ev);
+    hx_expect_all_gone(s.out, 2, "the coordinator and the agent");
+    free(s.dir);
+    return reason;
+}
+
+/* A stop condition that fires on one eval cannot tell a transient loss
+ * spike from a divergence (docs/results.md, claim 4: a ddp run read 3.73 ->
+ * 8.94 -> 3.39 nats within eight steps, with no fault, and was aborted).
+ * With "evals": 3 the spike (event seq 3) passes and the loss that stays
+ * above aborts at its third eval (seq 8); the one-eval form still stops at
+ * the spike, which shows the harness saw it. */
+Test(harness_trainer, a_transient_eval_spike_is_not_a_divergence)
+{
+    char *once = run_eval_stream("htsp1", "8");
+    cr_expect(strstr(once, "eval loss 8.9400 (event seq 3)") != NULL, "one eval: stops at the spike: %s", once);
+    free(once);
+    char *thrice = run_eval_stream("htsp3", "{\"nats\": 8, \"evals\": 3}");
+    cr_expect(strstr(thrice, "eval loss 8.7000 (event seq 8), above it in 3 consecutive evals since seq 6") !=
+                  NULL,
+              "three evals: the spike passes, the lasting loss stops the run: %s", thrice);
+    free(thrice);
+}

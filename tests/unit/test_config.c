@@ -48,6 +48,7 @@ Test(config, kind_defaults_follow_mode_and_model_and_flags_still_win)
     cr_assert_eq(c.embed, 16);
     cr_assert_eq(c.batch, 16);
     cr_assert_eq(c.eval_every_ms, 0);
+    cr_assert_eq(c.warmup, 20);
     cr_assert_str_eq(c.data, "fortunes", "the corpus does not follow the model");
     cr_assert_eq(config_set_flag(&c, "--context", "12", err, sizeof err), 0, "%s", err);
     cr_assert_eq(c.context, 12);
@@ -55,6 +56,7 @@ Test(config, kind_defaults_follow_mode_and_model_and_flags_still_win)
     cr_assert_eq(c.context, 64);
     cr_assert_eq(c.batch, 8);
     cr_assert_eq(c.eval_tokens, 512);
+    cr_assert_eq(c.warmup, 60, "the gpt warms up longer (its spike at 20: docs/training.md)");
     cr_assert_eq(config_validate(&c, err, sizeof err), 0, "%s", err);
 }
 

@@ -415,6 +415,45 @@ Test(experiment, horizon_minimums)
     expect_error(text, "$.horizon.min_steps: unknown key");
 }
 
+/* eval_loss_above: a number (one eval above aborts) or {"nats", "evals"}
+ * (that many consecutive evals above); every malformed form is named. */
+Test(experiment, eval_loss_above_takes_a_count_of_evals)
+{
+    static const char *head = "{\"title\": \"t\", \"topology\": {\"learners\": 1}, \"stop_conditions\": [";
+    static const char *tail = "], \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}";
+    char doc[512];
+    snprintf(doc, sizeof doc, "%s{\"eval_loss_above\": 8}%s", head, tail);
+    experiment *e = load_ok(doc, 0);
+    cr_assert(e->stop.has_eval_loss_above && e->stop.eval_loss_above == 8.0 && e->stop.eval_loss_evals == 1);
+    exp_free(e);
+    snprintf(doc, sizeof doc, "%s{\"eval_loss_above\": {\"nats\": 7.5, \"evals\": 3}}%s", head, tail);
+    e = load_ok(doc, 0);
+    cr_assert(e->stop.has_eval_loss_above && e->stop.eval_loss_above == 7.5 && e->stop.eval_loss_evals == 3);
+    exp_free(e);
+    snprintf(doc, sizeof doc, "%s{\"eval_loss_above\": {\"nats\": 7.5}}%s", head, tail);
+    e = load_ok(doc, 0);
+    cr_assert_eq(e->stop.eval_loss_evals, 1, "evals defaults to 1");
+    exp_free(e);
+    static const char *const bad[][2] = {
+        {"{\"eval_loss_above\": \"8\"}", "$.stop_conditions[0].eval_loss_above: expected a loss in nats or "
+                                         "{\"nats\": X, \"evals\": N}, got \"8\""},
+        {"{\"eval_loss_above\": -1}",
+         "$.stop_conditions[0].eval_loss_above: expected a loss in nats >= 0, got -1"},
+        {"{\"eval_loss_above\": {\"evals\": 3}}",
+         "$.stop_conditions[0].eval_loss_above.nats: missing required key"},
+        {"{\"eval_loss_above\": {\"nats\": 8, \"evals\": 0}}",
+         "$.stop_conditions[0].eval_loss_above.evals: expected consecutive evals in 1..1000, got 0"},
+        {"{\"eval_loss_above\": {\"nats\": 8, \"evals\": 2.5}}",
+         "$.stop_conditions[0].eval_loss_above.evals: expected consecutive evals in 1..1000, got 2.5"},
+        {"{\"eval_loss_above\": {\"nats\": 8, \"for_s\": 2}}",
+         "$.stop_conditions[0].eval_loss_above.for_s: unknown key"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(doc, sizeof doc, "%s%s%s", head, bad[i][0], tail);
+        expect_error(doc, bad[i][1]);
+    }
+}
+
 Test(experiment, every_error_is_collected)
 {
     experiment *e = NULL;
