@@ -221,6 +221,12 @@ static rb_acct fault_free(const char *tag, int M, const char *Ms)
     cr_assert_eq(a.trained, (int64_t)M * 240 * RB_P, "every learner trained its 240 steps");
     cr_assert_eq(a.unsent + a.lost, 0, "M=%d: nothing stayed unsent or was lost", M);
     cr_assert_eq(a.sent, a.trained);
+    /* merge efficiency (issue 27's bar): a contribution is dropped only
+     * when its learner is absent at the merge, which a fault-free run
+     * never is */
+    cr_assert_geq((double)a.merged_tok, 0.95 * (double)a.trained_tok,
+                  "M=%d: merge efficiency %.4f (merged tokens / trained tokens) below 0.95", M,
+                  (double)a.merged_tok / (double)a.trained_tok);
     return a;
 }
 
