@@ -12,7 +12,8 @@
  * one sample of it before each agent trial, so that it sees the same disk
  * and the same load as the agent rows (other work on the machine comes and
  * goes within a run).
- * Prints p50/p99 and, per agent row, its p99 excess over raw p99 + durable p99.
+ * Prints p50/p99/p99.9/max and, per agent row, its p99 excess over raw p99 +
+ * durable p99.
  *
  * Every timed sample, reference or agent, starts after the same idle gap
  * (GAP_MS of sleep): on a VM an fsync issued right after another one costs
@@ -360,11 +361,13 @@ static void print_row(const row *r, double ref99)
 {
     if (r->n <= 0)
         return;
-    double p50 = pct(r->v, r->n, 0.5), p99 = pct(r->v, r->n, 0.99);
+    double p50 = pct(r->v, r->n, 0.5), p99 = pct(r->v, r->n, 0.99), p999 = pct(r->v, r->n, 0.999),
+           max = pct(r->v, r->n, 1.0);
     if (ref99 > 0)
-        printf("| %s | %d | %.1f | %.1f | %+.1f |\n", r->name, r->n, p50, p99, p99 - ref99);
+        printf("| %s | %d | %.1f | %.1f | %.1f | %.1f | %+.1f |\n", r->name, r->n, p50, p99, p999, max,
+               p99 - ref99);
     else
-        printf("| %s | %d | %.1f | %.1f | |\n", r->name, r->n, p50, p99);
+        printf("| %s | %d | %.1f | %.1f | %.1f | %.1f | |\n", r->name, r->n, p50, p99, p999, max);
 }
 
 /* ---- bench: the steps of main ---- */
@@ -627,8 +630,9 @@ static void print_table(const row *rt, const row raws[3], const row agents[3])
 {
     row wr = {"durable write of faults.json alone (file + dir fsync)", dur.v, dur.n};
     double w99 = dur.n > 0 ? pct(dur.v, dur.n, 0.99) : 0;
-    printf("| measurement | trials | p50 (us) | p99 (us) | p99 − (raw p99 + durable p99) (us) |\n");
-    printf("|---|---|---|---|---|\n");
+    printf("| measurement | trials | p50 (us) | p99 (us) | p99.9 (us) | max (us) | "
+           "p99 − (raw p99 + durable p99) (us) |\n");
+    printf("|---|---|---|---|---|---|---|\n");
     print_row(&wr, 0);
     print_row(rt, 0);
     for (int i = 0; i < 3; i++) {
