@@ -129,8 +129,10 @@ double merge_l2norm(const float *v, size_t n)
     return sqrt(sum_squares(v, n));
 }
 
-static void merge_rda_unchecked(float *out, const float *const *vs, const double *w, int k, size_t n,
-                                double sum)
+/* RDA's mean direction into dir [n] (unscaled, float) and the factor s
+ * that scales it to the mean norm: the rule's result is (float)(s * dir[i]). */
+static double merge_rda_direction(float *dir, const float *const *vs, const double *w, int k, size_t n,
+                                  double sum)
 {
     /* c_j = (w_j / sum) / |v_j| is the weight of v_j in the mean direction
      * sum_j (w_j/sum) phi(v_j); zero vectors contribute nothing (phi(0)=0). */
@@ -142,10 +144,16 @@ static void merge_rda_unchecked(float *out, const float *const *vs, const double
         c[j] = nj > 0.0 ? (w[j] / sum) / nj : 0.0;
     }
     double dir_ss = 0.0;
-    merge_combine(out, vs, c, k, n, &dir_ss);
+    merge_combine(dir, vs, c, k, n, &dir_ss);
     double dir_norm = sqrt(dir_ss);
     /* phi(mean direction) scaled to the mean norm; phi(0) = 0 */
-    double s = dir_norm > 0.0 ? avg_norm / dir_norm : 0.0;
+    return dir_norm > 0.0 ? avg_norm / dir_norm : 0.0;
+}
+
+static void merge_rda_unchecked(float *out, const float *const *vs, const double *w, int k, size_t n,
+                                double sum)
+{
+    double s = merge_rda_direction(out, vs, w, k, n, sum);
     for (size_t i = 0; i < n; i++)
         out[i] = (float)(s * out[i]);
 }
@@ -323,16 +331,18 @@ static void merge_apply_mean(float *theta, float *mom, const float *const *vs, c
 }
 
 /* RDA segment: the final scale needs the norm of the whole direction, so
- * the direction goes to dir [n] first (as merge_rda_unchecked writes out),
- * then one pass over dir applies the scale and the step. */
+ * the unscaled direction goes to dir [n] first, then one pass over dir
+ * applies RDA's scale (the same float rounding as merge_rda_unchecked), the
+ * syncer's scale and the step: no separate pass for RDA's scale. */
 static void merge_apply_rda(float *dir, float *theta, float *mom, const float *const *vs, const double *w,
                             int k, size_t n, double sum, double scale, float lr, float mu, double *ss)
 {
-    merge_rda_unchecked(dir, vs, w, k, n, sum);
+    double s = merge_rda_direction(dir, vs, w, k, n, sum);
     float o[MERGE_BLOCK];
     for (size_t b0 = 0; b0 < n; b0 += MERGE_BLOCK) {
         size_t bn = n - b0 < MERGE_BLOCK ? n - b0 : MERGE_BLOCK;
-        memcpy(o, dir + b0, bn * sizeof(float));
+        for (size_t i = 0; i < bn; i++)
+            o[i] = (float)(s * dir[b0 + i]);
         merge_step_block(theta + b0, mom + b0, o, bn, scale, lr, mu, ss);
     }
 }
