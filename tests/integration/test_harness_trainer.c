@@ -122,6 +122,26 @@ Test(harness_trainer, a_coordinator_that_dies_at_start_fails_the_run)
     free(s.dir);
 }
 
+/* The file form of the telemetry contract (topology.trainer.telemetry)
+ * in s: the coordinator is /bin/sh running body ($1 = {state_dir}, where
+ * it writes events.jsonl and listen.addr), the one learner sleeps; extra
+ * (JSON members, each with a trailing comma, or "") goes into the
+ * experiment after its horizon. */
+static void file_form_write(const hx_scratch *s, const char *body, const char *extra)
+{
+    char script[1100], doc[4096];
+    snprintf(script, sizeof script, "%s/coord.sh", s->dir);
+    hx_write(script, body);
+    snprintf(doc, sizeof doc,
+             "{\"title\": \"file form\", \"topology\": {\"learners\": 1, \"trainer\": {"
+             "\"coordinator\": [\"/bin/sh\", \"%s\", \"{state_dir}\", \"{listen}\"],"
+             "\"learner\": [\"/bin/sh\", \"-c\", \"exec sleep 100\", \"sh\", \"{proxy}\"],"
+             "\"telemetry\": {\"events_file\": \"{state_dir}/events.jsonl\"}}},"
+             " \"horizon\": {\"min_merges\": 1},%s \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}",
+             script, extra);
+    hx_write(s->exp, doc);
+}
+
 /* The file form of the telemetry contract (topology.trainer.telemetry): a
  * coordinator that writes a malformed second line to its events file fails
  * the run with a harness error naming the file and the line, and serves no
@@ -131,22 +151,13 @@ Test(harness_trainer, a_malformed_events_file_line_fails_the_run)
 {
     hx_scratch s;
     hx_scratch_init(&s, "htrf", "file.json");
-    char script[1100], doc[4096];
-    snprintf(script, sizeof script, "%s/coord.sh", s.dir);
-    hx_write(script,
+    file_form_write(&s,
              "d=$1\n"
              "printf '%s\\n' '{\"seq\":1,\"t_mono_ms\":1,\"type\":\"start\",\"versions\":[0]}' "
              "'{\"seq\":2,\"t_mono_ms\":2,\"type\":\"merge\"' > \"$d/events.jsonl\"\n"
              "echo 127.0.0.1:9 > \"$d/listen.addr.tmp\" && mv \"$d/listen.addr.tmp\" \"$d/listen.addr\"\n"
-             "exec sleep 100\n");
-    snprintf(doc, sizeof doc,
-             "{\"title\": \"file form\", \"topology\": {\"learners\": 1, \"trainer\": {"
-             "\"coordinator\": [\"/bin/sh\", \"%s\", \"{state_dir}\", \"{listen}\"],"
-             "\"learner\": [\"/bin/sh\", \"-c\", \"exec sleep 100\", \"sh\", \"{proxy}\"],"
-             "\"telemetry\": {\"events_file\": \"{state_dir}/events.jsonl\"}}},"
-             " \"horizon\": {\"min_merges\": 1}, \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}",
-             script);
-    hx_write(s.exp, doc);
+             "exec sleep 100\n",
+                    "");
     char *log = run_failing(&s, "coordinator/events.jsonl, line 2: not a JSON object");
     free(log);
     hx_kill_leftovers(s.out);
@@ -160,42 +171,33 @@ Test(harness_trainer, an_events_file_learner_outside_the_topology_fails_the_run)
 {
     hx_scratch s;
     hx_scratch_init(&s, "htrl", "file.json");
-    char script[1100], doc[4096];
-    snprintf(script, sizeof script, "%s/coord.sh", s.dir);
-    hx_write(script,
+    file_form_write(&s,
              "d=$1\n"
              "t=$(python3 -c 'import time; print(int(time.monotonic() * 1000))')\n" /* the harness's clock */
              "printf '%s\\n' \"{\\\"seq\\\":1,\\\"t_mono_ms\\\":$t,\\\"type\\\":\\\"start\\\",\\\"versions\\\":[0]}\" "
              "\"{\\\"seq\\\":2,\\\"t_mono_ms\\\":$t,\\\"type\\\":\\\"heartbeat\\\",\\\"learner\\\":4711,\\\"step\\\":1}\" "
              "> \"$d/events.jsonl\"\n"
              "echo 127.0.0.1:9 > \"$d/listen.addr.tmp\" && mv \"$d/listen.addr.tmp\" \"$d/listen.addr\"\n"
-             "exec sleep 100\n");
-    snprintf(doc, sizeof doc,
-             "{\"title\": \"file form\", \"topology\": {\"learners\": 1, \"trainer\": {"
-             "\"coordinator\": [\"/bin/sh\", \"%s\", \"{state_dir}\", \"{listen}\"],"
-             "\"learner\": [\"/bin/sh\", \"-c\", \"exec sleep 100\", \"sh\", \"{proxy}\"],"
-             "\"telemetry\": {\"events_file\": \"{state_dir}/events.jsonl\"}}},"
-             " \"horizon\": {\"min_merges\": 1}, \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}",
-             script);
-    hx_write(s.exp, doc);
+             "exec sleep 100\n",
+                    "");
     char *log = run_failing(&s, "event seq 2: learner 4711 is not one of the topology's 1 learners (0..0)");
     free(log);
     hx_kill_leftovers(s.out);
     free(s.dir);
 }
 
-/* Run the file-form coordinator of eval_spike_script under the stop
- * condition cond (a JSON value of eval_loss_above); the harness's reason
- * (malloc'd, from RUN/events.jsonl), asserting exit 2. */
+/* Run a file-form coordinator that writes an eval stream (below) under
+ * the stop condition cond (a JSON value of eval_loss_above); the harness's
+ * reason (malloc'd, from RUN/events.jsonl), asserting exit 2. */
 static char *run_eval_stream(const char *tag, const char *cond)
 {
     hx_scratch s;
     hx_scratch_init(&s, tag, "spike.json");
-    char script[1100], doc[4096];
-    snprintf(script, sizeof script, "%s/coord.sh", s.dir);
+    char stops[256];
+    snprintf(stops, sizeof stops, " \"stop_conditions\": [{\"eval_loss_above\": %s}],", cond);
     /* seq 3: the spike (one eval above 8, then below again); seqs 6-9 a
      * loss that stays above. Times on the harness's clock. */
-    hx_write(script,
+    file_form_write(&s,
              "d=$1\n"
              "ev() { t=$(python3 -c 'import time; print(int(time.monotonic() * 1000))'); "
              "printf '{\"seq\":%s,\"t_mono_ms\":%s,\"type\":\"%s\"%s}\\n' \"$1\" \"$t\" \"$2\" \"$3\" "
@@ -207,16 +209,8 @@ static char *run_eval_stream(const char *tag, const char *cond)
              "for l in 3.73 8.94 3.39 3.30 8.50 8.60 8.70 8.80; do\n"
              "  ev $seq eval \",\\\"loss\\\":$l\"; seq=$((seq + 1)); sleep 0.4\n"
              "done\n"
-             "exec sleep 100\n");
-    snprintf(doc, sizeof doc,
-             "{\"title\": \"eval stream\", \"topology\": {\"learners\": 1, \"trainer\": {"
-             "\"coordinator\": [\"/bin/sh\", \"%s\", \"{state_dir}\", \"{listen}\"],"
-             "\"learner\": [\"/bin/sh\", \"-c\", \"exec sleep 100\", \"sh\", \"{proxy}\"],"
-             "\"telemetry\": {\"events_file\": \"{state_dir}/events.jsonl\"}}},"
-             " \"horizon\": {\"min_merges\": 1}, \"stop_conditions\": [{\"eval_loss_above\": %s}],"
-             " \"verify\": [{\"hypothesis\": \"versions_monotonic\"}]}",
-             script, cond);
-    hx_write(s.exp, doc);
+             "exec sleep 100\n",
+                    stops);
     const char *args[] = {"run", s.exp, "--out", s.out, "--time-limit", "60", NULL};
     int rc = hx_run_rc(s.dir, "run", args, 90000, 2);
     cr_assert_eq(rc, 2, "a stop condition ends the run with exit 2 (got %d)", rc);
