@@ -27,10 +27,10 @@
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/parse.h"
-#include "trainer/fragment.h"
-#include "trainer/merge.h"
-#include "trainer/model.h"
-#include "trainer/optim.h"
+#include "numerics/fragment.h"
+#include "numerics/merge.h"
+#include "numerics/model.h"
+#include "numerics/optim.h"
 #include "bench_util.h"
 
 /* Best GB/s over 5 repetitions of secs/5 each: `bytes` per call of one(ctx),

@@ -20,7 +20,7 @@
 #include "common/exitcode.h"
 #include "common/file.h"
 #include "common/parse.h"
-#include "trainer/data.h"
+#include "numerics/data.h"
 
 int main(int argc, char **argv)
 {

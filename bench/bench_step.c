@@ -16,8 +16,8 @@
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/parse.h"
-#include "trainer/model.h"
-#include "trainer/optim.h"
+#include "numerics/model.h"
+#include "numerics/optim.h"
 #include "bench_util.h"
 
 typedef struct bench_cfg {

@@ -1,5 +1,5 @@
 /* hash.h - FNV-1a, 64-bit: the non-cryptographic hash behind the data
- * fingerprints (trainer/data.c, trainer/corpus.c). Not for anything an
+ * fingerprints (numerics/data.c, numerics/corpus.c). Not for anything an
  * adversary chooses the input of. */
 #ifndef CX_HASH_H
 #define CX_HASH_H

@@ -8,7 +8,7 @@
 
 #include "harness/exp_internal.h"
 #include "trainer/config.h"
-#include "trainer/encoding.h"
+#include "numerics/encoding.h"
 
 /* ---- topology ---- */
 

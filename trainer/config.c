@@ -8,7 +8,7 @@
  * format string because the table also gives bounds and help text.
  */
 #include "trainer/config.h"
-#include "trainer/model.h"
+#include "numerics/model.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -18,8 +18,8 @@
 #include "common/err.h"
 #include "common/json.h"
 #include "common/parse.h"
-#include "trainer/encoding.h"
-#include "trainer/merge.h"
+#include "numerics/encoding.h"
+#include "numerics/merge.h"
 
 /* ---- config: the key table ---- */
 

@@ -25,12 +25,12 @@
 #include "common/parse.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
-#include "trainer/data.h"
-#include "trainer/encoding.h"
-#include "trainer/fragment.h"
+#include "numerics/data.h"
+#include "numerics/encoding.h"
+#include "numerics/fragment.h"
 #include "trainer/learner_internal.h"
-#include "trainer/model.h"
-#include "trainer/optim.h"
+#include "numerics/model.h"
+#include "numerics/optim.h"
 #include "trainer/protocol.h"
 
 /* ---- learner: hooks and checkpoints ---- */

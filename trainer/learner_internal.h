@@ -32,11 +32,11 @@
 #include "common/json.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
-#include "trainer/data.h"
-#include "trainer/fragment.h"
+#include "numerics/data.h"
+#include "numerics/fragment.h"
 #include "trainer/learner.h"
-#include "trainer/model.h"
-#include "trainer/optim.h"
+#include "numerics/model.h"
+#include "numerics/optim.h"
 #include "trainer/seal.h"
 
 #define HTTP_TIMEOUT_MS 15000

@@ -28,9 +28,9 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "trainer/fragment.h"
+#include "numerics/fragment.h"
 #include "trainer/learner_internal.h"
-#include "trainer/model.h"
+#include "numerics/model.h"
 
 /* θ_p ← payload + (θ_p − ref_p), Θ_base_p ← payload, over p's ranges
  * (ref may be L->base: each element is read before it is overwritten). */

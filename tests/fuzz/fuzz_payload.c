@@ -1,5 +1,5 @@
 /* fuzz_payload.c - libFuzzer target: the payload decoder and the delta
- * path (trainer/encoding.c, trainer/protocol.c), on what the syncer does
+ * path (numerics/encoding.c, trainer/protocol.c), on what the syncer does
  * with a contribution body (length + CRC check, decode, finiteness) and
  * what the learner does with a delta chain (record walk, versions in
  * sequence, decode each, one f32 add per element; learner.c apply_chain).
@@ -14,7 +14,7 @@
 #include "common/crc32c.h"
 #include "common/err.h"
 #include "fuzz_payload.h"
-#include "trainer/encoding.h"
+#include "numerics/encoding.h"
 #include "trainer/protocol.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -11,7 +11,7 @@
 #include <strings.h>
 
 #include "common/err.h"
-#include "trainer/encoding.h"
+#include "numerics/encoding.h"
 #include "trainer/protocol.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

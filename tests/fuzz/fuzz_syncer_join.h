@@ -39,8 +39,8 @@
 #include <stdio.h>
 
 #include "trainer/config.h"
-#include "trainer/fragment.h"
-#include "trainer/model.h"
+#include "numerics/fragment.h"
+#include "numerics/model.h"
 
 enum { FSJ_ROUTE_JOIN, FSJ_ROUTE_HEARTBEAT, FSJ_ROUTE_LEAVE, FSJ_ROUTE_STATE, FSJ_ROUTES };
 

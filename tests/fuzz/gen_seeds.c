@@ -1,6 +1,6 @@
 /* gen_seeds.c - writes the generated seed corpora of the fuzz targets:
  * real payloads and delta chains made by the real encoder
- * (trainer/encoding.c, protocol.c) into DIR/payload/, the header sets a
+ * (numerics/encoding.c, protocol.c) into DIR/payload/, the header sets a
  * learner sends (proto_hdr_format) into DIR/proto_headers/, and the fault
  * requests the harness would send for every action and chaos fault of the
  * experiments in EXPERIMENTS_DIR into DIR/fault_request/, the config a
@@ -23,7 +23,7 @@
 #include "fuzz_payload.h"
 #include "fuzz_syncer_join.h"
 #include "trainer/config.h"
-#include "trainer/encoding.h"
+#include "numerics/encoding.h"
 #include "trainer/protocol.h"
 
 static int write_file(const char *dir, const char *sub, const char *name, const void *data, size_t len)

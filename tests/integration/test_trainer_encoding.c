@@ -11,7 +11,7 @@
 #include "trainer_it.h"
 
 #include "common/crc32c.h"
-#include "trainer/encoding.h"
+#include "numerics/encoding.h"
 #include "trainer/protocol.h"
 
 #define P 4

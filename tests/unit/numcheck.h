@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "common/rng.h"
-#include "trainer/model.h"
+#include "numerics/model.h"
 
 static cx_rng numcheck_rng;
 

@@ -7,7 +7,7 @@
 
 #include "common/err.h"
 #include "trainer/config.h"
-#include "trainer/model.h"
+#include "numerics/model.h"
 
 static char *write_tmp(const char *text)
 {

@@ -1,4 +1,4 @@
-/* test_corpus.c - the named corpora (trainer/corpus.h), through the data
+/* test_corpus.c - the named corpora (numerics/corpus.h), through the data
  * source that serves them: `--data pydoc` (Debian's python3.11-doc) is split
  * by whole documents, deterministically by seed, every document in exactly
  * one part, both parts nonempty and about 90/10. Skipped without the package
@@ -12,8 +12,8 @@
 
 #include "common/err.h"
 #include "common/file.h"
-#include "trainer/corpus.h"
-#include "trainer/data.h"
+#include "numerics/corpus.h"
+#include "numerics/data.h"
 
 /* One document as the corpus keeps it: the file, plus "\n" if it lacks one. */
 typedef struct doc {

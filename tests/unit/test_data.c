@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
-#include "trainer/data.h"
+#include "numerics/data.h"
 
 static data_source *synth(uint64_t seed, int order, int alphabet, int branching)
 {

@@ -13,7 +13,7 @@
 
 #include "common/err.h"
 #include "common/parse.h"
-#include "trainer/encoding.h"
+#include "numerics/encoding.h"
 
 static const encoding_kind all_kinds[] = {ENCODING_F32,  ENCODING_BF16, ENCODING_INT8,
                                           ENCODING_INT4, ENCODING_INT2, ENCODING_Q2};

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "trainer/fragment.h"
-#include "trainer/model.h"
+#include "numerics/fragment.h"
+#include "numerics/model.h"
 
 static model *default_model(void)
 {

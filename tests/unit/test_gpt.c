@@ -22,10 +22,10 @@
 #include "common/err.h"
 #include "common/pool.h"
 #include "trainer/checkpoint.h"
-#include "trainer/data.h"
-#include "trainer/gpt.h"
-#include "trainer/model.h"
-#include "trainer/optim.h"
+#include "numerics/data.h"
+#include "numerics/gpt.h"
+#include "numerics/model.h"
+#include "numerics/optim.h"
 #include "numcheck.h"
 
 /* ---- helpers ---- */

@@ -22,9 +22,9 @@
 
 #include "common/err.h"
 #include "common/parse.h"
-#include "trainer/merge.h"
-#include "trainer/model.h"
-#include "trainer/optim.h"
+#include "numerics/merge.h"
+#include "numerics/model.h"
+#include "numerics/optim.h"
 
 static double norm(const float *v, size_t n)
 {

@@ -14,10 +14,10 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "trainer/data.h"
-#include "trainer/model.h"
-#include "trainer/model_impl.h"
-#include "trainer/optim.h"
+#include "numerics/data.h"
+#include "numerics/model.h"
+#include "numerics/model_impl.h"
+#include "numerics/optim.h"
 #include "numcheck.h"
 
 /* ---- helpers ---- */

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "trainer/optim.h"
+#include "numerics/optim.h"
 
 Test(optim, adamw_first_steps_match_hand_computation)
 {

@@ -1,9 +1,9 @@
-/* test_round.c - syncer-numbered rounds (trainer/round.h): which round a
+/* test_round.c - syncer-numbered rounds (numerics/round.h): which round a
  * contribution joins, when a round closes (quorum, grace window, every live
  * learner), and the round -> version map. */
 #include <criterion/criterion.h>
 
-#include "trainer/round.h"
+#include "numerics/round.h"
 
 Test(round, a_contribution_joins_the_open_round_or_opens_the_next)
 {

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "trainer/vecmath.h"
+#include "numerics/vecmath.h"
 
 /* Through an array, as the kernels use it: the loop is the one the
  * vectoriser transforms in a Release build (-O3). */

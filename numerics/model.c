@@ -4,9 +4,9 @@
  * each layer is a _forward/_backward pair, argument order (outputs, inputs,
  * weights, sizes), backward passes accumulate into gradients.
  */
-#include "trainer/model.h"
-#include "trainer/model_impl.h"
-#include "trainer/vecmath.h"
+#include "numerics/model.h"
+#include "numerics/model_impl.h"
+#include "numerics/vecmath.h"
 
 #include "common/rng.h"
 

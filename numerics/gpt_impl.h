@@ -1,5 +1,5 @@
 /* gpt_impl.h - the pieces of the gpt layers that gpt.c's threaded step
- * splits its work into (private to trainer/gpt.c and trainer/gpt_layers.c;
+ * splits its work into (private to numerics/gpt.c and numerics/gpt_layers.c;
  * users of the layers include gpt.h, users of the model model.h).
  *
  * Each writes a disjoint part of its layer's output and sums in the same

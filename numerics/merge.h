@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trainer/fragment.h"
+#include "numerics/fragment.h"
 
 typedef enum merge_rule {
     MERGE_RULE_RDA = 0,  /* RDA on non-embedding segments, mean on embeddings (the paper) */

@@ -8,7 +8,7 @@
  * match merge_fragment + scale + nesterov_step element for element (only
  * the update norm's summation order differs).
  */
-#include "trainer/merge.h"
+#include "numerics/merge.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -17,7 +17,7 @@
 
 #include "common/err.h"
 #include "common/parse.h"
-#include "trainer/optim.h"
+#include "numerics/optim.h"
 
 /* ---- names ---- */
 

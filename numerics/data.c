@@ -15,7 +15,7 @@
  * too) until the L1 change is below 1e-12 (or 4e-16 per state when there are
  * so many states that rounding noise exceeds 1e-12).
  */
-#include "trainer/data.h"
+#include "numerics/data.h"
 
 #include <assert.h>
 #include <math.h>
@@ -26,7 +26,7 @@
 #include "common/err.h"
 #include "common/hash.h"
 #include "common/file.h"
-#include "trainer/corpus.h"
+#include "numerics/corpus.h"
 
 #define DATA_MAX_STATES (1u << 20)       /* A^k cap for the synthetic chain */
 #define DATA_FILE_MAX_BYTES (1ull << 30) /* 1 GiB: the file is held in memory */

@@ -11,7 +11,7 @@
 
 #include "common/err.h"
 #include "common/file.h"
-#include "trainer/corpus.h"
+#include "numerics/corpus.h"
 
 #define FORTUNES_FILE_MAX_BYTES (64u << 20) /* one fortune file; the largest is under 1 MB */
 #define FORTUNES_MAX_FILES 256

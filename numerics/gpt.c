@@ -17,10 +17,10 @@
  * the mean over them. The layer kernels are in gpt_layers.c; this file holds
  * the model (layout, init, forward/backward) and its threaded step.
  */
-#include "trainer/gpt.h"
+#include "numerics/gpt.h"
 
-#include "trainer/gpt_impl.h"
-#include "trainer/model_impl.h"
+#include "numerics/gpt_impl.h"
+#include "numerics/model_impl.h"
 
 #include <cblas.h>
 #include <math.h>

@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trainer/model.h"
+#include "numerics/model.h"
 
 typedef struct fragment_table fragment_table; /* opaque, immutable after _new */
 

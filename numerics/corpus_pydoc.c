@@ -14,7 +14,7 @@
 
 #include "common/err.h"
 #include "common/file.h"
-#include "trainer/corpus.h"
+#include "numerics/corpus.h"
 
 #define PYDOC_FILE_MAX_BYTES (16u << 20) /* one document; the largest is about 0.2 MB */
 #define PYDOC_MAX_FILES 4096             /* 497 in 3.11.2 */

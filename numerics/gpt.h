@@ -2,7 +2,7 @@
  * transformer; model shapes and the example convention in gpt.c's header).
  *
  * The model itself is used through model.h (model_new("gpt", ...)); this
- * header only exposes its layers (trainer/gpt_layers.c) for tests and benches. Config fields:
+ * header only exposes its layers (numerics/gpt_layers.c) for tests and benches. Config fields:
  * context = T (sequence length), embed = C (width), hidden = MLP width,
  * layers = L, heads = NH (C % NH == 0), max_batch = sequences per chunk.
  * Defaults: T=128, C=128, hidden=512, L=4, NH=4, max_batch=8 (842,496 params
@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trainer/model.h"
+#include "numerics/model.h"
 
 /* Softmax outputs [b, T, 256] of the last forward pass of a "gpt" model
  * (borrowed; valid until the next pass). For tests: row t of example i is the

@@ -35,7 +35,7 @@
 
 #include "common/rng.h"
 
-#include "trainer/model.h" /* MODEL_MAX_CONTEXT */
+#include "numerics/model.h" /* MODEL_MAX_CONTEXT */
 
 typedef struct data_source data_source; /* opaque */
 typedef struct data_shard data_shard;   /* opaque */
@@ -106,7 +106,7 @@ uint64_t data_source_fingerprint(const data_source *src);
 void data_order_entropies(const data_source *src, double *h0_bits, double *h1_bits);
 
 /* Where `--data fortunes` and `--data pydoc` read their Debian packages
- * from: CORPUS_FORTUNES_DIR and CORPUS_PYDOC_DIR (trainer/corpus.h). */
+ * from: CORPUS_FORTUNES_DIR and CORPUS_PYDOC_DIR (numerics/corpus.h). */
 
 /* One-line description for the config log line, e.g.
  * "synthetic(seed=1 order=2 alphabet=32 branching=6 floor=1.234 nats)" or

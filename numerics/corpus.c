@@ -2,7 +2,7 @@
  * list, the seeded shuffle, the split by whole entries and the removal of
  * held-out entries that repeat a training entry. See corpus.h.
  */
-#include "trainer/corpus.h"
+#include "numerics/corpus.h"
 
 #include <stdio.h>
 #include <stdlib.h>

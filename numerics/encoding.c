@@ -1,7 +1,7 @@
 /* encoding.c - f32 / bf16 / blockwise int8, int4, int2 and q2 encodings of float
  * vectors. See encoding.h for the byte layouts and error bounds.
  */
-#include "trainer/encoding.h"
+#include "numerics/encoding.h"
 
 #include <math.h>
 #include <string.h>

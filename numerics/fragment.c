@@ -12,7 +12,7 @@
  * tensors larger than the target, then bin-pack" idea: a plain bin-packing
  * of target-sized pieces can leave one fragment with two pieces.)
  */
-#include "trainer/fragment.h"
+#include "numerics/fragment.h"
 
 #include <assert.h>
 #include <stdlib.h>

@@ -4,9 +4,9 @@
  * the per-range pieces the step splits layers into are declared in
  * gpt_impl.h. Kernels follow llm.c's train_gpt2.c (read, not copied).
  */
-#include "trainer/gpt.h"
-#include "trainer/gpt_impl.h"
-#include "trainer/vecmath.h"
+#include "numerics/gpt.h"
+#include "numerics/gpt_impl.h"
+#include "numerics/vecmath.h"
 
 #include <cblas.h>
 #include <math.h>

@@ -1,5 +1,5 @@
 /* round.c - the syncer-numbered rounds of one fragment (round.h). */
-#include "trainer/round.h"
+#include "numerics/round.h"
 
 #include <stddef.h>
 

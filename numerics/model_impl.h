@@ -10,7 +10,7 @@
 
 #include "common/pool.h"
 #include "common/rng.h"
-#include "trainer/model.h"
+#include "numerics/model.h"
 
 typedef struct model_ops {
     const char *kind;

@@ -1,7 +1,7 @@
 /* optim.c - AdamW, the warmup + cosine schedule, gradient clipping and the
  * outer Nesterov step. See optim.h for the formulas.
  */
-#include "trainer/optim.h"
+#include "numerics/optim.h"
 
 #include <math.h>
 #include <stdlib.h>
