@@ -13,7 +13,7 @@
 #include "common/stop_signals.h"
 #include "trainer/config.h"
 #include "trainer/credential.h"
-#include "trainer/learner.h"
+#include "trainer/learner/learner.h"
 
 static void usage(FILE *f)
 {

@@ -33,6 +33,15 @@ const char *proto_reason_name(proto_reason r)
     return cx_enum_name(reason_names, r);
 }
 
+int proto_reason_value(const char *name, proto_reason *out)
+{
+    int64_t v;
+    int rc = cx_enum_value(reason_names, name, &v);
+    if (rc == 0)
+        *out = (proto_reason)v;
+    return rc;
+}
+
 /* ---- protocol: CRC text ---- */
 
 void proto_crc_format(uint32_t crc, char out[9])

@@ -69,6 +69,10 @@ typedef enum proto_reason {
 } proto_reason;
 
 const char *proto_reason_name(proto_reason r); /* "checksum", ... */
+/* The reason named name (proto_reason_name's inverse: "stale_incarnation" ->
+ * PROTO_R_STALE_INCARNATION) into *out: 0, or CX_EINVAL (and *out untouched)
+ * when name is NULL or names none. */
+int proto_reason_value(const char *name, proto_reason *out);
 
 /* The headers of a tensor body. Fields not used by a call are -1. */
 typedef struct proto_hdr {

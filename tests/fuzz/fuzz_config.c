@@ -1,6 +1,6 @@
 /* fuzz_config.c - libFuzzer target: the learner's parser of the config a
  * syncer sends in its join answer (config_from_json onto the defaults, as
- * trainer/learner_join.c calls it; the same decoder reads --config FILE).
+ * trainer/learner/link.c calls it; the same decoder reads --config FILE).
  * Input: JSON text. Oracles: a decode that fails leaves an error message;
  * one that succeeds round-trips - config_to_json of the result decodes onto
  * fresh defaults to a config whose JSON is equal - and config_validate and

@@ -2,7 +2,8 @@
  * path (numerics/encoding.c, trainer/protocol.c), on what the syncer does
  * with a contribution body (length + CRC check, decode, finiteness) and
  * what the learner does with a delta chain (record walk, versions in
- * sequence, decode each, one f32 add per element; learner.c apply_chain).
+ * sequence, decode each, one f32 add per element; trainer/learner/link.c
+ * apply_chain).
  * Oracles beyond the sanitizers: a decode that succeeds yields only finite
  * values (encoding.h's contract), an f32/bf16 decode re-encodes to the same
  * bytes, and proto_check_body accepts exactly the right length and CRC.

@@ -1,38 +1,26 @@
-/* learner_contrib.c - the learner's contributions (diloco, decoupled).
- *
- * What it is: the upstream error-feedback residual of each fragment, the
- * contribution Δ_p = Θ_base_p − θ_p encoded for the wire, and its POST.
- * What it is not: when a contribution is due (learner.c's diloco loop,
- * learner_decoupled.c's schedule).
+/* contrib.c - the learner's contribution path (contrib.h): the upstream
+ * error-feedback residual of each fragment, the contribution
+ * Δ_p = Θ_base_p − θ_p encoded for the wire, and its POST. What it is not:
+ * when a contribution is due (diloco.c, decoupled.c).
  */
-#include <errno.h>
 #include <math.h>
-#include <cblas.h> /* openblas_set_num_threads */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/buf.h"
-#include "common/clock.h"
 #include "common/crc32c.h"
-#include "common/err.h"
-#include "common/file.h"
-#include "common/http_client.h"
 #include "common/json.h"
 #include "common/log.h"
-#include "common/parse.h"
-#include "trainer/checkpoint.h"
-#include "trainer/config.h"
-#include "numerics/data.h"
 #include "numerics/encoding.h"
 #include "numerics/fragment.h"
-#include "trainer/learner_internal.h"
 #include "numerics/model.h"
-#include "numerics/optim.h"
+#include "trainer/config.h"
+#include "trainer/learner/contrib.h"
+#include "trainer/learner/link.h"
 #include "trainer/protocol.h"
 
-/* ---- learner: contributions ---- */
+/* ---- contrib: upstream error feedback ---- */
 
 /* The error-feedback residual of fragment p, or NULL when upstream_ef is
  * off, the encoding is f32 (nothing is lost) or no memory could be had.
@@ -76,16 +64,18 @@ static float *ef_residual(learner *L, int p)
 }
 
 /* Keep the residual of the contribution of fragment p just built (sent). */
-void ef_commit(learner *L, int p)
+void learner_contrib_commit(learner *L, int p)
 {
     if (L->ef)
         memcpy(L->ef + L->ef_off[p], L->ef_next + L->ef_off[p], fragment_length(L->ft, p) * sizeof *L->ef);
 }
 
+/* ---- contrib: build and send ---- */
+
 /* Δ_p = Θ_base_p − θ_p into L->scratch (plus the error-feedback residual r_p
- * when on, whose successor goes to ef_next: ef_commit keeps it), encoded
+ * when on, whose successor goes to ef_next: learner_contrib_commit keeps it), encoded
  * into a malloc'd buffer. */
-unsigned char *learner_make_contribution(learner *L, int p, size_t *len, uint32_t *crc)
+unsigned char *learner_contrib_make(learner *L, int p, size_t *len, uint32_t *crc)
 {
     size_t n = fragment_length(L->ft, p);
     float *theta = L->scratch, *base = L->scratch + n;
@@ -115,7 +105,7 @@ unsigned char *learner_make_contribution(learner *L, int p, size_t *len, uint32_
  * *merges_into is the version the syncer said its round will produce (-1
  * when the answer did not say). The syncer numbers the rounds: the
  * contribution names its step, not a round. */
-int learner_post_contribution(learner *L, cx_http_client *c, const frag_msg *m, int64_t *merges_into)
+int learner_contrib_post(learner *L, cx_http_client *c, const frag_msg *m, int64_t *merges_into)
 {
     char path[96], lines[PROTO_MAX_LINES][PROTO_LINE];
     const char *hdrs[PROTO_MAX_LINES + 1];
@@ -138,8 +128,8 @@ int learner_post_contribution(learner *L, cx_http_client *c, const frag_msg *m, 
     *merges_into = -1;
     cx_http_result_init(&r);
     int status = 0;
-    if (learner_call(L, c, "POST", path, hdrs, m->buf, m->len, "application/octet-stream", HTTP_TIMEOUT_MS,
-                     &r) == 0)
+    if (learner_link_call(L, c, "POST", path, hdrs, m->buf, m->len, "application/octet-stream",
+                          HTTP_TIMEOUT_MS, &r) == 0)
         status = r.status;
     if (status == 202 && r.body.data) {
         json_t *j = json_loadb(r.body.data, r.body.len, 0, NULL);
@@ -156,12 +146,8 @@ int learner_post_contribution(learner *L, cx_http_client *c, const frag_msg *m, 
         else
             cx_info("contribution fragment=%d base=%lld refused: HTTP %d %s", m->p, (long long)m->version,
                     status, r.body.data ? r.body.data : "");
-        if (status == 409 && r.body.data && strstr(r.body.data, "stale_incarnation")) {
-            pthread_mutex_lock(&L->mu);
-            L->need_rejoin = 1;
-            pthread_mutex_unlock(&L->mu);
-        }
-        if (status == 403) {
+        if (status == 403 ||
+            (status == 409 && learner_link_reason(r.body.data, r.body.len) == PROTO_R_STALE_INCARNATION)) {
             pthread_mutex_lock(&L->mu);
             L->need_rejoin = 1;
             pthread_mutex_unlock(&L->mu);

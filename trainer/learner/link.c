@@ -1,46 +1,45 @@
-/* learner_join.c - the learner's link to the syncer: calls with give-up,
- * building the model from the joined config, join and rejoin, pulls.
+/* link.c - the learner's link to the syncer (link.h): calls with give-up,
+ * building the model from the joined config, join and rejoin, pulls, and
+ * the reason of a refusal.
  *
- * What it is: learner_call/learner_call_json (retried until an answer or
- * give_up_s of silence), the HTTP client, build (model, optimizer, data shard, fragment
- * table from the config the join returns), the restore of a local
- * checkpoint, the "holds" report and the upload a rebuilding syncer asks
- * for, POST /v1/join, and fragment pulls (full or delta chains, checked by
- * CRC32C). What it is not: the heartbeat (learner.c) nor the decoupled comm
- * thread that uses these calls (learner_decoupled.c). Whoever talks to the
- * syncer owns gcopy/gver (learner_internal.h).
+ * What it is: learner_link_call/learner_link_call_json (retried until an
+ * answer or give_up_s of silence), the HTTP client, build (model,
+ * optimizer, data shard, fragment table from the config the join returns),
+ * the restore of a local checkpoint, the "holds" report and the upload a
+ * rebuilding syncer asks for, POST /v1/join, fragment pulls (full or delta
+ * chains, checked by CRC32C), and learner_link_reason. What it is not: the
+ * heartbeat (learner.c) nor the decoupled comm thread that uses these calls
+ * (decoupled.c). Whoever talks to the syncer owns gcopy/gver (core.h).
  */
-#include <errno.h>
-#include <math.h>
 #include <cblas.h> /* openblas_set_num_threads */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/buf.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/err.h"
-#include "common/file.h"
 #include "common/http_client.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/parse.h"
-#include "trainer/checkpoint.h"
-#include "trainer/config.h"
 #include "numerics/corpus.h"
 #include "numerics/data.h"
 #include "numerics/encoding.h"
 #include "numerics/fragment.h"
-#include "trainer/learner_internal.h"
 #include "numerics/model.h"
 #include "numerics/optim.h"
+#include "trainer/checkpoint.h"
+#include "trainer/config.h"
+#include "trainer/learner/link.h"
+#include "trainer/learner/rebase.h"
 #include "trainer/protocol.h"
+#include "trainer/seal.h"
 
-/* ---- learner: syncer calls with give-up ---- */
+/* ---- link: syncer calls with give-up ---- */
 
-int learner_gave_up(learner *L)
+int learner_link_gave_up(learner *L)
 {
     pthread_mutex_lock(&L->mu);
     int64_t idle = cx_mono_ms() - L->last_ok_ms;
@@ -51,7 +50,7 @@ int learner_gave_up(learner *L)
     return f;
 }
 
-void learner_mark_ok(learner *L)
+void learner_link_mark_ok(learner *L)
 {
     pthread_mutex_lock(&L->mu);
     L->last_ok_ms = cx_mono_ms();
@@ -60,17 +59,18 @@ void learner_mark_ok(learner *L)
 
 /* One request, retried (with the client's backoff) until an HTTP answer
  * comes or the syncer has been silent for give_up_s. 0 = answered. */
-int learner_call(learner *L, cx_http_client *c, const char *method, const char *path, const char *const *hdrs,
-                 const void *body, size_t len, const char *ctype, long timeout_ms, cx_http_result *r)
+int learner_link_call(learner *L, cx_http_client *c, const char *method, const char *path,
+                      const char *const *hdrs, const void *body, size_t len, const char *ctype,
+                      long timeout_ms, cx_http_result *r)
 {
     char why[CX_ERRLEN];
     for (;;) {
         int rc = cx_http_do(c, method, path, hdrs, body, len, ctype, timeout_ms, r, why, sizeof why);
         if (rc == 0) {
-            learner_mark_ok(L);
+            learner_link_mark_ok(L);
             return 0;
         }
-        if (learner_gave_up(L))
+        if (learner_link_gave_up(L))
             return CX_EUNAVAIL;
         if (*L->stop)
             return CX_EUNAVAIL;
@@ -79,16 +79,16 @@ int learner_call(learner *L, cx_http_client *c, const char *method, const char *
     }
 }
 
-json_t *learner_call_json(learner *L, cx_http_client *c, const char *method, const char *path, json_t *body,
-                          int *status)
+json_t *learner_link_call_json(learner *L, cx_http_client *c, const char *method, const char *path,
+                               json_t *body, int *status)
 {
     cx_http_result r;
     json_t *out = NULL;
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     cx_http_result_init(&r);
     *status = 0;
-    if (learner_call(L, c, method, path, NULL, text, text ? strlen(text) : 0, "application/json",
-                     HTTP_TIMEOUT_MS, &r) == 0) {
+    if (learner_link_call(L, c, method, path, NULL, text, text ? strlen(text) : 0, "application/json",
+                          HTTP_TIMEOUT_MS, &r) == 0) {
         *status = r.status;
         out = json_loadb(r.body.data ? r.body.data : "", r.body.len, 0, NULL);
     }
@@ -97,7 +97,7 @@ json_t *learner_call_json(learner *L, cx_http_client *c, const char *method, con
     return out;
 }
 
-cx_http_client *learner_new_client(const learner *L)
+cx_http_client *learner_link_new_client(const learner *L)
 {
     cx_http_opts ho;
     memset(&ho, 0, sizeof ho);
@@ -112,7 +112,19 @@ cx_http_client *learner_new_client(const learner *L)
     return cx_http_client_new(L->o->syncer_url, &ho);
 }
 
-/* ---- learner: join, build, pull ---- */
+/* ---- link: the reason of a refusal ---- */
+
+proto_reason learner_link_reason(const char *body, size_t len)
+{
+    proto_reason r = PROTO_R_COUNT;
+    json_t *j = body && len > 0 ? json_loadb(body, len, 0, NULL) : NULL;
+    if (proto_reason_value(json_string_value(json_object_get(j, "reason")), &r) != 0)
+        r = PROTO_R_COUNT; /* no reason, or one this learner does not know */
+    json_decref(j);
+    return r;
+}
+
+/* ---- link: join, build, pull ---- */
 
 static int build(learner *L, char *err, size_t errlen)
 {
@@ -162,8 +174,6 @@ static int build(learner *L, char *err, size_t errlen)
     L->base_version = calloc((size_t)L->P, sizeof(int64_t));
     L->frag_steps = calloc((size_t)L->P, sizeof(int64_t));
     L->frag_tokens = calloc((size_t)L->P, sizeof(int64_t));
-    L->inflight = calloc((size_t)L->P, sizeof(int));
-    L->accepted = calloc((size_t)L->P, sizeof(int));
     L->sent = malloc(L->n * sizeof(float));
     L->origin_step = calloc((size_t)L->P, sizeof(int64_t));
     L->send_step = malloc((size_t)L->P * sizeof(int64_t));
@@ -173,17 +183,10 @@ static int build(learner *L, char *err, size_t errlen)
     L->ckpt_accepted = calloc((size_t)L->P, sizeof(int64_t));
     for (int p = 0; L->send_step && L->join_accepted && p < L->P; p++)
         L->send_step[p] = L->join_accepted[p] = -1;
-    L->pending = calloc((size_t)L->P, sizeof(int));
-    L->apply_at = malloc((size_t)L->P * sizeof(int64_t));
-    L->wait_done = calloc((size_t)L->P, sizeof(int));
-    L->no_wait = calloc((size_t)L->P, sizeof(int));
-    for (int p = 0; L->apply_at && p < L->P; p++)
-        L->apply_at[p] = -1;
     L->in = malloc((size_t)L->cfg.batch * (size_t)L->cfg.context);
     L->tg = malloc((size_t)L->cfg.batch);
     if (!L->base || !L->gcopy || !L->gver || !L->gseal || !L->seen_ver || !L->scratch || !L->wire ||
-        !L->base_version || !L->frag_steps || !L->frag_tokens || !L->inflight || !L->pending ||
-        !L->apply_at || !L->wait_done || !L->no_wait || !L->in || !L->tg || !L->accepted || !L->sent ||
+        !L->base_version || !L->frag_steps || !L->frag_tokens || !L->in || !L->tg || !L->sent ||
         !L->origin_step || !L->send_step || !L->send_steps || !L->send_tokens || !L->join_accepted ||
         !L->ckpt_accepted)
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
@@ -213,7 +216,7 @@ static void apply_restored(learner *L)
     L->tokens = c->tokens;
     L->ckpt_step = c->step;
     /* decoupled: what the start pull needs to carry the unsent progress
-     * (learner_start_fragment) */
+     * (learner_rebase_start) */
     memcpy(L->base, c->base, L->n * sizeof(float));
     memcpy(L->sent, c->sent, L->n * sizeof(float));
     for (int p = 0; p < L->P; p++) {
@@ -351,8 +354,8 @@ static void upload_state(learner *L, cx_http_client *c, json_t *ans)
         snprintf(path, sizeof path, "/v1/fragments/%lld/state", (long long)p);
         cx_http_result r;
         cx_http_result_init(&r);
-        int rc = learner_call(L, c, "POST", path, hdrs, wire, len * 4, "application/octet-stream",
-                              HTTP_TIMEOUT_MS, &r);
+        int rc = learner_link_call(L, c, "POST", path, hdrs, wire, len * 4, "application/octet-stream",
+                                   HTTP_TIMEOUT_MS, &r);
         if (rc == 0 && r.status == 200)
             cx_info("rebuild: uploaded fragment %lld version %lld", (long long)p, (long long)held);
         else
@@ -364,7 +367,7 @@ static void upload_state(learner *L, cx_http_client *c, json_t *ans)
 }
 
 /* POST /v1/join; on the first join also build everything. */
-int learner_join(learner *L, cx_http_client *c, int first, char *err, size_t errlen)
+int learner_link_join(learner *L, cx_http_client *c, int first, char *err, size_t errlen)
 {
     int status;
     json_t *holds = first ? NULL : holds_json(L);
@@ -377,7 +380,7 @@ int learner_join(learner *L, cx_http_client *c, int first, char *err, size_t err
         json_object_set_new(body, "holds", holds);
     json_t *ans = NULL;
     for (;;) {
-        ans = learner_call_json(L, c, "POST", "/v1/join", body, &status);
+        ans = learner_link_call_json(L, c, "POST", "/v1/join", body, &status);
         if (status == 200 && ans)
             break;
         char said[CX_ERRLEN];
@@ -400,7 +403,7 @@ int learner_join(learner *L, cx_http_client *c, int first, char *err, size_t err
                                                           : "");
         }
         cx_sleep_ms(500);
-        if (learner_gave_up(L) || *L->stop) {
+        if (learner_link_gave_up(L) || *L->stop) {
             json_decref(body);
             return cx_fail(err, errlen, CX_EUNAVAIL, "cannot join %s", L->o->syncer_url);
         }
@@ -573,7 +576,7 @@ static int get_fragment(learner *L, cx_http_client *c, int p, int64_t newer, lon
     else
         snprintf(path, sizeof path, "/v1/fragments/%d", p);
     cx_http_result_init(&r);
-    int rc = learner_call(L, c, "GET", path, hdrs, NULL, 0, NULL, HTTP_TIMEOUT_MS + wait_ms, &r);
+    int rc = learner_link_call(L, c, "GET", path, hdrs, NULL, 0, NULL, HTTP_TIMEOUT_MS + wait_ms, &r);
     if (rc) {
         cx_http_result_cleanup(&r);
         return rc;
@@ -637,8 +640,8 @@ static int get_fragment(learner *L, cx_http_client *c, int p, int64_t newer, lon
  * the CRC of the canonical fragment, and on a mismatch the fragment is
  * pulled in full. Returns 1 with out and *version set, 0 when nothing newer
  * came in the wait, negative on failure. */
-int learner_pull_one(learner *L, cx_http_client *c, int p, int64_t newer, long wait_ms, float *out,
-                     int64_t *version)
+int learner_link_pull_one(learner *L, cx_http_client *c, int p, int64_t newer, long wait_ms, float *out,
+                          int64_t *version)
 {
     int how = newer >= 0 && L->gver[p] == newer ? GET_DELTA : GET_FULL;
     int64_t t0 = cx_mono_ns();
@@ -661,12 +664,12 @@ int learner_pull_one(learner *L, cx_http_client *c, int p, int64_t newer, long w
 /* Main thread: pull every fragment at its current version. A syncer that
  * answers but cannot serve (503 while it rebuilds) is asked again every
  * 200 ms for as long as it answers; a signal (*L->stop) ends the wait. */
-int learner_pull_all(learner *L)
+int learner_link_pull_all(learner *L)
 {
     for (int p = 0; p < L->P; p++) {
         int64_t v;
         int rc;
-        while ((rc = learner_pull_one(L, L->http, p, -1, 0, L->scratch, &v)) != 1) {
+        while ((rc = learner_link_pull_one(L, L->http, p, -1, 0, L->scratch, &v)) != 1) {
             if (rc == CX_EUNAVAIL)
                 return rc;
             if (*L->stop)
@@ -674,9 +677,9 @@ int learner_pull_all(learner *L)
             cx_sleep_ms(200);
         }
         if (L->restored_carry)
-            learner_start_fragment(L, p, L->scratch, v);
+            learner_rebase_start(L, p, L->scratch, v);
         else
-            learner_adopt(L, p, L->scratch, v);
+            learner_rebase_adopt(L, p, L->scratch, v);
     }
     L->restored_carry = 0; /* only the start pull carries the checkpoint */
     return 0;

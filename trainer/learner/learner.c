@@ -1,60 +1,54 @@
-/* learner.c - one learner unit (learner.h): its lifecycle, the inner step,
- * the heartbeat thread and the diloco loop.
+/* learner.c - the learner's core (learner.h, core.h): its lifecycle, the
+ * inner step, the NaN hook and the heartbeat thread.
  *
  * What it is: learner_run (join, pick the mode's loop, final checkpoint,
  * leave), one inner AdamW step and its bookkeeping, the end-of-training
- * rule, the heartbeat thread, and the synchronous diloco exchange. What it
- * is not: the calls to the syncer (learner_join.c), contributions
- * (learner_contrib.c), checkpoints (learner_ckpt.c), nor the ddp and
- * decoupled loops (learner_ddp.c, learner_decoupled.c).
- *
- * The files of the learner share struct learner through learner_internal.h:
- *   learner.c            lifecycle, inner step, heartbeat thread, diloco loop
- *   learner_join.c       syncer calls with give-up, build, join, pulls
- *   learner_contrib.c    contributions: upstream error feedback, encode, POST
- *   learner_ckpt.c       the NaN hook and local checkpoints
- *   learner_ddp.c        ddp / ddp-elastic: gradient barrier, optimizer sync
- *   learner_decoupled.c  decoupled: the comm thread and the main-thread side
+ * rule, and the heartbeat thread. What it is not: the link to the syncer
+ * (link.c), contributions (contrib.c), the rebase (rebase.c), checkpoints
+ * (ckpt.c), nor the modes' loops (diloco.c, ddp.c, decoupled.c); core.h
+ * lists the components and what each owns.
  *
  * Threads:
  *   main       the inner loop; in ddp and diloco it also does the (blocking)
  *              exchange with the syncer, because those modes are synchronous.
  *   heartbeat  POST /v1/heartbeat once per second with its own HTTP client.
- *   comm       decoupled only: sends queued contributions, long-polls the
- *              merged fragments it waits for, rejoins when the syncer says
- *              its incarnation is stale. Hands fragments to the main thread
- *              through an inbox the inner loop drains between two steps.
- * L->mu guards the fields marked "shared"; everything else is main-thread
- * only, except gcopy/gver (the global fragments as the syncer sent them,
- * full or rebuilt from delta chains), which belong to whichever thread
- * talks to the syncer (the comm thread once it runs).
- * The decoupled fragment's state machine is drawn in learner_decoupled.c.
+ *   comm       decoupled only (decoupled.c): sends queued contributions,
+ *              long-polls the merged fragments it waits for, rejoins when
+ *              the syncer says its incarnation is stale. Hands fragments to
+ *              the main thread through an inbox the inner loop drains
+ *              between two steps.
+ * L->mu guards the fields core.h marks "shared" (and decoupled's shared
+ * state); everything else is main-thread only, except gcopy/gver (the
+ * global fragments as the syncer sent them, full or rebuilt from delta
+ * chains), which belong to whichever thread talks to the syncer (the comm
+ * thread once it runs).
  */
-#include <errno.h>
 #include <math.h>
-#include <cblas.h> /* openblas_set_num_threads */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/buf.h"
 #include "common/clock.h"
-#include "common/crc32c.h"
 #include "common/err.h"
 #include "common/file.h"
 #include "common/http_client.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/parse.h"
-#include "trainer/checkpoint.h"
-#include "trainer/config.h"
 #include "numerics/data.h"
-#include "numerics/encoding.h"
 #include "numerics/fragment.h"
-#include "trainer/learner_internal.h"
 #include "numerics/model.h"
 #include "numerics/optim.h"
+#include "trainer/checkpoint.h"
+#include "trainer/config.h"
+#include "trainer/learner/ckpt.h"
+#include "trainer/learner/core.h"
+#include "trainer/learner/ddp.h"
+#include "trainer/learner/decoupled.h"
+#include "trainer/learner/diloco.h"
+#include "trainer/learner/link.h"
+#include "trainer/learner/rebase.h"
 #include "trainer/protocol.h"
 
 /* ---- learner: one inner step ---- */
@@ -107,7 +101,7 @@ void learner_after_step(learner *L, int64_t compute_ns)
     if (step % 50 == 0)
         cx_info("step=%lld loss=%.4f step_ms=%.1f", (long long)step, L->train_loss, L->step_ms_ema);
     if (L->cfg.learner_checkpoint_every > 0 && step - L->ckpt_step >= L->cfg.learner_checkpoint_every)
-        learner_checkpoint_periodic(L);
+        learner_ckpt_periodic(L);
 }
 
 void learner_local_step(learner *L)
@@ -132,81 +126,40 @@ int learner_keep_training(learner *L)
     return !end;
 }
 
-/* ---- learner: diloco ---- */
-
-static int diloco_sync(learner *L, char *err, size_t errlen)
+int learner_rejoin_asked(learner *L)
 {
-    for (int p = 0; p < L->P; p++) {
-        frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0, L->step};
-        int64_t merges_into;
-        int status = 400;
-        /* a refused (400) payload is rebuilt and sent again: the barrier
-         * waits for every learner, so a lost contribution would stall it */
-        for (int attempt = 0; attempt < 3 && status == 400; attempt++) {
-            m.buf = learner_make_contribution(L, p, &m.len, &m.crc);
-            if (!m.buf)
-                return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-            status = learner_post_contribution(L, L->http, &m, &merges_into);
-            free(m.buf);
-        }
-        if (status == 202)
-            ef_commit(L, p);
-        if (status == 0)
-            return cx_fail(err, errlen, CX_EUNAVAIL, "syncer %s unreachable for more than %.0f s",
-                           L->o->syncer_url, L->o->give_up_s);
-        pthread_mutex_lock(&L->mu);
-        int rj = L->need_rejoin;
-        pthread_mutex_unlock(&L->mu);
-        if (rj) {
-            int rc = learner_join(L, L->http, 0, err, errlen);
-            return rc ? rc : learner_pull_all(L);
-        }
-    }
-    /* wait for every merged fragment (the barrier) */
-    for (int p = 0; p < L->P && !*L->stop; p++) {
-        int64_t v;
-        int rc;
-        while ((rc = learner_pull_one(L, L->http, p, L->base_version[p], POLL_WAIT_MS, L->scratch, &v)) !=
-               1) {
-            if (rc == CX_EUNAVAIL)
-                return cx_fail(err, errlen, CX_EUNAVAIL, "syncer %s unreachable for more than %.0f s",
-                               L->o->syncer_url, L->o->give_up_s);
-            if (*L->stop)
-                return 0;
-            pthread_mutex_lock(&L->mu);
-            int rj = L->need_rejoin;
-            pthread_mutex_unlock(&L->mu);
-            if (rj) {
-                int rc2 = learner_join(L, L->http, 0, err, errlen);
-                return rc2 ? rc2 : learner_pull_all(L);
-            }
-        }
-        learner_adopt(L, p, L->scratch, v);
-    }
-    return 0;
+    pthread_mutex_lock(&L->mu);
+    int rj = L->need_rejoin;
+    pthread_mutex_unlock(&L->mu);
+    return rj;
 }
 
-static int diloco_loop(learner *L, char *err, size_t errlen)
+/* ---- learner: the NaN hook ---- */
+
+/* CHAOSLOCO_HOOK_DIR/nan holds a count: while it is positive, each call
+ * takes one and says "poison this one" (docs/faults.md, "nan"). */
+int learner_nan_hook(learner *L)
 {
-    while (learner_keep_training(L)) {
-        learner_local_step(L);
-        if (!learner_params_finite(L)) {
-            cx_warn("own parameters are not finite; discarding them and pulling the global ones");
-            adamw_reset_range(L->opt, 0, L->n, NULL, 0);
-            if (learner_pull_all(L) != 0)
-                return cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable");
-            continue;
-        }
-        /* the last step (budget spent or the run ended) sends what it has */
-        if (L->step % L->cfg.H == 0 || !learner_keep_training(L)) {
-            if (*L->stop)
-                break;
-            int rc = diloco_sync(L, err, errlen);
-            if (rc)
-                return rc;
-        }
+    char *data = NULL, why[CX_ERRLEN];
+    size_t len;
+    int64_t n = 0;
+    if (!L->hook_path[0])
+        return 0;
+    if (cx_file_read(L->hook_path, 64, &data, &len, why, sizeof why) != 0)
+        return 0;
+    while (len > 0 && (data[len - 1] == '\n' || data[len - 1] == ' '))
+        data[--len] = 0;
+    if (cx_parse_i64(data, "nan hook", 0, INT64_MAX, &n, why, sizeof why) != 0 || n <= 0) {
+        free(data);
+        return 0;
     }
-    return 0;
+    free(data);
+    char next[32];
+    snprintf(next, sizeof next, "%lld\n", (long long)(n - 1));
+    if (cx_file_write_atomic(L->hook_path, next, strlen(next), why, sizeof why) != 0)
+        cx_warn("nan hook: cannot rewrite %s: %s", L->hook_path, why);
+    cx_warn("nan hook: poisoning this contribution (%lld left)", (long long)(n - 1));
+    return 1;
 }
 
 /* ---- learner: heartbeat thread ---- */
@@ -224,7 +177,7 @@ static void *heartbeat_main(void *arg)
     cx_http_client *c = cx_http_client_new(L->o->syncer_url, &ho);
     while (c && !*L->stop) {
         pthread_mutex_lock(&L->mu);
-        int done = L->comm_stop;
+        int done = L->threads_stop;
         /* batch and steps_total: what the syncer bounds our token/step claims by */
         json_t *b = json_pack(
             "{s:I, s:I, s:I, s:f, s:I, s:f, s:I, s:I, s:I, s:I, s:f}", "learner", (json_int_t)L->o->id,
@@ -242,7 +195,7 @@ static void *heartbeat_main(void *arg)
         json_t *ans = NULL;
         char why[CX_ERRLEN];
         if (cx_http_json(c, "POST", "/v1/heartbeat", b, &status, &ans, why, sizeof why) == 0) {
-            learner_mark_ok(L);
+            learner_link_mark_ok(L);
             pthread_mutex_lock(&L->mu);
             L->last_hb_ms = cx_mono_ms();
             if (status == 200 && json_is_true(json_object_get(ans, "end")) && !L->end_seen) {
@@ -260,7 +213,7 @@ static void *heartbeat_main(void *arg)
         json_decref(b);
         for (int i = 0; i < 10 && !*L->stop; i++) {
             pthread_mutex_lock(&L->mu);
-            done = L->comm_stop;
+            done = L->threads_stop;
             pthread_mutex_unlock(&L->mu);
             if (done)
                 break;
@@ -350,11 +303,10 @@ static void learner_free(learner *L)
     free(L->gcopy), free(L->gver), free(L->gseal), free(L->seen_ver);
     free(L->ef), free(L->ef_next), free(L->ef_off);
     free(L->base), free(L->scratch), free(L->wire), free(L->base_version), free(L->frag_steps);
-    free(L->frag_tokens), free(L->inflight), free(L->pending), free(L->in), free(L->tg);
-    free(L->apply_at), free(L->wait_done), free(L->no_wait);
-    free(L->accepted), free(L->sent), free(L->origin_step), free(L->send_step), free(L->send_steps);
+    free(L->frag_tokens), free(L->in), free(L->tg);
+    free(L->sent), free(L->origin_step), free(L->send_step), free(L->send_steps);
     free(L->send_tokens), free(L->join_accepted), free(L->ckpt_accepted);
-    pthread_cond_destroy(&L->cv);
+    learner_decoupled_free(L->dec);
     pthread_mutex_destroy(&L->mu);
     free(L);
 }
@@ -371,23 +323,22 @@ int learner_run(const learner_opts *o, volatile sig_atomic_t *stop, char *err, s
     L->stop = stop;
     L->train_loss = NAN;
     pthread_mutex_init(&L->mu, NULL);
-    pthread_cond_init(&L->cv, NULL);
     L->last_ok_ms = cx_mono_ms();
     const char *hook = getenv("CHAOSLOCO_HOOK_DIR");
     if (hook && *hook)
         snprintf(L->hook_path, sizeof L->hook_path, "%s/nan", hook);
     if ((rc = cx_mkdir_p(o->state_dir, err, errlen)) != 0)
         goto out;
-    L->http = learner_new_client(L);
+    L->http = learner_link_new_client(L);
     if (!L->http) {
         rc = cx_fail(err, errlen, CX_ENOMEM, "cannot create an HTTP client");
         goto out;
     }
     /* the local checkpoint (if any) says which incarnation and step we were */
     load_local_checkpoint(L);
-    if ((rc = learner_join(L, L->http, 1, err, errlen)) != 0)
+    if ((rc = learner_link_join(L, L->http, 1, err, errlen)) != 0)
         goto out;
-    if ((rc = learner_pull_all(L)) != 0) {
+    if ((rc = learner_link_pull_all(L)) != 0) {
         if (*stop) { /* a signal before the first pull: nothing trained, nothing to save */
             cx_info("stopped by a signal before the first pull completed");
             rc = 0;
@@ -400,24 +351,24 @@ int learner_run(const learner_opts *o, volatile sig_atomic_t *stop, char *err, s
     switch (L->cfg.mode) {
     case CONFIG_MODE_DDP:
     case CONFIG_MODE_DDP_ELASTIC:
-        rc = ddp_loop(L, err, errlen);
+        rc = learner_ddp_loop(L, err, errlen);
         break;
     case CONFIG_MODE_DILOCO:
-        rc = diloco_loop(L, err, errlen);
+        rc = learner_diloco_loop(L, err, errlen);
         break;
     default:
-        rc = decoupled_loop(L, err, errlen);
+        rc = learner_decoupled_loop(L, err, errlen);
         break;
     }
     if (*stop && L->m) {
         rc = 0; /* a signal is a clean shutdown, whatever was in progress */
     }
     if (rc == 0 && L->m)
-        learner_save_checkpoint(L);
+        learner_ckpt_save(L);
     if (rc == 0 && L->m) {
         /* stop the heartbeat thread, then report the final step */
         pthread_mutex_lock(&L->mu);
-        L->comm_stop = 1;
+        L->threads_stop = 1;
         pthread_mutex_unlock(&L->mu);
         if (hb_started)
             pthread_join(hb, NULL);
@@ -435,14 +386,15 @@ int learner_run(const learner_opts *o, volatile sig_atomic_t *stop, char *err, s
         json_t *unsent = json_array();
         for (int p = 0; p < L->P; p++)
             json_array_append_new(unsent, json_integer(L->cfg.mode == CONFIG_MODE_DECOUPLED
-                                                           ? (json_int_t)learner_unsent_steps(L, p)
+                                                           ? (json_int_t)learner_rebase_unsent_steps(
+                                                                 L, p, learner_decoupled_sent_accepted(L, p))
                                                            : 0));
         pthread_mutex_lock(&L->mu);
         json_t *b = json_pack("{s:I, s:I, s:I, s:I, s:o}", "learner", (json_int_t)o->id, "incarnation",
                               (json_int_t)L->incarnation, "step", (json_int_t)L->step, "tokens",
                               (json_int_t)L->tokens, "unsent", unsent);
         pthread_mutex_unlock(&L->mu);
-        json_decref(learner_call_json(L, L->http, "POST", "/v1/leave", b, &status));
+        json_decref(learner_link_call_json(L, L->http, "POST", "/v1/leave", b, &status));
         json_decref(b);
         char pcrc[9];
         proto_crc_format(proto_f32_crc(model_params(L->m), L->n), pcrc);
@@ -451,7 +403,7 @@ int learner_run(const learner_opts *o, volatile sig_atomic_t *stop, char *err, s
     }
 out:
     pthread_mutex_lock(&L->mu);
-    L->comm_stop = 1;
+    L->threads_stop = 1;
     pthread_mutex_unlock(&L->mu);
     if (hb_started)
         pthread_join(hb, NULL);

@@ -1,12 +1,12 @@
-/* learner_decoupled.c - the learner's decoupled mode: the comm thread
- * and the main thread's side of it.
+/* decoupled.c - the learner's decoupled mode (decoupled.h): the comm
+ * thread and the main thread's side of it.
  *
  * What it is: comm_main (sends queued contributions, long-polls the merged
  * fragments, rejoins when the syncer says its incarnation is stale), the
  * inbox the inner loop drains (apply_inbox), the overlap wait at s + tau,
  * the stagger schedule's enqueue, the final send after the last step, and
- * decoupled_loop. What it is not: the calls themselves (learner_join.c,
- * learner_contrib.c) nor the rebase arithmetic (learner_rebase.c).
+ * learner_decoupled_loop. What it is not: the calls themselves (link.c,
+ * contrib.c) nor the rebase arithmetic (rebase.c).
  *
  * A decoupled fragment's life on the learner:
  *
@@ -23,34 +23,115 @@
  *   and rebases on it with every step since origin_step. After the last
  *   step final_send() sends each fragment's remaining progress.
  */
-#include <errno.h>
-#include <math.h>
-#include <cblas.h> /* openblas_set_num_threads */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/buf.h"
 #include "common/clock.h"
-#include "common/crc32c.h"
 #include "common/err.h"
-#include "common/file.h"
 #include "common/http_client.h"
 #include "common/json.h"
 #include "common/log.h"
-#include "common/parse.h"
-#include "trainer/checkpoint.h"
-#include "trainer/config.h"
-#include "numerics/data.h"
-#include "numerics/encoding.h"
 #include "numerics/fragment.h"
-#include "trainer/learner_internal.h"
 #include "numerics/model.h"
 #include "numerics/optim.h"
+#include "trainer/config.h"
+#include "trainer/learner/contrib.h"
+#include "trainer/learner/decoupled.h"
+#include "trainer/learner/link.h"
+#include "trainer/learner/rebase.h"
 #include "trainer/protocol.h"
 
-/* ---- learner: decoupled (comm thread) ---- */
+/* Queue capacity: a full pull hands the main thread one message per
+ * fragment, so the inbox must hold P of them. */
+#define MAX_QUEUE CONFIG_FRAGMENTS_MAX
+#define FINAL_SEND_MS 10000     /* longest the end of training waits to send its last progress */
+#define OVERLAP_WAIT_MAX_MS 250 /* longest wait at s + tau for a merged value that is late */
+
+/* Decoupled mode's state. The fields marked "shared" are under L->mu
+ * (the core's lock: the comm thread also reads and writes core fields such
+ * as need_rejoin under it); cv signals their changes. The rest is the
+ * main thread's. Nothing outside this file reads it but through
+ * learner_decoupled_sent_accepted. */
+typedef struct learner_decoupled {
+    /* ---- shared (under L->mu) ---- */
+    pthread_cond_t cv;          /* outbox / inbox changes */
+    frag_msg outbox[MAX_QUEUE]; /* main -> comm: contributions to POST, oldest first */
+    int n_out;                  /* queued contributions */
+    frag_msg inbox[MAX_QUEUE];  /* comm -> main: received fragments not yet applied */
+    int n_in;                   /* entries in inbox */
+    int reset_all;              /* comm -> main: a rejoin happened; inbox holds every fragment */
+    int pull_all;               /* main -> comm: re-pull every fragment (non-finite params) */
+    int *inflight;              /* [P] 1 from enqueue until the merged fragment is applied */
+    int n_inflight;             /* sum of inflight */
+    int *accepted;              /* [P] comm -> main: the contribution in flight was accepted (202) */
+    int *no_wait;               /* [P] comm -> main: no merged value to wait for at s + tau (refused, or the
+                                  202 named no version) */
+    int sending;                /* comm is posting a contribution */
+    int comm_done;              /* comm -> main: the comm thread left its loop (nothing more will be sent) */
+    /* ---- main thread only ---- */
+    int *pending;               /* [P] due, waiting for a free slot (tau) */
+    int64_t *apply_at;          /* [P] step at which the merged value of p's contribution in flight is
+                                   applied (its send step + tau; -1 none): an earlier arrival waits in the inbox */
+    int *wait_done;             /* [P] 1 once the overlap wait for p's contribution in flight happened */
+    int overlap_off;            /* 1 after an overlap wait timed out, until a merged value is on time again */
+    int finishing;              /* 1: training is over, the remaining progress is being sent */
+    int64_t n_overlap_waits;    /* waits at s + tau */
+    int64_t n_overlap_timeouts; /* ... that ended without the value */
+    double overlap_wait_ms;     /* ... ms spent waiting */
+} learner_decoupled;
+
+/* ---- decoupled: state ---- */
+
+/* A new state for P fragments (nothing queued, nothing in flight), or NULL
+ * when out of memory. */
+static learner_decoupled *decoupled_new(int P)
+{
+    learner_decoupled *D = calloc(1, sizeof *D);
+    if (!D)
+        return NULL;
+    D->inflight = calloc((size_t)P, sizeof(int));
+    D->accepted = calloc((size_t)P, sizeof(int));
+    D->no_wait = calloc((size_t)P, sizeof(int));
+    D->pending = calloc((size_t)P, sizeof(int));
+    D->apply_at = malloc((size_t)P * sizeof(int64_t));
+    D->wait_done = calloc((size_t)P, sizeof(int));
+    if (!D->inflight || !D->accepted || !D->no_wait || !D->pending || !D->apply_at || !D->wait_done) {
+        free(D->inflight), free(D->accepted), free(D->no_wait), free(D->pending), free(D->apply_at);
+        free(D->wait_done), free(D);
+        return NULL;
+    }
+    for (int p = 0; p < P; p++)
+        D->apply_at[p] = -1;
+    pthread_cond_init(&D->cv, NULL);
+    return D;
+}
+
+void learner_decoupled_free(learner_decoupled *D)
+{
+    if (!D)
+        return;
+    for (int i = 0; i < D->n_out; i++)
+        free(D->outbox[i].buf);
+    for (int i = 0; i < D->n_in; i++)
+        free(D->inbox[i].buf);
+    pthread_cond_destroy(&D->cv);
+    free(D->inflight), free(D->accepted), free(D->no_wait), free(D->pending), free(D->apply_at);
+    free(D->wait_done), free(D);
+}
+
+int learner_decoupled_sent_accepted(learner *L, int p)
+{
+    if (!L->dec)
+        return 0;
+    pthread_mutex_lock(&L->mu);
+    int sent = L->dec->inflight[p] && L->dec->accepted[p];
+    pthread_mutex_unlock(&L->mu);
+    return sent;
+}
+
+/* ---- decoupled: the comm thread ---- */
 
 /* comm_main, step 1: rejoin (when the syncer no longer knows this
  * incarnation) and hand every fragment to the main thread through the
@@ -59,8 +140,9 @@
  * syncer has been silent past give_up_s), else 0. */
 static int comm_resync(learner *L, cx_http_client *c, int rejoin, float *buf, int64_t *awaiting)
 {
+    learner_decoupled *D = L->dec;
     char err[CX_ERRLEN];
-    if (rejoin && learner_join(L, c, 0, err, sizeof err) != 0) {
+    if (rejoin && learner_link_join(L, c, 0, err, sizeof err) != 0) {
         cx_error("rejoin failed: %s", err);
         pthread_mutex_lock(&L->mu);
         L->fatal = 1;
@@ -73,7 +155,7 @@ static int comm_resync(learner *L, cx_http_client *c, int rejoin, float *buf, in
     for (int p = 0; p < L->P && ok; p++) {
         int64_t v;
         size_t len = fragment_length(L->ft, p);
-        int rc = learner_pull_one(L, c, p, -1, 0, buf, &v);
+        int rc = learner_link_pull_one(L, c, p, -1, 0, buf, &v);
         if (rc != 1) {
             ok = 0;
             break;
@@ -85,29 +167,29 @@ static int comm_resync(learner *L, cx_http_client *c, int rejoin, float *buf, in
     }
     pthread_mutex_lock(&L->mu);
     if (ok) {
-        for (int i = 0; i < L->n_in; i++)
-            free(L->inbox[i].buf);
+        for (int i = 0; i < D->n_in; i++)
+            free(D->inbox[i].buf);
         /* what is still queued was never sent: its progress is carried by
          * the rebase on these values (apply_inbox), not sent against an
          * older base */
-        for (int i = 0; i < L->n_out; i++)
-            free(L->outbox[i].buf);
-        L->n_out = 0;
+        for (int i = 0; i < D->n_out; i++)
+            free(D->outbox[i].buf);
+        D->n_out = 0;
         for (int i = 0; i < ng; i++)
-            L->inbox[i] = got[i];
-        L->n_in = ng;
-        L->reset_all = 1;
-        pthread_cond_broadcast(&L->cv);
-        L->pull_all = 0;
+            D->inbox[i] = got[i];
+        D->n_in = ng;
+        D->reset_all = 1;
+        pthread_cond_broadcast(&D->cv);
+        D->pull_all = 0;
         for (int p = 0; p < L->P; p++)
             awaiting[p] = -1;
     } else {
         for (int i = 0; i < ng; i++)
             free(got[i].buf);
-        L->pull_all = 1; /* e.g. 503 while the syncer rebuilds: pull again */
+        D->pull_all = 1; /* e.g. 503 while the syncer rebuilds: pull again */
     }
     pthread_mutex_unlock(&L->mu);
-    if (!ok && learner_gave_up(L))
+    if (!ok && learner_link_gave_up(L))
         return 1;
     if (!ok)
         cx_sleep_ms(200);
@@ -120,34 +202,36 @@ static int comm_resync(learner *L, cx_http_client *c, int rejoin, float *buf, in
  * is no longer in flight). Returns 1 when the thread must leave. */
 static int comm_send(learner *L, cx_http_client *c, frag_msg *m, int64_t *awaiting)
 {
+    learner_decoupled *D = L->dec;
     int64_t into;
-    int status = learner_post_contribution(L, c, m, &into);
+    int status = learner_contrib_post(L, c, m, &into);
     free(m->buf);
     pthread_mutex_lock(&L->mu);
-    L->sending = 0;
-    L->accepted[m->p] = status == 202; /* its steps are sent: a rebase keeps only what came after */
-    L->no_wait[m->p] = status != 202 || into < 0; /* no merged value to wait for at s + tau */
+    D->sending = 0;
+    D->accepted[m->p] = status == 202; /* its steps are sent: a rebase keeps only what came after */
+    D->no_wait[m->p] = status != 202 || into < 0; /* no merged value to wait for at s + tau */
     if (status == 202 && into > m->version)
         awaiting[m->p] = into - 1; /* the version our round merges into, which holds our work */
     else if (status == 202 || status == 409)
         awaiting[m->p] = m->version; /* refused as stale, or no round said: anything newer */
     else {
-        if (L->inflight[m->p]) {
-            L->inflight[m->p] = 0;
-            L->n_inflight--;
+        if (D->inflight[m->p]) {
+            D->inflight[m->p] = 0;
+            D->n_inflight--;
         }
     }
     pthread_mutex_unlock(&L->mu);
-    return status == 0 && learner_gave_up(L);
+    return status == 0 && learner_link_gave_up(L);
 }
 
-/* comm_main, step 3: nothing to send or wait for: sleep on L->cv (100 ms
+/* comm_main, step 3: nothing to send or wait for: sleep on D->cv (100 ms
  * at most) unless work came in meanwhile. */
 static void comm_idle(learner *L)
 {
+    learner_decoupled *D = L->dec;
     pthread_mutex_lock(&L->mu);
-    if (L->n_out == 0 && !L->comm_stop && !L->need_rejoin && !L->pull_all)
-        (void)cx_cond_wait_until_ms(&L->cv, &L->mu, cx_mono_ms() + 100);
+    if (D->n_out == 0 && !L->threads_stop && !L->need_rejoin && !D->pull_all)
+        (void)cx_cond_wait_until_ms(&D->cv, &L->mu, cx_mono_ms() + 100);
     pthread_mutex_unlock(&L->mu);
 }
 
@@ -156,13 +240,15 @@ static void comm_idle(learner *L)
  * what they wait for into the inbox. */
 static void comm_poll(learner *L, cx_http_client *c, int64_t *seen_merges, int64_t *awaiting, float *buf)
 {
+    learner_decoupled *D = L->dec;
     char path[96];
     cx_http_result r;
     int64_t vers[FRAGMENT_MAX < 256 ? FRAGMENT_MAX : 256];
     int nv = 0;
     snprintf(path, sizeof path, "/v1/versions?merges-above=%lld&wait-ms=50", (long long)*seen_merges);
     cx_http_result_init(&r);
-    if (learner_call(L, c, "GET", path, NULL, NULL, 0, NULL, HTTP_TIMEOUT_MS, &r) == 0 && r.status == 200) {
+    if (learner_link_call(L, c, "GET", path, NULL, NULL, 0, NULL, HTTP_TIMEOUT_MS, &r) == 0 &&
+        r.status == 200) {
         json_t *j = json_loadb(r.body.data, r.body.len, 0, NULL);
         json_t *va = json_object_get(j, "versions");
         *seen_merges = json_integer_value(json_object_get(j, "merges"));
@@ -179,18 +265,18 @@ static void comm_poll(learner *L, cx_http_client *c, int64_t *seen_merges, int64
         int64_t v = L->gver[p];
         if (vers[p] <= L->gver[p]) /* our copy is already that new (after a resync) */
             fragment_gather(L->ft, p, L->gcopy, buf);
-        else if (learner_pull_one(L, c, p, L->gver[p], 0, buf, &v) != 1)
+        else if (learner_link_pull_one(L, c, p, L->gver[p], 0, buf, &v) != 1)
             continue;
         size_t len = fragment_length(L->ft, p);
         frag_msg in = {p, v, 0, 0, malloc(len * 4), len * 4, 0, -1};
         if (in.buf)
             memcpy(in.buf, buf, len * 4);
         pthread_mutex_lock(&L->mu);
-        if (L->n_in < MAX_QUEUE && in.buf)
-            L->inbox[L->n_in++] = in;
+        if (D->n_in < MAX_QUEUE && in.buf)
+            D->inbox[D->n_in++] = in;
         else
             free(in.buf);
-        pthread_cond_broadcast(&L->cv); /* an overlap wait may be for it */
+        pthread_cond_broadcast(&D->cv); /* an overlap wait may be for it */
         pthread_mutex_unlock(&L->mu);
         awaiting[p] = -1;
     }
@@ -199,7 +285,8 @@ static void comm_poll(learner *L, cx_http_client *c, int64_t *seen_merges, int64
 static void *comm_main(void *arg)
 {
     learner *L = arg;
-    cx_http_client *c = learner_new_client(L);
+    learner_decoupled *D = L->dec;
+    cx_http_client *c = learner_link_new_client(L);
     int64_t *awaiting = malloc((size_t)L->P * sizeof(int64_t)); /* base version waited on, -1 none */
     size_t maxlen = 0;
     for (int p = 0; p < L->P; p++)
@@ -217,22 +304,22 @@ static void *comm_main(void *arg)
         awaiting[p] = -1;
     for (;;) {
         pthread_mutex_lock(&L->mu);
-        if (L->comm_stop && L->n_out == 0) {
+        if (L->threads_stop && D->n_out == 0) {
             pthread_mutex_unlock(&L->mu);
             break;
         }
-        int rejoin = L->need_rejoin, pull = L->pull_all;
+        int rejoin = L->need_rejoin, pull = D->pull_all;
         frag_msg m = {0};
         int have = 0;
-        if (!rejoin && !pull && !L->reset_all && L->n_out > 0) {
-            m = L->outbox[0];
-            memmove(&L->outbox[0], &L->outbox[1], (size_t)(L->n_out - 1) * sizeof m);
-            L->n_out--;
+        if (!rejoin && !pull && !D->reset_all && D->n_out > 0) {
+            m = D->outbox[0];
+            memmove(&D->outbox[0], &D->outbox[1], (size_t)(D->n_out - 1) * sizeof m);
+            D->n_out--;
             have = 1;
-            L->sending = 1;
+            D->sending = 1;
         }
         pthread_mutex_unlock(&L->mu);
-        if (*L->stop && !L->comm_stop) {
+        if (*L->stop && !L->threads_stop) {
             /* a signal: leave now, what is queued is dropped (the flush
              * does not wait for it, see comm_done) */
             if (have)
@@ -260,13 +347,13 @@ static void *comm_main(void *arg)
             continue;
         }
         comm_poll(L, c, &seen_merges, awaiting, buf);
-        if (learner_gave_up(L))
+        if (learner_link_gave_up(L))
             break;
     }
 out:
     pthread_mutex_lock(&L->mu);
-    L->sending = 0;
-    L->comm_done = 1;
+    D->sending = 0;
+    D->comm_done = 1;
     pthread_mutex_unlock(&L->mu);
     free(awaiting);
     free(buf);
@@ -282,33 +369,34 @@ out:
  * taken at once. */
 static void apply_inbox(learner *L)
 {
+    learner_decoupled *D = L->dec;
     pthread_mutex_lock(&L->mu);
-    if (L->reset_all) {
+    if (D->reset_all) {
         for (int p = 0; p < L->P; p++)
-            L->apply_at[p] = -1;
-        L->reset_all = 0;
+            D->apply_at[p] = -1;
+        D->reset_all = 0;
         cx_info("took every fragment after a (re)join or a resync");
     }
     int kept = 0;
-    for (int i = 0; i < L->n_in; i++) {
-        frag_msg *m = &L->inbox[i];
-        if (L->apply_at[m->p] >= 0 && L->step < L->apply_at[m->p] && !L->finishing) {
-            L->inbox[kept++] = *m; /* not yet: tau steps of overlap */
+    for (int i = 0; i < D->n_in; i++) {
+        frag_msg *m = &D->inbox[i];
+        if (D->apply_at[m->p] >= 0 && L->step < D->apply_at[m->p] && !D->finishing) {
+            D->inbox[kept++] = *m; /* not yet: tau steps of overlap */
             continue;
         }
-        L->apply_at[m->p] = -1;
+        D->apply_at[m->p] = -1;
         size_t len = fragment_length(L->ft, m->p);
         proto_f32_decode(m->buf, len, L->scratch);
-        learner_rebase(L, m->p, L->scratch, m->version, L->inflight[m->p] && L->accepted[m->p]);
-        if (L->inflight[m->p]) {
-            L->inflight[m->p] = 0;
-            L->n_inflight--;
+        learner_rebase_apply(L, m->p, L->scratch, m->version, D->inflight[m->p] && D->accepted[m->p]);
+        if (D->inflight[m->p]) {
+            D->inflight[m->p] = 0;
+            D->n_inflight--;
         }
-        L->accepted[m->p] = 0;
-        L->pending[m->p] = 0; /* just received: its next turn comes on schedule */
+        D->accepted[m->p] = 0;
+        D->pending[m->p] = 0; /* just received: its next turn comes on schedule */
         free(m->buf);
     }
-    L->n_in = kept;
+    D->n_in = kept;
     pthread_mutex_unlock(&L->mu);
 }
 
@@ -322,20 +410,21 @@ static void apply_inbox(learner *L)
  * syncer's merge and the transfer. */
 static void overlap_wait(learner *L)
 {
+    learner_decoupled *D = L->dec;
     for (int p = 0; p < L->P; p++) {
-        if (L->apply_at[p] < 0 || L->wait_done[p] || L->step < L->apply_at[p])
+        if (D->apply_at[p] < 0 || D->wait_done[p] || L->step < D->apply_at[p])
             continue;
-        L->wait_done[p] = 1;
+        D->wait_done[p] = 1;
         pthread_mutex_lock(&L->mu);
         int here = 0;
-        for (int i = 0; i < L->n_in; i++)
-            here |= L->inbox[i].p == p;
+        for (int i = 0; i < D->n_in; i++)
+            here |= D->inbox[i].p == p;
         if (here) {
-            L->overlap_off = 0; /* on time */
+            D->overlap_off = 0; /* on time */
             pthread_mutex_unlock(&L->mu);
             continue;
         }
-        if (L->no_wait[p] || L->overlap_off || !L->inflight[p]) {
+        if (D->no_wait[p] || D->overlap_off || !D->inflight[p]) {
             pthread_mutex_unlock(&L->mu);
             continue;
         }
@@ -345,20 +434,20 @@ static void overlap_wait(learner *L)
         if (w < 1)
             w = 1;
         int64_t t0 = cx_mono_ns(), end = t0 + (int64_t)(w * 1e6);
-        while (!here && !*L->stop && !L->fatal && !L->need_rejoin && !L->pull_all && !L->reset_all) {
-            int rc = cx_cond_wait_until_ns(&L->cv, &L->mu, end);
-            for (int i = 0; i < L->n_in; i++)
-                here |= L->inbox[i].p == p;
+        while (!here && !*L->stop && !L->fatal && !L->need_rejoin && !D->pull_all && !D->reset_all) {
+            int rc = cx_cond_wait_until_ns(&D->cv, &L->mu, end);
+            for (int i = 0; i < D->n_in; i++)
+                here |= D->inbox[i].p == p;
             if (rc == CX_ETIMEDOUT)
                 break;
         }
         pthread_mutex_unlock(&L->mu);
         double ms = (double)(cx_mono_ns() - t0) / 1e6;
-        L->n_overlap_waits++;
-        L->overlap_wait_ms += ms;
+        D->n_overlap_waits++;
+        D->overlap_wait_ms += ms;
         if (!here) {
-            L->overlap_off = 1;
-            if (L->n_overlap_timeouts++ == 0)
+            D->overlap_off = 1;
+            if (D->n_overlap_timeouts++ == 0)
                 cx_info(
                     "fragment %d: its merged value was not here %lld steps after the send; waited %.1f ms "
                     "and went on (logged once; counts at exit)",
@@ -372,22 +461,23 @@ static void overlap_wait(learner *L)
  * changed). Main thread. */
 static int enqueue_one(learner *L, int p)
 {
+    learner_decoupled *D = L->dec;
     frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0, L->step};
-    m.buf = learner_make_contribution(L, p, &m.len, &m.crc);
+    m.buf = learner_contrib_make(L, p, &m.len, &m.crc);
     if (!m.buf)
         return -1;
-    ef_commit(L, p); /* sent from here on: its fate is the comm thread's */
-    learner_note_send(L, &m);
-    L->pending[p] = 0;
-    L->apply_at[p] = L->step + L->cfg.tau; /* its merged value is applied tau steps from now */
-    L->wait_done[p] = 0;
+    learner_contrib_commit(L, p); /* sent from here on: its fate is the comm thread's */
+    learner_rebase_note_send(L, &m);
+    D->pending[p] = 0;
+    D->apply_at[p] = L->step + L->cfg.tau; /* its merged value is applied tau steps from now */
+    D->wait_done[p] = 0;
     pthread_mutex_lock(&L->mu);
-    L->no_wait[p] = 0; /* until its answer says otherwise */
-    L->accepted[p] = 0;
-    L->outbox[L->n_out++] = m;
-    L->inflight[p] = 1;
-    L->n_inflight++;
-    pthread_cond_broadcast(&L->cv);
+    D->no_wait[p] = 0; /* until its answer says otherwise */
+    D->accepted[p] = 0;
+    D->outbox[D->n_out++] = m;
+    D->inflight[p] = 1;
+    D->n_inflight++;
+    pthread_cond_broadcast(&D->cv);
     pthread_mutex_unlock(&L->mu);
     return 0;
 }
@@ -399,6 +489,7 @@ static int enqueue_one(learner *L, int p)
  * its next turn (rebase). */
 static void enqueue_due(learner *L)
 {
+    learner_decoupled *D = L->dec;
     int due[CONFIG_FRAGMENTS_MAX];
     pthread_mutex_lock(&L->mu);
     int64_t sched = L->step + L->sched_off; /* the run's schedule position (join) */
@@ -407,18 +498,18 @@ static void enqueue_due(learner *L)
     if (nd > CONFIG_FRAGMENTS_MAX)
         nd = CONFIG_FRAGMENTS_MAX;
     for (int i = 0; i < nd; i++)
-        if (!L->inflight[due[i]])
-            L->pending[due[i]] = 1;
+        if (!D->inflight[due[i]])
+            D->pending[due[i]] = 1;
     for (int p = 0; p < L->P; p++) {
-        if (!L->pending[p])
+        if (!D->pending[p])
             continue;
         pthread_mutex_lock(&L->mu);
-        int blocked = L->n_out + L->sending >= L->cfg.tau || L->n_out >= MAX_QUEUE || L->reset_all ||
-                      L->pull_all || L->need_rejoin;
-        int busy = L->inflight[p];
+        int blocked = D->n_out + D->sending >= L->cfg.tau || D->n_out >= MAX_QUEUE || D->reset_all ||
+                      D->pull_all || L->need_rejoin;
+        int busy = D->inflight[p];
         pthread_mutex_unlock(&L->mu);
         if (busy) {
-            L->pending[p] = 0;
+            D->pending[p] = 0;
             continue;
         }
         if (blocked)
@@ -435,18 +526,19 @@ static void enqueue_due(learner *L)
  * (learner.c, "unsent"). Main thread. */
 static void final_send(learner *L)
 {
-    L->finishing = 1;
+    learner_decoupled *D = L->dec;
+    D->finishing = 1;
     int64_t end = cx_mono_ms() + FINAL_SEND_MS;
     for (;;) {
         apply_inbox(L);
         pthread_mutex_lock(&L->mu);
-        int gone = L->comm_done || L->fatal;
-        int hold = L->need_rejoin || L->pull_all || L->reset_all; /* a resync first: it rebases everything */
+        int gone = D->comm_done || L->fatal;
+        int hold = L->need_rejoin || D->pull_all || D->reset_all; /* a resync first: it rebases everything */
         pthread_mutex_unlock(&L->mu);
         int left = hold;
         for (int p = 0; p < L->P && !gone && !hold; p++) {
             pthread_mutex_lock(&L->mu);
-            int infl = L->inflight[p], acc = L->accepted[p], room = L->n_out < MAX_QUEUE;
+            int infl = D->inflight[p], acc = D->accepted[p], room = D->n_out < MAX_QUEUE;
             pthread_mutex_unlock(&L->mu);
             if (infl) /* waiting for its answer, or for its merged value to send the rest */
                 left += !acc || L->frag_steps[p] > L->send_steps[p];
@@ -456,39 +548,43 @@ static void final_send(learner *L)
         if (left == 0 || gone || *L->stop || cx_mono_ms() > end)
             break;
         pthread_mutex_lock(&L->mu);
-        (void)cx_cond_wait_until_ms(&L->cv, &L->mu, cx_mono_ms() + 50);
+        (void)cx_cond_wait_until_ms(&D->cv, &L->mu, cx_mono_ms() + 50);
         pthread_mutex_unlock(&L->mu);
     }
 }
 
-int decoupled_loop(learner *L, char *err, size_t errlen)
+/* ---- decoupled: the loop ---- */
+
+int learner_decoupled_loop(learner *L, char *err, size_t errlen)
 {
+    learner_decoupled *D = L->dec = decoupled_new(L->P);
     pthread_t comm;
+    if (!D)
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     if (pthread_create(&comm, NULL, comm_main, L) != 0)
         return cx_fail(err, errlen, CX_ESYS, "cannot start the comm thread");
     int rc = 0;
     while (learner_keep_training(L)) {
         apply_inbox(L);
         pthread_mutex_lock(&L->mu);
-        int fatal = L->fatal, resetting = L->need_rejoin || L->pull_all;
+        int fatal = L->fatal;
         pthread_mutex_unlock(&L->mu);
         if (fatal) {
             rc = cx_fail(err, errlen, CX_EUNAVAIL, "syncer %s unreachable for more than %.0f s",
                          L->o->syncer_url, L->o->give_up_s);
             break;
         }
-        (void)resetting; /* training goes on while the comm thread rejoins */
-        overlap_wait(L);
+        overlap_wait(L); /* training goes on while the comm thread rejoins */
         apply_inbox(L);
         learner_local_step(L);
         if (!learner_params_finite(L)) {
             cx_warn("own parameters are not finite; discarding them and pulling the global ones");
             adamw_reset_range(L->opt, 0, L->n, NULL, 0);
             memcpy(model_params(L->m), L->base, L->n * sizeof(float));
-            learner_drop_progress(L);
+            learner_rebase_drop_progress(L);
             pthread_mutex_lock(&L->mu);
-            L->pull_all = 1;
-            pthread_cond_broadcast(&L->cv);
+            D->pull_all = 1;
+            pthread_cond_broadcast(&D->cv);
             pthread_mutex_unlock(&L->mu);
             continue;
         }
@@ -503,7 +599,7 @@ int decoupled_loop(learner *L, char *err, size_t errlen)
     int64_t end = cx_mono_ms() + 10000;
     for (;;) {
         pthread_mutex_lock(&L->mu);
-        int pending = L->n_out + L->sending, gone = L->comm_done;
+        int pending = D->n_out + D->sending, gone = D->comm_done;
         pthread_mutex_unlock(&L->mu);
         if (pending == 0 || gone || *L->stop || cx_mono_ms() > end || rc != 0)
             break;
@@ -511,17 +607,17 @@ int decoupled_loop(learner *L, char *err, size_t errlen)
     }
     apply_inbox(L);
     pthread_mutex_lock(&L->mu);
-    L->comm_stop = 1;
-    for (int i = 0; i < L->n_out; i++) /* anything still queued after the bound is dropped */
-        free(L->outbox[i].buf);
-    L->n_out = 0;
-    pthread_cond_broadcast(&L->cv);
+    L->threads_stop = 1;
+    for (int i = 0; i < D->n_out; i++) /* anything still queued after the bound is dropped */
+        free(D->outbox[i].buf);
+    D->n_out = 0;
+    pthread_cond_broadcast(&D->cv);
     pthread_mutex_unlock(&L->mu);
     pthread_join(comm, NULL);
-    for (int i = 0; i < L->n_in; i++)
-        free(L->inbox[i].buf);
-    L->n_in = 0;
+    for (int i = 0; i < D->n_in; i++)
+        free(D->inbox[i].buf);
+    D->n_in = 0;
     cx_info("overlap: %lld waits for a merged value at s + tau (%.0f ms in all), %lld timed out",
-            (long long)L->n_overlap_waits, L->overlap_wait_ms, (long long)L->n_overlap_timeouts);
+            (long long)D->n_overlap_waits, D->overlap_wait_ms, (long long)D->n_overlap_timeouts);
     return rc;
 }

@@ -1,64 +1,24 @@
-/* learner_ckpt.c - the learner's NaN hook and local checkpoints.
+/* ckpt.c - the learner's local checkpoints (ckpt.h).
  *
- * What it is: the NaN hook (docs/faults.md, "nan"), the periodic checkpoint (a copy
- * into the background writer's buffers, the write on its thread) and the
- * final synchronous one. What it is not: the checkpoint format and writer
- * thread (trainer/checkpoint.c) nor the restore at start (learner_join.c).
- * Main thread only.
+ * What it is: the periodic checkpoint (a copy into the background writer's
+ * buffers, the write on its thread) and the final synchronous one. What it
+ * is not: the checkpoint format and writer thread (trainer/checkpoint.c)
+ * nor the restore at start (link.c). Main thread only.
  */
-#include <errno.h>
-#include <math.h>
-#include <cblas.h> /* openblas_set_num_threads */
 #include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "common/buf.h"
-#include "common/clock.h"
-#include "common/crc32c.h"
 #include "common/err.h"
-#include "common/file.h"
-#include "common/http_client.h"
-#include "common/json.h"
 #include "common/log.h"
-#include "common/parse.h"
-#include "trainer/checkpoint.h"
-#include "trainer/config.h"
 #include "numerics/data.h"
-#include "numerics/encoding.h"
 #include "numerics/fragment.h"
-#include "trainer/learner_internal.h"
 #include "numerics/model.h"
 #include "numerics/optim.h"
-#include "trainer/protocol.h"
+#include "trainer/checkpoint.h"
+#include "trainer/learner/ckpt.h"
+#include "trainer/learner/decoupled.h"
 
-/* ---- learner: hooks and checkpoints ---- */
-
-/* The NaN hook (docs/faults.md, "nan"): 1 when this contribution must carry NaN. */
-int learner_nan_hook(learner *L)
-{
-    char *data = NULL, why[CX_ERRLEN];
-    size_t len;
-    int64_t n = 0;
-    if (!L->hook_path[0])
-        return 0;
-    if (cx_file_read(L->hook_path, 64, &data, &len, why, sizeof why) != 0)
-        return 0;
-    while (len > 0 && (data[len - 1] == '\n' || data[len - 1] == ' '))
-        data[--len] = 0;
-    if (cx_parse_i64(data, "nan hook", 0, INT64_MAX, &n, why, sizeof why) != 0 || n <= 0) {
-        free(data);
-        return 0;
-    }
-    free(data);
-    char next[32];
-    snprintf(next, sizeof next, "%lld\n", (long long)(n - 1));
-    if (cx_file_write_atomic(L->hook_path, next, strlen(next), why, sizeof why) != 0)
-        cx_warn("nan hook: cannot rewrite %s: %s", L->hook_path, why);
-    cx_warn("nan hook: poisoning this contribution (%lld left)", (long long)(n - 1));
-    return 1;
-}
+/* ---- ckpt: the view of the live state ---- */
 
 /* Fill c with borrowed pointers to the live state (cur receives the cursor). */
 static void checkpoint_view(learner *L, ckpt_learner *c, data_cursor *cur)
@@ -87,22 +47,22 @@ static void checkpoint_view(learner *L, ckpt_learner *c, data_cursor *cur)
     c->send_step = L->send_step;
     c->send_steps = L->send_steps;
     c->send_tokens = L->send_tokens;
-    /* the comm thread sets accepted; ours is a copy under the lock */
-    pthread_mutex_lock(&L->mu);
+    /* decoupled's comm thread sets "accepted"; ours is a copy under the lock */
     for (int p = 0; p < L->P; p++)
-        L->ckpt_accepted[p] = L->inflight[p] && L->accepted[p];
-    pthread_mutex_unlock(&L->mu);
+        L->ckpt_accepted[p] = learner_decoupled_sent_accepted(L, p);
     c->send_accepted = L->ckpt_accepted;
     c->cursor_len = sizeof *cur;
     c->cursor = cur;
 }
+
+/* ---- ckpt: periodic and final ---- */
 
 /* The periodic checkpoint, from the inner loop: a memcpy into the writer's
  * buffers, the write on its thread (checkpoint.h). Skipped (and counted)
  * when the previous write still runs. The writer and its buffers are made
  * once, at the first checkpoint; if that fails this falls back to a
  * synchronous save, as before. */
-void learner_checkpoint_periodic(learner *L)
+void learner_ckpt_periodic(learner *L)
 {
     ckpt_learner c;
     data_cursor cur;
@@ -134,7 +94,7 @@ void learner_checkpoint_periodic(learner *L)
 /* The final checkpoint (SIGTERM or the end of training): synchronous and
  * complete before the process goes on; the background write in progress,
  * if any, finishes first (one writer at a time per state dir). */
-void learner_save_checkpoint(learner *L)
+void learner_ckpt_save(learner *L)
 {
     ckpt_learner c;
     data_cursor cur;

@@ -1,13 +1,13 @@
-/* learner_rebase.c - every trained step reaches the global model: how a
+/* rebase.c - every trained step reaches the global model: how a
  * learner takes a global fragment without throwing away what it trained.
  *
- * What it is: adoption (learner_adopt: nothing to keep), the decoupled
- * rebase (learner_rebase: the merged value plus the progress not yet in
- * it), the start of a restarted learner (learner_start_fragment: the
+ * What it is: adoption (learner_rebase_adopt: nothing to keep), the
+ * decoupled rebase (learner_rebase_apply: the merged value plus the progress not yet in
+ * it), the start of a restarted learner (learner_rebase_start: the
  * progress its checkpoint holds that the syncer never accepted), and the
  * bookkeeping of a send. What it is not: when fragments are sent or
- * received (learner_decoupled.c) nor the checkpoint itself (learner_ckpt.c).
- * Main thread only (the comm thread only sets L->accepted, under L->mu).
+ * received (decoupled.c) nor the checkpoint itself (ckpt.c). Main thread
+ * only.
  *
  * Per fragment p, in step coordinates:
  *
@@ -29,8 +29,8 @@
 
 #include "common/log.h"
 #include "numerics/fragment.h"
-#include "trainer/learner_internal.h"
 #include "numerics/model.h"
+#include "trainer/learner/rebase.h"
 
 /* θ_p ← payload + (θ_p − ref_p), Θ_base_p ← payload, over p's ranges
  * (ref may be L->base: each element is read before it is overwritten). */
@@ -48,7 +48,7 @@ static void carry_onto(learner *L, int p, const float *payload, const float *ref
         }
 }
 
-void learner_adopt(learner *L, int p, const float *payload, int64_t version)
+void learner_rebase_adopt(learner *L, int p, const float *payload, int64_t version)
 {
     fragment_scatter(L->ft, p, payload, model_params(L->m));
     fragment_scatter(L->ft, p, payload, L->base);
@@ -60,7 +60,7 @@ void learner_adopt(learner *L, int p, const float *payload, int64_t version)
     L->send_steps[p] = L->send_tokens[p] = 0;
 }
 
-void learner_rebase(learner *L, int p, const float *payload, int64_t version, int accepted)
+void learner_rebase_apply(learner *L, int p, const float *payload, int64_t version, int accepted)
 {
     int from_send = accepted && L->send_step[p] >= 0;
     carry_onto(L, p, payload, from_send ? L->sent : L->base);
@@ -75,7 +75,7 @@ void learner_rebase(learner *L, int p, const float *payload, int64_t version, in
 }
 
 /* The restored checkpoint's rebase state (base, sent, counters) is in L
- * (learner_join.c, apply_restored) and θ is the checkpoint's. a = the step
+ * (link.c, apply_restored) and θ is the checkpoint's. a = the step
  * of our last contribution to p the syncer accepted (any incarnation; -1
  * when it does not know, e.g. it restarted too):
  *   a >= the checkpoint's step   everything the checkpoint holds was sent:
@@ -88,24 +88,24 @@ void learner_rebase(learner *L, int p, const float *payload, int64_t version, in
  *                                 not know): take the global value.
  * The steps the previous incarnation trained after its checkpoint and did
  * not send are lost; the syncer counts them at the join (`lost` event). */
-void learner_start_fragment(learner *L, int p, const float *payload, int64_t version)
+void learner_rebase_start(learner *L, int p, const float *payload, int64_t version)
 {
     const ckpt_learner *c = L->restored;
     int64_t a = L->join_accepted ? L->join_accepted[p] : -1, s = L->send_step[p];
     if (!L->restored_carry || !c || a >= c->step) {
-        learner_adopt(L, p, payload, version);
+        learner_rebase_adopt(L, p, payload, version);
         return;
     }
     if (s >= 0 && (a == s || (a < 0 && c->send_accepted[p]))) {
-        learner_rebase(L, p, payload, version, 1);
+        learner_rebase_apply(L, p, payload, version, 1);
     } else if (a < 0 || a <= L->origin_step[p]) {
-        learner_rebase(L, p, payload, version, 0);
+        learner_rebase_apply(L, p, payload, version, 0);
     } else {
         cx_warn(
             "fragment %d: the syncer accepted our step %lld, which the checkpoint (step %lld, origin %lld, "
             "send %lld) does not know; its progress is not carried",
             p, (long long)a, (long long)c->step, (long long)L->origin_step[p], (long long)s);
-        learner_adopt(L, p, payload, version);
+        learner_rebase_adopt(L, p, payload, version);
         return;
     }
     if (L->frag_steps[p] > 0)
@@ -113,7 +113,7 @@ void learner_start_fragment(learner *L, int p, const float *payload, int64_t ver
                 (long long)L->frag_steps[p], (long long)L->origin_step[p]);
 }
 
-void learner_note_send(learner *L, const frag_msg *m)
+void learner_rebase_note_send(learner *L, const frag_msg *m)
 {
     const fragment_range *r = fragment_ranges(L->ft, m->p);
     int nr = fragment_num_ranges(L->ft, m->p);
@@ -125,7 +125,7 @@ void learner_note_send(learner *L, const frag_msg *m)
     L->send_tokens[m->p] = m->tokens;
 }
 
-void learner_drop_progress(learner *L)
+void learner_rebase_drop_progress(learner *L)
 {
     memcpy(L->sent, L->base, L->n * sizeof *L->sent); /* θ = Θ_base: nothing left to carry */
     for (int p = 0; p < L->P; p++) {
@@ -137,10 +137,7 @@ void learner_drop_progress(learner *L)
     }
 }
 
-int64_t learner_unsent_steps(learner *L, int p)
+int64_t learner_rebase_unsent_steps(const learner *L, int p, int sent_accepted)
 {
-    pthread_mutex_lock(&L->mu);
-    int sent = L->inflight[p] && L->accepted[p];
-    pthread_mutex_unlock(&L->mu);
-    return L->frag_steps[p] - (sent && L->send_step[p] >= 0 ? L->send_steps[p] : 0);
+    return L->frag_steps[p] - (sent_accepted && L->send_step[p] >= 0 ? L->send_steps[p] : 0);
 }

@@ -15,8 +15,8 @@
  * join (a learner overrides only batch, steps, slowdown, data, encoding),
  * and every (re)join pulls every fragment before contributing.
  */
-#ifndef TRN_LEARNER_H
-#define TRN_LEARNER_H
+#ifndef TRN_LEARNER_LEARNER_H
+#define TRN_LEARNER_LEARNER_H
 
 #include <signal.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* learner_ddp.c - the learner's ddp and ddp-elastic loop.
+/* ddp.c - the learner's ddp and ddp-elastic mode (ddp.h).
  *
  * What it is: every step POSTs its gradient to the syncer's barrier and
  * applies the mean it answers with the same AdamW step as the syncer; a
@@ -7,43 +7,28 @@
  * /v1/optimizer). What it is not: the inner step itself (learner.c).
  * Main thread only.
  */
-#include <errno.h>
 #include <math.h>
-#include <cblas.h> /* openblas_set_num_threads */
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "common/buf.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/err.h"
-#include "common/file.h"
 #include "common/http_client.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/parse.h"
-#include "trainer/checkpoint.h"
-#include "trainer/config.h"
-#include "numerics/data.h"
-#include "numerics/encoding.h"
-#include "numerics/fragment.h"
-#include "trainer/learner_internal.h"
 #include "numerics/model.h"
 #include "numerics/optim.h"
+#include "trainer/config.h"
+#include "trainer/learner/ddp.h"
+#include "trainer/learner/link.h"
 #include "trainer/protocol.h"
+#include "trainer/seal.h"
 
-/* ---- learner: ddp ---- */
+/* ---- ddp: the syncer's state ---- */
 
-/* Take the ddp source of truth (GET /v1/optimizer): the syncer's
- * parameters, AdamW moments and step counter, and the step it collects
- * next. A ddp learner applies the same mean gradient with the same AdamW
- * as the syncer, so from here on it stays bit-identical with it, however
- * stale its own moments were (a restart from a local checkpoint, a rejoin,
- * a step it missed, non-finite parameters). why: for the log. 0, or
- * CX_EUNAVAIL when the syncer stayed unreachable past --give-up-s or a
- * signal came; a malformed answer is retried. */
 /* X-Chaosloco-Version of an answer (the syncer's version of the state it
  * describes), -1 when absent or malformed. */
 static int64_t result_version(const cx_http_result *r)
@@ -67,6 +52,14 @@ static void took_state(learner *L, const cx_http_result *r)
     snprintf(L->ddp_seal, sizeof L->ddp_seal, "%s", seal);
 }
 
+/* Take the ddp source of truth (GET /v1/optimizer): the syncer's
+ * parameters, AdamW moments and step counter, and the step it collects
+ * next. A ddp learner applies the same mean gradient with the same AdamW
+ * as the syncer, so from here on it stays bit-identical with it, however
+ * stale its own moments were (a restart from a local checkpoint, a rejoin,
+ * a step it missed, non-finite parameters). why: for the log. 0, or
+ * CX_EUNAVAIL when the syncer stayed unreachable past --give-up-s or a
+ * signal came; a malformed answer is retried. */
 static int ddp_resync(learner *L, const char *why)
 {
     size_t n = L->n;
@@ -88,7 +81,8 @@ static int ddp_resync(learner *L, const char *why)
         pthread_mutex_unlock(&L->mu);
         proto_hdr_format(&h, lines, hdrs);
         cx_http_result_init(&r);
-        if (learner_call(L, L->http, "GET", "/v1/optimizer", hdrs, NULL, 0, NULL, HTTP_TIMEOUT_MS, &r) != 0) {
+        if (learner_link_call(L, L->http, "GET", "/v1/optimizer", hdrs, NULL, 0, NULL, HTTP_TIMEOUT_MS, &r) !=
+            0) {
             cx_http_result_cleanup(&r);
             return CX_EUNAVAIL;
         }
@@ -97,7 +91,7 @@ static int ddp_resync(learner *L, const char *why)
             cx_warn("GET /v1/optimizer (%s): HTTP %d %s; rejoining first", why, r.status,
                     r.body.data ? r.body.data : "");
             cx_http_result_cleanup(&r);
-            int rc = learner_join(L, L->http, 0, jerr, sizeof jerr);
+            int rc = learner_link_join(L, L->http, 0, jerr, sizeof jerr);
             if (rc != 0) {
                 cx_error("%s", jerr);
                 return rc;
@@ -133,7 +127,7 @@ static int ddp_resync(learner *L, const char *why)
         cx_warn("bad answer to GET /v1/optimizer (%s): HTTP %d, %zu bytes; retrying", why, r.status,
                 r.body.len);
         cx_http_result_cleanup(&r);
-        if (*L->stop || learner_gave_up(L))
+        if (*L->stop || learner_link_gave_up(L))
             return CX_EUNAVAIL;
         cx_sleep_ms(attempt < 10 ? 200 : 1000);
     }
@@ -149,7 +143,24 @@ static int ddp_answer_is_step(const cx_http_result *r, int64_t t)
            cx_parse_i64(sbuf, PROTO_H_STEP, 0, INT64_MAX / 2, &s, NULL, 0) == 0 && s == t;
 }
 
-int ddp_loop(learner *L, char *err, size_t errlen)
+/* 1 (and *step, the step the syncer collects now) when a 409 answer to a
+ * gradient is the barrier's "step closed without you" ({"step": ...}), not
+ * a refusal of this incarnation (reason stale_incarnation: rejoin). */
+static int ddp_missed_step(const cx_http_result *r, json_int_t *step)
+{
+    if (learner_link_reason(r->body.data, r->body.len) == PROTO_R_STALE_INCARNATION)
+        return 0;
+    json_t *j = r->body.data ? json_loadb(r->body.data, r->body.len, 0, NULL) : NULL;
+    json_t *s = json_object_get(j, "step");
+    int missed = s != NULL;
+    *step = json_integer_value(s);
+    json_decref(j);
+    return missed;
+}
+
+/* ---- ddp: the loop ---- */
+
+int learner_ddp_loop(learner *L, char *err, size_t errlen)
 {
     /* at start (and so after a restart from a local checkpoint) */
     if (ddp_resync(L, "join") != 0)
@@ -177,10 +188,11 @@ int ddp_loop(learner *L, char *err, size_t errlen)
         snprintf(path, sizeof path, "/v1/steps/%lld/gradients", (long long)t);
         int done = 0;
         while (!done && !*L->stop) {
+            json_int_t s;
             cx_http_result r;
             cx_http_result_init(&r);
-            if (learner_call(L, L->http, "POST", path, hdrs, L->wire, L->n * 4, "application/octet-stream",
-                             HTTP_TIMEOUT_MS, &r) != 0) {
+            if (learner_link_call(L, L->http, "POST", path, hdrs, L->wire, L->n * 4,
+                                  "application/octet-stream", HTTP_TIMEOUT_MS, &r) != 0) {
                 cx_http_result_cleanup(&r);
                 return cx_fail(err, errlen, CX_EUNAVAIL, "syncer %s unreachable for more than %.0f s",
                                L->o->syncer_url, L->o->give_up_s);
@@ -209,11 +221,7 @@ int ddp_loop(learner *L, char *err, size_t errlen)
                 learner_after_step(L, compute_ns + (cx_mono_ns() - t1));
             } else if (r.status == 503) {
                 /* the barrier is still waiting for someone: send again */
-            } else if (r.status == 409 && r.body.data && strstr(r.body.data, "\"step\"") &&
-                       !strstr(r.body.data, "stale_incarnation")) {
-                json_t *j = json_loadb(r.body.data, r.body.len, 0, NULL);
-                json_int_t s = json_integer_value(json_object_get(j, "step"));
-                json_decref(j);
+            } else if (r.status == 409 && ddp_missed_step(&r, &s)) {
                 cx_warn("ddp step %lld closed without us; resyncing to step %lld", (long long)t,
                         (long long)s);
                 if (ddp_resync(L, "missed step") != 0) {
@@ -224,7 +232,7 @@ int ddp_loop(learner *L, char *err, size_t errlen)
             } else if (r.status == 409 || r.status == 403) {
                 cx_warn("syncer does not know incarnation %lld any more; rejoining",
                         (long long)h.incarnation);
-                int rc = learner_join(L, L->http, 0, err, errlen);
+                int rc = learner_link_join(L, L->http, 0, err, errlen);
                 if (rc == 0 && ddp_resync(L, "rejoin") != 0)
                     rc = cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable while resyncing");
                 cx_http_result_cleanup(&r);
@@ -244,11 +252,8 @@ int ddp_loop(learner *L, char *err, size_t errlen)
             if (ddp_resync(L, "non-finite parameters") != 0)
                 return cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable");
         }
-        pthread_mutex_lock(&L->mu);
-        int rj = L->need_rejoin;
-        pthread_mutex_unlock(&L->mu);
-        if (rj) {
-            int rc = learner_join(L, L->http, 0, err, errlen);
+        if (learner_rejoin_asked(L)) {
+            int rc = learner_link_join(L, L->http, 0, err, errlen);
             if (rc == 0 && ddp_resync(L, "rejoin") != 0)
                 rc = cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable while resyncing");
             if (rc)
