@@ -6,8 +6,10 @@
  * operations (the inner step, the end-of-training rule, the NaN hook),
  * defined in learner.c next to learner_run and the heartbeat thread. What
  * it is not: an interface; nothing outside trainer/learner/ includes it (the
- * public face is learner.h), and no mode's own state lives here: decoupled
- * keeps its queues and comm-thread state in its own struct (decoupled.c).
+ * public face is learner.h). Decoupled keeps its queues and comm-thread
+ * state in its own struct (decoupled.c); ddp's two fields here (ddp_version,
+ * ddp_seal) are written only by ddp.c and read by the link for a rejoin's
+ * holds report.
  *
  * The components over this core, each with its contract header:
  *   learner.c    core: learner_run, the inner step, the heartbeat thread (this header)

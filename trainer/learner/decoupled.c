@@ -64,7 +64,6 @@ typedef struct learner_decoupled {
     int reset_all;              /* comm -> main: a rejoin happened; inbox holds every fragment */
     int pull_all;               /* main -> comm: re-pull every fragment (non-finite params) */
     int *inflight;              /* [P] 1 from enqueue until the merged fragment is applied */
-    int n_inflight;             /* sum of inflight */
     int *accepted;              /* [P] comm -> main: the contribution in flight was accepted (202) */
     int *no_wait;               /* [P] comm -> main: no merged value to wait for at s + tau (refused, or the
                                   202 named no version) */
@@ -214,12 +213,8 @@ static int comm_send(learner *L, cx_http_client *c, frag_msg *m, int64_t *awaiti
         awaiting[m->p] = into - 1; /* the version our round merges into, which holds our work */
     else if (status == 202 || status == 409)
         awaiting[m->p] = m->version; /* refused as stale, or no round said: anything newer */
-    else {
-        if (D->inflight[m->p]) {
-            D->inflight[m->p] = 0;
-            D->n_inflight--;
-        }
-    }
+    else
+        D->inflight[m->p] = 0; /* refused: the fragment goes back to training */
     pthread_mutex_unlock(&L->mu);
     return status == 0 && learner_link_gave_up(L);
 }
@@ -388,10 +383,7 @@ static void apply_inbox(learner *L)
         size_t len = fragment_length(L->ft, m->p);
         proto_f32_decode(m->buf, len, L->scratch);
         learner_rebase_apply(L, m->p, L->scratch, m->version, D->inflight[m->p] && D->accepted[m->p]);
-        if (D->inflight[m->p]) {
-            D->inflight[m->p] = 0;
-            D->n_inflight--;
-        }
+        D->inflight[m->p] = 0;
         D->accepted[m->p] = 0;
         D->pending[m->p] = 0; /* just received: its next turn comes on schedule */
         free(m->buf);
@@ -476,7 +468,6 @@ static int enqueue_one(learner *L, int p)
     D->accepted[p] = 0;
     D->outbox[D->n_out++] = m;
     D->inflight[p] = 1;
-    D->n_inflight++;
     pthread_cond_broadcast(&D->cv);
     pthread_mutex_unlock(&L->mu);
     return 0;
