@@ -1,7 +1,7 @@
 /* fuzz_syncer_join.c - libFuzzer target: the syncer's join and rebuild
  * handlers (POST /v1/join with its `holds` report, /v1/heartbeat,
- * /v1/leave, POST /v1/fragments/{p}/state; trainer/syncer_learners.c and
- * syncer_rebuild.c) through its real HTTP API: the access gate, body
+ * /v1/leave, POST /v1/fragments/{p}/state; trainer/syncer/members.c and
+ * rebuild.c) through its real HTTP API: the access gate, body
  * collection and the handlers run in the syncer's own threads, in this
  * process, so ASan and UBSan watch them. One request per input (layout:
  * fuzz_syncer_join.h), sent over TCP to 127.0.0.1 with libcurl.

@@ -87,7 +87,7 @@ static inline void fsj_config(config *c)
 }
 
 /* The floats of each of the FSJ_FRAGMENTS fragments of that syncer's
- * model, as it splits it (syncer.c new_model). 0, or -1 with err. */
+ * model, as it splits it (trainer/syncer/core.c new_model). 0, or -1 with err. */
 static inline int fsj_fragment_lengths(size_t len[FSJ_FRAGMENTS], char *err, size_t errlen)
 {
     config c;

@@ -238,7 +238,7 @@ Test(dashboard_embed, grafana_dashboard_uses_exported_metric_names)
     json_t *g = cx_json_load_file(CHAOSLOCO_SRC "/dashboards/grafana/chaosloco.json", err, sizeof err);
     cr_assert(g, "%s", err);
     /* the exporters' sources: each name must be printed by one of them */
-    const char *srcs[] = {CHAOSLOCO_SRC "/trainer/syncer.c", CHAOSLOCO_SRC "/agent/metrics.c"};
+    const char *srcs[] = {CHAOSLOCO_SRC "/trainer/syncer/metrics.c", CHAOSLOCO_SRC "/agent/metrics.c"};
     char *text[2] = {NULL, NULL};
     size_t len;
     for (int i = 0; i < 2; i++)

@@ -1,6 +1,6 @@
 /* test_syncer_guard.c - issue 28 against a real syncer on 127.0.0.1: one
  * learner holding its own valid credential cannot destroy, replace or
- * stall the global model (trainer/syncer_guard.h). The test poses as the
+ * stall the global model (trainer/syncer/guard.h). The test poses as the
  * learners with the credentials the syncer made (credentials/learner-N.cred)
  * and sends: a contribution of 3e38 per element; one 1000x the honest
  * norm (both clipped, never refused); an honest catch-up of many steps
@@ -17,7 +17,7 @@
 #include "common/crc32c.h"
 #include "trainer/protocol.h"
 #include "trainer/seal.h"
-#include "trainer/syncer_guard.h"
+#include "trainer/syncer/guard.h"
 
 #define FRAGS 4
 

@@ -1,4 +1,4 @@
-/* test_syncer_guard.c - the bounds of trainer/syncer_guard.h: merge weights
+/* test_syncer_guard.c - the bounds of trainer/syncer/guard.h: merge weights
  * from the syncer's H and batch, the norm limit from the other learners'
  * median (and its warm-up), the clip factor, the ring's JSON round trip,
  * and the check of a merge's result. */
@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "trainer/syncer_guard.h"
+#include "trainer/syncer/guard.h"
 
 Test(syncer_guard, weights_are_capped_by_2h_and_the_syncers_batch)
 {

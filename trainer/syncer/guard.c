@@ -1,6 +1,6 @@
-/* syncer_guard.c - bounds on one learner's contribution and on a merge's
- * result; the contract is in syncer_guard.h. */
-#include "trainer/syncer_guard.h"
+/* guard.c - bounds on one learner's contribution and on a merge's
+ * result; the contract is in guard.h. */
+#include "trainer/syncer/guard.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,21 +1,21 @@
-/* syncer_rounds.c - the syncer's per-fragment rounds (diloco, decoupled):
+/* rounds.c - the syncer's rounds component (rounds.h): per-fragment rounds (diloco, decoupled):
  * contributions, quorum and grace window, merge.
  *
  * The per-fragment round (diloco and decoupled), numbered by the syncer
  * (round.h): a contribution names no round; it joins the round of its
  * fragment that is open when it arrives, or opens the next one.
  *
- *        h_contribution(): first accepted contribution,
+ *        rounds_route_contribution(): first accepted contribution,
  *        id = round_join_id() = closed_id + 1
  *   IDLE ──────────────────────────────────────────► COLLECTING
  *    ▲                                                 │   │
- *    │   round_merge(): merge, outer Nesterov,         │   │ n >= need (round_check):
+ *    │   round_merge(): merge, outer Nesterov,         │   │ n >= need (rounds_check):
  *    │   version++, map id -> version, closed_id = id, │   │ decoupled: grace computed
  *    │   wake long-polls                               │   ▼ (round_grace_ms)
  *    ├─────────────────── n >= need, no grace ─────────┘  GRACE
  *    │                    or elastic deadline (ticker)     │
  *    └──────────── grace over, or every live learner ──────┘
- *                  contributed (round_check / ticker: round_close_due)
+ *                  contributed (rounds_check / ticker: round_close_due)
  *
  *   IDLE        no contribution held; opened_ms = 0; the next round to open
  *               is closed_id + 1.
@@ -67,13 +67,13 @@
 #include "numerics/optim.h"
 #include "trainer/protocol.h"
 #include "numerics/round.h"
-#include "trainer/syncer_internal.h"
+#include "trainer/syncer/core.h"
 
-const char *const syncer_round_state_names[] = {"idle", "collecting", "grace"};
+const char *const rounds_state_names[] = {"idle", "collecting", "grace"};
 
 /* ---- syncer: merge bookkeeping shared by every mode ---- */
 
-void syncer_note_merge(syncer *s, int64_t fragment, int64_t version, const int64_t *ids, int n)
+void rounds_note_merge(syncer *s, int64_t fragment, int64_t version, const int64_t *ids, int n)
 {
     merge_note *m = &s->recent[s->recent_n % RECENT_MERGES];
     int64_t now = cx_mono_ms();
@@ -163,7 +163,7 @@ static double round_grace_ms(const syncer *s, int p)
  * takes it as its schedule position, so that its round r of fragment p
  * comes due when everyone else's does (a learner that started or
  * restarted later would otherwise be late for every round of the run). */
-int64_t syncer_schedule_step_now(const syncer *s, int except, int64_t now)
+int64_t rounds_schedule_step_now(const syncer *s, int except, int64_t now)
 {
     double sum = 0;
     int n = 0;
@@ -194,7 +194,7 @@ static int round_mergeable(syncer *s, frag_round *r, merge_contrib *mc, int *idx
         if (l->state == LS_ABSENT)
             continue;
         mc[k].delta = r->c[i].delta;
-        /* the weight is what the syncer assigns (syncer_guard.h), not the claim */
+        /* the weight is what the syncer assigns (guard.h), not the claim */
         mc[k].tokens = (uint64_t)r->c[i].w_tokens;
         mc[k].steps = (uint64_t)r->c[i].w_steps;
         idx[k++] = i;
@@ -204,7 +204,7 @@ static int round_mergeable(syncer *s, frag_round *r, merge_contrib *mc, int *idx
 
 /* round_merge, step 2: merge the k contributions mc[] into fragment p's Θ
  * and momentum with the run's rule and weighting, quantize the update
- * (downstream_encode); w[] gets their weights, *norm the update's norm,
+ * (deltas_encode); w[] gets their weights, *norm the update's norm,
  * *scale the share of the outer step applied. 0, 1 when the merge
  * failed, or 2 when its result was refused (guard_merge_result: not
  * finite or unbounded; the reason in `refused`); Θ and momentum are
@@ -228,7 +228,7 @@ static int round_apply(syncer *s, int p, const merge_contrib *mc, int k, double 
      * every round in full (bench/claims compares both). */
     double scale = 1.0;
     if (s->cfg.mode == CONFIG_MODE_DECOUPLED && s->cfg.partial_scale) {
-        int live = syncer_count_learners(s, 1);
+        int live = members_count(s, 1);
         if (live < k)
             live = k;
         scale = (double)k / live;
@@ -237,7 +237,7 @@ static int round_apply(syncer *s, int p, const merge_contrib *mc, int k, double 
      * Θ (th) and momentum (mo) in place, allocating nothing. A fragment of
      * one range is contiguous in theta/momentum and updated there; others
      * are gathered into the workspace's buffers and scattered back. Θ_V
-     * (old) is copied only when downstream_encode uses it. */
+     * (old) is copied only when deltas_encode uses it. */
     const fragment_range *fr = fragment_ranges(s->ft, p);
     int direct = fragment_num_ranges(s->ft, p) == 1;
     float *th = direct ? s->theta + fr[0].offset : merge_ws_buf(s->mws, 0);
@@ -268,7 +268,7 @@ static int round_apply(syncer *s, int p, const merge_contrib *mc, int k, double 
         memcpy(mo, mo_old, len * sizeof *mo);
         return 2;
     }
-    downstream_encode(s, p, old, th, s->versions[p] + 1);
+    deltas_encode(s, p, old, th, s->versions[p] + 1);
     if (!direct) {
         fragment_scatter(s->ft, p, th, s->theta);
         fragment_scatter(s->ft, p, mo, s->momentum);
@@ -338,7 +338,7 @@ static void round_refuse(syncer *s, int p, frag_round *r, const char *why)
         json_array_append_new(parts, json_pack("{s:I, s:I, s:I, s:I}", "learner", (json_int_t)c->learner,
                                                "incarnation", (json_int_t)c->incarnation, "steps",
                                                (json_int_t)c->steps, "tokens", (json_int_t)c->tokens));
-        reject_note(s, PROTO_R_MERGE, c->learner, c->incarnation, p, why);
+        members_reject_note(s, PROTO_R_MERGE, c->learner, c->incarnation, p, why);
         if (s->own_ver[c->slot * s->P + p] == 0) /* nothing pending any more */
             s->own_ver[c->slot * s->P + p] = -1;
         free(c->delta);
@@ -406,12 +406,12 @@ static int round_merge(syncer *s, int p, const char *why)
     events_emit(s->ev, "merge",
                 json_pack("{s:i, s:I, s:o, s:f, s:f, s:s, s:s, s:I, s:f, s:I, s:i}", "fragment", p, "version",
                           (json_int_t)version, "participants", parts, "grace_ms", r->grace_ms, "update_norm",
-                          norm, "mode", mode_name(s), "trigger", why, "tokens", (json_int_t)tokens, "scale",
-                          scale, "round", (json_int_t)r->id, "lagged", r->lagged));
+                          norm, "mode", syncer_mode_name(s), "trigger", why, "tokens", (json_int_t)tokens,
+                          "scale", scale, "round", (json_int_t)r->id, "lagged", r->lagged));
     cx_info("merge fragment=%d round=%lld version=%lld participants=%d lagged=%d trigger=%s grace_ms=%.1f "
             "norm=%.4g",
             p, (long long)r->id, (long long)version, k, r->lagged, why, r->grace_ms, norm);
-    syncer_note_merge(s, p, version, ids, k);
+    rounds_note_merge(s, p, version, ids, k);
     round_to_idle(s, r);
     pthread_cond_broadcast(&s->frag_cv);
     return 0;
@@ -419,14 +419,14 @@ static int round_merge(syncer *s, int p, const char *why)
 
 /* Move round p along its state machine after a contribution arrived or
  * time passed (mu held). */
-void round_check(syncer *s, int p, int64_t now)
+void rounds_check(syncer *s, int p, int64_t now)
 {
     frag_round *r = &s->rounds[p];
     if (r->state == RS_IDLE)
         return;
-    int live = syncer_count_learners(s, 1);
+    int live = members_count(s, 1);
     if (s->cfg.mode == CONFIG_MODE_DILOCO) {
-        int need = syncer_barrier_need(s);
+        int need = members_barrier_need(s);
         if (r->n >= need)
             round_merge(s, p, "barrier");
         else if (s->cfg.elastic_deadline_ms > 0 && now - r->opened_ms >= s->cfg.elastic_deadline_ms)
@@ -478,7 +478,7 @@ static proto_reason claim_check(syncer *s, int slot, int p, const proto_hdr *h, 
          * was lost (a partition cut the answer) carries those steps again,
          * and refusing it would refuse every later one too. Its new steps
          * (floor, step] are kept; the delta is scaled to their share
-         * (h_contribution), so the accepted ones are not merged twice and a
+         * (rounds_route_contribution), so the accepted ones are not merged twice and a
          * replay gains nothing */
         *keep_steps = h->step - floor;
     } else if (from < floor) {
@@ -498,7 +498,7 @@ static proto_reason claim_check(syncer *s, int slot, int p, const proto_hdr *h, 
 }
 
 /* The L2 norm a contribution of learner covering steps may have in
- * fragment p (mu held): syncer_guard.h's limit, from the other learners'
+ * fragment p (mu held): guard.h's limit, from the other learners'
  * recent norms or, before enough of those, from the fragment's own norm;
  * why says which. INFINITY with --norm-bound 0. */
 static double norm_limit(syncer *s, int p, int64_t learner, int64_t steps, char *why, size_t len)
@@ -516,12 +516,12 @@ static double norm_limit(syncer *s, int p, int64_t learner, int64_t steps, char 
 
 /* Whether a well-formed contribution to fragment p may join its round
  * (mu held): a current learner, a base version the mode accepts and a
- * possible claim (its size is clipped, never refused: h_contribution).
+ * possible claim (its size is clipped, never refused: rounds_route_contribution).
  * PROTO_OK and *slot, or the reason with the detail in why. */
 static proto_reason admit(syncer *s, int p, const proto_hdr *h, int *slot, int64_t *keep_steps, char *why,
                           size_t len)
 {
-    proto_reason r = syncer_check_learner(s, h->learner, h->incarnation, slot);
+    proto_reason r = members_check(s, h->learner, h->incarnation, slot);
     int64_t version = s->versions[p], lag = version - h->base_version;
     if (r != PROTO_OK) {
         snprintf(why, len, "%s: learner %lld incarnation %lld", proto_reason_name(r), (long long)h->learner,
@@ -552,7 +552,7 @@ static proto_reason admit(syncer *s, int p, const proto_hdr *h, int *slot, int64
     return claim_check(s, *slot, p, h, keep_steps, why, len);
 }
 
-/* h_contribution, step 1: the fragment the path names (*pp), the headers
+/* rounds_route_contribution, step 1: the fragment the path names (*pp), the headers
  * (*h) and the body checked and decoded into a malloc'd *delta of the
  * fragment's length (the caller owns it). 0, or -1 when resp already holds
  * the refusal (counted as a reject where it is one). Takes no lock. */
@@ -560,23 +560,24 @@ static int contribution_decode(syncer *s, const cx_http_req *req, cx_http_resp *
                                proto_hdr *h, float **delta_out)
 {
     char why[CX_ERRLEN];
-    if (syncer_path_int(req->params[0], s->P - 1, pp) != 0) {
+    if (syncer_api_path_int(req->params[0], s->P - 1, pp) != 0) {
         cx_http_reply_error(resp, 404, "no fragment '%s' (fragments are 0..%d)", req->params[0], s->P - 1);
         return -1;
     }
-    if (is_ddp(s)) {
-        cx_http_reply_error(
-            resp, 409, "mode %s takes gradients at /v1/steps/{t}/gradients, not contributions", mode_name(s));
+    if (syncer_is_ddp(s)) {
+        cx_http_reply_error(resp, 409,
+                            "mode %s takes gradients at /v1/steps/{t}/gradients, not contributions",
+                            syncer_mode_name(s));
         return -1;
     }
-    if (proto_hdr_parse(h, syncer_req_header, req, PROTO_NEED_CONTRIBUTION, why, sizeof why) != 0) {
-        reject(s, resp, PROTO_R_BAD_HEADER, h->learner, h->incarnation, *pp, why, 0);
+    if (proto_hdr_parse(h, syncer_api_req_header, req, PROTO_NEED_CONTRIBUTION, why, sizeof why) != 0) {
+        members_reject(s, resp, PROTO_R_BAD_HEADER, h->learner, h->incarnation, *pp, why, 0);
         return -1;
     }
     if (h->fragment != *pp) {
         snprintf(why, sizeof why, "header %s is %lld but the path names fragment %lld", PROTO_H_FRAGMENT,
                  (long long)h->fragment, (long long)*pp);
-        reject(s, resp, PROTO_R_BAD_HEADER, h->learner, h->incarnation, *pp, why, 0);
+        members_reject(s, resp, PROTO_R_BAD_HEADER, h->learner, h->incarnation, *pp, why, 0);
         return -1;
     }
     /* the syncer numbers the rounds: a learner that names one is not ours
@@ -587,14 +588,14 @@ static int contribution_decode(syncer *s, const cx_http_req *req, cx_http_resp *
             "header %s: rounds are numbered by the syncer, a contribution names none (the 202 answer says "
             "which round it joined)",
             PROTO_H_ROUND);
-        reject(s, resp, PROTO_R_BAD_HEADER, h->learner, h->incarnation, *pp, why, 0);
+        members_reject(s, resp, PROTO_R_BAD_HEADER, h->learner, h->incarnation, *pp, why, 0);
         return -1;
     }
     size_t len = fragment_length(s->ft, (int)*pp);
     size_t want = encoding_size((encoding_kind)h->encoding, len);
     proto_reason r = proto_check_body(req->body, req->body_len, want, h->crc32c, why, sizeof why);
     if (r != PROTO_OK) {
-        reject(s, resp, r, h->learner, h->incarnation, *pp, why, 0);
+        members_reject(s, resp, r, h->learner, h->incarnation, *pp, why, 0);
         return -1;
     }
     float *delta = malloc(len * sizeof *delta);
@@ -606,15 +607,15 @@ static int contribution_decode(syncer *s, const cx_http_req *req, cx_http_resp *
                         why, sizeof why) != 0 ||
         proto_first_nonfinite(delta, len) >= 0) {
         free(delta);
-        reject(s, resp, PROTO_R_NONFINITE, h->learner, h->incarnation, *pp, why[0] ? why : "non-finite value",
-               0);
+        members_reject(s, resp, PROTO_R_NONFINITE, h->learner, h->incarnation, *pp,
+                       why[0] ? why : "non-finite value", 0);
         return -1;
     }
     *delta_out = delta;
     return 0;
 }
 
-/* h_contribution, step 2: the accepted contribution of the learner in slot
+/* rounds_route_contribution, step 2: the accepted contribution of the learner in slot
  * joins the open round of p, or opens the next one (see the drawing above);
  * the learner's step wall time is measured from its contributions. Returns
  * the round it joined, *lag how many versions its base is behind (mu held;
@@ -684,7 +685,67 @@ static int64_t round_add_contribution(syncer *s, int64_t p, int slot, const prot
     return round;
 }
 
-int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+proto_reason rounds_contribute(syncer *s, int p, proto_hdr *h, float *delta, size_t body_len,
+                               rounds_contribution *out)
+{
+    size_t len = fragment_length(s->ft, p);
+    double l2_total = guard_l2(delta, len); /* finite: contribution_decode refused non-finite values */
+    out->version = s->versions[p];
+    int slot;
+    int64_t keep = h->steps;
+    proto_reason r = admit(s, p, h, &slot, &keep, out->why, sizeof out->why);
+    if (r == PROTO_OK && keep < h->steps) { /* its accepted steps again (claim_check): only the new share */
+        double share = (double)keep / (double)h->steps;
+        cx_info(
+            "contribution learner=%lld fragment=%lld: steps %lld..%lld, of which %lld were accepted before "
+            "(a lost answer): the %lld new ones kept, the delta scaled by %.3f",
+            (long long)h->learner, (long long)p, (long long)(h->step - h->steps + 1), (long long)h->step,
+            (long long)(h->steps - keep), (long long)keep, share);
+        for (size_t i = 0; i < len; i++)
+            delta[i] = (float)((double)delta[i] * share);
+        l2_total = guard_l2(delta, len);
+        h->tokens = (int64_t)((double)h->tokens * share);
+        h->steps = keep;
+    }
+    if (r != PROTO_OK) {
+        s->bytes_in += (int64_t)body_len;
+        if (r == PROTO_R_STALE_VERSION)
+            s->stale_rejected++;
+        free(delta);
+        return r;
+    }
+    /* its size: clipped to the limit, never refused (a learner back from a partition sends many
+     * steps' progress at once; refusing it made it retry the same contribution forever) */
+    int64_t nsteps = guard_norm_steps(h->steps, s->cfg.H);
+    out->limit = norm_limit(s, p, h->learner, h->steps, out->bound_why, sizeof out->bound_why);
+    out->factor = guard_clip_factor(l2_total, out->limit);
+    out->norm_in = l2_total;
+    if (out->factor < 1.0) {
+        for (size_t i = 0; i < len; i++)
+            delta[i] = (float)((double)delta[i] * out->factor);
+        l2_total = guard_l2(delta, len);
+        s->clipped_total++;
+        s->learners[slot].clipped++;
+    }
+    members_touch(s, slot);
+    guard_norm_add(&s->rounds[p].norms, h->learner, l2_total / (double)nsteps);
+    /* what a restart of this learner may carry (join's accepted_steps) */
+    s->acc_step[slot * s->P + p] = h->step;
+    s->acc_inc[slot * s->P + p] = h->incarnation;
+    if (h->step > s->learners[slot].step)
+        s->learners[slot].step = h->step;
+    s->bytes_in += (int64_t)body_len;
+    s->learners[slot].accepted++;
+    s->accepted_total++;
+    out->norm = l2_total;
+    out->round = round_add_contribution(s, p, slot, h, delta, l2_total, &out->lag);
+    /* what this contribution weighs in its merge (the syncer's caps, round_mergeable) */
+    out->w_steps = guard_weight_steps(h->steps, s->cfg.H);
+    out->w_tokens = guard_weight_tokens(h->tokens, out->w_steps, s->cfg.batch);
+    return PROTO_OK;
+}
+
+int rounds_route_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
     int64_t p;
@@ -692,96 +753,46 @@ int h_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     float *delta;
     if (contribution_decode(s, req, resp, &p, &h, &delta) != 0)
         return 0;
-    size_t len = fragment_length(s->ft, (int)p);
-    double l2_total = guard_l2(delta, len); /* finite: contribution_decode refused non-finite values */
     pthread_mutex_lock(&s->mu);
     if (rebuild_gate(s, resp)) {
         pthread_mutex_unlock(&s->mu);
         free(delta);
         return 0;
     }
-    int64_t version = s->versions[p];
-    char why[CX_ERRLEN];
-    int slot;
-    int64_t keep = h.steps;
-    proto_reason r = admit(s, (int)p, &h, &slot, &keep, why, sizeof why);
-    if (r == PROTO_OK && keep < h.steps) { /* its accepted steps again (claim_check): only the new share */
-        double share = (double)keep / (double)h.steps;
-        cx_info(
-            "contribution learner=%lld fragment=%lld: steps %lld..%lld, of which %lld were accepted before "
-            "(a lost answer): the %lld new ones kept, the delta scaled by %.3f",
-            (long long)h.learner, (long long)p, (long long)(h.step - h.steps + 1), (long long)h.step,
-            (long long)(h.steps - keep), (long long)keep, share);
-        for (size_t i = 0; i < len; i++)
-            delta[i] = (float)((double)delta[i] * share);
-        l2_total = guard_l2(delta, len);
-        h.tokens = (int64_t)((double)h.tokens * share);
-        h.steps = keep;
-    }
+    rounds_contribution c;
+    proto_reason r = rounds_contribute(s, (int)p, &h, delta, req->body_len, &c);
     if (r != PROTO_OK) {
-        s->bytes_in += (int64_t)req->body_len;
-        if (r == PROTO_R_STALE_VERSION)
-            s->stale_rejected++;
-        free(delta);
-        reject(s, resp, r, h.learner, h.incarnation, p, why, 1);
+        members_reject(s, resp, r, h.learner, h.incarnation, p, c.why, 1);
         pthread_mutex_unlock(&s->mu);
         return 0;
     }
-    /* its size: clipped to the limit, never refused (a learner back from a partition sends many
-     * steps' progress at once; refusing it made it retry the same contribution forever) */
-    char bound_why[CX_ERRLEN];
-    int64_t nsteps = guard_norm_steps(h.steps, s->cfg.H);
-    double limit = norm_limit(s, (int)p, h.learner, h.steps, bound_why, sizeof bound_why);
-    double factor = guard_clip_factor(l2_total, limit), l2_in = l2_total;
-    if (factor < 1.0) {
-        for (size_t i = 0; i < len; i++)
-            delta[i] = (float)((double)delta[i] * factor);
-        l2_total = guard_l2(delta, len);
-        s->clipped_total++;
-        s->learners[slot].clipped++;
-    }
-    syncer_touch(s, slot);
-    guard_norm_add(&s->rounds[p].norms, h.learner, l2_total / (double)nsteps);
-    /* what a restart of this learner may carry (join's accepted_steps) */
-    s->acc_step[slot * s->P + p] = h.step;
-    s->acc_inc[slot * s->P + p] = h.incarnation;
-    if (h.step > s->learners[slot].step)
-        s->learners[slot].step = h.step;
-    s->bytes_in += (int64_t)req->body_len;
-    s->learners[slot].accepted++;
-    s->accepted_total++;
-    int64_t lag = 0;
-    int64_t round = round_add_contribution(s, p, slot, &h, delta, l2_total, &lag);
-    /* what this contribution weighs in its merge (the syncer's caps, round_mergeable) */
-    int64_t w_steps = guard_weight_steps(h.steps, s->cfg.H),
-            w_tokens = guard_weight_tokens(h.tokens, w_steps, s->cfg.batch);
     pthread_mutex_unlock(&s->mu);
     /* the events go out before a merge they may trigger, so the log reads in order */
-    if (factor < 1.0)
+    if (c.factor < 1.0)
         events_emit(s->ev, "contribution_clipped",
                     json_pack("{s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:s}", "learner", (json_int_t)h.learner,
                               "incarnation", (json_int_t)h.incarnation, "fragment", (json_int_t)p, "steps",
-                              (json_int_t)h.steps, "norm", l2_in, "bound", limit, "factor", factor, "why",
-                              bound_why));
+                              (json_int_t)h.steps, "norm", c.norm_in, "bound", c.limit, "factor", c.factor,
+                              "why", c.bound_why));
     events_emit(s->ev, "contribution",
                 json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I}",
                           "learner", (json_int_t)h.learner, "incarnation", (json_int_t)h.incarnation,
                           "fragment", (json_int_t)p, "base_version", (json_int_t)h.base_version, "tokens",
                           (json_int_t)h.tokens, "steps", (json_int_t)h.steps, "encoding",
                           config_encoding_name(h.encoding), "bytes", (json_int_t)req->body_len, "round",
-                          (json_int_t)round, "lag", (json_int_t)lag, "step", (json_int_t)h.step,
-                          "update_norm", l2_total, "norm_in", l2_in, "weight_tokens", (json_int_t)w_tokens,
-                          "weight_steps", (json_int_t)w_steps));
+                          (json_int_t)c.round, "lag", (json_int_t)c.lag, "step", (json_int_t)h.step,
+                          "update_norm", c.norm, "norm_in", c.norm_in, "weight_tokens",
+                          (json_int_t)c.w_tokens, "weight_steps", (json_int_t)c.w_steps));
     pthread_mutex_lock(&s->mu);
-    round_check(s, (int)p, cx_mono_ms());
+    rounds_check(s, (int)p, cx_mono_ms());
     assert_round_state(s, &s->rounds[p]);
     pthread_mutex_unlock(&s->mu);
     /* one round of p is open at a time and each merge is one version: the
      * round joined merges into version + 1 (round_merge; a rebuild that
      * drops held contributions moves versions and makes the learner rejoin) */
     cx_http_reply_json(resp, 202,
-                       json_pack("{s:I, s:I, s:I, s:I}", "round", (json_int_t)round, "fragment",
-                                 (json_int_t)p, "version", (json_int_t)version, "merges_into",
-                                 (json_int_t)(version + 1)));
+                       json_pack("{s:I, s:I, s:I, s:I}", "round", (json_int_t)c.round, "fragment",
+                                 (json_int_t)p, "version", (json_int_t)c.version, "merges_into",
+                                 (json_int_t)(c.version + 1)));
     return 0;
 }

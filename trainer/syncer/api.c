@@ -1,11 +1,11 @@
-/* syncer_api.c - the syncer's HTTP surface: helpers, GET /v1/status,
+/* api.c - the syncer's api component (api.h): helpers, GET /v1/status,
  * GET /v1/events, the route table and its access rules, listening.
  *
  * What it is: request helpers shared by every handler (headers, path and
  * field checks), the read-only status and event routes, the ONE route
  * table and the ONE access table (drawn below) with the server's gate, and
  * syncer_api_listen. What it is not: the handlers of the other routes
- * (each in the file of its concern) nor GET /metrics (syncer.c).
+ * (each in the file of its component) nor GET /metrics (metrics.c).
  */
 #include <assert.h>
 #include <math.h>
@@ -35,16 +35,16 @@
 #include "numerics/optim.h"
 #include "trainer/protocol.h"
 #include "numerics/round.h"
-#include "trainer/syncer_internal.h"
+#include "trainer/syncer/core.h"
 
 /* ---- syncer: HTTP helpers ---- */
 
-const char *syncer_req_header(const void *ctx, const char *name)
+const char *syncer_api_req_header(const void *ctx, const char *name)
 {
     return cx_http_header((const cx_http_req *)ctx, name);
 }
 
-int syncer_path_int(const char *s, int64_t max, int64_t *out)
+int syncer_api_path_int(const char *s, int64_t max, int64_t *out)
 {
     char *end;
     if (!s || !*s || *s == '-' || *s == '+')
@@ -56,7 +56,7 @@ int syncer_path_int(const char *s, int64_t max, int64_t *out)
     return 0;
 }
 
-json_t *syncer_fragments_json(syncer *s)
+json_t *syncer_api_fragments_json(syncer *s)
 {
     json_t *a = json_array();
     for (int p = 0; p < s->P; p++) {
@@ -69,8 +69,8 @@ json_t *syncer_fragments_json(syncer *s)
 }
 
 /* 0 when lo <= v <= hi, else a 400 naming the call and the field. */
-int syncer_check_field(cx_http_resp *resp, const char *call, const char *field, int64_t v, int64_t lo,
-                       int64_t hi)
+int syncer_api_check_field(cx_http_resp *resp, const char *call, const char *field, int64_t v, int64_t lo,
+                           int64_t hi)
 {
     if (v >= lo && v <= hi)
         return 0;
@@ -79,7 +79,8 @@ int syncer_check_field(cx_http_resp *resp, const char *call, const char *field, 
     return -1;
 }
 
-int syncer_check_real(cx_http_resp *resp, const char *call, const char *field, double v, double lo, double hi)
+int syncer_api_check_real(cx_http_resp *resp, const char *call, const char *field, double v, double lo,
+                          double hi)
 {
     if (isfinite(v) && v >= lo && v <= hi)
         return 0;
@@ -98,11 +99,11 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     for (int p = 0; p < s->P; p++) {
         json_t *f = json_pack("{s:i, s:I, s:I}", "id", p, "version", (json_int_t)s->versions[p], "length",
                               (json_int_t)fragment_length(s->ft, p));
-        if (!is_ddp(s)) {
+        if (!syncer_is_ddp(s)) {
             const frag_round *rd = &s->rounds[p];
             json_object_set_new(f, "round",
-                                json_pack("{s:s, s:i, s:o, s:I}", "state",
-                                          syncer_round_state_names[rd->state], "contributions", rd->n, "id",
+                                json_pack("{s:s, s:i, s:o, s:I}", "state", rounds_state_names[rd->state],
+                                          "contributions", rd->n, "id",
                                           rd->state != RS_IDLE ? json_integer(rd->id) : json_null(), "closed",
                                           (json_int_t)rd->closed_id));
         }
@@ -114,7 +115,7 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
             continue;
         json_array_append_new(
             ls, json_pack("{s:I, s:s, s:I, s:I, s:I, s:f, s:f, s:I, s:f, s:{s:I, s:I, s:I}}", "id",
-                          (json_int_t)l->id, "state", syncer_learner_state_names[l->state], "incarnation",
+                          (json_int_t)l->id, "state", members_state_names[l->state], "incarnation",
                           (json_int_t)l->incarnation, "step", (json_int_t)l->step, "tokens",
                           (json_int_t)l->tokens, "train_loss", isfinite(l->train_loss) ? l->train_loss : 0.0,
                           "step_ms", l->step_ms, "clock_skew_ms", (json_int_t)l->clock_skew_ms, "last_seen_s",
@@ -151,7 +152,7 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
                              (json_int_t)s->eval_tokens);
     json_t *o = json_pack(
         "{s:s, s:o, s:I, s:I, s:o, s:o, s:o, s:{s:I, s:I}, s:{s:I, s:I, s:o}, s:I, s:I, s:I, s:i, s:o}",
-        "mode", mode_name(s), "eval", eval, "merges", (json_int_t)s->merges, "tokens_merged",
+        "mode", syncer_mode_name(s), "eval", eval, "merges", (json_int_t)s->merges, "tokens_merged",
         (json_int_t)s->tokens_merged, "fragments", frags, "learners", ls, "recent_merges", merges, "bytes",
         "in", (json_int_t)s->bytes_in, "out", (json_int_t)s->bytes_out, "contributions", "accepted",
         (json_int_t)s->accepted_total, "rejected", (json_int_t)rejected, "rejected_by_reason", rej,
@@ -159,25 +160,25 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         "uptime_ms", (json_int_t)(now - s->start_ms), "learners_expected", (int)s->cfg.learners, "loss_floor",
         isfinite(s->entropy_floor) ? json_real(s->entropy_floor) : json_null());
     json_object_set_new(o, "n_params", json_integer((json_int_t)s->n));
-    /* merges whose result was not finite or bounded: never applied (syncer_guard.h) */
+    /* merges whose result was not finite or bounded: never applied (guard.h) */
     json_object_set_new(o, "merges_refused", json_integer((json_int_t)s->merges_refused));
     /* waits (long polls, barriers) now, and those answered at once because
-     * their learner was over its share (syncer_internal.h, "held requests") */
+     * their learner was over its share (holds.h) */
     int held = 0;
     for (int b = 0; b < HOLD_BUCKETS; b++)
         held += s->holds[b];
     json_object_set_new(o, "held_requests",
                         json_pack("{s:i, s:I}", "now", held, "answered_early", (json_int_t)s->holds_early));
-    /* accepted contributions scaled down to the norm limit (syncer_guard.h), in contributions{} */
+    /* accepted contributions scaled down to the norm limit (guard.h), in contributions{} */
     json_object_set_new(json_object_get(o, "contributions"), "clipped",
                         json_integer((json_int_t)s->clipped_total));
     /* merge efficiency: merged tokens over trained tokens (not goodput,
      * which weighs useful compute under faults against allocated compute) */
-    int64_t trained = syncer_tokens_trained(s);
+    int64_t trained = members_tokens_trained(s);
     json_object_set_new(o, "tokens_trained", json_integer((json_int_t)trained));
     json_object_set_new(o, "merge_efficiency",
                         trained > 0 ? json_real((double)s->tokens_merged / (double)trained) : json_null());
-    if (!is_ddp(s))
+    if (!syncer_is_ddp(s))
         json_object_set_new(
             o, "rounds",
             json_pack("{s:o, s:I, s:I, s:I, s:I, s:o}", "participants_mean",
@@ -200,7 +201,7 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     json_t *fr = json_object();
     int64_t fallbacks = s->answers_full[FULL_HISTORY] + s->answers_full[FULL_MISMATCH];
     for (int r = 0; r < FULL_R_COUNT; r++)
-        json_object_set_new(fr, syncer_full_reason_names[r], json_integer(s->answers_full[r]));
+        json_object_set_new(fr, deltas_full_reason_names[r], json_integer(s->answers_full[r]));
     json_object_set_new(o, "downstream",
                         json_pack("{s:s, s:I, s:I, s:I, s:I, s:o, s:I}", "encoding",
                                   config_encoding_name(s->cfg.encoding), "delta",
@@ -215,9 +216,8 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     json_object_set_new(o, "ms_since_last_merge",
                         json_integer(s->last_merge_ms ? (json_int_t)(now - s->last_merge_ms) : -1));
     json_object_set_new(o, "rebuild",
-                        json_pack("{s:s, s:s, s:I}", "state", syncer_rebuild_state_names[s->rb],
-                                  "start_state", syncer_start_kind_names[s->start], "rebuilds",
-                                  (json_int_t)s->rb_count));
+                        json_pack("{s:s, s:s, s:I}", "state", rebuild_state_names[s->rb], "start_state",
+                                  dur_start_kind_names[s->start], "rebuilds", (json_int_t)s->rb_count));
     pthread_mutex_unlock(&s->mu);
     cx_http_reply_json(resp, 200, o);
     return 0;
@@ -251,19 +251,19 @@ static int h_events(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 /* ---- syncer: GET /metrics ---- */
 
 static const cx_http_route routes[] = {
-    {"POST", "/v1/join", h_join},
-    {"POST", "/v1/leave", h_leave},
-    {"POST", "/v1/heartbeat", h_heartbeat},
-    {"POST", "/v1/end", h_end},
-    {"GET", "/v1/fragments/{}", h_fragment_get},
-    {"GET", "/v1/versions", h_versions},
-    {"POST", "/v1/fragments/{}/contributions", h_contribution},
-    {"POST", "/v1/fragments/{}/state", h_fragment_state},
-    {"POST", "/v1/steps/{}/gradients", h_gradient},
-    {"GET", "/v1/optimizer", h_optimizer},
+    {"POST", "/v1/join", members_route_join},
+    {"POST", "/v1/leave", members_route_leave},
+    {"POST", "/v1/heartbeat", members_route_heartbeat},
+    {"POST", "/v1/end", members_route_end},
+    {"GET", "/v1/fragments/{}", deltas_route_fragment_get},
+    {"GET", "/v1/versions", deltas_route_versions},
+    {"POST", "/v1/fragments/{}/contributions", rounds_route_contribution},
+    {"POST", "/v1/fragments/{}/state", rebuild_route_state},
+    {"POST", "/v1/steps/{}/gradients", ddp_route_gradient},
+    {"GET", "/v1/optimizer", ddp_route_optimizer},
     {"GET", "/v1/status", h_status},
     {"GET", "/v1/events", h_events},
-    {"GET", "/metrics", h_metrics},
+    {"GET", "/metrics", syncer_api_metrics},
 };
 /* Control calls that get through a connection flood (http_guard.h). */
 static const char *const reserved_routes[] = {"GET /v1/status", NULL};
@@ -369,7 +369,7 @@ static int64_t auth_learner_id(const cx_http_req *req)
     return id;
 }
 
-int64_t syncer_caller_learner(const syncer *s, const cx_http_req *req)
+int64_t syncer_api_caller_learner(const syncer *s, const cx_http_req *req)
 {
     if (!s->insecure)
         return auth_learner_id(req);
@@ -392,7 +392,7 @@ static void auth_refuse(syncer *s, cx_http_resp *resp, int status, int64_t learn
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     pthread_mutex_lock(&s->mu);
-    reject_note(s, PROTO_R_AUTH, learner, -1, -1, msg);
+    members_reject_note(s, PROTO_R_AUTH, learner, -1, -1, msg);
     pthread_mutex_unlock(&s->mu);
     json_t *body = json_pack("{s:s, s:i, s:s}", "error", msg, "status", status, "reason", "auth");
     if (status == 401)
@@ -402,8 +402,8 @@ static void auth_refuse(syncer *s, cx_http_resp *resp, int status, int64_t learn
 
 /* In a handler of a learner route: the id the body names must be the
  * credential's. 1 when it may go on; 0 when it was refused (403). */
-int syncer_learner_is_caller(syncer *s, const cx_http_req *req, cx_http_resp *resp, int64_t id,
-                             const char *call)
+int syncer_api_learner_is_caller(syncer *s, const cx_http_req *req, cx_http_resp *resp, int64_t id,
+                                 const char *call)
 {
     if (s->insecure)
         return 1;
@@ -430,7 +430,7 @@ static int syncer_gate(void *ctx, cx_http_req *req, const cx_http_route *route, 
         char v[64];
         cx_utf8_sanitize(ct ? ct : "(none)", v, sizeof v);
         pthread_mutex_lock(&s->mu);
-        reject_note(s, PROTO_R_AUTH, -1, -1, -1, "Content-Type not application/json or octet-stream");
+        members_reject_note(s, PROTO_R_AUTH, -1, -1, -1, "Content-Type not application/json or octet-stream");
         pthread_mutex_unlock(&s->mu);
         cx_http_reply_error(resp, 415,
                             "%s %s: Content-Type %s: must be application/json or application/octet-stream",

@@ -1,11 +1,11 @@
-/* syncer_rebuild.c - rebuild the syncer's global state from the learners
+/* rebuild.c - the syncer's rebuild component (rebuild.h): rebuild its global state from the learners
  * after a lost or stale state dir.
  *
  * What it is: the rebuild state machine drawn below, the report a learner
- * makes at join (rebuild_join, called from syncer_learners.c), the 503 gate
+ * makes at join (rebuild_join, called from members.c), the 503 gate
  * of reads and contributions while it runs, and POST
- * /v1/fragments/{p}/state. What it is not: what syncer_restore() found at start
- * (syncer_durability.c).
+ * /v1/fragments/{p}/state. What it is not: what dur_restore() found at start
+ * (durability.c).
  */
 #include <assert.h>
 #include <math.h>
@@ -36,9 +36,9 @@
 #include "numerics/optim.h"
 #include "trainer/protocol.h"
 #include "numerics/round.h"
-#include "trainer/syncer_internal.h"
+#include "trainer/syncer/core.h"
 
-const char *const syncer_rebuild_state_names[] = {"none", "collecting", "writing", "refused"};
+const char *const rebuild_state_names[] = {"none", "collecting", "writing", "refused"};
 
 /* ---- syncer: rebuild from the learners ----
  *
@@ -50,7 +50,7 @@ const char *const syncer_rebuild_state_names[] = {"none", "collecting", "writing
  *
  *         rebuild_join(): a report above the bar
  *   NONE ───────────────────────────────────────────► COLLECTING
- *    ▲  │ (no valid checkpoint and --on-lost-state       │ h_fragment_state(): uploads staged
+ *    ▲  │ (no valid checkpoint and --on-lost-state       │ rebuild_route_state(): uploads staged
  *    │  │  refuse: REFUSED for good, 503 everywhere)     │ rebuild_tick(): every wanted copy in and
  *    │  ▼                                               │ every expected learner joined, or the
  *    │ REFUSED                                          │ window (heartbeat_timeout_ms) is over
@@ -108,7 +108,7 @@ static int64_t rb_gap(const syncer *s)
  * the fragment's params, AdamW m and v. */
 static size_t rb_state_len(const syncer *s, int p)
 {
-    return fragment_length(s->ft, p) * (is_ddp(s) ? 3 : 1);
+    return fragment_length(s->ft, p) * (syncer_is_ddp(s) ? 3 : 1);
 }
 
 static int64_t rb_bar(const syncer *s, int p)
@@ -161,8 +161,8 @@ static void rb_claim_refused(syncer *s, int slot, int p, int64_t v, int64_t publ
 /* Decode the optional "holds" of a join body into v[P], crc[P], pub[P]
  * and sealed[P] (1 when the report of p carries this syncer's seal on
  * (p, v, crc)). 0, or -1 with a 400 naming what was wrong. */
-int rb_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, int64_t *pub, int *sealed,
-                   cx_http_resp *resp)
+int rebuild_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, int64_t *pub, int *sealed,
+                        cx_http_resp *resp)
 {
     json_t *jv = NULL, *jc = NULL, *jp = NULL, *js = NULL;
     char err[CX_ERRLEN];
@@ -217,10 +217,10 @@ int rb_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, int64_t 
                                 SEAL_HEX);
             return -1;
         }
-        sealed[p] =
-            t && t[0] && !is_ddp(s) && seal_check(&s->seal, fragment_table_digest(s->ft), p, v[p], crc[p], t);
+        sealed[p] = t && t[0] && !syncer_is_ddp(s) &&
+                    seal_check(&s->seal, fragment_table_digest(s->ft), p, v[p], crc[p], t);
     }
-    if (is_ddp(s) && js) {
+    if (syncer_is_ddp(s) && js) {
         /* one state: every fragment at one version under one seal */
         const char *t0 = json_string_value(json_array_get(js, 0));
         int one = t0 && t0[0];
@@ -295,10 +295,10 @@ rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const uint32_t
             cx_error(
                 "learner %lld holds trained fragments but this syncer started without a valid checkpoint "
                 "(%s state dir) and --on-lost-state is refuse: serving nothing; restore %s and restart",
-                (long long)id, syncer_start_kind_names[s->start], s->state_dir);
+                (long long)id, dur_start_kind_names[s->start], s->state_dir);
             events_emit(s->ev, "lost_state",
-                        json_pack("{s:s, s:I, s:s}", "start_state", syncer_start_kind_names[s->start],
-                                  "learner", (json_int_t)id, "action", "refuse"));
+                        json_pack("{s:s, s:I, s:s}", "start_state", dur_start_kind_names[s->start], "learner",
+                                  (json_int_t)id, "action", "refuse"));
             for (int p = 0; p < s->P; p++)
                 s->rbf[p].want_version = 0;
             return RB_REFUSED;
@@ -309,7 +309,7 @@ rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const uint32_t
         cx_warn(
             "learner %lld holds fragments newer than this syncer's state (%s start): rebuilding the global "
             "state from the learners; fragments and contributions answer 503 until done",
-            (long long)id, syncer_start_kind_names[s->start]);
+            (long long)id, dur_start_kind_names[s->start]);
     }
     if (s->rb == RB_COLLECTING) {
         s->rb_joined[slot] = 1;
@@ -347,11 +347,11 @@ int rebuild_stale_pull(syncer *s, const proto_hdr *h, cx_http_resp *resp)
     int slot;
     if (!s->rb_guard || h->learner < 0 || h->incarnation <= 0)
         return 0;
-    proto_reason r = syncer_check_learner(s, h->learner, h->incarnation, &slot);
+    proto_reason r = members_check(s, h->learner, h->incarnation, &slot);
     if (r == PROTO_OK)
         return 0;
     cx_http_reply_error(
-        resp, syncer_reason_status(r),
+        resp, members_reason_status(r),
         "%s: learner %lld incarnation %lld must rejoin (and report what it holds) before it pulls",
         proto_reason_name(r), (long long)h->learner, (long long)h->incarnation);
     return 1;
@@ -394,7 +394,7 @@ static void rebuild_apply_ddp(syncer *s)
 static json_t *rebuild_apply(syncer *s)
 {
     json_t *src = json_array();
-    if (is_ddp(s) && s->rbf[0].vals) /* rb_ddp_ready: all fragments or none */
+    if (syncer_is_ddp(s) && s->rbf[0].vals) /* rb_ddp_ready: all fragments or none */
         rebuild_apply_ddp(s);
     for (int p = 0; p < s->P; p++) {
         rb_frag *f = &s->rbf[p];
@@ -406,7 +406,7 @@ static json_t *rebuild_apply(syncer *s)
             continue;
         }
         fragment_scatter(s->ft, p, f->vals, s->theta);
-        if (is_ddp(s)) {
+        if (syncer_is_ddp(s)) {
             fragment_scatter(s->ft, p, f->vals + len, adamw_m(s->opt));
             fragment_scatter(s->ft, p, f->vals + 2 * len, adamw_v(s->opt));
         }
@@ -427,7 +427,7 @@ static json_t *rebuild_apply(syncer *s)
         rd->state = RS_IDLE;
         rd->opened_ms = rd->quorum_ms = rd->grace_end_ms = 0;
         if (s->hist) {
-            hist_clear(&s->hist[p]);
+            deltas_hist_clear(&s->hist[p]);
             if (s->hist[p].resid)
                 memset(s->hist[p].resid, 0, len * sizeof(float));
         }
@@ -506,7 +506,7 @@ void rebuild_tick(syncer *s)
      * counts as absent anyway. Past 3 windows, go with what came. */
     if (!((complete && (joined >= s->cfg.learners || age >= window)) || age >= 3 * window))
         return;
-    if (is_ddp(s) && !rb_ddp_ready(s))
+    if (syncer_is_ddp(s) && !rb_ddp_ready(s))
         return;
     s->rb = RB_WRITING;
     json_t *src = rebuild_apply(s);
@@ -517,13 +517,13 @@ void rebuild_tick(syncer *s)
     int64_t ddp_step = s->ddp_step, adam_steps = s->opt ? (int64_t)adamw_steps(s->opt) : 0;
     pthread_mutex_unlock(&s->mu);
     char err[CX_ERRLEN];
-    int rc = syncer_write_checkpoint(s, err, sizeof err);
+    int rc = dur_write_checkpoint(s, err, sizeof err);
     if (rc != 0)
         cx_error("rebuild: checkpoint failed (%s); serving the rebuilt state anyway", err);
-    json_t *ev = json_pack("{s:s, s:o, s:b, s:b, s:f, s:b}", "start_state", syncer_start_kind_names[s->start],
-                           "fragments", src, "momentum_reset", !is_ddp(s), "checkpoint", rc == 0, "waited_ms",
-                           waited, "complete", complete);
-    if (is_ddp(s)) /* the step and AdamW count the rebuilt state is at (unchanged if none came) */
+    json_t *ev = json_pack("{s:s, s:o, s:b, s:b, s:f, s:b}", "start_state", dur_start_kind_names[s->start],
+                           "fragments", src, "momentum_reset", !syncer_is_ddp(s), "checkpoint", rc == 0,
+                           "waited_ms", waited, "complete", complete);
+    if (syncer_is_ddp(s)) /* the step and AdamW count the rebuilt state is at (unchanged if none came) */
         json_object_update_new(ev, json_pack("{s:I, s:I}", "ddp_step", (json_int_t)ddp_step, "adam_steps",
                                              (json_int_t)adam_steps));
     events_emit(s->ev, "rebuild", ev);
@@ -543,18 +543,18 @@ void rebuild_tick(syncer *s)
  * X-Chaosloco-Adam-Steps; body: the f32 values (ddp: params | m | v of the
  * fragment, v >= 0). Staged when it matches the report and is newer than
  * what is staged. */
-int h_fragment_state(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+int rebuild_route_state(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
     int64_t p, version;
     proto_hdr h;
     char why[CX_ERRLEN];
     int slot;
-    if (syncer_path_int(req->params[0], s->P - 1, &p) != 0) {
+    if (syncer_api_path_int(req->params[0], s->P - 1, &p) != 0) {
         cx_http_reply_error(resp, 404, "no fragment '%s' (fragments are 0..%d)", req->params[0], s->P - 1);
         return 0;
     }
-    if (proto_hdr_parse(&h, syncer_req_header, req,
+    if (proto_hdr_parse(&h, syncer_api_req_header, req,
                         PROTO_NEED_LEARNER | PROTO_NEED_INCARNATION | PROTO_NEED_FRAGMENT | PROTO_NEED_CRC,
                         why, sizeof why) != 0) {
         cx_http_reply_error(resp, 400, "state upload: %s", why);
@@ -571,7 +571,7 @@ int h_fragment_state(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         return 0;
     }
     int64_t ddp_step = 0, adam = 0;
-    if (is_ddp(s)) {
+    if (syncer_is_ddp(s)) {
         const char *names[2] = {PROTO_H_STEP, PROTO_H_ADAM_STEPS};
         int64_t *outs[2] = {&ddp_step, &adam};
         for (int k = 0; k < 2; k++) {
@@ -600,7 +600,7 @@ int h_fragment_state(void *ctx, const cx_http_req *req, cx_http_resp *resp)
                             (long long)p);
         return 0;
     }
-    for (size_t i = 2 * flen; is_ddp(s) && i < len; i++)
+    for (size_t i = 2 * flen; syncer_is_ddp(s) && i < len; i++)
         if (vals[i] < 0.0f) { /* AdamW's second moment: its square root is taken */
             free(vals);
             cx_http_reply_error(resp, 400, "state upload: AdamW v value %zu of fragment %lld is negative",
@@ -608,19 +608,19 @@ int h_fragment_state(void *ctx, const cx_http_req *req, cx_http_resp *resp)
             return 0;
         }
     pthread_mutex_lock(&s->mu);
-    proto_reason r = syncer_check_learner(s, h.learner, h.incarnation, &slot);
+    proto_reason r = members_check(s, h.learner, h.incarnation, &slot);
     int status = 200, staged = 0;
     if (s->rb != RB_COLLECTING) {
         status = 409;
         snprintf(why, sizeof why, "state upload: no rebuild is collecting (state %s)",
-                 syncer_rebuild_state_names[s->rb]);
+                 rebuild_state_names[s->rb]);
     } else if (r != PROTO_OK) {
-        status = syncer_reason_status(r);
+        status = members_reason_status(r);
         snprintf(why, sizeof why, "state upload: %s", proto_reason_name(r));
     } else {
         rb_report rep = s->rb_rep[slot * s->P + p];
         rb_frag *f = &s->rbf[p];
-        if (rep.version != version || rep.crc != h.crc32c || (is_ddp(s) && rep.step != ddp_step)) {
+        if (rep.version != version || rep.crc != h.crc32c || (syncer_is_ddp(s) && rep.step != ddp_step)) {
             status = 409;
             snprintf(
                 why, sizeof why,
@@ -638,7 +638,7 @@ int h_fragment_state(void *ctx, const cx_http_req *req, cx_http_resp *resp)
             f->got_step = ddp_step;
             f->got_adam = adam;
             staged = 1;
-            syncer_touch(s, slot);
+            members_touch(s, slot);
             s->bytes_in += (int64_t)req->body_len;
         }
     }

@@ -1,4 +1,4 @@
-/* syncer_ddp.c - the syncer's ddp barrier: POST /v1/steps/{t}/gradients,
+/* ddp.c - the syncer's ddp component (ddp.h), the barrier: POST /v1/steps/{t}/gradients,
  * step completion and deadline, GET /v1/optimizer (ddp modes).
  *
  * ddp steps: step t collects one gradient per learner; it completes when
@@ -40,7 +40,7 @@
 #include "numerics/optim.h"
 #include "trainer/protocol.h"
 #include "numerics/round.h"
-#include "trainer/syncer_internal.h"
+#include "trainer/syncer/core.h"
 
 /* ---- syncer: ddp steps ---- */
 
@@ -121,11 +121,11 @@ static void ddp_complete(syncer *s, const char *why)
                 json_pack("{s:i, s:I, s:I, s:o, s:f, s:f, s:s, s:s, s:I}", "fragment", -1, "version",
                           (json_int_t)s->versions[0], "step", (json_int_t)t, "participants", parts,
                           "grace_ms", 0.0, "update_norm", merge_l2norm(s->ddp_mean, s->n), "mode",
-                          mode_name(s), "trigger", why, "bytes",
+                          syncer_mode_name(s), "trigger", why, "bytes",
                           (json_int_t)((int64_t)count * (int64_t)s->n * 4)));
     if (t % 50 == 0)
         cx_info("ddp step=%lld participants=%d trigger=%s lr=%.3g", (long long)t, count, why, lr);
-    syncer_note_merge(s, -1, s->versions[0], ids, k);
+    rounds_note_merge(s, -1, s->versions[0], ids, k);
     pthread_cond_broadcast(&s->step_cv);
     pthread_cond_broadcast(&s->frag_cv);
 }
@@ -155,7 +155,7 @@ void ddp_check(syncer *s, int64_t now)
 {
     if (s->ddp_count == 0)
         return;
-    if (s->ddp_count >= syncer_barrier_need(s))
+    if (s->ddp_count >= members_barrier_need(s))
         ddp_complete(s, "barrier");
     else if (s->cfg.mode == CONFIG_MODE_DDP_ELASTIC && now - s->ddp_first_ms >= ddp_deadline_ms(s))
         ddp_complete(s, "deadline");
@@ -183,7 +183,7 @@ static void reply_step_conflict(syncer *s, cx_http_resp *resp, int64_t t, const 
     cx_http_reply_json(resp, 409, b);
 }
 
-/* A gradient's size (syncer_guard.h): a learner clips its gradient to the
+/* A gradient's size (guard.h): a learner clips its gradient to the
  * run's --grad-clip before it sends it (learner_compute_grads), so one
  * above that (by more than float rounding) is not an honest gradient: g is
  * scaled down to the clip, never refused. Returns the factor applied (1:
@@ -203,32 +203,33 @@ static double gradient_bound(const syncer *s, float *g, double *l2)
     return factor;
 }
 
-int h_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+int ddp_route_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
     int64_t t;
     proto_hdr h;
     char why[CX_ERRLEN];
     int slot;
-    if (!is_ddp(s)) {
-        cx_http_reply_error(resp, 409, "mode %s takes contributions, not per-step gradients", mode_name(s));
+    if (!syncer_is_ddp(s)) {
+        cx_http_reply_error(resp, 409, "mode %s takes contributions, not per-step gradients",
+                            syncer_mode_name(s));
         return 0;
     }
-    if (syncer_path_int(req->params[0], INT64_MAX / 2, &t) != 0) {
+    if (syncer_api_path_int(req->params[0], INT64_MAX / 2, &t) != 0) {
         cx_http_reply_error(resp, 404, "bad step '%s'", req->params[0]);
         return 0;
     }
-    if (proto_hdr_parse(&h, syncer_req_header, req, PROTO_NEED_GRADIENT, why, sizeof why) != 0) {
-        reject(s, resp, PROTO_R_BAD_HEADER, h.learner, h.incarnation, -1, why, 0);
+    if (proto_hdr_parse(&h, syncer_api_req_header, req, PROTO_NEED_GRADIENT, why, sizeof why) != 0) {
+        members_reject(s, resp, PROTO_R_BAD_HEADER, h.learner, h.incarnation, -1, why, 0);
         return 0;
     }
     if (h.encoding >= 0 && h.encoding != CONFIG_ENC_F32) {
-        reject(s, resp, PROTO_R_BAD_HEADER, h.learner, h.incarnation, -1, "ddp gradients are f32", 0);
+        members_reject(s, resp, PROTO_R_BAD_HEADER, h.learner, h.incarnation, -1, "ddp gradients are f32", 0);
         return 0;
     }
     proto_reason r = proto_check_body(req->body, req->body_len, s->n * 4, h.crc32c, why, sizeof why);
     if (r != PROTO_OK) {
-        reject(s, resp, r, h.learner, h.incarnation, -1, why, 0);
+        members_reject(s, resp, r, h.learner, h.incarnation, -1, why, 0);
         return 0;
     }
     float *g = malloc(s->n * sizeof *g);
@@ -241,18 +242,18 @@ int h_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     if (bad >= 0) {
         free(g);
         snprintf(why, sizeof why, "gradient element %td is not finite", bad);
-        reject(s, resp, PROTO_R_NONFINITE, h.learner, h.incarnation, -1, why, 0);
+        members_reject(s, resp, PROTO_R_NONFINITE, h.learner, h.incarnation, -1, why, 0);
         return 0;
     }
     double l2_in, factor = gradient_bound(s, g, &l2_in);
     pthread_mutex_lock(&s->mu);
     s->bytes_in += (int64_t)req->body_len;
-    r = syncer_check_learner(s, h.learner, h.incarnation, &slot);
+    r = members_check(s, h.learner, h.incarnation, &slot);
     if (r != PROTO_OK) {
         free(g);
         snprintf(why, sizeof why, "%s: learner %lld incarnation %lld", proto_reason_name(r),
                  (long long)h.learner, (long long)h.incarnation);
-        reject(s, resp, r, h.learner, h.incarnation, -1, why, 1);
+        members_reject(s, resp, r, h.learner, h.incarnation, -1, why, 1);
         pthread_mutex_unlock(&s->mu);
         return 0;
     }
@@ -262,7 +263,7 @@ int h_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         return 0;
     }
     learner_rec *l = &s->learners[slot];
-    syncer_touch(s, slot);
+    members_touch(s, slot);
     if (t == s->ddp_mean_step && l->ddp_arrived == t) {
         /* a retry after its step completed: answer the mean again */
         reply_mean(s, resp, t);
@@ -301,12 +302,12 @@ int h_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     free(g);
     ddp_check(s, cx_mono_ms());
     /* over the caller's share of waits: answered at once (503 retry below) */
-    int hold = syncer_hold_take(s, req);
+    int hold = holds_take(s, req);
     int64_t end = cx_mono_ms() + BARRIER_WAIT_MS;
     while (hold >= 0 && !s->stopping && s->ddp_mean_step < t)
         if (cx_cond_wait_until_ms(&s->step_cv, &s->mu, end) == CX_ETIMEDOUT)
             break;
-    syncer_hold_drop(s, hold);
+    holds_drop(s, hold);
     if (s->ddp_mean_step == t && l->ddp_arrived == t && l->incarnation == h.incarnation) {
         reply_mean(s, resp, t);
     } else if (s->ddp_mean_step >= t) {
@@ -314,7 +315,7 @@ int h_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     } else {
         json_t *b = json_pack("{s:s, s:i, s:I, s:i, s:i}", "error",
                               "barrier still waiting for learners; retry", "status", 503, "step",
-                              (json_int_t)t, "arrived", s->ddp_count, "need", syncer_barrier_need(s));
+                              (json_int_t)t, "arrived", s->ddp_count, "need", members_barrier_need(s));
         cx_http_reply_json(resp, 503, b);
     }
     pthread_mutex_unlock(&s->mu);
@@ -331,15 +332,15 @@ int h_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
  * Like a fragment pull: 503 while a rebuild collects, and with learner
  * headers refused to a learner that must rejoin first (rebuild_stale_pull),
  * so that it cannot take a restarted syncer's initial state over its own. */
-int h_optimizer(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+int ddp_route_optimizer(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
     proto_hdr h;
-    if (proto_hdr_parse(&h, syncer_req_header, req, 0, NULL, 0) != 0)
+    if (proto_hdr_parse(&h, syncer_api_req_header, req, 0, NULL, 0) != 0)
         h.learner = h.incarnation = -1;
-    if (!is_ddp(s)) {
+    if (!syncer_is_ddp(s)) {
         cx_http_reply_error(resp, 409, "mode %s has no global optimizer state (ddp modes only)",
-                            mode_name(s));
+                            syncer_mode_name(s));
         return 0;
     }
     size_t n = s->n;

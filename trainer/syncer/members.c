@@ -1,13 +1,13 @@
-/* syncer_learners.c - the syncer's membership: learner slots, joins,
+/* members.c - the syncer's members component (members.h): learner slots, joins,
  * leaves, heartbeats, the end of the run, and rejections.
  *
  * What it is: the learner table (find, count, check, touch), how many
  * learners a barrier waits for, POST /v1/join (with the rebuild's report of
  * what the learner holds), /v1/leave, /v1/heartbeat, /v1/end, and the
  * rejection counter and its aggregated reject events. What it is not: the
- * marking of silent learners absent (the ticker in syncer.c) nor the
- * rebuild decision (syncer_rebuild.c). Everything here runs with s->mu
- * held or takes it, like every handler (syncer_internal.h).
+ * marking of silent learners absent (the ticker in core.c) nor the
+ * rebuild decision (rebuild.c). Everything here runs with s->mu
+ * held or takes it, like every handler (members.h).
  */
 #include <assert.h>
 #include <math.h>
@@ -38,9 +38,9 @@
 #include "numerics/optim.h"
 #include "trainer/protocol.h"
 #include "numerics/round.h"
-#include "trainer/syncer_internal.h"
+#include "trainer/syncer/core.h"
 
-const char *const syncer_learner_state_names[] = {"active", "absent", "left"};
+const char *const members_state_names[] = {"active", "absent", "left"};
 
 /* ---- syncer: learners ---- */
 
@@ -52,7 +52,7 @@ static int find_slot(syncer *s, int64_t id)
     return -1;
 }
 
-int64_t syncer_tokens_trained(const syncer *s)
+int64_t members_tokens_trained(const syncer *s)
 {
     int64_t t = s->tokens_trained_closed;
     for (int i = 0; i < MAX_LEARNERS; i++) {
@@ -63,7 +63,7 @@ int64_t syncer_tokens_trained(const syncer *s)
     return t;
 }
 
-int syncer_count_learners(const syncer *s, int only_active)
+int members_count(const syncer *s, int only_active)
 {
     int n = 0;
     for (int i = 0; i < MAX_LEARNERS; i++) {
@@ -79,12 +79,12 @@ int syncer_count_learners(const syncer *s, int only_active)
 /* How many learners a barrier waits for. Strict barriers (ddp, diloco
  * without deadline) wait for all M except those that finished; elastic ones
  * for the learners currently alive. */
-int syncer_barrier_need(const syncer *s)
+int members_barrier_need(const syncer *s)
 {
     int elastic = s->cfg.mode == CONFIG_MODE_DDP_ELASTIC ||
                   (s->cfg.mode == CONFIG_MODE_DILOCO && s->cfg.elastic_deadline_ms > 0);
     if (elastic) {
-        int a = syncer_count_learners(s, 1);
+        int a = members_count(s, 1);
         return a > 0 ? a : 1;
     }
     int left = 0;
@@ -97,7 +97,7 @@ int syncer_barrier_need(const syncer *s)
 
 /* Check learner + incarnation of a request. Returns PROTO_OK and *slot, or
  * the reject reason. */
-proto_reason syncer_check_learner(syncer *s, int64_t id, int64_t inc, int *slot)
+proto_reason members_check(syncer *s, int64_t id, int64_t inc, int *slot)
 {
     int i = find_slot(s, id);
     if (i < 0 || s->learners[i].incarnation == 0)
@@ -108,7 +108,7 @@ proto_reason syncer_check_learner(syncer *s, int64_t id, int64_t inc, int *slot)
     return PROTO_OK;
 }
 
-void syncer_touch(syncer *s, int slot)
+void members_touch(syncer *s, int slot)
 {
     learner_rec *l = &s->learners[slot];
     l->last_seen_ms = cx_mono_ms();
@@ -116,7 +116,7 @@ void syncer_touch(syncer *s, int slot)
         l->state = LS_ACTIVE;
 }
 
-int syncer_reason_status(proto_reason r)
+int members_reason_status(proto_reason r)
 {
     switch (r) {
     case PROTO_R_UNKNOWN_LEARNER:
@@ -150,7 +150,7 @@ static void reject_flush(syncer *s, proto_reason r, int64_t now)
 
 /* Flush every reason whose interval is over (mu held; the ticker, and
  * syncer_free with force). */
-void reject_flush_due(syncer *s, int64_t now, int force)
+void members_reject_flush_due(syncer *s, int64_t now, int force)
 {
     for (int r = 1; r < PROTO_R_COUNT; r++)
         if (s->ragg[r].pending > 0 && (force || now - s->ragg[r].window_ms >= REJECT_EVENT_MS))
@@ -161,8 +161,8 @@ void reject_flush_due(syncer *s, int64_t now, int force)
  * interval is written at once, the others are counted into one event when
  * the interval ends, so a flood of bad requests grows events.jsonl and the
  * log by O(1) lines per second. */
-void reject_note(syncer *s, proto_reason r, int64_t learner, int64_t inc, int64_t fragment,
-                 const char *detail)
+void members_reject_note(syncer *s, proto_reason r, int64_t learner, int64_t inc, int64_t fragment,
+                         const char *detail)
 {
     int64_t now = cx_mono_ms();
     reject_agg *a = &s->ragg[r];
@@ -181,29 +181,27 @@ void reject_note(syncer *s, proto_reason r, int64_t learner, int64_t inc, int64_
 }
 
 /* Count, log and answer a rejection (called with mu held or not: takes it). */
-void reject(syncer *s, cx_http_resp *resp, proto_reason r, int64_t learner, int64_t inc, int64_t fragment,
-            const char *detail, int locked)
+void members_reject(syncer *s, cx_http_resp *resp, proto_reason r, int64_t learner, int64_t inc,
+                    int64_t fragment, const char *detail, int locked)
 {
     if (!locked)
         pthread_mutex_lock(&s->mu);
-    reject_note(s, r, learner, inc, fragment, detail);
-    json_t *body = json_pack("{s:s, s:i, s:s}", "error", detail, "status", syncer_reason_status(r), "reason",
+    members_reject_note(s, r, learner, inc, fragment, detail);
+    json_t *body = json_pack("{s:s, s:i, s:s}", "error", detail, "status", members_reason_status(r), "reason",
                              proto_reason_name(r));
     /* tell the learner where the syncer is */
     if ((r == PROTO_R_STALE_VERSION || r == PROTO_R_STALE_INCARNATION) && fragment >= 0 && fragment < s->P)
         json_object_set_new(body, "version", json_integer(s->versions[fragment]));
     if (!locked)
         pthread_mutex_unlock(&s->mu);
-    cx_http_reply_json(resp, syncer_reason_status(r), body);
+    cx_http_reply_json(resp, members_reason_status(r), body);
 }
 
 /* ---- syncer: POST /v1/join ---- */
 
-static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, json_int_t id, json_int_t inc,
-                        json_int_t step, json_int_t tokens, const int64_t *hv, const uint32_t *hc,
-                        const int64_t *hp, const int *hs, int *upload);
+static int join_checked(syncer *s, cx_http_resp *resp, const members_join_req *in);
 
-int h_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+int members_route_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
     json_t *body, *holds = NULL;
@@ -234,18 +232,27 @@ int h_join(void *ctx, const cx_http_req *req, cx_http_resp *resp)
             cx_http_reply_err(resp, CX_ENOMEM, "out of memory");
             return 0;
         }
-        if (rb_parse_holds(s, holds, hv, hc, hp, hs, resp) != 0) {
+        if (rebuild_parse_holds(s, holds, hv, hc, hp, hs, resp) != 0) {
             free(hv), free(hp), free(hc), free(hs), free(upload);
             json_decref(body);
             return 0;
         }
     }
     json_decref(body);
-    if (!syncer_learner_is_caller(s, req, resp, id, "join")) {
+    if (!syncer_api_learner_is_caller(s, req, resp, id, "join")) {
         free(hv), free(hp), free(hc), free(hs), free(upload);
         return 0;
     }
-    join_checked(s, req, resp, id, inc, step, tokens, hv, hc, hp, hs, upload);
+    members_join_req in = {.id = id,
+                           .inc = inc,
+                           .step = step,
+                           .tokens = tokens,
+                           .hv = hv,
+                           .hc = hc,
+                           .hp = hp,
+                           .hs = hs,
+                           .upload = upload};
+    join_checked(s, resp, &in);
     free(hv), free(hp), free(hc), free(hs), free(upload);
     return 0;
 }
@@ -311,32 +318,16 @@ static json_t *join_lost(syncer *s, int slot, int64_t step)
                      (json_int_t)l->step, "steps", steps, "tokens", (json_int_t)(sum * l->batch));
 }
 
-/* The join once the body is decoded (h_join); hv/hc/hp/hs: the holds
- * (versions, CRCs, published, sealed) or NULL, upload: room for P
- * fragment ids. */
-static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, json_int_t id, json_int_t inc,
-                        json_int_t step, json_int_t tokens, const int64_t *hv, const uint32_t *hc,
-                        const int64_t *hp, const int *hs, int *upload)
+members_join_verdict members_join(syncer *s, const members_join_req *in, members_join_res *out)
 {
-    (void)req;
-    if (syncer_check_field(resp, "join", "learner", id, 0, PROTO_MAX_LEARNER_ID) ||
-        syncer_check_field(resp, "join", "incarnation", inc, 0, INT64_MAX / 2) ||
-        syncer_check_field(resp, "join", "step", step, 0, CONFIG_STEPS_MAX) ||
-        (tokens != -1 &&
-         syncer_check_field(resp, "join", "tokens", tokens, 0, CONFIG_STEPS_MAX * CONFIG_BATCH_MAX)))
-        return 0;
-    pthread_mutex_lock(&s->mu);
-    int slot = find_slot(s, id);
+    memset(out, 0, sizeof *out);
+    int slot = find_slot(s, in->id);
     /* an incarnation grows by at most INCARNATION_MAX_STEP per join, so one
      * request cannot push a learner id out of reach (nor near overflow) */
     int64_t cur = slot >= 0 ? s->learners[slot].incarnation : 0;
-    if (inc > cur + INCARNATION_MAX_STEP) {
-        pthread_mutex_unlock(&s->mu);
-        cx_http_reply_error(
-            resp, 400, "join: field 'incarnation' is %lld, more than %d above learner %lld's current %lld",
-            (long long)inc, INCARNATION_MAX_STEP, (long long)id, (long long)cur);
-        return 0;
-    }
+    out->incarnation = cur;
+    if (in->inc > cur + INCARNATION_MAX_STEP)
+        return MEMBERS_JOIN_INC_TOO_FAR;
     if (slot < 0) {
         int known = 0;
         for (int i = 0; i < MAX_LEARNERS; i++)
@@ -345,88 +336,122 @@ static int join_checked(syncer *s, const cx_http_req *req, cx_http_resp *resp, j
         for (int i = 0; i < MAX_LEARNERS && slot < 0; i++)
             if (s->learners[i].id < 0 && known < s->cfg.learners)
                 slot = i;
-        if (slot < 0) {
-            pthread_mutex_unlock(&s->mu);
-            cx_http_reply_error(resp, 409, "the run expects %lld learners and %d other ids have joined",
-                                (long long)s->cfg.learners, known);
-            return 0;
-        }
+        out->known = known;
+        if (slot < 0)
+            return MEMBERS_JOIN_FULL;
         memset(&s->learners[slot], 0, sizeof s->learners[slot]);
-        s->learners[slot].id = id;
+        s->learners[slot].id = in->id;
         s->learners[slot].ddp_arrived = s->learners[slot].ddp_dropped = -1;
         s->learners[slot].batch = s->cfg.batch;
         s->learners[slot].steps_total = s->cfg.steps;
         for (int p = 0; p < s->P; p++)
             s->acc_step[slot * s->P + p] = -1;
     }
+    out->slot = slot;
     learner_rec *l = &s->learners[slot];
-    json_t *lost = join_lost(s, slot, step);
+    out->lost = join_lost(s, slot, in->step);
     for (int p = 0; p < s->P; p++) /* it pulls every fragment after a join */
         s->own_ver[slot * s->P + p] = -1;
     merge_ema_init(&l->step_wall, 0.2); /* a new incarnation may run at another speed */
     l->c_ms = l->c_step = 0;
-    int64_t new_inc = (l->incarnation > inc ? l->incarnation : inc) + 1;
+    int64_t new_inc = (l->incarnation > in->inc ? l->incarnation : in->inc) + 1;
     l->incarnation = new_inc;
+    out->incarnation = new_inc;
     l->state = LS_ACTIVE;
     l->joined_ms = l->last_seen_ms = cx_mono_ms();
     /* the tokens its previous incarnation trained: to the last count it
      * reported, or to its checkpoint's when that is newer (it trained
      * that far); a join without tokens counts from its steps */
-    int64_t tok = tokens >= 0 ? tokens : step * l->batch;
+    int64_t tok = in->tokens >= 0 ? in->tokens : in->step * l->batch;
     if (l->start_tokens >= 0 && l->incarnation > 0)
         s->tokens_trained_closed += (l->tokens > tok ? l->tokens : tok) - l->start_tokens;
     l->start_tokens = tok;
     l->tokens = tok;
-    l->step = step;
-    l->resumed_step = step;
+    l->step = in->step;
+    l->resumed_step = in->step;
     l->ddp_arrived = -1;
     l->must_rejoin = 0;
-    int n_up = 0;
-    rebuild_state rb = rebuild_join(s, slot, hv, hc, hp, hs, step, upload, &n_up);
-    if (rb != RB_NONE) {
-        join_rebuilding(s, resp, rb, id, new_inc, upload, n_up);
-        pthread_mutex_unlock(&s->mu);
-        if (lost)
-            events_emit(s->ev, "lost", lost);
-        return 0;
-    }
-    json_t *ans = json_pack("{s:I, s:I, s:o, s:o, s:I, s:i, s:I, s:s, s:I}", "learner", id, "incarnation",
-                            (json_int_t)new_inc, "config", config_to_json(&s->cfg), "fragments",
-                            syncer_fragments_json(s), "n_params", (json_int_t)s->n, "table_digest",
-                            (int)fragment_table_digest(s->ft), "step", (json_int_t)s->ddp_step, "mode",
-                            mode_name(s), "merges", (json_int_t)s->merges);
+    out->rb = rebuild_join(s, slot, in->hv, in->hc, in->hp, in->hs, in->step, in->upload, &out->n_up);
+    if (out->rb != RB_NONE)
+        return MEMBERS_JOIN_REBUILD;
     if (s->cfg.mode == CONFIG_MODE_DECOUPLED) {
         /* it counts its schedule from there (learner_join.c): the same offset here turns the step its
          * contributions name into schedule steps */
-        int64_t sched = syncer_schedule_step_now(s, slot, cx_mono_ms());
-        l->sched_off = sched > 0 ? sched - step : 0;
-        json_object_set_new(ans, "schedule_step", json_integer(sched));
+        out->schedule_step = rounds_schedule_step_now(s, slot, cx_mono_ms());
+        l->sched_off = out->schedule_step > 0 ? out->schedule_step - in->step : 0;
+    }
+    return MEMBERS_JOIN_OK;
+}
+
+/* The join once the body is decoded (members_route_join): range checks,
+ * members_join under the lock, and the answer; in carries the holds
+ * (versions, CRCs, published, sealed) or NULL, and room for P fragment ids
+ * in upload. */
+static int join_checked(syncer *s, cx_http_resp *resp, const members_join_req *in)
+{
+    if (syncer_api_check_field(resp, "join", "learner", in->id, 0, PROTO_MAX_LEARNER_ID) ||
+        syncer_api_check_field(resp, "join", "incarnation", in->inc, 0, INT64_MAX / 2) ||
+        syncer_api_check_field(resp, "join", "step", in->step, 0, CONFIG_STEPS_MAX) ||
+        (in->tokens != -1 &&
+         syncer_api_check_field(resp, "join", "tokens", in->tokens, 0, CONFIG_STEPS_MAX * CONFIG_BATCH_MAX)))
+        return 0;
+    members_join_res r;
+    pthread_mutex_lock(&s->mu);
+    members_join_verdict v = members_join(s, in, &r);
+    if (v == MEMBERS_JOIN_INC_TOO_FAR) {
+        pthread_mutex_unlock(&s->mu);
+        cx_http_reply_error(
+            resp, 400, "join: field 'incarnation' is %lld, more than %d above learner %lld's current %lld",
+            (long long)in->inc, INCARNATION_MAX_STEP, (long long)in->id, (long long)r.incarnation);
+        return 0;
+    }
+    if (v == MEMBERS_JOIN_FULL) {
+        pthread_mutex_unlock(&s->mu);
+        cx_http_reply_error(resp, 409, "the run expects %lld learners and %d other ids have joined",
+                            (long long)s->cfg.learners, r.known);
+        return 0;
+    }
+    if (v == MEMBERS_JOIN_REBUILD) {
+        join_rebuilding(s, resp, r.rb, in->id, r.incarnation, in->upload, r.n_up);
+        pthread_mutex_unlock(&s->mu);
+        if (r.lost)
+            events_emit(s->ev, "lost", r.lost);
+        return 0;
+    }
+    json_t *ans =
+        json_pack("{s:I, s:I, s:o, s:o, s:I, s:i, s:I, s:s, s:I}", "learner", (json_int_t)in->id,
+                  "incarnation", (json_int_t)r.incarnation, "config", config_to_json(&s->cfg), "fragments",
+                  syncer_api_fragments_json(s), "n_params", (json_int_t)s->n, "table_digest",
+                  (int)fragment_table_digest(s->ft), "step", (json_int_t)s->ddp_step, "mode",
+                  syncer_mode_name(s), "merges", (json_int_t)s->merges);
+    if (s->cfg.mode == CONFIG_MODE_DECOUPLED) {
+        json_object_set_new(ans, "schedule_step", json_integer(r.schedule_step));
         json_t *acc = json_array(); /* what a restarted learner may carry (learner_start_fragment) */
         for (int p = 0; p < s->P; p++)
-            json_array_append_new(acc, json_integer(s->acc_step[slot * s->P + p]));
+            json_array_append_new(acc, json_integer(s->acc_step[r.slot * s->P + p]));
         json_object_set_new(ans, "accepted_steps", acc);
     }
     pthread_mutex_unlock(&s->mu);
-    if (lost)
-        events_emit(s->ev, "lost", lost);
-    json_t *jev =
-        json_pack("{s:I, s:I, s:I}", "learner", id, "incarnation", (json_int_t)new_inc, "resumed_step", step);
-    if (hv && jev) { /* the versions it reported holding (a rejoin after a syncer restart) */
+    if (r.lost)
+        events_emit(s->ev, "lost", r.lost);
+    json_t *jev = json_pack("{s:I, s:I, s:I}", "learner", (json_int_t)in->id, "incarnation",
+                            (json_int_t)r.incarnation, "resumed_step", (json_int_t)in->step);
+    if (in->hv && jev) { /* the versions it reported holding (a rejoin after a syncer restart) */
         json_t *held = json_array();
         for (int p = 0; p < s->P; p++)
-            json_array_append_new(held, json_integer(hv[p]));
+            json_array_append_new(held, json_integer(in->hv[p]));
         json_object_set_new(jev, "held_versions", held);
     }
     events_emit(s->ev, "join", jev);
-    cx_info("join learner=%lld incarnation=%lld resumed_step=%lld", (long long)id, (long long)new_inc,
-            (long long)step);
+    cx_info("join learner=%lld incarnation=%lld resumed_step=%lld", (long long)in->id,
+            (long long)r.incarnation, (long long)in->step);
     cx_http_reply_json(resp, 200, ans);
     return 0;
 }
 
 /* ---- syncer: POST /v1/leave ---- */
 
-int h_leave(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+int members_route_leave(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
     json_t *body, *unsent = NULL;
@@ -444,9 +469,9 @@ int h_leave(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     /* the final step, tokens and per-fragment unsent steps (optional): the
      * leave event, where accounting reads them */
     json_t *ev = json_pack("{s:I, s:I}", "learner", id, "incarnation", inc);
-    if ((step != -1 && syncer_check_field(resp, "leave", "step", step, 0, CONFIG_STEPS_MAX)) ||
+    if ((step != -1 && syncer_api_check_field(resp, "leave", "step", step, 0, CONFIG_STEPS_MAX)) ||
         (tokens != -1 &&
-         syncer_check_field(resp, "leave", "tokens", tokens, 0, CONFIG_STEPS_MAX * CONFIG_BATCH_MAX))) {
+         syncer_api_check_field(resp, "leave", "tokens", tokens, 0, CONFIG_STEPS_MAX * CONFIG_BATCH_MAX))) {
         json_decref(ev);
         json_decref(body);
         return 0;
@@ -476,16 +501,16 @@ int h_leave(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         json_object_set_new(ev, "unsent", u);
     }
     json_decref(body);
-    if (!syncer_learner_is_caller(s, req, resp, id, "leave")) {
+    if (!syncer_api_learner_is_caller(s, req, resp, id, "leave")) {
         json_decref(ev);
         return 0;
     }
     pthread_mutex_lock(&s->mu);
-    proto_reason r = syncer_check_learner(s, id, inc, &slot);
+    proto_reason r = members_check(s, id, inc, &slot);
     if (r != PROTO_OK) {
         pthread_mutex_unlock(&s->mu);
         json_decref(ev);
-        cx_http_reply_error(resp, syncer_reason_status(r), "leave: %s", proto_reason_name(r));
+        cx_http_reply_error(resp, members_reason_status(r), "leave: %s", proto_reason_name(r));
         return 0;
     }
     s->learners[slot].state = LS_LEFT;
@@ -504,7 +529,7 @@ int h_leave(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 
 /* ---- syncer: POST /v1/heartbeat ---- */
 
-int h_heartbeat(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+int members_route_heartbeat(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
     json_t *body;
@@ -525,33 +550,33 @@ int h_heartbeat(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         return 0;
     }
     json_decref(body);
-    if (!syncer_learner_is_caller(s, req, resp, id, "heartbeat"))
+    if (!syncer_api_learner_is_caller(s, req, resp, id, "heartbeat"))
         return 0;
     /* every field in range before any arithmetic on it (the skew below) */
-    if (syncer_check_field(resp, "heartbeat", "learner", id, 0, PROTO_MAX_LEARNER_ID) ||
-        syncer_check_field(resp, "heartbeat", "incarnation", inc, 1, INT64_MAX / 2) ||
-        syncer_check_field(resp, "heartbeat", "step", step, 0, CONFIG_STEPS_MAX) ||
-        syncer_check_field(resp, "heartbeat", "tokens", tokens, 0, CONFIG_STEPS_MAX * CONFIG_BATCH_MAX) ||
-        syncer_check_field(resp, "heartbeat", "t_real_ms", t_real_ms, 0, T_REAL_MAX_MS) ||
-        syncer_check_field(resp, "heartbeat", "cursor", cursor, 0, INT64_MAX / 2) ||
-        (batch != -1 && syncer_check_field(resp, "heartbeat", "batch", batch, 1, CONFIG_BATCH_MAX)) ||
+    if (syncer_api_check_field(resp, "heartbeat", "learner", id, 0, PROTO_MAX_LEARNER_ID) ||
+        syncer_api_check_field(resp, "heartbeat", "incarnation", inc, 1, INT64_MAX / 2) ||
+        syncer_api_check_field(resp, "heartbeat", "step", step, 0, CONFIG_STEPS_MAX) ||
+        syncer_api_check_field(resp, "heartbeat", "tokens", tokens, 0, CONFIG_STEPS_MAX * CONFIG_BATCH_MAX) ||
+        syncer_api_check_field(resp, "heartbeat", "t_real_ms", t_real_ms, 0, T_REAL_MAX_MS) ||
+        syncer_api_check_field(resp, "heartbeat", "cursor", cursor, 0, INT64_MAX / 2) ||
+        (batch != -1 && syncer_api_check_field(resp, "heartbeat", "batch", batch, 1, CONFIG_BATCH_MAX)) ||
         (steps_total != -1 &&
-         syncer_check_field(resp, "heartbeat", "steps_total", steps_total, 1, CONFIG_STEPS_MAX)) ||
-        syncer_check_real(resp, "heartbeat", "train_loss", loss, 0, 1e9) ||
-        syncer_check_real(resp, "heartbeat", "step_ms", step_ms, 0, 1e9) ||
-        syncer_check_real(resp, "heartbeat", "pull_ms", pull_ms, 0, 1e9))
+         syncer_api_check_field(resp, "heartbeat", "steps_total", steps_total, 1, CONFIG_STEPS_MAX)) ||
+        syncer_api_check_real(resp, "heartbeat", "train_loss", loss, 0, 1e9) ||
+        syncer_api_check_real(resp, "heartbeat", "step_ms", step_ms, 0, 1e9) ||
+        syncer_api_check_real(resp, "heartbeat", "pull_ms", pull_ms, 0, 1e9))
         return 0;
     int64_t skew = t_real_ms - cx_real_ns() / 1000000;
     pthread_mutex_lock(&s->mu);
-    proto_reason r = syncer_check_learner(s, id, inc, &slot);
+    proto_reason r = members_check(s, id, inc, &slot);
     if (r != PROTO_OK) {
         pthread_mutex_unlock(&s->mu);
-        cx_http_reply_error(resp, syncer_reason_status(r), "heartbeat: %s (learner %lld incarnation %lld)",
+        cx_http_reply_error(resp, members_reason_status(r), "heartbeat: %s (learner %lld incarnation %lld)",
                             proto_reason_name(r), (long long)id, (long long)inc);
         return 0;
     }
     learner_rec *l = &s->learners[slot];
-    syncer_touch(s, slot);
+    members_touch(s, slot);
     l->step = step;
     l->tokens = tokens;
     l->train_loss = loss;
@@ -585,7 +610,7 @@ int h_heartbeat(void *ctx, const cx_http_req *req, cx_http_resp *resp)
  * syncer keeps serving (merges, reads) until it is stopped; its final eval
  * and checkpoint run at shutdown as always. Idempotent: a second call
  * answers "already": true and keeps the first reason. */
-int h_end(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+int members_route_end(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
     json_t *body;

@@ -1,16 +1,16 @@
-/* syncer_deltas.c - the syncer's downstream deltas and fragment reads:
+/* deltas.c - the syncer's deltas component (deltas.h): downstream deltas and fragment reads:
  * GET /v1/fragments/{p} and GET /v1/versions.
  *
  * Downstream deltas (diloco/decoupled, encoding != f32): each merge of
- * fragment p quantizes its update with error feedback (downstream_encode):
+ * fragment p quantizes its update with error feedback (deltas_encode):
  * d' = Θ_new − Θ_V + r_p, d^ = decode(encode(d')), r_p = d' − d^, and the
  * canonical Θ_{V+1} = Θ_V + d^ (the f32 add learners repeat bit for bit).
  * The encoded d^ of the last DELTA_HISTORY versions are kept; a learner
  * holding V gets the chain V+1..current (delta_chain) or, when it is not
  * kept or not smaller, the full f32 fragment. Residuals and history live in
  * memory; theta (canonical) is what is checkpointed.
- * What it is not: the merge that produces a version (syncer_rounds.c calls
- * downstream_encode from round_merge).
+ * What it is not: the merge that produces a version (rounds.c calls
+ * deltas_encode from round_merge).
  */
 #include <assert.h>
 #include <math.h>
@@ -41,9 +41,9 @@
 #include "numerics/optim.h"
 #include "trainer/protocol.h"
 #include "numerics/round.h"
-#include "trainer/syncer_internal.h"
+#include "trainer/syncer/core.h"
 
-const char *const syncer_full_reason_names[FULL_R_COUNT] = {"pull", "history", "mismatch", "size", "f32"};
+const char *const deltas_full_reason_names[FULL_R_COUNT] = {"pull", "history", "mismatch", "size", "f32"};
 
 /* ---- syncer: downstream deltas with error feedback ---- */
 
@@ -57,14 +57,14 @@ static void hist_drop_oldest(frag_hist *h)
     h->n--;
 }
 
-void hist_clear(frag_hist *h)
+void deltas_hist_clear(frag_hist *h)
 {
     while (h->n > 0)
         hist_drop_oldest(h);
 }
 
-/* Whether downstream_encode does anything for fragment p (and so needs Θ_V). */
-int downstream_encodes(const syncer *s, int p)
+/* Whether deltas_encode does anything for fragment p (and so needs Θ_V). */
+int deltas_encodes(const syncer *s, int p)
 {
     return (encoding_kind)s->cfg.encoding != ENCODING_F32 && s->hist[p].resid;
 }
@@ -75,11 +75,11 @@ int downstream_encodes(const syncer *s, int p)
  * Θ_new − Θ_V + r)) and the residual r keeps what the encoding lost. The
  * encoded d^ is kept (DELTA_HISTORY deltas, at most DELTA_HISTORY_F32X f32
  * fragments of bytes). f32 runs and ddp modes: nothing to do. */
-void downstream_encode(syncer *s, int p, const float *old, float *th, int64_t version)
+void deltas_encode(syncer *s, int p, const float *old, float *th, int64_t version)
 {
     frag_hist *h = &s->hist[p];
     encoding_kind enc = (encoding_kind)s->cfg.encoding;
-    if (!downstream_encodes(s, p))
+    if (!deltas_encodes(s, p))
         return;
     size_t len = fragment_length(s->ft, p), bytes = encoding_size(enc, len);
     float *d = malloc(len * sizeof *d), *dh = malloc(len * sizeof *dh);
@@ -100,7 +100,7 @@ void downstream_encode(syncer *s, int p, const float *old, float *th, int64_t ve
     }
     if (!ok) {
         /* th stays exact; learners take the full fragment (reason history) */
-        hist_clear(h);
+        deltas_hist_clear(h);
         memset(h->resid, 0, len * sizeof *h->resid);
         free(d), free(dh), free(wire);
         return;
@@ -111,7 +111,7 @@ void downstream_encode(syncer *s, int p, const float *old, float *th, int64_t ve
     }
     free(d), free(dh);
     if (h->n > 0 && h->d[h->n - 1].version != version - 1)
-        hist_clear(h); /* never a gap in the chain */
+        deltas_hist_clear(h); /* never a gap in the chain */
     if (h->n == DELTA_HISTORY)
         hist_drop_oldest(h);
     while (h->n > 0 && h->bytes + bytes > (size_t)DELTA_HISTORY_F32X * len * 4)
@@ -167,7 +167,7 @@ static uint8_t *delta_chain(syncer *s, int p, int64_t from, int64_t cur, size_t 
     return body;
 }
 
-/* h_fragment_get, step 1: the query ?newer-than=V&wait-ms=T&delta=0|1&resync=0|1
+/* deltas_route_fragment_get, step 1: the query ?newer-than=V&wait-ms=T&delta=0|1&resync=0|1
  * into the out parameters (left as they are when absent). 0, or -1 with a
  * 400 in resp. */
 static int fragment_get_query(const cx_http_req *req, cx_http_resp *resp, int64_t *newer, int64_t *wait_ms,
@@ -197,21 +197,21 @@ static int fragment_get_query(const cx_http_req *req, cx_http_resp *resp, int64_
     return 0;
 }
 
-/* h_fragment_get, step 2: the long poll: wait (mu held, released while
+/* deltas_route_fragment_get, step 2: the long poll: wait (mu held, released while
  * waiting) until fragment p is newer than `newer`, wait_ms pass or the
  * syncer stops; not at all when the caller is over its share of waits
- * (syncer_hold_take). */
+ * (holds_take). */
 static void fragment_wait_newer(syncer *s, const cx_http_req *req, int64_t p, int64_t newer, int64_t wait_ms)
 {
-    int b = syncer_hold_take(s, req);
+    int b = holds_take(s, req);
     int64_t end = cx_mono_ms() + wait_ms;
     while (b >= 0 && !s->stopping && s->versions[p] <= newer)
         if (cx_cond_wait_until_ms(&s->frag_cv, &s->mu, end) == CX_ETIMEDOUT)
             break;
-    syncer_hold_drop(s, b);
+    holds_drop(s, b);
 }
 
-/* h_fragment_get, step 3: a pull by a current learner (h names it) of
+/* deltas_route_fragment_get, step 3: a pull by a current learner (h names it) of
  * fragment p at version: whether the merged value holds its own pending
  * contribution. 1 when it was recorded (the pull event is due), 0 for an
  * anonymous or stale caller (mu held). */
@@ -220,8 +220,8 @@ static int fragment_note_pull(syncer *s, int64_t p, const proto_hdr *h, int64_t 
     int record = 0;
     if (h->learner >= 0 && h->incarnation > 0) {
         int slot;
-        if (syncer_check_learner(s, h->learner, h->incarnation, &slot) == PROTO_OK) {
-            syncer_touch(s, slot);
+        if (members_check(s, h->learner, h->incarnation, &slot) == PROTO_OK) {
+            members_touch(s, slot);
             record = 1;
             /* a merged value it takes after contributing to p: does it hold its own work? */
             int64_t *own = &s->own_ver[slot * s->P + p];
@@ -238,20 +238,20 @@ static int fragment_note_pull(syncer *s, int64_t p, const proto_hdr *h, int64_t 
 /* The current fragment p: full f32, or with ?newer-than=V&delta=1 the
  * chain of encoded deltas V+1..current when it is kept (see
  * docs/internals/syncer.md "Downstream deltas"). */
-int h_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+int deltas_route_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
     int64_t p, newer = -1, wait_ms = 0, want_delta = 0, resync = 0;
     char why[CX_ERRLEN];
     proto_hdr h;
-    if (syncer_path_int(req->params[0], s->P - 1, &p) != 0) {
+    if (syncer_api_path_int(req->params[0], s->P - 1, &p) != 0) {
         cx_http_reply_error(resp, 404, "no fragment '%s' (fragments are 0..%d)", req->params[0], s->P - 1);
         return 0;
     }
     if (fragment_get_query(req, resp, &newer, &wait_ms, &want_delta, &resync) != 0)
         return 0;
     /* Learner headers are optional here: with them the pull is recorded. */
-    if (proto_hdr_parse(&h, syncer_req_header, req, 0, why, sizeof why) != 0)
+    if (proto_hdr_parse(&h, syncer_api_req_header, req, 0, why, sizeof why) != 0)
         h.learner = h.incarnation = -1;
     size_t len = fragment_length(s->ft, p);
     float *tmp = malloc(len * sizeof *tmp);
@@ -299,7 +299,7 @@ int h_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         events_emit(s->ev, "pull",
                     json_pack("{s:I, s:I, s:I, s:I, s:s, s:I}", "learner", (json_int_t)h.learner,
                               "incarnation", (json_int_t)h.incarnation, "fragment", (json_int_t)p, "version",
-                              (json_int_t)version, "kind", chain ? "delta" : syncer_full_reason_names[reason],
+                              (json_int_t)version, "kind", chain ? "delta" : deltas_full_reason_names[reason],
                               "delta_from", (json_int_t)(chain ? newer : -1)));
     if (chain) {
         cx_http_reply_bytes(resp, 200, "application/octet-stream", chain, chain_len);
@@ -324,7 +324,7 @@ int h_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     cx_http_add_header(resp, PROTO_H_FRAGMENT, "%lld", (long long)p);
     cx_http_add_header(resp, PROTO_H_FRAGMENT_CRC32C, "%08x", frag_crc);
     char seal[SEAL_HEX + 1];
-    if (s->seal.set && !is_ddp(s) &&
+    if (s->seal.set && !syncer_is_ddp(s) &&
         seal_make(&s->seal, fragment_table_digest(s->ft), (int)p, version, frag_crc, seal) == 0)
         cx_http_add_header(resp, PROTO_H_SEAL, "%s", seal);
     free(tmp);
@@ -336,7 +336,7 @@ int h_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 /* Every fragment's version and the merge counter; with
  * ?merges-above=M&wait-ms=T it long-polls until some merge happened after
  * the learner's last look (one wait for all the fragments it waits on). */
-int h_versions(void *ctx, const cx_http_req *req, cx_http_resp *resp)
+int deltas_route_versions(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
     syncer *s = ctx;
     int64_t above = -1, wait_ms = 0;
@@ -353,12 +353,12 @@ int h_versions(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         return 0;
     }
     pthread_mutex_lock(&s->mu);
-    int b = above >= 0 && wait_ms > 0 ? syncer_hold_take(s, req) : -1;
+    int b = above >= 0 && wait_ms > 0 ? holds_take(s, req) : -1;
     int64_t end = cx_mono_ms() + wait_ms;
     while (b >= 0 && !s->stopping && s->merges <= above)
         if (cx_cond_wait_until_ms(&s->frag_cv, &s->mu, end) == CX_ETIMEDOUT)
             break;
-    syncer_hold_drop(s, b);
+    holds_drop(s, b);
     json_t *v = json_array();
     for (int p = 0; p < s->P; p++)
         json_array_append_new(v, json_integer(s->versions[p]));

@@ -1,4 +1,4 @@
-/* syncer_main.c - `chaosloco syncer`: parse flags, run the syncer until
+/* main.c - `chaosloco syncer`: parse flags, run the syncer until
  * SIGTERM/SIGINT, then checkpoint and exit. */
 #include <stdio.h>
 #include <string.h>

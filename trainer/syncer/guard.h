@@ -1,16 +1,16 @@
-/* syncer_guard.h - what one learner's contribution may weigh in a merge, how
+/* guard.h - what one learner's contribution may weigh in a merge, how
  * large it may be, and whether a merge's result may be applied (issue 28:
  * one learner's credential must not be able to destroy, replace or stall
  * the global model).
  *
  * What it is: pure functions and one embedded value (guard_norms, a
  * per-fragment ring of accepted contribution norms) that the syncer's
- * rounds (syncer_rounds.c) call with s->mu held. It owns no memory and
- * takes no lock. What it is not: authentication (syncer_api.c's access
+ * rounds (rounds.c) call with s->mu held. It owns no memory and
+ * takes no lock. What it is not: authentication (api.c's access
  * table), the claim checks on X-Chaosloco-Step/-Steps/-Tokens
- * (syncer_rounds.c claim_check: they decide what is accepted; this module
+ * (rounds.c claim_check: they decide what is accepted; this module
  * decides what an accepted claim weighs), nor the rebuild's trust rules
- * (syncer_rebuild.c).
+ * (rebuild.c).
  *
  * The contract, for a learner holding a valid credential:
  *  - Weight. A contribution weighs at most what an honest learner's could:
@@ -45,7 +45,7 @@
  *  - Result. A merged Θ or outer momentum with a non-finite value, or a Θ
  *    whose L2 norm grew past GUARD_MERGE_GROWTH x max(old norm, floor), is
  *    never applied (guard_merge_result).
- *  - ddp gradients (syncer_ddp.c). Each weighs 1 / (learners in the step)
+ *  - ddp gradients (ddp.c). Each weighs 1 / (learners in the step)
  *    by construction; its learners clip their gradient to --grad-clip
  *    (1 on the GPT, 20 on the MLP) before sending, so one above
  *    GUARD_GRAD_SLACK x the clip is scaled down to it (never refused).

@@ -1,25 +1,14 @@
-/* syncer.c - the synchronizer's lifecycle: start-up, the ticker and
- * worker threads, shutdown, and GET /metrics (syncer.h).
+/* core.c - the syncer's core: start-up, the ticker and worker threads,
+ * shutdown (syncer.h; its state is core.h).
  *
  * What it is: syncer_new (build the global state, restore, open the log,
- * listen, start the threads), syncer_run, syncer_free (final eval and
- * checkpoint), the ticker that closes deadlines and marks silent learners
- * absent, the worker that runs eval and checkpoints, and the Prometheus
- * exporter. What it is not: the HTTP API (syncer_api.c and the handler of
- * each concern in its file) nor the merge logic (syncer_rounds.c,
- * syncer_ddp.c). GET /metrics stays in this file because
- * tests/integration/test_dashboard_embed.c checks the Grafana dashboard's
- * metric names against this file's text.
- *
- * The files of the syncer share struct syncer through syncer_internal.h:
- *   syncer.c             lifecycle, threads, /metrics
- *   syncer_learners.c    membership: join, leave, heartbeat, end, rejects
- *   syncer_rounds.c      per-fragment rounds, merge, grace, contributions
- *   syncer_deltas.c      downstream deltas, GET fragments and versions
- *   syncer_ddp.c         the ddp barrier, gradients, GET /v1/optimizer
- *   syncer_rebuild.c     rebuild from the learners
- *   syncer_durability.c  eval, checkpoints, restore at start-up
- *   syncer_api.c         HTTP helpers, status, events, routes, access
+ * listen, start the threads), syncer_core_new (the same without listening
+ * nor threads: unit tests drive the components through it), syncer_run,
+ * syncer_free (final eval and checkpoint), the ticker that closes deadlines and marks silent learners
+ * absent, and the worker that runs eval and checkpoints. What it is not:
+ * the HTTP API (api.c, metrics.c and the route handler of each component
+ * in its file) nor the merge logic (rounds.c, ddp.c). The components and
+ * their files are listed in core.h.
  *
  * ---- NOTES ON THE DESIGN OF THE SYNCER ----
  *
@@ -35,8 +24,8 @@
  * grace windows), marks silent learners absent, and runs
  * eval and checkpoints on snapshots taken under the lock and used outside it.
  * The state machines are drawn next to their code: the per-fragment round
- * in syncer_rounds.c, the rebuild in syncer_rebuild.c; the ddp step in
- * syncer_ddp.c, the downstream deltas in syncer_deltas.c.
+ * in rounds.c, the rebuild in rebuild.c; the ddp step in
+ * ddp.c, the downstream deltas in deltas.c.
  */
 #include <assert.h>
 #include <math.h>
@@ -68,140 +57,7 @@
 #include "numerics/optim.h"
 #include "trainer/protocol.h"
 #include "numerics/round.h"
-#include "trainer/syncer_internal.h"
-
-/* GET /metrics, the syncer's counters and gauges (mu held). */
-static void metrics_syncer(const syncer *s, cx_buf *b)
-{
-    cx_prom_one_int(b, "chaosloco_syncer_merges_total", CX_PROM_COUNTER, "Merges done (ddp: averaged steps).",
-                    (long long)s->merges);
-    cx_prom_family(b, "chaosloco_syncer_contributions_total", CX_PROM_COUNTER,
-                   "Contributions and gradients by result and reason.");
-    static const char *const accepted[] = {"result", "accepted", "reason", "", NULL};
-    cx_prom_int(b, "chaosloco_syncer_contributions_total", accepted, (long long)s->accepted_total);
-    for (int r = 1; r < PROTO_R_COUNT; r++) {
-        const char *const l[] = {"result", "rejected", "reason", proto_reason_name((proto_reason)r), NULL};
-        cx_prom_int(b, "chaosloco_syncer_contributions_total", l, (long long)s->rejects[r]);
-    }
-    static const char *const in[] = {"direction", "in", NULL}, *const out[] = {"direction", "out", NULL};
-    cx_prom_family(b, "chaosloco_syncer_bytes_total", CX_PROM_COUNTER, "Tensor payload bytes by direction.");
-    cx_prom_int(b, "chaosloco_syncer_bytes_total", in, (long long)s->bytes_in);
-    cx_prom_int(b, "chaosloco_syncer_bytes_total", out, (long long)s->bytes_out);
-    cx_prom_family(b, "chaosloco_syncer_fragment_answers_total", CX_PROM_COUNTER,
-                   "Fragment answers: delta chains, and full f32 fragments by reason (history and mismatch "
-                   "are fallbacks).");
-    static const char *const delta[] = {"kind", "delta", "reason", "", NULL};
-    cx_prom_int(b, "chaosloco_syncer_fragment_answers_total", delta, (long long)s->answers_delta);
-    for (int r = 0; r < FULL_R_COUNT; r++) {
-        const char *const l[] = {"kind", "full", "reason", syncer_full_reason_names[r], NULL};
-        cx_prom_int(b, "chaosloco_syncer_fragment_answers_total", l, (long long)s->answers_full[r]);
-    }
-    static const char *const kd[] = {"kind", "delta", NULL}, *const kf[] = {"kind", "full", NULL};
-    cx_prom_family(b, "chaosloco_syncer_fragment_answer_bytes_total", CX_PROM_COUNTER,
-                   "Bytes of fragment answers by kind.");
-    cx_prom_int(b, "chaosloco_syncer_fragment_answer_bytes_total", kd, (long long)s->bytes_out_delta);
-    cx_prom_int(b, "chaosloco_syncer_fragment_answer_bytes_total", kf, (long long)s->bytes_out_full);
-    cx_prom_one_int(b, "chaosloco_syncer_tokens_merged_total", CX_PROM_COUNTER,
-                    "Tokens of merged contributions.", (long long)s->tokens_merged);
-    int64_t trained = syncer_tokens_trained(s);
-    cx_prom_one_int(b, "chaosloco_syncer_tokens_trained_total", CX_PROM_COUNTER,
-                    "Tokens the learners trained (each incarnation from where it resumed).",
-                    (long long)trained);
-    cx_prom_one_real(b, "chaosloco_syncer_merge_efficiency", CX_PROM_GAUGE,
-                     "Merged tokens over trained tokens (NaN before any was trained).",
-                     trained > 0 ? (double)s->tokens_merged / (double)trained : NAN, 4);
-    cx_prom_one_real(b, "chaosloco_syncer_eval_loss", CX_PROM_GAUGE,
-                     "Eval loss of the global model, nats per byte.", s->eval_loss, 6);
-    cx_prom_one_real(b, "chaosloco_syncer_longest_merge_gap_seconds", CX_PROM_GAUGE,
-                     "Longest gap between two merges.", (double)s->longest_gap_ms / 1000.0, 3);
-    if (!is_ddp(s)) {
-        cx_prom_one_int(b, "chaosloco_syncer_rounds_merged_total", CX_PROM_COUNTER,
-                        "Rounds merged (diloco, decoupled).", (long long)s->rounds_merged);
-        cx_prom_one_int(b, "chaosloco_syncer_round_contributions_total", CX_PROM_COUNTER,
-                        "Contributions merged in rounds.", (long long)s->rounds_parts);
-        cx_prom_one_int(b, "chaosloco_syncer_stale_rejected_total", CX_PROM_COUNTER,
-                        "Contributions refused as stale.", (long long)s->stale_rejected);
-    }
-    cx_prom_family(b, "chaosloco_syncer_fragment_version", CX_PROM_GAUGE,
-                   "Current version of each fragment.");
-    for (int p = 0; p < s->P; p++) {
-        char frag[16];
-        snprintf(frag, sizeof frag, "%d", p);
-        const char *const l[] = {"fragment", frag, NULL};
-        cx_prom_int(b, "chaosloco_syncer_fragment_version", l, (long long)s->versions[p]);
-    }
-}
-
-/* GET /metrics, one family per learner figure, one sample per learner that
- * has joined (mu held). */
-static void metrics_learners(const syncer *s, cx_buf *b, int64_t now)
-{
-    static const struct {
-        const char *name; /* after chaosloco_syncer_ */
-        cx_prom_type type;
-        const char *help;
-    } lm[] = {
-        {"learner_step", CX_PROM_GAUGE, "Inner steps a learner reported."},
-        {"learner_tokens_total", CX_PROM_COUNTER, "Tokens a learner reported."},
-        {"learner_last_seen_seconds", CX_PROM_GAUGE, "Seconds since the learner was last heard from."},
-        {"learner_incarnation", CX_PROM_GAUGE, "Current incarnation of the learner."},
-        {"learner_up", CX_PROM_GAUGE, "1 while the learner is active (not absent or left)."},
-        {"learner_clock_skew_seconds", CX_PROM_GAUGE, "Learner realtime minus syncer realtime."},
-        {"learner_adopted_with_own", CX_PROM_GAUGE,
-         "Fraction of the merged fragments a learner pulled after contributing that held its contribution."},
-    };
-    for (size_t m = 0; m < sizeof lm / sizeof lm[0]; m++) {
-        char name[96];
-        snprintf(name, sizeof name, "chaosloco_syncer_%s", lm[m].name);
-        cx_prom_family(b, name, lm[m].type, lm[m].help);
-        for (int i = 0; i < MAX_LEARNERS; i++) {
-            const learner_rec *l = &s->learners[i];
-            if (l->id < 0 || l->incarnation == 0)
-                continue;
-            char id[24];
-            snprintf(id, sizeof id, "%lld", (long long)l->id);
-            const char *const lab[] = {"learner", id, NULL};
-            switch (m) {
-            case 0:
-                cx_prom_int(b, name, lab, (long long)l->step);
-                break;
-            case 1:
-                cx_prom_int(b, name, lab, (long long)l->tokens);
-                break;
-            case 2:
-                cx_prom_real(b, name, lab, (double)(now - l->last_seen_ms) / 1000.0, 3);
-                break;
-            case 3:
-                cx_prom_int(b, name, lab, (long long)l->incarnation);
-                break;
-            case 4:
-                cx_prom_int(b, name, lab, l->state == LS_ACTIVE);
-                break;
-            case 5:
-                cx_prom_real(b, name, lab, (double)l->clock_skew_ms / 1000.0, 3);
-                break;
-            default:
-                if (l->adopted > 0) /* no value yet: no sample */
-                    cx_prom_real(b, name, lab, (double)l->adopted_own / (double)l->adopted, 6);
-                break;
-            }
-        }
-    }
-}
-
-int h_metrics(void *ctx, const cx_http_req *req, cx_http_resp *resp)
-{
-    (void)req;
-    syncer *s = ctx;
-    int64_t now = cx_mono_ms();
-    pthread_mutex_lock(&s->mu);
-    metrics_syncer(s, &resp->body);
-    metrics_learners(s, &resp->body, now);
-    pthread_mutex_unlock(&s->mu);
-    resp->status = 200;
-    resp->content_type = "text/plain; version=0.0.4";
-    return 0;
-}
+#include "trainer/syncer/core.h"
 
 static void *ticker_main(void *arg)
 {
@@ -225,12 +81,12 @@ static void *ticker_main(void *arg)
                                       (json_int_t)l->incarnation, "reason", "absent"));
             }
         }
-        reject_flush_due(s, now, 0);
-        if (is_ddp(s))
+        members_reject_flush_due(s, now, 0);
+        if (syncer_is_ddp(s))
             ddp_check(s, now);
         else
             for (int p = 0; p < s->P; p++)
-                round_check(s, p, now);
+                rounds_check(s, p, now);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -258,10 +114,10 @@ static void *worker_main(void *arg)
         if (do_eval || do_ckpt) {
             pthread_mutex_unlock(&s->mu);
             if (do_eval)
-                syncer_run_eval(s);
+                dur_run_eval(s);
             if (do_ckpt) {
                 char err[CX_ERRLEN];
-                if (syncer_write_checkpoint(s, err, sizeof err) != 0)
+                if (dur_write_checkpoint(s, err, sizeof err) != 0)
                     cx_error("checkpoint failed: %s", err);
             }
             pthread_mutex_lock(&s->mu);
@@ -373,13 +229,13 @@ static int new_state(syncer *s, char *err, size_t errlen)
         s->own_ver[i] = s->acc_step[i] = -1;
     /* error-feedback residuals of the downstream deltas: in memory only (a
      * restart resets them; the canonical theta is what is checkpointed) */
-    if (!is_ddp(s) && (encoding_kind)s->cfg.encoding != ENCODING_F32)
+    if (!syncer_is_ddp(s) && (encoding_kind)s->cfg.encoding != ENCODING_F32)
         for (int p = 0; p < s->P; p++)
             if (!(s->hist[p].resid = calloc(fragment_length(s->ft, p), sizeof(float)))) {
                 cx_fail(err, errlen, CX_ENOMEM, "out of memory");
                 return -1;
             }
-    if (is_ddp(s)) {
+    if (syncer_is_ddp(s)) {
         adamw_config ac;
         adamw_config_default(&ac);
         ac.weight_decay = (float)s->cfg.weight_decay;
@@ -412,7 +268,7 @@ static int new_restore(syncer *s, const char *state_dir, char *err, size_t errle
     s->ev = events_new(path, 65536, err, errlen);
     if (!s->ev)
         return -1;
-    int restored = syncer_restore(s, err, errlen);
+    int restored = dur_restore(s, err, errlen);
     if (restored < 0)
         return -1;
     for (int p = 0; p < s->P; p++)
@@ -420,8 +276,8 @@ static int new_restore(syncer *s, const char *state_dir, char *err, size_t errle
     int64_t before_bump = 0;
     for (int p = 0; p < s->P; p++)
         before_bump += s->versions[p];
-    syncer_bump_versions(s);
-    syncer_start_log(s, before_bump);
+    dur_bump_versions(s);
+    dur_start_log(s, before_bump);
 
     json_t *vers = json_array(), *ckpt_vers = json_array();
     for (int p = 0; p < s->P; p++) {
@@ -431,8 +287,8 @@ static int new_restore(syncer *s, const char *state_dir, char *err, size_t errle
     /* ckpt_versions: what the checkpoint held; a learner reporting a copy
      * above it at join makes the syncer rebuild that fragment */
     events_emit(s->ev, "start",
-                json_pack("{s:s, s:b, s:s, s:I, s:o, s:o, s:I, s:I, s:I}", "mode", mode_name(s), "restored",
-                          restored, "start_state", syncer_start_kind_names[s->start], "merges",
+                json_pack("{s:s, s:b, s:s, s:I, s:o, s:o, s:I, s:I, s:I}", "mode", syncer_mode_name(s),
+                          "restored", restored, "start_state", dur_start_kind_names[s->start], "merges",
                           (json_int_t)s->merges, "versions", vers, "ckpt_versions", ckpt_vers, "learners",
                           (json_int_t)s->cfg.learners, "n_params", (json_int_t)s->n, "log_bytes_read",
                           (json_int_t)events_read_bytes(s->ev)));
@@ -449,7 +305,7 @@ static int new_restore(syncer *s, const char *state_dir, char *err, size_t errle
         s->eval_pending = 1;
         s->last_eval_ms = 0;
     } else {
-        syncer_run_eval(s);
+        dur_run_eval(s);
     }
     return 0;
 }
@@ -490,11 +346,11 @@ static int new_serve(syncer *s, const syncer_opts *o, char *err, size_t errlen)
     const char *bound = cx_http_server_bound(s->http);
     cx_info("listening on %s%s%s%s (mode %s, %lld learners expected)", bound,
             strcmp(bound, addr) ? " (listen.addr " : "", strcmp(bound, addr) ? addr : "",
-            strcmp(bound, addr) ? ")" : "", mode_name(s), (long long)s->cfg.learners);
+            strcmp(bound, addr) ? ")" : "", syncer_mode_name(s), (long long)s->cfg.learners);
     return 0;
 }
 
-syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
+syncer *syncer_core_new(const syncer_opts *o, char *err, size_t errlen)
 {
     syncer *s = calloc(1, sizeof *s);
     if (!s) {
@@ -517,13 +373,22 @@ syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
         goto fail;
     s->on_lost_state = o->on_lost_state;
     if (new_credentials(s, o, err, errlen) != 0 || new_model(s, err, errlen) != 0 ||
-        new_state(s, err, errlen) != 0 || new_restore(s, o->state_dir, err, errlen) != 0 ||
-        new_serve(s, o, err, errlen) != 0)
+        new_state(s, err, errlen) != 0 || new_restore(s, o->state_dir, err, errlen) != 0)
         goto fail;
     return s;
 fail:
     syncer_free(s);
     return NULL;
+}
+
+syncer *syncer_new(const syncer_opts *o, char *err, size_t errlen)
+{
+    syncer *s = syncer_core_new(o, err, errlen);
+    if (s && new_serve(s, o, err, errlen) != 0) {
+        syncer_free(s);
+        return NULL;
+    }
+    return s;
 }
 
 void syncer_run(syncer *s, volatile sig_atomic_t *stop)
@@ -551,14 +416,14 @@ void syncer_free(syncer *s)
     cx_http_server_free(s->http);
     if (s->ev) {
         pthread_mutex_lock(&s->mu);
-        reject_flush_due(s, cx_mono_ms(), 1);
+        members_reject_flush_due(s, cx_mono_ms(), 1);
         pthread_mutex_unlock(&s->mu);
     }
     if (was_running) {
         if (s->eval_pending)
-            syncer_run_eval(s);
+            dur_run_eval(s);
         char err[CX_ERRLEN];
-        if (syncer_write_checkpoint(s, err, sizeof err) != 0)
+        if (dur_write_checkpoint(s, err, sizeof err) != 0)
             cx_error("final checkpoint failed: %s", err);
         else
             cx_info("final checkpoint written (merges=%lld)", (long long)s->merges);
@@ -567,7 +432,7 @@ void syncer_free(syncer *s)
         for (int i = 0; i < s->rounds[p].n; i++)
             free(s->rounds[p].c[i].delta);
     for (int p = 0; s->hist && p < s->P; p++) {
-        hist_clear(&s->hist[p]);
+        deltas_hist_clear(&s->hist[p]);
         free(s->hist[p].resid);
     }
     free(s->hist);

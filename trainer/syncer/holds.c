@@ -1,13 +1,13 @@
-/* syncer_holds.c - the fair share of held requests (long polls, ddp barrier
- * waits): the contract is in syncer_internal.h, "held requests". The only
+/* holds.c - the fair share of held requests (long polls, ddp barrier
+ * waits): the contract is in holds.h. The only
  * writer of s->holds and s->holds_early; every call with s->mu held. */
 #include <assert.h>
 
-#include "trainer/syncer_internal.h"
+#include "trainer/syncer/core.h"
 
-int syncer_hold_take(syncer *s, const cx_http_req *req)
+int holds_take(syncer *s, const cx_http_req *req)
 {
-    int64_t id = syncer_caller_learner(s, req);
+    int64_t id = syncer_api_caller_learner(s, req);
     int b = id >= 0 && id < MAX_LEARNERS ? (int)id : MAX_LEARNERS;
     int cap = b == MAX_LEARNERS ? HOLD_ANON : HOLD_PER_LEARNER;
     if (s->holds[b] >= cap) {
@@ -18,7 +18,7 @@ int syncer_hold_take(syncer *s, const cx_http_req *req)
     return b;
 }
 
-void syncer_hold_drop(syncer *s, int b)
+void holds_drop(syncer *s, int b)
 {
     if (b < 0)
         return;

@@ -1,13 +1,13 @@
-/* syncer_durability.c - the syncer's durability: eval of the global
+/* durability.c - the syncer's durability component (durability.h): eval of the global
  * model, checkpoints, and the restore at start-up.
  *
- * What it is: syncer_run_eval and syncer_write_checkpoint (snapshot under
- * s->mu, work outside it; the worker thread in syncer.c calls them),
+ * What it is: dur_run_eval and dur_write_checkpoint (snapshot under
+ * s->mu, work outside it; the worker thread in core.c calls them),
  * restore of the newest valid checkpoint, the version bump above merges
  * logged after it, and the start log line that says what the state dir
  * held. What it is
  * not: the checkpoint format (trainer/checkpoint.c) nor the rebuild from the
- * learners (syncer_rebuild.c).
+ * learners (rebuild.c).
  */
 #include <assert.h>
 #include <math.h>
@@ -39,13 +39,13 @@
 #include "numerics/optim.h"
 #include "trainer/protocol.h"
 #include "numerics/round.h"
-#include "trainer/syncer_internal.h"
+#include "trainer/syncer/core.h"
 
-const char *const syncer_start_kind_names[] = {"fresh", "lost", "corrupt", "restored"};
+const char *const dur_start_kind_names[] = {"fresh", "lost", "corrupt", "restored"};
 
 /* ---- syncer: eval and checkpoints (ticker thread, outside the lock) ---- */
 
-void syncer_run_eval(syncer *s)
+void dur_run_eval(syncer *s)
 {
     pthread_mutex_lock(&s->mu);
     memcpy(model_params(s->eval_model), s->theta, s->n * sizeof(float));
@@ -69,7 +69,7 @@ void syncer_run_eval(syncer *s)
 
 /* ---- syncer: the guard's norm statistic across restarts ----
  *
- * The per-fragment ring of accepted contribution norms (syncer_guard.h)
+ * The per-fragment ring of accepted contribution norms (guard.h)
  * is kept beside the checkpoint in <state-dir>/guard.json, written
  * atomically after each checkpoint: {"fragments": [ring, ...]} with one
  * guard_norms_json ring per fragment. It is advisory: a missing or damaged
@@ -126,7 +126,7 @@ static void guard_load(syncer *s)
 }
 
 /* Snapshot under the lock, write outside it. */
-int syncer_write_checkpoint(syncer *s, char *err, size_t errlen)
+int dur_write_checkpoint(syncer *s, char *err, size_t errlen)
 {
     ckpt_syncer c;
     int rc = CX_ENOMEM;
@@ -150,7 +150,7 @@ int syncer_write_checkpoint(syncer *s, char *err, size_t errlen)
     c.table_digest = fragment_table_digest(s->ft);
     c.merges = s->merges;
     c.tokens_merged = s->tokens_merged;
-    c.tokens_trained = syncer_tokens_trained(s);
+    c.tokens_trained = members_tokens_trained(s);
     c.ddp_step = s->ddp_step;
     c.event_seq = events_last_seq(s->ev);
     memcpy(c.params, s->theta, s->n * sizeof(float));
@@ -210,12 +210,12 @@ static int scan_event(void *ctx, json_t *e)
     return 0;
 }
 
-int syncer_restore(syncer *s, char *err, size_t errlen)
+int dur_restore(syncer *s, char *err, size_t errlen)
 {
     ckpt_syncer c;
     char why[CX_ERRLEN];
     int rc = ckpt_syncer_load(s->state_dir, &c, s->n, s->P, fragment_table_digest(s->ft), why, sizeof why);
-    s->start = START_FRESH; /* START_LOST is told from the event log later (syncer_start_log) */
+    s->start = START_FRESH; /* START_LOST is told from the event log later (dur_start_log) */
     if (rc == CX_ENOTFOUND)
         return 0;
     if (rc == CX_ECORRUPT) {
@@ -228,7 +228,7 @@ int syncer_restore(syncer *s, char *err, size_t errlen)
     if (c.mode != s->cfg.mode) {
         ckpt_syncer_cleanup(&c);
         return cx_fail(err, errlen, CX_EINVAL, "the checkpoint in %s is of a %s run, not %s", s->state_dir,
-                       config_mode_name(c.mode), mode_name(s));
+                       config_mode_name(c.mode), syncer_mode_name(s));
     }
     memcpy(s->theta, c.params, s->n * sizeof(float));
     memcpy(s->momentum, c.momentum, s->n * sizeof(float));
@@ -271,7 +271,7 @@ int syncer_restore(syncer *s, char *err, size_t errlen)
  * after the checkpoint's seq are read (events_foreach_file bisects to
  * them), so a restart costs the history since the last checkpoint, not the
  * run's. */
-void syncer_bump_versions(syncer *s)
+void dur_bump_versions(syncer *s)
 {
     seen_versions sv = {calloc((size_t)s->P, sizeof(int64_t)), s->P, -1};
     if (!sv.v)
@@ -280,7 +280,7 @@ void syncer_bump_versions(syncer *s)
         sv.v[p] = -1;
     events_foreach_file(s->ev, s->ckpt_event_seq, "merge", scan_event, &sv);
     for (int p = 0; p < s->P; p++) {
-        int64_t seen = is_ddp(s) ? sv.ddp : sv.v[p];
+        int64_t seen = syncer_is_ddp(s) ? sv.ddp : sv.v[p];
         if (seen >= s->versions[p]) {
             cx_warn(
                 "fragment %d: version %lld was published after the checkpoint (at %lld); continuing at %lld",
@@ -294,7 +294,7 @@ void syncer_bump_versions(syncer *s)
 /* Say what the state dir held (a fresh run, lost or corrupt checkpoints,
  * or a restore) and remember the start versions: the bar above which a
  * learner's report is newer (see "syncer: rebuild from the learners"). */
-void syncer_start_log(syncer *s, int64_t before_bump)
+void dur_start_log(syncer *s, int64_t before_bump)
 {
     int64_t after = 0;
     for (int p = 0; p < s->P; p++) {

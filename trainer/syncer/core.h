@@ -1,0 +1,187 @@
+/* core.h - the syncer's core: struct syncer, the model it serves and the
+ * lock that guards it; the components' state lives in it by their structs'
+ * fields (see each component's header for what it owns).
+ *
+ * What it is: the private state of the syncer, shared by the files of
+ * trainer/syncer/. What it is not: an interface. Nothing outside
+ * trainer/syncer/ includes it but the unit tests of the components
+ * (tests/unit/test_syncer_*.c), which drive them without HTTP through
+ * syncer_core_new; the public face is trainer/syncer.h. The locking rule
+ * of core.c's design notes holds for everything here: one mutex, s->mu,
+ * guards every field below the "shared state" line of struct syncer, and
+ * each function says whether it wants s->mu held ("mu held") or takes it.
+ *
+ * The components, one file (and header) each:
+ *   core.c        lifecycle (new/run/free), ticker and worker threads
+ *   members.c     learner slots: join, leave, heartbeat, end, rejections
+ *   rounds.c      per-fragment rounds (diloco, decoupled): contributions, grace, merge
+ *   deltas.c      downstream deltas, GET /v1/fragments/{p}, GET /v1/versions
+ *   ddp.c         ddp barrier: gradients, step completion, GET /v1/optimizer
+ *   rebuild.c     rebuild from the learners, POST /v1/fragments/{p}/state
+ *   durability.c  eval, checkpoints, restore and version bump at start-up
+ *   holds.c       the fair share of waiting requests
+ *   api.c         route and access tables, HTTP helpers, status, events, listen
+ *   metrics.c     GET /metrics (part of api)
+ *   guard.c       what one contribution weighs, how large it may be, whether a merge's
+ *                 result may be applied (no syncer state: rounds, ddp and durability call it)
+ *   main.c        the `chaosloco syncer` subcommand
+ * Exported names carry their component's prefix: members_, rounds_,
+ * deltas_, ddp_, rebuild_, dur_, holds_, guard_, syncer_api_ (api), and
+ * syncer_ (core); route handlers are <component>_route_<name>.
+ */
+#ifndef TRN_SYNCER_CORE_H
+#define TRN_SYNCER_CORE_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/http_server.h"
+#include "numerics/data.h"
+#include "numerics/fragment.h"
+#include "numerics/merge.h"
+#include "numerics/model.h"
+#include "numerics/optim.h"
+#include "trainer/config.h"
+#include "trainer/credential.h"
+#include "trainer/events.h"
+#include "trainer/protocol.h"
+#include "trainer/seal.h"
+#include "trainer/syncer.h"
+#include "trainer/syncer/api.h"
+#include "trainer/syncer/ddp.h"
+#include "trainer/syncer/deltas.h"
+#include "trainer/syncer/durability.h"
+#include "trainer/syncer/holds.h"
+#include "trainer/syncer/members.h"
+#include "trainer/syncer/rebuild.h"
+#include "trainer/syncer/rounds.h"
+
+#define TICK_MS 20 /* the ticker's period, ms */
+
+struct syncer {
+    config cfg;             /* effective config (never changes) */
+    char state_dir[1024];   /* checkpoints, events, listen.addr */
+    model *eval_model;      /* ticker only: params are a snapshot of theta */
+    data_source *data;      /* corpus (eval split) */
+    uint8_t *eval_in;       /* [eval_n, C] */
+    uint8_t *eval_tg;       /* [eval_n] */
+    int eval_n;             /* eval examples */
+    double entropy_floor;   /* nats, NAN for a file */
+    fragment_table *ft;     /* fragments of the model */
+    merge_ws *mws;          /* round_merge's buffers (largest fragment, MAX_LEARNERS); mu */
+    size_t n;               /* parameters */
+    int P;                  /* fragments */
+    events *ev;             /* the event log */
+    cx_http_server *http;   /* the API */
+    pthread_t ticker;       /* deadlines, absent learners */
+    pthread_t worker;       /* eval, checkpoints */
+    int ticker_started;     /* 1 once ticker and worker run */
+    int64_t start_ms;       /* mono ms at start */
+    int64_t ckpt_event_seq; /* event seq the restored checkpoint was taken at (0: none) */
+
+    /* ---- shared state (under mu) ---- */
+    pthread_mutex_t mu;
+    pthread_cond_t frag_cv, step_cv, tick_cv, work_cv;
+    int stopping;                       /* 1: handlers return, ticker exits */
+    int ended;                          /* 1 after POST /v1/end: learners are told to finish */
+    int64_t end_ms;                     /* mono ms of the first POST /v1/end (0 none) */
+    char end_reason[128];               /* its reason ("" none) */
+    float *theta;                       /* [n] global parameters */
+    float *momentum;                    /* [n] outer Nesterov buffer */
+    adamw *opt;                         /* ddp modes: AdamW state of the global params */
+    int64_t *versions;                  /* [P] */
+    frag_round *rounds;                 /* [P] diloco/decoupled */
+    learner_rec learners[MAX_LEARNERS]; /* slots, id -1 = free */
+    int64_t merges;                     /* merges (ddp: completed steps) */
+    int64_t tokens_merged;              /* tokens of merged contributions (whole-model equivalent) */
+    int64_t tokens_frag_raw;            /* sum of the tokens of merged fragment contributions */
+    int64_t tokens_trained_closed;  /* tokens trained by incarnations that ended (members_tokens_trained) */
+    int64_t bytes_in;               /* tensor bytes received */
+    int64_t bytes_out;              /* tensor bytes sent */
+    int64_t rejects[PROTO_R_COUNT]; /* by reason */
+    reject_agg ragg[PROTO_R_COUNT]; /* rejections not yet logged, by reason */
+    int64_t accepted_total;         /* accepted contributions/gradients */
+    int64_t *own_ver;               /* [MAX_LEARNERS * P] learner's last accepted contribution to p: -1 none
+                               pending, 0 not merged yet, > 0 the version that merged it (reset at a pull) */
+    int64_t *acc_step;        /* [MAX_LEARNERS * P] step (X-Chaosloco-Step) of the learner's last accepted
+                                 contribution to p, any incarnation; -1 none or unknown (join answer) */
+    int64_t *acc_inc;         /* [MAX_LEARNERS * P] the incarnation that sent it (0 none) */
+    int64_t lost_frag_steps;  /* steps a restarted learner trained and never sent, summed over fragments */
+    int64_t lost_frag_tokens; /* ... their tokens */
+    int64_t rounds_merged;    /* diloco/decoupled rounds merged */
+    int64_t rounds_parts;     /* contributions merged in them */
+    int64_t rounds_lagged;    /* contributions accepted whose base was behind the fragment's version */
+    int64_t rounds_lag_sum;   /* sum of their lags (versions behind) over every accepted contribution */
+    int64_t stale_rejected;   /* contributions refused as stale (base too many rounds behind, or ahead) */
+    int64_t merges_refused;   /* merges whose result was not finite or bounded: never applied */
+    int holds[HOLD_BUCKETS];  /* requests waiting now, by caller (holds.c) */
+    int64_t holds_early;      /* waits answered at once: their caller was over its share */
+    int64_t clipped_total;    /* contributions accepted scaled down to the norm limit (guard.h) */
+    double eval_loss;         /* nats, NAN before the first eval */
+    int64_t eval_merges;      /* merges at the last eval */
+    int64_t eval_tokens;      /* tokens_merged at the last eval */
+    int64_t last_eval_ms;     /* mono ms of the last eval */
+    int eval_pending;         /* 1: a merge happened since the last eval */
+    int64_t last_ckpt_merges; /* merges at the last checkpoint */
+    int64_t last_ckpt_ms;     /* mono ms of the last checkpoint snapshot (0: none yet) */
+    int64_t last_merge_ms;    /* mono ms of the last merge */
+    int64_t longest_gap_ms;   /* longest gap between two merges */
+    merge_note recent[RECENT_MERGES]; /* ring of recent merges */
+    int64_t recent_n;                 /* merges noted (ring index = n % RECENT_MERGES) */
+    /* ddp */
+    int64_t ddp_step;                            /* step being collected */
+    float *ddp_sum;                              /* [n] sum of gradients of ddp_step */
+    int ddp_count;                               /* gradients in ddp_sum */
+    int64_t ddp_first_ms;                        /* mono ms of the first gradient of ddp_step */
+    int64_t ddp_done_ms;                         /* mono ms the last step completed (0: none yet) */
+    int64_t ddp_compute_ms[DDP_COMPUTE_SAMPLES]; /* ring: completion -> next first gradient */
+    int64_t ddp_ncompute;                        /* samples taken (ring index = count % size) */
+    float *ddp_mean;                             /* [n] mean gradient of step ddp_mean_step */
+    int64_t ddp_mean_step;                       /* step whose mean is in ddp_mean (-1 none) */
+    unsigned char *ddp_mean_wire;                /* [4n] ddp_mean as sent */
+    uint32_t ddp_mean_crc;                       /* CRC32C of ddp_mean_wire */
+    char ddp_seal[SEAL_HEX + 1];                 /* seal of the state after ddp_mean_step ("" none) */
+    int64_t ddp_seal_version;                    /* the version it seals */
+    /* downstream deltas (diloco/decoupled with an encoding other than f32) */
+    frag_hist *hist;                    /* [P] */
+    int64_t answers_delta;              /* fragment answers sent as delta chains */
+    int64_t answers_delta_versions;     /* deltas in those chains */
+    int64_t bytes_out_delta;            /* bytes of those chains */
+    int64_t answers_full[FULL_R_COUNT]; /* full f32 answers by reason */
+    int64_t bytes_out_full;             /* bytes of full fragment answers */
+    /* access (see "syncer: access") */
+    cred_store *creds; /* credentials accepted; NULL when insecure */
+    seal_key seal;     /* from the admin credential: seals served fragments (unset when insecure) */
+    char *tls_cert;    /* PEM read from --tls-cert, or NULL */
+    char *tls_key;     /* PEM read from --tls-key, or NULL */
+    int insecure;      /* 1: --insecure-no-auth, no credential checks */
+    /* rebuild from the learners (see "syncer: rebuild from the learners") */
+    int on_lost_state;           /* syncer_lost_state (--on-lost-state) */
+    start_kind start;            /* what dur_restore() found; not under mu (set before serving) */
+    rebuild_state rb;            /* under mu */
+    int64_t rb_opened_ms;        /* mono ms the collection opened */
+    rb_frag *rbf;                /* [P] under mu */
+    rb_report *rb_rep;           /* [MAX_LEARNERS * P] under mu: what each slot reported at its last join */
+    int rb_joined[MAX_LEARNERS]; /* 1: the slot joined since the collection opened */
+    int64_t rb_count;            /* rebuilds done since start */
+    int rb_guard; /* 1: pulls by learners not joined since the start are refused (rebuild_stale_pull) */
+};
+
+/* A syncer with its model, state and event log (restored from
+ * o->state_dir like syncer_new's) that neither listens nor runs threads:
+ * what the unit tests of the components drive, calling their operations
+ * with s->mu held as the handlers do. Free with syncer_free (which writes
+ * no final checkpoint for it). NULL with err on failure. */
+syncer *syncer_core_new(const syncer_opts *o, char *err, size_t errlen);
+
+static inline int syncer_is_ddp(const syncer *s)
+{
+    return s->cfg.mode == CONFIG_MODE_DDP || s->cfg.mode == CONFIG_MODE_DDP_ELASTIC;
+}
+static inline const char *syncer_mode_name(const syncer *s)
+{
+    return config_mode_name(s->cfg.mode);
+}
+
+#endif

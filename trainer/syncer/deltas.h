@@ -1,0 +1,65 @@
+/* deltas.h - the syncer's deltas component: downstream deltas and
+ * fragment reads.
+ *
+ * Owns: s->hist[P] (each fragment's kept encoded deltas and error-feedback
+ * residual) and the answer counters (s->answers_delta, s->answers_full,
+ * bytes out).
+ * Operations: encode a merged fragment's update (deltas_encode), serve a
+ * fragment as full f32 or a chain of deltas, and the versions long poll
+ * (their routes).
+ * Lock: s->mu held, except the route handlers, which take it.
+ * What it is not: the merge (rounds.h); it only encodes what a merge made.
+ */
+#ifndef TRN_SYNCER_DELTAS_H
+#define TRN_SYNCER_DELTAS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainer/syncer/api.h"
+
+#define LONG_POLL_MAX_MS 30000 /* cap on ?wait-ms */
+#define DELTA_HISTORY 8        /* encoded downstream deltas kept per fragment */
+#define DELTA_HISTORY_F32X 2   /* ... and at most this many f32 fragments' worth of bytes */
+
+/* Why a GET /v1/fragments/{p} was answered with the full f32 fragment. */
+typedef enum full_reason {
+    FULL_PULL = 0,  /* plain pull (join, rejoin, resync, no delta=1) */
+    FULL_HISTORY,   /* delta asked, but the kept deltas do not reach back to V */
+    FULL_MISMATCH,  /* resync=1: the learner's delta result failed the CRC check */
+    FULL_SIZE,      /* the chain would be bigger than the f32 fragment */
+    FULL_UNENCODED, /* the run's encoding is f32: no deltas */
+    FULL_R_COUNT
+} full_reason;
+extern const char *const deltas_full_reason_names[FULL_R_COUNT]; /* deltas.c */
+
+/* One encoded downstream delta: Θ_version = Θ_{version-1} + decode(bytes). */
+typedef struct delta_rec {
+    int64_t version; /* the version it produces */
+    uint8_t *bytes;  /* encoded d^ (the run's encoding) */
+    size_t len;      /* bytes */
+} delta_rec;
+
+/* Per-fragment downstream state (encoded runs; diloco and decoupled). */
+typedef struct frag_hist {
+    float *resid;               /* [fragment_length] error-feedback residual (in memory only) */
+    delta_rec d[DELTA_HISTORY]; /* kept deltas, oldest first, versions contiguous */
+    int n;                      /* deltas kept */
+    size_t bytes;               /* sum of d[].len */
+} frag_hist;
+
+/* Free every kept delta of h (the residual stays). */
+void deltas_hist_clear(frag_hist *h);
+/* Whether deltas_encode does anything for fragment p (and so needs Θ_V). */
+int deltas_encodes(const syncer *s, int p);
+/* Quantize the update of fragment p (mu held). old = Θ_V, th = the exact
+ * Θ_new on entry; on return th = Θ_{V+1} = Θ_V + d^, the canonical value
+ * every learner reproduces by the same f32 add. f32 runs and ddp modes:
+ * nothing to do. */
+void deltas_encode(syncer *s, int p, const float *old, float *th, int64_t version);
+/* GET /v1/fragments/{p}: full f32 or a chain of encoded deltas. */
+SYNCER_HANDLER(deltas_route_fragment_get);
+/* GET /v1/versions: every fragment's version; long-polls on request. */
+SYNCER_HANDLER(deltas_route_versions);
+
+#endif

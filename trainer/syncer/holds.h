@@ -1,0 +1,32 @@
+/* holds.h - the syncer's holds component: a fair share of waiting
+ * requests.
+ *
+ * Owns: s->holds[HOLD_BUCKETS] (waits held now, by caller) and
+ * s->holds_early.
+ * A handler that waits (a long poll, a ddp barrier) first takes a hold:
+ * each learner, by its credential, holds at most HOLD_PER_LEARNER waits at
+ * once, callers without a learner credential HOLD_ANON together. A request
+ * over its caller's share does not wait: it is answered at once with what
+ * is there (as if its wait had ended), and counted. Waits occupy the
+ * server's request slots (common/http_guard.h: active_max), so without the
+ * share one learner holding hundreds of long polls would get every other
+ * learner's calls refused 503.
+ * Lock: both calls with s->mu held.
+ */
+#ifndef TRN_SYNCER_HOLDS_H
+#define TRN_SYNCER_HOLDS_H
+
+#include "common/http_server.h"
+#include "trainer/syncer.h"
+#include "trainer/syncer/members.h"
+
+#define HOLD_PER_LEARNER 4 /* requests one learner may hold waiting at once */
+#define HOLD_ANON 16       /* ... all callers without a learner credential together */
+#define HOLD_BUCKETS (MAX_LEARNERS + 1)
+
+/* The caller's bucket, holding one wait; -1: over its share, do not wait. */
+int holds_take(syncer *s, const cx_http_req *req);
+/* Give back the wait of bucket b (b < 0: a no-op). */
+void holds_drop(syncer *s, int b);
+
+#endif

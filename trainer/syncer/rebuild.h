@@ -1,0 +1,81 @@
+/* rebuild.h - the syncer's rebuild component: rebuilding the global
+ * state from the learners after a start without it (see "syncer: rebuild
+ * from the learners" in rebuild.c, where its state machine is drawn).
+ *
+ * Owns: s->rb (the state), s->rbf[P] (each fragment's best report and
+ * upload), s->rb_rep (what each slot reported at its last join),
+ * s->rb_joined, s->rb_opened_ms, s->rb_count.
+ * Operations: decode a join's holds, a join's part in the rebuild, the
+ * gate that holds pulls and contributions while the state is not served,
+ * the worker's step, and the upload route.
+ * Lock: s->mu held, except the route handler, which takes it; rebuild_tick
+ * drops it while the checkpoint is written.
+ */
+#ifndef TRN_SYNCER_REBUILD_H
+#define TRN_SYNCER_REBUILD_H
+
+#include <stdint.h>
+
+#include "common/http_server.h"
+#include "common/json.h"
+#include "trainer/protocol.h"
+#include "trainer/syncer/api.h"
+
+/* The start-up rebuild (see "syncer: rebuild from the learners"). */
+typedef enum rebuild_state { RB_NONE = 0, RB_COLLECTING, RB_WRITING, RB_REFUSED } rebuild_state;
+extern const char *const rebuild_state_names[]; /* rebuild.c */
+
+/* One fragment's rebuild: the newest copy any learner reported, and the
+ * newest one uploaded (staged until the rebuild completes). */
+typedef struct rb_frag {
+    int64_t ckpt_version; /* version dur_restore() found (0 without checkpoint): reports above it are newer */
+    int64_t start_version; /* version after dur_bump_versions: while unchanged, ckpt_version is the bar */
+    int64_t max_reported;  /* highest version any learner reported (published at some point) */
+    int64_t want_version;  /* newest reported copy above the bar (0 none) */
+    int64_t want_learner;  /* who reported it */
+    uint32_t want_crc;     /* its CRC32C */
+    int64_t published;     /* highest version this syncer knows it published (-1: no record, a wiped
+                              state dir); a report above it is refused (rebuild_claim_refused) */
+    int64_t got_version;   /* newest uploaded copy (0 none) */
+    int64_t got_learner;   /* who uploaded it */
+    uint32_t got_crc;      /* its CRC32C */
+    int64_t disagree;      /* reports of want_version with another CRC32C */
+    int64_t got_step;      /* ddp: the ddp step the uploaded copy is at (the learner's next step) */
+    int64_t got_adam;      /* ddp: its AdamW step counter */
+    float *vals;           /* [rb_state_len] the uploaded copy (NULL none); ddp: params | m | v */
+} rb_frag;
+
+/* A learner's report of one fragment at its last join. */
+typedef struct rb_report {
+    int64_t version; /* version of its copy (<= 0: none or untrained) */
+    uint32_t crc;    /* CRC32C of its copy as f32 LE bytes (ddp: params | m | v of the fragment) */
+    int64_t step;    /* ddp: the step its join named (its copy is the state before that step) */
+} rb_report;
+
+#define RB_RETRY_MS 500 /* Retry-After hint of the 503 answers, ms */
+/* Decode the optional "holds" of a join body into v[P], crc[P], pub[P]
+ * and sealed[P] (1: the report of p carries this syncer's seal). 0, or -1
+ * with a 400 naming what was wrong in resp. */
+int rebuild_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, int64_t *pub, int *sealed,
+                        cx_http_resp *resp);
+/* A join of the learner in `slot` that reported v/crc/sealed (NULL: no
+ * holds) and named `step` (ddp: the step its copy is at) (mu held). A
+ * report is a copy only when sealed (a syncer with a seal key, diloco and
+ * decoupled). Returns RB_NONE to join normally, RB_COLLECTING to answer
+ * 503 with the fragments it must upload (upload[*n]), RB_REFUSED to
+ * refuse. */
+rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const uint32_t *crc, const int64_t *pub,
+                           const int *sealed, int64_t step, int *upload, int *n);
+/* 1 (and a 503 in resp) while the global state is not being served (mu
+ * held): fragment GETs and contributions retry. */
+int rebuild_gate(syncer *s, cx_http_resp *resp);
+/* 1 (and a 403/409 in resp) for a pull by a learner that has not joined
+ * since this syncer started, when the start may need a rebuild (mu held). */
+int rebuild_stale_pull(syncer *s, const proto_hdr *h, cx_http_resp *resp);
+/* The worker's step of the rebuild (mu held; drops it while the
+ * checkpoint is written). */
+void rebuild_tick(syncer *s);
+/* POST /v1/fragments/{p}/state: a learner's copy of global fragment p. */
+SYNCER_HANDLER(rebuild_route_state);
+
+#endif
