@@ -13,7 +13,7 @@
  *          and a scatter of Θ and momentum, an f32 run drops the copy)
  *   apply  merge_apply alone, in place on Θ and momentum
  *
- * downstream_encode is left out of both (the same work either way).
+ * deltas_encode (trainer/syncer/deltas.c) is left out of both (the same work either way).
  *
  *   bench_merge [--seconds S]
  *

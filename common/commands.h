@@ -19,7 +19,7 @@ int report_main(int argc, char **argv);    /* harness/report_main.c */
 int run_main(int argc, char **argv);       /* harness/run_main.c */
 int secrets_main(int argc, char **argv);   /* harness/secrets_main.c */
 int simulate_main(int argc, char **argv);  /* sim/simulate_main.c */
-int syncer_main(int argc, char **argv);    /* trainer/syncer_main.c */
+int syncer_main(int argc, char **argv);    /* trainer/syncer/main.c */
 int validate_main(int argc, char **argv);  /* harness/validate_main.c */
 
 #endif

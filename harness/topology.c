@@ -409,7 +409,7 @@ static int agent_spawn(topo *t, const topo_launch_cfg *cfg, int i, const char *p
         no++;
     /* the training data by the learner's own flag: a learner reads a file
      * only when its command line names it, never because the syncer said
-     * so (trainer/learner_join.c); a corpus name needs no flag */
+     * so (trainer/learner/link.c); a corpus name needs no flag */
     const char *data = json_string_value(json_object_get(cfg->syncer_cfg, "data"));
     if (data && data[0]) {
         own[no++] = "--data";

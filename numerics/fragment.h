@@ -82,7 +82,7 @@ int fragment_due(int64_t step, int H, int P, int *out, int cap);
 /* Round of fragment p at step: how many times p was due in steps [1, step]
  * (so its r-th due step is round r, r >= 1; 0 before the first). The
  * stagger schedule's own count: rounds on the wire are numbered by the
- * syncer, and a contribution naming one is refused (syncer_rounds.c). */
+ * syncer, and a contribution naming one is refused (trainer/syncer/rounds.c). */
 int64_t fragment_round(int64_t step, int p, int H, int P);
 
 /* The step at which fragment p is due for the r-th time (r >= 1), the

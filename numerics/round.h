@@ -14,7 +14,7 @@
  *
  * Pure bookkeeping over numbers: no locks, no payloads, no clock reads (the
  * caller passes now). The syncer holds the contributions, computes the
- * grace window and does the merge (syncer_rounds.c).
+ * grace window and does the merge (trainer/syncer/rounds.c).
  */
 #ifndef CX_ROUND_H
 #define CX_ROUND_H

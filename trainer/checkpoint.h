@@ -69,7 +69,7 @@ typedef struct ckpt_learner {
     int64_t
         *frag_steps; /* [P] inner steps not yet merged: since origin_step (decoupled), else since received */
     int64_t *frag_tokens; /* [P] tokens not yet merged: since origin_step (decoupled), else since received */
-    /* decoupled rebase (learner_decoupled.c): what a restart needs to carry
+    /* decoupled rebase (trainer/learner/rebase.c): what a restart needs to carry
      * the progress it has not sent onto the global value it pulls */
     float *base;          /* [n] Θ_base: the global values it last took */
     float *sent;          /* [n] θ at the send of each fragment's contribution in flight (send_step >= 0) */

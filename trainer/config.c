@@ -139,7 +139,7 @@ void config_defaults(config *c)
     c->tau = 2;
     c->grace_gamma = 0.5;
     c->grace_cap_ms = 2000;
-    c->max_staleness = -1; /* 2 x M, at least 4 (syncer.c max_staleness_of) */
+    c->max_staleness = -1; /* 2 x M, at least 4 (trainer/syncer/rounds.c) */
     c->norm_bound = 10.0;
     c->encoding = CONFIG_ENC_F32;
     c->upstream_ef = 1;

@@ -60,11 +60,11 @@ typedef enum proto_reason {
     PROTO_R_STALE_VERSION,
     PROTO_R_BAD_HEADER,
     PROTO_R_HALTED,
-    PROTO_R_NORM,  /* not sent by this syncer: a contribution's norm is clipped (syncer_guard.h); kept for
+    PROTO_R_NORM,  /* not sent by this syncer: a contribution's norm is clipped (trainer/syncer/guard.h); kept for
                       the metric's label set and older syncers */
     PROTO_R_CLAIM, /* tokens/steps beyond what could have been trained since the pull */
     PROTO_R_AUTH,  /* no, a wrong or another principal's credential (401/403; syncer.c's access table) */
-    PROTO_R_MERGE, /* accepted, then dropped: its round's merge result was refused (syncer_guard.h) */
+    PROTO_R_MERGE, /* accepted, then dropped: its round's merge result was refused (trainer/syncer/guard.h) */
     PROTO_R_COUNT
 } proto_reason;
 

@@ -7,7 +7,7 @@
  * no learner holds (trainer/credential.h). The syncer sends the seal with
  * every fragment it serves (X-Chaosloco-Seal, diloco and decoupled); a
  * learner keeps the seal of its copy and reports it in a join's "holds";
- * a rebuild takes only a sealed copy (trainer/syncer_rebuild.c). In ddp
+ * a rebuild takes only a sealed copy (trainer/syncer/rebuild.c). In ddp
  * modes a learner's copy is the whole state of a step (parameters, AdamW
  * m and v, bit-identical with the syncer's): one seal covers the CRC32C of
  * every fragment of it at that version (seal_make_state), sent with each

@@ -1,6 +1,6 @@
 /* fuzz_proto_headers.c - libFuzzer target: the syncer's parsing of the
  * tensor headers of a contribution or gradient (proto_hdr_parse, as
- * syncer.c's handlers call it through cx_http_header). Input: bytes 0-1
+ * the syncer's handlers (trainer/syncer/) call it through cx_http_header). Input: bytes 0-1
  * are the PROTO_NEED_* set (little-endian), the rest "Name: value" lines (header names match
  * case-insensitively, as in HTTP). Oracles: a parse that succeeds leaves
  * every needed field in its documented range, and proto_hdr_format of the

@@ -15,7 +15,7 @@ static proto_reason reason_of(const char *body)
     return learner_link_reason(body, body ? strlen(body) : 0);
 }
 
-/* The syncer's rejection answer (syncer_learners.c, reject()) as it is sent. */
+/* The syncer's rejection answer (trainer/syncer/members.c, members_reject()) as it is sent. */
 Test(learner_link, decodes_the_syncers_stale_incarnation_rejection)
 {
     cr_assert_eq(reason_of("{\"error\": \"stale_incarnation: learner 3 incarnation 2\", \"status\": 409, "
@@ -45,7 +45,7 @@ Test(learner_link, a_reason_in_the_message_text_is_not_a_reason)
     cr_assert_eq(
         reason_of("{\"error\": \"stale_incarnation\", \"status\": 409, \"why\": \"stale_incarnation\"}"),
         PROTO_R_COUNT);
-    /* the ddp barrier's "step closed without you" answer (syncer_ddp.c) */
+    /* the ddp barrier's "step closed without you" answer (trainer/syncer/ddp.c) */
     cr_assert_eq(reason_of("{\"error\": \"step closed without this learner; resync\", \"status\": 409, "
                            "\"step\": 12, \"requested\": 11}"),
                  PROTO_R_COUNT);

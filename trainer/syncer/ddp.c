@@ -46,7 +46,7 @@
 
 /* The seal of the ddp state at the current version (mu held): each
  * fragment's CRC32C over its params | AdamW m | v, gathered as a learner
- * gathers its copy (learner_join.c state_gather), under one seal
+ * gathers its copy (trainer/learner/link.c state_gather), under one seal
  * (seal_make_state). "" without a key or memory. */
 static void ddp_seal_state(const syncer *s, char out[SEAL_HEX + 1])
 {

@@ -375,7 +375,7 @@ members_join_verdict members_join(syncer *s, const members_join_req *in, members
     if (out->rb != RB_NONE)
         return MEMBERS_JOIN_REBUILD;
     if (s->cfg.mode == CONFIG_MODE_DECOUPLED) {
-        /* it counts its schedule from there (learner_join.c): the same offset here turns the step its
+        /* it counts its schedule from there (trainer/learner/link.c): the same offset here turns the step its
          * contributions name into schedule steps */
         out->schedule_step = rounds_schedule_step_now(s, slot, cx_mono_ms());
         l->sched_off = out->schedule_step > 0 ? out->schedule_step - in->step : 0;
