@@ -2,7 +2,6 @@
  * ctk.h). */
 #include "harness/ctk.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,32 +134,6 @@ static void add_probes(json_t *probes, hyp_spec *const *specs, int n, const char
                                                 hyp_spec_json(specs[i]), phase));
 }
 
-/* The learners a rollback acts on, as the runner resolves them (run.c,
- * revert()): its ids, every learner when none, else the first N. */
-static int rollback_targets(const experiment *e, const exp_rollback *rb, int *ids)
-{
-    int n = 0;
-    if (rb->targets.kind == EXP_TARGET_IDS && rb->targets.nids > 0) {
-        for (int k = 0; k < rb->targets.nids; k++)
-            ids[n++] = rb->targets.ids[k];
-    } else if (rb->targets.kind == EXP_TARGET_IDS) {
-        for (int k = 0; k < e->learners; k++)
-            ids[n++] = k;
-    } else {
-        int want = rb->targets.kind == EXP_TARGET_RANDOM
-                       ? rb->targets.random_n
-                       : (int)ceil(rb->targets.percent * e->learners / 100.0);
-        for (int k = 0; k < e->learners && n < want; k++)
-            ids[n++] = k;
-    }
-    return n;
-}
-
-static const char *rollback_kind(exp_rollback_kind k)
-{
-    return k == EXP_RB_HALT ? "halt" : k == EXP_RB_RESUME ? "resume" : "revert_faults";
-}
-
 /* One rollback call on learner l's agent. */
 static json_t *rollback_activity(const char *name, const char *kind, int learner, int several)
 {
@@ -187,9 +160,9 @@ static json_t *rollbacks_json(const experiment *e)
     int ids[EXP_MAX_LEARNERS];
     for (int i = 0; i < e->nrollbacks; i++) {
         const exp_rollback *rb = &e->rollbacks[i];
-        int n = rollback_targets(e, rb, ids);
+        int n = exp_rollback_targets(e, rb, ids);
         for (int k = 0; k < n; k++)
-            json_array_append_new(arr, rollback_activity(rb->name, rollback_kind(rb->kind), ids[k], n > 1));
+            json_array_append_new(arr, rollback_activity(rb->name, exp_rollback_kind_name(rb->kind), ids[k], n > 1));
     }
     return arr;
 }

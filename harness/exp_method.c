@@ -68,7 +68,7 @@ void exp_check_fault_params(jv_diag *d, const char *path, const char *type, json
         inj->free(ctx);
 }
 
-/* ---- the runner's own faults (harness/run.c) ---- */
+/* ---- the runner's own faults (harness/run/timeline.c) ---- */
 
 int exp_harness_fault(const char *type)
 {

@@ -2,7 +2,7 @@
  * effect on its unit, asked by name.
  *
  * The one place in harness/ that names fault kinds by their effect: the
- * runner's live floor (run_actions.c), the down intervals of the history
+ * runner's live floor (run/timeline.c), the down intervals of the history
  * (history.c) and the hypotheses that look for a fault that took a learner
  * out (reintegration, fault_effective, rejoin_time) all ask here. Each is
  * one query of the injector table's traits (injectors/injector.h), so a new
