@@ -172,6 +172,21 @@ static int wait_for_unit(runner *r, int k, const char *state)
     return 1;
 }
 
+timeline_refusal timeline_on_refusal(int method_action, agc_reason why)
+{
+    switch (why) {
+    case AGC_R_UNIT_NOT_RUNNING:
+        /* a method action waits for its unit (if_not_running); a chaos
+         * draw was checked against the runner's view before it was sent,
+         * and a refusal then is an error */
+        return method_action ? TL_REFUSAL_WAIT : TL_REFUSAL_ERROR;
+    case AGC_R_HALTED:
+        return TL_REFUSAL_ABORT;
+    default:
+        return TL_REFUSAL_ERROR;
+    }
+}
+
 static void fire(runner *r, int k)
 {
     assert(r->state == RS_METHOD); /* from REVERT on nothing new is injected */
@@ -225,6 +240,7 @@ static void fire(runner *r, int k)
     agc_inject(r->col.av[l].agent, body, &rep, err, sizeof err);
     json_decref(body);
     int st = rep.status;
+    agc_reason why = rep.reason;
     json_t *ans = agc_reply_take_json(&rep);
     agc_reply_cleanup(&rep);
     const char *id = json_string_value(json_object_get(ans, "id"));
@@ -238,7 +254,8 @@ static void fire(runner *r, int k)
     } else {
         char msg[CX_ERRLEN + 64];
         run_answer_error(ans, st, err, msg, sizeof msg);
-        if (se->action >= 0 && st == 409 && strstr(msg, "not running")) {
+        timeline_refusal then = timeline_on_refusal(se->action >= 0, why);
+        if (then == TL_REFUSAL_WAIT) {
             /* our view of the unit was stale: wait for it like above */
             json_decref(ans);
             collect_mark_not_running(r, l);
@@ -249,7 +266,7 @@ static void fire(runner *r, int k)
         timeline_action_event(r, "fail", se, l, NULL, msg);
         json_t *rec = json_object_get(ans, "fault");
         journal_add_action(r->j, 0, se->name, se->fault, l, "failed", rec ? rec : ans, t0, cx_real_ns());
-        if (st == 503 && strstr(msg, "halted"))
+        if (then == TL_REFUSAL_ABORT)
             run_set_abort(r, "agent %d is halted: %s", l, msg);
         else
             run_set_error(r, "action %s on learner %d: %s", se->name, l, msg);

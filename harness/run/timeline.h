@@ -16,6 +16,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "common/agent_client.h"
 #include "harness/experiment.h"
 #include "harness/schedule.h"
 
@@ -47,6 +48,17 @@ typedef struct timeline_state {
     int64_t syncer_up_at; /* ms when to restart it */
     int syncer_entry;     /* sched entry that did it */
 } timeline_state;
+
+/* What an agent's refusal of a fault means for the run. */
+typedef enum timeline_refusal {
+    TL_REFUSAL_ERROR, /* an injection error: the run fails (exit 3) */
+    TL_REFUSAL_ABORT, /* the agent is halted: the run aborts (exit 2) */
+    TL_REFUSAL_WAIT,  /* the unit was not running after all: the action waits for it (if_not_running) */
+} timeline_refusal;
+
+/* The refusal's meaning, from the agent's reason (agc_reply.reason);
+ * method_action: the entry is a method action (not a chaos draw). */
+timeline_refusal timeline_on_refusal(int method_action, agc_reason why);
 
 /* One record per schedule entry, the action list, the rollbacks' targets
  * (r->e, r->sched and r->m set); CX_ENOMEM. */
