@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/agent_client.h"
+#include "harness/fault_kinds.h"
 
 /* Seconds a Chaos Toolkit runner would wait for one HTTP call. */
 #define CTK_HTTP_TIMEOUT_S 30
@@ -61,7 +62,7 @@ static json_t *fault_body(const sched_entry *se)
 static json_t *entry_activity(const experiment *e, const schedule *s, int k, double *last_at_s)
 {
     const sched_entry *se = &s->entries[k];
-    int restart = exp_harness_fault(se->fault);
+    int restart = hx_kind_is_harness(se->fault);
     char name[160], url[128];
     if (!restart && entries_named(s, se->name) > 1)
         snprintf(name, sizeof name, "%s (learner %d)", se->name, se->learner);
@@ -107,7 +108,7 @@ static json_t *method_json(const experiment *e, const schedule *s)
         const sched_entry *se = &s->entries[k];
         /* the harness restarts the syncer once per action, whatever its targets */
         int dup = 0;
-        for (int j = 0; j < k && exp_harness_fault(se->fault) && se->action >= 0; j++)
+        for (int j = 0; j < k && hx_kind_is_harness(se->fault) && se->action >= 0; j++)
             dup |= s->entries[j].action == se->action;
         if (!dup)
             json_array_append_new(m, entry_activity(e, s, k, &last_at_s));

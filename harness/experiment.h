@@ -192,13 +192,13 @@ uint64_t exp_action_seed(uint64_t run_seed, int idx);
  * NULL-terminated, static. */
 const char *const *exp_fault_types(void);
 int exp_fault_known(const char *type);
-/* Faults the runner performs itself, not an agent (method actions only):
+/* The name of the fault the runner performs itself, not an agent (method
+ * actions only; harness/fault_kinds.h hx_harness_kinds is its table entry):
  * "syncer_restart" kills the launched syncer (params.signal KILL|TERM,
  * default KILL) and starts it again after params.down_ms (default the
  * action's duration_ms) on the same port and state dir. Targets are
  * required like any action's but ignored (one restart per action). */
 #define EXP_SYNCER_RESTART "syncer_restart"
-int exp_harness_fault(const char *type);
 
 /* RFC 7386 merge patch: a new document = target with patch applied. */
 json_t *exp_merge_patch(const json_t *target, const json_t *patch);

@@ -53,9 +53,6 @@
 #define STOP_GRACE_MS 10000   /* SIGTERM grace per process at the end */
 #define PATHLEN 1024
 
-/* The harness's own fault: SIGKILL (or TERM) the syncer, start it again. */
-#define RUN_SYNCER_FAULT EXP_SYNCER_RESTART
-
 /* ---- the runner ---- */
 
 typedef enum run_state {

@@ -79,7 +79,8 @@ void timeline_action_event(runner *r, const char *phase, const sched_entry *se, 
     run_emit(r, ev);
 }
 
-/* The harness's own fault: kill the syncer now, restart it after down_ms. */
+/* The harness's own fault (hx_harness_kinds: today syncer_restart alone):
+ * kill the syncer now, restart it after down_ms. */
 static void fire_syncer_fault(runner *r, int k)
 {
     sched_entry *se = &r->sched->entries[k];
@@ -193,7 +194,7 @@ static void fire(runner *r, int k)
     output_progress_end(r);
     sched_entry *se = &r->sched->entries[k];
     fired *f = &r->tl.fx[k];
-    if (strcmp(se->fault, RUN_SYNCER_FAULT) == 0) {
+    if (hx_kind_is_harness(se->fault)) {
         /* one syncer fault per action, whatever its targets */
         for (int j = 0; j < k; j++)
             if (r->sched->entries[j].action == se->action && se->action >= 0 && r->tl.fx[j].fired) {
@@ -295,7 +296,7 @@ static void check_heals(runner *r)
     for (int k = 0; k < r->sched->n; k++) {
         fired *f = &r->tl.fx[k];
         sched_entry *se = &r->sched->entries[k];
-        if (!f->ok || f->healed || strcmp(se->fault, RUN_SYNCER_FAULT) == 0)
+        if (!f->ok || f->healed || hx_kind_is_harness(se->fault))
             continue;
         if (now < f->start_mono + se->duration_ms || now - f->last_check < 500)
             continue;
