@@ -4,19 +4,56 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "injectors/kinds_route.h"
 #include "agent/metrics.h"
 #include "agent/toxiproxy.h"
+#include "common/agent_client.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include <strings.h>
+
+/* ---- api: error answers ---- */
+
+/* The one writer of the /v1 routes' error answers: {"error": text,
+ * "status": N, "reason": name}, N and name from the reason table
+ * (common/agent_client.h), so a client switches on the reason, never on
+ * the text. extra (stolen, or NULL) adds its members (a failed fault's
+ * "fault" record). The Toxiproxy-compatible routes (toxiproxy.c), the
+ * token check shared with them (api_auth) and the HTTP server's own
+ * refusals keep their answers without a reason. */
+static void reply_reason(cx_http_resp *resp, agc_reason why, json_t *extra, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void reply_reason(cx_http_resp *resp, agc_reason why, json_t *extra, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    int status = agc_reason_status(why);
+    json_t *o = json_pack("{s:s,s:i}", "error", msg, "status", status);
+    if (o && extra)
+        json_object_update(o, extra);
+    json_decref(extra);
+    if (o)
+        json_object_set_new(o, "reason", json_string(agc_reason_name(why)));
+    cx_http_reply_json(resp, status, o);
+}
+
+/* A cx_err code's answer, with detail (else the code's own text). */
+static void reply_err_reason(cx_http_resp *resp, int code, const char *detail)
+{
+    reply_reason(resp, agc_reason_of_err(code), NULL, "%s", detail && *detail ? detail : cx_strerror(code));
+}
 
 /* ---- api: auth and audit ---- */
 
@@ -244,10 +281,25 @@ int api_decode_fault(json_t *body, reg_spec *spec, char *err, size_t errlen)
     return 0;
 }
 
+/* Has the unit a process now? The injectors' own test (sup_target's pid);
+ * no supervisor: no unit. */
+static int unit_alive(agent *a)
+{
+    if (!a->sup)
+        return 0;
+    pid_t pid = 0;
+    int fd = -1;
+    sup_target(a->sup, &pid, &fd);
+    if (fd >= 0)
+        close(fd);
+    return pid > 0;
+}
+
 static void faults_post(agent *a, const cx_http_req *req, cx_http_resp *resp, char *fid, size_t fidlen)
 {
     if (agent_halted(a)) {
-        cx_http_reply_err(resp, CX_EUNAVAIL, "agent is halted: new faults are refused until POST /v1/resume");
+        reply_reason(resp, AGC_R_HALTED, NULL,
+                     "agent is halted: new faults are refused until POST /v1/resume");
         return;
     }
     json_t *body = NULL;
@@ -256,13 +308,14 @@ static void faults_post(agent *a, const cx_http_req *req, cx_http_resp *resp, ch
     reg_spec spec;
     char err[CX_ERRLEN] = "";
     if (api_decode_fault(body, &spec, err, sizeof err) < 0) {
-        cx_http_reply_err(resp, CX_EINVAL, err);
+        reply_err_reason(resp, CX_EINVAL, err);
         json_decref(body);
         return;
     }
     spec.lease = agent_lease_held(a);
     spec.origin = "api";
     json_t *rec = NULL;
+    int alive = unit_alive(a);
     int rc = reg_create(a->reg, &spec, &rec, err, sizeof err);
     if (rec) {
         snprintf(fid, fidlen, "%s", json_string_value(json_object_get(rec, "id")));
@@ -273,12 +326,13 @@ static void faults_post(agent *a, const cx_http_req *req, cx_http_resp *resp, ch
         cx_http_add_header(resp, "Location", "%s", loc);
         cx_http_reply_json(resp, 201, rec);
     } else if (rec) {
-        /* Applying failed: the error, with the failed record for the why. */
-        int status = cx_err_http_status(rc);
-        json_t *e = json_pack("{s:s,s:i,s:o}", "error", err, "status", status, "fault", rec);
-        cx_http_reply_json(resp, status, e);
+        /* Applying failed: the error, with the failed record for the why.
+         * A conflict at apply on a unit that had no process is the
+         * injectors' "unit is not running" (they test the same pid). */
+        agc_reason why = rc == CX_ECONFLICT && !alive ? AGC_R_UNIT_NOT_RUNNING : agc_reason_of_err(rc);
+        reply_reason(resp, why, json_pack("{s:o}", "fault", rec), "%s", err);
     } else {
-        cx_http_reply_err(resp, rc, err);
+        reply_err_reason(resp, rc, err);
     }
     json_decref(body);
 }
@@ -306,7 +360,7 @@ static int h_fault_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     agent *a = ctx;
     json_t *rec = NULL;
     if (reg_get(a->reg, req->params[0], &rec) < 0) {
-        cx_http_reply_error(resp, 404, "no fault with id '%s'", req->params[0]);
+        reply_reason(resp, AGC_R_NOT_FOUND, NULL, "no fault with id '%s'", req->params[0]);
         return 0;
     }
     cx_http_reply_json(resp, 200, rec);
@@ -326,7 +380,7 @@ static int h_fault_delete(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         cx_http_reply_json(resp, 200, rec);
     } else {
         json_decref(rec);
-        cx_http_reply_err(resp, rc, err);
+        reply_err_reason(resp, rc, err);
     }
     api_audit(a, req, resp, req->params[0], req->auth);
     return 0;
@@ -361,7 +415,7 @@ static int no_params(const cx_http_req *req, cx_http_resp *resp)
     int rc = cx_json_unpack(body, "body", err, sizeof err, "{}");
     json_decref(body);
     if (rc < 0)
-        cx_http_reply_err(resp, CX_EINVAL, err);
+        reply_err_reason(resp, CX_EINVAL, err);
     return rc < 0 ? CX_EINVAL : 0;
 }
 
@@ -395,12 +449,12 @@ static int h_lease(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         char err[CX_ERRLEN];
         json_t *ttl = NULL;
         if (cx_json_unpack(body, "body", err, sizeof err, "{s:o}", "ttl_ms", &ttl) < 0) {
-            cx_http_reply_err(resp, CX_EINVAL, err);
+            reply_err_reason(resp, CX_EINVAL, err);
         } else if (!json_is_integer(ttl) || json_integer_value(ttl) < 0 ||
                    json_integer_value(ttl) > API_LEASE_MAX_TTL_MS) {
-            cx_http_reply_error(resp, 400,
-                                "ttl_ms: must be an integer within [0, %lld] (0 releases the lease)",
-                                (long long)API_LEASE_MAX_TTL_MS);
+            reply_reason(resp, AGC_R_BAD_REQUEST, NULL,
+                         "ttl_ms: must be an integer within [0, %lld] (0 releases the lease)",
+                         (long long)API_LEASE_MAX_TTL_MS);
         } else {
             if (json_integer_value(ttl) == 0)
                 agent_lease_release(a);
@@ -443,7 +497,7 @@ static int h_logs(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     const char *q = cx_http_query(req, "tail");
     char err[CX_ERRLEN];
     if (q && cx_parse_int(q, "tail", 1, API_LOG_TAIL_MAX_LINES, &tail, err, sizeof err) < 0) {
-        cx_http_reply_err(resp, CX_EINVAL, err);
+        reply_err_reason(resp, CX_EINVAL, err);
         return 0;
     }
     if (!a->sup) {

@@ -14,9 +14,76 @@ struct agc {
     cx_http_client *http; /* one curl handle: one thread at a time */
 };
 
+/* ---- reasons ---- */
+
+static const struct {
+    const char *name; /* wire name */
+    int status;       /* HTTP status */
+} reasons[AGC_R_COUNT] = {
+    [AGC_R_NONE] = {"", 0},
+    [AGC_R_BAD_REQUEST] = {"bad_request", 400},
+    [AGC_R_UNAUTHORIZED] = {"unauthorized", 401},
+    [AGC_R_NOT_FOUND] = {"not_found", 404},
+    [AGC_R_CONFLICT] = {"conflict", 409},
+    [AGC_R_UNIT_NOT_RUNNING] = {"unit_not_running", 409},
+    [AGC_R_TOO_LARGE] = {"too_large", 413},
+    [AGC_R_INTERNAL] = {"internal", 500},
+    [AGC_R_NOT_SUPPORTED] = {"not_supported", 501},
+    [AGC_R_HALTED] = {"agent_halted", 503},
+    [AGC_R_UNAVAILABLE] = {"unavailable", 503},
+    [AGC_R_TIMED_OUT] = {"timed_out", 504},
+};
+
+const char *agc_reason_name(agc_reason r)
+{
+    return (unsigned)r < AGC_R_COUNT ? reasons[r].name : "";
+}
+
+int agc_reason_status(agc_reason r)
+{
+    return (unsigned)r < AGC_R_COUNT ? reasons[r].status : 0;
+}
+
+agc_reason agc_reason_parse(const char *name)
+{
+    for (int i = 1; name && i < AGC_R_COUNT; i++)
+        if (strcmp(reasons[i].name, name) == 0)
+            return (agc_reason)i;
+    return AGC_R_NONE;
+}
+
+agc_reason agc_reason_of_err(int code)
+{
+    switch (code) {
+    case CX_EINVAL:
+    case CX_ECORRUPT:
+        return AGC_R_BAD_REQUEST;
+    case CX_EAUTH:
+        return AGC_R_UNAUTHORIZED;
+    case CX_ENOTFOUND:
+        return AGC_R_NOT_FOUND;
+    case CX_ECONFLICT:
+        return AGC_R_CONFLICT;
+    case CX_ETOOBIG:
+        return AGC_R_TOO_LARGE;
+    case CX_ENOTSUP:
+        return AGC_R_NOT_SUPPORTED;
+    case CX_EUNAVAIL:
+    case CX_EBUSY:
+        return AGC_R_UNAVAILABLE;
+    case CX_ETIMEDOUT:
+        return AGC_R_TIMED_OUT;
+    default:
+        return AGC_R_INTERNAL;
+    }
+}
+
+/* ---- replies ---- */
+
 void agc_reply_init(agc_reply *r)
 {
     r->status = 0;
+    r->reason = AGC_R_NONE;
     r->json = NULL;
     cx_http_result_init(&r->raw);
 }
@@ -26,6 +93,7 @@ void agc_reply_cleanup(agc_reply *r)
     json_decref(r->json);
     r->json = NULL;
     r->status = 0;
+    r->reason = AGC_R_NONE;
     cx_http_result_cleanup(&r->raw);
     cx_http_result_init(&r->raw);
 }
@@ -122,6 +190,7 @@ static int agc_call(agc *c, const char *method, const char *path, const json_t *
     if (r->raw.body.len)
         r->json = json_loadb(r->raw.body.data, r->raw.body.len, 0, NULL);
     if (r->status < 200 || r->status > 299) {
+        r->reason = agc_reason_parse(json_string_value(json_object_get(r->json, "reason")));
         const char *e = json_string_value(json_object_get(r->json, "error"));
         rc = cx_fail(err, errlen, status_err(r->status), "HTTP %d: %s", r->status, e ? e : "(no error text)");
     }

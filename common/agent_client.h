@@ -25,6 +25,12 @@
  * never retried). The paths are also exported (AGC_PATH_*) for the harness's
  * Chaos Toolkit export, which names them in its own JSON.
  *
+ * Reasons: the agent's error answers on its own /v1 routes carry, beside
+ * the human "error" text and "status", a machine "reason" (agc_reason, by
+ * its name). This file holds the one table of them (name and HTTP status),
+ * which the agent writes from (agent/api.c) and agc_call decodes once into
+ * agc_reply.reason, so callers switch on the enum and never read the text.
+ *
  * Ownership: an agc owns one curl handle (keep-alive), so it belongs to one
  * thread at a time. Strings and JSON given to it are borrowed.
  */
@@ -57,9 +63,38 @@ typedef struct agc_opts {
     void *observe_ctx;          /* its ctx (borrowed: outlives the agc) */
 } agc_opts;
 
+/* Why the agent refused a call: the "reason" of its error answer. The
+ * table in agent_client.c gives each its wire name and HTTP status. */
+typedef enum agc_reason {
+    AGC_R_NONE,             /* no reason in the answer (a 2xx, no answer, an older agent, an unknown name) */
+    AGC_R_BAD_REQUEST,      /* 400: the request was wrong (its text says where) */
+    AGC_R_UNAUTHORIZED,     /* 401 */
+    AGC_R_NOT_FOUND,        /* 404: no such fault */
+    AGC_R_CONFLICT,         /* 409: the fault conflicts with an active one */
+    AGC_R_UNIT_NOT_RUNNING, /* 409: the fault needs a running unit and the unit was not running */
+    AGC_R_TOO_LARGE,        /* 413 */
+    AGC_R_INTERNAL,         /* 500: the agent's own failure (memory, i/o, system) */
+    AGC_R_NOT_SUPPORTED,    /* 501: not possible on this host */
+    AGC_R_HALTED,           /* 503: the agent is halted and refuses new faults until POST /v1/resume */
+    AGC_R_UNAVAILABLE,      /* 503: a resource the call needs is unavailable or busy */
+    AGC_R_TIMED_OUT,        /* 504 */
+    AGC_R_COUNT
+} agc_reason;
+
+/* The wire name ("unit_not_running"; "" for AGC_R_NONE). */
+const char *agc_reason_name(agc_reason r);
+/* The HTTP status the agent answers a reason with (0 for AGC_R_NONE). */
+int agc_reason_status(agc_reason r);
+/* The reason named name; AGC_R_NONE when NULL or unknown. */
+agc_reason agc_reason_parse(const char *name);
+/* The reason of a cx_err code (common/err.h) when nothing more precise is
+ * known: its status is cx_err_http_status(code) (unknown codes: internal). */
+agc_reason agc_reason_of_err(int code);
+
 /* One agent's answer to one call. */
 typedef struct agc_reply {
     int status;         /* HTTP status, 0 when no answer came */
+    agc_reason reason;  /* the error answer's reason (decoded once), AGC_R_NONE otherwise */
     json_t *json;       /* the body as JSON (new reference), or NULL when not JSON */
     cx_http_result raw; /* the body and headers as they came */
 } agc_reply;

@@ -2,12 +2,12 @@
  * ctk.h). */
 #include "harness/ctk.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/agent_client.h"
+#include "harness/fault_kinds.h"
 
 /* Seconds a Chaos Toolkit runner would wait for one HTTP call. */
 #define CTK_HTTP_TIMEOUT_S 30
@@ -62,7 +62,7 @@ static json_t *fault_body(const sched_entry *se)
 static json_t *entry_activity(const experiment *e, const schedule *s, int k, double *last_at_s)
 {
     const sched_entry *se = &s->entries[k];
-    int restart = exp_harness_fault(se->fault);
+    int restart = hx_kind_is_harness(se->fault);
     char name[160], url[128];
     if (!restart && entries_named(s, se->name) > 1)
         snprintf(name, sizeof name, "%s (learner %d)", se->name, se->learner);
@@ -108,7 +108,7 @@ static json_t *method_json(const experiment *e, const schedule *s)
         const sched_entry *se = &s->entries[k];
         /* the harness restarts the syncer once per action, whatever its targets */
         int dup = 0;
-        for (int j = 0; j < k && exp_harness_fault(se->fault) && se->action >= 0; j++)
+        for (int j = 0; j < k && hx_kind_is_harness(se->fault) && se->action >= 0; j++)
             dup |= s->entries[j].action == se->action;
         if (!dup)
             json_array_append_new(m, entry_activity(e, s, k, &last_at_s));
@@ -133,32 +133,6 @@ static void add_probes(json_t *probes, hyp_spec *const *specs, int n, const char
     for (int i = 0; i < n; i++)
         json_array_append_new(probes, ctk_probe(hyp_spec_label(specs[i]), hyp_spec_kind(specs[i])->name,
                                                 hyp_spec_json(specs[i]), phase));
-}
-
-/* The learners a rollback acts on, as the runner resolves them (run.c,
- * revert()): its ids, every learner when none, else the first N. */
-static int rollback_targets(const experiment *e, const exp_rollback *rb, int *ids)
-{
-    int n = 0;
-    if (rb->targets.kind == EXP_TARGET_IDS && rb->targets.nids > 0) {
-        for (int k = 0; k < rb->targets.nids; k++)
-            ids[n++] = rb->targets.ids[k];
-    } else if (rb->targets.kind == EXP_TARGET_IDS) {
-        for (int k = 0; k < e->learners; k++)
-            ids[n++] = k;
-    } else {
-        int want = rb->targets.kind == EXP_TARGET_RANDOM
-                       ? rb->targets.random_n
-                       : (int)ceil(rb->targets.percent * e->learners / 100.0);
-        for (int k = 0; k < e->learners && n < want; k++)
-            ids[n++] = k;
-    }
-    return n;
-}
-
-static const char *rollback_kind(exp_rollback_kind k)
-{
-    return k == EXP_RB_HALT ? "halt" : k == EXP_RB_RESUME ? "resume" : "revert_faults";
 }
 
 /* One rollback call on learner l's agent. */
@@ -187,9 +161,9 @@ static json_t *rollbacks_json(const experiment *e)
     int ids[EXP_MAX_LEARNERS];
     for (int i = 0; i < e->nrollbacks; i++) {
         const exp_rollback *rb = &e->rollbacks[i];
-        int n = rollback_targets(e, rb, ids);
+        int n = exp_rollback_targets(e, rb, ids);
         for (int k = 0; k < n; k++)
-            json_array_append_new(arr, rollback_activity(rb->name, rollback_kind(rb->kind), ids[k], n > 1));
+            json_array_append_new(arr, rollback_activity(rb->name, exp_rollback_kind_name(rb->kind), ids[k], n > 1));
     }
     return arr;
 }

@@ -9,6 +9,7 @@
 
 #include "common/err.h"
 #include "harness/exp_internal.h"
+#include "harness/fault_kinds.h"
 #include "injectors/injector.h"
 
 /* ---- fault types ---- */
@@ -68,12 +69,7 @@ void exp_check_fault_params(jv_diag *d, const char *path, const char *type, json
         inj->free(ctx);
 }
 
-/* ---- the runner's own faults (harness/run.c) ---- */
-
-int exp_harness_fault(const char *type)
-{
-    return type && strcmp(type, EXP_SYNCER_RESTART) == 0;
-}
+/* ---- the runner's own faults (harness/run/timeline.c) ---- */
 
 /* syncer_restart params: signal "KILL" (default) | "TERM"; down_ms 0..600000
  * (default: the action's duration_ms). */
@@ -203,7 +199,7 @@ static void parse_action(experiment *e, int idx, const json_t *a, const char *pa
     if (exp_nonempty_string(d, path, a, "fault", 1, &s) == 1) {
         char p[JV_PATHLEN];
         jv_path_key(p, sizeof(p), path, "fault");
-        if (!exp_harness_fault(s)) /* the runner's own faults are not the agents' */
+        if (!hx_kind_is_harness(s)) /* the runner's own faults are not the agents' */
             exp_check_fault_type(d, p, s);
         x->fault = strdup(s);
     }
@@ -242,7 +238,7 @@ static void parse_action(experiment *e, int idx, const json_t *a, const char *pa
         x->has_seed = 1;
     } else
         x->seed = exp_action_seed(e->seed, idx);
-    if (x->fault && rp >= 0 && x->params && exp_harness_fault(x->fault)) {
+    if (x->fault && rp >= 0 && x->params && hx_kind_is_harness(x->fault)) {
         char p[JV_PATHLEN];
         jv_path_key(p, sizeof(p), path, "params");
         check_harness_params(d, p, x->params);

@@ -119,3 +119,28 @@ void exp_parse_rollbacks(experiment *e, const json_t *arr, jv_diag *d)
         }
     }
 }
+
+int exp_rollback_targets(const experiment *e, const exp_rollback *rb, int *ids)
+{
+    int n = 0;
+    if (rb->targets.kind == EXP_TARGET_IDS && rb->targets.nids > 0) {
+        for (int k = 0; k < rb->targets.nids; k++)
+            ids[n++] = rb->targets.ids[k];
+    } else if (rb->targets.kind == EXP_TARGET_IDS) {
+        for (int k = 0; k < e->learners; k++)
+            ids[n++] = k;
+    } else {
+        /* random/percent: the first N, not a draw (the runner and ctk.c agree) */
+        int want = rb->targets.kind == EXP_TARGET_RANDOM
+                       ? rb->targets.random_n
+                       : (int)ceil(rb->targets.percent * e->learners / 100.0);
+        for (int k = 0; k < e->learners && n < want; k++)
+            ids[n++] = k;
+    }
+    return n;
+}
+
+const char *exp_rollback_kind_name(exp_rollback_kind k)
+{
+    return rollback_kinds[k];
+}

@@ -133,19 +133,19 @@ typedef struct experiment {
     char **tags;
     int ntags;
     uint64_t seed;
-    int learners;         /* M */
-    json_t *training;     /* topology.training, passed to the syncer as its config (owned) */
-    char *mode;           /* training.mode (default "decoupled") */
-    int quorum;           /* training.quorum (default 1) */
-    int64_t steps;        /* training.steps, 0 when absent (syncer default) */
-    int64_t min_tokens;   /* horizon.min_tokens: tokens a run trains at least; 0 = M x steps x batch */
-    int64_t min_merges;   /* horizon.min_merges: merges (outer steps) a run sees at least; 0 = none */
-    char *attach_syncer;  /* topology.attach.syncer URL, NULL = launch locally */
-    char **attach_agents; /* topology.attach.agents URLs (NULL entries where invalid) */
-    int nattach_agents;   /* entries in attach_agents (== learners when valid) */
-    char *attach_token_file;              /* topology.attach.token_file: every agent's token, or NULL */
-    char **attach_agent_token_files;      /* per agent: its agents[i].token_file, or NULL (token_file) */
-    char *attach_ca_file;                 /* topology.attach.ca_file: CA of https syncer and agents, or NULL */
+    int learners;            /* M */
+    json_t *training;        /* topology.training, passed to the syncer as its config (owned) */
+    char *mode;              /* training.mode (default "decoupled") */
+    int quorum;              /* training.quorum (default 1) */
+    int64_t steps;           /* training.steps, 0 when absent (syncer default) */
+    int64_t min_tokens;      /* horizon.min_tokens: tokens a run trains at least; 0 = M x steps x batch */
+    int64_t min_merges;      /* horizon.min_merges: merges (outer steps) a run sees at least; 0 = none */
+    char *attach_syncer;     /* topology.attach.syncer URL, NULL = launch locally */
+    char **attach_agents;    /* topology.attach.agents URLs (NULL entries where invalid) */
+    int nattach_agents;      /* entries in attach_agents (== learners when valid) */
+    char *attach_token_file; /* topology.attach.token_file: every agent's token, or NULL */
+    char **attach_agent_token_files;     /* per agent: its agents[i].token_file, or NULL (token_file) */
+    char *attach_ca_file;                /* topology.attach.ca_file: CA of https syncer and agents, or NULL */
     char *attach_syncer_credential_file; /* topology.attach.syncer_credential_file, or NULL */
     double attach_wait_s;                /* topology.attach.wait_s (default EXP_ATTACH_WAIT_S) */
     topo_trainer *trainer; /* topology.trainer: a foreign trainer's commands, NULL = chaosloco's own */
@@ -174,6 +174,14 @@ int exp_load(const char *path, unsigned flags, experiment **out, jv_diag *d, cha
 int exp_load_string(const char *text, unsigned flags, experiment **out, jv_diag *d, char *err, size_t errlen);
 void exp_free(experiment *e);
 
+/* The learners rollback rb acts on (the runner's revert and ctk.c's
+ * rollbacks agree by asking this): its ids, every learner when none, else
+ * (random N / percent P) the first N. Writes up to EXP_MAX_LEARNERS ids;
+ * returns how many. */
+int exp_rollback_targets(const experiment *e, const exp_rollback *rb, int *ids);
+/* "revert_faults", "halt" or "resume": the file's name of a rollback kind. */
+const char *exp_rollback_kind_name(exp_rollback_kind k);
+
 /* Index of the action named name in method[], or -1. */
 int exp_action_index(const experiment *e, const char *name);
 
@@ -184,13 +192,13 @@ uint64_t exp_action_seed(uint64_t run_seed, int idx);
  * NULL-terminated, static. */
 const char *const *exp_fault_types(void);
 int exp_fault_known(const char *type);
-/* Faults the runner performs itself, not an agent (method actions only):
+/* The name of the fault the runner performs itself, not an agent (method
+ * actions only; harness/fault_kinds.h hx_harness_kinds is its table entry):
  * "syncer_restart" kills the launched syncer (params.signal KILL|TERM,
  * default KILL) and starts it again after params.down_ms (default the
  * action's duration_ms) on the same port and state dir. Targets are
  * required like any action's but ignored (one restart per action). */
 #define EXP_SYNCER_RESTART "syncer_restart"
-int exp_harness_fault(const char *type);
 
 /* RFC 7386 merge patch: a new document = target with patch applied. */
 json_t *exp_merge_patch(const json_t *target, const json_t *patch);

@@ -17,7 +17,7 @@
  * One time base: every time the history holds is the harness's own
  * CLOCK_MONOTONIC ms. The runner maps the syncer's (coordinator's) and each
  * agent's times onto it before it feeds them (common/timebase.h, the
- * runner's run_clock.c), so a hypothesis never meets another host's clock.
+ * runner's run/clock.c), so a hypothesis never meets another host's clock.
  * A mapped time carries its error bound: an event's t_err_ms, a fault
  * record's mono_err_ms (ms; absent or 0 = exact: the harness's own times,
  * an events file written on its clock, a test's history). Times of one

@@ -6,7 +6,7 @@
  * ours), start, end, duration, status, deviated, steady_states {before,
  * after, during}, run [...], rollbacks [...], and chaosloco's own
  * {version, experiment (the file as validated), final_loss, final_bpb,
- * clocks (each process's clock offset and bound: the runner's run_clock.c)}
+ * clocks (each process's clock offset and bound: the runner's run/clock.c)}
  * under "chaosloco". Every hypothesis is a probe run whose output carries
  * the measured figure beside its threshold (and, for figures in nats, both
  * again in bits per byte: measured_bpb, threshold_bpb); every harness call a

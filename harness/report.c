@@ -13,6 +13,7 @@
 #include "common/file.h"
 #include "common/json.h"
 #include "dashboards/assets.h"
+#include "harness/fault_kinds.h"
 
 #define REPORT_MAX_DOC (32u << 20)     /* bytes of report.html */
 #define REPORT_MAX_EVENTS (256u << 20) /* bytes of events.jsonl read */
@@ -185,7 +186,8 @@ static json_t *chart_blob(const json_t *evs)
     size_t nb = span > 0 ? (size_t)((span + bucket - 1) / bucket) : 1;
     double *mcount = calloc(nb, sizeof *mcount), *bytes = calloc(nb, sizeof *bytes);
     json_t *loss = json_array(), *merges = json_array(), *rates = json_array(), *faults = json_array();
-    int64_t syncer_down = -1;
+    int64_t syncer_down = -1;   /* ms the harness took the syncer down (-1: it is up) */
+    const char *down_kind = ""; /* the kind that did (borrowed from evs) */
     json_array_foreach(evs, i, ev)
     {
         const char *kind = jstr(ev, "kind"), *type = jstr(ev, "type");
@@ -222,16 +224,17 @@ static json_t *chart_blob(const json_t *evs)
         } else if (strcmp(kind, "training") == 0 && strcmp(type, "contribution") == 0) {
             if (bytes && k < nb)
                 bytes[k] += (double)json_integer_value(json_object_get(ev, "bytes"));
-        } else if (strcmp(kind, "action") == 0 && strcmp(jstr(ev, "fault"), "syncer_restart") == 0 &&
+        } else if (strcmp(kind, "action") == 0 && hx_kind_takes_syncer_down(jstr(ev, "fault")) &&
                    strcmp(jstr(ev, "phase"), "ok") == 0) {
             syncer_down = tm;
+            down_kind = jstr(ev, "fault");
         } else if (strcmp(kind, "run") == 0 && strcmp(jstr(ev, "event"), "syncer_restarted") == 0 &&
                    syncer_down >= 0) {
             json_array_append_new(faults,
                                   json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:I}", "agent", "harness", "id",
-                                            "syncer", "type", "syncer_restart", "state", "reverted",
-                                            "start_mono_ms", (json_int_t)syncer_down, "end_mono_ms",
-                                            (json_int_t)tm, "duration_ms", (json_int_t)(tm - syncer_down)));
+                                            "syncer", "type", down_kind, "state", "reverted", "start_mono_ms",
+                                            (json_int_t)syncer_down, "end_mono_ms", (json_int_t)tm,
+                                            "duration_ms", (json_int_t)(tm - syncer_down)));
             syncer_down = -1;
         } else if (strcmp(kind, "fault") == 0) {
             json_t *rec = json_object_get(ev, "record");

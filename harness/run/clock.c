@@ -1,4 +1,4 @@
-/* run_clock.c - the runner's one time base (see run_internal.h).
+/* clock.c - the runner's one time base (see clock.h).
  *
  * Every time the hypotheses judge is mapped onto the harness's own
  * CLOCK_MONOTONIC before they see it (docs/internals/timebase.md). The
@@ -8,64 +8,65 @@
  * event fetches, leases, injections), so the offsets are estimated through
  * the whole run and drift is followed. Here:
  *
- *   run_clocks_new      the clocks, before the clients that feed them
- *   run_clocks_check    at the start: each process stamps its answers, or
- *                       the run fails naming it (nothing it says could be
- *                       placed on the harness's clock)
- *   run_map_event       a coordinator event with t_mono_ms on the harness's
- *   run_map_fault       clock, t_err_ms / mono_err_ms its bound, the
- *                       process's own time kept as t_src_mono_ms /
- *                       src_started_mono_ms, src_ended_mono_ms
- *   run_check_event_time  an event cannot be stamped after the harness
- *                       read it (nor, in the file form, before the
- *                       coordinator was launched): a coordinator whose
- *                       events are on another clock than its stamps (or,
- *                       in the file form, than the harness's) fails the run
- *   run_clocks_json     the offsets and bounds for journal.json and
- *                       summary.json
+ *   rclock_new       the clocks, before the clients that feed them
+ *   rclock_check     at the start: each process stamps its answers, or
+ *                    the run fails naming it (nothing it says could be
+ *                    placed on the harness's clock)
+ *   rclock_map_event a coordinator event with t_mono_ms on the harness's
+ *   rclock_map_fault clock, t_err_ms / mono_err_ms its bound, the
+ *                    process's own time kept as t_src_mono_ms /
+ *                    src_started_mono_ms, src_ended_mono_ms
+ *   rclock_check_event_time  an event cannot be stamped after the harness
+ *                    read it (nor, in the file form, before the
+ *                    coordinator was launched): a coordinator whose
+ *                    events are on another clock than its stamps (or,
+ *                    in the file form, than the harness's) fails the run
+ *   rclock_json      the offsets and bounds for journal.json and
+ *                    summary.json
  *
  * The file form has no round trips: its events must be stamped on the
  * harness's own clock (the coordinator runs on the harness's host, in its
  * time namespace; docs/telemetry.md, "Time"), so they are taken as they
- * are (bound 0) and checked by run_check_event_time.
+ * are (bound 0) and checked by rclock_check_event_time.
  */
-#include "harness/run_internal.h"
+#include "harness/run/clock.h"
+
+#include "harness/run/runner.h"
 
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "common/clock.h"
-#include "common/err.h"
 #include "common/log.h"
+#include "common/err.h"
 
 #define PROBES 3 /* GET /v1/status per process at the start */
 
-int run_clocks_new(runner *r)
+int rclock_new(runner *r)
 {
-    r->sy_clock = cx_tb_clock_new(r->e->trainer ? "coordinator" : "syncer");
-    r->ag_clock = calloc((size_t)r->m, sizeof *r->ag_clock);
-    if (!r->sy_clock || !r->ag_clock)
+    r->clk.sy_clock = cx_tb_clock_new(r->e->trainer ? "coordinator" : "syncer");
+    r->clk.ag_clock = calloc((size_t)r->m, sizeof *r->clk.ag_clock);
+    if (!r->clk.sy_clock || !r->clk.ag_clock)
         return CX_ENOMEM;
     for (int l = 0; l < r->m; l++) {
         char name[32];
         snprintf(name, sizeof name, "agent %d", l);
-        if (!(r->ag_clock[l] = cx_tb_clock_new(name)))
+        if (!(r->clk.ag_clock[l] = cx_tb_clock_new(name)))
             return CX_ENOMEM;
     }
     return 0;
 }
 
-void run_clocks_free(runner *r)
+void rclock_free(runner *r)
 {
-    for (int l = 0; r->ag_clock && l < r->m; l++)
-        cx_tb_clock_free(r->ag_clock[l]);
-    free(r->ag_clock);
-    r->ag_clock = NULL;
-    cx_tb_clock_free(r->sy_clock);
-    r->sy_clock = NULL;
+    for (int l = 0; r->clk.ag_clock && l < r->m; l++)
+        cx_tb_clock_free(r->clk.ag_clock[l]);
+    free(r->clk.ag_clock);
+    r->clk.ag_clock = NULL;
+    cx_tb_clock_free(r->clk.sy_clock);
+    r->clk.sy_clock = NULL;
 }
 
 /* 0 when c has samples; else the run's error naming whose clock it is. */
@@ -90,7 +91,7 @@ static int require_stamps(runner *r, cx_tb_clock *c, const char *who, const char
     return CX_EINVAL;
 }
 
-int run_clocks_check(runner *r)
+int rclock_check(runner *r)
 {
     int rc = 0;
     if (!r->evf) {
@@ -100,7 +101,7 @@ int run_clocks_check(runner *r)
             cx_http_json(r->sy, "GET", "/v1/status", NULL, &st, NULL, NULL, 0);
             answered |= st != 0;
         }
-        if (require_stamps(r, r->sy_clock, r->e->trainer ? "the coordinator" : "the syncer",
+        if (require_stamps(r, r->clk.sy_clock, r->e->trainer ? "the coordinator" : "the syncer",
                            topo_syncer_url(r->t), answered) < 0)
             rc = CX_EINVAL;
     }
@@ -108,12 +109,12 @@ int run_clocks_check(runner *r)
         int answered = 0;
         for (int i = 0; i < PROBES; i++) {
             json_t *s = NULL;
-            answered |= agc_status(r->av[l].agent, &s, NULL, 0) == 0;
+            answered |= agc_status(r->col.av[l].agent, &s, NULL, 0) == 0;
             json_decref(s);
         }
         char who[32];
         snprintf(who, sizeof who, "agent %d", l);
-        if (require_stamps(r, r->ag_clock[l], who, topo_agent_url(r->t, l), answered) < 0)
+        if (require_stamps(r, r->clk.ag_clock[l], who, topo_agent_url(r->t, l), answered) < 0)
             rc = CX_EINVAL;
     }
     return rc;
@@ -133,10 +134,10 @@ static int map_ms(cx_tb_clock *c, int64_t t, int64_t *out, int64_t *err)
     return 0;
 }
 
-int64_t run_map_syncer_ms(runner *r, int64_t t)
+int64_t rclock_map_syncer_ms(runner *r, int64_t t)
 {
     int64_t out, err;
-    if (r->evf || !r->sy_clock || map_ms(r->sy_clock, t, &out, &err) < 0)
+    if (r->evf || !r->clk.sy_clock || map_ms(r->clk.sy_clock, t, &out, &err) < 0)
         return t; /* the file form's times are the harness's */
     return out;
 }
@@ -152,14 +153,14 @@ static void unmapped(json_t *c, const char *key, const char *src_key)
     json_object_set_new(c, "unmapped_clock", json_true());
 }
 
-json_t *run_map_event(runner *r, const json_t *ev)
+json_t *rclock_map_event(runner *r, const json_t *ev)
 {
     json_t *c = json_deep_copy(ev);
     json_t *t = json_object_get(ev, "t_mono_ms");
     if (!c || !json_is_integer(t) || r->evf)
         return c; /* the file form: the harness's clock already (bound 0) */
     int64_t out, err;
-    if (!r->sy_clock || map_ms(r->sy_clock, json_integer_value(t), &out, &err) < 0) {
+    if (!r->clk.sy_clock || map_ms(r->clk.sy_clock, json_integer_value(t), &out, &err) < 0) {
         unmapped(c, "t_mono_ms", "t_src_mono_ms");
         return c;
     }
@@ -169,7 +170,7 @@ json_t *run_map_event(runner *r, const json_t *ev)
     return c;
 }
 
-json_t *run_map_fault(runner *r, int l, const json_t *rec)
+json_t *rclock_map_fault(runner *r, int l, const json_t *rec)
 {
     json_t *c = json_deep_copy(rec);
     if (!c)
@@ -182,8 +183,8 @@ json_t *run_map_fault(runner *r, int l, const json_t *rec)
         if (!json_is_integer(t))
             continue;
         int64_t out, err;
-        if (l < 0 || l >= r->m || !r->ag_clock ||
-            map_ms(r->ag_clock[l], json_integer_value(t), &out, &err) < 0) {
+        if (l < 0 || l >= r->m || !r->clk.ag_clock ||
+            map_ms(r->clk.ag_clock[l], json_integer_value(t), &out, &err) < 0) {
             unmapped(c, keys[0][0], keys[0][1]);
             unmapped(c, keys[1][0], keys[1][1]);
             return c;
@@ -196,7 +197,7 @@ json_t *run_map_fault(runner *r, int l, const json_t *rec)
     return c;
 }
 
-int run_check_event_time(runner *r, const json_t *ev, int64_t read_ms)
+int rclock_check_event_time(runner *r, const json_t *ev, int64_t read_ms)
 {
     json_t *t = json_object_get(ev, "t_mono_ms");
     if (!json_is_integer(t))
@@ -220,8 +221,8 @@ int run_check_event_time(runner *r, const json_t *ev, int64_t read_ms)
         return 0;
     }
     int64_t out, err;
-    if (!r->sy_clock || map_ms(r->sy_clock, tm, &out, &err) < 0)
-        return 0; /* no sample yet: run_clocks_check reports it */
+    if (!r->clk.sy_clock || map_ms(r->clk.sy_clock, tm, &out, &err) < 0)
+        return 0; /* no sample yet: rclock_check reports it */
     if (out - err > read_ms) {
         run_set_error(r,
                       "%s event seq %" PRId64
@@ -248,10 +249,10 @@ static json_t *clock_entry(cx_tb_clock *c, const char *process, const char *url,
     return o;
 }
 
-json_t *run_clocks_json(runner *r)
+json_t *rclock_json(runner *r)
 {
     json_t *arr = json_array();
-    if (!arr || !r->t || !r->sy_clock)
+    if (!arr || !r->t || !r->clk.sy_clock)
         return arr;
     const char *coord = r->e->trainer ? "coordinator" : "syncer";
     if (r->evf)
@@ -259,11 +260,11 @@ json_t *run_clocks_json(runner *r)
                                              "the harness's (events file)", "source", topo_events_file(r->t),
                                              "offset_ms", 0.0, "error_ms", 0.0));
     else
-        json_array_append_new(arr, clock_entry(r->sy_clock, coord, topo_syncer_url(r->t), -1));
-    for (int l = 0; r->ag_clock && l < r->m; l++) {
+        json_array_append_new(arr, clock_entry(r->clk.sy_clock, coord, topo_syncer_url(r->t), -1));
+    for (int l = 0; r->clk.ag_clock && l < r->m; l++) {
         char name[32];
         snprintf(name, sizeof name, "agent %d", l);
-        json_array_append_new(arr, clock_entry(r->ag_clock[l], name, topo_agent_url(r->t, l), l));
+        json_array_append_new(arr, clock_entry(r->clk.ag_clock[l], name, topo_agent_url(r->t, l), l));
     }
     return arr;
 }

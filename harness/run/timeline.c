@@ -1,32 +1,48 @@
-/* run_actions.c - the runner's actions (see run_internal.h): the timeline
- * (fire each entry when due, the live floor, heal checks), the harness's
- * own syncer fault, and the revert at the end (active faults, rollbacks,
- * halt on abort, leases). */
-#include "harness/run_internal.h"
+/* timeline.c - the runner's actions (see timeline.h): the timeline (fire
+ * each entry when due, the live floor, heal checks), the harness's own
+ * syncer fault, and the revert at the end (active faults, rollbacks, halt
+ * on abort, leases). */
+#include "harness/run/timeline.h"
+
+#include "harness/run/runner.h"
 
 #include <assert.h>
-#include <errno.h>
 #include <inttypes.h>
-#include <math.h>
-#include <pthread.h>
+#include <string.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/clock.h"
-#include "common/err.h"
-#include "common/file.h"
 #include "common/log.h"
-#include "common/proc.h"
 #include "harness/fault_kinds.h"
-#include "harness/report.h"
-#include "trainer/config.h"
+#include "common/err.h"
 
-/* ---- run: the timeline ---- */
+/* ---- timeline: state ---- */
+
+int timeline_init(runner *r)
+{
+    r->tl.fx = calloc((size_t)(r->sched->n ? r->sched->n : 1), sizeof *r->tl.fx);
+    r->tl.acts = json_array();
+    r->tl.rb = calloc((size_t)(r->e->nrollbacks ? r->e->nrollbacks : 1), sizeof *r->tl.rb);
+    if (!r->tl.fx || !r->tl.acts || !r->tl.rb)
+        return CX_ENOMEM;
+    for (int i = 0; i < r->e->nrollbacks; i++)
+        r->tl.rb[i].n = exp_rollback_targets(r->e, &r->e->rollbacks[i], r->tl.rb[i].ids);
+    return 0;
+}
+
+void timeline_cleanup(runner *r)
+{
+    free(r->tl.fx);
+    free(r->tl.rb);
+    json_decref(r->tl.acts);
+    r->tl.fx = NULL;
+    r->tl.rb = NULL;
+    r->tl.acts = NULL;
+}
+
+/* ---- timeline: firing ---- */
 
 static int unit_running(const agent_view *a)
 {
@@ -41,10 +57,11 @@ static int busy_learners(runner *r, int except)
     for (int l = 0; l < r->m; l++) {
         if (l == except)
             continue;
-        int busy = !unit_running(&r->av[l]);
+        int busy = !unit_running(&r->col.av[l]);
         for (int k = 0; k < r->sched->n && !busy; k++) {
             sched_entry *se = &r->sched->entries[k];
-            if (se->learner == l && r->fx[k].ok && !r->fx[k].healed && hx_kind_takes_unit_down(se->fault))
+            if (se->learner == l && r->tl.fx[k].ok && !r->tl.fx[k].healed &&
+                hx_kind_takes_unit_down(se->fault))
                 busy = 1;
         }
         n += busy;
@@ -52,34 +69,35 @@ static int busy_learners(runner *r, int except)
     return n;
 }
 
-void run_action_event(runner *r, const char *phase, const sched_entry *se, int learner, const char *fid,
-                      const char *error)
+void timeline_action_event(runner *r, const char *phase, const sched_entry *se, int learner, const char *fid,
+                           const char *error)
 {
     json_t *ev = jr_action_event(phase, se->name, se->fault, learner, fid, error);
     if (!ev)
         return;
-    json_array_append(r->acts, ev);
+    json_array_append(r->tl.acts, ev);
     run_emit(r, ev);
 }
 
-/* The harness's own fault: kill the syncer now, restart it after down_ms. */
+/* The harness's own fault (hx_harness_kinds: today syncer_restart alone):
+ * kill the syncer now, restart it after down_ms. */
 static void fire_syncer_fault(runner *r, int k)
 {
     sched_entry *se = &r->sched->entries[k];
-    fired *f = &r->fx[k];
+    fired *f = &r->tl.fx[k];
     int64_t t0 = cx_real_ns();
     f->fired = 1;
     f->start_mono = cx_mono_ms();
-    run_action_event(r, "invoke", se, -1, NULL, NULL);
+    timeline_action_event(r, "invoke", se, -1, NULL, NULL);
     const char *sig = json_string_value(json_object_get(se->params, "signal"));
     int signo = sig && (strcmp(sig, "TERM") == 0 || strcmp(sig, "SIGTERM") == 0) ? SIGTERM : SIGKILL;
     json_t *dm = json_object_get(se->params, "down_ms");
     int64_t down_ms = json_is_integer(dm) ? json_integer_value(dm) : se->duration_ms;
     char err[CX_ERRLEN] = "";
-    if (r->syncer_down || topo_syncer_kill(r->t, signo, err, sizeof err) < 0) {
+    if (r->tl.syncer_down || topo_syncer_kill(r->t, signo, err, sizeof err) < 0) {
         if (!err[0])
             snprintf(err, sizeof err, "the syncer is already down");
-        run_action_event(r, "fail", se, -1, NULL, err);
+        timeline_action_event(r, "fail", se, -1, NULL, err);
         journal_add_action(r->j, 0, se->name, se->fault, -1, "failed", NULL, t0, cx_real_ns());
         f->healed = 1;
         run_set_error(r, "action %s: %s", se->name, err);
@@ -87,10 +105,10 @@ static void fire_syncer_fault(runner *r, int k)
     }
     f->ok = 1;
     snprintf(f->fault_id, sizeof f->fault_id, "syncer");
-    r->syncer_down = 1;
-    r->syncer_up_at = cx_mono_ms() + down_ms;
-    r->syncer_entry = k;
-    run_action_event(r, "ok", se, -1, "syncer", NULL);
+    r->tl.syncer_down = 1;
+    r->tl.syncer_up_at = cx_mono_ms() + down_ms;
+    r->tl.syncer_entry = k;
+    timeline_action_event(r, "ok", se, -1, "syncer", NULL);
     json_t *out =
         json_pack("{s:s,s:I}", "signal", signo == SIGKILL ? "KILL" : "TERM", "down_ms", (json_int_t)down_ms);
     journal_add_action(r->j, 0, se->name, se->fault, -1, "succeeded", out, t0, cx_real_ns());
@@ -99,17 +117,17 @@ static void fire_syncer_fault(runner *r, int k)
             signo == SIGKILL ? "KILL" : "TERM", down_ms);
 }
 
-void run_maybe_restart_syncer(runner *r)
+void timeline_maybe_restart_syncer(runner *r)
 {
-    if (!r->syncer_down || cx_mono_ms() < r->syncer_up_at)
+    if (!r->tl.syncer_down || cx_mono_ms() < r->tl.syncer_up_at)
         return;
     char err[CX_ERRLEN] = "";
-    run_progress_end(r);
+    output_progress_end(r);
     int rc = topo_syncer_start(r->t, 30000, err, sizeof err);
-    r->syncer_down = 0;
-    r->fx[r->syncer_entry].healed = 1;
-    r->fx[r->syncer_entry].healed_mono = cx_mono_ms();
-    r->last_merge_mono = cx_mono_ms(); /* the no-merge clock restarts with the syncer */
+    r->tl.syncer_down = 0;
+    r->tl.fx[r->tl.syncer_entry].healed = 1;
+    r->tl.fx[r->tl.syncer_entry].healed_mono = cx_mono_ms();
+    collect_merge_clock_at_least(r, cx_mono_ms()); /* the no-merge clock restarts with the syncer */
     if (rc < 0) {
         run_emit_run(r, "syncer_restart_failed", err);
         run_set_error(r, "restarting the syncer: %s", err);
@@ -127,7 +145,7 @@ void run_maybe_restart_syncer(runner *r)
 static int wait_for_unit(runner *r, int k, const char *state)
 {
     sched_entry *se = &r->sched->entries[k];
-    fired *f = &r->fx[k];
+    fired *f = &r->tl.fx[k];
     int64_t now = cx_mono_ms();
     if (!f->wait_since) {
         f->wait_since = now;
@@ -146,7 +164,7 @@ static int wait_for_unit(runner *r, int k, const char *state)
     else
         snprintf(why, sizeof why, "unit %d was %s: skipped (if_not_running \"skip\")", se->learner, state);
     f->fired = f->skipped = f->healed = 1;
-    run_action_event(r, "skip", se, se->learner, NULL, why);
+    timeline_action_event(r, "skip", se, se->learner, NULL, why);
     int64_t t = cx_real_ns();
     json_t *out = json_pack("{s:s}", "skipped", why); /* not sent: "failed" in Chaos Toolkit's terms */
     journal_add_action(r->j, 0, se->name, se->fault, se->learner, "failed", out, t, t);
@@ -155,16 +173,31 @@ static int wait_for_unit(runner *r, int k, const char *state)
     return 1;
 }
 
+timeline_refusal timeline_on_refusal(int method_action, agc_reason why)
+{
+    switch (why) {
+    case AGC_R_UNIT_NOT_RUNNING:
+        /* a method action waits for its unit (if_not_running); a chaos
+         * draw was checked against the runner's view before it was sent,
+         * and a refusal then is an error */
+        return method_action ? TL_REFUSAL_WAIT : TL_REFUSAL_ERROR;
+    case AGC_R_HALTED:
+        return TL_REFUSAL_ABORT;
+    default:
+        return TL_REFUSAL_ERROR;
+    }
+}
+
 static void fire(runner *r, int k)
 {
     assert(r->state == RS_METHOD); /* from REVERT on nothing new is injected */
-    run_progress_end(r);
+    output_progress_end(r);
     sched_entry *se = &r->sched->entries[k];
-    fired *f = &r->fx[k];
-    if (strcmp(se->fault, RUN_SYNCER_FAULT) == 0) {
+    fired *f = &r->tl.fx[k];
+    if (hx_kind_is_harness(se->fault)) {
         /* one syncer fault per action, whatever its targets */
         for (int j = 0; j < k; j++)
-            if (r->sched->entries[j].action == se->action && se->action >= 0 && r->fx[j].fired) {
+            if (r->sched->entries[j].action == se->action && se->action >= 0 && r->tl.fx[j].fired) {
                 f->fired = f->healed = f->skipped = 1;
                 return;
             }
@@ -174,14 +207,14 @@ static void fire(runner *r, int k)
     int l = se->learner;
     f->fired = 1;
     f->start_mono = cx_mono_ms();
-    if (se->action >= 0 && !unit_running(&r->av[l]) && wait_for_unit(r, k, r->av[l].unit_state))
+    if (se->action >= 0 && !unit_running(&r->col.av[l]) && wait_for_unit(r, k, r->col.av[l].unit_state))
         return;
     if (se->action < 0) {
         /* chaos draws keep the live floor at run time too */
         const char *skip = NULL;
         char why[128];
-        if (!unit_running(&r->av[l])) {
-            snprintf(why, sizeof why, "unit %d is %s", l, r->av[l].unit_state);
+        if (!unit_running(&r->col.av[l])) {
+            snprintf(why, sizeof why, "unit %d is %s", l, r->col.av[l].unit_state);
             skip = why;
         } else if (hx_kind_takes_unit_down(se->fault) &&
                    r->m - busy_learners(r, l) - 1 < r->e->chaos.min_live) {
@@ -197,7 +230,7 @@ static void fire(runner *r, int k)
         }
     }
     int64_t t0 = cx_real_ns();
-    run_action_event(r, "invoke", se, l, NULL, NULL);
+    timeline_action_event(r, "invoke", se, l, NULL, NULL);
     json_t *body = json_pack("{s:s,s:O,s:I,s:I}", "type", se->fault, "params", se->params, "duration_ms",
                              (json_int_t)se->duration_ms, "seed", (json_int_t)se->seed);
     if (se->has_toxicity)
@@ -205,34 +238,36 @@ static void fire(runner *r, int k)
     agc_reply rep;
     agc_reply_init(&rep);
     char err[CX_ERRLEN] = "";
-    agc_inject(r->av[l].agent, body, &rep, err, sizeof err);
+    agc_inject(r->col.av[l].agent, body, &rep, err, sizeof err);
     json_decref(body);
     int st = rep.status;
+    agc_reason why = rep.reason;
     json_t *ans = agc_reply_take_json(&rep);
     agc_reply_cleanup(&rep);
     const char *id = json_string_value(json_object_get(ans, "id"));
     if (run_http_ok(st) && id) {
         f->ok = 1;
         snprintf(f->fault_id, sizeof f->fault_id, "%s", id);
-        run_action_event(r, "ok", se, l, id, NULL);
+        timeline_action_event(r, "ok", se, l, id, NULL);
         journal_add_action(r->j, 0, se->name, se->fault, l, "succeeded", ans, t0, cx_real_ns());
         cx_info("action %s: %s on learner %d for %" PRId64 " ms -> fault %s", se->name, se->fault, l,
                 se->duration_ms, id);
     } else {
         char msg[CX_ERRLEN + 64];
         run_answer_error(ans, st, err, msg, sizeof msg);
-        if (se->action >= 0 && st == 409 && strstr(msg, "not running")) {
+        timeline_refusal then = timeline_on_refusal(se->action >= 0, why);
+        if (then == TL_REFUSAL_WAIT) {
             /* our view of the unit was stale: wait for it like above */
             json_decref(ans);
-            snprintf(r->av[l].unit_state, sizeof r->av[l].unit_state, "restarting");
+            collect_mark_not_running(r, l);
             wait_for_unit(r, k, "not running");
             return;
         }
         f->healed = 1;
-        run_action_event(r, "fail", se, l, NULL, msg);
+        timeline_action_event(r, "fail", se, l, NULL, msg);
         json_t *rec = json_object_get(ans, "fault");
         journal_add_action(r->j, 0, se->name, se->fault, l, "failed", rec ? rec : ans, t0, cx_real_ns());
-        if (st == 503 && strstr(msg, "halted"))
+        if (then == TL_REFUSAL_ABORT)
             run_set_abort(r, "agent %d is halted: %s", l, msg);
         else
             run_set_error(r, "action %s on learner %d: %s", se->name, l, msg);
@@ -248,7 +283,7 @@ static int action_healed(runner *r, int a)
         if (r->sched->entries[k].action != a)
             continue;
         any = 1;
-        if (!r->fx[k].fired || !r->fx[k].healed)
+        if (!r->tl.fx[k].fired || !r->tl.fx[k].healed)
             return 0;
     }
     return any;
@@ -259,16 +294,16 @@ static void check_heals(runner *r)
 {
     int64_t now = cx_mono_ms();
     for (int k = 0; k < r->sched->n; k++) {
-        fired *f = &r->fx[k];
+        fired *f = &r->tl.fx[k];
         sched_entry *se = &r->sched->entries[k];
-        if (!f->ok || f->healed || strcmp(se->fault, RUN_SYNCER_FAULT) == 0)
+        if (!f->ok || f->healed || hx_kind_is_harness(se->fault))
             continue;
         if (now < f->start_mono + se->duration_ms || now - f->last_check < 500)
             continue;
         f->last_check = now;
         agc_reply rep;
         agc_reply_init(&rep);
-        agc_fault(r->av[se->learner].agent, f->fault_id, &rep, NULL, 0);
+        agc_fault(r->col.av[se->learner].agent, f->fault_id, &rep, NULL, 0);
         const char *state = json_string_value(json_object_get(rep.json, "state"));
         if ((rep.status == 200 && state && strcmp(state, "active") != 0) || rep.status == 404) {
             f->healed = 1;
@@ -285,46 +320,65 @@ static int entry_due(runner *r, int k)
     case EXP_AT_S:
         return run_now_s_since(r->method_mono) >= se->at_s;
     case EXP_AT_OUTER_STEP:
-        return !r->syncer_down && r->merges >= se->at_outer_step;
+        return !r->tl.syncer_down && r->col.merges >= se->at_outer_step;
     case EXP_AFTER:
         return action_healed(r, se->after);
     }
     return 0;
 }
 
-void run_play_timeline(runner *r)
+void timeline_play(runner *r)
 {
     for (int k = 0; k < r->sched->n && !r->abort && !r->error && !run_interrupted(); k++)
-        if (!r->fx[k].fired && entry_due(r, k))
+        if (!r->tl.fx[k].fired && entry_due(r, k))
             fire(r, k);
     check_heals(r);
-    run_maybe_restart_syncer(r);
+    timeline_maybe_restart_syncer(r);
 }
 
 /* Entries the horizon waits for: not fired yet, or fired and not healed
  * (an until_end fault, once fired, lasts until the run ends instead). */
-int run_pending_entries(runner *r)
+int timeline_pending(runner *r)
 {
     int n = 0;
     for (int k = 0; k < r->sched->n; k++)
-        n += !r->fx[k].fired || (r->fx[k].ok && !r->fx[k].healed && !r->sched->entries[k].until_end);
+        n += !r->tl.fx[k].fired || (r->tl.fx[k].ok && !r->tl.fx[k].healed && !r->sched->entries[k].until_end);
     return n;
 }
 
-int run_active_faults(runner *r)
+void timeline_end_method(runner *r)
+{
+    /* an action that never came due is an injection that did not happen */
+    if (!r->abort && !r->error)
+        for (int k = 0; k < r->sched->n; k++)
+            if (!r->tl.fx[k].fired && r->sched->entries[k].action >= 0) {
+                sched_entry *se = &r->sched->entries[k];
+                r->tl.fx[k].fired = r->tl.fx[k].healed = 1;
+                timeline_action_event(r, "fail", se, se->learner, NULL,
+                                      "training ended before this action was due");
+                run_set_error(r, "action %s (learner %d) never came due before training ended", se->name,
+                              se->learner);
+            }
+    if (r->tl.syncer_down) {
+        r->tl.syncer_up_at = 0;
+        timeline_maybe_restart_syncer(r);
+    }
+}
+
+int timeline_active(runner *r)
 {
     int n = 0;
     for (int k = 0; k < r->sched->n; k++)
-        n += r->fx[k].ok && !r->fx[k].healed;
+        n += r->tl.fx[k].ok && !r->tl.fx[k].healed;
     return n;
 }
 
-/* ---- run: revert ---- */
+/* ---- timeline: revert ---- */
 
 static void delete_active(runner *r, int l, const char *why)
 {
     json_t *list = NULL;
-    agc_faults(r->av[l].agent, &list, NULL, 0);
+    agc_faults(r->col.av[l].agent, &list, NULL, 0);
     size_t i;
     json_t *rec;
     json_array_foreach(list, i, rec)
@@ -334,7 +388,7 @@ static void delete_active(runner *r, int l, const char *why)
         const char *id = json_string_value(json_object_get(rec, "id"));
         agc_reply d;
         agc_reply_init(&d);
-        agc_delete_fault(r->av[l].agent, id ? id : "", &d, NULL, 0);
+        agc_delete_fault(r->col.av[l].agent, id ? id : "", &d, NULL, 0);
         int dst = d.status;
         agc_reply_cleanup(&d);
         if (!run_http_ok(dst))
@@ -351,14 +405,14 @@ static int agent_post(runner *r, int l, agc_call_fn call, json_t **ans)
 {
     agc_reply rep;
     agc_reply_init(&rep);
-    call(r->av[l].agent, &rep, NULL, 0);
+    call(r->col.av[l].agent, &rep, NULL, 0);
     int st = rep.status;
     *ans = agc_reply_take_json(&rep);
     agc_reply_cleanup(&rep);
     return st;
 }
 
-void run_revert(runner *r)
+void timeline_revert(runner *r)
 {
     int aborted = r->abort || r->error || run_interrupted();
     for (int l = 0; l < r->m; l++)
@@ -366,25 +420,10 @@ void run_revert(runner *r)
     /* rollbacks from the file, whatever happened */
     for (int i = 0; i < r->e->nrollbacks; i++) {
         exp_rollback *rb = &r->e->rollbacks[i];
-        int ids[EXP_MAX_LEARNERS], n = 0;
-        if (rb->targets.kind == EXP_TARGET_IDS && rb->targets.nids > 0) {
-            for (int k = 0; k < rb->targets.nids; k++)
-                ids[n++] = rb->targets.ids[k];
-        } else if (rb->targets.kind == EXP_TARGET_IDS) {
-            for (int k = 0; k < r->m; k++)
-                ids[n++] = k;
-        } else {
-            /* random/percent: the same seeded draw style as the schedule */
-            int want = rb->targets.kind == EXP_TARGET_RANDOM ? rb->targets.random_n
-                                                             : (int)ceil(rb->targets.percent * r->m / 100.0);
-            for (int k = 0; k < r->m && n < want; k++)
-                ids[n++] = k;
-        }
-        const char *kind = rb->kind == EXP_RB_HALT     ? "halt"
-                           : rb->kind == EXP_RB_RESUME ? "resume"
-                                                       : "revert_faults";
-        for (int k = 0; k < n; k++) {
-            int l = ids[k];
+        const char *kind = exp_rollback_kind_name(rb->kind);
+        const rollback_plan *plan = &r->tl.rb[i];
+        for (int k = 0; k < plan->n; k++) {
+            int l = plan->ids[k];
             int64_t t0 = cx_real_ns();
             int st = 200;
             json_t *ans = NULL;
@@ -408,13 +447,13 @@ void run_revert(runner *r)
             if (!run_http_ok(st))
                 cx_warn("POST /v1/halt on agent %d failed (HTTP %d)", l, st);
         }
-    run_fetch_faults(r);
+    collect_fetch_faults(r);
     for (int l = 0; l < r->m; l++) {
         size_t i;
         json_t *rec;
-        json_array_foreach(r->av[l].faults, i, rec) if (strcmp(run_jstr(rec, "state"), "active") == 0)
+        json_array_foreach(r->col.av[l].faults, i, rec) if (strcmp(run_jstr(rec, "state"), "active") == 0)
             cx_warn("fault %s on learner %d is still active after the revert",
                     json_string_value(json_object_get(rec, "id")), l);
     }
-    run_release_leases(r);
+    collect_release_leases(r);
 }

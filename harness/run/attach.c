@@ -1,4 +1,4 @@
-/* run_attach.c - attach mode's start (see run_internal.h): the harness
+/* attach.c - attach mode's start (see attach.h): the harness
  * attaches to a syncer and agents that a cluster engine (Slurm, Kubernetes)
  * starts in whatever order it likes, so it waits for them, bounded.
  *
@@ -17,7 +17,9 @@
  * interrupted). What it is not: a readiness check of the training (the
  * steady state judges that), or a health check during the run.
  */
-#include "harness/run_internal.h"
+#include "harness/run/attach.h"
+
+#include "harness/run/runner.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -100,11 +102,11 @@ static int file_there(waitlist *w, const char *what, const char *path)
     return 0;
 }
 
-int run_attach_topology(runner *r, char *err, size_t errlen)
+int attach_topology(runner *r, char *err, size_t errlen)
 {
     const char *cred = attach_cred_file(r);
     int64_t t0 = cx_mono_ms(), said = 0;
-    r->attach_until_mono = t0 + (int64_t)(attach_wait_s(r) * 1000.0);
+    r->att.attach_until_mono = t0 + (int64_t)(attach_wait_s(r) * 1000.0);
     for (;;) {
         waitlist w = {.len = 0};
         int ok = file_there(&w, "the agents' token file", r->e->attach_token_file);
@@ -119,7 +121,7 @@ int run_attach_topology(runner *r, char *err, size_t errlen)
             break;
         if (run_interrupted())
             return cx_fail(err, errlen, CX_EUNAVAIL, "attach: interrupted while waiting");
-        if (cx_mono_ms() >= r->attach_until_mono) {
+        if (cx_mono_ms() >= r->att.attach_until_mono) {
             char what[2200];
             waitlist_say(&w, what, sizeof what);
             return cx_fail(err, errlen, CX_ETIMEDOUT, "attach: still missing after %.0f s: %s",
@@ -169,7 +171,7 @@ static int probe_agent(runner *r, int l, waitlist *w, char *err, size_t errlen)
 {
     json_t *st = NULL;
     char e2[CX_ERRLEN] = "";
-    int rc = agc_status(r->av[l].agent, &st, e2, sizeof e2);
+    int rc = agc_status(r->col.av[l].agent, &st, e2, sizeof e2);
     json_decref(st);
     if (rc == 0)
         return 1;
@@ -183,7 +185,7 @@ static int probe_agent(runner *r, int l, waitlist *w, char *err, size_t errlen)
     return 0;
 }
 
-int run_attach_wait(runner *r, char *err, size_t errlen)
+int attach_wait(runner *r, char *err, size_t errlen)
 {
     int64_t t0 = cx_mono_ms(), said = 0;
     int syncer_ok = 0, waited = 0;
@@ -210,7 +212,7 @@ int run_attach_wait(runner *r, char *err, size_t errlen)
             rc = cx_fail(err, errlen, CX_EUNAVAIL, "attach: interrupted while waiting");
             goto done;
         }
-        if (cx_mono_ms() >= r->attach_until_mono) {
+        if (cx_mono_ms() >= r->att.attach_until_mono) {
             char what[2200];
             waitlist_say(&w, what, sizeof what);
             rc = cx_fail(err, errlen, CX_ETIMEDOUT, "attach: no answer within %.0f s from %s",

@@ -1,32 +1,80 @@
-/* run_poll.c - what the runner collects while it runs (see run_internal.h):
+/* collect.c - what the runner collects while it runs (see collect.h):
  * the lease thread, the syncer's events and status, the agents' status and
- * fault records, the history the hypotheses judge, stop conditions, the
- * end of training and the progress line. */
-#include "harness/run_internal.h"
+ * fault records, the history the hypotheses judge, stop conditions and the
+ * end of training. */
+#include "harness/run/collect.h"
 
-#include <assert.h>
-#include <errno.h>
+#include "harness/run/runner.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/err.h"
-#include "common/file.h"
 #include "common/log.h"
-#include "common/proc.h"
-#include "harness/fault_kinds.h"
-#include "harness/report.h"
-#include "trainer/config.h"
 
-/* ---- run: leases ---- */
+/* ---- collect: the views ---- */
+
+int collect_init(runner *r)
+{
+    r->col.eval_loss = NAN;
+    r->col.sev = json_array();
+    return r->col.sev ? 0 : CX_ENOMEM;
+}
+
+void collect_cleanup(runner *r)
+{
+    if (r->col.av)
+        for (int l = 0; l < r->m; l++) {
+            agc_free(r->col.av[l].agent);
+            json_decref(r->col.av[l].faults);
+        }
+    free(r->col.av);
+    r->col.av = NULL;
+    json_decref(r->col.sev);
+    json_decref(r->col.status);
+    r->col.sev = r->col.status = NULL;
+}
+
+int collect_views_new(runner *r)
+{
+    r->col.av = calloc((size_t)r->m, sizeof *r->col.av);
+    if (!r->col.av)
+        return CX_ENOMEM;
+    agc_opts ao = {.ca_file = topo_ca_file(r->t),
+                   .connect_timeout_ms = 500,
+                   .timeout_ms = 3000,
+                   .max_body = (size_t)256 << 20};
+    for (int l = 0; l < r->m; l++) {
+        agent_view *a = &r->col.av[l];
+        ao.observe = cx_tb_observe; /* every answer feeds its agent's clock (clock.h) */
+        ao.observe_ctx = r->clk.ag_clock[l];
+        ao.token = topo_agent_token(r->t, l);
+        a->agent = agc_new(topo_agent_url(r->t, l), &ao);
+        a->exit_code = -1;
+        snprintf(a->unit_state, sizeof a->unit_state, "starting");
+        if (!a->agent)
+            return CX_ENOMEM;
+    }
+    return 0;
+}
+
+void collect_mark_not_running(runner *r, int l)
+{
+    snprintf(r->col.av[l].unit_state, sizeof r->col.av[l].unit_state, "restarting");
+}
+
+void collect_merge_clock_at_least(runner *r, int64_t mono_ms)
+{
+    if (mono_ms > r->col.last_merge_mono)
+        r->col.last_merge_mono = mono_ms;
+}
+
+/* ---- collect: leases ---- */
 
 static void *lease_thread(void *arg)
 {
@@ -39,12 +87,12 @@ static void *lease_thread(void *arg)
     for (int i = 0; i < m; i++) {
         ao.token = topo_agent_token(r->t, i);
         ao.observe = cx_tb_observe; /* renewals are round trips too: each feeds its agent's clock */
-        ao.observe_ctx = r->ag_clock[i];
+        ao.observe_ctx = r->clk.ag_clock[i];
         c[i] = agc_new(topo_agent_url(r->t, i), &ao);
     }
-    pthread_mutex_lock(&r->lease_mu);
-    while (!r->lease_stop) {
-        pthread_mutex_unlock(&r->lease_mu);
+    pthread_mutex_lock(&r->col.lease_mu);
+    while (!r->col.lease_stop) {
+        pthread_mutex_unlock(&r->col.lease_mu);
         for (int i = 0; i < m; i++) {
             agc_reply rep;
             agc_reply_init(&rep);
@@ -53,13 +101,13 @@ static void *lease_thread(void *arg)
                 cx_warn("lease renewal on agent %d failed (status %d) %s", i, rep.status, err);
             agc_reply_cleanup(&rep);
         }
-        pthread_mutex_lock(&r->lease_mu);
-        /* renew every third of the TTL; run_stop_leases signals to end early */
+        pthread_mutex_lock(&r->col.lease_mu);
+        /* renew every third of the TTL; collect_release_leases signals to end early */
         int64_t deadline = cx_mono_ms() + LEASE_TTL_MS / 3;
-        while (!r->lease_stop && cx_cond_wait_until_ms(&r->lease_cv, &r->lease_mu, deadline) == 0)
+        while (!r->col.lease_stop && cx_cond_wait_until_ms(&r->col.lease_cv, &r->col.lease_mu, deadline) == 0)
             ;
     }
-    pthread_mutex_unlock(&r->lease_mu);
+    pthread_mutex_unlock(&r->col.lease_mu);
     for (int i = 0; i < m; i++)
         agc_free(c[i]);
     free(c);
@@ -68,13 +116,13 @@ static void *lease_thread(void *arg)
 
 /* Take a lease on every agent (synchronously, so a refusal is an error),
  * then start the renewal thread. */
-int run_take_leases(runner *r)
+int collect_take_leases(runner *r)
 {
     for (int i = 0; i < r->m; i++) {
         agc_reply rep;
         agc_reply_init(&rep);
         char err[CX_ERRLEN] = "", msg[CX_ERRLEN + 64];
-        if (agc_lease(r->av[i].agent, LEASE_TTL_MS, &rep, err, sizeof err) != 0) {
+        if (agc_lease(r->col.av[i].agent, LEASE_TTL_MS, &rep, err, sizeof err) != 0) {
             run_answer_error(rep.json, rep.status, err, msg, sizeof msg);
             agc_reply_cleanup(&rep);
             run_set_error(r, "lease on agent %d (%s): %s", i, topo_agent_url(r->t, i), msg);
@@ -82,13 +130,13 @@ int run_take_leases(runner *r)
         }
         agc_reply_cleanup(&rep);
     }
-    pthread_mutex_init(&r->lease_mu, NULL);
-    pthread_cond_init(&r->lease_cv, NULL);
-    if (pthread_create(&r->lease_tid, NULL, lease_thread, r) != 0) {
+    pthread_mutex_init(&r->col.lease_mu, NULL);
+    pthread_cond_init(&r->col.lease_cv, NULL);
+    if (pthread_create(&r->col.lease_tid, NULL, lease_thread, r) != 0) {
         run_set_error(r, "cannot start the lease thread");
         return CX_ESYS;
     }
-    r->lease_running = 1;
+    r->col.lease_running = 1;
     cx_info("leases taken on %d agents ttl_ms=%d (renewed every %d ms)", r->m, LEASE_TTL_MS,
             LEASE_TTL_MS / 3);
     return 0;
@@ -96,61 +144,61 @@ int run_take_leases(runner *r)
 
 /* Stop renewing and release (ttl 0: no revert; the faults were already
  * reverted or the agents are about to stop). */
-void run_release_leases(runner *r)
+void collect_release_leases(runner *r)
 {
-    if (!r->lease_running)
+    if (!r->col.lease_running)
         return;
-    pthread_mutex_lock(&r->lease_mu);
-    r->lease_stop = 1;
-    pthread_cond_signal(&r->lease_cv);
-    pthread_mutex_unlock(&r->lease_mu);
-    pthread_join(r->lease_tid, NULL);
-    r->lease_running = 0;
-    pthread_mutex_destroy(&r->lease_mu);
-    pthread_cond_destroy(&r->lease_cv);
+    pthread_mutex_lock(&r->col.lease_mu);
+    r->col.lease_stop = 1;
+    pthread_cond_signal(&r->col.lease_cv);
+    pthread_mutex_unlock(&r->col.lease_mu);
+    pthread_join(r->col.lease_tid, NULL);
+    r->col.lease_running = 0;
+    pthread_mutex_destroy(&r->col.lease_mu);
+    pthread_cond_destroy(&r->col.lease_cv);
     for (int i = 0; i < r->m; i++)
-        agc_lease(r->av[i].agent, 0, NULL, NULL, 0);
+        agc_lease(r->col.av[i].agent, 0, NULL, NULL, 0);
 }
 
-/* ---- run: collecting ---- */
+/* ---- collect: the coordinator ---- */
 
-/* One new event of the coordinator (seq > r->last_seq; stolen): the last
- * merge time, the eval loss and its stop conditions, into r->sev. The same
+/* One new event of the coordinator (seq > r->col.last_seq; stolen): the last
+ * merge time, the eval loss and its stop conditions, into r->col.sev. The same
  * for both forms of the telemetry contract. */
 static void take_event(runner *r, json_t *ev, int64_t read_ms)
 {
     int64_t seq = json_integer_value(json_object_get(ev, "seq"));
-    r->last_seq = seq;
-    run_check_event_time(r, ev, read_ms);
+    r->col.last_seq = seq;
+    rclock_check_event_time(r, ev, read_ms);
     const char *type = json_string_value(json_object_get(ev, "type"));
     if (type && strcmp(type, "merge") == 0) {
         /* the no-merge stop condition compares it with the harness's now */
-        int64_t t = run_map_syncer_ms(r, json_integer_value(json_object_get(ev, "t_mono_ms")));
-        if (t > r->last_merge_mono)
-            r->last_merge_mono = t;
+        int64_t t = rclock_map_syncer_ms(r, json_integer_value(json_object_get(ev, "t_mono_ms")));
+        if (t > r->col.last_merge_mono)
+            r->col.last_merge_mono = t;
     } else if (type && strcmp(type, "eval") == 0) {
         json_t *l = json_object_get(ev, "loss");
         double loss = json_is_number(l) ? json_number_value(l) : NAN;
         if (loss < 0)
             loss = NAN; /* the syncer writes a non-finite loss as -1 */
-        r->eval_loss = loss;
+        r->col.eval_loss = loss;
         const exp_stop *sc = &r->e->stop;
         int above = sc->has_eval_loss_above && isfinite(loss) && loss > sc->eval_loss_above;
-        if (above && r->evals_above++ == 0)
-            r->above_since_seq = seq;
+        if (above && r->col.evals_above++ == 0)
+            r->col.above_since_seq = seq;
         if (!above)
-            r->evals_above = 0;
+            r->col.evals_above = 0;
         if (r->state == RS_STEADY || r->state == RS_METHOD) {
             if (sc->nan && !isfinite(loss))
                 run_set_abort(r, "stop condition nan: non-finite eval loss (event seq %" PRId64 ")", seq);
-            else if (above && r->evals_above >= sc->eval_loss_evals)
+            else if (above && r->col.evals_above >= sc->eval_loss_evals)
                 run_set_abort(r,
                               "stop condition eval_loss_above %g: eval loss %.4f (event seq %" PRId64
                               "), above it in %d consecutive evals since seq %" PRId64,
-                              sc->eval_loss_above, loss, seq, r->evals_above, r->above_since_seq);
+                              sc->eval_loss_above, loss, seq, r->col.evals_above, r->col.above_since_seq);
         }
     }
-    json_array_append_new(r->sev, ev);
+    json_array_append_new(r->col.sev, ev);
 }
 
 /* The file form has no GET /v1/status: the figures the runner reads of it
@@ -160,19 +208,19 @@ static void take_event(runner *r, json_t *ev, int64_t read_ms)
  * (loss, tokens); no bytes. */
 static void derive_status(runner *r, const json_t *ev)
 {
-    if (!r->status && !(r->status = json_pack("{s:I,s:[],s:n}", "merges", (json_int_t)0, "learners", "eval")))
+    if (!r->col.status && !(r->col.status = json_pack("{s:I,s:[],s:n}", "merges", (json_int_t)0, "learners", "eval")))
         return;
     const char *type = run_jstr(ev, "type");
     if (strcmp(type, "merge") == 0) {
-        r->merges++;
-        json_object_set_new(r->status, "merges", json_integer((json_int_t)r->merges));
+        r->col.merges++;
+        json_object_set_new(r->col.status, "merges", json_integer((json_int_t)r->col.merges));
     } else if (strcmp(type, "eval") == 0) {
-        json_object_set_new(r->status, "eval",
+        json_object_set_new(r->col.status, "eval",
                             json_pack("{s:O?,s:O?}", "loss", json_object_get(ev, "loss"), "tokens",
                                       json_object_get(ev, "tokens")));
     } else if (strcmp(type, "heartbeat") == 0 && json_is_integer(json_object_get(ev, "learner"))) {
         json_int_t id = json_integer_value(json_object_get(ev, "learner"));
-        json_t *ls = json_object_get(r->status, "learners"), *l = NULL, *v;
+        json_t *ls = json_object_get(r->col.status, "learners"), *l = NULL, *v;
         size_t i;
         json_array_foreach(ls, i, v) if (json_integer_value(json_object_get(v, "id")) == id) l = v;
         if (!l) {
@@ -218,17 +266,17 @@ static void poll_events_file(runner *r)
 }
 
 /* Fetch the syncer's new events. */
-void run_poll_events(runner *r)
+void collect_poll_events(runner *r)
 {
     if (r->evf) {
         poll_events_file(r);
         return;
     }
-    if (r->syncer_down)
+    if (r->tl.syncer_down)
         return;
     for (int round = 0; round < 20; round++) {
         char path[96];
-        snprintf(path, sizeof path, "/v1/events?since=%" PRId64 "&limit=5000", r->last_seq);
+        snprintf(path, sizeof path, "/v1/events?since=%" PRId64 "&limit=5000", r->col.last_seq);
         cx_http_result res;
         cx_http_result_init(&res);
         int n = 0;
@@ -238,7 +286,7 @@ void run_poll_events(runner *r)
             for (char *line = strtok_r(res.body.data, "\n", &save); line;
                  line = strtok_r(NULL, "\n", &save)) {
                 json_t *ev = json_loads(line, 0, NULL);
-                if (!json_is_object(ev) || json_integer_value(json_object_get(ev, "seq")) <= r->last_seq) {
+                if (!json_is_object(ev) || json_integer_value(json_object_get(ev, "seq")) <= r->col.last_seq) {
                     json_decref(ev);
                     continue;
                 }
@@ -252,17 +300,17 @@ void run_poll_events(runner *r)
     }
 }
 
-void run_poll_syncer_status(runner *r)
+void collect_poll_syncer_status(runner *r)
 {
-    if (r->syncer_down || r->evf)
+    if (r->tl.syncer_down || r->evf)
         return;
     int st = 0;
     json_t *s = NULL;
     cx_http_json(r->sy, "GET", "/v1/status", NULL, &st, &s, NULL, 0);
     if (st == 200 && json_is_object(s)) {
-        json_decref(r->status);
-        r->status = s;
-        r->merges = json_integer_value(json_object_get(s, "merges"));
+        json_decref(r->col.status);
+        r->col.status = s;
+        r->col.merges = json_integer_value(json_object_get(s, "merges"));
     } else {
         json_decref(s);
     }
@@ -270,7 +318,7 @@ void run_poll_syncer_status(runner *r)
 
 static void poll_agent(runner *r, int i)
 {
-    agent_view *a = &r->av[i];
+    agent_view *a = &r->col.av[i];
     a->last_poll = cx_mono_ms();
     json_t *s = NULL;
     if (agc_status(a->agent, &s, NULL, 0) == 0) {
@@ -293,19 +341,19 @@ static void poll_agent(runner *r, int i)
 }
 
 /* Every agent's fault list (kept when an agent does not answer). */
-void run_fetch_faults(runner *r)
+void collect_fetch_faults(runner *r)
 {
     for (int i = 0; i < r->m; i++) {
         json_t *list = NULL;
-        if (agc_faults(r->av[i].agent, &list, NULL, 0) == 0) {
-            json_decref(r->av[i].faults);
-            r->av[i].faults = list;
+        if (agc_faults(r->col.av[i].agent, &list, NULL, 0) == 0) {
+            json_decref(r->col.av[i].faults);
+            r->col.av[i].faults = list;
         }
     }
 }
 
 /* The history the hypotheses judge, as of now (new). */
-hyp_history *run_build_history(runner *r, int with_faults)
+hyp_history *collect_history(runner *r, int with_faults)
 {
     hyp_history *h = hyp_history_new(r->m, r->e->quorum);
     if (!h)
@@ -313,38 +361,38 @@ hyp_history *run_build_history(runner *r, int with_faults)
     size_t i;
     json_t *v;
     char err[CX_ERRLEN];
-    /* one time base: every remote time on the harness's clock (run_clock.c) */
-    json_array_foreach(r->sev, i, v)
+    /* one time base: every remote time on the harness's clock (clock.h) */
+    json_array_foreach(r->col.sev, i, v)
     {
-        json_t *m = run_map_event(r, v);
+        json_t *m = rclock_map_event(r, v);
         if (!m || hyp_history_add_syncer_event(h, m, err, sizeof err) < 0)
             cx_debug("event skipped: %s", m ? err : "out of memory");
         json_decref(m);
     }
     if (with_faults)
-        run_fetch_faults(r);
+        collect_fetch_faults(r);
     for (int l = 0; l < r->m; l++)
-        json_array_foreach(r->av[l].faults, i, v)
+        json_array_foreach(r->col.av[l].faults, i, v)
         {
-            json_t *m = run_map_fault(r, l, v);
+            json_t *m = rclock_map_fault(r, l, v);
             if (!m || hyp_history_add_fault(h, l, m, err, sizeof err) < 0)
                 cx_debug("fault record skipped: %s", m ? err : "out of memory");
             json_decref(m);
         }
-    json_array_foreach(r->acts, i, v) hyp_history_add_action(h, v, NULL, 0);
+    json_array_foreach(r->tl.acts, i, v) hyp_history_add_action(h, v, NULL, 0);
     hyp_history_set_counter(h, HYP_C_START_MONO, (double)r->start_mono);
     hyp_history_set_counter(h, HYP_C_END_MONO, (double)(r->end_mono ? r->end_mono : cx_mono_ms()));
     if (r->steps_target > 0)
         hyp_history_set_counter(h, HYP_C_STEPS_TARGET, (double)r->steps_target);
-    if (r->status) {
-        json_t *b = json_object_get(r->status, "bytes");
+    if (r->col.status) {
+        json_t *b = json_object_get(r->col.status, "bytes");
         if (json_is_object(b)) { /* none in the file form: bandwidth then counts contribution bytes */
             hyp_history_set_counter(h, HYP_C_BYTES_IN, (double)json_integer_value(json_object_get(b, "in")));
             hyp_history_set_counter(h, HYP_C_BYTES_OUT,
                                     (double)json_integer_value(json_object_get(b, "out")));
         }
         double tokens = 0;
-        json_array_foreach(json_object_get(r->status, "learners"), i, v)
+        json_array_foreach(json_object_get(r->col.status, "learners"), i, v)
         {
             int64_t id = json_integer_value(json_object_get(v, "id"));
             int64_t tk = json_integer_value(json_object_get(v, "tokens"));
@@ -355,7 +403,7 @@ hyp_history *run_build_history(runner *r, int with_faults)
         /* Learners report tokens in heartbeats (<= 1 per second), so a short
          * run can end before the syncer heard of them: when every learner
          * finished, it trained at least steps x batch tokens. */
-        double nominal = r->training_over && !r->end_sent && r->batch > 0
+        double nominal = r->col.training_over && !r->end_sent && r->batch > 0
                              ? (double)r->m * (double)r->steps_target * (double)r->batch
                              : 0.0;
         if (nominal > tokens)
@@ -366,13 +414,13 @@ hyp_history *run_build_history(runner *r, int with_faults)
     return h;
 }
 
-/* ---- run: polling, stop conditions, end of training ---- */
+/* ---- collect: polling, stop conditions, end of training ---- */
 
-void run_check_training_over(runner *r)
+void collect_check_training_over(runner *r)
 {
     int done = 1, exited0 = 0;
     for (int l = 0; l < r->m; l++) {
-        agent_view *a = &r->av[l];
+        agent_view *a = &r->col.av[l];
         if (strcmp(a->unit_state, "exited") == 0 && a->exit_code == 0) {
             exited0++;
             continue;
@@ -380,24 +428,24 @@ void run_check_training_over(runner *r)
         /* a unit down for good (killed, no restart pending) counts as over
          * once nothing of ours is pending on it */
         if ((strcmp(a->unit_state, "killed") == 0 || strcmp(a->unit_state, "exited") == 0) &&
-            a->faults_active == 0 && run_pending_entries(r) == 0)
+            a->faults_active == 0 && timeline_pending(r) == 0)
             continue;
         done = 0;
     }
-    if (done && exited0 > 0 && !r->syncer_down)
-        r->training_over = 1;
+    if (done && exited0 > 0 && !r->tl.syncer_down)
+        r->col.training_over = 1;
 }
 
-void run_poll_all(runner *r)
+void collect_poll_all(runner *r)
 {
     int64_t now = cx_mono_ms();
-    run_poll_events(r);
-    if (now - r->last_status >= STATUS_EVERY_MS) {
-        r->last_status = now;
-        run_poll_syncer_status(r);
+    collect_poll_events(r);
+    if (now - r->col.last_status >= STATUS_EVERY_MS) {
+        r->col.last_status = now;
+        collect_poll_syncer_status(r);
     }
     for (int l = 0; l < r->m; l++)
-        if (now - r->av[l].last_poll >= AGENT_EVERY_MS)
+        if (now - r->col.av[l].last_poll >= AGENT_EVERY_MS)
             poll_agent(r, l);
     if (r->state != RS_STEADY && r->state != RS_METHOD)
         return;
@@ -405,79 +453,18 @@ void run_poll_all(runner *r)
     now = cx_mono_ms();
     /* once the run was ended (POST /v1/end) no merge is due any more: a unit
      * slow to exit is waited for (up to the time bound), not an abort */
-    if (sc->has_no_merge_for_s && !r->syncer_down && !r->training_over && !r->end_sent) {
-        int64_t since = r->last_merge_mono > r->start_mono ? r->last_merge_mono : r->start_mono;
+    if (sc->has_no_merge_for_s && !r->tl.syncer_down && !r->col.training_over && !r->end_sent) {
+        int64_t since = r->col.last_merge_mono > r->start_mono ? r->col.last_merge_mono : r->start_mono;
         if ((double)(now - since) / 1000.0 > sc->no_merge_for_s)
             run_set_abort(r, "stop condition no_merge_for_s %g: no merge for %.1f s", sc->no_merge_for_s,
                           (double)(now - since) / 1000.0);
     }
     if (sc->has_agent_unreachable_s)
         for (int l = 0; l < r->m; l++) {
-            int64_t last = r->av[l].last_ok_mono ? r->av[l].last_ok_mono : r->start_mono;
+            int64_t last = r->col.av[l].last_ok_mono ? r->col.av[l].last_ok_mono : r->start_mono;
             if ((double)(now - last) / 1000.0 > sc->agent_unreachable_s)
                 run_set_abort(r, "stop condition agent_unreachable_s %g: agent %d silent for %.1f s",
                               sc->agent_unreachable_s, l, (double)(now - last) / 1000.0);
         }
     run_abort_if_interrupted(r);
-}
-
-/* ---- run: progress ---- */
-
-/* The progress line: the horizon's real progress (what the run still
- * waits for, horizon_estimate) and its estimate of the end, not the time
- * bound (said only when it comes first). Counters carry the names the log,
- * the dashboard and the report use: "merges" (the syncer's outer steps),
- * the eval loss in bits/byte for chaosloco's byte-level models (nats for a
- * foreign trainer). bound_left_s: seconds to the time bound. */
-void run_progress(runner *r, const char *phase, double bound_left_s)
-{
-    int64_t now = cx_mono_ms();
-    int every = r->tty ? 250 : 10000;
-    if (now - r->last_progress < every)
-        return;
-    r->last_progress = now;
-    int64_t heal[EXP_MAX_LEARNERS];
-    hz_progress hp;
-    hz_estimate est;
-    run_hz_fill(r, heal, &hp);
-    horizon_estimate(r->hw, r->nhw, &hp, &est);
-    int bytes = !r->e->trainer; /* chaosloco's models are byte-level */
-    char loss[48], left[64];
-    if (isfinite(r->eval_loss))
-        snprintf(loss, sizeof loss, "%.3f %s", bytes ? r->eval_loss / M_LN2 : r->eval_loss,
-                 bytes ? "bits/byte" : "nats");
-    else
-        snprintf(loss, sizeof loss, "-");
-    if (est.left_ms < 0)
-        snprintf(left, sizeof left, "end unknown yet");
-    else if (est.left_ms / 1000.0 > bound_left_s)
-        snprintf(left, sizeof left, "time bound in %.0f s", bound_left_s);
-    else
-        snprintf(left, sizeof left, "%s%.0f s left", est.lower_bound ? ">= " : "~", est.left_ms / 1000.0);
-    if (r->tty)
-        fprintf(stderr, "\r\033[K%-8s %3.0f%%  merges %-6" PRId64 " eval %-18s faults %-2d %s ", phase,
-                100.0 * est.fraction, r->merges, loss, run_active_faults(r), left);
-    else
-        cx_info("progress phase=%s done_pct=%.0f merges=%" PRId64 " eval=\"%s\" faults_active=%d left=\"%s\" "
-                "waiting=\"%s\"",
-                phase, 100.0 * est.fraction, r->merges, loss, run_active_faults(r), left, est.waiting);
-    if (r->dash) {
-        int64_t left_ms = est.left_ms;
-        if (left_ms >= 0 && left_ms > (int64_t)(bound_left_s * 1000))
-            left_ms = (int64_t)(bound_left_s * 1000);
-        dash_server_set_progress_json(
-            r->dash, json_pack("{s:s,s:I,s:o,s:f,s:b,s:I,s:s,s:f}", "phase", phase, "elapsed_ms",
-                               (json_int_t)(now - r->start_mono), "remaining_ms",
-                               left_ms >= 0 ? json_integer(left_ms) : json_null(), "fraction", est.fraction,
-                               "lower_bound", est.lower_bound, "merges", (json_int_t)r->merges, "waiting",
-                               est.waiting, "bound_left_s", bound_left_s));
-    }
-}
-
-void run_progress_end(runner *r)
-{
-    if (r->tty && r->last_progress) {
-        fprintf(stderr, "\r\033[K");
-        r->last_progress = 0;
-    }
 }

@@ -1,40 +1,42 @@
-/* run.c - the experiment runner (see run.h).
+/* run.c - the experiment runner's state machine (see run.h; its
+ * components are listed in runner.h).
  *
  * NOTES ON THE DESIGN OF THE RUNNER
  *
  * One thread drives everything (method() ticks every TICK_MS); one more
- * renews the agents' leases (lease_thread, every ttl/3) so a slow HTTP call
- * in the main loop can never let a lease lapse. Everything the hypotheses
- * are judged on is collected here: the syncer's events (GET /v1/events,
- * incrementally by seq), every agent's fault records (GET /v1/faults), and
- * the harness's own action events (also appended to RUN/events.jsonl).
+ * renews the agents' leases (collect.c's lease thread, every ttl/3) so a
+ * slow HTTP call in the main loop can never let a lease lapse. Everything
+ * the hypotheses are judged on is gathered by the collection (collect.h):
+ * the syncer's events (GET /v1/events, incrementally by seq), every
+ * agent's fault records (GET /v1/faults), and the timeline's action events
+ * (also appended to RUN/events.jsonl).
  *
  * The run's lifecycle (set_state() allows exactly these transitions, and
  * run_assert_state() checks what each state holds in debug builds):
  *
- *   LOADED --run_start_topology()--> LAUNCHED --run_take_leases()--> STEADY
+ *   LOADED --setup_start_topology--> LAUNCHED --collect_take_leases--> STEADY
  *     |                                 |                               |
- *     | --check / --dry-run end here;   | leases refused                | run_steady_state()
+ *     | --check / --dry-run end here;   | leases refused                | output_steady_state()
  *     | topology failed: to STOPPED     |                               |
  *     |                                 |  did not hold, abort, error   |
  *     |                                 |<------------------------------+
  *     |                                 |                               | held
  *     |                                 |                               v
- *     |                                 |  abort, error, signal       METHOD  method(): run_play_timeline()
- *     |                                 |<------------------------------+     + run_poll_all() until training
+ *     |                                 |  abort, error, signal       METHOD  method(): timeline_play()
+ *     |                                 |<------------------------------+     + collect_poll_all() until training
  *     |                                 |                               |     ended or the time bound
  *     |                                 |                               | ok
  *     |                                 |                               v
- *     |                                 |                             VERIFY  run_verify()
+ *     |                                 |                             VERIFY  output_verify()
  *     |                                 v                               |
  *     |                               REVERT <--------------------------+
- *     |                                 |  run_revert(): DELETE active faults, rollbacks,
+ *     |                                 |  timeline_revert(): DELETE active faults, rollbacks,
  *     |                                 |  POST /v1/halt when aborted, release the leases
  *     v                                 v
  *   STOPPED <---------------------------+  topo_stop(): nothing left
  *     |
  *     v
- *   DONE    run_write_outputs(): journal, junit, events, faults, summary, report
+ *   DONE    output_write(): journal, junit, events, faults, summary, report
  *
  * What holds: from LAUNCHED to REVERT a topology and its HTTP clients
  * exist; from STEADY to VERIFY the lease thread renews the leases (REVERT
@@ -44,39 +46,22 @@
  * from REVERT on nothing new is injected; from STOPPED on the dashboard is
  * gone.
  */
-#include "harness/run_internal.h"
+#include "harness/run/runner.h"
 
 #include <assert.h>
-#include <stdarg.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <pthread.h>
+#include <string.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "common/clock.h"
 #include "common/stop_signals.h"
-#include "common/err.h"
-#include "common/file.h"
-#include "common/http_client.h"
 #include "common/log.h"
-#include "common/proc.h"
-#include "dashboards/server.h"
-#include "harness/experiment.h"
-#include "harness/fault_kinds.h"
-#include "harness/horizon.h"
-#include "harness/hypothesis.h"
-#include "harness/journal.h"
-#include "harness/report.h"
-#include "harness/schedule.h"
-#include "harness/topology.h"
-#include "trainer/config.h"
+#include "common/err.h"
 
 /* ---- run: state ---- */
 
@@ -104,15 +89,15 @@ void run_assert_state(const runner *r)
     assert(r->state >= RS_LOADED && r->state <= RS_DONE);
     /* a topology (and its clients) from LAUNCHED until it is stopped */
     if (r->state >= RS_LAUNCHED && r->state <= RS_REVERT)
-        assert(r->t != NULL && r->sy != NULL && r->av != NULL);
+        assert(r->t != NULL && r->sy != NULL && r->col.av != NULL);
     /* the lease thread runs from STEADY until REVERT releases it */
     if (r->state >= RS_STEADY && r->state <= RS_VERIFY)
-        assert(r->lease_running);
+        assert(r->col.lease_running);
     if (r->state == RS_LOADED || r->state >= RS_STOPPED)
-        assert(!r->lease_running);
+        assert(!r->col.lease_running);
     /* the method runs only on a steady state that held, and has a start */
     if (r->state == RS_METHOD || r->state == RS_VERIFY)
-        assert(r->steady_ok && r->method_mono > 0);
+        assert(r->out.steady_ok && r->method_mono > 0);
     if (r->state < RS_METHOD)
         assert(r->method_mono == 0 && r->end_mono == 0);
     /* verify judges a run that neither aborted nor failed, and has ended */
@@ -160,8 +145,6 @@ void run_abort_if_interrupted(runner *r)
 
 /* ---- run: small helpers ---- */
 
-void run_progress_end(runner *r); /* clear the TTY progress line before a log line */
-
 /* The run stops: r->why from fmt (the TTY progress line ends before the log
  * line). An error (the harness's own failure) overrides an abort (the
  * experiment's); the first of each kind is kept. */
@@ -171,7 +154,7 @@ static void stop_run(runner *r, int error, const char *fmt, va_list ap)
     if (r->error || (r->abort && !error))
         return;
     vsnprintf(r->why, sizeof r->why, fmt, ap);
-    run_progress_end(r);
+    output_progress_end(r);
     if (error) {
         r->error = 1;
         cx_error("harness error: %s", r->why);
@@ -278,18 +261,18 @@ void run_hz_fill(runner *r, int64_t *heal, hz_progress *p)
     memset(p, 0, sizeof *p);
     p->start_ms = r->method_mono ? r->method_mono : r->start_mono;
     p->now_ms = r->end_mono ? r->end_mono : cx_mono_ms();
-    p->pending = run_pending_entries(r);
+    p->pending = timeline_pending(r);
     p->entries = r->sched->n;
     p->heal_ms = heal;
     p->m = r->m;
     p->min_tokens = r->min_tokens;
     p->min_merges = r->e->min_merges;
-    p->merges = r->merges;
-    p->eval_tokens = json_integer_value(json_object_get(json_object_get(r->status, "eval"), "tokens"));
+    p->merges = r->col.merges;
+    p->eval_tokens = json_integer_value(json_object_get(json_object_get(r->col.status, "eval"), "tokens"));
     for (int l = 0; l < r->m; l++)
         heal[l] = 0;
     for (int k = 0; k < r->sched->n; k++) {
-        int64_t h = r->fx[k].healed_mono;
+        int64_t h = r->tl.fx[k].healed_mono;
         int l = r->sched->entries[k].learner;
         if (h > p->any_heal_ms)
             p->any_heal_ms = h;
@@ -299,7 +282,7 @@ void run_hz_fill(runner *r, int64_t *heal, hz_progress *p)
             for (int i = 0; i < r->m; i++)
                 heal[i] = h > heal[i] ? h : heal[i];
     }
-    json_t *ls = json_object_get(r->status, "learners"), *v;
+    json_t *ls = json_object_get(r->col.status, "learners"), *v;
     size_t i;
     json_array_foreach(ls, i, v)
     {
@@ -322,7 +305,7 @@ void run_hz_fill(runner *r, int64_t *heal, hz_progress *p)
  * bound. */
 static void maybe_end(runner *r)
 {
-    if (r->end_sent || r->end_refused || (r->syncer_down && !r->evf))
+    if (r->end_sent || r->end_refused || (r->tl.syncer_down && !r->evf))
         return;
     int64_t heal[EXP_MAX_LEARNERS];
     hz_progress p;
@@ -346,7 +329,7 @@ static void maybe_end(runner *r)
             run_answer_error(ans, st, err, said, sizeof said);
             json_decref(ans);
             r->end_refused = 1;
-            run_progress_end(r);
+            output_progress_end(r);
             cx_warn(
                 "horizon reached (%s) but the syncer refused POST /v1/end (%s): the harness needs the "
                 "syncer's admin credential (--syncer-credential-file); the run goes on until the learners "
@@ -362,7 +345,7 @@ static void maybe_end(runner *r)
         }
     }
     r->end_sent = 1;
-    run_progress_end(r);
+    output_progress_end(r);
     run_emit_run(r, "end", why);
     cx_info("horizon reached at t=%.1f s: %s", run_now_s_since(p.start_ms), why);
 }
@@ -390,52 +373,38 @@ static int hz_setup(runner *r)
 
 static void method(runner *r, double limit_s)
 {
-    r->last_merge_mono = r->last_merge_mono > r->method_mono ? r->last_merge_mono : r->method_mono;
+    collect_merge_clock_at_least(r, r->method_mono);
     run_emit_run(r, "method_start", NULL);
     cx_info("method: %d timeline entries (%d chaos draws), time bound %.0f s", r->sched->n,
             r->sched->chaos_drawn, limit_s);
     for (;;) {
-        run_poll_all(r);
+        collect_poll_all(r);
         if (r->abort || r->error)
             break;
-        run_play_timeline(r);
+        timeline_play(r);
         if (r->abort || r->error)
             break;
-        run_check_training_over(r);
-        if (!r->training_over)
+        collect_check_training_over(r);
+        if (!r->col.training_over)
             maybe_end(r);
         double left = limit_s - run_now_s_since(r->start_mono);
-        if (r->training_over) {
-            run_progress_end(r);
+        if (r->col.training_over) {
+            output_progress_end(r);
             cx_info("training over: every learner finished");
             break;
         }
         if (left <= 0) {
-            run_progress_end(r);
+            output_progress_end(r);
             cx_warn("time bound of %.0f s reached before training ended; verifying what ran", limit_s);
             run_emit_run(r, "time_bound", NULL);
             break;
         }
-        run_progress(r, "method", left);
+        output_progress(r, "method", left);
         run_assert_state(r);
         run_nap(TICK_MS);
     }
-    run_progress_end(r);
-    /* an action that never came due is an injection that did not happen */
-    if (!r->abort && !r->error)
-        for (int k = 0; k < r->sched->n; k++)
-            if (!r->fx[k].fired && r->sched->entries[k].action >= 0) {
-                sched_entry *se = &r->sched->entries[k];
-                r->fx[k].fired = r->fx[k].healed = 1;
-                run_action_event(r, "fail", se, se->learner, NULL,
-                                 "training ended before this action was due");
-                run_set_error(r, "action %s (learner %d) never came due before training ended", se->name,
-                              se->learner);
-            }
-    if (r->syncer_down) {
-        r->syncer_up_at = 0;
-        run_maybe_restart_syncer(r);
-    }
+    output_progress_end(r);
+    timeline_end_method(r);
     r->end_mono = cx_mono_ms();
 }
 
@@ -443,34 +412,26 @@ static void method(runner *r, double limit_s)
 
 static void runner_cleanup(runner *r)
 {
-    if (r->lease_running)
-        run_release_leases(r);
+    if (r->col.lease_running)
+        collect_release_leases(r);
     topo_free(r->t);
     r->t = NULL;
     dash_server_free(r->dash);
     r->dash = NULL;
-    json_decref(r->dash_hyps);
+    output_cleanup(r);
     free(r->hw);
     free(r->hw_spec);
     r->hw = NULL;
     r->hw_spec = NULL;
-    if (r->av)
-        for (int l = 0; l < r->m; l++) {
-            agc_free(r->av[l].agent);
-            json_decref(r->av[l].faults);
-        }
-    free(r->av);
+    collect_cleanup(r);
     cx_http_client_free(r->sy);
-    run_clocks_free(r); /* after every client that feeds them */
+    rclock_free(r); /* after every client that feeds them */
     evf_free(r->evf);
     jr_events_close(r->ev);
     journal_free(r->j);
+    timeline_cleanup(r);
     sched_free(r->sched);
-    free(r->fx);
     exp_free(r->e);
-    json_decref(r->sev);
-    json_decref(r->acts);
-    json_decref(r->status);
 }
 
 void run_result_cleanup(run_result *res)
@@ -488,14 +449,14 @@ static int run_prepare(runner *r, run_result *res, char *err, size_t errlen, int
 {
     const run_opts *o = r->o;
     *rc = 0;
-    if (run_load(r, err, errlen) < 0) {
+    if (setup_load(r, err, errlen) < 0) {
         res->exit_code = CX_EXIT_USAGE;
         *rc = CX_EINVAL;
         return 1;
     }
     if (o->check || o->dry_run) {
         if (!o->check)
-            run_dry_run(r);
+            setup_dry_run(r);
         res->exit_code = CX_EXIT_OK;
         return 1;
     }
@@ -504,7 +465,7 @@ static int run_prepare(runner *r, run_result *res, char *err, size_t errlen, int
      * training (the horizon's default token minimum, data_accounting's
      * steps); checked with the same rules, passed to no one */
     if (!r->e->attach_syncer || json_object_size(r->e->training) > 0) {
-        json_t *sc = run_syncer_config(r, e2, sizeof e2);
+        json_t *sc = setup_syncer_config(r, e2, sizeof e2);
         if (!sc) {
             snprintf(err, errlen, "%s", e2);
             res->exit_code = CX_EXIT_USAGE;
@@ -513,18 +474,18 @@ static int run_prepare(runner *r, run_result *res, char *err, size_t errlen, int
         }
         json_decref(sc);
     }
-    r->fx = calloc((size_t)(r->sched->n ? r->sched->n : 1), sizeof *r->fx);
+    int tl_rc = timeline_init(r);
     r->j = journal_new(r->e);
     if (r->j && journal_set_plan(r->j, r->e, r->sched) < 0) {
         journal_free(r->j);
         r->j = NULL;
     }
-    if (!r->fx || !r->j) {
+    if (tl_rc < 0 || !r->j) {
         res->exit_code = CX_EXIT_ERROR;
         snprintf(err, errlen, "out of memory");
         return 1;
     }
-    if (run_make_run_dir(r, e2, sizeof e2) < 0) {
+    if (setup_make_run_dir(r, e2, sizeof e2) < 0) {
         snprintf(err, errlen, "%s", e2);
         res->exit_code = CX_EXIT_USAGE;
         *rc = CX_EINVAL;
@@ -549,26 +510,26 @@ static void run_judged(runner *r)
     const run_opts *o = r->o;
     set_state(r, RS_STEADY);
     double limit = o->time_limit_s > 0 ? o->time_limit_s : (o->ci ? 300.0 : 600.0);
-    run_steady_state(r, limit);
-    if (r->steady_ok && !r->abort && !r->error && !run_interrupted()) {
+    output_steady_state(r, limit);
+    if (r->out.steady_ok && !r->abort && !r->error && !run_interrupted()) {
         r->method_mono = cx_mono_ms(); /* RS_METHOD holds: the method has a start */
         set_state(r, RS_METHOD);
         if (hz_setup(r) != 0)
             run_set_error(r, "out of memory");
         else
             method(r, limit);
-    } else if (!r->steady_ok) {
+    } else if (!r->out.steady_ok) {
         cx_warn("the steady state did not hold: the method is skipped");
         run_emit_run(r, "steady_state_failed", NULL);
     }
     run_abort_if_interrupted(r);
     if (!r->end_mono)
         r->end_mono = cx_mono_ms();
-    if (r->steady_ok && !r->abort && !r->error) {
+    if (r->out.steady_ok && !r->abort && !r->error) {
         set_state(r, RS_VERIFY);
         if (r->dash)
             dash_server_set_progress(r->dash, "verify", cx_mono_ms() - r->start_mono, 0);
-        run_verify(r);
+        output_verify(r);
     }
 }
 
@@ -586,7 +547,7 @@ static void run_live(runner *r, run_result *res)
     run_emit_run(r, "start", r->e->title);
 
     if (!r->error && !run_interrupted()) {
-        if (run_start_topology(r, e2, sizeof e2) < 0) {
+        if (setup_start_topology(r, e2, sizeof e2) < 0) {
             if (run_interrupted()) {
                 /* a signal ended the start (an attach wait): interrupted, not an error */
                 run_abort_if_interrupted(r);
@@ -597,23 +558,23 @@ static void run_live(runner *r, run_result *res)
             }
         } else {
             set_state(r, RS_LAUNCHED);
-            run_journal_endpoints(r);
+            output_journal_endpoints(r);
         }
     }
     r->start_mono = cx_mono_ms();
     if (r->t && !r->error) {
-        run_start_dashboard(r);
-        if (run_take_leases(r) == 0 && run_clocks_check(r) == 0)
+        setup_start_dashboard(r);
+        if (collect_take_leases(r) == 0 && rclock_check(r) == 0)
             run_judged(r);
         set_state(r, RS_REVERT);
         if (r->dash)
             dash_server_set_progress(r->dash, "revert", cx_mono_ms() - r->start_mono, 0);
-        run_poll_events(r);
-        run_poll_syncer_status(r);
-        res->summary = run_summary_json(r);
+        collect_poll_events(r);
+        collect_poll_syncer_status(r);
+        res->summary = output_summary_json(r);
         json_t *fl = json_object_get(res->summary, "final_loss"); /* NULL-safe: journal.json's final_bpb */
         journal_set_final_loss(r->j, json_is_number(fl) ? json_number_value(fl) : NAN);
-        run_revert(r);
+        timeline_revert(r);
     }
     if (o->keep && r->t) {
         printf("--keep: processes stay up (syncer %s); Ctrl-C to stop them\n", topo_syncer_url(r->t));
@@ -638,33 +599,36 @@ int run_experiment(const run_opts *o, run_result *res, char *err, size_t errlen)
     runner *r = &rr;
     memset(r, 0, sizeof *r);
     r->o = o;
-    r->eval_loss = NAN;
-    r->sev = json_array();
-    r->acts = json_array();
     r->tty = o->progress < 0 ? isatty(STDERR_FILENO) : o->progress;
     r->state = RS_LOADED;
     run_assert_state(r);
 
     int rc;
+    if (collect_init(r) < 0) {
+        res->exit_code = CX_EXIT_ERROR;
+        snprintf(err, errlen, "out of memory");
+        runner_cleanup(r);
+        return CX_ENOMEM;
+    }
     if (run_prepare(r, res, err, errlen, &rc)) {
         runner_cleanup(r);
         return rc;
     }
     run_live(r, res);
-    run_write_outputs(r, res);
+    output_write(r, res);
     snprintf(res->status, sizeof res->status, "%s", jr_status_name(journal_status(r->j)));
     if (r->error)
         res->exit_code = CX_EXIT_ERROR;
     else if (r->abort || run_interrupted())
         res->exit_code = CX_EXIT_ABORTED;
-    else if (!r->steady_ok || journal_deviated(r->j))
+    else if (!r->out.steady_ok || journal_deviated(r->j))
         res->exit_code = CX_EXIT_DEVIATED;
     else
         res->exit_code = CX_EXIT_OK;
     if (r->why[0])
         snprintf(err, errlen, "%s", r->why);
     if (!o->quiet_summary)
-        run_print_verdicts(r, res);
+        output_print_verdicts(r, res);
     set_state(r, RS_DONE);
     cx_info("run done status=%s exit=%d run_dir=%s", res->status, res->exit_code, r->run_dir);
     runner_cleanup(r);

@@ -1,33 +1,27 @@
-/* run_setup.c - before the run (see run_internal.h): the experiment and
- * its timeline, the run directory, the syncer's config checked with the
+/* setup.c - before the run (see setup.h): the experiment and its
+ * timeline, the run directory, the syncer's config checked with the
  * trainer's rules, the topology (launch or attach) and the embedded
  * dashboard. */
-#include "harness/run_internal.h"
+#include "harness/run/setup.h"
 
-#include <assert.h>
-#include <errno.h>
+#include "harness/run/runner.h"
+
 #include <inttypes.h>
-#include <math.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "common/clock.h"
-#include "common/err.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "common/proc.h"
-#include "harness/fault_kinds.h"
-#include "harness/netns.h"
-#include "harness/report.h"
 #include "trainer/config.h"
+#include "common/err.h"
+#include "harness/netns.h"
 
-/* ---- run: set-up ---- */
+/* ---- setup ---- */
 
 static void make_slug(const char *path, const char *title, char *out, size_t len)
 {
@@ -63,7 +57,7 @@ static void make_slug(const char *path, const char *title, char *out, size_t len
         snprintf(out, len, "experiment");
 }
 
-int run_make_run_dir(runner *r, char *err, size_t errlen)
+int setup_make_run_dir(runner *r, char *err, size_t errlen)
 {
     if (r->o->out_dir && strlen(r->o->out_dir) >= sizeof r->run_dir - 64)
         return cx_fail(err, errlen, CX_EINVAL, "--out: path longer than %zu bytes", sizeof r->run_dir - 64);
@@ -96,7 +90,7 @@ int run_make_run_dir(runner *r, char *err, size_t errlen)
 
 /* The syncer's config: topology.training, M, the mode override; checked
  * with the trainer's own rules so a bad key fails before anything starts. */
-json_t *run_syncer_config(runner *r, char *err, size_t errlen)
+json_t *setup_syncer_config(runner *r, char *err, size_t errlen)
 {
     json_t *c = json_deep_copy(r->e->training ? r->e->training : json_object());
     if (!c)
@@ -145,7 +139,7 @@ json_t *run_syncer_config(runner *r, char *err, size_t errlen)
     return c;
 }
 
-int run_load(runner *r, char *err, size_t errlen)
+int setup_load(runner *r, char *err, size_t errlen)
 {
     jv_diag *d = jv_diag_new();
     unsigned flags = r->o->ci ? EXP_CI : 0;
@@ -184,7 +178,7 @@ int run_load(runner *r, char *err, size_t errlen)
     return 0;
 }
 
-void run_dry_run(runner *r)
+void setup_dry_run(runner *r)
 {
     json_t *s = sched_json(r->sched);
     printf("experiment: %s\nvariant: %s\nlearners: %d  mode: %s  seed: %" PRIu64 "\n", r->e->title,
@@ -211,7 +205,7 @@ void run_dry_run(runner *r)
     json_decref(s);
 }
 
-int run_start_topology(runner *r, char *err, size_t errlen)
+int setup_start_topology(runner *r, char *err, size_t errlen)
 {
     char exe[PATHLEN];
     int rc = cx_self_exe(exe, sizeof exe);
@@ -219,9 +213,9 @@ int run_start_topology(runner *r, char *err, size_t errlen)
         return cx_fail(err, errlen, rc, "cannot find the chaosloco binary (/proc/self/exe)");
     r->launch_mono = cx_mono_ms();
     if (r->e->attach_syncer) {
-        rc = run_attach_topology(r, err, errlen);
+        rc = attach_topology(r, err, errlen);
     } else {
-        json_t *sc = run_syncer_config(r, err, errlen);
+        json_t *sc = setup_syncer_config(r, err, errlen);
         if (!sc)
             return CX_EINVAL;
         char prefix[48];
@@ -248,41 +242,28 @@ int run_start_topology(runner *r, char *err, size_t errlen)
     if (rc < 0)
         return rc;
     /* the syncer gets the harness's own (admin) credential, never the agents' token */
-    /* every answer feeds its process's clock (run_clock.c) */
-    if (run_clocks_new(r) < 0)
+    /* every answer feeds its process's clock (clock.h) */
+    if (rclock_new(r) < 0)
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     cx_http_opts so = {.connect_timeout_ms = 500,
                        .timeout_ms = 5000,
                        .bearer = topo_syncer_credential(r->t),
                        .ca_file = topo_ca_file(r->t),
                        .observe = cx_tb_observe,
-                       .observe_ctx = r->sy_clock};
+                       .observe_ctx = r->clk.sy_clock};
     r->sy = cx_http_client_new(topo_syncer_url(r->t), &so);
-    r->av = calloc((size_t)r->m, sizeof *r->av);
-    if (!r->sy || !r->av)
+    if (!r->sy)
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     /* the file form of the telemetry contract: the coordinator's events file, tailed */
     if (topo_events_file(r->t) && !(r->evf = evf_new(topo_events_file(r->t), 0)))
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-    agc_opts ao = {.ca_file = topo_ca_file(r->t),
-                   .connect_timeout_ms = 500,
-                   .timeout_ms = 3000,
-                   .max_body = (size_t)256 << 20};
-    for (int l = 0; l < r->m; l++) {
-        ao.observe = cx_tb_observe;
-        ao.observe_ctx = r->ag_clock[l];
-        ao.token = topo_agent_token(r->t, l);
-        r->av[l].agent = agc_new(topo_agent_url(r->t, l), &ao);
-        r->av[l].exit_code = -1;
-        snprintf(r->av[l].unit_state, sizeof r->av[l].unit_state, "starting");
-        if (!r->av[l].agent)
-            return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-    }
+    if (collect_views_new(r) < 0)
+        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     /* a cluster engine starts them in any order: wait for every one */
-    return r->e->attach_syncer ? run_attach_wait(r, err, errlen) : 0;
+    return r->e->attach_syncer ? attach_wait(r, err, errlen) : 0;
 }
 
-void run_start_dashboard(runner *r)
+void setup_start_dashboard(runner *r)
 {
     const char *listen = r->o->dashboard ? r->o->dashboard : (!r->o->experiment ? "127.0.0.1:0" : NULL);
     if (!listen)
@@ -319,5 +300,5 @@ void run_start_dashboard(runner *r)
     printf("dashboard: %s\n", dash_server_url(r->dash));
     fflush(stdout);
     cx_info("dashboard url=%s", dash_server_url(r->dash));
-    run_dash_pending(r);
+    output_dash_pending(r);
 }

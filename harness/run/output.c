@@ -1,33 +1,30 @@
-/* run_output.c - the runner's judging and outputs (see run_internal.h):
- * the steady state, verify, summary.json's figures, the dashboard's
- * hypotheses table, events.jsonl/faults.json at the end, the verdicts
+/* output.c - the runner's judging and outputs (see output.h): the steady
+ * state, verify, summary.json's figures, the dashboard's hypotheses table,
+ * the progress line, events.jsonl/faults.json at the end, the verdicts
  * printed on stdout. */
-#include "harness/run_internal.h"
+#include "harness/run/output.h"
 
-#include <assert.h>
-#include <errno.h>
+#include "harness/run/runner.h"
+
 #include <inttypes.h>
 #include <math.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/clock.h"
-#include "common/err.h"
-#include "common/file.h"
 #include "common/log.h"
-#include "common/proc.h"
-#include "harness/fault_kinds.h"
 #include "harness/fault_cost.h"
 #include "harness/report.h"
-#include "trainer/config.h"
+#include "common/err.h"
 
-/* ---- run: hypotheses ---- */
+/* ---- output: hypotheses ---- */
+
+void output_cleanup(runner *r)
+{
+    json_decref(r->out.dash_hyps);
+    r->out.dash_hyps = NULL;
+}
 
 static json_t *verdict_json(const char *label, const char *phase, const hyp_verdict *v, int pending)
 {
@@ -49,26 +46,26 @@ static void dash_hyp(runner *r, json_t *entry)
         json_decref(entry);
         return;
     }
-    if (!r->dash_hyps)
-        r->dash_hyps = json_array();
+    if (!r->out.dash_hyps)
+        r->out.dash_hyps = json_array();
     const char *name = json_string_value(json_object_get(entry, "name"));
     const char *phase = json_string_value(json_object_get(entry, "phase"));
     size_t i;
     json_t *v;
-    json_array_foreach(r->dash_hyps, i, v)
+    json_array_foreach(r->out.dash_hyps, i, v)
     {
         if (strcmp(json_string_value(json_object_get(v, "name")), name) == 0 &&
             strcmp(json_string_value(json_object_get(v, "phase")), phase) == 0) {
-            json_array_set_new(r->dash_hyps, i, entry);
-            dash_server_set_hypotheses(r->dash, r->dash_hyps, NULL, 0);
+            json_array_set_new(r->out.dash_hyps, i, entry);
+            dash_server_set_hypotheses(r->dash, r->out.dash_hyps, NULL, 0);
             return;
         }
     }
-    json_array_append_new(r->dash_hyps, entry);
-    dash_server_set_hypotheses(r->dash, r->dash_hyps, NULL, 0);
+    json_array_append_new(r->out.dash_hyps, entry);
+    dash_server_set_hypotheses(r->dash, r->out.dash_hyps, NULL, 0);
 }
 
-void run_dash_pending(runner *r)
+void output_dash_pending(runner *r)
 {
     if (!r->dash)
         return;
@@ -87,15 +84,13 @@ static double spec_by_s(const hyp_spec *s)
     return json_is_number(b) ? json_number_value(b) : -1.0;
 }
 
-void run_poll_all(runner *r);
-
 /* Judge the steady state: re-evaluated every second until every entry
  * passes or the deadline passes: the largest by_s + 5 s, else 30 s; an
  * entry judged by training progress (by_tokens) is waited for up to the
  * run's time bound instead, so a slow machine is not judged by the clock. */
-void run_steady_state(runner *r, double limit_s)
+void output_steady_state(runner *r, double limit_s)
 {
-    r->steady_ok = 1;
+    r->out.steady_ok = 1;
     if (r->e->nsteady == 0)
         return;
     double deadline_s = STEADY_DEFAULT_S;
@@ -118,10 +113,10 @@ void run_steady_state(runner *r, double limit_s)
     }
     cx_info("steady state: %d hypotheses, deadline %.0f s after the run start", r->e->nsteady, deadline_s);
     for (;;) {
-        run_poll_all(r);
+        collect_poll_all(r);
         if (r->abort || r->error || run_interrupted())
             break;
-        hyp_history *h = run_build_history(r, 1);
+        hyp_history *h = collect_history(r, 1);
         int all = 1;
         for (int i = 0; i < r->e->nsteady; i++) {
             hyp_spec_eval(r->e->steady_state[i], h, &v[i]);
@@ -139,12 +134,12 @@ void run_steady_state(runner *r, double limit_s)
         cx_log(v[i].status == HYP_PASS ? CX_LOG_INFO : CX_LOG_WARN, "steady state %s: %s (%s)",
                hyp_spec_label(s), hyp_status_name(v[i].status), v[i].explanation);
         if (v[i].status != HYP_PASS)
-            r->steady_ok = 0;
+            r->out.steady_ok = 0;
     }
     free(v);
 }
 
-/* ---- run: verify ---- */
+/* ---- output: verify ---- */
 
 /* A window the run did not see close (it ended by its time bound, a stop
  * condition or the learners' budget, not by the horizon) cannot be judged:
@@ -165,12 +160,12 @@ static void unobserved(runner *r, int spec, hyp_verdict *v)
     }
 }
 
-void run_verify(runner *r)
+void output_verify(runner *r)
 {
     /* final collection: every event, every fault record, final status */
-    run_poll_events(r);
-    run_poll_syncer_status(r);
-    hyp_history *h = run_build_history(r, 1);
+    collect_poll_events(r);
+    collect_poll_syncer_status(r);
+    hyp_history *h = collect_history(r, 1);
     if (!h) {
         run_set_error(r, "out of memory");
         return;
@@ -191,9 +186,9 @@ void run_verify(runner *r)
 }
 
 /* Figures for compare and summary.json. */
-json_t *run_summary_json(runner *r)
+json_t *output_summary_json(runner *r)
 {
-    hyp_history *h = run_build_history(r, 0);
+    hyp_history *h = collect_history(r, 0);
     if (!h)
         return NULL;
     /* each figure measured by the hypothesis that judges it, without a verdict */
@@ -215,17 +210,17 @@ json_t *run_summary_json(runner *r)
     json_int_t tokens = 0;
     json_t *lv;
     size_t li;
-    json_array_foreach(json_object_get(r->status, "learners"), li, lv) tokens +=
+    json_array_foreach(json_object_get(r->col.status, "learners"), li, lv) tokens +=
         json_integer_value(json_object_get(lv, "tokens"));
     json_object_set_new(o, "tokens", json_integer(tokens));
     /* merge efficiency (merged tokens / trained tokens), as the syncer
      * counts it; null for a coordinator that does not say (telemetry.md).
      * Not goodput: that weighs useful compute under faults against the
      * compute allocated */
-    json_t *me = json_object_get(r->status, "merge_efficiency");
+    json_t *me = json_object_get(r->col.status, "merge_efficiency");
     json_object_set_new(o, "merge_efficiency",
                         json_is_number(me) ? json_real(json_number_value(me)) : json_null());
-    json_t *tt = json_object_get(r->status, "tokens_trained");
+    json_t *tt = json_object_get(r->col.status, "tokens_trained");
     json_object_set_new(o, "tokens_trained",
                         json_is_integer(tt) ? json_integer(json_integer_value(tt)) : json_null());
     /* the eval curve, s since the run start */
@@ -233,13 +228,13 @@ json_t *run_summary_json(runner *r)
     double final = NAN;
     size_t i;
     json_t *ev;
-    json_array_foreach(r->sev, i, ev)
+    json_array_foreach(r->col.sev, i, ev)
     {
         if (strcmp(run_jstr(ev, "type"), "eval") != 0)
             continue;
         json_t *l = json_object_get(ev, "loss");
         double loss = json_is_number(l) ? json_number_value(l) : NAN;
-        double t = (double)(run_map_syncer_ms(r, json_integer_value(json_object_get(ev, "t_mono_ms"))) -
+        double t = (double)(rclock_map_syncer_ms(r, json_integer_value(json_object_get(ev, "t_mono_ms"))) -
                             r->start_mono) /
                    1000.0;
         json_array_append_new(
@@ -250,24 +245,25 @@ json_t *run_summary_json(runner *r)
     json_object_set_new(o, "final_bpb", isfinite(final) ? json_real(final / M_LN2) : json_null());
     json_object_set_new(o, "eval_curve", curve);
     json_object_set_new(o, "duration_s", json_real((double)(r->end_mono - r->start_mono) / 1000.0));
-    json_object_set_new(o, "merges", json_integer((json_int_t)r->merges));
-    json_object_set_new(o, "clocks", run_clocks_json(r));
+    json_object_set_new(o, "merges", json_integer((json_int_t)r->col.merges));
+    json_object_set_new(o, "clocks", rclock_json(r));
     return o;
 }
 
-/* ---- run: outputs ---- */
+/* ---- output: the run directory ---- */
 
-void run_append_collected(runner *r)
+/* events.jsonl: every training event and final fault record; faults.json. */
+static void append_collected(runner *r)
 {
     /* events.jsonl also carries every training event and the final fault
      * records, so one file tells the whole story (report.c reads it), all
-     * on the harness's clock (run_clock.c: the processes' own times are
+     * on the harness's clock (clock.c: the processes' own times are
      * kept beside as t_src_mono_ms, src_started_mono_ms, ...). */
     size_t i;
     json_t *v;
-    json_array_foreach(r->sev, i, v)
+    json_array_foreach(r->col.sev, i, v)
     {
-        json_t *c = run_map_event(r, v);
+        json_t *c = rclock_map_event(r, v);
         if (!c)
             continue;
         json_object_set_new(c, "kind", json_string("training"));
@@ -275,10 +271,10 @@ void run_append_collected(runner *r)
         json_decref(c);
     }
     json_t *fl = json_array();
-    for (int l = 0; r->av && l < r->m; l++) /* no agent views when the topology never started */
-        json_array_foreach(r->av[l].faults, i, v)
+    for (int l = 0; r->col.av && l < r->m; l++) /* no agent views when the topology never started */
+        json_array_foreach(r->col.av[l].faults, i, v)
         {
-            json_t *m = run_map_fault(r, l, v);
+            json_t *m = rclock_map_fault(r, l, v);
             json_t *c = json_pack("{s:s,s:i,s:O}", "kind", "fault", "learner", l, "record", m ? m : v);
             jr_events_append(r->ev, c, NULL, 0);
             json_decref(c);
@@ -292,7 +288,7 @@ void run_append_collected(runner *r)
 }
 
 /* The addresses the journal's translated experiment calls. */
-void run_journal_endpoints(runner *r)
+void output_journal_endpoints(runner *r)
 {
     const char *urls[EXP_MAX_LEARNERS];
     for (int i = 0; i < r->m && i < EXP_MAX_LEARNERS; i++)
@@ -301,7 +297,7 @@ void run_journal_endpoints(runner *r)
                           r->m < EXP_MAX_LEARNERS ? r->m : EXP_MAX_LEARNERS);
 }
 
-void run_print_verdicts(runner *r, const run_result *res)
+void output_print_verdicts(runner *r, const run_result *res)
 {
     json_t *jj = journal_json(r->j);
     printf("\n%s\n  status %s, exit %d, run dir %s\n", r->e->title, res->status, res->exit_code, r->run_dir);
@@ -328,7 +324,7 @@ void run_print_verdicts(runner *r, const run_result *res)
 /* DONE's outputs: the journal's end and status, events.jsonl's collected
  * events, journal.json, junit.xml, summary.json, report.html. A write that
  * fails is a harness error (the journal, JUnit) or a warning (the report). */
-void run_write_outputs(runner *r, run_result *res)
+void output_write(runner *r, run_result *res)
 {
     char path[PATHLEN + 64], e2[CX_ERRLEN] = "";
     /* Chaos Toolkit's meanings: a signal, a stop condition or a halt
@@ -341,14 +337,14 @@ void run_write_outputs(runner *r, run_result *res)
     else if (r->abort)
         js = JR_INTERRUPTED;
     journal_set_end(r->j, cx_real_ns(), js);
-    json_t *clocks = run_clocks_json(r);
+    json_t *clocks = rclock_json(r);
     journal_set_clocks(r->j, clocks);
     json_decref(clocks);
     if (r->why[0]) {
         run_emit_run(r, r->error ? "error" : "aborted", r->why);
     }
     if (r->ev) {
-        run_append_collected(r);
+        append_collected(r);
     }
     run_join_path(path, sizeof path, r->run_dir, "journal.json");
     if (journal_write(r->j, path, e2, sizeof e2) < 0)
@@ -362,7 +358,7 @@ void run_write_outputs(runner *r, run_result *res)
     if (res->summary) {
         /* what each fault cost, from the final fault records (after the
          * revert), as report.html shows it */
-        hyp_history *h = r->av ? run_build_history(r, 0) : NULL;
+        hyp_history *h = r->col.av ? collect_history(r, 0) : NULL;
         json_t *cost = h ? fault_cost_json(h) : NULL;
         json_object_set_new(res->summary, "fault_cost", cost ? cost : json_null());
         hyp_history_free(h);
@@ -373,4 +369,65 @@ void run_write_outputs(runner *r, run_result *res)
     }
     if (report_render(r->run_dir, e2, sizeof e2) < 0)
         cx_warn("report.html: %s", e2);
+}
+
+/* ---- output: progress ---- */
+
+/* The progress line: the horizon's real progress (what the run still
+ * waits for, horizon_estimate) and its estimate of the end, not the time
+ * bound (said only when it comes first). Counters carry the names the log,
+ * the dashboard and the report use: "merges" (the syncer's outer steps),
+ * the eval loss in bits/byte for chaosloco's byte-level models (nats for a
+ * foreign trainer). bound_left_s: seconds to the time bound. */
+void output_progress(runner *r, const char *phase, double bound_left_s)
+{
+    int64_t now = cx_mono_ms();
+    int every = r->tty ? 250 : 10000;
+    if (now - r->out.last_progress < every)
+        return;
+    r->out.last_progress = now;
+    int64_t heal[EXP_MAX_LEARNERS];
+    hz_progress hp;
+    hz_estimate est;
+    run_hz_fill(r, heal, &hp);
+    horizon_estimate(r->hw, r->nhw, &hp, &est);
+    int bytes = !r->e->trainer; /* chaosloco's models are byte-level */
+    char loss[48], left[64];
+    if (isfinite(r->col.eval_loss))
+        snprintf(loss, sizeof loss, "%.3f %s", bytes ? r->col.eval_loss / M_LN2 : r->col.eval_loss,
+                 bytes ? "bits/byte" : "nats");
+    else
+        snprintf(loss, sizeof loss, "-");
+    if (est.left_ms < 0)
+        snprintf(left, sizeof left, "end unknown yet");
+    else if (est.left_ms / 1000.0 > bound_left_s)
+        snprintf(left, sizeof left, "time bound in %.0f s", bound_left_s);
+    else
+        snprintf(left, sizeof left, "%s%.0f s left", est.lower_bound ? ">= " : "~", est.left_ms / 1000.0);
+    if (r->tty)
+        fprintf(stderr, "\r\033[K%-8s %3.0f%%  merges %-6" PRId64 " eval %-18s faults %-2d %s ", phase,
+                100.0 * est.fraction, r->col.merges, loss, timeline_active(r), left);
+    else
+        cx_info("progress phase=%s done_pct=%.0f merges=%" PRId64 " eval=\"%s\" faults_active=%d left=\"%s\" "
+                "waiting=\"%s\"",
+                phase, 100.0 * est.fraction, r->col.merges, loss, timeline_active(r), left, est.waiting);
+    if (r->dash) {
+        int64_t left_ms = est.left_ms;
+        if (left_ms >= 0 && left_ms > (int64_t)(bound_left_s * 1000))
+            left_ms = (int64_t)(bound_left_s * 1000);
+        dash_server_set_progress_json(
+            r->dash, json_pack("{s:s,s:I,s:o,s:f,s:b,s:I,s:s,s:f}", "phase", phase, "elapsed_ms",
+                               (json_int_t)(now - r->start_mono), "remaining_ms",
+                               left_ms >= 0 ? json_integer(left_ms) : json_null(), "fraction", est.fraction,
+                               "lower_bound", est.lower_bound, "merges", (json_int_t)r->col.merges, "waiting",
+                               est.waiting, "bound_left_s", bound_left_s));
+    }
+}
+
+void output_progress_end(runner *r)
+{
+    if (r->tty && r->out.last_progress) {
+        fprintf(stderr, "\r\033[K");
+        r->out.last_progress = 0;
+    }
 }
