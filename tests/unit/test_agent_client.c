@@ -13,8 +13,9 @@
 #include "agent/agent.h"
 #include "common/agent_client.h"
 #include "common/err.h"
+#include "agent_fixture.h"
 
-#define TOKEN "test-token-0123456789"
+#define TOKEN AGENT_FIXTURE_TOKEN
 
 static char g_dir[256];
 static agent *g_agent;
@@ -22,22 +23,8 @@ static agc *g_agc;
 
 static void setup(void)
 {
-    snprintf(g_dir, sizeof g_dir, "/tmp/cx-test-agc-XXXXXX");
-    cr_assert_not_null(mkdtemp(g_dir));
-    agent_opts o;
-    memset(&o, 0, sizeof o);
-    o.listen = "127.0.0.1:0";
-    o.id = "agc-test";
-    o.state_dir = g_dir;
-    o.token = TOKEN;
-    o.max_duration_ms = 60000;
-    o.no_cgroup = 1;
-    o.argv = NULL; /* no unit: a fault that needs one is refused */
-    char err[CX_ERRLEN] = "";
-    g_agent = agent_new(&o, err, sizeof err);
-    cr_assert_not_null(g_agent, "%s", err);
     char base[200];
-    snprintf(base, sizeof base, "http://%s", g_agent->listen_addr);
+    g_agent = agent_fixture_new("agc", "agc-test", g_dir, sizeof g_dir, base, sizeof base);
     agc_opts ao = {.token = TOKEN};
     g_agc = agc_new(base, &ao);
     cr_assert_not_null(g_agc);

@@ -14,8 +14,9 @@
 #include "common/file.h"
 #include "common/http_client.h"
 #include "injectors/inj_params.h"
+#include "agent_fixture.h"
 
-#define TOKEN "test-token-0123456789"
+#define TOKEN AGENT_FIXTURE_TOKEN
 
 static char g_dir[256];
 static agent *g_agent;
@@ -23,22 +24,8 @@ static cx_http_client *g_cli;
 
 static void setup(void)
 {
-    snprintf(g_dir, sizeof g_dir, "/tmp/cx-test-api-XXXXXX");
-    cr_assert_not_null(mkdtemp(g_dir));
-    agent_opts o;
-    memset(&o, 0, sizeof o);
-    o.listen = "127.0.0.1:0";
-    o.id = "api-test";
-    o.state_dir = g_dir;
-    o.token = TOKEN;
-    o.max_duration_ms = 60000;
-    o.no_cgroup = 1;
-    o.argv = NULL; /* no unit: only the API and the registry */
-    char err[CX_ERRLEN] = "";
-    g_agent = agent_new(&o, err, sizeof err);
-    cr_assert_not_null(g_agent, "%s", err);
     char base[200];
-    snprintf(base, sizeof base, "http://%s", g_agent->listen_addr);
+    g_agent = agent_fixture_new("api", "api-test", g_dir, sizeof g_dir, base, sizeof base);
     g_cli = cx_http_client_new(base, NULL);
     cr_assert_not_null(g_cli);
 }
