@@ -281,19 +281,6 @@ int api_decode_fault(json_t *body, reg_spec *spec, char *err, size_t errlen)
     return 0;
 }
 
-/* Has the unit a process now? The injectors' own test (sup_target's pid);
- * no supervisor: no unit. */
-static int unit_alive(agent *a)
-{
-    if (!a->sup)
-        return 0;
-    pid_t pid = 0;
-    int fd = -1;
-    sup_target(a->sup, &pid, &fd);
-    if (fd >= 0)
-        close(fd);
-    return pid > 0;
-}
 
 static void faults_post(agent *a, const cx_http_req *req, cx_http_resp *resp, char *fid, size_t fidlen)
 {
@@ -315,7 +302,6 @@ static void faults_post(agent *a, const cx_http_req *req, cx_http_resp *resp, ch
     spec.lease = agent_lease_held(a);
     spec.origin = "api";
     json_t *rec = NULL;
-    int alive = unit_alive(a);
     int rc = reg_create(a->reg, &spec, &rec, err, sizeof err);
     if (rec) {
         snprintf(fid, fidlen, "%s", json_string_value(json_object_get(rec, "id")));
@@ -326,11 +312,10 @@ static void faults_post(agent *a, const cx_http_req *req, cx_http_resp *resp, ch
         cx_http_add_header(resp, "Location", "%s", loc);
         cx_http_reply_json(resp, 201, rec);
     } else if (rec) {
-        /* Applying failed: the error, with the failed record for the why.
-         * A conflict at apply on a unit that had no process is the
-         * injectors' "unit is not running" (they test the same pid). */
-        agc_reason why = rc == CX_ECONFLICT && !alive ? AGC_R_UNIT_NOT_RUNNING : agc_reason_of_err(rc);
-        reply_reason(resp, why, json_pack("{s:o}", "fault", rec), "%s", err);
+        /* Applying failed: the error, with the failed record for the why
+         * (an injector that needs a running unit and found none says so
+         * with CX_ENOUNIT: unit_not_running). */
+        reply_reason(resp, agc_reason_of_err(rc), json_pack("{s:o}", "fault", rec), "%s", err);
     } else {
         reply_err_reason(resp, rc, err);
     }

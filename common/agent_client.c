@@ -64,6 +64,8 @@ agc_reason agc_reason_of_err(int code)
         return AGC_R_NOT_FOUND;
     case CX_ECONFLICT:
         return AGC_R_CONFLICT;
+    case CX_ENOUNIT:
+        return AGC_R_UNIT_NOT_RUNNING;
     case CX_ETOOBIG:
         return AGC_R_TOO_LARGE;
     case CX_ENOTSUP:

@@ -23,6 +23,7 @@ static const struct {
     {CX_ENOTSUP, 501, "not supported here"},
     {CX_EBUSY, 503, "busy"},
     {CX_ESYS, 500, "system error"},
+    {CX_ENOUNIT, 409, "unit is not running"},
 };
 
 const char *cx_strerror(int err)

@@ -24,13 +24,15 @@ typedef enum cx_err {
     CX_ENOTSUP = -11,  /* not possible on this host (no cgroup, ...) */
     CX_EBUSY = -12,    /* try again later */
     CX_ESYS = -13,     /* an unexpected system call failure (see errbuf) */
+    CX_ENOUNIT = -14,  /* the fault needs a running unit and the unit has no process */
 } cx_err;
+#define CX_ERR_LAST CX_ENOUNIT /* the lowest code: codes run from CX_ERR_LAST to CX_OK */
 
 /* Static, human-readable name of an error code ("bad input", ...). */
 const char *cx_strerror(int err);
 
 /* HTTP status for an error code: EINVAL/ECORRUPT 400, EAUTH 401,
- * ENOTFOUND 404, ECONFLICT 409, ETOOBIG 413, ENOTSUP 501, EUNAVAIL 503,
+ * ENOTFOUND 404, ECONFLICT and ENOUNIT 409, ETOOBIG 413, ENOTSUP 501, EUNAVAIL 503,
  * ETIMEDOUT 504, anything else 500. */
 int cx_err_http_status(int err);
 

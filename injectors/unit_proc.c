@@ -173,6 +173,14 @@ int uproc_same(pid_t pid, uint64_t starttime)
     return uproc_starttime(pid) == starttime;
 }
 
+int uproc_need_running(pid_t pid, char *err, size_t errlen)
+{
+    char s = uproc_state(pid);
+    if (s == 0 || s == 'Z' || s == 'X')
+        return cx_fail(err, errlen, CX_ENOUNIT, "unit is not running");
+    return 0;
+}
+
 char uproc_wait_state(pid_t pid, char want, int max_ms)
 {
     char s = uproc_state(pid);

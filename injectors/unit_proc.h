@@ -32,6 +32,11 @@ int uproc_signal_group(pid_t pid, int pidfd, int sig, const char **via, char *er
  * when the process does not exist. */
 char uproc_state(pid_t pid);
 
+/* 0 when pid (the unit's main process) exists and is not a zombie;
+ * otherwise CX_ENOUNIT + "unit is not running" in err: the check every
+ * fault that needs a running unit makes before it applies. */
+int uproc_need_running(pid_t pid, char *err, size_t errlen);
+
 /* Field 22 of /proc/PID/stat (start time in clock ticks since boot), or 0
  * when the process does not exist. */
 uint64_t uproc_starttime(pid_t pid);

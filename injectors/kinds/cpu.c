@@ -107,10 +107,10 @@ static int cpu_quota(cpu_ctx *c, inj_target *t, json_t *evidence, char *err, siz
 static int cpu_apply(void *ctx, inj_target *t, json_t *evidence, char *err, size_t errlen)
 {
     cpu_ctx *c = ctx;
-    char st = uproc_state(t->pid);
-    if (t->pid <= 0 || st == 0 || st == 'Z')
-        return cx_fail(err, errlen, CX_ECONFLICT, "unit is not running");
-    int rc = CX_ENOTSUP;
+    int rc = uproc_need_running(t->pid, err, errlen);
+    if (rc)
+        return rc;
+    rc = CX_ENOTSUP;
     char why[CX_ERRLEN] = "";
     if (c->want != CPU_DUTY) {
         rc = cpu_quota(c, t, evidence, why, sizeof why);
@@ -127,7 +127,7 @@ static int cpu_apply(void *ctx, inj_target *t, json_t *evidence, char *err, size
         if (!c->duty_noop) {
             rc = uproc_duty_start(&c->duty, t->pid, t->pidfd, cx_mono_ms(), err, errlen);
             if (rc)
-                return rc == CX_ENOTFOUND ? cx_fail(err, errlen, CX_ECONFLICT, "unit is not running") : rc;
+                return rc == CX_ENOTFOUND ? cx_fail(err, errlen, CX_ENOUNIT, "unit is not running") : rc;
         }
         c->used = CPU_DUTY;
         json_object_set_new(evidence, "method", json_string("duty"));

@@ -69,16 +69,16 @@ static int kill_prepare(json_t *params, uint64_t seed, void **ctx, char *err, si
 static int kill_apply(void *ctx, inj_target *t, json_t *evidence, char *err, size_t errlen)
 {
     kill_ctx *k = ctx;
-    char s = uproc_state(t->pid);
-    if (t->pid <= 0 || s == 0 || s == 'Z')
-        return cx_fail(err, errlen, CX_ECONFLICT, "unit is not running");
+    int rc = uproc_need_running(t->pid, err, errlen);
+    if (rc)
+        return rc;
     /* Before the signal: the supervisor's reaper may see the exit at once. */
     if (t->expect_exit)
         t->expect_exit(t, k->restart_after_ms);
     const char *via = NULL;
-    int rc = uproc_signal_group(t->pid, t->pidfd, k->sig, &via, err, errlen);
+    rc = uproc_signal_group(t->pid, t->pidfd, k->sig, &via, err, errlen);
     if (rc)
-        return rc == CX_ENOTFOUND ? cx_fail(err, errlen, CX_ECONFLICT, "unit exited before the signal") : rc;
+        return rc == CX_ENOTFOUND ? cx_fail(err, errlen, CX_ENOUNIT, "unit exited before the signal") : rc;
     cx_info("kill: sent SIG%s to process group %d via %s", k->name, (int)t->pid, via);
     json_object_set_new(evidence, "signal", json_string(k->name));
     json_object_set_new(evidence, "signo", json_integer(k->sig));

@@ -52,11 +52,11 @@ static int memory_prepare(json_t *params, uint64_t seed, void **ctx, char *err, 
 static int memory_apply(void *ctx, inj_target *t, json_t *evidence, char *err, size_t errlen)
 {
     memory_ctx *m = ctx;
-    char st = uproc_state(t->pid);
-    if (t->pid <= 0 || st == 0 || st == 'Z')
-        return cx_fail(err, errlen, CX_ECONFLICT, "unit is not running");
+    int rc = uproc_need_running(t->pid, err, errlen);
+    if (rc)
+        return rc;
     cg_set *s = NULL;
-    int rc = cg_set_open(NULL, t->unit_id, &s, err, errlen);
+    rc = cg_set_open(NULL, t->unit_id, &s, err, errlen);
     if (rc)
         return rc;
     char contents[64] = "";

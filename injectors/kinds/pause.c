@@ -126,12 +126,12 @@ static int pause_stop(inj_target *t, json_t *evidence, char *err, size_t errlen)
 static int pause_apply(void *ctx, inj_target *t, json_t *evidence, char *err, size_t errlen)
 {
     pause_ctx *p = ctx;
-    char s = uproc_state(t->pid);
-    if (t->pid <= 0 || s == 0 || s == 'Z')
-        return cx_fail(err, errlen, CX_ECONFLICT, "unit is not running");
+    int rc = uproc_need_running(t->pid, err, errlen);
+    if (rc)
+        return rc;
     p->pid = t->pid;
     p->starttime = uproc_starttime(t->pid);
-    int rc = CX_ENOTSUP;
+    rc = CX_ENOTSUP;
     char why[CX_ERRLEN] = "";
     if (p->want != PAUSE_SIGNAL) {
         rc = pause_freeze(p, t, evidence, why, sizeof why);

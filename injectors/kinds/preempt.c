@@ -95,17 +95,17 @@ static void preempt_kill(preempt_ctx *p, inj_target *t)
 static int preempt_apply(void *ctx, inj_target *t, json_t *evidence, char *err, size_t errlen)
 {
     preempt_ctx *p = ctx;
-    char s = uproc_state(t->pid);
-    if (t->pid <= 0 || s == 0 || s == 'Z')
-        return cx_fail(err, errlen, CX_ECONFLICT, "unit is not running");
+    int rc = uproc_need_running(t->pid, err, errlen);
+    if (rc)
+        return rc;
     p->pid = t->pid;
     p->starttime = uproc_starttime(t->pid);
     if (t->expect_exit)
         t->expect_exit(t, p->restart_after_ms);
     const char *via = NULL;
-    int rc = uproc_signal_group(t->pid, t->pidfd, SIGTERM, &via, err, errlen);
+    rc = uproc_signal_group(t->pid, t->pidfd, SIGTERM, &via, err, errlen);
     if (rc)
-        return rc == CX_ENOTFOUND ? cx_fail(err, errlen, CX_ECONFLICT, "unit exited before the signal") : rc;
+        return rc == CX_ENOTFOUND ? cx_fail(err, errlen, CX_ENOUNIT, "unit exited before the signal") : rc;
     p->deadline_ms = cx_mono_ms() + p->grace_ms;
     p->phase = PREEMPT_GRACE;
     if (p->grace_ms == 0)

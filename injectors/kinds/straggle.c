@@ -79,7 +79,7 @@ static int straggle_apply(void *ctx, inj_target *t, json_t *evidence, char *err,
     straggle_ctx *s = ctx;
     int rc = uproc_duty_start(&s->duty, t->pid, t->pidfd, cx_mono_ms(), err, errlen);
     if (rc)
-        return rc == CX_ENOTFOUND ? cx_fail(err, errlen, CX_ECONFLICT, "unit is not running") : rc;
+        return rc == CX_ENOTFOUND ? cx_fail(err, errlen, CX_ENOUNIT, "unit is not running") : rc;
     char st = uproc_wait_state(t->pid, 'T', 10);
     char sbuf[2] = {st ? st : '?', '\0'};
     json_object_set_new(evidence, "method", json_string("signal"));

@@ -59,10 +59,11 @@ Test(agent_client, reason_names_round_trip)
 Test(agent_client, a_codes_reason_keeps_its_status)
 {
     /* the agent answered cx_err_http_status(code) before it had reasons */
-    for (int code = CX_ESYS; code <= CX_EINVAL; code++)
+    for (int code = CX_ERR_LAST; code <= CX_EINVAL; code++)
         cr_assert_eq(agc_reason_status(agc_reason_of_err(code)), cx_err_http_status(code), "code %d (%s)",
                      code, cx_strerror(code));
     cr_assert_eq(agc_reason_of_err(CX_ECONFLICT), AGC_R_CONFLICT);
+    cr_assert_eq(agc_reason_of_err(CX_ENOUNIT), AGC_R_UNIT_NOT_RUNNING);
     cr_assert_eq(agc_reason_status(agc_reason_of_err(-99)), 500);
 }
 

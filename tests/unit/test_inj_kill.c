@@ -74,11 +74,11 @@ Test(inj_kill, default_kill_without_restart)
     injt_run_cleanup(&r);
 }
 
-Test(inj_kill, not_running_is_a_conflict)
+Test(inj_kill, not_running_is_no_unit)
 {
     injt_run r;
     injt_run_init(&r, &inj_kill, "{}", 1, injt_target("u", 0, -1, "/tmp", NULL));
-    cr_assert_eq(injt_apply(&r), CX_ECONFLICT);
+    cr_assert_eq(injt_apply(&r), CX_ENOUNIT, "the agent's reason unit_not_running comes from this code");
     cr_assert_eq(r.e.calls, 0, "expect_exit must not be called for a dead unit");
     injt_run_cleanup(&r);
 }

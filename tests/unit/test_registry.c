@@ -174,7 +174,7 @@ static int stop_apply(void *ctx, inj_target *t, json_t *evidence, char *err, siz
 {
     stop_ctx *c = ctx;
     if (t->pid <= 0)
-        return cx_fail(err, errlen, CX_ECONFLICT, "unit is not running");
+        return cx_fail(err, errlen, CX_ENOUNIT, "unit is not running");
     if (strcmp(c->type, "cpu") == 0) {
         const char *m = c->method;
         if (strcmp(m, "cgroup") == 0 && !g_cpu_cgroup)
@@ -638,7 +638,7 @@ Test(registry, kill_without_a_unit_leaves_the_pause_alone)
     cr_assert_eq(create_json(r, "pause", NULL, pause_id, err), 0, "%s", err);
     g_pid = 0; /* the unit is gone (restart pending) */
     json_t *rec = NULL;
-    cr_assert_eq(create(r, "kill", 30000, NULL, &rec, err), CX_ECONFLICT);
+    cr_assert_eq(create(r, "kill", 30000, NULL, &rec, err), CX_ENOUNIT);
     json_decref(rec);
     cr_assert_eq(reg_active(r, "pause"), 1, "a refused kill changes nothing");
     reg_revert_all(r, "halt", 0);
