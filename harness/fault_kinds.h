@@ -6,7 +6,8 @@
  * checks (exp_method.c), the Chaos Toolkit export (ctk.c), the report's
  * fault windows (report.c), the down intervals of the history (history.c)
  * and the hypotheses that look for a fault that took a learner out
- * (reintegration, fault_effective, rejoin_time) all ask here. An agent's
+ * (reintegration, fault_effective, rejoin_time) and the docs generator
+ * (tools/kinds_docs.c) all ask here. An agent's
  * kind is one query of the injector table's traits (injectors/injector.h),
  * so a new kind declares its effect in its own file and harness/ follows;
  * the harness's own kinds (the runner performs them, no agent does) are

@@ -1,12 +1,13 @@
 /* kinds_docs.c - writes (or checks) what the docs say about the fault
- * kinds from injector_table: the per-kind blocks of docs/faults.md and the
- * fault_type enum of docs/experiment.schema.json, so that neither drifts
- * from what the code checks.
+ * kinds an experiment file may name: the per-kind blocks of docs/faults.md
+ * (from injector_table) and the fault_type enum of
+ * docs/experiment.schema.json, so that neither drifts from what the code
+ * checks.
  *
  *   chaosloco_kinds_docs [--check] docs/faults.md docs/experiment.schema.json
  *
- * The schema's enum is the table's kinds in order, then the harness's own
- * faults (harness/experiment.h: syncer_restart).
+ * The schema's enum is the injector table's kinds in order, then the
+ * harness's own (hx_harness_kinds, harness/fault_kinds.h).
  *
  * Each kind has one block in the file, under its hand-written heading:
  *
@@ -29,7 +30,7 @@
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/file.h"
-#include "harness/experiment.h" /* EXP_SYNCER_RESTART only */
+#include "harness/fault_kinds.h"
 #include "injectors/injector.h"
 
 #define MAX_FILE (4 << 20)
@@ -181,7 +182,8 @@ static int render_schema(const char *path, const char *in, cx_buf *out, int *cha
     size_t at = out->len, col = indent;
     for (const injector *const *k = injector_table; *k; k++)
         enum_item(out, &col, indent, (*k)->type, 0);
-    enum_item(out, &col, indent, EXP_SYNCER_RESTART, 1);
+    for (const hx_kind *h = hx_harness_kinds; h->name; h++)
+        enum_item(out, &col, indent, h->name, !h[1].name);
     size_t n = out->len - at, old = (size_t)(end + 1 - (en + strlen("\"enum\": [")));
     if (n != old || memcmp(out->data + at, en + strlen("\"enum\": ["), n) != 0) {
         fprintf(stderr, "%s: $defs.fault_type.enum differs from injector_table\n", path);
