@@ -23,7 +23,8 @@
 
 /* ---- api: error answers ---- */
 
-/* The one writer of the /v1 routes' error answers: {"error": text,
+/* The /v1 routes' error answers, through the project's one error writer
+ * (cx_http_reply_problem, common/http_server.h): {"error": text,
  * "status": N, "reason": name}, N and name from the reason table
  * (common/agent_client.h), so a client switches on the reason, never on
  * the text. extra (stolen, or NULL) adds its members (a failed fault's
@@ -39,14 +40,7 @@ static void reply_reason(cx_http_resp *resp, agc_reason why, json_t *extra, cons
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    int status = agc_reason_status(why);
-    json_t *o = json_pack("{s:s,s:i}", "error", msg, "status", status);
-    if (o && extra)
-        json_object_update(o, extra);
-    json_decref(extra);
-    if (o)
-        json_object_set_new(o, "reason", json_string(agc_reason_name(why)));
-    cx_http_reply_json(resp, status, o);
+    cx_http_reply_problem(resp, agc_reason_status(why), agc_reason_name(why), extra, "%s", msg);
 }
 
 /* A cx_err code's answer, with detail (else the code's own text). */

@@ -373,10 +373,11 @@ int tp_proxies_create(void *ctx, const cx_http_req *req, cx_http_resp *resp)
  * done so far. */
 static void reply_populate(cx_http_resp *resp, const tp_err *e, json_t *done)
 {
-    json_t *o = e ? json_pack("{s:s,s:i,s:o}", "error", e->msg, "status", e->status, "proxies",
-                              done ? done : json_null())
-                  : json_pack("{s:o}", "proxies", done ? done : json_array());
-    cx_http_reply_json(resp, e ? e->status : 201, o);
+    if (e)
+        cx_http_reply_problem(resp, e->status, NULL, json_pack("{s:o}", "proxies", done ? done : json_null()),
+                              "%s", e->msg);
+    else
+        cx_http_reply_json(resp, 201, json_pack("{s:o}", "proxies", done ? done : json_array()));
 }
 
 /* Does a populate entry differ from the proxy of that name (Toxiproxy:

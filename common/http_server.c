@@ -146,14 +146,37 @@ void cx_http_reply_json(cx_http_resp *resp, int status, json_t *obj)
     free(s);
 }
 
-void cx_http_reply_error(cx_http_resp *resp, int status, const char *fmt, ...)
+static void reply_problem_v(cx_http_resp *resp, int status, const char *reason, json_t *extra, const char *fmt,
+                            va_list ap) __attribute__((format(printf, 5, 0)));
+static void reply_problem_v(cx_http_resp *resp, int status, const char *reason, json_t *extra, const char *fmt,
+                            va_list ap)
 {
     char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    json_t *o = json_pack("{s:s,s:i}", "error", msg, "status", status);
+    if (o && reason)
+        json_object_set_new(o, "reason", json_string(reason));
+    if (o && extra)
+        json_object_update(o, extra);
+    json_decref(extra);
+    cx_http_reply_json(resp, status, o);
+}
+
+void cx_http_reply_problem(cx_http_resp *resp, int status, const char *reason, json_t *extra, const char *fmt,
+                           ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    reply_problem_v(resp, status, reason, extra, fmt, ap);
     va_end(ap);
-    cx_http_reply_json(resp, status, json_pack("{s:s,s:i}", "error", msg, "status", status));
+}
+
+void cx_http_reply_error(cx_http_resp *resp, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    reply_problem_v(resp, status, NULL, NULL, fmt, ap);
+    va_end(ap);
 }
 
 void cx_http_reply_err(cx_http_resp *resp, int code, const char *detail)

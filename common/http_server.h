@@ -182,6 +182,16 @@ int cx_http_body_json(const cx_http_req *req, cx_http_resp *resp, int allow_empt
 
 /* Response writers. reply_json steals the reference. */
 void cx_http_reply_json(cx_http_resp *resp, int status, json_t *obj);
+/* The one error writer of the project: every error answer of every server
+ * (agent, syncer, dashboard, the server's own refusals) is the JSON object
+ * {"error": the message, "status": status, "reason": reason (only when
+ * reason is not NULL), then extra's members (extra may be NULL; its
+ * reference is stolen)}. The reason is the caller's machine name for the
+ * refusal (the agent's agc_reason, the syncer's proto_reason); the message
+ * is for people. */
+void cx_http_reply_problem(cx_http_resp *resp, int status, const char *reason, json_t *extra, const char *fmt,
+                           ...) __attribute__((format(printf, 5, 6)));
+/* cx_http_reply_problem without a reason or extra members. */
 void cx_http_reply_error(cx_http_resp *resp, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Error from a cx_err code and detail (status from cx_err_http_status). */
