@@ -13,7 +13,6 @@
 #include "common/commands.h"
 #include "common/err.h"
 #include "common/exitcode.h"
-#include "common/file.h"
 #include "common/flags.h"
 #include "common/http_server.h"
 #include "common/log.h"

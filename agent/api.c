@@ -14,7 +14,6 @@
 #include "agent/metrics.h"
 #include "agent/toxiproxy.h"
 #include "common/agent_client.h"
-#include "common/clock.h"
 #include "common/err.h"
 #include "common/json.h"
 #include "common/log.h"

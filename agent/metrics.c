@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "common/clock.h"
-#include "common/log.h"
 #include "common/prom.h"
 
 /* ---- metrics: helpers ---- */

@@ -44,7 +44,6 @@
 #include "agent/reg_internal.h"
 #include "common/clock.h"
 #include "common/err.h"
-#include "common/file.h"
 #include "common/json.h"
 #include "common/log.h"
 

@@ -17,7 +17,6 @@
 #include <sys/types.h>
 
 #include "agent/supervisor.h"
-#include "injectors/unit_proc.h"
 
 struct sup {
     pthread_mutex_t lock;

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "agent/sup_internal.h"
-#include "common/err.h"
 #include "common/log.h"
 
 /* ---- supervisor: log capture ---- */

@@ -85,9 +85,7 @@
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/log.h"
-#include "common/file.h"
 #include "common/proc.h"
-#include "injectors/unit_proc.h"
 
 #define SUP_BACKOFF_CAP_MS 30000
 /* the wait status reap_exit() gets for a leader it could not reap itself:

@@ -24,7 +24,6 @@
 #include "agent/api.h"
 #include "agent/tp_faults.h"
 #include "common/err.h"
-#include "common/json.h"
 #include "common/log.h"
 #include "common/netaddr.h"
 #include "common/parse.h"

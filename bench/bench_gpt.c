@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/clock.h"
 #include "common/err.h"
 #include "common/exitcode.h"
 #include "common/parse.h"

@@ -16,7 +16,6 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/file.h"
-#include "common/json.h"
 #include "common/log.h"
 #include "common/netaddr.h"
 #include "common/parse.h"

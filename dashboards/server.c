@@ -42,7 +42,6 @@
 #include "common/err.h"
 #include "common/file.h"
 #include "common/json.h"
-#include "common/log.h"
 #include "common/parse.h"
 #include "dashboards/assets.h"
 #include "dashboards/dash_internal.h"

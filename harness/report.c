@@ -11,7 +11,6 @@
 
 #include "common/err.h"
 #include "common/file.h"
-#include "common/json.h"
 #include "dashboards/assets.h"
 #include "harness/fault_kinds.h"
 

@@ -9,7 +9,6 @@
 #include "common/exitcode.h"
 #include "common/flags.h"
 #include "common/log.h"
-#include "common/parse.h"
 #include "harness/run.h"
 #include "harness/run_flags.h"
 #include "trainer/config.h"

@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "common/parse.h"
 #include "numerics/optim.h"
 
 /* ---- names ---- */

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "common/json.h"
 
 /* ---- report: rows and the grid of results ---- */
 

@@ -11,7 +11,6 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/netaddr.h"
-#include "common/parse.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
