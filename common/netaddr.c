@@ -110,29 +110,33 @@ void cx_hostport_format(const char *host, int port, char *buf, size_t len)
         snprintf(buf, len, "%s:%d", host, port);
 }
 
+static int v4_is_loopback(const struct in_addr *a)
+{
+    return (ntohl(a->s_addr) >> 24) == 127;
+}
+
+static int v6_is_loopback(const struct in6_addr *a)
+{
+    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+}
+
 int cx_addr_is_loopback(const struct sockaddr *sa)
 {
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
-        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-    }
-    if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
-        if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr))
-            return 1;
-        return IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127;
-    }
+    if (sa->sa_family == AF_INET)
+        return v4_is_loopback(&((const struct sockaddr_in *)(const void *)sa)->sin_addr);
+    if (sa->sa_family == AF_INET6)
+        return v6_is_loopback(&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr);
     return 0;
 }
 
 int cx_ip_is_loopback(const char *ip)
 {
-    struct sockaddr_in in = {.sin_family = AF_INET};
-    struct sockaddr_in6 in6 = {.sin6_family = AF_INET6};
-    if (inet_pton(AF_INET, ip, &in.sin_addr) == 1)
-        return cx_addr_is_loopback((struct sockaddr *)&in);
-    if (inet_pton(AF_INET6, ip, &in6.sin6_addr) == 1)
-        return cx_addr_is_loopback((struct sockaddr *)&in6);
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, ip, &a4) == 1)
+        return v4_is_loopback(&a4);
+    if (inet_pton(AF_INET6, ip, &a6) == 1)
+        return v6_is_loopback(&a6);
     return 0;
 }
 
