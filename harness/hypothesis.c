@@ -91,7 +91,7 @@ double hyp_measure(const char *name, const hyp_history *h)
 
 struct hyp_spec {
     const hypothesis *kind; /* registry entry */
-    void *ctx;              /* parsed params (kind->free) */
+    void *ctx;              /* parsed params (owned; kind->params_size bytes) */
     char *label;            /* "name" or the hypothesis name */
     json_t *json;           /* the entry as written (owned) */
 };
@@ -122,15 +122,16 @@ hyp_spec *hyp_spec_parse(const json_t *spec, const char *path, int learners, jv_
         jv_path_key(p, sizeof(p), path, "name");
         jv_diag_add(d, p, "expected a non-empty string, got \"\"");
     }
-    void *ctx = NULL;
-    if (jv_check_keys(d, path, spec, kind->keys) == 0)
-        kind->parse(spec, path, learners, d, &ctx);
+    static const char *const own[] = {"hypothesis", "name", NULL};
+    /* a kind without params gets one byte: a spec's params are never NULL */
+    void *ctx = calloc(1, kind->params_size ? kind->params_size : 1);
+    if (ctx && param_decode(kind->params, own, spec, path, learners, d, ctx) == 0 && kind->check)
+        kind->check(ctx, spec, path, d);
     hyp_spec *s = NULL;
     if (jv_diag_count(d) == before && ctx)
         s = calloc(1, sizeof(*s));
     if (!s) {
-        if (ctx)
-            kind->free(ctx);
+        free(ctx);
         if (jv_diag_count(d) == before)
             jv_diag_add(d, path, "out of memory");
         return NULL;
@@ -151,8 +152,7 @@ void hyp_spec_free(hyp_spec *s)
 {
     if (!s)
         return;
-    if (s->ctx)
-        s->kind->free(s->ctx);
+    free(s->ctx);
     free(s->label);
     json_decref(s->json);
     free(s);

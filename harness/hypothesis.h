@@ -2,19 +2,21 @@
  * parsed specs and verdicts.
  *
  * A hypothesis is one file under harness/hypotheses/ that defines one const
- * table entry (name, summary, params, parse, measure, eval, free); the
+ * table entry (name, summary, params, check, measure, eval, window); the
  * registry hyp_table (hypothesis.c) is the only list of them. Each file has
- * its own params struct and parser, and splits the work in two: *measure*
- * computes the figure from the history (no threshold), *judge* compares it
- * with the threshold and writes the explanation; eval is judge(measure).
+ * its own params struct, declared once as a param_def table (param.h), and
+ * splits the work in two: *measure* computes the figure from the history
+ * (no threshold), *judge* compares it with the threshold and writes the
+ * explanation; eval is judge(measure).
  * A hypothesis is pure: it never talks to a process. The runner feeds a
  * hyp_history (history.h) with what it collected and asks each spec for a
  * verdict, or a kind for its figure alone (summary.json).
  *
  * Adding one: its file, one line in hypothesis.c's HYP_KINDS, its cases in
- * tests/unit/test_hypothesis.c, its section in docs/experiments.md and its
- * params in docs/experiment.schema.json (test_hypothesis checks the schema
- * against the table).
+ * tests/unit/test_hypothesis.c and its section in docs/experiments.md; its
+ * params are declared once, in its file (a param_def table), and the
+ * params-docs target writes their docs table and schema (the test
+ * docs/params fails until it ran).
  *
  * Ownership: a hyp_spec owns its parsed params; verdicts are plain values.
  */
@@ -28,6 +30,7 @@
 #include "harness/history.h"
 #include "harness/horizon.h"
 #include "harness/jsonv.h"
+#include "harness/param.h"
 
 /* ---- verdicts ---- */
 
@@ -53,24 +56,29 @@ const char *hyp_status_name(hyp_status s); /* "pass" | "fail" | "error" */
 typedef struct hypothesis {
     const char *name;    /* as written in experiments: "loss_continuity" */
     const char *summary; /* one line: when it passes */
-    const char *params;  /* one line: keys, units, ranges, defaults */
-    /* Every key an entry may have: "hypothesis", "name", then the params
-     * (NULL-terminated). hyp_spec_parse rejects any other before parse
-     * runs; docs/experiment.schema.json lists the same (a test checks). */
-    const char *const *keys;
-    /* Parse params (the keys are checked): spec is the whole experiment
-     * entry; keys "hypothesis" and "name" are the caller's. Every problem
-     * goes to d with path (e.g. "$.verify[0]"); the spec is invalid when d
-     * grew. *ctx: the params (new, kind->free), NULL when out of memory.
-     * learners: M, to range-check learner ids. */
-    void (*parse)(const json_t *spec, const char *path, int learners, jv_diag *d, void **ctx);
+    /* Its params, {NULL}-terminated (param.h): the only declaration of
+     * them. An entry may have "hypothesis", "name" and these keys;
+     * hyp_spec_parse decodes them into a new struct of params_size bytes
+     * (defaults first) and rejects any other key. The docs' params tables
+     * and docs/experiment.schema.json are generated from it
+     * (harness/tools/params_docs.c). NULL: none. */
+    const param_def *params;
+    size_t params_size; /* bytes of its params struct (0: none) */
+    /* Rules across params that the table cannot say (exactly one of, only
+     * together with), or NULL: check reports each broken rule into d with
+     * the entry's path, after the params were decoded into p; rules is
+     * the same in words for the docs, schema_rules as JSON Schema members
+     * of the entry ("oneOf": [...], ...) for the generated schema. */
+    void (*check)(const void *p, const json_t *spec, const char *path, jv_diag *d);
+    const char *rules;
+    const char *schema_rules;
     /* Judge: measure, then compare with the params' threshold. */
-    void (*eval)(const void *ctx, const hyp_history *h, hyp_verdict *v);
+    void (*eval)(const void *p, const hyp_history *h, hyp_verdict *v);
     /* The figure alone (what eval reports as measured), NAN when there is
-     * none. ctx NULL = the params' defaults (no threshold is needed); NAN
-     * too when the figure needs a param that has no default. */
-    double (*measure)(const void *ctx, const hyp_history *h);
-    void (*free)(void *ctx);
+     * none. p NULL = the params' defaults (no threshold is needed; the file
+     * gets them with param_defaults); NAN too when the figure needs a
+     * param that has no default. */
+    double (*measure)(const void *p, const hyp_history *h);
     /* The window the run must observe before this entry can be judged
      * (horizon.h), from the entry as written: fill *w (label and learner
      * -1 preset) and return 1, or 0 when it has none. NULL: never one. */
@@ -81,7 +89,7 @@ typedef struct hypothesis {
 extern const hypothesis *const hyp_table[];
 const hypothesis *hyp_find(const char *name);
 /* The figure of hypothesis name with default params (hypothesis.measure
- * with ctx NULL); NAN when it has none or name is not registered. */
+ * with p NULL); NAN when it has none or name is not registered. */
 double hyp_measure(const char *name, const hyp_history *h);
 
 /* ---- specs: one parsed hypothesis entry of an experiment ---- */

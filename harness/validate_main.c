@@ -64,8 +64,13 @@ static void list_faults(void)
 
 static void list_hypotheses(void)
 {
-    for (const hypothesis *const *h = hyp_table; *h; h++)
-        printf("%s\n  passes when: %s\n  params: %s\n", (*h)->name, (*h)->summary, (*h)->params);
+    for (const hypothesis *const *h = hyp_table; *h; h++) {
+        char params[512];
+        param_line((*h)->params, params, sizeof params);
+        printf("%s\n  passes when: %s\n  params: %s\n", (*h)->name, (*h)->summary, params);
+        if ((*h)->rules)
+            printf("  rules: %s\n", (*h)->rules);
+    }
 }
 
 /* Check one variant of one file; 0 valid, 1 invalid. */

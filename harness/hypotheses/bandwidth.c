@@ -16,17 +16,18 @@ typedef struct bw_figure {
     double bpt;      /* bytes/token (NAN when no token was trained) */
 } bw_figure;
 
-/* Every key an entry may have. */
-static const char *const bw_keys[] = {"hypothesis", "name", "max", NULL};
-
-static void bw_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
-{
-    (void)m;
-    bw_params *p = *ctx = calloc(1, sizeof *p);
-    if (!p)
-        return;
-    jv_get_number(d, path, s, "max", 1, 1e-9, 1e12, "bytes per token", &p->max);
-}
+static const param_def bw_params_def[] = {
+    {.name = "max",
+     .type = PARAM_NUMBER,
+     .flags = PARAM_REQUIRED | PARAM_CAP | PARAM_ABOVE_ZERO,
+     .min = 1e-9,
+     .max = 1e12,
+     .what = "bytes per token",
+     .unit = "bytes/token",
+     .doc = "the ceiling on bytes on the wire per trained token",
+     .offset = PARAM_AT(bw_params, max)},
+    {0},
+};
 
 /* The syncer's byte counters (in + out) when the runner set them, else the
  * contribution payloads in the events. */
@@ -77,10 +78,8 @@ static double bw_figure_of(const void *ctx, const hyp_history *h)
 const hypothesis hyp_bandwidth = {
     .name = "bandwidth",
     .summary = "bytes on the wire per trained token <= max",
-    .params = "max (bytes/token, required)",
-    .keys = bw_keys,
-    .parse = bw_parse,
+    .params = bw_params_def,
+    .params_size = sizeof(bw_params),
     .eval = bw_eval,
     .measure = bw_figure_of,
-    .free = free,
 };

@@ -24,21 +24,38 @@ typedef struct da_figure {
     int worst;          /* the first learner that lost steps (or never joined), -1 none */
 } da_figure;
 
-/* Every key an entry may have. */
-static const char *const da_keys[] = {"hypothesis",           "name", "steps", "slack_steps",
-                                      "max_retrained_tokens", NULL};
-
-static void da_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
-{
-    (void)m;
-    da_params *p = *ctx = calloc(1, sizeof *p);
-    if (!p)
-        return;
-    jv_get_int(d, path, s, "steps", 0, 1, INT64_MAX, "inner steps per learner", &p->steps);
-    jv_get_int(d, path, s, "slack_steps", 0, 0, INT64_MAX, "inner steps", &p->slack_steps);
-    p->has_max_retrained =
-        jv_get_number(d, path, s, "max_retrained_tokens", 0, 0.0, 1e18, "tokens", &p->max_retrained) == 1;
-}
+static const param_def da_params_def[] = {
+    {.name = "steps",
+     .type = PARAM_INT,
+     .min = 1,
+     .max = INFINITY,
+     .def = 0,
+     .def_text = "the run's training.steps",
+     .what = "inner steps per learner",
+     .unit = "steps",
+     .doc = "the inner steps each learner trains",
+     .offset = PARAM_AT(da_params, steps)},
+    {.name = "slack_steps",
+     .type = PARAM_INT,
+     .min = 0,
+     .max = INFINITY,
+     .def = 0,
+     .what = "inner steps",
+     .unit = "steps",
+     .doc = "the tolerated shortfall of a learner's final step",
+     .offset = PARAM_AT(da_params, slack_steps)},
+    {.name = "max_retrained_tokens",
+     .type = PARAM_NUMBER,
+     .flags = PARAM_CAP | PARAM_NODEF,
+     .min = 0,
+     .max = 1e18,
+     .what = "tokens",
+     .unit = "tokens",
+     .doc = "re-trained tokens allowed (absent: they are only counted and reported)",
+     .offset = PARAM_AT(da_params, max_retrained),
+     .set_at = PARAM_SET_AT(da_params, has_max_retrained)},
+    {0},
+};
 
 /* One learner: walk its incarnations in join order ([resumed_step, highest
  * step it reported)) and add its lost and re-trained steps and tokens. */
@@ -151,7 +168,9 @@ static void da_eval(const void *ctx, const hyp_history *h, hyp_verdict *v)
 /* Tokens never trained. */
 static double da_figure_of(const void *ctx, const hyp_history *h)
 {
-    static const da_params dflt = {0};
+    da_params dflt = {0};
+    if (!ctx)
+        param_defaults(da_params_def, &dflt);
     da_figure f;
     da_measure(ctx ? ctx : &dflt, h, &f);
     return f.lost_tok;
@@ -175,12 +194,9 @@ const hypothesis hyp_data_accounting = {
                "re-trained "
                "tokens "
                "are counted and reported",
-    .params =
-        "steps (per learner, default the run's), slack_steps (default 0), max_retrained_tokens (optional)",
-    .keys = da_keys,
-    .parse = da_parse,
+    .params = da_params_def,
+    .params_size = sizeof(da_params),
     .eval = da_eval,
     .measure = da_figure_of,
-    .free = free,
     .window = da_window,
 };

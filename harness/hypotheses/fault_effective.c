@@ -19,17 +19,13 @@ typedef struct fe_figure {
     char why[448]; /* the first that did not ("" none) */
 } fe_figure;
 
-/* Every key an entry may have. */
-static const char *const fe_keys[] = {"hypothesis", "name", "allow_none", NULL};
-
-static void fe_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
-{
-    (void)m;
-    fe_params *p = *ctx = calloc(1, sizeof *p);
-    if (!p)
-        return;
-    jv_get_bool(d, path, s, "allow_none", 0, &p->allow_none);
-}
+static const param_def fe_params_def[] = {
+    {.name = "allow_none",
+     .type = PARAM_BOOL,
+     .doc = "an experiment that injected nothing passes (else it fails)",
+     .offset = PARAM_AT(fe_params, allow_none)},
+    {0},
+};
 
 /* A cross-check against the syncer's events for kinds that leave a trace
  * there; NULL when it holds (or the kind leaves none). The evidence must lie
@@ -163,10 +159,8 @@ const hypothesis hyp_fault_effective = {
                "restarted "
                "kills "
                "rejoin, clock skews show in heartbeats",
-    .params = "allow_none (bool, default false: an experiment that injected nothing fails)",
-    .keys = fe_keys,
-    .parse = fe_parse,
+    .params = fe_params_def,
+    .params_size = sizeof(fe_params),
     .eval = fe_eval,
     .measure = fe_figure_of,
-    .free = free,
 };

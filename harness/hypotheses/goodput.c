@@ -36,21 +36,64 @@ typedef struct gp_figure {
     int64_t ref_ms;   /* min_rel: length of the reference phase */
 } gp_figure;
 
-/* Every key an entry may have. */
-static const char *const gp_keys[] = {"hypothesis", "name",    "min",   "min_rel",
-                                      "ref_s",      "step_ms", "basis", NULL};
 static const char *const gp_bases[] = {"steps", "time", NULL};
 
-static void gp_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
+static const param_def gp_params_def[] = {
+    {.name = "min",
+     .type = PARAM_NUMBER,
+     .flags = PARAM_NODEF,
+     .min = 0,
+     .max = 1,
+     .what = "a goodput ratio",
+     .unit = "ratio",
+     .doc = "absolute floor of useful over allocated learner-time",
+     .offset = PARAM_AT(gp_params, min)},
+    {.name = "min_rel",
+     .type = PARAM_NUMBER,
+     .flags = PARAM_NODEF,
+     .min = 0,
+     .max = 10,
+     .what = "a ratio to the reference goodput",
+     .unit = "ratio",
+     .doc = "floor of the goodput after the run's fault-free reference phase over the goodput in it",
+     .offset = PARAM_AT(gp_params, min_rel),
+     .set_at = PARAM_SET_AT(gp_params, has_min_rel)},
+    {.name = "ref_s",
+     .type = PARAM_NUMBER,
+     .flags = PARAM_CAP,
+     .min = 1,
+     .max = 1e7,
+     .what = "seconds",
+     .unit = "s",
+     .def_text = "until the first fault",
+     .doc = "the reference phase's length after the first join",
+     .offset = PARAM_AT(gp_params, ref_s),
+     .set_at = PARAM_SET_AT(gp_params, has_ref_s)},
+    {.name = "step_ms",
+     .type = PARAM_NUMBER,
+     .flags = PARAM_CAP | PARAM_ABOVE_ZERO,
+     .min = 1e-3,
+     .max = 1e7,
+     .what = "ms per inner step",
+     .unit = "ms",
+     .def_text = "the heartbeats' step_ms",
+     .doc = "the step time when no heartbeat carries one",
+     .offset = PARAM_AT(gp_params, step_ms),
+     .set_at = PARAM_SET_AT(gp_params, has_step_ms)},
+    {.name = "basis",
+     .type = PARAM_ENUM,
+     .values = gp_bases,
+     .def = 0,
+     .doc =
+         "useful learner-time: merged inner steps x step time, or the time covered by merged contributions",
+     .offset = PARAM_AT(gp_params, time_basis)},
+    {0},
+};
+
+/* The rules across params (hypothesis.h: check, rules, schema_rules). */
+static void gp_check(const void *ctx, const json_t *s, const char *path, jv_diag *d)
 {
-    (void)m;
-    gp_params *p = *ctx = calloc(1, sizeof *p);
-    if (!p)
-        return;
-    jv_get_number(d, path, s, "min", 0, 0.0, 1.0, "a goodput ratio", &p->min);
-    p->has_min_rel = jv_get_number(d, path, s, "min_rel", 0, 0.0, 10.0, "a ratio to the reference goodput",
-                                   &p->min_rel) == 1;
-    p->has_ref_s = jv_get_number(d, path, s, "ref_s", 0, 1.0, 1e7, "seconds", &p->ref_s) == 1;
+    const gp_params *p = ctx;
     int nmin = !!json_object_get(s, "min"), nrel = !!json_object_get(s, "min_rel");
     if (nmin + nrel != 1)
         jv_diag_add(d, path,
@@ -59,14 +102,17 @@ static void gp_parse(const json_t *s, const char *path, int m, jv_diag *d, void 
                     nmin + nrel);
     if (json_object_get(s, "ref_s") && !nrel)
         jv_diag_add(d, path, "expected ref_s only together with min_rel");
-    p->has_step_ms =
-        jv_get_number(d, path, s, "step_ms", 0, 1e-3, 1e7, "ms per inner step", &p->step_ms) == 1;
-    const char *basis = "steps";
-    jv_get_string(d, path, s, "basis", 0, gp_bases, &basis);
-    p->time_basis = strcmp(basis, "time") == 0;
     if (p->time_basis && json_object_get(s, "step_ms"))
         jv_diag_add(d, path, "expected step_ms only with basis \"steps\" (basis \"time\" uses no step time)");
 }
+
+static const char gp_rules[] =
+    "exactly one of `min` or `min_rel`; `ref_s` only with `min_rel`; `step_ms` only with basis `\"steps\"`";
+static const char gp_schema_rules[] =
+    "\"oneOf\": [{\"required\": [\"min\"]}, {\"required\": [\"min_rel\"]}],\n"
+    "\"dependentRequired\": {\"ref_s\": [\"min_rel\"]},\n"
+    "\"if\": {\"required\": [\"basis\"], \"properties\": {\"basis\": {\"const\": \"time\"}}},\n"
+    "\"then\": {\"not\": {\"required\": [\"step_ms\"]}},";
 
 /* Overlap of [a, b) and [c, d), >= 0. */
 static int64_t overlap(int64_t a, int64_t b, int64_t c, int64_t d)
@@ -357,7 +403,9 @@ static void gp_eval(const void *ctx, const hyp_history *h, hyp_verdict *v)
 /* The goodput ratio (absolute without params); NAN when there is none. */
 static double gp_figure_of(const void *ctx, const hyp_history *h)
 {
-    static const gp_params dflt = {0};
+    gp_params dflt = {0};
+    if (!ctx)
+        param_defaults(gp_params_def, &dflt);
     gp_figure f;
     gp_measure(ctx ? ctx : &dflt, h, &f);
     return f.none[0] ? NAN : f.g;
@@ -368,11 +416,11 @@ const hypothesis hyp_goodput = {
     .summary =
         "useful learner-time / allocated learner-time >= min (useful = merged inner steps x step time, "
         "or the learner-time covered by merged contributions)",
-    .params = "min (ratio 0..1) or min_rel (ratio to the fault-free reference phase), ref_s (s), basis "
-              "(steps or time), step_ms (ms, basis steps without heartbeats)",
-    .keys = gp_keys,
-    .parse = gp_parse,
+    .params = gp_params_def,
+    .params_size = sizeof(gp_params),
+    .check = gp_check,
+    .rules = gp_rules,
+    .schema_rules = gp_schema_rules,
     .eval = gp_eval,
     .measure = gp_figure_of,
-    .free = free,
 };

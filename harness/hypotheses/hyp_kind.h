@@ -4,7 +4,8 @@
  *
  * A hypothesis file defines one `const hypothesis hyp_<name>` (the name its
  * line in hypothesis.c's HYP_KINDS expects) and keeps everything else
- * static: its params struct, parser, measure and judge.
+ * static: its params struct and their param_def table (harness/param.h),
+ * the check of rules across params, measure and judge.
  */
 #ifndef HARNESS_HYPOTHESES_HYP_KIND_H
 #define HARNESS_HYPOTHESES_HYP_KIND_H

@@ -35,20 +35,33 @@ typedef struct lc_figure {
     int oom;         /* 1 when win could not be allocated */
 } lc_figure;
 
-/* Every key an entry may have. */
-static const char *const lc_keys[] = {"hypothesis", "name", "max_jump_rel", "recover_s", "slack_rel", NULL};
-
-static void lc_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
-{
-    (void)m;
-    lc_params *p = *ctx = calloc(1, sizeof *p);
-    if (!p)
-        return;
-    p->slack_rel = 0.02;
-    jv_get_number(d, path, s, "max_jump_rel", 1, 0.0, 1e6, "a relative jump", &p->max_jump_rel);
-    jv_get_number(d, path, s, "recover_s", 1, 1e-3, 1e7, "seconds", &p->recover_s);
-    jv_get_number(d, path, s, "slack_rel", 0, 0.0, 1e6, "a relative slack", &p->slack_rel);
-}
+static const param_def lc_params_def[] = {
+    {.name = "max_jump_rel",
+     .type = PARAM_NUMBER,
+     .flags = PARAM_REQUIRED | PARAM_CAP,
+     .min = 0,
+     .max = 1e6,
+     .what = "a relative jump",
+     .unit = "rel",
+     .doc = "the largest rise of an eval loss over the last one before a fault",
+     .offset = PARAM_AT(lc_params, max_jump_rel)},
+    {.name = "recover_s",
+     .type = PARAM_SECONDS,
+     .flags = PARAM_REQUIRED,
+     .doc = "after the heal, by when the loss is back",
+     .offset = PARAM_AT(lc_params, recover_s)},
+    {.name = "slack_rel",
+     .type = PARAM_NUMBER,
+     .flags = PARAM_CAP,
+     .min = 0,
+     .max = 1e6,
+     .def = 0.02,
+     .what = "a relative slack",
+     .unit = "rel",
+     .doc = "over the reference still counted as back",
+     .offset = PARAM_AT(lc_params, slack_rel)},
+    {0},
+};
 
 /* Each fault window: fault start .. heal + recover_s, measured against the
  * last eval at or before the start. */
@@ -188,12 +201,9 @@ const hypothesis hyp_loss_continuity = {
     .summary = "every eval loss is finite, none rises more than max_jump_rel over the last one before a "
                "fault, and the "
                "last one by recover_s after the heal is at or below reference x (1 + slack_rel)",
-    .params = "max_jump_rel (rel, >= 0, required), recover_s (s, > 0, required), slack_rel (rel, >= 0, "
-              "default 0.02)",
-    .keys = lc_keys,
-    .parse = lc_parse,
+    .params = lc_params_def,
+    .params_size = sizeof(lc_params),
     .eval = lc_eval,
     .measure = lc_figure_of,
-    .free = free,
     .window = lc_window,
 };

@@ -33,24 +33,71 @@ typedef struct lt_figure {
     int64_t last_tokens; /* by_tokens: merged tokens of the last eval considered */
 } lt_figure;
 
-/* Every key an entry may have. */
-static const char *const lt_keys[] = {"hypothesis", "name", "max",       "max_rel", "tol",
-                                      "control",    "by_s", "by_tokens", NULL};
+static const param_def lt_params_def[] = {
+    {.name = "max",
+     .type = PARAM_NUMBER,
+     .flags = PARAM_CAP | PARAM_NODEF,
+     .min = 0,
+     .max = 1e6,
+     .what = "a loss in nats",
+     .unit = "nats",
+     .doc = "absolute target",
+     .offset = PARAM_AT(lt_params, max),
+     .set_at = PARAM_SET_AT(lt_params, has_max)},
+    {.name = "max_rel",
+     .type = PARAM_NUMBER,
+     .flags = PARAM_NODEF,
+     .min = 1e-6,
+     .max = 10,
+     .what = "a ratio to the first eval loss",
+     .unit = "ratio",
+     .doc = "target relative to the run's first eval loss (the untrained model)",
+     .offset = PARAM_AT(lt_params, max_rel),
+     .set_at = PARAM_SET_AT(lt_params, has_max_rel)},
+    {.name = "tol",
+     .type = PARAM_NUMBER,
+     .flags = PARAM_CAP | PARAM_NODEF,
+     .min = 0,
+     .max = 1e6,
+     .def = 0.10,
+     .what = "a relative tolerance",
+     .unit = "rel",
+     .doc = "target relative to a control loss: control x (1 + tol)",
+     .offset = PARAM_AT(lt_params, tol),
+     .set_at = PARAM_SET_AT(lt_params, has_tol)},
+    {.name = "control",
+     .type = PARAM_NUMBER,
+     .flags = PARAM_CAP,
+     .min = 0,
+     .max = 1e6,
+     .what = "a loss in nats",
+     .unit = "nats",
+     .def_text = "the runner's control run",
+     .doc = "the control loss of a tol target",
+     .offset = PARAM_AT(lt_params, control),
+     .set_at = PARAM_SET_AT(lt_params, has_control)},
+    {.name = "by_s",
+     .type = PARAM_SECONDS,
+     .flags = PARAM_NODEF,
+     .doc = "judge the lowest eval loss within this time of the run's start (wall-clock)",
+     .offset = PARAM_AT(lt_params, by_s),
+     .set_at = PARAM_SET_AT(lt_params, has_by_s)},
+    {.name = "by_tokens",
+     .type = PARAM_INT,
+     .flags = PARAM_NODEF,
+     .min = 1,
+     .max = INFINITY,
+     .what = "a number of merged tokens",
+     .unit = "tokens",
+     .doc = "judge the lowest eval loss up to the first eval that covered this many merged tokens",
+     .offset = PARAM_AT(lt_params, by_tokens)},
+    {0},
+};
 
-static void lt_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
+/* The rules across params (hypothesis.h: check, rules, schema_rules). */
+static void lt_check(const void *ctx, const json_t *s, const char *path, jv_diag *d)
 {
-    (void)m;
-    lt_params *p = *ctx = calloc(1, sizeof *p);
-    if (!p)
-        return;
-    p->tol = 0.10;
-    p->has_max = jv_get_number(d, path, s, "max", 0, 0.0, 1e6, "a loss in nats", &p->max) == 1;
-    p->has_max_rel = jv_get_number(d, path, s, "max_rel", 0, 1e-6, 10.0, "a ratio to the first eval loss",
-                                   &p->max_rel) == 1;
-    jv_get_int(d, path, s, "by_tokens", 0, 1, INT64_MAX, "a number of merged tokens", &p->by_tokens);
-    p->has_tol = jv_get_number(d, path, s, "tol", 0, 0.0, 1e6, "a relative tolerance", &p->tol) == 1;
-    p->has_control = jv_get_number(d, path, s, "control", 0, 0.0, 1e6, "a loss in nats", &p->control) == 1;
-    p->has_by_s = jv_get_number(d, path, s, "by_s", 0, 1e-3, 1e7, "seconds", &p->by_s) == 1;
+    (void)ctx;
     int nmax = !!json_object_get(s, "max"), ntol = !!json_object_get(s, "tol");
     int nrel = !!json_object_get(s, "max_rel");
     if (nmax + ntol + nrel != 1)
@@ -63,6 +110,13 @@ static void lt_parse(const json_t *s, const char *path, int m, jv_diag *d, void 
     if (json_object_get(s, "control") && !ntol)
         jv_diag_add(d, path, "expected control only together with tol");
 }
+
+/* The schema leaves "control only with tol" to chaosloco validate. */
+static const char lt_rules[] = "exactly one of `max`, `max_rel` or `tol`; at most one of `by_s` and "
+                               "`by_tokens`; `control` only with `tol`";
+static const char lt_schema_rules[] =
+    "\"oneOf\": [{\"required\": [\"max\"]}, {\"required\": [\"max_rel\"]}, {\"required\": [\"tol\"]}],\n"
+    "\"not\": {\"required\": [\"by_s\", \"by_tokens\"]},";
 
 static void lt_measure(const lt_params *p, const hyp_history *h, lt_figure *f)
 {
@@ -167,7 +221,9 @@ static void lt_eval(const void *ctx, const hyp_history *h, hyp_verdict *v)
  * one; NAN when there is none. Without params: the final eval loss. */
 static double lt_figure_of(const void *ctx, const hyp_history *h)
 {
-    static const lt_params dflt = {.tol = 0.10};
+    lt_params dflt = {0};
+    if (!ctx)
+        param_defaults(lt_params_def, &dflt);
     const lt_params *p = ctx ? ctx : &dflt;
     lt_figure f;
     lt_measure(p, h, &f);
@@ -199,11 +255,12 @@ static int lt_window(const json_t *spec, hz_window *w)
 const hypothesis hyp_loss_target = {
     .name = "loss_target",
     .summary = "the final eval loss (or the lowest one within by_s) is <= max, or <= control x (1 + tol)",
-    .params = "max (nats) | tol (rel, with control in nats or the runner's control run); by_s (s, optional)",
-    .keys = lt_keys,
-    .parse = lt_parse,
+    .params = lt_params_def,
+    .params_size = sizeof(lt_params),
+    .check = lt_check,
+    .rules = lt_rules,
+    .schema_rules = lt_schema_rules,
     .eval = lt_eval,
     .measure = lt_figure_of,
-    .free = free,
     .window = lt_window,
 };

@@ -20,17 +20,23 @@ typedef struct ng_figure {
     int64_t worst_at; /* ms: where it began */
 } ng_figure;
 
-/* Every key an entry may have. */
-static const char *const ng_keys[] = {"hypothesis", "name", "max_gap_s", "min_live", NULL};
-
-static void ng_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
-{
-    ng_params *p = *ctx = calloc(1, sizeof *p);
-    if (!p)
-        return;
-    jv_get_number(d, path, s, "max_gap_s", 1, 1e-3, 1e7, "seconds", &p->max_gap_s);
-    jv_get_int(d, path, s, "min_live", 0, 1, m, "a number of live learners", &p->min_live);
-}
+static const param_def ng_params_def[] = {
+    {.name = "max_gap_s",
+     .type = PARAM_SECONDS,
+     .flags = PARAM_REQUIRED,
+     .doc = "the longest gap between merges allowed",
+     .offset = PARAM_AT(ng_params, max_gap_s)},
+    {.name = "min_live",
+     .type = PARAM_INT,
+     .flags = PARAM_MAX_LEARNERS,
+     .min = 1,
+     .def = 0,
+     .def_text = "the quorum K",
+     .what = "a number of live learners",
+     .doc = "time with fewer learners alive is not counted",
+     .offset = PARAM_AT(ng_params, min_live)},
+    {0},
+};
 
 static void ng_measure(const ng_params *p, const hyp_history *h, ng_figure *f)
 {
@@ -108,7 +114,9 @@ static void ng_eval(const void *ctx, const hyp_history *h, hyp_verdict *v)
 /* The longest merge gap in s; NAN without a merge. */
 static double ng_figure_of(const void *ctx, const hyp_history *h)
 {
-    static const ng_params dflt = {0};
+    ng_params dflt = {0};
+    if (!ctx)
+        param_defaults(ng_params_def, &dflt);
     ng_figure f;
     ng_measure(ctx ? ctx : &dflt, h, &f);
     return f.oom || f.merges == 0 ? NAN : f.worst / 1000.0;
@@ -119,10 +127,8 @@ const hypothesis hyp_no_global_downtime = {
     .summary =
         "the longest gap between merges, not counting time with fewer than min_live learners alive, is <= "
         "max_gap_s",
-    .params = "max_gap_s (s, required), min_live (learners, default the quorum K)",
-    .keys = ng_keys,
-    .parse = ng_parse,
+    .params = ng_params_def,
+    .params_size = sizeof(ng_params),
     .eval = ng_eval,
     .measure = ng_figure_of,
-    .free = free,
 };

@@ -43,25 +43,49 @@ typedef struct ri_figure {
     size_t nothers;      /* learners in that median */
 } ri_figure;
 
-/* Every key an entry may have. */
-static const char *const ri_keys[] = {"hypothesis", "name", "learner",  "join_s", "merged",
-                                      "merged_s",   "tol",  "pull_all", NULL};
-
-static void ri_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
-{
-    ri_params *p = *ctx = calloc(1, sizeof *p);
-    if (!p)
-        return;
-    p->tol = 0.10;
-    p->merged = 1;
-    p->pull_all = 1;
-    jv_get_int(d, path, s, "learner", 1, 0, m - 1, "a learner id", &p->learner);
-    jv_get_number(d, path, s, "join_s", 1, 1e-3, 1e7, "seconds", &p->join_s);
-    jv_get_int(d, path, s, "merged", 0, 1, 1000000, "a number of merged contributions", &p->merged);
-    jv_get_number(d, path, s, "merged_s", 1, 1e-3, 1e7, "seconds", &p->merged_s);
-    jv_get_number(d, path, s, "tol", 0, 0.0, 1e6, "a relative tolerance", &p->tol);
-    jv_get_bool(d, path, s, "pull_all", 0, &p->pull_all);
-}
+static const param_def ri_params_def[] = {
+    {.name = "learner",
+     .type = PARAM_LEARNER,
+     .flags = PARAM_REQUIRED,
+     .doc = "the learner that was taken down",
+     .offset = PARAM_AT(ri_params, learner)},
+    {.name = "join_s",
+     .type = PARAM_SECONDS,
+     .flags = PARAM_REQUIRED,
+     .doc = "after the heal, by when it joins again",
+     .offset = PARAM_AT(ri_params, join_s)},
+    {.name = "merged",
+     .type = PARAM_INT,
+     .flags = PARAM_CAP,
+     .min = 1,
+     .max = 1000000,
+     .def = 1,
+     .what = "a number of merged contributions",
+     .unit = "contributions",
+     .doc = "its contributions merged after the join",
+     .offset = PARAM_AT(ri_params, merged)},
+    {.name = "merged_s",
+     .type = PARAM_SECONDS,
+     .flags = PARAM_REQUIRED,
+     .doc = "after the join, within which they are merged",
+     .offset = PARAM_AT(ri_params, merged_s)},
+    {.name = "tol",
+     .type = PARAM_NUMBER,
+     .flags = PARAM_CAP,
+     .min = 0,
+     .max = 1e6,
+     .def = 0.1,
+     .what = "a relative tolerance",
+     .unit = "rel",
+     .doc = "its train loss against the others' median",
+     .offset = PARAM_AT(ri_params, tol)},
+    {.name = "pull_all",
+     .type = PARAM_BOOL,
+     .def = 1,
+     .doc = "it pulls every fragment at the current version before contributing",
+     .offset = PARAM_AT(ri_params, pull_all)},
+    {0},
+};
 
 static double median(double *x, size_t n)
 {
@@ -312,13 +336,9 @@ const hypothesis hyp_reintegration = {
                "current version before contributing, has >= merged "
                "contributions merged within merged_s, and its train loss "
                "is within tol of the others' median",
-    .params = "learner (id, required), join_s (s, required), merged (count, "
-              "default 1), merged_s (s, required), tol (rel, "
-              "default 0.10), pull_all (bool, default true)",
-    .keys = ri_keys,
-    .parse = ri_parse,
+    .params = ri_params_def,
+    .params_size = sizeof(ri_params),
     .eval = ri_eval,
     .measure = ri_figure_of,
-    .free = free,
     .window = ri_window,
 };

@@ -25,18 +25,20 @@ typedef struct rj_figure {
     size_t first_never; /* index of the first of them */
 } rj_figure;
 
-/* Every key an entry may have. */
-static const char *const rj_keys[] = {"hypothesis", "name", "max_s", "learner", NULL};
-
-static void rj_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
-{
-    rj_params *p = *ctx = calloc(1, sizeof *p);
-    if (!p)
-        return;
-    p->learner = -1;
-    jv_get_number(d, path, s, "max_s", 1, 1e-3, 1e7, "seconds", &p->max_s);
-    jv_get_int(d, path, s, "learner", 0, 0, m - 1, "a learner id", &p->learner);
-}
+static const param_def rj_params_def[] = {
+    {.name = "max_s",
+     .type = PARAM_SECONDS,
+     .flags = PARAM_REQUIRED,
+     .doc = "the longest time from a restart's heal to the learner's first merged contribution",
+     .offset = PARAM_AT(rj_params, max_s)},
+    {.name = "learner",
+     .type = PARAM_LEARNER,
+     .def = -1,
+     .def_text = "every learner",
+     .doc = "only this learner's faults",
+     .offset = PARAM_AT(rj_params, learner)},
+    {0},
+};
 
 /* ms from the fault's heal to the first merge its learner's next
  * incarnation took part in (0 when it came before the heal), with the
@@ -127,7 +129,9 @@ static void rj_eval(const void *ctx, const hyp_history *h, hyp_verdict *v)
  * had a contribution merged again. */
 static double rj_figure_of(const void *ctx, const hyp_history *h)
 {
-    static const rj_params dflt = {.learner = -1};
+    rj_params dflt = {0};
+    if (!ctx)
+        param_defaults(rj_params_def, &dflt);
     rj_figure f;
     rj_measure(ctx ? ctx : &dflt, h, &f);
     return f.worst_s;
@@ -148,11 +152,9 @@ const hypothesis hyp_rejoin_time = {
     .name = "rejoin_time",
     .summary =
         "every learner a kill/preempt restarted had a contribution merged again within max_s of the heal",
-    .params = "max_s (s, > 0, required), learner (id, default every learner)",
-    .keys = rj_keys,
-    .parse = rj_parse,
+    .params = rj_params_def,
+    .params_size = sizeof(rj_params),
     .eval = rj_eval,
     .measure = rj_figure_of,
-    .free = free,
     .window = rj_window,
 };

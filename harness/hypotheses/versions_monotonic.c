@@ -19,15 +19,6 @@ typedef struct vm_figure {
     char first[256];    /* the first violation ("" none) */
 } vm_figure;
 
-/* Every key an entry may have. */
-static const char *const vm_keys[] = {"hypothesis", "name", NULL};
-
-static void vm_parse(const json_t *s, const char *path, int m, jv_diag *d, void **ctx)
-{
-    (void)m;
-    *ctx = calloc(1, 1); /* no params; a non-NULL ctx says the parse ran */
-}
-
 static void violation(vm_figure *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void violation(vm_figure *f, const char *fmt, ...)
 {
@@ -153,10 +144,6 @@ const hypothesis hyp_versions_monotonic = {
     .name = "versions_monotonic",
     .summary =
         "no fragment version ever goes backwards, also across syncer restarts; the event seq is gapless",
-    .params = "(none)",
-    .keys = vm_keys,
-    .parse = vm_parse,
     .eval = vm_eval,
     .measure = vm_figure_of,
-    .free = free,
 };

@@ -216,7 +216,9 @@ Test(hypothesis, registry_has_every_design_hypothesis)
     for (size_t i = 0; i < 10; i++) {
         const hypothesis *k = hyp_find(names[i]);
         cr_assert_not_null(k, "%s", names[i]);
-        cr_assert(strlen(k->summary) > 10 && strlen(k->params) > 3);
+        char params[512];
+        param_line(k->params, params, sizeof params);
+        cr_assert(strlen(k->summary) > 10 && strlen(params) > 3);
     }
     cr_assert_null(hyp_find("vibes"));
 }
@@ -724,7 +726,8 @@ Test(hypothesis, default_figures)
 }
 
 /* docs/experiment.schema.json's hypothesis entries: one per registered
- * hypothesis, each with exactly the keys its table entry accepts. */
+ * hypothesis, each with exactly the keys its table entry accepts (the
+ * entries are generated: harness/tools/params_docs.c, test docs/params). */
 Test(hypothesis, schema_matches_the_registry)
 {
     json_error_t je;
@@ -746,10 +749,14 @@ Test(hypothesis, schema_matches_the_registry)
         cr_assert_not_null(name, "schema hypothesis %zu has no const name", i);
         const hypothesis *k = hyp_find(name);
         cr_assert_not_null(k, "schema names \"%s\", which is not registered", name);
-        size_t nkeys = 0;
-        for (const char *const *key = k->keys; *key; key++, nkeys++)
-            cr_assert_not_null(json_object_get(props, *key), "%s: key %s missing from the schema", name,
-                               *key);
+        const char *own[] = {"hypothesis", "name"};
+        size_t nkeys = 2;
+        for (size_t o = 0; o < 2; o++)
+            cr_assert_not_null(json_object_get(props, own[o]), "%s: key %s missing from the schema", name,
+                               own[o]);
+        for (const param_def *key = k->params; key && key->name; key++, nkeys++)
+            cr_assert_not_null(json_object_get(props, key->name), "%s: key %s missing from the schema", name,
+                               key->name);
         cr_assert_eq(json_object_size(props), nkeys, "%s: the schema has %zu keys, the registry %zu", name,
                      json_object_size(props), nkeys);
         cr_assert(json_is_false(json_object_get(alt, "additionalProperties")), "%s", name);
