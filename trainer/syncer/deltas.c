@@ -235,6 +235,31 @@ static int fragment_note_pull(syncer *s, int64_t p, const proto_hdr *h, int64_t 
     return record;
 }
 
+/* A read of fragment p (mu held); see deltas.h. */
+void deltas_read(syncer *s, int p, const proto_hdr *h, int64_t newer, int want_delta, int resync, float *vals,
+                 deltas_answer *out)
+{
+    size_t len = fragment_length(s->ft, p);
+    *out = (deltas_answer){.version = s->versions[p], .reason = resync ? FULL_MISMATCH : FULL_PULL};
+    if (newer >= 0 && out->version <= newer)
+        return;
+    out->newer = 1;
+    fragment_gather(s->ft, p, s->theta, vals);
+    if (want_delta && !resync)
+        out->chain = delta_chain(s, p, newer, out->version, &out->chain_len, &out->chain_n, &out->reason);
+    out->record = fragment_note_pull(s, p, h, out->version);
+    if (out->chain) {
+        s->bytes_out += (int64_t)out->chain_len;
+        s->bytes_out_delta += (int64_t)out->chain_len;
+        s->answers_delta++;
+        s->answers_delta_versions += out->chain_n;
+    } else {
+        s->bytes_out += (int64_t)len * 4;
+        s->bytes_out_full += (int64_t)len * 4;
+        s->answers_full[out->reason]++;
+    }
+}
+
 /* The current fragment p: full f32, or with ?newer-than=V&delta=1 the
  * chain of encoded deltas V+1..current when it is kept (see
  * docs/internals/syncer.md "Downstream deltas"). */
@@ -267,46 +292,29 @@ int deltas_route_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *r
         free(tmp);
         return 0;
     }
-    int64_t version = s->versions[p];
-    if (newer >= 0 && version <= newer) {
-        pthread_mutex_unlock(&s->mu);
+    deltas_answer a; /* a.chain is ours */
+    deltas_read(s, (int)p, &h, newer, (int)want_delta, (int)resync, tmp, &a);
+    pthread_mutex_unlock(&s->mu);
+    if (!a.newer) {
         free(tmp);
         resp->status = 204;
-        cx_http_add_header(resp, PROTO_H_VERSION, "%lld", (long long)version);
+        cx_http_add_header(resp, PROTO_H_VERSION, "%lld", (long long)a.version);
         return 0;
     }
-    fragment_gather(s->ft, (int)p, s->theta, tmp);
-    full_reason reason = resync ? FULL_MISMATCH : FULL_PULL;
-    uint8_t *chain = NULL;
-    size_t chain_len = 0;
-    int chain_n = 0;
-    if (want_delta && !resync)
-        chain = delta_chain(s, (int)p, newer, version, &chain_len, &chain_n, &reason);
-    int record = fragment_note_pull(s, p, &h, version);
-    if (chain) {
-        s->bytes_out += (int64_t)chain_len;
-        s->bytes_out_delta += (int64_t)chain_len;
-        s->answers_delta++;
-        s->answers_delta_versions += chain_n;
-    } else {
-        s->bytes_out += (int64_t)len * 4;
-        s->bytes_out_full += (int64_t)len * 4;
-        s->answers_full[reason]++;
-    }
-    pthread_mutex_unlock(&s->mu);
     uint32_t frag_crc = proto_f32_crc(tmp, len);
-    if (record)
+    if (a.record)
         events_emit(s->ev, "pull",
                     json_pack("{s:I, s:I, s:I, s:I, s:s, s:I}", "learner", (json_int_t)h.learner,
                               "incarnation", (json_int_t)h.incarnation, "fragment", (json_int_t)p, "version",
-                              (json_int_t)version, "kind", chain ? "delta" : deltas_full_reason_names[reason],
-                              "delta_from", (json_int_t)(chain ? newer : -1)));
-    if (chain) {
-        cx_http_reply_bytes(resp, 200, "application/octet-stream", chain, chain_len);
-        cx_http_add_header(resp, PROTO_H_CRC32C, "%08x", cx_crc32c(0, chain, chain_len));
+                              (json_int_t)a.version, "kind",
+                              a.chain ? "delta" : deltas_full_reason_names[a.reason], "delta_from",
+                              (json_int_t)(a.chain ? newer : -1)));
+    if (a.chain) {
+        cx_http_reply_bytes(resp, 200, "application/octet-stream", a.chain, a.chain_len);
+        cx_http_add_header(resp, PROTO_H_CRC32C, "%08x", cx_crc32c(0, a.chain, a.chain_len));
         cx_http_add_header(resp, PROTO_H_DELTA_FROM, "%lld", (long long)newer);
         cx_http_add_header(resp, PROTO_H_ENCODING, "%s", config_encoding_name(s->cfg.encoding));
-        free(chain);
+        free(a.chain);
     } else {
         unsigned char *wire = malloc(len * 4);
         if (!wire) {
@@ -320,12 +328,12 @@ int deltas_route_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *r
         cx_http_add_header(resp, PROTO_H_ENCODING, "f32");
         free(wire);
     }
-    cx_http_add_header(resp, PROTO_H_VERSION, "%lld", (long long)version);
+    cx_http_add_header(resp, PROTO_H_VERSION, "%lld", (long long)a.version);
     cx_http_add_header(resp, PROTO_H_FRAGMENT, "%lld", (long long)p);
     cx_http_add_header(resp, PROTO_H_FRAGMENT_CRC32C, "%08x", frag_crc);
     char seal[SEAL_HEX + 1];
     if (s->seal.set && !syncer_is_ddp(s) &&
-        seal_make(&s->seal, fragment_table_digest(s->ft), (int)p, version, frag_crc, seal) == 0)
+        seal_make(&s->seal, fragment_table_digest(s->ft), (int)p, a.version, frag_crc, seal) == 0)
         cx_http_add_header(resp, PROTO_H_SEAL, "%s", seal);
     free(tmp);
     return 0;

@@ -536,6 +536,50 @@ void rebuild_tick(syncer *s)
     pthread_cond_broadcast(&s->frag_cv);
 }
 
+/* A learner's copy of fragment p (mu held); see rebuild.h. */
+rebuild_stage_verdict rebuild_stage(syncer *s, int p, const proto_hdr *h, int64_t version, int64_t ddp_step,
+                                    int64_t adam, float **vals, size_t body_len, proto_reason *r, char *why,
+                                    size_t whylen)
+{
+    int slot;
+    rebuild_stage_verdict v = REBUILD_STAGE_NOT_NEEDED;
+    *r = members_check(s, h->learner, h->incarnation, &slot);
+    if (s->rb != RB_COLLECTING) {
+        v = REBUILD_STAGE_IDLE;
+        snprintf(why, whylen, "state upload: no rebuild is collecting (state %s)",
+                 rebuild_state_names[s->rb]);
+    } else if (*r != PROTO_OK) {
+        v = REBUILD_STAGE_MEMBER;
+        snprintf(why, whylen, "state upload: %s", proto_reason_name(*r));
+    } else {
+        rb_report rep = s->rb_rep[slot * s->P + p];
+        rb_frag *f = &s->rbf[p];
+        if (rep.version != version || rep.crc != h->crc32c || (syncer_is_ddp(s) && rep.step != ddp_step)) {
+            v = REBUILD_STAGE_MISMATCH;
+            snprintf(
+                why, whylen,
+                "state upload: learner %lld reported fragment %lld version %lld crc32c %08x step %lld at "
+                "join, this is version %lld crc32c %08x step %lld",
+                (long long)h->learner, (long long)p, (long long)rep.version, rep.crc, (long long)rep.step,
+                (long long)version, h->crc32c, (long long)ddp_step);
+        } else if (version > f->got_version && version > rb_bar(s, p)) {
+            free(f->vals);
+            f->vals = *vals;
+            *vals = NULL;
+            f->got_version = version;
+            f->got_learner = h->learner;
+            f->got_crc = h->crc32c;
+            f->got_step = ddp_step;
+            f->got_adam = adam;
+            v = REBUILD_STAGE_STAGED;
+            members_touch(s, slot);
+            s->bytes_in += (int64_t)body_len;
+        }
+    }
+    assert_rebuild_state(s);
+    return v;
+}
+
 /* POST /v1/fragments/{p}/state: a learner's copy of global fragment p,
  * asked for by its join's 503 answer. Headers: learner, incarnation,
  * fragment, X-Chaosloco-Version (the version it reported), CRC32C, in ddp
@@ -549,7 +593,6 @@ int rebuild_route_state(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     int64_t p, version;
     proto_hdr h;
     char why[CX_ERRLEN];
-    int slot;
     if (syncer_api_path_int(req->params[0], s->P - 1, &p) != 0) {
         cx_http_reply_error(resp, 404, "no fragment '%s' (fragments are 0..%d)", req->params[0], s->P - 1);
         return 0;
@@ -608,47 +651,16 @@ int rebuild_route_state(void *ctx, const cx_http_req *req, cx_http_resp *resp)
             return 0;
         }
     pthread_mutex_lock(&s->mu);
-    proto_reason r = members_check(s, h.learner, h.incarnation, &slot);
-    int status = 200, staged = 0;
-    if (s->rb != RB_COLLECTING) {
-        status = 409;
-        snprintf(why, sizeof why, "state upload: no rebuild is collecting (state %s)",
-                 rebuild_state_names[s->rb]);
-    } else if (r != PROTO_OK) {
-        status = members_reason_status(r);
-        snprintf(why, sizeof why, "state upload: %s", proto_reason_name(r));
-    } else {
-        rb_report rep = s->rb_rep[slot * s->P + p];
-        rb_frag *f = &s->rbf[p];
-        if (rep.version != version || rep.crc != h.crc32c || (syncer_is_ddp(s) && rep.step != ddp_step)) {
-            status = 409;
-            snprintf(
-                why, sizeof why,
-                "state upload: learner %lld reported fragment %lld version %lld crc32c %08x step %lld at "
-                "join, this is version %lld crc32c %08x step %lld",
-                (long long)h.learner, (long long)p, (long long)rep.version, rep.crc, (long long)rep.step,
-                (long long)version, h.crc32c, (long long)ddp_step);
-        } else if (version > f->got_version && version > rb_bar(s, (int)p)) {
-            free(f->vals);
-            f->vals = vals;
-            vals = NULL;
-            f->got_version = version;
-            f->got_learner = h.learner;
-            f->got_crc = h.crc32c;
-            f->got_step = ddp_step;
-            f->got_adam = adam;
-            staged = 1;
-            members_touch(s, slot);
-            s->bytes_in += (int64_t)req->body_len;
-        }
-    }
-    assert_rebuild_state(s);
+    proto_reason r;
+    rebuild_stage_verdict v =
+        rebuild_stage(s, (int)p, &h, version, ddp_step, adam, &vals, req->body_len, &r, why, sizeof why);
     pthread_mutex_unlock(&s->mu);
     free(vals);
-    if (status != 200) {
-        cx_http_reply_error(resp, status, "%s", why);
+    if (v != REBUILD_STAGE_STAGED && v != REBUILD_STAGE_NOT_NEEDED) {
+        cx_http_reply_error(resp, v == REBUILD_STAGE_MEMBER ? members_reason_status(r) : 409, "%s", why);
         return 0;
     }
+    int staged = v == REBUILD_STAGE_STAGED;
     cx_info("state upload learner=%lld fragment=%lld version=%lld %s", (long long)h.learner, (long long)p,
             (long long)version, staged ? "staged" : "not needed (a newer copy is staged)");
     cx_http_reply_json(resp, 200,
