@@ -156,7 +156,7 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         (json_int_t)s->tokens_merged, "fragments", frags, "learners", ls, "recent_merges", merges, "bytes",
         "in", (json_int_t)s->bytes_in, "out", (json_int_t)s->bytes_out, "contributions", "accepted",
         (json_int_t)s->accepted_total, "rejected", (json_int_t)rejected, "rejected_by_reason", rej,
-        "ddp_step", (json_int_t)s->ddp_step, "longest_merge_gap_ms", (json_int_t)s->longest_gap_ms,
+        "ddp_step", (json_int_t)s->ddp.step, "longest_merge_gap_ms", (json_int_t)s->longest_gap_ms,
         "uptime_ms", (json_int_t)(now - s->start_ms), "learners_expected", (int)s->cfg.learners, "loss_floor",
         isfinite(s->entropy_floor) ? json_real(s->entropy_floor) : json_null());
     json_object_set_new(o, "n_params", json_integer((json_int_t)s->n));
@@ -166,9 +166,9 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
      * their learner was over its share (holds.h) */
     int held = 0;
     for (int b = 0; b < HOLD_BUCKETS; b++)
-        held += s->holds[b];
+        held += s->holds.held[b];
     json_object_set_new(o, "held_requests",
-                        json_pack("{s:i, s:I}", "now", held, "answered_early", (json_int_t)s->holds_early));
+                        json_pack("{s:i, s:I}", "now", held, "answered_early", (json_int_t)s->holds.early));
     /* accepted contributions scaled down to the norm limit (guard.h), in contributions{} */
     json_object_set_new(json_object_get(o, "contributions"), "clipped",
                         json_integer((json_int_t)s->clipped_total));

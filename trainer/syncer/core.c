@@ -246,15 +246,8 @@ static int new_state(syncer *s, char *err, size_t errlen)
             const model_tensor *t = model_tensor_get(s->eval_model, i);
             adamw_set_decay(s->opt, t->offset, t->length, t->weight_decay, NULL, 0);
         }
-        s->ddp_sum = calloc(s->n, sizeof(float));
-        s->ddp_mean = calloc(s->n, sizeof(float));
-        s->ddp_mean_wire = malloc(s->n * 4);
-        if (!s->ddp_sum || !s->ddp_mean || !s->ddp_mean_wire) {
-            cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-            return -1;
-        }
     }
-    return 0;
+    return ddp_init(s, err, errlen);
 }
 
 /* Open the event log, restore the newest valid checkpoint, bump the
@@ -360,7 +353,6 @@ syncer *syncer_core_new(const syncer_opts *o, char *err, size_t errlen)
     s->cfg = o->cfg;
     s->start_ms = cx_mono_ms();
     s->eval_loss = NAN;
-    s->ddp_mean_step = -1;
     snprintf(s->state_dir, sizeof s->state_dir, "%s", o->state_dir);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->frag_cv, NULL);
@@ -455,7 +447,7 @@ void syncer_free(syncer *s)
     merge_ws_free(s->mws);
     adamw_free(s->opt);
     free(s->eval_in), free(s->eval_tg), free(s->theta), free(s->momentum), free(s->versions), free(s->rounds);
-    free(s->ddp_sum), free(s->ddp_mean), free(s->ddp_mean_wire);
+    ddp_cleanup(s);
     pthread_cond_destroy(&s->frag_cv);
     pthread_cond_destroy(&s->step_cv);
     pthread_cond_destroy(&s->tick_cv);

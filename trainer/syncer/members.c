@@ -422,7 +422,7 @@ static int join_checked(syncer *s, cx_http_resp *resp, const members_join_req *i
         json_pack("{s:I, s:I, s:o, s:o, s:I, s:i, s:I, s:s, s:I}", "learner", (json_int_t)in->id,
                   "incarnation", (json_int_t)r.incarnation, "config", config_to_json(&s->cfg), "fragments",
                   syncer_api_fragments_json(s), "n_params", (json_int_t)s->n, "table_digest",
-                  (int)fragment_table_digest(s->ft), "step", (json_int_t)s->ddp_step, "mode",
+                  (int)fragment_table_digest(s->ft), "step", (json_int_t)s->ddp.step, "mode",
                   syncer_mode_name(s), "merges", (json_int_t)s->merges);
     if (s->cfg.mode == CONFIG_MODE_DECOUPLED) {
         json_object_set_new(ans, "schedule_step", json_integer(r.schedule_step));

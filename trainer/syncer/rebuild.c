@@ -377,11 +377,7 @@ static int rb_ddp_consistent(const syncer *s)
 static void rebuild_apply_ddp(syncer *s)
 {
     adamw_set_steps(s->opt, (uint64_t)s->rbf[0].got_adam);
-    s->ddp_step = s->rbf[0].got_step;
-    memset(s->ddp_sum, 0, s->n * sizeof *s->ddp_sum);
-    s->ddp_count = 0;
-    s->ddp_first_ms = s->ddp_done_ms = 0;
-    s->ddp_mean_step = -1;
+    ddp_restart_at(s, s->rbf[0].got_step);
     for (int i = 0; i < MAX_LEARNERS; i++)
         s->learners[i].ddp_arrived = s->learners[i].ddp_dropped = -1;
 }
@@ -514,7 +510,7 @@ void rebuild_tick(syncer *s)
     s->last_eval_ms = 0;
     s->rb_count++;
     double waited = (double)age;
-    int64_t ddp_step = s->ddp_step, adam_steps = s->opt ? (int64_t)adamw_steps(s->opt) : 0;
+    int64_t ddp_step = s->ddp.step, adam_steps = s->opt ? (int64_t)adamw_steps(s->opt) : 0;
     pthread_mutex_unlock(&s->mu);
     char err[CX_ERRLEN];
     int rc = dur_write_checkpoint(s, err, sizeof err);
