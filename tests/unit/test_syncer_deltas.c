@@ -102,10 +102,10 @@ Test(syncer_deltas, a_kept_version_gets_the_chain_that_makes_the_current_fragmen
                        deltas_full_reason_names[a.reason]);
     cr_assert_eq(a.chain_n, 2);
     cr_assert_lt(a.chain_len, len * 4, "smaller than the f32 fragment");
-    cr_assert_eq(f.s->answers_delta, 1);
-    cr_assert_eq(f.s->answers_delta_versions, 2);
-    cr_assert_eq(f.s->bytes_out_delta, (int64_t)a.chain_len);
-    cr_assert_eq(f.s->answers_full[FULL_PULL], 1, "the first read");
+    cr_assert_eq(f.s->deltas.answers_delta, 1);
+    cr_assert_eq(f.s->deltas.answers_delta_versions, 2);
+    cr_assert_eq(f.s->deltas.bytes_out_delta, (int64_t)a.chain_len);
+    cr_assert_eq(f.s->deltas.answers_full[FULL_PULL], 1, "the first read");
 
     /* the learner's f32 adds of the decoded deltas land on the syncer's canonical value */
     size_t off = 0, plen;
@@ -134,7 +134,7 @@ Test(syncer_deltas, a_version_older_than_the_kept_history_or_a_chain_too_big_get
     deltas_answer a;
     for (int k = 0; k < DELTA_HISTORY + 2; k++)
         merge(p, k % 2 ? 1e-3f : -1e-3f);
-    const frag_hist *h = &f.s->hist[p];
+    const frag_hist *h = &f.s->deltas.hist[p];
     cr_assert_leq(h->n, DELTA_HISTORY);
     cr_assert_gt(h->n, 1);
     int64_t oldest = h->d[0].version; /* the first version whose delta is kept */
@@ -142,28 +142,28 @@ Test(syncer_deltas, a_version_older_than_the_kept_history_or_a_chain_too_big_get
     read_frag(p, -1, oldest - 2, 1, 0, vals, &a);
     cr_assert_null(a.chain, "the delta to oldest - 1 is gone");
     cr_assert_eq(a.reason, FULL_HISTORY);
-    cr_assert_eq(f.s->answers_full[FULL_HISTORY], 1);
+    cr_assert_eq(f.s->deltas.answers_full[FULL_HISTORY], 1);
     /* every kept delta: int8 deltas take about 1.06 bytes a value, and more than 4 are kept (the
      * byte cap is DELTA_HISTORY_F32X f32 fragments): bigger than the f32 fragment */
     cr_assert_gt(h->n, 4);
     read_frag(p, -1, oldest - 1, 1, 0, vals, &a);
     cr_assert_null(a.chain);
     cr_assert_eq(a.reason, FULL_SIZE);
-    cr_assert_eq(f.s->answers_full[FULL_SIZE], 1);
+    cr_assert_eq(f.s->deltas.answers_full[FULL_SIZE], 1);
     read_frag(p, -1, a.version - 2, 1, 0, vals, &a);
     cr_assert_not_null(a.chain, "the last two: %s", deltas_full_reason_names[a.reason]);
     cr_assert_eq(a.chain_n, 2);
     free(a.chain);
     /* without history (a rebuild, an encoding failure): full, reason history */
     pthread_mutex_lock(&f.s->mu);
-    deltas_hist_clear(&f.s->hist[p]);
+    deltas_hist_clear(&f.s->deltas.hist[p]);
     pthread_mutex_unlock(&f.s->mu);
-    cr_assert_eq(f.s->hist[p].n, 0);
-    cr_assert_eq(f.s->hist[p].bytes, 0);
+    cr_assert_eq(f.s->deltas.hist[p].n, 0);
+    cr_assert_eq(f.s->deltas.hist[p].bytes, 0);
     read_frag(p, -1, a.version - 1, 1, 0, vals, &a);
     cr_assert_null(a.chain, "even the last version");
     cr_assert_eq(a.reason, FULL_HISTORY);
-    cr_assert_eq(f.s->answers_full[FULL_HISTORY], 2);
+    cr_assert_eq(f.s->deltas.answers_full[FULL_HISTORY], 2);
     free(vals);
 }
 
@@ -179,11 +179,11 @@ Test(syncer_deltas, a_resync_or_a_plain_pull_gets_the_full_fragment_with_its_rea
     read_frag(0, -1, 1, 0, 0, vals, &a);
     cr_assert_null(a.chain, "no delta=1");
     cr_assert_eq(a.reason, FULL_PULL);
-    cr_assert_eq(f.s->answers_full[FULL_MISMATCH], 1);
-    cr_assert_eq(f.s->answers_full[FULL_PULL], 1);
-    cr_assert_eq(f.s->answers_delta, 0);
+    cr_assert_eq(f.s->deltas.answers_full[FULL_MISMATCH], 1);
+    cr_assert_eq(f.s->deltas.answers_full[FULL_PULL], 1);
+    cr_assert_eq(f.s->deltas.answers_delta, 0);
     size_t len = fragment_length(f.s->ft, 0);
-    cr_assert_eq(f.s->bytes_out_full, (int64_t)(2 * len * 4));
+    cr_assert_eq(f.s->deltas.bytes_out_full, (int64_t)(2 * len * 4));
     /* the values are the fragment's current ones */
     float *want = frag_alloc(0);
     fragment_gather(f.s->ft, 0, f.s->theta, want);
@@ -203,7 +203,9 @@ Test(syncer_deltas, a_caller_holding_the_current_version_gets_nothing_and_nothin
     cr_assert_null(a.chain);
     cr_assert_not(a.record, "no pull happened");
     cr_assert_eq(f.s->bytes_out, out);
-    cr_assert_eq(f.s->answers_delta + f.s->answers_full[FULL_PULL] + f.s->answers_full[FULL_HISTORY], 0);
+    cr_assert_eq(f.s->deltas.answers_delta + f.s->deltas.answers_full[FULL_PULL] +
+                     f.s->deltas.answers_full[FULL_HISTORY],
+                 0);
     free(vals);
 }
 
@@ -213,11 +215,11 @@ Test(syncer_deltas, an_f32_run_answers_full_with_reason_f32, .init = setup_f32)
     deltas_answer a;
     merge(0, 1e-3f);
     merge(0, 1e-3f);
-    cr_assert_eq(f.s->hist[0].n, 0, "nothing is encoded");
+    cr_assert_eq(f.s->deltas.hist[0].n, 0, "nothing is encoded");
     read_frag(0, -1, 1, 1, 0, vals, &a);
     cr_assert_null(a.chain);
     cr_assert_eq(a.reason, FULL_UNENCODED);
-    cr_assert_eq(f.s->answers_full[FULL_UNENCODED], 1);
+    cr_assert_eq(f.s->deltas.answers_full[FULL_UNENCODED], 1);
     free(vals);
 }
 
@@ -227,17 +229,17 @@ Test(syncer_deltas, a_gap_in_versions_clears_the_history)
     size_t len = fragment_length(f.s->ft, p);
     merge(p, 1e-3f);
     merge(p, 1e-3f);
-    cr_assert_eq(f.s->hist[p].n, 2);
-    cr_assert_eq(f.s->hist[p].d[1].version, 2);
+    cr_assert_eq(f.s->deltas.hist[p].n, 2);
+    cr_assert_eq(f.s->deltas.hist[p].d[1].version, 2);
     float *old = frag_alloc(p), *th = frag_alloc(p);
     for (size_t i = 0; i < len; i++)
         th[i] = 1e-2f;
     pthread_mutex_lock(&f.s->mu);
     deltas_encode(f.s, p, old, th, 5); /* version 5 after 2: 3 and 4 never kept */
     pthread_mutex_unlock(&f.s->mu);
-    cr_assert_eq(f.s->hist[p].n, 1, "the chain restarts at the gap");
-    cr_assert_eq(f.s->hist[p].d[0].version, 5);
-    cr_assert_eq(f.s->hist[p].bytes, f.s->hist[p].d[0].len);
+    cr_assert_eq(f.s->deltas.hist[p].n, 1, "the chain restarts at the gap");
+    cr_assert_eq(f.s->deltas.hist[p].d[0].version, 5);
+    cr_assert_eq(f.s->deltas.hist[p].bytes, f.s->deltas.hist[p].d[0].len);
     /* th became the canonical Θ_V + d^: close to the exact value, not necessarily equal */
     for (size_t i = 0; i < len; i++)
         cr_assert(fabsf(th[i] - 1e-2f) < 1e-3f, "th[%zu] = %g", i, (double)th[i]);

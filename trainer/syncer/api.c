@@ -199,16 +199,16 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     if (s->cfg.mode == CONFIG_MODE_DDP_ELASTIC)
         json_object_set_new(o, "elastic_deadline_ms", json_integer((json_int_t)ddp_deadline_ms(s)));
     json_t *fr = json_object();
-    int64_t fallbacks = s->answers_full[FULL_HISTORY] + s->answers_full[FULL_MISMATCH];
+    int64_t fallbacks = s->deltas.answers_full[FULL_HISTORY] + s->deltas.answers_full[FULL_MISMATCH];
     for (int r = 0; r < FULL_R_COUNT; r++)
-        json_object_set_new(fr, deltas_full_reason_names[r], json_integer(s->answers_full[r]));
-    json_object_set_new(o, "downstream",
-                        json_pack("{s:s, s:I, s:I, s:I, s:I, s:o, s:I}", "encoding",
-                                  config_encoding_name(s->cfg.encoding), "delta",
-                                  (json_int_t)s->answers_delta, "delta_versions",
-                                  (json_int_t)s->answers_delta_versions, "delta_bytes",
-                                  (json_int_t)s->bytes_out_delta, "full_bytes", (json_int_t)s->bytes_out_full,
-                                  "full", fr, "fallbacks", (json_int_t)fallbacks));
+        json_object_set_new(fr, deltas_full_reason_names[r], json_integer(s->deltas.answers_full[r]));
+    json_object_set_new(
+        o, "downstream",
+        json_pack("{s:s, s:I, s:I, s:I, s:I, s:o, s:I}", "encoding", config_encoding_name(s->cfg.encoding),
+                  "delta", (json_int_t)s->deltas.answers_delta, "delta_versions",
+                  (json_int_t)s->deltas.answers_delta_versions, "delta_bytes",
+                  (json_int_t)s->deltas.bytes_out_delta, "full_bytes", (json_int_t)s->deltas.bytes_out_full,
+                  "full", fr, "fallbacks", (json_int_t)fallbacks));
     json_object_set_new(
         o, "end",
         s->ended ? json_pack("{s:s, s:I}", "reason", s->end_reason, "ms_ago", (json_int_t)(now - s->end_ms))

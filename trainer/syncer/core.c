@@ -205,13 +205,12 @@ static int new_state(syncer *s, char *err, size_t errlen)
     s->momentum = calloc(s->n, sizeof(float));
     s->versions = calloc((size_t)s->P, sizeof(int64_t));
     s->rounds = calloc((size_t)s->P, sizeof *s->rounds);
-    s->hist = calloc((size_t)s->P, sizeof *s->hist);
     s->own_ver = malloc((size_t)MAX_LEARNERS * (size_t)s->P * sizeof *s->own_ver);
     s->acc_step = malloc((size_t)MAX_LEARNERS * (size_t)s->P * sizeof *s->acc_step);
     s->acc_inc = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->acc_inc);
     s->rbf = calloc((size_t)s->P, sizeof *s->rbf);
     s->rb_rep = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->rb_rep);
-    if (!s->eval_in || !s->eval_tg || !s->theta || !s->momentum || !s->versions || !s->rounds || !s->hist ||
+    if (!s->eval_in || !s->eval_tg || !s->theta || !s->momentum || !s->versions || !s->rounds ||
         !s->own_ver || !s->acc_step || !s->acc_inc || !s->rbf || !s->rb_rep) {
         cx_fail(err, errlen, CX_ENOMEM, "out of memory");
         return -1;
@@ -227,14 +226,8 @@ static int new_state(syncer *s, char *err, size_t errlen)
     }
     for (size_t i = 0; i < (size_t)MAX_LEARNERS * (size_t)s->P; i++)
         s->own_ver[i] = s->acc_step[i] = -1;
-    /* error-feedback residuals of the downstream deltas: in memory only (a
-     * restart resets them; the canonical theta is what is checkpointed) */
-    if (!syncer_is_ddp(s) && (encoding_kind)s->cfg.encoding != ENCODING_F32)
-        for (int p = 0; p < s->P; p++)
-            if (!(s->hist[p].resid = calloc(fragment_length(s->ft, p), sizeof(float)))) {
-                cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-                return -1;
-            }
+    if (deltas_init(s, err, errlen) != 0)
+        return -1;
     if (syncer_is_ddp(s)) {
         adamw_config ac;
         adamw_config_default(&ac);
@@ -423,11 +416,7 @@ void syncer_free(syncer *s)
     for (int p = 0; s->rounds && p < s->P; p++)
         for (int i = 0; i < s->rounds[p].n; i++)
             free(s->rounds[p].c[i].delta);
-    for (int p = 0; s->hist && p < s->P; p++) {
-        deltas_hist_clear(&s->hist[p]);
-        free(s->hist[p].resid);
-    }
-    free(s->hist);
+    deltas_cleanup(s);
     free(s->own_ver);
     free(s->acc_step);
     free(s->acc_inc);

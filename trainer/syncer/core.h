@@ -26,7 +26,8 @@
  *                 result may be applied (no syncer state: rounds, ddp and durability call it)
  *   main.c        the `chaosloco syncer` subcommand
  * The split of struct syncer into one struct per component, each written
- * only by its component, has begun: s->ddp (ddp.h) and s->holds (holds.h);
+ * only by its component, has begun: s->ddp (ddp.h), s->holds (holds.h)
+ * and s->deltas (deltas.h);
  * the flat fields below them are still shared (their owner is named in
  * its component's header).
  * Exported names carry their component's prefix: members_, rounds_,
@@ -133,13 +134,7 @@ struct syncer {
     merge_note recent[RECENT_MERGES]; /* ring of recent merges */
     int64_t recent_n;                 /* merges noted (ring index = n % RECENT_MERGES) */
     syncer_ddp ddp;                   /* the ddp barrier (ddp.h: ddp.c its only writer) */
-    /* downstream deltas (diloco/decoupled with an encoding other than f32) */
-    frag_hist *hist;                    /* [P] */
-    int64_t answers_delta;              /* fragment answers sent as delta chains */
-    int64_t answers_delta_versions;     /* deltas in those chains */
-    int64_t bytes_out_delta;            /* bytes of those chains */
-    int64_t answers_full[FULL_R_COUNT]; /* full f32 answers by reason */
-    int64_t bytes_out_full;             /* bytes of full fragment answers */
+    syncer_deltas deltas; /* downstream deltas and fragment answers (deltas.h: deltas.c its only writer) */
     /* access (see "syncer: access") */
     cred_store *creds; /* credentials accepted; NULL when insecure */
     seal_key seal;     /* from the admin credential: seals served fragments (unset when insecure) */

@@ -63,10 +63,67 @@ void deltas_hist_clear(frag_hist *h)
         hist_drop_oldest(h);
 }
 
+/* What holds of fragment p's history between calls (mu held): at most
+ * DELTA_HISTORY deltas, versions contiguous, bytes their sum; kept only
+ * with a residual (an encoded run). */
+static void assert_deltas_state(const syncer *s, int p)
+{
+#ifndef NDEBUG
+    const frag_hist *h = &s->deltas.hist[p];
+    size_t bytes = 0;
+    assert(h->n >= 0 && h->n <= DELTA_HISTORY);
+    assert(h->n == 0 || h->resid);
+    for (int i = 0; i < h->n; i++) {
+        assert(i == 0 || h->d[i].version == h->d[i - 1].version + 1);
+        bytes += h->d[i].len;
+    }
+    assert(bytes == h->bytes);
+#else
+    (void)s, (void)p;
+#endif
+}
+
+int deltas_init(syncer *s, char *err, size_t errlen)
+{
+    s->deltas.hist = calloc((size_t)s->P, sizeof *s->deltas.hist);
+    if (!s->deltas.hist) {
+        cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+        return -1;
+    }
+    /* error-feedback residuals of the downstream deltas: in memory only (a
+     * restart resets them; the canonical theta is what is checkpointed) */
+    if (!syncer_is_ddp(s) && (encoding_kind)s->cfg.encoding != ENCODING_F32)
+        for (int p = 0; p < s->P; p++)
+            if (!(s->deltas.hist[p].resid = calloc(fragment_length(s->ft, p), sizeof(float)))) {
+                cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+                return -1;
+            }
+    return 0;
+}
+
+void deltas_cleanup(syncer *s)
+{
+    for (int p = 0; s->deltas.hist && p < s->P; p++) {
+        deltas_hist_clear(&s->deltas.hist[p]);
+        free(s->deltas.hist[p].resid);
+    }
+    free(s->deltas.hist);
+    s->deltas.hist = NULL;
+}
+
+void deltas_forget(syncer *s, int p)
+{
+    frag_hist *h = &s->deltas.hist[p];
+    deltas_hist_clear(h);
+    if (h->resid)
+        memset(h->resid, 0, fragment_length(s->ft, p) * sizeof *h->resid);
+    assert_deltas_state(s, p);
+}
+
 /* Whether deltas_encode does anything for fragment p (and so needs Θ_V). */
 int deltas_encodes(const syncer *s, int p)
 {
-    return (encoding_kind)s->cfg.encoding != ENCODING_F32 && s->hist[p].resid;
+    return (encoding_kind)s->cfg.encoding != ENCODING_F32 && s->deltas.hist[p].resid;
 }
 
 /* Quantize the update of fragment p (mu held). old = Θ_V, th = the exact
@@ -77,7 +134,7 @@ int deltas_encodes(const syncer *s, int p)
  * fragments of bytes). f32 runs and ddp modes: nothing to do. */
 void deltas_encode(syncer *s, int p, const float *old, float *th, int64_t version)
 {
-    frag_hist *h = &s->hist[p];
+    frag_hist *h = &s->deltas.hist[p];
     encoding_kind enc = (encoding_kind)s->cfg.encoding;
     if (!deltas_encodes(s, p))
         return;
@@ -103,6 +160,7 @@ void deltas_encode(syncer *s, int p, const float *old, float *th, int64_t versio
         deltas_hist_clear(h);
         memset(h->resid, 0, len * sizeof *h->resid);
         free(d), free(dh), free(wire);
+        assert_deltas_state(s, p);
         return;
     }
     for (size_t i = 0; i < len; i++) {
@@ -118,6 +176,7 @@ void deltas_encode(syncer *s, int p, const float *old, float *th, int64_t versio
         hist_drop_oldest(h);
     h->d[h->n++] = (delta_rec){version, wire, bytes};
     h->bytes += bytes;
+    assert_deltas_state(s, p);
 }
 
 /* ---- syncer: GET /v1/fragments/{p} ---- */
@@ -135,7 +194,7 @@ static int query_flag(const cx_http_req *req, const char *name, int64_t *out, ch
 static uint8_t *delta_chain(syncer *s, int p, int64_t from, int64_t cur, size_t *blen, int *count,
                             full_reason *reason)
 {
-    frag_hist *h = &s->hist[p];
+    frag_hist *h = &s->deltas.hist[p];
     size_t len = fragment_length(s->ft, p), total = 0;
     if ((encoding_kind)s->cfg.encoding == ENCODING_F32 || !h->resid) {
         *reason = FULL_UNENCODED;
@@ -250,13 +309,13 @@ void deltas_read(syncer *s, int p, const proto_hdr *h, int64_t newer, int want_d
     out->record = fragment_note_pull(s, p, h, out->version);
     if (out->chain) {
         s->bytes_out += (int64_t)out->chain_len;
-        s->bytes_out_delta += (int64_t)out->chain_len;
-        s->answers_delta++;
-        s->answers_delta_versions += out->chain_n;
+        s->deltas.bytes_out_delta += (int64_t)out->chain_len;
+        s->deltas.answers_delta++;
+        s->deltas.answers_delta_versions += out->chain_n;
     } else {
         s->bytes_out += (int64_t)len * 4;
-        s->bytes_out_full += (int64_t)len * 4;
-        s->answers_full[out->reason]++;
+        s->deltas.bytes_out_full += (int64_t)len * 4;
+        s->deltas.answers_full[out->reason]++;
     }
 }
 

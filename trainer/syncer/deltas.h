@@ -1,9 +1,8 @@
 /* deltas.h - the syncer's deltas component: downstream deltas and
  * fragment reads.
  *
- * Owns: s->hist[P] (each fragment's kept encoded deltas and error-feedback
- * residual) and the answer counters (s->answers_delta, s->answers_full,
- * bytes out).
+ * Owns: s->deltas (struct syncer_deltas): each fragment's kept encoded
+ * deltas and error-feedback residual, and the answer counters.
  * Operations: encode a merged fragment's update (deltas_encode), read a
  * fragment as full f32 or a chain of deltas (deltas_read, which its route
  * calls), and the versions long poll (its route).
@@ -49,6 +48,25 @@ typedef struct frag_hist {
     size_t bytes;               /* sum of d[].len */
 } frag_hist;
 
+/* The deltas component's state; deltas.c is its only writer. */
+typedef struct syncer_deltas {
+    frag_hist *hist;                    /* [P]; resid allocated only when deltas_encodes */
+    int64_t answers_delta;              /* fragment answers sent as delta chains */
+    int64_t answers_delta_versions;     /* deltas in those chains */
+    int64_t bytes_out_delta;            /* bytes of those chains */
+    int64_t answers_full[FULL_R_COUNT]; /* full f32 answers by reason */
+    int64_t bytes_out_full;             /* bytes of full fragment answers */
+} syncer_deltas;
+
+/* Set up s->deltas at start-up (s->P and the fragment table known): a
+ * history per fragment, and its residual when the run is encoded (not f32,
+ * not ddp). 0, or -1 with err. */
+int deltas_init(syncer *s, char *err, size_t errlen);
+/* Free what deltas_init allocated (a partial init too). */
+void deltas_cleanup(syncer *s);
+/* Fragment p was replaced wholesale (a rebuild): its kept deltas no longer
+ * lead to it and its residual restarts at 0 (mu held). */
+void deltas_forget(syncer *s, int p);
 /* Free every kept delta of h (the residual stays). */
 void deltas_hist_clear(frag_hist *h);
 /* Whether deltas_encode does anything for fragment p (and so needs Θ_V). */

@@ -422,11 +422,8 @@ static json_t *rebuild_apply(syncer *s)
         rd->n = 0;
         rd->state = RS_IDLE;
         rd->opened_ms = rd->quorum_ms = rd->grace_end_ms = 0;
-        if (s->hist) {
-            deltas_hist_clear(&s->hist[p]);
-            if (s->hist[p].resid)
-                memset(s->hist[p].resid, 0, len * sizeof(float));
-        }
+        if (s->deltas.hist)
+            deltas_forget(s, p);
         char crc[9];
         proto_crc_format(f->got_crc, crc);
         json_array_append_new(
