@@ -131,33 +131,6 @@ static void *worker_main(void *arg)
  * Each fills its part of s and returns 0, or -1 with err filled; on -1
  * syncer_new frees the partial syncer (syncer_free copes with any prefix). */
 
-/* The credential store of o (or --insecure-no-auth). */
-static int new_credentials(syncer *s, const syncer_opts *o, char *err, size_t errlen)
-{
-    s->insecure = o->insecure_no_auth;
-    if (!s->insecure) {
-        char cdir[1200];
-        if (o->credentials_dir) {
-            snprintf(cdir, sizeof cdir, "%s", o->credentials_dir);
-        } else {
-            /* secure by default: the first start makes them, restarts keep them */
-            snprintf(cdir, sizeof cdir, "%s/credentials", o->state_dir);
-            if (cred_dir_create(cdir, s->cfg.learners, err, errlen) != 0)
-                return -1;
-        }
-        s->creds = cred_store_load(cdir, err, errlen);
-        if (!s->creds)
-            return -1;
-        cx_info("credentials: %s (%d learners, admin%s)", cdir, cred_store_learners(s->creds), "");
-        /* the seal key comes with the credentials, not the state dir: a wiped dir still knows it */
-        if (seal_key_derive(&s->seal, cred_store_admin(s->creds), err, errlen) != 0)
-            return -1;
-    } else {
-        cx_warn("--insecure-no-auth: every caller may act as any learner or the admin");
-    }
-    return 0;
-}
-
 /* The eval model (whose init params are the initial theta), the fragment
  * table, the merge workspace, the data source. */
 static int new_model(syncer *s, char *err, size_t errlen)
@@ -357,7 +330,7 @@ syncer *syncer_core_new(const syncer_opts *o, char *err, size_t errlen)
     if (cx_mkdir_p(o->state_dir, err, errlen) != 0)
         goto fail;
     s->on_lost_state = o->on_lost_state;
-    if (new_credentials(s, o, err, errlen) != 0 || new_model(s, err, errlen) != 0 ||
+    if (syncer_api_access_init(s, o, err, errlen) != 0 || new_model(s, err, errlen) != 0 ||
         new_state(s, err, errlen) != 0 || new_restore(s, o->state_dir, err, errlen) != 0)
         goto fail;
     return s;
@@ -424,12 +397,7 @@ void syncer_free(syncer *s)
         free(s->rbf[p].vals);
     free(s->rbf), free(s->rb_rep);
     events_free(s->ev);
-    cred_store_free(s->creds);
-    memset(&s->seal, 0, sizeof s->seal);
-    free(s->tls_cert);
-    if (s->tls_key)
-        memset(s->tls_key, 0, strlen(s->tls_key));
-    free(s->tls_key);
+    syncer_api_access_cleanup(s);
     model_free(s->eval_model);
     data_source_free(s->data);
     fragment_table_free(s->ft);

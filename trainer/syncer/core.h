@@ -26,8 +26,8 @@
  *                 result may be applied (no syncer state: rounds, ddp and durability call it)
  *   main.c        the `chaosloco syncer` subcommand
  * The split of struct syncer into one struct per component, each written
- * only by its component, has begun: s->ddp (ddp.h), s->holds (holds.h)
- * and s->deltas (deltas.h);
+ * only by its component, has begun: s->ddp (ddp.h), s->holds (holds.h),
+ * s->deltas (deltas.h) and s->access (api.h);
  * the flat fields below them are still shared (their owner is named in
  * its component's header).
  * Exported names carry their component's prefix: members_, rounds_,
@@ -135,12 +135,7 @@ struct syncer {
     int64_t recent_n;                 /* merges noted (ring index = n % RECENT_MERGES) */
     syncer_ddp ddp;                   /* the ddp barrier (ddp.h: ddp.c its only writer) */
     syncer_deltas deltas; /* downstream deltas and fragment answers (deltas.h: deltas.c its only writer) */
-    /* access (see "syncer: access") */
-    cred_store *creds; /* credentials accepted; NULL when insecure */
-    seal_key seal;     /* from the admin credential: seals served fragments (unset when insecure) */
-    char *tls_cert;    /* PEM read from --tls-cert, or NULL */
-    char *tls_key;     /* PEM read from --tls-key, or NULL */
-    int insecure;      /* 1: --insecure-no-auth, no credential checks */
+    syncer_access access; /* credentials, seal key, TLS (api.h: api.c its only writer) */
     /* rebuild from the learners (see "syncer: rebuild from the learners") */
     int on_lost_state;           /* syncer_lost_state (--on-lost-state) */
     start_kind start;            /* what dur_restore() found; not under mu (set before serving) */

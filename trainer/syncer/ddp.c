@@ -51,7 +51,7 @@
 static void ddp_seal_state(const syncer *s, char out[SEAL_HEX + 1])
 {
     out[0] = 0;
-    if (!s->seal.set)
+    if (!s->access.seal.set)
         return;
     size_t maxlen = 0;
     for (int p = 0; p < s->P; p++)
@@ -66,7 +66,7 @@ static void ddp_seal_state(const syncer *s, char out[SEAL_HEX + 1])
         crc[p] = proto_f32_crc(tmp, 3 * len);
     }
     if (tmp && crc)
-        (void)seal_make_state(&s->seal, fragment_table_digest(s->ft), s->versions[0], crc, s->P, out);
+        (void)seal_make_state(&s->access.seal, fragment_table_digest(s->ft), s->versions[0], crc, s->P, out);
     free(tmp);
     free(crc);
 }

@@ -391,8 +391,8 @@ int deltas_route_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *r
     cx_http_add_header(resp, PROTO_H_FRAGMENT, "%lld", (long long)p);
     cx_http_add_header(resp, PROTO_H_FRAGMENT_CRC32C, "%08x", frag_crc);
     char seal[SEAL_HEX + 1];
-    if (s->seal.set && !syncer_is_ddp(s) &&
-        seal_make(&s->seal, fragment_table_digest(s->ft), (int)p, a.version, frag_crc, seal) == 0)
+    if (s->access.seal.set && !syncer_is_ddp(s) &&
+        seal_make(&s->access.seal, fragment_table_digest(s->ft), (int)p, a.version, frag_crc, seal) == 0)
         cx_http_add_header(resp, PROTO_H_SEAL, "%s", seal);
     free(tmp);
     return 0;

@@ -218,7 +218,7 @@ int rebuild_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, int
             return -1;
         }
         sealed[p] = t && t[0] && !syncer_is_ddp(s) &&
-                    seal_check(&s->seal, fragment_table_digest(s->ft), p, v[p], crc[p], t);
+                    seal_check(&s->access.seal, fragment_table_digest(s->ft), p, v[p], crc[p], t);
     }
     if (syncer_is_ddp(s) && js) {
         /* one state: every fragment at one version under one seal */
@@ -226,7 +226,7 @@ int rebuild_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, int
         int one = t0 && t0[0];
         for (int p = 1; p < s->P && one; p++)
             one = v[p] == v[0] && strcmp(json_string_value(json_array_get(js, (size_t)p)), t0) == 0;
-        one = one && seal_check_state(&s->seal, fragment_table_digest(s->ft), v[0], crc, s->P, t0);
+        one = one && seal_check_state(&s->access.seal, fragment_table_digest(s->ft), v[0], crc, s->P, t0);
         for (int p = 0; p < s->P; p++)
             sealed[p] = one;
     }
@@ -257,7 +257,7 @@ rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const uint32_t
             s->rb_rep[slot * s->P + p] = (rb_report){0, 0, step};
             continue;
         }
-        if (v[p] > 0 && s->seal.set && !sealed[p]) {
+        if (v[p] > 0 && s->access.seal.set && !sealed[p]) {
             /* not a copy this syncer sealed when it served it: a claim (or a copy from before seals) */
             rb_claim_refused(s, slot, p, v[p], published, "unsealed");
             s->rb_rep[slot * s->P + p] = (rb_report){0, 0, step};
