@@ -129,3 +129,19 @@ Test(syncer_members, rejections_are_counted_by_reason)
     cr_assert_eq(members_reason_status(PROTO_R_UNKNOWN_LEARNER), 403);
     cr_assert_eq(members_reason_status(PROTO_R_STALE_INCARNATION), 409);
 }
+
+Test(syncer_members, every_reason_has_its_status)
+{
+    cr_assert_eq(members_reason_status(PROTO_R_STALE_VERSION), 409);
+    cr_assert_eq(members_reason_status(PROTO_R_HALTED), 503);
+    const proto_reason bad_request[] = {PROTO_R_CHECKSUM,   PROTO_R_LENGTH, PROTO_R_NONFINITE,
+                                        PROTO_R_BAD_HEADER, PROTO_R_NORM,   PROTO_R_CLAIM,
+                                        PROTO_R_AUTH,       PROTO_R_MERGE};
+    for (size_t i = 0; i < sizeof bad_request / sizeof bad_request[0]; i++)
+        cr_assert_eq(members_reason_status(bad_request[i]), 400, "%s", proto_reason_name(bad_request[i]));
+    cr_assert_eq(members_reason_status(PROTO_R_COUNT), 400, "out of range");
+    for (int r = PROTO_R_CHECKSUM; r < PROTO_R_COUNT; r++) {
+        int st = members_reason_status((proto_reason)r);
+        cr_assert(st == 400 || st == 403 || st == 409 || st == 503, "%s: %d", proto_reason_name(r), st);
+    }
+}

@@ -31,29 +31,11 @@ static void teardown(void)
 
 TestSuite(syncer_rounds, .init = setup, .fini = teardown);
 
-/* A contribution of learner id to fragment p against base, covering steps
- * (step - H, step], every value `value` (mu taken here). */
+/* sfx_contribute on this suite's syncer. */
 static proto_reason contribute(int64_t id, int64_t incarnation, int p, int64_t base, int64_t step,
                                float value, rounds_contribution *c)
 {
-    size_t len = fragment_length(f.s->ft, p);
-    float *delta = malloc(len * sizeof *delta);
-    cr_assert_not_null(delta);
-    for (size_t i = 0; i < len; i++)
-        delta[i] = value;
-    proto_hdr h = {.learner = id,
-                   .incarnation = incarnation,
-                   .fragment = p,
-                   .base_version = base,
-                   .steps = f.s->cfg.H,
-                   .tokens = f.s->cfg.H * f.s->cfg.batch,
-                   .encoding = CONFIG_ENC_F32,
-                   .round = -1,
-                   .step = step};
-    pthread_mutex_lock(&f.s->mu);
-    proto_reason r = rounds_contribute(f.s, p, &h, delta, len * 4, c);
-    pthread_mutex_unlock(&f.s->mu);
-    return r;
+    return sfx_contribute(&f, id, incarnation, p, base, step, value, c);
 }
 
 static void check(int p)

@@ -156,7 +156,7 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         (json_int_t)s->tokens_merged, "fragments", frags, "learners", ls, "recent_merges", merges, "bytes",
         "in", (json_int_t)s->bytes_in, "out", (json_int_t)s->bytes_out, "contributions", "accepted",
         (json_int_t)s->accepted_total, "rejected", (json_int_t)rejected, "rejected_by_reason", rej,
-        "ddp_step", (json_int_t)s->ddp_step, "longest_merge_gap_ms", (json_int_t)s->longest_gap_ms,
+        "ddp_step", (json_int_t)s->ddp.step, "longest_merge_gap_ms", (json_int_t)s->longest_gap_ms,
         "uptime_ms", (json_int_t)(now - s->start_ms), "learners_expected", (int)s->cfg.learners, "loss_floor",
         isfinite(s->entropy_floor) ? json_real(s->entropy_floor) : json_null());
     json_object_set_new(o, "n_params", json_integer((json_int_t)s->n));
@@ -166,9 +166,9 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
      * their learner was over its share (holds.h) */
     int held = 0;
     for (int b = 0; b < HOLD_BUCKETS; b++)
-        held += s->holds[b];
+        held += s->holds.held[b];
     json_object_set_new(o, "held_requests",
-                        json_pack("{s:i, s:I}", "now", held, "answered_early", (json_int_t)s->holds_early));
+                        json_pack("{s:i, s:I}", "now", held, "answered_early", (json_int_t)s->holds.early));
     /* accepted contributions scaled down to the norm limit (guard.h), in contributions{} */
     json_object_set_new(json_object_get(o, "contributions"), "clipped",
                         json_integer((json_int_t)s->clipped_total));
@@ -199,16 +199,16 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     if (s->cfg.mode == CONFIG_MODE_DDP_ELASTIC)
         json_object_set_new(o, "elastic_deadline_ms", json_integer((json_int_t)ddp_deadline_ms(s)));
     json_t *fr = json_object();
-    int64_t fallbacks = s->answers_full[FULL_HISTORY] + s->answers_full[FULL_MISMATCH];
+    int64_t fallbacks = s->deltas.answers_full[FULL_HISTORY] + s->deltas.answers_full[FULL_MISMATCH];
     for (int r = 0; r < FULL_R_COUNT; r++)
-        json_object_set_new(fr, deltas_full_reason_names[r], json_integer(s->answers_full[r]));
-    json_object_set_new(o, "downstream",
-                        json_pack("{s:s, s:I, s:I, s:I, s:I, s:o, s:I}", "encoding",
-                                  config_encoding_name(s->cfg.encoding), "delta",
-                                  (json_int_t)s->answers_delta, "delta_versions",
-                                  (json_int_t)s->answers_delta_versions, "delta_bytes",
-                                  (json_int_t)s->bytes_out_delta, "full_bytes", (json_int_t)s->bytes_out_full,
-                                  "full", fr, "fallbacks", (json_int_t)fallbacks));
+        json_object_set_new(fr, deltas_full_reason_names[r], json_integer(s->deltas.answers_full[r]));
+    json_object_set_new(
+        o, "downstream",
+        json_pack("{s:s, s:I, s:I, s:I, s:I, s:o, s:I}", "encoding", config_encoding_name(s->cfg.encoding),
+                  "delta", (json_int_t)s->deltas.answers_delta, "delta_versions",
+                  (json_int_t)s->deltas.answers_delta_versions, "delta_bytes",
+                  (json_int_t)s->deltas.bytes_out_delta, "full_bytes", (json_int_t)s->deltas.bytes_out_full,
+                  "full", fr, "fallbacks", (json_int_t)fallbacks));
     json_object_set_new(
         o, "end",
         s->ended ? json_pack("{s:s, s:I}", "reason", s->end_reason, "ms_ago", (json_int_t)(now - s->end_ms))
@@ -371,7 +371,7 @@ static int64_t auth_learner_id(const cx_http_req *req)
 
 int64_t syncer_api_caller_learner(const syncer *s, const cx_http_req *req)
 {
-    if (!s->insecure)
+    if (!s->access.insecure)
         return auth_learner_id(req);
     const char *h = cx_http_header(req, PROTO_H_LEARNER);
     int64_t id = -1;
@@ -405,7 +405,7 @@ static void auth_refuse(syncer *s, cx_http_resp *resp, int status, int64_t learn
 int syncer_api_learner_is_caller(syncer *s, const cx_http_req *req, cx_http_resp *resp, int64_t id,
                                  const char *call)
 {
-    if (s->insecure)
+    if (s->access.insecure)
         return 1;
     int64_t who = auth_learner_id(req);
     if (who == id)
@@ -437,7 +437,7 @@ static int syncer_gate(void *ctx, cx_http_req *req, const cx_http_route *route, 
                             req->method, route->pattern, v);
         return CX_EINVAL;
     }
-    if (s->insecure) {
+    if (s->access.insecure) {
         req->auth = "insecure";
         return 0;
     }
@@ -462,7 +462,7 @@ static int syncer_gate(void *ctx, cx_http_req *req, const cx_http_route *route, 
                     route->pattern);
         return CX_EAUTH;
     }
-    if (cred_store_check(s->creds, h + 7, &kind, &id, why, sizeof why) != 0) {
+    if (cred_store_check(s->access.creds, h + 7, &kind, &id, why, sizeof why) != 0) {
         auth_refuse(s, resp, 401, -1, "%s %s: %s", req->method, route->pattern, why);
         return CX_EAUTH;
     }
@@ -492,6 +492,43 @@ static int syncer_gate(void *ctx, cx_http_req *req, const cx_http_route *route, 
 
 static const cx_http_gate syncer_http_gate = {.check = syncer_gate, .refused = NULL};
 
+/* The credential store of o (or --insecure-no-auth); see api.h. */
+int syncer_api_access_init(syncer *s, const syncer_opts *o, char *err, size_t errlen)
+{
+    s->access.insecure = o->insecure_no_auth;
+    if (!s->access.insecure) {
+        char cdir[1200];
+        if (o->credentials_dir) {
+            snprintf(cdir, sizeof cdir, "%s", o->credentials_dir);
+        } else {
+            /* secure by default: the first start makes them, restarts keep them */
+            snprintf(cdir, sizeof cdir, "%s/credentials", o->state_dir);
+            if (cred_dir_create(cdir, s->cfg.learners, err, errlen) != 0)
+                return -1;
+        }
+        s->access.creds = cred_store_load(cdir, err, errlen);
+        if (!s->access.creds)
+            return -1;
+        cx_info("credentials: %s (%d learners, admin%s)", cdir, cred_store_learners(s->access.creds), "");
+        /* the seal key comes with the credentials, not the state dir: a wiped dir still knows it */
+        if (seal_key_derive(&s->access.seal, cred_store_admin(s->access.creds), err, errlen) != 0)
+            return -1;
+    } else {
+        cx_warn("--insecure-no-auth: every caller may act as any learner or the admin");
+    }
+    return 0;
+}
+
+void syncer_api_access_cleanup(syncer *s)
+{
+    cred_store_free(s->access.creds);
+    memset(&s->access.seal, 0, sizeof s->access.seal);
+    free(s->access.tls_cert);
+    if (s->access.tls_key)
+        memset(s->access.tls_key, 0, strlen(s->access.tls_key));
+    free(s->access.tls_key);
+}
+
 /* Serve the routes on o->listen (HTTPS when o->tls_cert/o->tls_key are
  * given; both or neither) with the access gate and the reserved control
  * routes: 0 with s->http set, or a negative cx_err with err (the caller
@@ -501,10 +538,11 @@ int syncer_api_listen(syncer *s, const syncer_opts *o, char *err, size_t errlen)
     char why[CX_ERRLEN];
     size_t body_max = s->n * 4 + (1 << 20);
     cx_http_server_opts hopts = {.reserved = reserved_routes, .gate = &syncer_http_gate};
-    if (cx_http_tls_read(o->tls_cert, o->tls_key, &s->tls_cert, &s->tls_key, why, sizeof why) != 0)
+    if (cx_http_tls_read(o->tls_cert, o->tls_key, &s->access.tls_cert, &s->access.tls_key, why, sizeof why) !=
+        0)
         return cx_fail(err, errlen, CX_EINVAL, "TLS: %s", why);
-    hopts.tls_cert_pem = s->tls_cert;
-    hopts.tls_key_pem = s->tls_key;
+    hopts.tls_cert_pem = s->access.tls_cert;
+    hopts.tls_key_pem = s->access.tls_key;
     s->http = cx_http_server_new_opts(o->listen, routes, sizeof routes / sizeof routes[0], s, body_max,
                                       &hopts, why, sizeof why);
     if (!s->http) {

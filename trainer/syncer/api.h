@@ -2,8 +2,10 @@
  * access gate, the HTTP helpers every handler uses, the status and events
  * routes (api.c) and GET /metrics (metrics.c).
  *
- * Owns: s->http (the server). It writes no model or component state: the
- * handlers of the other components decode, call their component, encode.
+ * Owns: s->http (the server) and s->access (struct syncer_access: the
+ * credentials, the seal key, the TLS PEMs). It writes no model or
+ * component state: the handlers of the other components decode, call
+ * their component, encode.
  * Lock: the helpers that read the syncer say "mu held"; the others touch
  * no shared state.
  */
@@ -15,7 +17,25 @@
 
 #include "common/http_server.h"
 #include "common/json.h"
+#include "trainer/credential.h"
+#include "trainer/seal.h"
 #include "trainer/syncer.h"
+
+/* Who may call (see "syncer: access" in api.c); api.c is its only writer. */
+typedef struct syncer_access {
+    cred_store *creds; /* credentials accepted; NULL when insecure */
+    seal_key seal;     /* from the admin credential: seals served fragments (unset when insecure) */
+    char *tls_cert;    /* PEM read from --tls-cert, or NULL */
+    char *tls_key;     /* PEM read from --tls-key, or NULL */
+    int insecure;      /* 1: --insecure-no-auth, no credential checks */
+} syncer_access;
+
+/* Load the credential store of o and derive the seal key from its admin
+ * credential (creating the store in o->state_dir on a first start), or
+ * note --insecure-no-auth. Start-up only; 0, or -1 with err. */
+int syncer_api_access_init(syncer *s, const syncer_opts *o, char *err, size_t errlen);
+/* Free s->access, wiping the seal key and the TLS key. */
+void syncer_api_access_cleanup(syncer *s);
 
 /* A route handler (common/http_server.h): ctx is the syncer; it takes s->mu
  * itself and answers in resp. Each is listed in the route table

@@ -131,33 +131,6 @@ static void *worker_main(void *arg)
  * Each fills its part of s and returns 0, or -1 with err filled; on -1
  * syncer_new frees the partial syncer (syncer_free copes with any prefix). */
 
-/* The credential store of o (or --insecure-no-auth). */
-static int new_credentials(syncer *s, const syncer_opts *o, char *err, size_t errlen)
-{
-    s->insecure = o->insecure_no_auth;
-    if (!s->insecure) {
-        char cdir[1200];
-        if (o->credentials_dir) {
-            snprintf(cdir, sizeof cdir, "%s", o->credentials_dir);
-        } else {
-            /* secure by default: the first start makes them, restarts keep them */
-            snprintf(cdir, sizeof cdir, "%s/credentials", o->state_dir);
-            if (cred_dir_create(cdir, s->cfg.learners, err, errlen) != 0)
-                return -1;
-        }
-        s->creds = cred_store_load(cdir, err, errlen);
-        if (!s->creds)
-            return -1;
-        cx_info("credentials: %s (%d learners, admin%s)", cdir, cred_store_learners(s->creds), "");
-        /* the seal key comes with the credentials, not the state dir: a wiped dir still knows it */
-        if (seal_key_derive(&s->seal, cred_store_admin(s->creds), err, errlen) != 0)
-            return -1;
-    } else {
-        cx_warn("--insecure-no-auth: every caller may act as any learner or the admin");
-    }
-    return 0;
-}
-
 /* The eval model (whose init params are the initial theta), the fragment
  * table, the merge workspace, the data source. */
 static int new_model(syncer *s, char *err, size_t errlen)
@@ -205,13 +178,12 @@ static int new_state(syncer *s, char *err, size_t errlen)
     s->momentum = calloc(s->n, sizeof(float));
     s->versions = calloc((size_t)s->P, sizeof(int64_t));
     s->rounds = calloc((size_t)s->P, sizeof *s->rounds);
-    s->hist = calloc((size_t)s->P, sizeof *s->hist);
     s->own_ver = malloc((size_t)MAX_LEARNERS * (size_t)s->P * sizeof *s->own_ver);
     s->acc_step = malloc((size_t)MAX_LEARNERS * (size_t)s->P * sizeof *s->acc_step);
     s->acc_inc = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->acc_inc);
     s->rbf = calloc((size_t)s->P, sizeof *s->rbf);
     s->rb_rep = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->rb_rep);
-    if (!s->eval_in || !s->eval_tg || !s->theta || !s->momentum || !s->versions || !s->rounds || !s->hist ||
+    if (!s->eval_in || !s->eval_tg || !s->theta || !s->momentum || !s->versions || !s->rounds ||
         !s->own_ver || !s->acc_step || !s->acc_inc || !s->rbf || !s->rb_rep) {
         cx_fail(err, errlen, CX_ENOMEM, "out of memory");
         return -1;
@@ -227,14 +199,8 @@ static int new_state(syncer *s, char *err, size_t errlen)
     }
     for (size_t i = 0; i < (size_t)MAX_LEARNERS * (size_t)s->P; i++)
         s->own_ver[i] = s->acc_step[i] = -1;
-    /* error-feedback residuals of the downstream deltas: in memory only (a
-     * restart resets them; the canonical theta is what is checkpointed) */
-    if (!syncer_is_ddp(s) && (encoding_kind)s->cfg.encoding != ENCODING_F32)
-        for (int p = 0; p < s->P; p++)
-            if (!(s->hist[p].resid = calloc(fragment_length(s->ft, p), sizeof(float)))) {
-                cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-                return -1;
-            }
+    if (deltas_init(s, err, errlen) != 0)
+        return -1;
     if (syncer_is_ddp(s)) {
         adamw_config ac;
         adamw_config_default(&ac);
@@ -246,15 +212,8 @@ static int new_state(syncer *s, char *err, size_t errlen)
             const model_tensor *t = model_tensor_get(s->eval_model, i);
             adamw_set_decay(s->opt, t->offset, t->length, t->weight_decay, NULL, 0);
         }
-        s->ddp_sum = calloc(s->n, sizeof(float));
-        s->ddp_mean = calloc(s->n, sizeof(float));
-        s->ddp_mean_wire = malloc(s->n * 4);
-        if (!s->ddp_sum || !s->ddp_mean || !s->ddp_mean_wire) {
-            cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-            return -1;
-        }
     }
-    return 0;
+    return ddp_init(s, err, errlen);
 }
 
 /* Open the event log, restore the newest valid checkpoint, bump the
@@ -360,7 +319,6 @@ syncer *syncer_core_new(const syncer_opts *o, char *err, size_t errlen)
     s->cfg = o->cfg;
     s->start_ms = cx_mono_ms();
     s->eval_loss = NAN;
-    s->ddp_mean_step = -1;
     snprintf(s->state_dir, sizeof s->state_dir, "%s", o->state_dir);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->frag_cv, NULL);
@@ -372,7 +330,7 @@ syncer *syncer_core_new(const syncer_opts *o, char *err, size_t errlen)
     if (cx_mkdir_p(o->state_dir, err, errlen) != 0)
         goto fail;
     s->on_lost_state = o->on_lost_state;
-    if (new_credentials(s, o, err, errlen) != 0 || new_model(s, err, errlen) != 0 ||
+    if (syncer_api_access_init(s, o, err, errlen) != 0 || new_model(s, err, errlen) != 0 ||
         new_state(s, err, errlen) != 0 || new_restore(s, o->state_dir, err, errlen) != 0)
         goto fail;
     return s;
@@ -431,11 +389,7 @@ void syncer_free(syncer *s)
     for (int p = 0; s->rounds && p < s->P; p++)
         for (int i = 0; i < s->rounds[p].n; i++)
             free(s->rounds[p].c[i].delta);
-    for (int p = 0; s->hist && p < s->P; p++) {
-        deltas_hist_clear(&s->hist[p]);
-        free(s->hist[p].resid);
-    }
-    free(s->hist);
+    deltas_cleanup(s);
     free(s->own_ver);
     free(s->acc_step);
     free(s->acc_inc);
@@ -443,19 +397,14 @@ void syncer_free(syncer *s)
         free(s->rbf[p].vals);
     free(s->rbf), free(s->rb_rep);
     events_free(s->ev);
-    cred_store_free(s->creds);
-    memset(&s->seal, 0, sizeof s->seal);
-    free(s->tls_cert);
-    if (s->tls_key)
-        memset(s->tls_key, 0, strlen(s->tls_key));
-    free(s->tls_key);
+    syncer_api_access_cleanup(s);
     model_free(s->eval_model);
     data_source_free(s->data);
     fragment_table_free(s->ft);
     merge_ws_free(s->mws);
     adamw_free(s->opt);
     free(s->eval_in), free(s->eval_tg), free(s->theta), free(s->momentum), free(s->versions), free(s->rounds);
-    free(s->ddp_sum), free(s->ddp_mean), free(s->ddp_mean_wire);
+    ddp_cleanup(s);
     pthread_cond_destroy(&s->frag_cv);
     pthread_cond_destroy(&s->step_cv);
     pthread_cond_destroy(&s->tick_cv);

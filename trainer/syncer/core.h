@@ -25,6 +25,11 @@
  *   guard.c       what one contribution weighs, how large it may be, whether a merge's
  *                 result may be applied (no syncer state: rounds, ddp and durability call it)
  *   main.c        the `chaosloco syncer` subcommand
+ * The split of struct syncer into one struct per component, each written
+ * only by its component, has begun: s->ddp (ddp.h), s->holds (holds.h),
+ * s->deltas (deltas.h) and s->access (api.h);
+ * the flat fields below them are still shared (their owner is named in
+ * its component's header).
  * Exported names carry their component's prefix: members_, rounds_,
  * deltas_, ddp_, rebuild_, dur_, holds_, guard_, syncer_api_ (api), and
  * syncer_ (core); route handlers are <component>_route_<name>.
@@ -115,8 +120,7 @@ struct syncer {
     int64_t rounds_lag_sum;   /* sum of their lags (versions behind) over every accepted contribution */
     int64_t stale_rejected;   /* contributions refused as stale (base too many rounds behind, or ahead) */
     int64_t merges_refused;   /* merges whose result was not finite or bounded: never applied */
-    int holds[HOLD_BUCKETS];  /* requests waiting now, by caller (holds.c) */
-    int64_t holds_early;      /* waits answered at once: their caller was over its share */
+    syncer_holds holds;       /* waiting requests by caller (holds.h: holds.c its only writer) */
     int64_t clipped_total;    /* contributions accepted scaled down to the norm limit (guard.h) */
     double eval_loss;         /* nats, NAN before the first eval */
     int64_t eval_merges;      /* merges at the last eval */
@@ -129,33 +133,9 @@ struct syncer {
     int64_t longest_gap_ms;   /* longest gap between two merges */
     merge_note recent[RECENT_MERGES]; /* ring of recent merges */
     int64_t recent_n;                 /* merges noted (ring index = n % RECENT_MERGES) */
-    /* ddp */
-    int64_t ddp_step;                            /* step being collected */
-    float *ddp_sum;                              /* [n] sum of gradients of ddp_step */
-    int ddp_count;                               /* gradients in ddp_sum */
-    int64_t ddp_first_ms;                        /* mono ms of the first gradient of ddp_step */
-    int64_t ddp_done_ms;                         /* mono ms the last step completed (0: none yet) */
-    int64_t ddp_compute_ms[DDP_COMPUTE_SAMPLES]; /* ring: completion -> next first gradient */
-    int64_t ddp_ncompute;                        /* samples taken (ring index = count % size) */
-    float *ddp_mean;                             /* [n] mean gradient of step ddp_mean_step */
-    int64_t ddp_mean_step;                       /* step whose mean is in ddp_mean (-1 none) */
-    unsigned char *ddp_mean_wire;                /* [4n] ddp_mean as sent */
-    uint32_t ddp_mean_crc;                       /* CRC32C of ddp_mean_wire */
-    char ddp_seal[SEAL_HEX + 1];                 /* seal of the state after ddp_mean_step ("" none) */
-    int64_t ddp_seal_version;                    /* the version it seals */
-    /* downstream deltas (diloco/decoupled with an encoding other than f32) */
-    frag_hist *hist;                    /* [P] */
-    int64_t answers_delta;              /* fragment answers sent as delta chains */
-    int64_t answers_delta_versions;     /* deltas in those chains */
-    int64_t bytes_out_delta;            /* bytes of those chains */
-    int64_t answers_full[FULL_R_COUNT]; /* full f32 answers by reason */
-    int64_t bytes_out_full;             /* bytes of full fragment answers */
-    /* access (see "syncer: access") */
-    cred_store *creds; /* credentials accepted; NULL when insecure */
-    seal_key seal;     /* from the admin credential: seals served fragments (unset when insecure) */
-    char *tls_cert;    /* PEM read from --tls-cert, or NULL */
-    char *tls_key;     /* PEM read from --tls-key, or NULL */
-    int insecure;      /* 1: --insecure-no-auth, no credential checks */
+    syncer_ddp ddp;                   /* the ddp barrier (ddp.h: ddp.c its only writer) */
+    syncer_deltas deltas; /* downstream deltas and fragment answers (deltas.h: deltas.c its only writer) */
+    syncer_access access; /* credentials, seal key, TLS (api.h: api.c its only writer) */
     /* rebuild from the learners (see "syncer: rebuild from the learners") */
     int on_lost_state;           /* syncer_lost_state (--on-lost-state) */
     start_kind start;            /* what dur_restore() found; not under mu (set before serving) */

@@ -51,7 +51,7 @@
 static void ddp_seal_state(const syncer *s, char out[SEAL_HEX + 1])
 {
     out[0] = 0;
-    if (!s->seal.set)
+    if (!s->access.seal.set)
         return;
     size_t maxlen = 0;
     for (int p = 0; p < s->P; p++)
@@ -66,33 +66,52 @@ static void ddp_seal_state(const syncer *s, char out[SEAL_HEX + 1])
         crc[p] = proto_f32_crc(tmp, 3 * len);
     }
     if (tmp && crc)
-        (void)seal_make_state(&s->seal, fragment_table_digest(s->ft), s->versions[0], crc, s->P, out);
+        (void)seal_make_state(&s->access.seal, fragment_table_digest(s->ft), s->versions[0], crc, s->P, out);
     free(tmp);
     free(crc);
 }
 
+/* What holds of s->ddp between calls (mu held): the step being collected
+ * follows the last completed one (or none since the start, a restore or a
+ * rebuild); gradients in the sum only while a step is open, with its first
+ * arrival's time; buffers exactly in ddp modes. */
+static void assert_ddp_state(const syncer *s)
+{
+#ifndef NDEBUG
+    const syncer_ddp *d = &s->ddp;
+    assert(d->step >= 0 && (d->mean_step == -1 || d->mean_step == d->step - 1));
+    assert(d->count >= 0 && d->count <= MAX_LEARNERS);
+    assert((d->count == 0) == (d->first_ms == 0));
+    assert(d->ncompute >= 0);
+    assert(syncer_is_ddp(s) ? d->sum && d->mean && d->mean_wire : !d->sum && !d->mean && d->count == 0);
+#else
+    (void)s;
+#endif
+}
+
 static void ddp_complete(syncer *s, const char *why)
 {
-    int64_t t = s->ddp_step;
-    int count = s->ddp_count;
+    int64_t t = s->ddp.step;
+    int count = s->ddp.count;
     float inv = 1.0f / (float)count;
     for (size_t i = 0; i < s->n; i++)
-        s->ddp_mean[i] = s->ddp_sum[i] * inv;
+        s->ddp.mean[i] = s->ddp.sum[i] * inv;
     float lr =
         optim_lr_at(t, s->cfg.warmup, s->cfg.steps, (float)s->cfg.inner_lr, (float)(s->cfg.inner_lr * 0.1));
-    adamw_step(s->opt, s->theta, s->ddp_mean, lr);
-    proto_f32_encode(s->ddp_mean, s->n, s->ddp_mean_wire);
-    s->ddp_mean_crc = cx_crc32c(0, s->ddp_mean_wire, s->n * 4);
-    s->ddp_mean_step = t;
-    s->ddp_step = t + 1;
-    s->ddp_count = 0;
-    s->ddp_first_ms = 0;
-    s->ddp_done_ms = cx_mono_ms();
-    memset(s->ddp_sum, 0, s->n * sizeof *s->ddp_sum);
+    adamw_step(s->opt, s->theta, s->ddp.mean, lr);
+    proto_f32_encode(s->ddp.mean, s->n, s->ddp.mean_wire);
+    s->ddp.mean_crc = cx_crc32c(0, s->ddp.mean_wire, s->n * 4);
+    s->ddp.mean_step = t;
+    s->ddp.step = t + 1;
+    s->ddp.count = 0;
+    s->ddp.first_ms = 0;
+    s->ddp.done_ms = cx_mono_ms();
+    memset(s->ddp.sum, 0, s->n * sizeof *s->ddp.sum);
     for (int p = 0; p < s->P; p++)
         s->versions[p]++;
-    ddp_seal_state(s, s->ddp_seal); /* what a learner holds once it applied this mean */
-    s->ddp_seal_version = s->versions[0];
+    ddp_seal_state(s, s->ddp.seal); /* what a learner holds once it applied this mean */
+    s->ddp.seal_version = s->versions[0];
+    assert_ddp_state(s);
 
     json_t *parts = json_array();
     int64_t ids[MAX_LEARNERS];
@@ -120,7 +139,7 @@ static void ddp_complete(syncer *s, const char *why)
     events_emit(s->ev, "merge",
                 json_pack("{s:i, s:I, s:I, s:o, s:f, s:f, s:s, s:s, s:I}", "fragment", -1, "version",
                           (json_int_t)s->versions[0], "step", (json_int_t)t, "participants", parts,
-                          "grace_ms", 0.0, "update_norm", merge_l2norm(s->ddp_mean, s->n), "mode",
+                          "grace_ms", 0.0, "update_norm", merge_l2norm(s->ddp.mean, s->n), "mode",
                           syncer_mode_name(s), "trigger", why, "bytes",
                           (json_int_t)((int64_t)count * (int64_t)s->n * 4)));
     if (t % 50 == 0)
@@ -136,16 +155,47 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+int ddp_init(syncer *s, char *err, size_t errlen)
+{
+    s->ddp.mean_step = -1;
+    if (!syncer_is_ddp(s))
+        return 0;
+    s->ddp.sum = calloc(s->n, sizeof(float));
+    s->ddp.mean = calloc(s->n, sizeof(float));
+    s->ddp.mean_wire = malloc(s->n * 4);
+    if (!s->ddp.sum || !s->ddp.mean || !s->ddp.mean_wire) {
+        cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+void ddp_cleanup(syncer *s)
+{
+    free(s->ddp.sum), free(s->ddp.mean), free(s->ddp.mean_wire);
+}
+
+void ddp_restart_at(syncer *s, int64_t step)
+{
+    s->ddp.step = step;
+    if (s->ddp.sum)
+        memset(s->ddp.sum, 0, s->n * sizeof *s->ddp.sum);
+    s->ddp.count = 0;
+    s->ddp.first_ms = s->ddp.done_ms = 0;
+    s->ddp.mean_step = -1;
+    assert_ddp_state(s);
+}
+
 /* ms a ddp-elastic step waits after its first gradient (see the top). */
 int64_t ddp_deadline_ms(const syncer *s)
 {
     if (s->cfg.elastic_deadline_ms > 0)
         return s->cfg.elastic_deadline_ms;
-    int n = s->ddp_ncompute < DDP_COMPUTE_SAMPLES ? (int)s->ddp_ncompute : DDP_COMPUTE_SAMPLES;
+    int n = s->ddp.ncompute < DDP_COMPUTE_SAMPLES ? (int)s->ddp.ncompute : DDP_COMPUTE_SAMPLES;
     if (n < DDP_AUTO_MIN_SAMPLES)
         return DDP_AUTO_INITIAL_MS;
     int64_t v[DDP_COMPUTE_SAMPLES];
-    memcpy(v, s->ddp_compute_ms, (size_t)n * sizeof v[0]);
+    memcpy(v, s->ddp.compute_ms, (size_t)n * sizeof v[0]);
     qsort(v, (size_t)n, sizeof v[0], cmp_i64);
     int64_t d = 2 * v[n / 2];
     return d < DDP_AUTO_FLOOR_MS ? DDP_AUTO_FLOOR_MS : d;
@@ -153,11 +203,11 @@ int64_t ddp_deadline_ms(const syncer *s)
 
 void ddp_check(syncer *s, int64_t now)
 {
-    if (s->ddp_count == 0)
+    if (s->ddp.count == 0)
         return;
-    if (s->ddp_count >= members_barrier_need(s))
+    if (s->ddp.count >= members_barrier_need(s))
         ddp_complete(s, "barrier");
-    else if (s->cfg.mode == CONFIG_MODE_DDP_ELASTIC && now - s->ddp_first_ms >= ddp_deadline_ms(s))
+    else if (s->cfg.mode == CONFIG_MODE_DDP_ELASTIC && now - s->ddp.first_ms >= ddp_deadline_ms(s))
         ddp_complete(s, "deadline");
 }
 
@@ -166,20 +216,20 @@ void ddp_check(syncer *s, int64_t now)
 static void reply_mean(syncer *s, cx_http_resp *resp, int64_t t)
 {
     char crchex[9];
-    proto_crc_format(s->ddp_mean_crc, crchex);
+    proto_crc_format(s->ddp.mean_crc, crchex);
     s->bytes_out += (int64_t)s->n * 4;
-    cx_http_reply_bytes(resp, 200, "application/octet-stream", s->ddp_mean_wire, s->n * 4);
+    cx_http_reply_bytes(resp, 200, "application/octet-stream", s->ddp.mean_wire, s->n * 4);
     cx_http_add_header(resp, PROTO_H_STEP, "%lld", (long long)t);
     cx_http_add_header(resp, PROTO_H_CRC32C, "%s", crchex);
     cx_http_add_header(resp, PROTO_H_VERSION, "%lld", (long long)s->versions[0]);
-    if (s->ddp_seal[0] && s->ddp_seal_version == s->versions[0])
-        cx_http_add_header(resp, PROTO_H_SEAL, "%s", s->ddp_seal);
+    if (s->ddp.seal[0] && s->ddp.seal_version == s->versions[0])
+        cx_http_add_header(resp, PROTO_H_SEAL, "%s", s->ddp.seal);
 }
 
 static void reply_step_conflict(syncer *s, cx_http_resp *resp, int64_t t, const char *what)
 {
     json_t *b = json_pack("{s:s, s:i, s:I, s:I}", "error", what, "status", 409, "step",
-                          (json_int_t)s->ddp_step, "requested", (json_int_t)t);
+                          (json_int_t)s->ddp.step, "requested", (json_int_t)t);
     cx_http_reply_json(resp, 409, b);
 }
 
@@ -264,16 +314,16 @@ int ddp_route_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     }
     learner_rec *l = &s->learners[slot];
     members_touch(s, slot);
-    if (t == s->ddp_mean_step && l->ddp_arrived == t) {
+    if (t == s->ddp.mean_step && l->ddp_arrived == t) {
         /* a retry after its step completed: answer the mean again */
         reply_mean(s, resp, t);
         pthread_mutex_unlock(&s->mu);
         free(g);
         return 0;
     }
-    if (t != s->ddp_step) {
+    if (t != s->ddp.step) {
         reply_step_conflict(s, resp, t,
-                            t < s->ddp_step ? "step closed without this learner; resync"
+                            t < s->ddp.step ? "step closed without this learner; resync"
                                             : "step is ahead of the syncer; resync");
         pthread_mutex_unlock(&s->mu);
         free(g);
@@ -281,7 +331,7 @@ int ddp_route_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     }
     if (l->ddp_arrived != t) {
         for (size_t i = 0; i < s->n; i++)
-            s->ddp_sum[i] += g[i];
+            s->ddp.sum[i] += g[i];
         l->ddp_arrived = t;
         l->accepted++;
         s->accepted_total++;
@@ -293,29 +343,30 @@ int ddp_route_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
                                   "incarnation", (json_int_t)h.incarnation, "step", (json_int_t)t, "norm",
                                   l2_in, "bound", s->cfg.grad_clip * GUARD_GRAD_SLACK, "factor", factor));
         }
-        if (s->ddp_count++ == 0) {
-            s->ddp_first_ms = cx_mono_ms();
-            if (s->ddp_done_ms > 0)
-                s->ddp_compute_ms[s->ddp_ncompute++ % DDP_COMPUTE_SAMPLES] = s->ddp_first_ms - s->ddp_done_ms;
+        if (s->ddp.count++ == 0) {
+            s->ddp.first_ms = cx_mono_ms();
+            if (s->ddp.done_ms > 0)
+                s->ddp.compute_ms[s->ddp.ncompute++ % DDP_COMPUTE_SAMPLES] = s->ddp.first_ms - s->ddp.done_ms;
         }
+        assert_ddp_state(s);
     }
     free(g);
     ddp_check(s, cx_mono_ms());
     /* over the caller's share of waits: answered at once (503 retry below) */
     int hold = holds_take(s, req);
     int64_t end = cx_mono_ms() + BARRIER_WAIT_MS;
-    while (hold >= 0 && !s->stopping && s->ddp_mean_step < t)
+    while (hold >= 0 && !s->stopping && s->ddp.mean_step < t)
         if (cx_cond_wait_until_ms(&s->step_cv, &s->mu, end) == CX_ETIMEDOUT)
             break;
     holds_drop(s, hold);
-    if (s->ddp_mean_step == t && l->ddp_arrived == t && l->incarnation == h.incarnation) {
+    if (s->ddp.mean_step == t && l->ddp_arrived == t && l->incarnation == h.incarnation) {
         reply_mean(s, resp, t);
-    } else if (s->ddp_mean_step >= t) {
+    } else if (s->ddp.mean_step >= t) {
         reply_step_conflict(s, resp, t, "step closed without this learner; resync");
     } else {
         json_t *b = json_pack("{s:s, s:i, s:I, s:i, s:i}", "error",
                               "barrier still waiting for learners; retry", "status", 503, "step",
-                              (json_int_t)t, "arrived", s->ddp_count, "need", members_barrier_need(s));
+                              (json_int_t)t, "arrived", s->ddp.count, "need", members_barrier_need(s));
         cx_http_reply_json(resp, 503, b);
     }
     pthread_mutex_unlock(&s->mu);
@@ -358,7 +409,7 @@ int ddp_route_optimizer(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     proto_f32_encode(s->theta, n, b);
     proto_f32_encode(adamw_m(s->opt), n, b + n * 4);
     proto_f32_encode(adamw_v(s->opt), n, b + n * 8);
-    int64_t step = s->ddp_step, adam_steps = (int64_t)adamw_steps(s->opt), version = s->versions[0];
+    int64_t step = s->ddp.step, adam_steps = (int64_t)adamw_steps(s->opt), version = s->versions[0];
     char seal[SEAL_HEX + 1];
     ddp_seal_state(s, seal);
     s->bytes_out += (int64_t)n * 12;

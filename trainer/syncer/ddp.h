@@ -1,9 +1,9 @@
 /* ddp.h - the syncer's ddp component: the per-step gradient barrier of
  * the ddp and ddp-elastic modes.
  *
- * Owns: the step being collected and its sum, the mean of the last
- * completed step as sent, its seal, and the automatic deadline's samples
- * (the s->ddp_* fields).
+ * Owns: s->ddp (struct syncer_ddp): the step being collected and its sum,
+ * the mean of the last completed step as sent, its seal, and the automatic
+ * deadline's samples.
  * Operations: a gradient joins its step (its route), the barrier or
  * deadline completes a step (ddp_check, the ticker's), the deadline, and
  * GET /v1/optimizer.
@@ -12,8 +12,10 @@
 #ifndef TRN_SYNCER_DDP_H
 #define TRN_SYNCER_DDP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
+#include "trainer/seal.h"
 #include "trainer/syncer/api.h"
 
 #define BARRIER_WAIT_MS 5000     /* a ddp handler answers 503 "retry" after this */
@@ -22,6 +24,32 @@
 #define DDP_AUTO_INITIAL_MS 1000 /* ... deadline until then */
 #define DDP_AUTO_FLOOR_MS 20     /* ... never below */
 
+/* The ddp barrier's state; ddp.c is its only writer. */
+typedef struct syncer_ddp {
+    int64_t step;                            /* step being collected */
+    float *sum;                              /* [n] sum of gradients of step (ddp modes; NULL else) */
+    int count;                               /* gradients in sum */
+    int64_t first_ms;                        /* mono ms of the first gradient of step */
+    int64_t done_ms;                         /* mono ms the last step completed (0: none yet) */
+    int64_t compute_ms[DDP_COMPUTE_SAMPLES]; /* ring: completion -> next first gradient */
+    int64_t ncompute;                        /* samples taken (ring index = count % size) */
+    float *mean;                             /* [n] mean gradient of step mean_step */
+    int64_t mean_step;                       /* step whose mean is in mean (-1 none) */
+    unsigned char *mean_wire;                /* [4n] mean as sent */
+    uint32_t mean_crc;                       /* CRC32C of mean_wire */
+    char seal[SEAL_HEX + 1];                 /* seal of the state after mean_step ("" none) */
+    int64_t seal_version;                    /* the version it seals */
+} syncer_ddp;
+
+/* Set up s->ddp at start-up (after s->n is known): no mean yet; in ddp
+ * modes the step buffers. 0, or -1 with err. */
+int ddp_init(syncer *s, char *err, size_t errlen);
+/* Free what ddp_init allocated. */
+void ddp_cleanup(syncer *s);
+/* Collect step `step` next, from nothing: the sum, its count and times and
+ * the last mean are dropped (a restore, a rebuild) (mu held, or before
+ * serving). */
+void ddp_restart_at(syncer *s, int64_t step);
 /* The ddp-elastic deadline of a step after its first gradient, ms: the
  * configured one, or the automatic one from recent compute times (mu held). */
 int64_t ddp_deadline_ms(const syncer *s);

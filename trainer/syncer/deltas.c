@@ -63,10 +63,67 @@ void deltas_hist_clear(frag_hist *h)
         hist_drop_oldest(h);
 }
 
+/* What holds of fragment p's history between calls (mu held): at most
+ * DELTA_HISTORY deltas, versions contiguous, bytes their sum; kept only
+ * with a residual (an encoded run). */
+static void assert_deltas_state(const syncer *s, int p)
+{
+#ifndef NDEBUG
+    const frag_hist *h = &s->deltas.hist[p];
+    size_t bytes = 0;
+    assert(h->n >= 0 && h->n <= DELTA_HISTORY);
+    assert(h->n == 0 || h->resid);
+    for (int i = 0; i < h->n; i++) {
+        assert(i == 0 || h->d[i].version == h->d[i - 1].version + 1);
+        bytes += h->d[i].len;
+    }
+    assert(bytes == h->bytes);
+#else
+    (void)s, (void)p;
+#endif
+}
+
+int deltas_init(syncer *s, char *err, size_t errlen)
+{
+    s->deltas.hist = calloc((size_t)s->P, sizeof *s->deltas.hist);
+    if (!s->deltas.hist) {
+        cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+        return -1;
+    }
+    /* error-feedback residuals of the downstream deltas: in memory only (a
+     * restart resets them; the canonical theta is what is checkpointed) */
+    if (!syncer_is_ddp(s) && (encoding_kind)s->cfg.encoding != ENCODING_F32)
+        for (int p = 0; p < s->P; p++)
+            if (!(s->deltas.hist[p].resid = calloc(fragment_length(s->ft, p), sizeof(float)))) {
+                cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+                return -1;
+            }
+    return 0;
+}
+
+void deltas_cleanup(syncer *s)
+{
+    for (int p = 0; s->deltas.hist && p < s->P; p++) {
+        deltas_hist_clear(&s->deltas.hist[p]);
+        free(s->deltas.hist[p].resid);
+    }
+    free(s->deltas.hist);
+    s->deltas.hist = NULL;
+}
+
+void deltas_forget(syncer *s, int p)
+{
+    frag_hist *h = &s->deltas.hist[p];
+    deltas_hist_clear(h);
+    if (h->resid)
+        memset(h->resid, 0, fragment_length(s->ft, p) * sizeof *h->resid);
+    assert_deltas_state(s, p);
+}
+
 /* Whether deltas_encode does anything for fragment p (and so needs Θ_V). */
 int deltas_encodes(const syncer *s, int p)
 {
-    return (encoding_kind)s->cfg.encoding != ENCODING_F32 && s->hist[p].resid;
+    return (encoding_kind)s->cfg.encoding != ENCODING_F32 && s->deltas.hist[p].resid;
 }
 
 /* Quantize the update of fragment p (mu held). old = Θ_V, th = the exact
@@ -77,7 +134,7 @@ int deltas_encodes(const syncer *s, int p)
  * fragments of bytes). f32 runs and ddp modes: nothing to do. */
 void deltas_encode(syncer *s, int p, const float *old, float *th, int64_t version)
 {
-    frag_hist *h = &s->hist[p];
+    frag_hist *h = &s->deltas.hist[p];
     encoding_kind enc = (encoding_kind)s->cfg.encoding;
     if (!deltas_encodes(s, p))
         return;
@@ -103,6 +160,7 @@ void deltas_encode(syncer *s, int p, const float *old, float *th, int64_t versio
         deltas_hist_clear(h);
         memset(h->resid, 0, len * sizeof *h->resid);
         free(d), free(dh), free(wire);
+        assert_deltas_state(s, p);
         return;
     }
     for (size_t i = 0; i < len; i++) {
@@ -118,6 +176,7 @@ void deltas_encode(syncer *s, int p, const float *old, float *th, int64_t versio
         hist_drop_oldest(h);
     h->d[h->n++] = (delta_rec){version, wire, bytes};
     h->bytes += bytes;
+    assert_deltas_state(s, p);
 }
 
 /* ---- syncer: GET /v1/fragments/{p} ---- */
@@ -135,7 +194,7 @@ static int query_flag(const cx_http_req *req, const char *name, int64_t *out, ch
 static uint8_t *delta_chain(syncer *s, int p, int64_t from, int64_t cur, size_t *blen, int *count,
                             full_reason *reason)
 {
-    frag_hist *h = &s->hist[p];
+    frag_hist *h = &s->deltas.hist[p];
     size_t len = fragment_length(s->ft, p), total = 0;
     if ((encoding_kind)s->cfg.encoding == ENCODING_F32 || !h->resid) {
         *reason = FULL_UNENCODED;
@@ -235,6 +294,31 @@ static int fragment_note_pull(syncer *s, int64_t p, const proto_hdr *h, int64_t 
     return record;
 }
 
+/* A read of fragment p (mu held); see deltas.h. */
+void deltas_read(syncer *s, int p, const proto_hdr *h, int64_t newer, int want_delta, int resync, float *vals,
+                 deltas_answer *out)
+{
+    size_t len = fragment_length(s->ft, p);
+    *out = (deltas_answer){.version = s->versions[p], .reason = resync ? FULL_MISMATCH : FULL_PULL};
+    if (newer >= 0 && out->version <= newer)
+        return;
+    out->newer = 1;
+    fragment_gather(s->ft, p, s->theta, vals);
+    if (want_delta && !resync)
+        out->chain = delta_chain(s, p, newer, out->version, &out->chain_len, &out->chain_n, &out->reason);
+    out->record = fragment_note_pull(s, p, h, out->version);
+    if (out->chain) {
+        s->bytes_out += (int64_t)out->chain_len;
+        s->deltas.bytes_out_delta += (int64_t)out->chain_len;
+        s->deltas.answers_delta++;
+        s->deltas.answers_delta_versions += out->chain_n;
+    } else {
+        s->bytes_out += (int64_t)len * 4;
+        s->deltas.bytes_out_full += (int64_t)len * 4;
+        s->deltas.answers_full[out->reason]++;
+    }
+}
+
 /* The current fragment p: full f32, or with ?newer-than=V&delta=1 the
  * chain of encoded deltas V+1..current when it is kept (see
  * docs/internals/syncer.md "Downstream deltas"). */
@@ -267,46 +351,29 @@ int deltas_route_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *r
         free(tmp);
         return 0;
     }
-    int64_t version = s->versions[p];
-    if (newer >= 0 && version <= newer) {
-        pthread_mutex_unlock(&s->mu);
+    deltas_answer a; /* a.chain is ours */
+    deltas_read(s, (int)p, &h, newer, (int)want_delta, (int)resync, tmp, &a);
+    pthread_mutex_unlock(&s->mu);
+    if (!a.newer) {
         free(tmp);
         resp->status = 204;
-        cx_http_add_header(resp, PROTO_H_VERSION, "%lld", (long long)version);
+        cx_http_add_header(resp, PROTO_H_VERSION, "%lld", (long long)a.version);
         return 0;
     }
-    fragment_gather(s->ft, (int)p, s->theta, tmp);
-    full_reason reason = resync ? FULL_MISMATCH : FULL_PULL;
-    uint8_t *chain = NULL;
-    size_t chain_len = 0;
-    int chain_n = 0;
-    if (want_delta && !resync)
-        chain = delta_chain(s, (int)p, newer, version, &chain_len, &chain_n, &reason);
-    int record = fragment_note_pull(s, p, &h, version);
-    if (chain) {
-        s->bytes_out += (int64_t)chain_len;
-        s->bytes_out_delta += (int64_t)chain_len;
-        s->answers_delta++;
-        s->answers_delta_versions += chain_n;
-    } else {
-        s->bytes_out += (int64_t)len * 4;
-        s->bytes_out_full += (int64_t)len * 4;
-        s->answers_full[reason]++;
-    }
-    pthread_mutex_unlock(&s->mu);
     uint32_t frag_crc = proto_f32_crc(tmp, len);
-    if (record)
+    if (a.record)
         events_emit(s->ev, "pull",
                     json_pack("{s:I, s:I, s:I, s:I, s:s, s:I}", "learner", (json_int_t)h.learner,
                               "incarnation", (json_int_t)h.incarnation, "fragment", (json_int_t)p, "version",
-                              (json_int_t)version, "kind", chain ? "delta" : deltas_full_reason_names[reason],
-                              "delta_from", (json_int_t)(chain ? newer : -1)));
-    if (chain) {
-        cx_http_reply_bytes(resp, 200, "application/octet-stream", chain, chain_len);
-        cx_http_add_header(resp, PROTO_H_CRC32C, "%08x", cx_crc32c(0, chain, chain_len));
+                              (json_int_t)a.version, "kind",
+                              a.chain ? "delta" : deltas_full_reason_names[a.reason], "delta_from",
+                              (json_int_t)(a.chain ? newer : -1)));
+    if (a.chain) {
+        cx_http_reply_bytes(resp, 200, "application/octet-stream", a.chain, a.chain_len);
+        cx_http_add_header(resp, PROTO_H_CRC32C, "%08x", cx_crc32c(0, a.chain, a.chain_len));
         cx_http_add_header(resp, PROTO_H_DELTA_FROM, "%lld", (long long)newer);
         cx_http_add_header(resp, PROTO_H_ENCODING, "%s", config_encoding_name(s->cfg.encoding));
-        free(chain);
+        free(a.chain);
     } else {
         unsigned char *wire = malloc(len * 4);
         if (!wire) {
@@ -320,12 +387,12 @@ int deltas_route_fragment_get(void *ctx, const cx_http_req *req, cx_http_resp *r
         cx_http_add_header(resp, PROTO_H_ENCODING, "f32");
         free(wire);
     }
-    cx_http_add_header(resp, PROTO_H_VERSION, "%lld", (long long)version);
+    cx_http_add_header(resp, PROTO_H_VERSION, "%lld", (long long)a.version);
     cx_http_add_header(resp, PROTO_H_FRAGMENT, "%lld", (long long)p);
     cx_http_add_header(resp, PROTO_H_FRAGMENT_CRC32C, "%08x", frag_crc);
     char seal[SEAL_HEX + 1];
-    if (s->seal.set && !syncer_is_ddp(s) &&
-        seal_make(&s->seal, fragment_table_digest(s->ft), (int)p, version, frag_crc, seal) == 0)
+    if (s->access.seal.set && !syncer_is_ddp(s) &&
+        seal_make(&s->access.seal, fragment_table_digest(s->ft), (int)p, a.version, frag_crc, seal) == 0)
         cx_http_add_header(resp, PROTO_H_SEAL, "%s", seal);
     free(tmp);
     return 0;

@@ -151,7 +151,7 @@ int dur_write_checkpoint(syncer *s, char *err, size_t errlen)
     c.merges = s->merges;
     c.tokens_merged = s->tokens_merged;
     c.tokens_trained = members_tokens_trained(s);
-    c.ddp_step = s->ddp_step;
+    c.ddp_step = s->ddp.step;
     c.event_seq = events_last_seq(s->ev);
     memcpy(c.params, s->theta, s->n * sizeof(float));
     memcpy(c.momentum, s->momentum, s->n * sizeof(float));
@@ -242,7 +242,7 @@ int dur_restore(syncer *s, char *err, size_t errlen)
     s->tokens_merged = c.tokens_merged;
     s->tokens_frag_raw = c.tokens_merged * s->P;
     s->tokens_trained_closed = c.tokens_trained; /* what restored learners trained is in it */
-    s->ddp_step = c.ddp_step;
+    ddp_restart_at(s, c.ddp_step);
     for (int64_t i = 0; i < c.n_learners && i < MAX_LEARNERS; i++) {
         learner_rec *l = &s->learners[i];
         memset(l, 0, sizeof *l);

@@ -1,20 +1,38 @@
 /* holds.c - the fair share of held requests (long polls, ddp barrier
  * waits): the contract is in holds.h. The only
- * writer of s->holds and s->holds_early; every call with s->mu held. */
+ * writer of s->holds; every call with s->mu held. */
 #include <assert.h>
 
 #include "trainer/syncer/core.h"
+
+/* The share of bucket b. */
+static int holds_cap(int b)
+{
+    return b == MAX_LEARNERS ? HOLD_ANON : HOLD_PER_LEARNER;
+}
+
+/* Every bucket holds 0..its share (mu held). */
+static void assert_holds_state(const syncer *s)
+{
+#ifndef NDEBUG
+    for (int b = 0; b < HOLD_BUCKETS; b++)
+        assert(s->holds.held[b] >= 0 && s->holds.held[b] <= holds_cap(b));
+    assert(s->holds.early >= 0);
+#else
+    (void)s;
+#endif
+}
 
 int holds_take(syncer *s, const cx_http_req *req)
 {
     int64_t id = syncer_api_caller_learner(s, req);
     int b = id >= 0 && id < MAX_LEARNERS ? (int)id : MAX_LEARNERS;
-    int cap = b == MAX_LEARNERS ? HOLD_ANON : HOLD_PER_LEARNER;
-    if (s->holds[b] >= cap) {
-        s->holds_early++;
+    if (s->holds.held[b] >= holds_cap(b)) {
+        s->holds.early++;
         return -1;
     }
-    s->holds[b]++;
+    s->holds.held[b]++;
+    assert_holds_state(s);
     return b;
 }
 
@@ -22,6 +40,7 @@ void holds_drop(syncer *s, int b)
 {
     if (b < 0)
         return;
-    assert(b < HOLD_BUCKETS && s->holds[b] > 0);
-    s->holds[b]--;
+    assert(b < HOLD_BUCKETS && s->holds.held[b] > 0);
+    s->holds.held[b]--;
+    assert_holds_state(s);
 }

@@ -1,8 +1,8 @@
 /* holds.h - the syncer's holds component: a fair share of waiting
  * requests.
  *
- * Owns: s->holds[HOLD_BUCKETS] (waits held now, by caller) and
- * s->holds_early.
+ * Owns: s->holds (struct syncer_holds: waits held now by caller, and the
+ * ones answered early).
  * A handler that waits (a long poll, a ddp barrier) first takes a hold:
  * each learner, by its credential, holds at most HOLD_PER_LEARNER waits at
  * once, callers without a learner credential HOLD_ANON together. A request
@@ -16,6 +16,8 @@
 #ifndef TRN_SYNCER_HOLDS_H
 #define TRN_SYNCER_HOLDS_H
 
+#include <stdint.h>
+
 #include "common/http_server.h"
 #include "trainer/syncer.h"
 #include "trainer/syncer/members.h"
@@ -23,6 +25,12 @@
 #define HOLD_PER_LEARNER 4 /* requests one learner may hold waiting at once */
 #define HOLD_ANON 16       /* ... all callers without a learner credential together */
 #define HOLD_BUCKETS (MAX_LEARNERS + 1)
+
+/* The held waits; holds.c is its only writer. */
+typedef struct syncer_holds {
+    int held[HOLD_BUCKETS]; /* requests waiting now, by caller bucket */
+    int64_t early;          /* waits answered at once: their caller was over its share */
+} syncer_holds;
 
 /* The caller's bucket, holding one wait; -1: over its share, do not wait. */
 int holds_take(syncer *s, const cx_http_req *req);

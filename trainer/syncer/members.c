@@ -116,19 +116,30 @@ void members_touch(syncer *s, int slot)
         l->state = LS_ACTIVE;
 }
 
+/* The HTTP status a rejection of each reason is answered with: the only
+ * list. A reason added at the end without its line fails to compile;
+ * test_syncer_members checks that every reason has one. */
+static const int reason_status[] = {
+    [PROTO_OK] = 400, /* not a rejection */
+    [PROTO_R_CHECKSUM] = 400,
+    [PROTO_R_LENGTH] = 400,
+    [PROTO_R_NONFINITE] = 400,
+    [PROTO_R_UNKNOWN_LEARNER] = 403,
+    [PROTO_R_STALE_INCARNATION] = 409,
+    [PROTO_R_STALE_VERSION] = 409,
+    [PROTO_R_BAD_HEADER] = 400,
+    [PROTO_R_HALTED] = 503,
+    [PROTO_R_NORM] = 400,
+    [PROTO_R_CLAIM] = 400,
+    [PROTO_R_AUTH] = 400, /* the access table answers 401/403 before any reason */
+    [PROTO_R_MERGE] = 400,
+};
+_Static_assert(sizeof reason_status / sizeof reason_status[0] == PROTO_R_COUNT,
+               "members.c: reason_status needs one line per proto_reason");
+
 int members_reason_status(proto_reason r)
 {
-    switch (r) {
-    case PROTO_R_UNKNOWN_LEARNER:
-        return 403;
-    case PROTO_R_STALE_INCARNATION:
-    case PROTO_R_STALE_VERSION:
-        return 409;
-    case PROTO_R_HALTED:
-        return 503;
-    default:
-        return 400;
-    }
+    return (unsigned)r < PROTO_R_COUNT ? reason_status[r] : 400;
 }
 
 /* Write the reject event of reason r for its pending rejections (mu held). */
@@ -422,7 +433,7 @@ static int join_checked(syncer *s, cx_http_resp *resp, const members_join_req *i
         json_pack("{s:I, s:I, s:o, s:o, s:I, s:i, s:I, s:s, s:I}", "learner", (json_int_t)in->id,
                   "incarnation", (json_int_t)r.incarnation, "config", config_to_json(&s->cfg), "fragments",
                   syncer_api_fragments_json(s), "n_params", (json_int_t)s->n, "table_digest",
-                  (int)fragment_table_digest(s->ft), "step", (json_int_t)s->ddp_step, "mode",
+                  (int)fragment_table_digest(s->ft), "step", (json_int_t)s->ddp.step, "mode",
                   syncer_mode_name(s), "merges", (json_int_t)s->merges);
     if (s->cfg.mode == CONFIG_MODE_DECOUPLED) {
         json_object_set_new(ans, "schedule_step", json_integer(r.schedule_step));

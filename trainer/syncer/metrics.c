@@ -40,16 +40,16 @@ static void metrics_syncer(const syncer *s, cx_buf *b)
                    "Fragment answers: delta chains, and full f32 fragments by reason (history and mismatch "
                    "are fallbacks).");
     static const char *const delta[] = {"kind", "delta", "reason", "", NULL};
-    cx_prom_int(b, "chaosloco_syncer_fragment_answers_total", delta, (long long)s->answers_delta);
+    cx_prom_int(b, "chaosloco_syncer_fragment_answers_total", delta, (long long)s->deltas.answers_delta);
     for (int r = 0; r < FULL_R_COUNT; r++) {
         const char *const l[] = {"kind", "full", "reason", deltas_full_reason_names[r], NULL};
-        cx_prom_int(b, "chaosloco_syncer_fragment_answers_total", l, (long long)s->answers_full[r]);
+        cx_prom_int(b, "chaosloco_syncer_fragment_answers_total", l, (long long)s->deltas.answers_full[r]);
     }
     static const char *const kd[] = {"kind", "delta", NULL}, *const kf[] = {"kind", "full", NULL};
     cx_prom_family(b, "chaosloco_syncer_fragment_answer_bytes_total", CX_PROM_COUNTER,
                    "Bytes of fragment answers by kind.");
-    cx_prom_int(b, "chaosloco_syncer_fragment_answer_bytes_total", kd, (long long)s->bytes_out_delta);
-    cx_prom_int(b, "chaosloco_syncer_fragment_answer_bytes_total", kf, (long long)s->bytes_out_full);
+    cx_prom_int(b, "chaosloco_syncer_fragment_answer_bytes_total", kd, (long long)s->deltas.bytes_out_delta);
+    cx_prom_int(b, "chaosloco_syncer_fragment_answer_bytes_total", kf, (long long)s->deltas.bytes_out_full);
     cx_prom_one_int(b, "chaosloco_syncer_tokens_merged_total", CX_PROM_COUNTER,
                     "Tokens of merged contributions.", (long long)s->tokens_merged);
     int64_t trained = members_tokens_trained(s);

@@ -218,7 +218,7 @@ int rebuild_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, int
             return -1;
         }
         sealed[p] = t && t[0] && !syncer_is_ddp(s) &&
-                    seal_check(&s->seal, fragment_table_digest(s->ft), p, v[p], crc[p], t);
+                    seal_check(&s->access.seal, fragment_table_digest(s->ft), p, v[p], crc[p], t);
     }
     if (syncer_is_ddp(s) && js) {
         /* one state: every fragment at one version under one seal */
@@ -226,7 +226,7 @@ int rebuild_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, int
         int one = t0 && t0[0];
         for (int p = 1; p < s->P && one; p++)
             one = v[p] == v[0] && strcmp(json_string_value(json_array_get(js, (size_t)p)), t0) == 0;
-        one = one && seal_check_state(&s->seal, fragment_table_digest(s->ft), v[0], crc, s->P, t0);
+        one = one && seal_check_state(&s->access.seal, fragment_table_digest(s->ft), v[0], crc, s->P, t0);
         for (int p = 0; p < s->P; p++)
             sealed[p] = one;
     }
@@ -257,7 +257,7 @@ rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const uint32_t
             s->rb_rep[slot * s->P + p] = (rb_report){0, 0, step};
             continue;
         }
-        if (v[p] > 0 && s->seal.set && !sealed[p]) {
+        if (v[p] > 0 && s->access.seal.set && !sealed[p]) {
             /* not a copy this syncer sealed when it served it: a claim (or a copy from before seals) */
             rb_claim_refused(s, slot, p, v[p], published, "unsealed");
             s->rb_rep[slot * s->P + p] = (rb_report){0, 0, step};
@@ -377,11 +377,7 @@ static int rb_ddp_consistent(const syncer *s)
 static void rebuild_apply_ddp(syncer *s)
 {
     adamw_set_steps(s->opt, (uint64_t)s->rbf[0].got_adam);
-    s->ddp_step = s->rbf[0].got_step;
-    memset(s->ddp_sum, 0, s->n * sizeof *s->ddp_sum);
-    s->ddp_count = 0;
-    s->ddp_first_ms = s->ddp_done_ms = 0;
-    s->ddp_mean_step = -1;
+    ddp_restart_at(s, s->rbf[0].got_step);
     for (int i = 0; i < MAX_LEARNERS; i++)
         s->learners[i].ddp_arrived = s->learners[i].ddp_dropped = -1;
 }
@@ -426,11 +422,8 @@ static json_t *rebuild_apply(syncer *s)
         rd->n = 0;
         rd->state = RS_IDLE;
         rd->opened_ms = rd->quorum_ms = rd->grace_end_ms = 0;
-        if (s->hist) {
-            deltas_hist_clear(&s->hist[p]);
-            if (s->hist[p].resid)
-                memset(s->hist[p].resid, 0, len * sizeof(float));
-        }
+        if (s->deltas.hist)
+            deltas_forget(s, p);
         char crc[9];
         proto_crc_format(f->got_crc, crc);
         json_array_append_new(
@@ -514,7 +507,7 @@ void rebuild_tick(syncer *s)
     s->last_eval_ms = 0;
     s->rb_count++;
     double waited = (double)age;
-    int64_t ddp_step = s->ddp_step, adam_steps = s->opt ? (int64_t)adamw_steps(s->opt) : 0;
+    int64_t ddp_step = s->ddp.step, adam_steps = s->opt ? (int64_t)adamw_steps(s->opt) : 0;
     pthread_mutex_unlock(&s->mu);
     char err[CX_ERRLEN];
     int rc = dur_write_checkpoint(s, err, sizeof err);
@@ -536,6 +529,50 @@ void rebuild_tick(syncer *s)
     pthread_cond_broadcast(&s->frag_cv);
 }
 
+/* A learner's copy of fragment p (mu held); see rebuild.h. */
+rebuild_stage_verdict rebuild_stage(syncer *s, int p, const proto_hdr *h, int64_t version, int64_t ddp_step,
+                                    int64_t adam, float **vals, size_t body_len, proto_reason *r, char *why,
+                                    size_t whylen)
+{
+    int slot;
+    rebuild_stage_verdict v = REBUILD_STAGE_NOT_NEEDED;
+    *r = members_check(s, h->learner, h->incarnation, &slot);
+    if (s->rb != RB_COLLECTING) {
+        v = REBUILD_STAGE_IDLE;
+        snprintf(why, whylen, "state upload: no rebuild is collecting (state %s)",
+                 rebuild_state_names[s->rb]);
+    } else if (*r != PROTO_OK) {
+        v = REBUILD_STAGE_MEMBER;
+        snprintf(why, whylen, "state upload: %s", proto_reason_name(*r));
+    } else {
+        rb_report rep = s->rb_rep[slot * s->P + p];
+        rb_frag *f = &s->rbf[p];
+        if (rep.version != version || rep.crc != h->crc32c || (syncer_is_ddp(s) && rep.step != ddp_step)) {
+            v = REBUILD_STAGE_MISMATCH;
+            snprintf(
+                why, whylen,
+                "state upload: learner %lld reported fragment %lld version %lld crc32c %08x step %lld at "
+                "join, this is version %lld crc32c %08x step %lld",
+                (long long)h->learner, (long long)p, (long long)rep.version, rep.crc, (long long)rep.step,
+                (long long)version, h->crc32c, (long long)ddp_step);
+        } else if (version > f->got_version && version > rb_bar(s, p)) {
+            free(f->vals);
+            f->vals = *vals;
+            *vals = NULL;
+            f->got_version = version;
+            f->got_learner = h->learner;
+            f->got_crc = h->crc32c;
+            f->got_step = ddp_step;
+            f->got_adam = adam;
+            v = REBUILD_STAGE_STAGED;
+            members_touch(s, slot);
+            s->bytes_in += (int64_t)body_len;
+        }
+    }
+    assert_rebuild_state(s);
+    return v;
+}
+
 /* POST /v1/fragments/{p}/state: a learner's copy of global fragment p,
  * asked for by its join's 503 answer. Headers: learner, incarnation,
  * fragment, X-Chaosloco-Version (the version it reported), CRC32C, in ddp
@@ -549,7 +586,6 @@ int rebuild_route_state(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     int64_t p, version;
     proto_hdr h;
     char why[CX_ERRLEN];
-    int slot;
     if (syncer_api_path_int(req->params[0], s->P - 1, &p) != 0) {
         cx_http_reply_error(resp, 404, "no fragment '%s' (fragments are 0..%d)", req->params[0], s->P - 1);
         return 0;
@@ -608,47 +644,16 @@ int rebuild_route_state(void *ctx, const cx_http_req *req, cx_http_resp *resp)
             return 0;
         }
     pthread_mutex_lock(&s->mu);
-    proto_reason r = members_check(s, h.learner, h.incarnation, &slot);
-    int status = 200, staged = 0;
-    if (s->rb != RB_COLLECTING) {
-        status = 409;
-        snprintf(why, sizeof why, "state upload: no rebuild is collecting (state %s)",
-                 rebuild_state_names[s->rb]);
-    } else if (r != PROTO_OK) {
-        status = members_reason_status(r);
-        snprintf(why, sizeof why, "state upload: %s", proto_reason_name(r));
-    } else {
-        rb_report rep = s->rb_rep[slot * s->P + p];
-        rb_frag *f = &s->rbf[p];
-        if (rep.version != version || rep.crc != h.crc32c || (syncer_is_ddp(s) && rep.step != ddp_step)) {
-            status = 409;
-            snprintf(
-                why, sizeof why,
-                "state upload: learner %lld reported fragment %lld version %lld crc32c %08x step %lld at "
-                "join, this is version %lld crc32c %08x step %lld",
-                (long long)h.learner, (long long)p, (long long)rep.version, rep.crc, (long long)rep.step,
-                (long long)version, h.crc32c, (long long)ddp_step);
-        } else if (version > f->got_version && version > rb_bar(s, (int)p)) {
-            free(f->vals);
-            f->vals = vals;
-            vals = NULL;
-            f->got_version = version;
-            f->got_learner = h.learner;
-            f->got_crc = h.crc32c;
-            f->got_step = ddp_step;
-            f->got_adam = adam;
-            staged = 1;
-            members_touch(s, slot);
-            s->bytes_in += (int64_t)req->body_len;
-        }
-    }
-    assert_rebuild_state(s);
+    proto_reason r;
+    rebuild_stage_verdict v =
+        rebuild_stage(s, (int)p, &h, version, ddp_step, adam, &vals, req->body_len, &r, why, sizeof why);
     pthread_mutex_unlock(&s->mu);
     free(vals);
-    if (status != 200) {
-        cx_http_reply_error(resp, status, "%s", why);
+    if (v != REBUILD_STAGE_STAGED && v != REBUILD_STAGE_NOT_NEEDED) {
+        cx_http_reply_error(resp, v == REBUILD_STAGE_MEMBER ? members_reason_status(r) : 409, "%s", why);
         return 0;
     }
+    int staged = v == REBUILD_STAGE_STAGED;
     cx_info("state upload learner=%lld fragment=%lld version=%lld %s", (long long)h.learner, (long long)p,
             (long long)version, staged ? "staged" : "not needed (a newer copy is staged)");
     cx_http_reply_json(resp, 200,

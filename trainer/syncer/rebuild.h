@@ -7,7 +7,8 @@
  * s->rb_joined, s->rb_opened_ms, s->rb_count.
  * Operations: decode a join's holds, a join's part in the rebuild, the
  * gate that holds pulls and contributions while the state is not served,
- * the worker's step, and the upload route.
+ * the worker's step, staging an uploaded copy (rebuild_stage) and the
+ * upload route that calls it.
  * Lock: s->mu held, except the route handler, which takes it; rebuild_tick
  * drops it while the checkpoint is written.
  */
@@ -75,7 +76,25 @@ int rebuild_stale_pull(syncer *s, const proto_hdr *h, cx_http_resp *resp);
 /* The worker's step of the rebuild (mu held; drops it while the
  * checkpoint is written). */
 void rebuild_tick(syncer *s);
-/* POST /v1/fragments/{p}/state: a learner's copy of global fragment p. */
+/* What rebuild_stage did with an uploaded copy. */
+typedef enum rebuild_stage_verdict {
+    REBUILD_STAGE_STAGED = 0, /* staged: the newest copy of the fragment so far (200) */
+    REBUILD_STAGE_NOT_NEEDED, /* a copy as new is staged, or it is not above the bar (200) */
+    REBUILD_STAGE_IDLE,       /* no collection is open (409) */
+    REBUILD_STAGE_MEMBER,     /* the learner or incarnation is not current: *r says why */
+    REBUILD_STAGE_MISMATCH,   /* not the version, CRC32C (ddp: step) the learner reported at join (409) */
+} rebuild_stage_verdict;
+
+/* A decoded, finite upload (mu held) of fragment p by the learner h names
+ * (h->crc32c: its CRC32C), at `version`, in ddp modes at ddp_step with the
+ * AdamW count `adam`: *vals (rb_state_len floats, body_len bytes on the
+ * wire) is taken when staged (*vals set to NULL), else left to the caller.
+ * why gets the refusal's text (what the handler answers). */
+rebuild_stage_verdict rebuild_stage(syncer *s, int p, const proto_hdr *h, int64_t version, int64_t ddp_step,
+                                    int64_t adam, float **vals, size_t body_len, proto_reason *r, char *why,
+                                    size_t whylen);
+/* POST /v1/fragments/{p}/state: a learner's copy of global fragment p
+ * (decodes it and calls rebuild_stage). */
 SYNCER_HANDLER(rebuild_route_state);
 
 #endif
