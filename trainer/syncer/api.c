@@ -394,10 +394,9 @@ static void auth_refuse(syncer *s, cx_http_resp *resp, int status, int64_t learn
     pthread_mutex_lock(&s->mu);
     members_reject_note(s, PROTO_R_AUTH, learner, -1, -1, msg);
     pthread_mutex_unlock(&s->mu);
-    json_t *body = json_pack("{s:s, s:i, s:s}", "error", msg, "status", status, "reason", "auth");
     if (status == 401)
         cx_http_add_header(resp, "WWW-Authenticate", "Bearer realm=\"chaosloco-syncer\"");
-    cx_http_reply_json(resp, status, body);
+    cx_http_reply_problem(resp, status, proto_reason_name(PROTO_R_AUTH), NULL, "%s", msg);
 }
 
 /* In a handler of a learner route: the id the body names must be the

@@ -228,9 +228,9 @@ static void reply_mean(syncer *s, cx_http_resp *resp, int64_t t)
 
 static void reply_step_conflict(syncer *s, cx_http_resp *resp, int64_t t, const char *what)
 {
-    json_t *b = json_pack("{s:s, s:i, s:I, s:I}", "error", what, "status", 409, "step",
-                          (json_int_t)s->ddp.step, "requested", (json_int_t)t);
-    cx_http_reply_json(resp, 409, b);
+    cx_http_reply_problem(
+        resp, 409, NULL, json_pack("{s:I, s:I}", "step", (json_int_t)s->ddp.step, "requested", (json_int_t)t),
+        "%s", what);
 }
 
 /* A gradient's size (guard.h): a learner clips its gradient to the
@@ -364,10 +364,10 @@ int ddp_route_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     } else if (s->ddp.mean_step >= t) {
         reply_step_conflict(s, resp, t, "step closed without this learner; resync");
     } else {
-        json_t *b = json_pack("{s:s, s:i, s:I, s:i, s:i}", "error",
-                              "barrier still waiting for learners; retry", "status", 503, "step",
-                              (json_int_t)t, "arrived", s->ddp.count, "need", members_barrier_need(s));
-        cx_http_reply_json(resp, 503, b);
+        cx_http_reply_problem(resp, 503, NULL,
+                              json_pack("{s:I, s:i, s:i}", "step", (json_int_t)t, "arrived", s->ddp.count,
+                                        "need", members_barrier_need(s)),
+                              "barrier still waiting for learners; retry");
     }
     pthread_mutex_unlock(&s->mu);
     return 0;

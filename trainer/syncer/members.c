@@ -198,14 +198,13 @@ void members_reject(syncer *s, cx_http_resp *resp, proto_reason r, int64_t learn
     if (!locked)
         pthread_mutex_lock(&s->mu);
     members_reject_note(s, r, learner, inc, fragment, detail);
-    json_t *body = json_pack("{s:s, s:i, s:s}", "error", detail, "status", members_reason_status(r), "reason",
-                             proto_reason_name(r));
     /* tell the learner where the syncer is */
+    json_t *where = NULL;
     if ((r == PROTO_R_STALE_VERSION || r == PROTO_R_STALE_INCARNATION) && fragment >= 0 && fragment < s->P)
-        json_object_set_new(body, "version", json_integer(s->versions[fragment]));
+        where = json_pack("{s:I}", "version", (json_int_t)s->versions[fragment]);
     if (!locked)
         pthread_mutex_unlock(&s->mu);
-    cx_http_reply_json(resp, members_reason_status(r), body);
+    cx_http_reply_problem(resp, members_reason_status(r), proto_reason_name(r), where, "%s", detail);
 }
 
 /* ---- syncer: POST /v1/join ---- */
@@ -284,12 +283,11 @@ static void join_rebuilding(syncer *s, cx_http_resp *resp, rebuild_state rb, jso
     }
     cx_info("join learner=%lld incarnation=%lld during the rebuild: %d fragments to upload", (long long)id,
             (long long)inc, n_up);
-    cx_http_reply_json(resp, 503,
-                       json_pack("{s:s, s:i, s:{s:I, s:o, s:i}}", "error",
-                                 "rebuilding the global state from the learners; upload what is asked, then "
-                                 "join again",
-                                 "status", 503, "rebuild", "incarnation", (json_int_t)inc, "upload", up,
-                                 "retry_ms", RB_RETRY_MS));
+    cx_http_reply_problem(
+        resp, 503, NULL,
+        json_pack("{s:{s:I, s:o, s:i}}", "rebuild", "incarnation", (json_int_t)inc, "upload", up, "retry_ms",
+                  RB_RETRY_MS),
+        "rebuilding the global state from the learners; upload what is asked, then join again");
     cx_http_add_header(resp, "Retry-After", "1");
 }
 
