@@ -23,28 +23,12 @@
  * `kinds-docs` target. Exit 0 ok, 1 drift or error, 64 usage.
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "common/buf.h"
-#include "common/err.h"
-#include "common/exitcode.h"
-#include "common/file.h"
 #include "harness/fault_kinds.h"
+#include "harness/tools/gen_docs.h"
 #include "injectors/injector.h"
-
-#define MAX_FILE (4 << 20)
-
-/* s with '|' escaped for a table cell. */
-static void cell(cx_buf *b, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '|')
-            cx_buf_append(b, "\\|", 2);
-        else
-            cx_buf_append(b, s, 1);
-    }
-}
 
 static void block(cx_buf *b, const injector *k)
 {
@@ -55,9 +39,9 @@ static void block(cx_buf *b, const injector *k)
             char text[512];
             inj_param_text(p, text, sizeof text);
             cx_buf_printf(b, "| `%s` | ", p->name);
-            cell(b, text);
+            gd_cell(b, text);
             cx_buf_printf(b, " | ");
-            cell(b, p->help ? p->help : "");
+            gd_cell(b, p->help ? p->help : "");
             cx_buf_printf(b, " |\n");
         }
         cx_buf_printf(b, "\n");
@@ -79,70 +63,30 @@ static void block(cx_buf *b, const injector *k)
                   k->sweep ? "yes" : "no (nothing outlives the agent)");
 }
 
-/* Rewrite every block of in into out; 0, or 1 with the problems on stderr. */
+static const char *kind_name(size_t i)
+{
+    return injector_table[i]->type;
+}
+
+static void kind_block(cx_buf *b, size_t i)
+{
+    block(b, injector_table[i]);
+}
+
+/* docs/faults.md: one block per kind of injector_table. */
 static int render(const char *path, const char *in, cx_buf *out, int *changed)
 {
-    int bad = 0, seen[64] = {0};
-    const char *s = in;
-    *changed = 0;
-    for (;;) {
-        const char *open = strstr(s, "<!-- kind: ");
-        if (!open) {
-            cx_buf_append(out, s, strlen(s));
-            break;
-        }
-        const char *name = open + 11, *close = strstr(name, " -->");
-        if (!close) {
-            fprintf(stderr, "%s: an unclosed <!-- kind: marker\n", path);
-            return 1;
-        }
-        char type[64];
-        snprintf(type, sizeof type, "%.*s", (int)(close - name), name);
-        const char *body = close + 4;
-        if (*body == '\n')
-            body++;
-        char endm[96];
-        snprintf(endm, sizeof endm, "<!-- /kind: %s -->", type);
-        const char *end = strstr(body, endm);
-        if (!end) {
-            fprintf(stderr, "%s: <!-- kind: %s --> has no %s\n", path, type, endm);
-            return 1;
-        }
-        cx_buf_append(out, s, (size_t)(body - s));
-        int idx = -1;
-        for (int i = 0; injector_table[i]; i++)
-            if (strcmp(injector_table[i]->type, type) == 0)
-                idx = i;
-        if (idx < 0) {
-            fprintf(stderr, "%s: a block for '%s', which is no kind of injector_table\n", path, type);
-            bad = 1;
-            cx_buf_append(out, body, (size_t)(end - body));
-        } else {
-            size_t at = out->len;
-            block(out, injector_table[idx]);
-            size_t n = out->len - at;
-            if (n != (size_t)(end - body) || memcmp(out->data + at, body, n) != 0) {
-                fprintf(stderr, "%s: the block of '%s' differs from injectors/kinds/%s.c\n", path, type,
-                        type);
-                *changed = 1;
-            }
-            if (idx < 64)
-                seen[idx]++;
-        }
-        s = end;
-        cx_buf_append(out, s, strlen(endm));
-        s += strlen(endm);
-    }
-    for (int i = 0; injector_table[i] && i < 64; i++)
-        if (seen[i] != 1) {
-            fprintf(stderr,
-                    "%s: %s block for kind '%s' (add \"### `%s`\" with the lines <!-- kind: %s --> and "
-                    "<!-- /kind: %s --> under \"## Fault kinds\", then build the kinds-docs target)\n",
-                    path, seen[i] ? "more than one" : "no", injector_table[i]->type, injector_table[i]->type,
-                    injector_table[i]->type, injector_table[i]->type);
-            bad = 1;
-        }
-    return bad;
+    size_t n = 0;
+    while (injector_table[n])
+        n++;
+    gd_blocks g = {
+        .marker = "kind",
+        .n = n,
+        .name = kind_name,
+        .block = kind_block,
+        .source = "injector_table (injectors/kinds/)",
+        .where = "under \"## Fault kinds\" with a \"### `NAME`\" heading, then build the kinds-docs target"};
+    return gd_render_blocks(&g, path, in, out, changed);
 }
 
 /* ---- kinds_docs: the schema's enum ---- */
@@ -193,45 +137,8 @@ static int render_schema(const char *path, const char *in, cx_buf *out, int *cha
     return 0;
 }
 
-/* Render one file; write it back (or, with check, only compare). */
-static int one_file(const char *path, int check,
-                    int (*fn)(const char *path, const char *in, cx_buf *out, int *changed))
-{
-    char err[CX_ERRLEN];
-    char *in = NULL;
-    size_t len = 0;
-    if (cx_file_read(path, MAX_FILE, &in, &len, err, sizeof err) != 0) {
-        fprintf(stderr, "chaosloco_kinds_docs: %s\n", err);
-        return 1;
-    }
-    cx_buf out;
-    cx_buf_init(&out, MAX_FILE * 2);
-    int changed = 0;
-    int rc = fn(path, in, &out, &changed);
-    if (rc == 0 && changed && !check) {
-        if (cx_file_write_atomic(path, out.data, out.len, err, sizeof err) != 0) {
-            fprintf(stderr, "chaosloco_kinds_docs: %s\n", err);
-            rc = 1;
-        } else {
-            fprintf(stderr, "%s: rewritten from injector_table\n", path);
-        }
-    } else if (rc == 0 && changed) {
-        fprintf(stderr, "%s drifted from injector_table: build the kinds-docs target to regenerate it\n",
-                path);
-        rc = 1;
-    }
-    cx_buf_cleanup(&out);
-    free(in);
-    return rc;
-}
-
 int main(int argc, char **argv)
 {
-    int check = argc == 4 && strcmp(argv[1], "--check") == 0;
-    if (argc != 3 + check || argv[argc - 1][0] == '-' || argv[argc - 2][0] == '-') {
-        fprintf(stderr, "usage: chaosloco_kinds_docs [--check] docs/faults.md docs/experiment.schema.json\n");
-        return CX_EXIT_USAGE;
-    }
-    int rc = one_file(argv[argc - 2], check, render);
-    return one_file(argv[argc - 1], check, render_schema) || rc;
+    return gd_main(argc, argv, "chaosloco_kinds_docs", "docs/faults.md docs/experiment.schema.json",
+                   "injector_table", "kinds-docs", render, render_schema);
 }

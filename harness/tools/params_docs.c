@@ -24,35 +24,18 @@
  * marker lines in its section, then build the `params-docs` target.
  * Exit 0 ok, 1 drift or error, 64 usage.
  *
- * Like injectors/tools/kinds_docs.c (the fault kinds' blocks), of which
- * it repeats the file handling.
+ * Like kinds_docs.c (the fault kinds' blocks); both render through
+ * gen_docs.h.
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "common/buf.h"
-#include "common/err.h"
-#include "common/exitcode.h"
-#include "common/file.h"
 #include "harness/hypothesis.h"
 #include "harness/param.h"
-
-#define MAX_FILE (4 << 20)
-#define MAX_KINDS 64
+#include "harness/tools/gen_docs.h"
 
 /* ---- experiments.md: the params blocks ---- */
-
-/* s with '|' escaped for a table cell. */
-static void cell(cx_buf *b, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '|')
-            cx_buf_append(b, "\\|", 2);
-        else
-            cx_buf_append(b, s, 1);
-    }
-}
 
 static void block(cx_buf *b, const hypothesis *k)
 {
@@ -65,81 +48,39 @@ static void block(cx_buf *b, const hypothesis *k)
         char text[512];
         param_text(p, text, sizeof text);
         cx_buf_printf(b, "| `%s` | ", p->name);
-        cell(b, text);
+        gd_cell(b, text);
         cx_buf_printf(b, " | ");
-        cell(b, p->doc ? p->doc : "");
+        gd_cell(b, p->doc ? p->doc : "");
         cx_buf_printf(b, " |\n");
     }
     if (k->rules)
         cx_buf_printf(b, "\n**Rules:** %s.\n", k->rules);
 }
 
-/* Rewrite every block of in into out; 0, or 1 with the problems on stderr. */
+static const char *hyp_name(size_t i)
+{
+    return hyp_table[i]->name;
+}
+
+static void hyp_block(cx_buf *b, size_t i)
+{
+    block(b, hyp_table[i]);
+}
+
+/* docs/experiments.md: one params block per hypothesis of hyp_table. */
 static int render_md(const char *path, const char *in, cx_buf *out, int *changed)
 {
-    int bad = 0, seen[MAX_KINDS] = {0};
-    const char *s = in;
-    *changed = 0;
-    for (;;) {
-        const char *open = strstr(s, "\n<!-- params: ");
-        if (open)
-            open++; /* a marker starts a line; one quoted in the text is text */
-        if (!open) {
-            cx_buf_append(out, s, strlen(s));
-            break;
-        }
-        const char *name = open + strlen("<!-- params: "), *close = strstr(name, " -->");
-        if (!close) {
-            fprintf(stderr, "%s: an unclosed <!-- params: marker\n", path);
-            return 1;
-        }
-        char kind[64];
-        snprintf(kind, sizeof kind, "%.*s", (int)(close - name), name);
-        const char *body = close + 4;
-        if (*body == '\n')
-            body++;
-        char endm[96];
-        snprintf(endm, sizeof endm, "<!-- /params: %s -->", kind);
-        const char *end = strstr(body, endm);
-        if (!end) {
-            fprintf(stderr, "%s: <!-- params: %s --> has no %s\n", path, kind, endm);
-            return 1;
-        }
-        cx_buf_append(out, s, (size_t)(body - s));
-        int idx = -1;
-        for (int i = 0; hyp_table[i]; i++)
-            if (strcmp(hyp_table[i]->name, kind) == 0)
-                idx = i;
-        if (idx < 0) {
-            fprintf(stderr, "%s: a block for '%s', which is no hypothesis of hyp_table\n", path, kind);
-            bad = 1;
-            cx_buf_append(out, body, (size_t)(end - body));
-        } else {
-            size_t at = out->len;
-            block(out, hyp_table[idx]);
-            size_t n = out->len - at;
-            if (n != (size_t)(end - body) || memcmp(out->data + at, body, n) != 0) {
-                fprintf(stderr, "%s: the params of '%s' differ from harness/hypotheses/%s.c\n", path, kind,
-                        kind);
-                *changed = 1;
-            }
-            if (idx < MAX_KINDS)
-                seen[idx]++;
-        }
-        s = end;
-        cx_buf_append(out, s, strlen(endm));
-        s += strlen(endm);
-    }
-    for (int i = 0; hyp_table[i] && i < MAX_KINDS; i++)
-        if (seen[i] != 1) {
-            fprintf(stderr,
-                    "%s: %s params block for hypothesis '%s' (add the lines <!-- params: %s --> and "
-                    "<!-- /params: %s --> in its section, then build the params-docs target)\n",
-                    path, seen[i] ? "more than one" : "no", hyp_table[i]->name, hyp_table[i]->name,
-                    hyp_table[i]->name);
-            bad = 1;
-        }
-    return bad;
+    size_t n = 0;
+    while (hyp_table[n])
+        n++;
+    gd_blocks g = {.marker = "params",
+                   .at_line_start = 1,
+                   .n = n,
+                   .name = hyp_name,
+                   .block = hyp_block,
+                   .source = "hyp_table (harness/hypotheses/)",
+                   .where = "in its section, then build the params-docs target"};
+    return gd_render_blocks(&g, path, in, out, changed);
 }
 
 /* ---- experiment.schema.json: $defs.hypothesis ---- */
@@ -239,47 +180,8 @@ static int render_schema(const char *path, const char *in, cx_buf *out, int *cha
 
 /* ---- files ---- */
 
-/* Render one file; write it back (or, with check, only compare). */
-static int one_file(const char *path, int check,
-                    int (*fn)(const char *path, const char *in, cx_buf *out, int *changed))
-{
-    char err[CX_ERRLEN];
-    char *in = NULL;
-    size_t len = 0;
-    if (cx_file_read(path, MAX_FILE, &in, &len, err, sizeof err) != 0) {
-        fprintf(stderr, "chaosloco_params_docs: %s\n", err);
-        return 1;
-    }
-    cx_buf out;
-    cx_buf_init(&out, MAX_FILE * 2);
-    int changed = 0;
-    int rc = fn(path, in, &out, &changed);
-    if (rc == 0 && changed && !check) {
-        if (cx_file_write_atomic(path, out.data, out.len, err, sizeof err) != 0) {
-            fprintf(stderr, "chaosloco_params_docs: %s\n", err);
-            rc = 1;
-        } else {
-            fprintf(stderr, "%s: rewritten from the hypotheses' params\n", path);
-        }
-    } else if (rc == 0 && changed) {
-        fprintf(stderr,
-                "%s drifted from the hypotheses' params: build the params-docs target to regenerate it\n",
-                path);
-        rc = 1;
-    }
-    cx_buf_cleanup(&out);
-    free(in);
-    return rc;
-}
-
 int main(int argc, char **argv)
 {
-    int check = argc == 4 && strcmp(argv[1], "--check") == 0;
-    if (argc != 3 + check || argv[argc - 1][0] == '-' || argv[argc - 2][0] == '-') {
-        fprintf(stderr,
-                "usage: chaosloco_params_docs [--check] docs/experiments.md docs/experiment.schema.json\n");
-        return CX_EXIT_USAGE;
-    }
-    int rc = one_file(argv[argc - 2], check, render_md);
-    return one_file(argv[argc - 1], check, render_schema) || rc;
+    return gd_main(argc, argv, "chaosloco_params_docs", "docs/experiments.md docs/experiment.schema.json",
+                   "the hypotheses' params", "params-docs", render_md, render_schema);
 }
