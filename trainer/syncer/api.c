@@ -18,23 +18,15 @@
 
 #include "common/buf.h"
 #include "common/clock.h"
-#include "common/crc32c.h"
 #include "common/err.h"
 #include "common/http_server.h"
-#include "common/json.h"
 #include "common/log.h"
 #include "common/parse.h"
-#include "trainer/checkpoint.h"
 #include "trainer/credential.h"
-#include "numerics/data.h"
-#include "numerics/encoding.h"
 #include "trainer/events.h"
 #include "numerics/fragment.h"
 #include "numerics/merge.h"
-#include "numerics/model.h"
-#include "numerics/optim.h"
 #include "trainer/protocol.h"
-#include "numerics/round.h"
 #include "trainer/syncer/core.h"
 
 /* ---- syncer: HTTP helpers ---- */

@@ -16,7 +16,6 @@
 #include <stdint.h>
 
 #include "common/http_server.h"
-#include "common/json.h"
 #include "trainer/credential.h"
 #include "trainer/seal.h"
 #include "trainer/syncer.h"

@@ -18,7 +18,6 @@
 #include <stdint.h>
 
 #include "common/http_server.h"
-#include "common/json.h"
 #include "numerics/merge.h"
 #include "trainer/config.h"
 #include "trainer/protocol.h"

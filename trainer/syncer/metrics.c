@@ -15,7 +15,6 @@
 #include "common/clock.h"
 #include "common/http_server.h"
 #include "common/prom.h"
-#include "trainer/syncer/api.h"
 #include "trainer/syncer/core.h"
 #include "trainer/syncer/members.h"
 

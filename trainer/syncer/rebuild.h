@@ -18,7 +18,6 @@
 #include <stdint.h>
 
 #include "common/http_server.h"
-#include "common/json.h"
 #include "trainer/protocol.h"
 #include "trainer/syncer/api.h"
 
