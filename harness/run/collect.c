@@ -403,7 +403,7 @@ hyp_history *collect_history(runner *r, int with_faults)
         /* Learners report tokens in heartbeats (<= 1 per second), so a short
          * run can end before the syncer heard of them: when every learner
          * finished, it trained at least steps x batch tokens. */
-        double nominal = r->col.training_over && !r->end_sent && r->batch > 0
+        double nominal = r->col.training_over && !r->hz.end_sent && r->batch > 0
                              ? (double)r->m * (double)r->steps_target * (double)r->batch
                              : 0.0;
         if (nominal > tokens)
@@ -453,7 +453,7 @@ void collect_poll_all(runner *r)
     now = cx_mono_ms();
     /* once the run was ended (POST /v1/end) no merge is due any more: a unit
      * slow to exit is waited for (up to the time bound), not an abort */
-    if (sc->has_no_merge_for_s && !r->tl.syncer_down && !r->col.training_over && !r->end_sent) {
+    if (sc->has_no_merge_for_s && !r->tl.syncer_down && !r->col.training_over && !r->hz.end_sent) {
         int64_t since = r->col.last_merge_mono > r->start_mono ? r->col.last_merge_mono : r->start_mono;
         if ((double)(now - since) / 1000.0 > sc->no_merge_for_s)
             run_set_abort(r, "stop condition no_merge_for_s %g: no merge for %.1f s", sc->no_merge_for_s,

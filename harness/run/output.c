@@ -146,18 +146,11 @@ void output_steady_state(runner *r, double limit_s)
  * the verdict becomes an error that says so. */
 static void unobserved(runner *r, int spec, hyp_verdict *v)
 {
-    if (r->end_sent)
+    char msg[sizeof v->explanation];
+    if (!rhorizon_unobserved(r, spec, msg, sizeof msg))
         return;
-    int64_t heal[EXP_MAX_LEARNERS];
-    hz_progress p;
-    run_hz_fill(r, heal, &p);
-    for (int i = 0; i < r->nhw; i++) {
-        char msg[sizeof v->explanation];
-        if (r->hw_spec[i] != spec || !horizon_unobserved(&r->hw[i], &p, msg, sizeof msg))
-            continue;
-        v->status = HYP_ERROR;
-        snprintf(v->explanation, sizeof v->explanation, "%s", msg);
-    }
+    v->status = HYP_ERROR;
+    snprintf(v->explanation, sizeof v->explanation, "%s", msg);
 }
 
 void output_verify(runner *r)
@@ -386,11 +379,8 @@ void output_progress(runner *r, const char *phase, double bound_left_s)
     if (now - r->out.last_progress < every)
         return;
     r->out.last_progress = now;
-    int64_t heal[EXP_MAX_LEARNERS];
-    hz_progress hp;
     hz_estimate est;
-    run_hz_fill(r, heal, &hp);
-    horizon_estimate(r->hw, r->nhw, &hp, &est);
+    rhorizon_estimate(r, &est);
     int bytes = !r->e->trainer; /* chaosloco's models are byte-level */
     char loss[48], left[64];
     if (isfinite(r->col.eval_loss))

@@ -322,7 +322,7 @@ Test(collect, the_history_counts_the_tokens_and_the_nominal_budget)
     cr_assert_float_eq(x, 2.0 * 10 * 64, 1e-9);
     hyp_history_free(h);
     /* ... unless the run was ended early (the horizon) */
-    r.end_sent = 1;
+    r.hz.end_sent = 1;
     h = collect_history(&r, 0);
     cr_assert_eq(hyp_history_counter(h, HYP_C_TOKENS, &x), 1);
     cr_assert_float_eq(x, 384.0, 1e-9);
