@@ -19,19 +19,19 @@
 /* Windows of the verify list; min_tokens from the file or M x steps x batch. */
 int rhorizon_init(runner *r)
 {
-    r->hz.hw = calloc((size_t)r->e->nverify + 1, sizeof *r->hz.hw);
-    r->hz.hw_spec = calloc((size_t)r->e->nverify + 1, sizeof *r->hz.hw_spec);
+    r->hz.hw = calloc((size_t)r->setup.e->nverify + 1, sizeof *r->hz.hw);
+    r->hz.hw_spec = calloc((size_t)r->setup.e->nverify + 1, sizeof *r->hz.hw_spec);
     if (!r->hz.hw || !r->hz.hw_spec)
         return CX_ENOMEM;
-    for (int i = 0; i < r->e->nverify; i++) {
-        const hyp_spec *sp = r->e->verify[i];
+    for (int i = 0; i < r->setup.e->nverify; i++) {
+        const hyp_spec *sp = r->setup.e->verify[i];
         if (horizon_window(hyp_spec_json(sp), hyp_spec_label(sp), &r->hz.hw[r->hz.nhw]))
             r->hz.hw_spec[r->hz.nhw++] = i;
     }
     /* a foreign trainer's horizon is the file's (the validator requires one): steps x batch are ours */
-    r->hz.min_tokens = r->e->min_tokens > 0 ? r->e->min_tokens
-                       : r->e->trainer      ? 0
-                                            : (int64_t)r->m * r->steps_target * r->batch;
+    r->hz.min_tokens = r->setup.e->min_tokens > 0 ? r->setup.e->min_tokens
+                       : r->setup.e->trainer      ? 0
+                                             : (int64_t)r->setup.m * r->setup.steps_target * r->setup.batch;
     return 0;
 }
 
@@ -52,24 +52,24 @@ void rhorizon_fill(runner *r, int64_t *heal, hz_progress *p)
     p->start_ms = r->method_mono ? r->method_mono : r->start_mono;
     p->now_ms = r->end_mono ? r->end_mono : cx_mono_ms();
     p->pending = timeline_pending(r);
-    p->entries = r->sched->n;
+    p->entries = r->setup.sched->n;
     p->heal_ms = heal;
-    p->m = r->m;
+    p->m = r->setup.m;
     p->min_tokens = r->hz.min_tokens;
-    p->min_merges = r->e->min_merges;
+    p->min_merges = r->setup.e->min_merges;
     p->merges = r->col.merges;
     p->eval_tokens = json_integer_value(json_object_get(json_object_get(r->col.status, "eval"), "tokens"));
-    for (int l = 0; l < r->m; l++)
+    for (int l = 0; l < r->setup.m; l++)
         heal[l] = 0;
-    for (int k = 0; k < r->sched->n; k++) {
+    for (int k = 0; k < r->setup.sched->n; k++) {
         int64_t h = r->tl.fx[k].healed_mono;
-        int l = r->sched->entries[k].learner;
+        int l = r->setup.sched->entries[k].learner;
         if (h > p->any_heal_ms)
             p->any_heal_ms = h;
-        if (l >= 0 && l < r->m && h > heal[l])
+        if (l >= 0 && l < r->setup.m && h > heal[l])
             heal[l] = h;
         if (l < 0 && h > 0) /* the syncer's restart reopens every learner's window */
-            for (int i = 0; i < r->m; i++)
+            for (int i = 0; i < r->setup.m; i++)
                 heal[i] = h > heal[i] ? h : heal[i];
     }
     json_t *ls = json_object_get(r->col.status, "learners"), *v;
@@ -78,11 +78,11 @@ void rhorizon_fill(runner *r, int64_t *heal, hz_progress *p)
     {
         p->tokens += json_integer_value(json_object_get(v, "tokens"));
         json_int_t id = json_integer_value(json_object_get(v, "id"));
-        if (id >= 0 && id < r->m)
+        if (id >= 0 && id < r->setup.m)
             r->hz.steps[id] = json_integer_value(json_object_get(v, "step"));
     }
     p->steps = r->hz.steps;
-    p->steps_target = r->steps_target;
+    p->steps_target = r->setup.steps_target;
 }
 
 int rhorizon_unobserved(runner *r, int spec, char *msg, size_t len)
@@ -118,7 +118,7 @@ void rhorizon_estimate(runner *r, hz_estimate *est)
  * bound. */
 void rhorizon_maybe_end(runner *r)
 {
-    if (r->hz.end_sent || r->hz.end_refused || (r->tl.syncer_down && !r->evf))
+    if (r->hz.end_sent || r->hz.end_refused || (r->tl.syncer_down && !r->setup.evf))
         return;
     int64_t heal[EXP_MAX_LEARNERS];
     hz_progress p;
@@ -127,15 +127,15 @@ void rhorizon_maybe_end(runner *r)
     if (!horizon_done(r->hz.hw, r->hz.nhw, &p, why, sizeof why))
         return;
     char err[CX_ERRLEN] = "";
-    if (r->evf) {
-        if (topo_request_end(r->t, why, err, sizeof err) < 0) {
+    if (r->setup.evf) {
+        if (topo_request_end(r->setup.t, why, err, sizeof err) < 0) {
             cx_warn("writing the coordinator's end file: %s (will retry)", err);
             return;
         }
     } else {
         json_t *body = json_pack("{s:s}", "reason", why), *ans = NULL;
         int st = 0;
-        cx_http_json(r->sy, "POST", "/v1/end", body, &st, &ans, err, sizeof err);
+        cx_http_json(r->setup.sy, "POST", "/v1/end", body, &st, &ans, err, sizeof err);
         json_decref(body);
         if (st == 401 || st == 403) {
             char said[CX_ERRLEN];

@@ -38,7 +38,7 @@ typedef struct rhorizon_state {
 int rhorizon_init(runner *r);
 void rhorizon_cleanup(runner *r);
 /* What harness/horizon.h decides on, from what the runner saw; heal holds
- * r->m entries. Notes each learner's last reported step. */
+ * r->setup.m entries. Notes each learner's last reported step. */
 void rhorizon_fill(runner *r, int64_t *heal, hz_progress *p);
 /* The horizon reached: end the run (POST /v1/end, or the file form's end
  * file) once; a refusal (401/403) is told once and not asked again, any

@@ -13,15 +13,15 @@
  *   output.h    the hypotheses (steady state, verify, summary), the
  *               progress line and the run directory's outputs (r->out)
  *   setup.h     loading, the run directory, the syncer's config, the
- *               topology and the embedded dashboard (the core's fields)
+ *               topology and the embedded dashboard: the run's
+ *               description (r->setup), read by every component
  *   attach.h    attach mode's bounded wait (r->att)
  *   clock.h     the one time base (r->clk)
  *
  * One runner lives on run_experiment's stack. Each component struct is
  * written by its component only; another one asks it through a call in
  * its header. The core's own fields are written by run.c (the state, the
- * phases' times, the outcome) or, before the run, by the
- * setup (setup.h lists them). Every function runs on the main thread,
+ * phases' times, the outcome, the records). Every function runs on the main thread,
  * except the lease thread (collect.h).
  */
 #ifndef HARNESS_RUN_RUNNER_H
@@ -72,20 +72,7 @@ typedef enum run_state {
 struct runner {
     const run_opts *o; /* flags (borrowed) */
     run_state state;   /* see the diagram in run.c */
-    /* the run's description (setup.h) */
-    experiment *e;        /* the loaded experiment (ci variant applied) */
-    schedule *sched;      /* its resolved timeline */
-    uint64_t seed;        /* run seed */
-    char run_dir[512];    /* the run directory */
-    char slug[96];        /* the run directory's name stem */
-    topo *t;              /* launched or attached processes */
-    dash_server *dash;    /* embedded dashboard or NULL */
-    cx_http_client *sy;   /* syncer client (main thread) */
-    evf *evf;             /* the coordinator's events file (file form), NULL = HTTP telemetry */
-    int m;                /* learners */
-    int64_t steps_target; /* inner steps per learner (effective config) */
-    int64_t batch;        /* sequences (= tokens) per inner step (effective config) */
-    int64_t launch_mono;  /* ms just before the topology started (the file form's events are not older) */
+    setup_state setup; /* the run's description: setup.h */
     /* records (run.c) */
     journal *j;    /* journal.json / junit.xml */
     jr_events *ev; /* events.jsonl */

@@ -20,9 +20,9 @@ static void teardown(void)
 {
     collect_cleanup(&r);
     timeline_cleanup(&r);
-    evf_free(r.evf);
-    sched_free(r.sched);
-    exp_free(r.e);
+    evf_free(r.setup.evf);
+    sched_free(r.setup.sched);
+    exp_free(r.setup.e);
     memset(&r, 0, sizeof r);
     if (dir[0])
         tmpdir_remove(dir);
@@ -39,18 +39,18 @@ static void load(const char *text)
     memset(&r, 0, sizeof r);
     jv_diag *d = jv_diag_new();
     char err[CX_ERRLEN];
-    int rc = exp_load_string(text, 0, &r.e, d, err, sizeof err);
+    int rc = exp_load_string(text, 0, &r.setup.e, d, err, sizeof err);
     for (size_t i = 0; rc && i < jv_diag_count(d); i++)
         fprintf(stderr, "diag: %s\n", jv_diag_get(d, i));
     jv_diag_free(d);
     cr_assert_eq(rc, 0, "%s", err);
-    r.m = r.e->learners;
-    cr_assert_eq(sched_build(r.e, r.e->seed, &r.sched, err, sizeof err), 0, "%s", err);
+    r.setup.m = r.setup.e->learners;
+    cr_assert_eq(sched_build(r.setup.e, r.setup.e->seed, &r.setup.sched, err, sizeof err), 0, "%s", err);
     cr_assert_eq(timeline_init(&r), 0);
     cr_assert_eq(collect_init(&r), 0);
     tmpdir_with_file(dir, sizeof dir, "/tmp/cx_collect_XXXXXX", path, sizeof path, "events.jsonl");
-    r.evf = evf_new(path, 0);
-    cr_assert_not_null(r.evf);
+    r.setup.evf = evf_new(path, 0);
+    cr_assert_not_null(r.setup.evf);
 }
 
 /* Append lines (each a JSON object ending in '\n') to the events file. */
@@ -211,9 +211,9 @@ Test(collect, an_event_of_a_learner_the_topology_lacks_fails_the_run)
 /* Hand-made agent views (no client). */
 static void views(void)
 {
-    r.col.av = calloc((size_t)r.m, sizeof *r.col.av);
+    r.col.av = calloc((size_t)r.setup.m, sizeof *r.col.av);
     cr_assert_not_null(r.col.av);
-    for (int l = 0; l < r.m; l++) {
+    for (int l = 0; l < r.setup.m; l++) {
         r.col.av[l].exit_code = -1;
         snprintf(r.col.av[l].unit_state, sizeof r.col.av[l].unit_state, "running");
     }
@@ -292,8 +292,8 @@ Test(collect, the_history_counts_the_tokens_and_the_nominal_budget)
     views();
     r.start_mono = 1000;
     r.end_mono = 9000;
-    r.steps_target = 10;
-    r.batch = 64;
+    r.setup.steps_target = 10;
+    r.setup.batch = 64;
     char l[2][256], all[512] = "";
     event(l[0], sizeof l[0], 1, 900, "heartbeat", "\"learner\": 0, \"step\": 4, \"tokens\": 256");
     event(l[1], sizeof l[1], 2, 800, "heartbeat", "\"learner\": 1, \"step\": 2, \"tokens\": 128");

@@ -24,8 +24,8 @@ static void teardown(void)
     collect_cleanup(&r);
     jr_events_close(r.ev);
     journal_free(r.j);
-    sched_free(r.sched);
-    exp_free(r.e);
+    sched_free(r.setup.sched);
+    exp_free(r.setup.e);
     memset(&r, 0, sizeof r);
     if (dir[0])
         tmpdir_remove(dir);
@@ -49,19 +49,19 @@ static void load(const char *text)
     r.o = &opts;
     jv_diag *d = jv_diag_new();
     char err[CX_ERRLEN];
-    int rc = exp_load_string(text, 0, &r.e, d, err, sizeof err);
+    int rc = exp_load_string(text, 0, &r.setup.e, d, err, sizeof err);
     for (size_t i = 0; rc && i < jv_diag_count(d); i++)
         fprintf(stderr, "diag: %s\n", jv_diag_get(d, i));
     jv_diag_free(d);
     cr_assert_eq(rc, 0, "%s", err);
-    r.m = r.e->learners;
-    r.seed = 7;
-    cr_assert_eq(sched_build(r.e, r.e->seed, &r.sched, err, sizeof err), 0, "%s", err);
+    r.setup.m = r.setup.e->learners;
+    r.setup.seed = 7;
+    cr_assert_eq(sched_build(r.setup.e, r.setup.e->seed, &r.setup.sched, err, sizeof err), 0, "%s", err);
     cr_assert_eq(collect_init(&r), 0);
     /* agent views without a client (their fault lists are filled by hand) */
-    r.col.av = calloc((size_t)r.m, sizeof *r.col.av);
+    r.col.av = calloc((size_t)r.setup.m, sizeof *r.col.av);
     cr_assert_not_null(r.col.av);
-    r.j = journal_new(r.e);
+    r.j = journal_new(r.setup.e);
     cr_assert_not_null(r.j);
 }
 
@@ -158,9 +158,9 @@ static void printed(char *out, size_t len, const run_result *res)
 Test(output, the_verdicts_are_printed_one_per_line, .init = cr_redirect_stdout)
 {
     load(judged);
-    snprintf(r.run_dir, sizeof r.run_dir, "/tmp/somewhere");
-    verdict(JR_BEFORE, r.e->steady_state[0], HYP_PASS, "loss 4.0 <= 5.2");
-    verdict(JR_AFTER, r.e->verify[0], HYP_FAIL, "loss 4.0 > 3.8");
+    snprintf(r.setup.run_dir, sizeof r.setup.run_dir, "/tmp/somewhere");
+    verdict(JR_BEFORE, r.setup.e->steady_state[0], HYP_PASS, "loss 4.0 <= 5.2");
+    verdict(JR_AFTER, r.setup.e->verify[0], HYP_FAIL, "loss 4.0 > 3.8");
     snprintf(r.why, sizeof r.why, "stop condition nan: non-finite eval loss (event seq 9)");
     r.abort = 1;
     run_result res = {.exit_code = 1};
@@ -190,7 +190,7 @@ Test(output, an_error_is_printed_as_one, .init = cr_redirect_stdout)
 static json_t *read_json(const char *name)
 {
     char p[PATHLEN + 32];
-    run_join_path(p, sizeof p, r.run_dir, name);
+    run_join_path(p, sizeof p, r.setup.run_dir, name);
     json_error_t je;
     json_t *v = json_load_file(p, 0, &je);
     cr_assert_not_null(v, "%s: %s", p, je.text);
@@ -201,14 +201,14 @@ Test(output, the_run_directory_gets_every_file)
 {
     load(judged);
     tmpdir_with_file(dir, sizeof dir, "/tmp/cx_output_XXXXXX", unused, sizeof unused, "-");
-    snprintf(r.run_dir, sizeof r.run_dir, "%s", dir);
+    snprintf(r.setup.run_dir, sizeof r.setup.run_dir, "%s", dir);
     char p[PATHLEN + 32], err[CX_ERRLEN];
-    run_join_path(p, sizeof p, r.run_dir, "events.jsonl");
+    run_join_path(p, sizeof p, r.setup.run_dir, "events.jsonl");
     cr_assert_eq(jr_events_open(p, &r.ev, err, sizeof err), 0, "%s", err);
     collected("{\"seq\": 1, \"t_mono_ms\": 1000, \"type\": \"merge\"}");
     /* one fault record on learner 1 */
     r.col.av[1].faults = json_pack("[{s:s,s:s}]", "id", "f-1", "kind", "pause");
-    verdict(JR_AFTER, r.e->verify[0], HYP_FAIL, "loss 4.0 > 3.8");
+    verdict(JR_AFTER, r.setup.e->verify[0], HYP_FAIL, "loss 4.0 > 3.8");
     run_result res = {.summary = json_object()};
     output_write(&r, &res);
     cr_assert_eq(r.error, 0, "%s", r.why);
@@ -233,7 +233,7 @@ Test(output, the_run_directory_gets_every_file)
     /* events.jsonl: the training events and the fault records */
     jr_events_close(r.ev);
     r.ev = NULL;
-    run_join_path(p, sizeof p, r.run_dir, "events.jsonl");
+    run_join_path(p, sizeof p, r.setup.run_dir, "events.jsonl");
     FILE *f = fopen(p, "r");
     cr_assert_not_null(f);
     char line[1024];
@@ -245,7 +245,7 @@ Test(output, the_run_directory_gets_every_file)
     fclose(f);
     cr_assert_eq(training, 1, "the merge event");
     cr_assert_eq(fault, 1, "learner 1's record");
-    run_join_path(p, sizeof p, r.run_dir, "junit.xml");
+    run_join_path(p, sizeof p, r.setup.run_dir, "junit.xml");
     cr_assert_eq(access(p, R_OK), 0, "junit.xml written");
     json_decref(res.summary);
 }
@@ -254,7 +254,7 @@ Test(output, a_stop_condition_interrupts_the_journal)
 {
     load(judged);
     tmpdir_with_file(dir, sizeof dir, "/tmp/cx_output_XXXXXX", unused, sizeof unused, "-");
-    snprintf(r.run_dir, sizeof r.run_dir, "%s", dir);
+    snprintf(r.setup.run_dir, sizeof r.setup.run_dir, "%s", dir);
     r.abort = 1;
     snprintf(r.why, sizeof r.why, "stop condition nan");
     run_result res = {0};
