@@ -37,12 +37,12 @@
 /* The attach wait's bound in s: the flag, else the file's. */
 static double attach_wait_s(const runner *r)
 {
-    return r->o->attach_wait_s > 0 ? r->o->attach_wait_s : r->e->attach_wait_s;
+    return r->o->attach_wait_s > 0 ? r->o->attach_wait_s : r->setup.e->attach_wait_s;
 }
 
 static const char *attach_cred_file(const runner *r)
 {
-    return r->o->syncer_credential_file ? r->o->syncer_credential_file : r->e->attach_syncer_credential_file;
+    return r->o->syncer_credential_file ? r->o->syncer_credential_file : r->setup.e->attach_syncer_credential_file;
 }
 
 /* Whom the wait still waits for: up to ATTACH_LIST_MAX "what (why)" items,
@@ -102,20 +102,20 @@ static int file_there(waitlist *w, const char *what, const char *path)
     return 0;
 }
 
-int attach_topology(runner *r, char *err, size_t errlen)
+int attach_topology(runner *r, topo **out, char *err, size_t errlen)
 {
     const char *cred = attach_cred_file(r);
     int64_t t0 = cx_mono_ms(), said = 0;
     r->att.attach_until_mono = t0 + (int64_t)(attach_wait_s(r) * 1000.0);
     for (;;) {
         waitlist w = {.len = 0};
-        int ok = file_there(&w, "the agents' token file", r->e->attach_token_file);
-        for (int i = 0; i < r->e->nattach_agents; i++) {
+        int ok = file_there(&w, "the agents' token file", r->setup.e->attach_token_file);
+        for (int i = 0; i < r->setup.e->nattach_agents; i++) {
             char what[64];
             snprintf(what, sizeof what, "agent %d's token file", i);
-            ok &= file_there(&w, what, r->e->attach_agent_token_files[i]);
+            ok &= file_there(&w, what, r->setup.e->attach_agent_token_files[i]);
         }
-        ok &= file_there(&w, "the CA file", r->e->attach_ca_file);
+        ok &= file_there(&w, "the CA file", r->setup.e->attach_ca_file);
         ok &= file_there(&w, "the syncer credential file", cred);
         if (ok)
             break;
@@ -130,14 +130,14 @@ int attach_topology(runner *r, char *err, size_t errlen)
         say_waiting(r, &w, t0, &said);
         run_nap(ATTACH_POLL_MS);
     }
-    topo_attach_cfg ac = {.syncer_url = r->e->attach_syncer,
-                          .agents = r->e->attach_agents,
-                          .agent_token_files = r->e->attach_agent_token_files,
-                          .n = r->e->nattach_agents,
-                          .token_file = r->e->attach_token_file,
+    topo_attach_cfg ac = {.syncer_url = r->setup.e->attach_syncer,
+                          .agents = r->setup.e->attach_agents,
+                          .agent_token_files = r->setup.e->attach_agent_token_files,
+                          .n = r->setup.e->nattach_agents,
+                          .token_file = r->setup.e->attach_token_file,
                           .syncer_cred_file = cred,
-                          .ca_file = r->e->attach_ca_file};
-    return topo_attach(&ac, &r->t, err, errlen);
+                          .ca_file = r->setup.e->attach_ca_file};
+    return topo_attach(&ac, out, err, errlen);
 }
 
 /* Probe the syncer once: 1 ready, 0 not yet (w says why), < 0 refused for
@@ -147,7 +147,7 @@ static int probe_syncer(runner *r, waitlist *w, char *err, size_t errlen)
     int st = 0;
     json_t *ans = NULL;
     char e2[CX_ERRLEN] = "", why[CX_ERRLEN + 64];
-    cx_http_json(r->sy, "GET", "/v1/status", NULL, &st, &ans, e2, sizeof e2);
+    cx_http_json(r->setup.sy, "GET", "/v1/status", NULL, &st, &ans, e2, sizeof e2);
     run_answer_error(ans, st, e2, why, sizeof why);
     json_decref(ans);
     if (st == 200)
@@ -156,13 +156,13 @@ static int probe_syncer(runner *r, waitlist *w, char *err, size_t errlen)
         const char *cred = attach_cred_file(r);
         if (cred)
             return cx_fail(err, errlen, CX_EAUTH, "attach: the syncer %s refused the credential in %s (%s)",
-                           topo_syncer_url(r->t), cred, why);
+                           topo_syncer_url(r->setup.t), cred, why);
         return cx_fail(err, errlen, CX_EAUTH,
                        "attach: the syncer %s needs a credential (%s): give --syncer-credential-file or "
                        "topology.attach.syncer_credential_file (its admin.cred)",
-                       topo_syncer_url(r->t), why);
+                       topo_syncer_url(r->setup.t), why);
     }
-    waitlist_add(w, "syncer %s (%s)", topo_syncer_url(r->t), why);
+    waitlist_add(w, "syncer %s (%s)", topo_syncer_url(r->setup.t), why);
     return 0;
 }
 
@@ -177,11 +177,11 @@ static int probe_agent(runner *r, int l, waitlist *w, char *err, size_t errlen)
         return 1;
     if (rc == CX_EAUTH)
         return cx_fail(err, errlen, CX_EAUTH, "attach: agent %d %s refused the harness (%s); check %s", l,
-                       topo_agent_url(r->t, l), e2,
-                       r->e->attach_agent_token_files && r->e->attach_agent_token_files[l]
+                       topo_agent_url(r->setup.t, l), e2,
+                       r->setup.e->attach_agent_token_files && r->setup.e->attach_agent_token_files[l]
                            ? "its topology.attach.agents[].token_file"
                            : "topology.attach.token_file");
-    waitlist_add(w, "agent %d %s (%s)", l, topo_agent_url(r->t, l), e2[0] ? e2 : "no answer");
+    waitlist_add(w, "agent %d %s (%s)", l, topo_agent_url(r->setup.t, l), e2[0] ? e2 : "no answer");
     return 0;
 }
 
@@ -189,7 +189,7 @@ int attach_wait(runner *r, char *err, size_t errlen)
 {
     int64_t t0 = cx_mono_ms(), said = 0;
     int syncer_ok = 0, waited = 0;
-    unsigned char *ok = calloc((size_t)r->m, 1);
+    unsigned char *ok = calloc((size_t)r->setup.m, 1);
     if (!ok)
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     int rc = 0;
@@ -198,7 +198,7 @@ int attach_wait(runner *r, char *err, size_t errlen)
         if (!syncer_ok && (rc = probe_syncer(r, &w, err, errlen)) < 0)
             goto done;
         syncer_ok |= rc == 1;
-        for (int l = 0; l < r->m; l++) {
+        for (int l = 0; l < r->setup.m; l++) {
             if (ok[l])
                 continue;
             if ((rc = probe_agent(r, l, &w, err, errlen)) < 0)
@@ -224,7 +224,7 @@ int attach_wait(runner *r, char *err, size_t errlen)
     }
     rc = 0;
     if (waited)
-        cx_info("attach: the syncer and %d agents answer (waited %.1f s)", r->m,
+        cx_info("attach: the syncer and %d agents answer (waited %.1f s)", r->setup.m,
                 (double)(cx_mono_ms() - t0) / 1000.0);
 done:
     free(ok);

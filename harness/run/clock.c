@@ -46,11 +46,11 @@
 
 int rclock_new(runner *r)
 {
-    r->clk.sy_clock = cx_tb_clock_new(r->e->trainer ? "coordinator" : "syncer");
-    r->clk.ag_clock = calloc((size_t)r->m, sizeof *r->clk.ag_clock);
+    r->clk.sy_clock = cx_tb_clock_new(r->setup.e->trainer ? "coordinator" : "syncer");
+    r->clk.ag_clock = calloc((size_t)r->setup.m, sizeof *r->clk.ag_clock);
     if (!r->clk.sy_clock || !r->clk.ag_clock)
         return CX_ENOMEM;
-    for (int l = 0; l < r->m; l++) {
+    for (int l = 0; l < r->setup.m; l++) {
         char name[32];
         snprintf(name, sizeof name, "agent %d", l);
         if (!(r->clk.ag_clock[l] = cx_tb_clock_new(name)))
@@ -61,7 +61,7 @@ int rclock_new(runner *r)
 
 void rclock_free(runner *r)
 {
-    for (int l = 0; r->clk.ag_clock && l < r->m; l++)
+    for (int l = 0; r->clk.ag_clock && l < r->setup.m; l++)
         cx_tb_clock_free(r->clk.ag_clock[l]);
     free(r->clk.ag_clock);
     r->clk.ag_clock = NULL;
@@ -94,18 +94,18 @@ static int require_stamps(runner *r, cx_tb_clock *c, const char *who, const char
 int rclock_check(runner *r)
 {
     int rc = 0;
-    if (!r->evf) {
+    if (!r->setup.evf) {
         int answered = 0;
         for (int i = 0; i < PROBES; i++) {
             int st = 0;
-            cx_http_json(r->sy, "GET", "/v1/status", NULL, &st, NULL, NULL, 0);
+            cx_http_json(r->setup.sy, "GET", "/v1/status", NULL, &st, NULL, NULL, 0);
             answered |= st != 0;
         }
-        if (require_stamps(r, r->clk.sy_clock, r->e->trainer ? "the coordinator" : "the syncer",
-                           topo_syncer_url(r->t), answered) < 0)
+        if (require_stamps(r, r->clk.sy_clock, r->setup.e->trainer ? "the coordinator" : "the syncer",
+                           topo_syncer_url(r->setup.t), answered) < 0)
             rc = CX_EINVAL;
     }
-    for (int l = 0; l < r->m && rc == 0; l++) {
+    for (int l = 0; l < r->setup.m && rc == 0; l++) {
         int answered = 0;
         for (int i = 0; i < PROBES; i++) {
             json_t *s = NULL;
@@ -114,7 +114,7 @@ int rclock_check(runner *r)
         }
         char who[32];
         snprintf(who, sizeof who, "agent %d", l);
-        if (require_stamps(r, r->clk.ag_clock[l], who, topo_agent_url(r->t, l), answered) < 0)
+        if (require_stamps(r, r->clk.ag_clock[l], who, topo_agent_url(r->setup.t, l), answered) < 0)
             rc = CX_EINVAL;
     }
     return rc;
@@ -137,7 +137,7 @@ static int map_ms(cx_tb_clock *c, int64_t t, int64_t *out, int64_t *err)
 int64_t rclock_map_syncer_ms(runner *r, int64_t t)
 {
     int64_t out, err;
-    if (r->evf || !r->clk.sy_clock || map_ms(r->clk.sy_clock, t, &out, &err) < 0)
+    if (r->setup.evf || !r->clk.sy_clock || map_ms(r->clk.sy_clock, t, &out, &err) < 0)
         return t; /* the file form's times are the harness's */
     return out;
 }
@@ -157,7 +157,7 @@ json_t *rclock_map_event(runner *r, const json_t *ev)
 {
     json_t *c = json_deep_copy(ev);
     json_t *t = json_object_get(ev, "t_mono_ms");
-    if (!c || !json_is_integer(t) || r->evf)
+    if (!c || !json_is_integer(t) || r->setup.evf)
         return c; /* the file form: the harness's clock already (bound 0) */
     int64_t out, err;
     if (!r->clk.sy_clock || map_ms(r->clk.sy_clock, json_integer_value(t), &out, &err) < 0) {
@@ -183,7 +183,7 @@ json_t *rclock_map_fault(runner *r, int l, const json_t *rec)
         if (!json_is_integer(t))
             continue;
         int64_t out, err;
-        if (l < 0 || l >= r->m || !r->clk.ag_clock ||
+        if (l < 0 || l >= r->setup.m || !r->clk.ag_clock ||
             map_ms(r->clk.ag_clock[l], json_integer_value(t), &out, &err) < 0) {
             unmapped(c, keys[0][0], keys[0][1]);
             unmapped(c, keys[1][0], keys[1][1]);
@@ -204,16 +204,16 @@ int rclock_check_event_time(runner *r, const json_t *ev, int64_t read_ms)
         return 0;
     int64_t seq = json_integer_value(json_object_get(ev, "seq"));
     int64_t tm = json_integer_value(t);
-    if (r->evf) {
+    if (r->setup.evf) {
         /* same clock, so exact: not after it was read, not before the launch */
-        if (tm > read_ms || (r->launch_mono > 0 && tm < r->launch_mono)) {
+        if (tm > read_ms || (r->setup.launch_mono > 0 && tm < r->setup.launch_mono)) {
             run_set_error(r,
                           "events file %s: event seq %" PRId64 " has t_mono_ms %" PRId64
                           ", %.3f s %s the harness's clock %s: the file form requires the coordinator to "
                           "stamp its events with the harness's own CLOCK_MONOTONIC (the same host and time "
                           "namespace; docs/telemetry.md, \"Time\")",
-                          topo_events_file(r->t), seq, tm,
-                          (double)(tm > read_ms ? tm - read_ms : r->launch_mono - tm) / 1000.0,
+                          topo_events_file(r->setup.t), seq, tm,
+                          (double)(tm > read_ms ? tm - read_ms : r->setup.launch_mono - tm) / 1000.0,
                           tm > read_ms ? "ahead of" : "behind",
                           tm > read_ms ? "when it was read" : "at launch");
             return CX_EINVAL;
@@ -228,7 +228,7 @@ int rclock_check_event_time(runner *r, const json_t *ev, int64_t read_ms)
                       "%s event seq %" PRId64
                       " is stamped %.3f s after the harness received it: its t_mono_ms "
                       "and its answers' %s stamps are not the same clock (docs/telemetry.md, \"Time\")",
-                      r->e->trainer ? "the coordinator's" : "the syncer's", seq,
+                      r->setup.e->trainer ? "the coordinator's" : "the syncer's", seq,
                       (double)(out - err - read_ms) / 1000.0, CX_TB_HEADER);
         return CX_EINVAL;
     }
@@ -252,19 +252,19 @@ static json_t *clock_entry(cx_tb_clock *c, const char *process, const char *url,
 json_t *rclock_json(runner *r)
 {
     json_t *arr = json_array();
-    if (!arr || !r->t || !r->clk.sy_clock)
+    if (!arr || !r->setup.t || !r->clk.sy_clock)
         return arr;
-    const char *coord = r->e->trainer ? "coordinator" : "syncer";
-    if (r->evf)
-        json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:f,s:f}", "process", coord, "clock",
-                                             "the harness's (events file)", "source", topo_events_file(r->t),
-                                             "offset_ms", 0.0, "error_ms", 0.0));
+    const char *coord = r->setup.e->trainer ? "coordinator" : "syncer";
+    if (r->setup.evf)
+        json_array_append_new(
+            arr, json_pack("{s:s,s:s,s:s,s:f,s:f}", "process", coord, "clock", "the harness's (events file)",
+                           "source", topo_events_file(r->setup.t), "offset_ms", 0.0, "error_ms", 0.0));
     else
-        json_array_append_new(arr, clock_entry(r->clk.sy_clock, coord, topo_syncer_url(r->t), -1));
-    for (int l = 0; r->clk.ag_clock && l < r->m; l++) {
+        json_array_append_new(arr, clock_entry(r->clk.sy_clock, coord, topo_syncer_url(r->setup.t), -1));
+    for (int l = 0; r->clk.ag_clock && l < r->setup.m; l++) {
         char name[32];
         snprintf(name, sizeof name, "agent %d", l);
-        json_array_append_new(arr, clock_entry(r->clk.ag_clock[l], name, topo_agent_url(r->t, l), l));
+        json_array_append_new(arr, clock_entry(r->clk.ag_clock[l], name, topo_agent_url(r->setup.t, l), l));
     }
     return arr;
 }

@@ -29,7 +29,7 @@ int collect_init(runner *r)
 void collect_cleanup(runner *r)
 {
     if (r->col.av)
-        for (int l = 0; l < r->m; l++) {
+        for (int l = 0; l < r->setup.m; l++) {
             agc_free(r->col.av[l].agent);
             json_decref(r->col.av[l].faults);
         }
@@ -42,19 +42,19 @@ void collect_cleanup(runner *r)
 
 int collect_views_new(runner *r)
 {
-    r->col.av = calloc((size_t)r->m, sizeof *r->col.av);
+    r->col.av = calloc((size_t)r->setup.m, sizeof *r->col.av);
     if (!r->col.av)
         return CX_ENOMEM;
-    agc_opts ao = {.ca_file = topo_ca_file(r->t),
+    agc_opts ao = {.ca_file = topo_ca_file(r->setup.t),
                    .connect_timeout_ms = 500,
                    .timeout_ms = 3000,
                    .max_body = (size_t)256 << 20};
-    for (int l = 0; l < r->m; l++) {
+    for (int l = 0; l < r->setup.m; l++) {
         agent_view *a = &r->col.av[l];
         ao.observe = cx_tb_observe; /* every answer feeds its agent's clock (clock.h) */
         ao.observe_ctx = r->clk.ag_clock[l];
-        ao.token = topo_agent_token(r->t, l);
-        a->agent = agc_new(topo_agent_url(r->t, l), &ao);
+        ao.token = topo_agent_token(r->setup.t, l);
+        a->agent = agc_new(topo_agent_url(r->setup.t, l), &ao);
         a->exit_code = -1;
         snprintf(a->unit_state, sizeof a->unit_state, "starting");
         if (!a->agent)
@@ -79,16 +79,16 @@ void collect_merge_clock_at_least(runner *r, int64_t mono_ms)
 static void *lease_thread(void *arg)
 {
     runner *r = arg;
-    int m = r->m;
+    int m = r->setup.m;
     agc **c = calloc((size_t)m, sizeof *c);
     if (!c)
         return NULL;
-    agc_opts ao = {.ca_file = topo_ca_file(r->t), .connect_timeout_ms = 500, .timeout_ms = 2000};
+    agc_opts ao = {.ca_file = topo_ca_file(r->setup.t), .connect_timeout_ms = 500, .timeout_ms = 2000};
     for (int i = 0; i < m; i++) {
-        ao.token = topo_agent_token(r->t, i);
+        ao.token = topo_agent_token(r->setup.t, i);
         ao.observe = cx_tb_observe; /* renewals are round trips too: each feeds its agent's clock */
         ao.observe_ctx = r->clk.ag_clock[i];
-        c[i] = agc_new(topo_agent_url(r->t, i), &ao);
+        c[i] = agc_new(topo_agent_url(r->setup.t, i), &ao);
     }
     pthread_mutex_lock(&r->col.lease_mu);
     while (!r->col.lease_stop) {
@@ -118,14 +118,14 @@ static void *lease_thread(void *arg)
  * then start the renewal thread. */
 int collect_take_leases(runner *r)
 {
-    for (int i = 0; i < r->m; i++) {
+    for (int i = 0; i < r->setup.m; i++) {
         agc_reply rep;
         agc_reply_init(&rep);
         char err[CX_ERRLEN] = "", msg[CX_ERRLEN + 64];
         if (agc_lease(r->col.av[i].agent, LEASE_TTL_MS, &rep, err, sizeof err) != 0) {
             run_answer_error(rep.json, rep.status, err, msg, sizeof msg);
             agc_reply_cleanup(&rep);
-            run_set_error(r, "lease on agent %d (%s): %s", i, topo_agent_url(r->t, i), msg);
+            run_set_error(r, "lease on agent %d (%s): %s", i, topo_agent_url(r->setup.t, i), msg);
             return CX_EUNAVAIL;
         }
         agc_reply_cleanup(&rep);
@@ -137,7 +137,7 @@ int collect_take_leases(runner *r)
         return CX_ESYS;
     }
     r->col.lease_running = 1;
-    cx_info("leases taken on %d agents ttl_ms=%d (renewed every %d ms)", r->m, LEASE_TTL_MS,
+    cx_info("leases taken on %d agents ttl_ms=%d (renewed every %d ms)", r->setup.m, LEASE_TTL_MS,
             LEASE_TTL_MS / 3);
     return 0;
 }
@@ -156,7 +156,7 @@ void collect_release_leases(runner *r)
     r->col.lease_running = 0;
     pthread_mutex_destroy(&r->col.lease_mu);
     pthread_cond_destroy(&r->col.lease_cv);
-    for (int i = 0; i < r->m; i++)
+    for (int i = 0; i < r->setup.m; i++)
         agc_lease(r->col.av[i].agent, 0, NULL, NULL, 0);
 }
 
@@ -182,7 +182,7 @@ static void take_event(runner *r, json_t *ev, int64_t read_ms)
         if (loss < 0)
             loss = NAN; /* the syncer writes a non-finite loss as -1 */
         r->col.eval_loss = loss;
-        const exp_stop *sc = &r->e->stop;
+        const exp_stop *sc = &r->setup.e->stop;
         int above = sc->has_eval_loss_above && isfinite(loss) && loss > sc->eval_loss_above;
         if (above && r->col.evals_above++ == 0)
             r->col.above_since_seq = seq;
@@ -239,7 +239,7 @@ static void poll_events_file(runner *r)
 {
     json_t *got = json_array();
     char err[CX_ERRLEN] = "";
-    int rc = got ? evf_poll(r->evf, got, err, sizeof err) : CX_ENOMEM;
+    int rc = got ? evf_poll(r->setup.evf, got, err, sizeof err) : CX_ENOMEM;
     int64_t read_ms = cx_mono_ms(); /* every line read was written before this */
     /* a malformed line is the file's first error: named before any check
      * of the events read ahead of it (their times, take_event) */
@@ -253,10 +253,10 @@ static void poll_events_file(runner *r)
          * run's (and an unbounded set of ids would cost the per-learner
          * tables without limit) */
         json_t *lv = json_object_get(ev, "learner");
-        if (json_is_integer(lv) && (json_integer_value(lv) < 0 || json_integer_value(lv) >= r->m)) {
+        if (json_is_integer(lv) && (json_integer_value(lv) < 0 || json_integer_value(lv) >= r->setup.m)) {
             run_set_error(r, "events file, event seq %" JSON_INTEGER_FORMAT ": learner %" JSON_INTEGER_FORMAT
                              " is not one of the topology's %d learners (0..%d)",
-                          json_integer_value(json_object_get(ev, "seq")), json_integer_value(lv), r->m, r->m - 1);
+                          json_integer_value(json_object_get(ev, "seq")), json_integer_value(lv), r->setup.m, r->setup.m - 1);
             break;
         }
         derive_status(r, ev);
@@ -268,7 +268,7 @@ static void poll_events_file(runner *r)
 /* Fetch the syncer's new events. */
 void collect_poll_events(runner *r)
 {
-    if (r->evf) {
+    if (r->setup.evf) {
         poll_events_file(r);
         return;
     }
@@ -280,7 +280,7 @@ void collect_poll_events(runner *r)
         cx_http_result res;
         cx_http_result_init(&res);
         int n = 0;
-        if (cx_http_do(r->sy, "GET", path, NULL, NULL, 0, NULL, 0, &res, NULL, 0) == 0 && res.status == 200 &&
+        if (cx_http_do(r->setup.sy, "GET", path, NULL, NULL, 0, NULL, 0, &res, NULL, 0) == 0 && res.status == 200 &&
             res.body.data) {
             char *save = NULL;
             for (char *line = strtok_r(res.body.data, "\n", &save); line;
@@ -302,11 +302,11 @@ void collect_poll_events(runner *r)
 
 void collect_poll_syncer_status(runner *r)
 {
-    if (r->tl.syncer_down || r->evf)
+    if (r->tl.syncer_down || r->setup.evf)
         return;
     int st = 0;
     json_t *s = NULL;
-    cx_http_json(r->sy, "GET", "/v1/status", NULL, &st, &s, NULL, 0);
+    cx_http_json(r->setup.sy, "GET", "/v1/status", NULL, &st, &s, NULL, 0);
     if (st == 200 && json_is_object(s)) {
         json_decref(r->col.status);
         r->col.status = s;
@@ -333,7 +333,7 @@ static void poll_agent(runner *r, int i)
         a->faults_active = (int)json_integer_value(json_object_get(s, "faults_active"));
         json_int_t pid = json_integer_value(json_object_get(unit, "pid"));
         if (pid > 0)
-            topo_note_unit(r->t, i, (pid_t)pid);
+            topo_note_unit(r->setup.t, i, (pid_t)pid);
         if (json_is_true(json_object_get(s, "halted")) && r->state == RS_METHOD)
             run_set_abort(r, "agent %d was halted (chaosloco halt or the dashboard's HALT ALL)", i);
     }
@@ -343,7 +343,7 @@ static void poll_agent(runner *r, int i)
 /* Every agent's fault list (kept when an agent does not answer). */
 void collect_fetch_faults(runner *r)
 {
-    for (int i = 0; i < r->m; i++) {
+    for (int i = 0; i < r->setup.m; i++) {
         json_t *list = NULL;
         if (agc_faults(r->col.av[i].agent, &list, NULL, 0) == 0) {
             json_decref(r->col.av[i].faults);
@@ -355,7 +355,7 @@ void collect_fetch_faults(runner *r)
 /* The history the hypotheses judge, as of now (new). */
 hyp_history *collect_history(runner *r, int with_faults)
 {
-    hyp_history *h = hyp_history_new(r->m, r->e->quorum);
+    hyp_history *h = hyp_history_new(r->setup.m, r->setup.e->quorum);
     if (!h)
         return NULL;
     size_t i;
@@ -371,7 +371,7 @@ hyp_history *collect_history(runner *r, int with_faults)
     }
     if (with_faults)
         collect_fetch_faults(r);
-    for (int l = 0; l < r->m; l++)
+    for (int l = 0; l < r->setup.m; l++)
         json_array_foreach(r->col.av[l].faults, i, v)
         {
             json_t *m = rclock_map_fault(r, l, v);
@@ -382,8 +382,8 @@ hyp_history *collect_history(runner *r, int with_faults)
     json_array_foreach(r->tl.acts, i, v) hyp_history_add_action(h, v, NULL, 0);
     hyp_history_set_counter(h, HYP_C_START_MONO, (double)r->start_mono);
     hyp_history_set_counter(h, HYP_C_END_MONO, (double)(r->end_mono ? r->end_mono : cx_mono_ms()));
-    if (r->steps_target > 0)
-        hyp_history_set_counter(h, HYP_C_STEPS_TARGET, (double)r->steps_target);
+    if (r->setup.steps_target > 0)
+        hyp_history_set_counter(h, HYP_C_STEPS_TARGET, (double)r->setup.steps_target);
     if (r->col.status) {
         json_t *b = json_object_get(r->col.status, "bytes");
         if (json_is_object(b)) { /* none in the file form: bandwidth then counts contribution bytes */
@@ -397,14 +397,14 @@ hyp_history *collect_history(runner *r, int with_faults)
             int64_t id = json_integer_value(json_object_get(v, "id"));
             int64_t tk = json_integer_value(json_object_get(v, "tokens"));
             tokens += (double)tk;
-            if (id >= 0 && id < r->m)
+            if (id >= 0 && id < r->setup.m)
                 hyp_history_set_learner_final(h, (int)id, json_integer_value(json_object_get(v, "step")), tk);
         }
         /* Learners report tokens in heartbeats (<= 1 per second), so a short
          * run can end before the syncer heard of them: when every learner
          * finished, it trained at least steps x batch tokens. */
-        double nominal = r->col.training_over && !r->end_sent && r->batch > 0
-                             ? (double)r->m * (double)r->steps_target * (double)r->batch
+        double nominal = r->col.training_over && !r->hz.end_sent && r->setup.batch > 0
+                             ? (double)r->setup.m * (double)r->setup.steps_target * (double)r->setup.batch
                              : 0.0;
         if (nominal > tokens)
             tokens = nominal;
@@ -419,7 +419,7 @@ hyp_history *collect_history(runner *r, int with_faults)
 void collect_check_training_over(runner *r)
 {
     int done = 1, exited0 = 0;
-    for (int l = 0; l < r->m; l++) {
+    for (int l = 0; l < r->setup.m; l++) {
         agent_view *a = &r->col.av[l];
         if (strcmp(a->unit_state, "exited") == 0 && a->exit_code == 0) {
             exited0++;
@@ -444,23 +444,23 @@ void collect_poll_all(runner *r)
         r->col.last_status = now;
         collect_poll_syncer_status(r);
     }
-    for (int l = 0; l < r->m; l++)
+    for (int l = 0; l < r->setup.m; l++)
         if (now - r->col.av[l].last_poll >= AGENT_EVERY_MS)
             poll_agent(r, l);
     if (r->state != RS_STEADY && r->state != RS_METHOD)
         return;
-    const exp_stop *sc = &r->e->stop;
+    const exp_stop *sc = &r->setup.e->stop;
     now = cx_mono_ms();
     /* once the run was ended (POST /v1/end) no merge is due any more: a unit
      * slow to exit is waited for (up to the time bound), not an abort */
-    if (sc->has_no_merge_for_s && !r->tl.syncer_down && !r->col.training_over && !r->end_sent) {
+    if (sc->has_no_merge_for_s && !r->tl.syncer_down && !r->col.training_over && !r->hz.end_sent) {
         int64_t since = r->col.last_merge_mono > r->start_mono ? r->col.last_merge_mono : r->start_mono;
         if ((double)(now - since) / 1000.0 > sc->no_merge_for_s)
             run_set_abort(r, "stop condition no_merge_for_s %g: no merge for %.1f s", sc->no_merge_for_s,
                           (double)(now - since) / 1000.0);
     }
     if (sc->has_agent_unreachable_s)
-        for (int l = 0; l < r->m; l++) {
+        for (int l = 0; l < r->setup.m; l++) {
             int64_t last = r->col.av[l].last_ok_mono ? r->col.av[l].last_ok_mono : r->start_mono;
             if ((double)(now - last) / 1000.0 > sc->agent_unreachable_s)
                 run_set_abort(r, "stop condition agent_unreachable_s %g: agent %d silent for %.1f s",

@@ -12,7 +12,7 @@
  * the timeline marks a unit not running and restarts the no-merge clock
  * through collect_mark_not_running / collect_merge_clock_at_least.
  * Threads: every function runs on the main thread. The lease thread
- * (collect.c) reads r->m, r->t and the lease_* fields under lease_mu, and
+ * (collect.c) reads r->setup.m, r->setup.t and the lease_* fields under lease_mu, and
  * feeds r->clk.ag_clock (each cx_tb_clock has its own lock).
  */
 #ifndef HARNESS_RUN_COLLECT_H
@@ -63,7 +63,7 @@ int collect_init(runner *r);
 /* Frees what collect_init and collect_views_new made (the leases must be
  * released first). */
 void collect_cleanup(runner *r);
-/* One view and one client per agent of r->t, each client feeding its
+/* One view and one client per agent of r->setup.t, each client feeding its
  * agent's clock (after rclock_new); CX_ENOMEM. */
 int collect_views_new(runner *r);
 /* Lease every agent synchronously (a refusal: run_set_error, < 0), then
@@ -73,10 +73,10 @@ int collect_take_leases(runner *r);
 void collect_release_leases(runner *r);
 /* The syncer's new events (since last_seq) into sev; eval-loss stop
  * conditions. Over HTTP skipped while the harness holds the syncer down;
- * the file form (r->evf) reads the file always, derives status from the
+ * the file form (r->setup.evf) reads the file always, derives status from the
  * events and fails the run (run_set_error) on a bad line. */
 void collect_poll_events(runner *r);
-void collect_poll_syncer_status(runner *r); /* status, merges (HTTP only: a no-op with r->evf) */
+void collect_poll_syncer_status(runner *r); /* status, merges (HTTP only: a no-op with r->setup.evf) */
 /* Every agent's fault list (kept when an agent does not answer). */
 void collect_fetch_faults(runner *r);
 /* The history the hypotheses judge, as of now (new; NULL when out of

@@ -42,7 +42,7 @@ static json_t *verdict_json(const char *label, const char *phase, const hyp_verd
 
 static void dash_hyp(runner *r, json_t *entry)
 {
-    if (!r->dash) {
+    if (!r->setup.dash) {
         json_decref(entry);
         return;
     }
@@ -57,24 +57,24 @@ static void dash_hyp(runner *r, json_t *entry)
         if (strcmp(json_string_value(json_object_get(v, "name")), name) == 0 &&
             strcmp(json_string_value(json_object_get(v, "phase")), phase) == 0) {
             json_array_set_new(r->out.dash_hyps, i, entry);
-            dash_server_set_hypotheses(r->dash, r->out.dash_hyps, NULL, 0);
+            dash_server_set_hypotheses(r->setup.dash, r->out.dash_hyps, NULL, 0);
             return;
         }
     }
     json_array_append_new(r->out.dash_hyps, entry);
-    dash_server_set_hypotheses(r->dash, r->out.dash_hyps, NULL, 0);
+    dash_server_set_hypotheses(r->setup.dash, r->out.dash_hyps, NULL, 0);
 }
 
 void output_dash_pending(runner *r)
 {
-    if (!r->dash)
+    if (!r->setup.dash)
         return;
-    for (int i = 0; i < r->e->nsteady; i++)
-        dash_hyp(r, json_pack("{s:s,s:s,s:s}", "name", hyp_spec_label(r->e->steady_state[i]), "phase",
+    for (int i = 0; i < r->setup.e->nsteady; i++)
+        dash_hyp(r, json_pack("{s:s,s:s,s:s}", "name", hyp_spec_label(r->setup.e->steady_state[i]), "phase",
                               "steady_state", "status", "pending"));
-    for (int i = 0; i < r->e->nverify; i++)
-        dash_hyp(r, json_pack("{s:s,s:s,s:s}", "name", hyp_spec_label(r->e->verify[i]), "phase", "verify",
-                              "status", "pending"));
+    for (int i = 0; i < r->setup.e->nverify; i++)
+        dash_hyp(r, json_pack("{s:s,s:s,s:s}", "name", hyp_spec_label(r->setup.e->verify[i]), "phase",
+                              "verify", "status", "pending"));
 }
 
 /* by_s of a steady-state entry, when it has one. */
@@ -91,35 +91,36 @@ static double spec_by_s(const hyp_spec *s)
 void output_steady_state(runner *r, double limit_s)
 {
     r->out.steady_ok = 1;
-    if (r->e->nsteady == 0)
+    if (r->setup.e->nsteady == 0)
         return;
     double deadline_s = STEADY_DEFAULT_S;
     double maxby = -1;
     int by_progress = 0;
-    for (int i = 0; i < r->e->nsteady; i++) {
-        if (spec_by_s(r->e->steady_state[i]) > maxby)
-            maxby = spec_by_s(r->e->steady_state[i]);
-        by_progress |= json_object_get(hyp_spec_json(r->e->steady_state[i]), "by_tokens") != NULL;
+    for (int i = 0; i < r->setup.e->nsteady; i++) {
+        if (spec_by_s(r->setup.e->steady_state[i]) > maxby)
+            maxby = spec_by_s(r->setup.e->steady_state[i]);
+        by_progress |= json_object_get(hyp_spec_json(r->setup.e->steady_state[i]), "by_tokens") != NULL;
     }
     if (maxby > 0)
         deadline_s = maxby + 5.0;
     if (by_progress && limit_s > deadline_s)
         deadline_s = limit_s;
     int64_t t0 = cx_real_ns();
-    hyp_verdict *v = calloc((size_t)r->e->nsteady, sizeof *v);
+    hyp_verdict *v = calloc((size_t)r->setup.e->nsteady, sizeof *v);
     if (!v) {
         run_set_error(r, "out of memory");
         return;
     }
-    cx_info("steady state: %d hypotheses, deadline %.0f s after the run start", r->e->nsteady, deadline_s);
+    cx_info("steady state: %d hypotheses, deadline %.0f s after the run start", r->setup.e->nsteady,
+            deadline_s);
     for (;;) {
         collect_poll_all(r);
         if (r->abort || r->error || run_interrupted())
             break;
         hyp_history *h = collect_history(r, 1);
         int all = 1;
-        for (int i = 0; i < r->e->nsteady; i++) {
-            hyp_spec_eval(r->e->steady_state[i], h, &v[i]);
+        for (int i = 0; i < r->setup.e->nsteady; i++) {
+            hyp_spec_eval(r->setup.e->steady_state[i], h, &v[i]);
             all &= v[i].status == HYP_PASS;
         }
         hyp_history_free(h);
@@ -127,8 +128,8 @@ void output_steady_state(runner *r, double limit_s)
             break;
         run_nap(1000);
     }
-    for (int i = 0; i < r->e->nsteady; i++) {
-        const hyp_spec *s = r->e->steady_state[i];
+    for (int i = 0; i < r->setup.e->nsteady; i++) {
+        const hyp_spec *s = r->setup.e->steady_state[i];
         journal_add_hypothesis(r->j, JR_BEFORE, s, &v[i], t0, cx_real_ns());
         dash_hyp(r, verdict_json(hyp_spec_label(s), "steady_state", &v[i], 0));
         cx_log(v[i].status == HYP_PASS ? CX_LOG_INFO : CX_LOG_WARN, "steady state %s: %s (%s)",
@@ -146,18 +147,11 @@ void output_steady_state(runner *r, double limit_s)
  * the verdict becomes an error that says so. */
 static void unobserved(runner *r, int spec, hyp_verdict *v)
 {
-    if (r->end_sent)
+    char msg[sizeof v->explanation];
+    if (!rhorizon_unobserved(r, spec, msg, sizeof msg))
         return;
-    int64_t heal[EXP_MAX_LEARNERS];
-    hz_progress p;
-    run_hz_fill(r, heal, &p);
-    for (int i = 0; i < r->nhw; i++) {
-        char msg[sizeof v->explanation];
-        if (r->hw_spec[i] != spec || !horizon_unobserved(&r->hw[i], &p, msg, sizeof msg))
-            continue;
-        v->status = HYP_ERROR;
-        snprintf(v->explanation, sizeof v->explanation, "%s", msg);
-    }
+    v->status = HYP_ERROR;
+    snprintf(v->explanation, sizeof v->explanation, "%s", msg);
 }
 
 void output_verify(runner *r)
@@ -170,8 +164,8 @@ void output_verify(runner *r)
         run_set_error(r, "out of memory");
         return;
     }
-    for (int i = 0; i < r->e->nverify; i++) {
-        const hyp_spec *s = r->e->verify[i];
+    for (int i = 0; i < r->setup.e->nverify; i++) {
+        const hyp_spec *s = r->setup.e->verify[i];
         int64_t t0 = cx_real_ns();
         hyp_verdict v;
         hyp_spec_eval(s, h, &v);
@@ -198,9 +192,9 @@ json_t *output_summary_json(runner *r)
         {"longest_merge_gap_s", "no_global_downtime"},
     };
     json_t *o = json_object();
-    json_object_set_new(o, "mode", json_string(r->e->mode));
-    json_object_set_new(o, "learners", json_integer(r->m));
-    json_object_set_new(o, "seed", json_integer((json_int_t)r->seed));
+    json_object_set_new(o, "mode", json_string(r->setup.e->mode));
+    json_object_set_new(o, "learners", json_integer(r->setup.m));
+    json_object_set_new(o, "seed", json_integer((json_int_t)r->setup.seed));
     for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
         double x = hyp_measure(figures[i][1], h);
         json_object_set_new(o, figures[i][0], isfinite(x) ? json_real(x) : json_null());
@@ -271,7 +265,7 @@ static void append_collected(runner *r)
         json_decref(c);
     }
     json_t *fl = json_array();
-    for (int l = 0; r->col.av && l < r->m; l++) /* no agent views when the topology never started */
+    for (int l = 0; r->col.av && l < r->setup.m; l++) /* no agent views when the topology never started */
         json_array_foreach(r->col.av[l].faults, i, v)
         {
             json_t *m = rclock_map_fault(r, l, v);
@@ -282,7 +276,7 @@ static void append_collected(runner *r)
             json_decref(m);
         }
     char path[PATHLEN + 32];
-    run_join_path(path, sizeof path, r->run_dir, "faults.json");
+    run_join_path(path, sizeof path, r->setup.run_dir, "faults.json");
     json_dump_file(fl, path, JSON_INDENT(1));
     json_decref(fl);
 }
@@ -291,16 +285,17 @@ static void append_collected(runner *r)
 void output_journal_endpoints(runner *r)
 {
     const char *urls[EXP_MAX_LEARNERS];
-    for (int i = 0; i < r->m && i < EXP_MAX_LEARNERS; i++)
-        urls[i] = topo_agent_url(r->t, i);
-    journal_set_endpoints(r->j, topo_syncer_url(r->t), urls,
-                          r->m < EXP_MAX_LEARNERS ? r->m : EXP_MAX_LEARNERS);
+    for (int i = 0; i < r->setup.m && i < EXP_MAX_LEARNERS; i++)
+        urls[i] = topo_agent_url(r->setup.t, i);
+    journal_set_endpoints(r->j, topo_syncer_url(r->setup.t), urls,
+                          r->setup.m < EXP_MAX_LEARNERS ? r->setup.m : EXP_MAX_LEARNERS);
 }
 
 void output_print_verdicts(runner *r, const run_result *res)
 {
     json_t *jj = journal_json(r->j);
-    printf("\n%s\n  status %s, exit %d, run dir %s\n", r->e->title, res->status, res->exit_code, r->run_dir);
+    printf("\n%s\n  status %s, exit %d, run dir %s\n", r->setup.e->title, res->status, res->exit_code,
+           r->setup.run_dir);
     json_t *ss = json_object_get(jj, "steady_states");
     const char *phases[] = {"before", "after"};
     for (int p = 0; p < 2; p++) {
@@ -346,13 +341,13 @@ void output_write(runner *r, run_result *res)
     if (r->ev) {
         append_collected(r);
     }
-    run_join_path(path, sizeof path, r->run_dir, "journal.json");
+    run_join_path(path, sizeof path, r->setup.run_dir, "journal.json");
     if (journal_write(r->j, path, e2, sizeof e2) < 0)
         run_set_error(r, "journal: %s", e2);
     if (r->o->junit)
         snprintf(path, sizeof path, "%s", r->o->junit);
     else
-        run_join_path(path, sizeof path, r->run_dir, "junit.xml");
+        run_join_path(path, sizeof path, r->setup.run_dir, "junit.xml");
     if (journal_write_junit(r->j, path, e2, sizeof e2) < 0)
         run_set_error(r, "junit: %s", e2);
     if (res->summary) {
@@ -364,10 +359,10 @@ void output_write(runner *r, run_result *res)
         hyp_history_free(h);
         json_object_set_new(res->summary, "status", json_string(jr_status_name(journal_status(r->j))));
         json_object_set_new(res->summary, "deviated", json_boolean(journal_deviated(r->j)));
-        run_join_path(path, sizeof path, r->run_dir, "summary.json");
+        run_join_path(path, sizeof path, r->setup.run_dir, "summary.json");
         json_dump_file(res->summary, path, JSON_INDENT(1) | JSON_SORT_KEYS);
     }
-    if (report_render(r->run_dir, e2, sizeof e2) < 0)
+    if (report_render(r->setup.run_dir, e2, sizeof e2) < 0)
         cx_warn("report.html: %s", e2);
 }
 
@@ -386,12 +381,9 @@ void output_progress(runner *r, const char *phase, double bound_left_s)
     if (now - r->out.last_progress < every)
         return;
     r->out.last_progress = now;
-    int64_t heal[EXP_MAX_LEARNERS];
-    hz_progress hp;
     hz_estimate est;
-    run_hz_fill(r, heal, &hp);
-    horizon_estimate(r->hw, r->nhw, &hp, &est);
-    int bytes = !r->e->trainer; /* chaosloco's models are byte-level */
+    rhorizon_estimate(r, &est);
+    int bytes = !r->setup.e->trainer; /* chaosloco's models are byte-level */
     char loss[48], left[64];
     if (isfinite(r->col.eval_loss))
         snprintf(loss, sizeof loss, "%.3f %s", bytes ? r->col.eval_loss / M_LN2 : r->col.eval_loss,
@@ -411,16 +403,17 @@ void output_progress(runner *r, const char *phase, double bound_left_s)
         cx_info("progress phase=%s done_pct=%.0f merges=%" PRId64 " eval=\"%s\" faults_active=%d left=\"%s\" "
                 "waiting=\"%s\"",
                 phase, 100.0 * est.fraction, r->col.merges, loss, timeline_active(r), left, est.waiting);
-    if (r->dash) {
+    if (r->setup.dash) {
         int64_t left_ms = est.left_ms;
         if (left_ms >= 0 && left_ms > (int64_t)(bound_left_s * 1000))
             left_ms = (int64_t)(bound_left_s * 1000);
         dash_server_set_progress_json(
-            r->dash, json_pack("{s:s,s:I,s:o,s:f,s:b,s:I,s:s,s:f}", "phase", phase, "elapsed_ms",
-                               (json_int_t)(now - r->start_mono), "remaining_ms",
-                               left_ms >= 0 ? json_integer(left_ms) : json_null(), "fraction", est.fraction,
-                               "lower_bound", est.lower_bound, "merges", (json_int_t)r->col.merges, "waiting",
-                               est.waiting, "bound_left_s", bound_left_s));
+            r->setup.dash,
+            json_pack("{s:s,s:I,s:o,s:f,s:b,s:I,s:s,s:f}", "phase", phase, "elapsed_ms",
+                      (json_int_t)(now - r->start_mono), "remaining_ms",
+                      left_ms >= 0 ? json_integer(left_ms) : json_null(), "fraction", est.fraction,
+                      "lower_bound", est.lower_bound, "merges", (json_int_t)r->col.merges, "waiting",
+                      est.waiting, "bound_left_s", bound_left_s));
     }
 }
 

@@ -89,7 +89,7 @@ void run_assert_state(const runner *r)
     assert(r->state >= RS_LOADED && r->state <= RS_DONE);
     /* a topology (and its clients) from LAUNCHED until it is stopped */
     if (r->state >= RS_LAUNCHED && r->state <= RS_REVERT)
-        assert(r->t != NULL && r->sy != NULL && r->col.av != NULL);
+        assert(r->setup.t != NULL && r->setup.sy != NULL && r->col.av != NULL);
     /* the lease thread runs from STEADY until REVERT releases it */
     if (r->state >= RS_STEADY && r->state <= RS_VERIFY)
         assert(r->col.lease_running);
@@ -105,7 +105,7 @@ void run_assert_state(const runner *r)
         assert(!r->abort && !r->error && r->end_mono > 0);
     /* the dashboard is gone before its sources are */
     if (r->state >= RS_STOPPED)
-        assert(r->dash == NULL);
+        assert(r->setup.dash == NULL);
 }
 #endif
 
@@ -190,12 +190,12 @@ void run_emit(runner *r, json_t *obj)
     char err[CX_ERRLEN];
     if (r->ev && jr_events_append(r->ev, obj, err, sizeof err) < 0)
         cx_warn("events.jsonl: %s", err);
-    if (r->dash) {
+    if (r->setup.dash) {
         json_t *c = json_deep_copy(obj);
         const char *kind = json_string_value(json_object_get(c, "kind"));
         if (!json_is_string(json_object_get(c, "type")))
             json_object_set_new(c, "type", json_string(kind ? kind : "harness"));
-        dash_server_push_event(r->dash, c, NULL, 0);
+        dash_server_push_event(r->setup.dash, c, NULL, 0);
         json_decref(c);
     }
     json_decref(obj);
@@ -253,130 +253,14 @@ void run_answer_error(const json_t *ans, int status, const char *transport, char
         snprintf(out, len, "HTTP %d: %s", status, e ? e : "(no error text)");
 }
 
-/* ---- run: the horizon ---- */
-
-/* What horizon.h decides on, from what the runner saw. heal must hold m. */
-void run_hz_fill(runner *r, int64_t *heal, hz_progress *p)
-{
-    memset(p, 0, sizeof *p);
-    p->start_ms = r->method_mono ? r->method_mono : r->start_mono;
-    p->now_ms = r->end_mono ? r->end_mono : cx_mono_ms();
-    p->pending = timeline_pending(r);
-    p->entries = r->sched->n;
-    p->heal_ms = heal;
-    p->m = r->m;
-    p->min_tokens = r->min_tokens;
-    p->min_merges = r->e->min_merges;
-    p->merges = r->col.merges;
-    p->eval_tokens = json_integer_value(json_object_get(json_object_get(r->col.status, "eval"), "tokens"));
-    for (int l = 0; l < r->m; l++)
-        heal[l] = 0;
-    for (int k = 0; k < r->sched->n; k++) {
-        int64_t h = r->tl.fx[k].healed_mono;
-        int l = r->sched->entries[k].learner;
-        if (h > p->any_heal_ms)
-            p->any_heal_ms = h;
-        if (l >= 0 && l < r->m && h > heal[l])
-            heal[l] = h;
-        if (l < 0 && h > 0) /* the syncer's restart reopens every learner's window */
-            for (int i = 0; i < r->m; i++)
-                heal[i] = h > heal[i] ? h : heal[i];
-    }
-    json_t *ls = json_object_get(r->col.status, "learners"), *v;
-    size_t i;
-    json_array_foreach(ls, i, v)
-    {
-        p->tokens += json_integer_value(json_object_get(v, "tokens"));
-        json_int_t id = json_integer_value(json_object_get(v, "id"));
-        if (id >= 0 && id < r->m)
-            r->hz_steps[id] = json_integer_value(json_object_get(v, "step"));
-    }
-    p->steps = r->hz_steps;
-    p->steps_target = r->steps_target;
-}
-
-/* The run is long enough: tell the syncer to end it (learners finish,
- * send, leave and exit 0; check_training_over then sees it). The file form
- * writes the coordinator's end file instead of POST /v1/end (also while it
- * is down: it reads the file when it starts again). Attach mode ends the
- * run the same way, with the credential the harness was given; a syncer
- * that refuses it (401/403: no admin credential) is told once, and the run
- * then lasts until the learners finish their own --steps or the time
- * bound. */
-static void maybe_end(runner *r)
-{
-    if (r->end_sent || r->end_refused || (r->tl.syncer_down && !r->evf))
-        return;
-    int64_t heal[EXP_MAX_LEARNERS];
-    hz_progress p;
-    char why[256];
-    run_hz_fill(r, heal, &p);
-    if (!horizon_done(r->hw, r->nhw, &p, why, sizeof why))
-        return;
-    char err[CX_ERRLEN] = "";
-    if (r->evf) {
-        if (topo_request_end(r->t, why, err, sizeof err) < 0) {
-            cx_warn("writing the coordinator's end file: %s (will retry)", err);
-            return;
-        }
-    } else {
-        json_t *body = json_pack("{s:s}", "reason", why), *ans = NULL;
-        int st = 0;
-        cx_http_json(r->sy, "POST", "/v1/end", body, &st, &ans, err, sizeof err);
-        json_decref(body);
-        if (st == 401 || st == 403) {
-            char said[CX_ERRLEN];
-            run_answer_error(ans, st, err, said, sizeof said);
-            json_decref(ans);
-            r->end_refused = 1;
-            output_progress_end(r);
-            cx_warn(
-                "horizon reached (%s) but the syncer refused POST /v1/end (%s): the harness needs the "
-                "syncer's admin credential (--syncer-credential-file); the run goes on until the learners "
-                "finish their own --steps or the time bound",
-                why, said);
-            run_emit_run(r, "end_refused", said);
-            return;
-        }
-        json_decref(ans);
-        if (st != 200) {
-            cx_warn("POST /v1/end: HTTP %d %s (will retry)", st, err);
-            return;
-        }
-    }
-    r->end_sent = 1;
-    output_progress_end(r);
-    run_emit_run(r, "end", why);
-    cx_info("horizon reached at t=%.1f s: %s", run_now_s_since(p.start_ms), why);
-}
-
-/* Windows of the verify list; min_tokens from the file or M x steps x batch. */
-static int hz_setup(runner *r)
-{
-    r->hw = calloc((size_t)r->e->nverify + 1, sizeof *r->hw);
-    r->hw_spec = calloc((size_t)r->e->nverify + 1, sizeof *r->hw_spec);
-    if (!r->hw || !r->hw_spec)
-        return CX_ENOMEM;
-    for (int i = 0; i < r->e->nverify; i++) {
-        const hyp_spec *sp = r->e->verify[i];
-        if (horizon_window(hyp_spec_json(sp), hyp_spec_label(sp), &r->hw[r->nhw]))
-            r->hw_spec[r->nhw++] = i;
-    }
-    /* a foreign trainer's horizon is the file's (the validator requires one): steps x batch are ours */
-    r->min_tokens = r->e->min_tokens > 0 ? r->e->min_tokens
-                    : r->e->trainer      ? 0
-                                         : (int64_t)r->m * r->steps_target * r->batch;
-    return 0;
-}
-
 /* ---- run: method ---- */
 
 static void method(runner *r, double limit_s)
 {
     collect_merge_clock_at_least(r, r->method_mono);
     run_emit_run(r, "method_start", NULL);
-    cx_info("method: %d timeline entries (%d chaos draws), time bound %.0f s", r->sched->n,
-            r->sched->chaos_drawn, limit_s);
+    cx_info("method: %d timeline entries (%d chaos draws), time bound %.0f s", r->setup.sched->n,
+            r->setup.sched->chaos_drawn, limit_s);
     for (;;) {
         collect_poll_all(r);
         if (r->abort || r->error)
@@ -386,7 +270,7 @@ static void method(runner *r, double limit_s)
             break;
         collect_check_training_over(r);
         if (!r->col.training_over)
-            maybe_end(r);
+            rhorizon_maybe_end(r);
         double left = limit_s - run_now_s_since(r->start_mono);
         if (r->col.training_over) {
             output_progress_end(r);
@@ -414,24 +298,16 @@ static void runner_cleanup(runner *r)
 {
     if (r->col.lease_running)
         collect_release_leases(r);
-    topo_free(r->t);
-    r->t = NULL;
-    dash_server_free(r->dash);
-    r->dash = NULL;
+    setup_stop_dashboard(r);
+    setup_drop_topology(r);
     output_cleanup(r);
-    free(r->hw);
-    free(r->hw_spec);
-    r->hw = NULL;
-    r->hw_spec = NULL;
+    rhorizon_cleanup(r);
     collect_cleanup(r);
-    cx_http_client_free(r->sy);
-    rclock_free(r); /* after every client that feeds them */
-    evf_free(r->evf);
     jr_events_close(r->ev);
     journal_free(r->j);
     timeline_cleanup(r);
-    sched_free(r->sched);
-    exp_free(r->e);
+    setup_cleanup(r);
+    rclock_free(r); /* after every client that feeds them (setup_cleanup: the syncer's) */
 }
 
 void run_result_cleanup(run_result *res)
@@ -464,7 +340,7 @@ static int run_prepare(runner *r, run_result *res, char *err, size_t errlen, int
     /* attach mode: a topology.training describes the attached syncer's
      * training (the horizon's default token minimum, data_accounting's
      * steps); checked with the same rules, passed to no one */
-    if (!r->e->attach_syncer || json_object_size(r->e->training) > 0) {
+    if (!r->setup.e->attach_syncer || json_object_size(r->setup.e->training) > 0) {
         json_t *sc = setup_syncer_config(r, e2, sizeof e2);
         if (!sc) {
             snprintf(err, errlen, "%s", e2);
@@ -475,8 +351,8 @@ static int run_prepare(runner *r, run_result *res, char *err, size_t errlen, int
         json_decref(sc);
     }
     int tl_rc = timeline_init(r);
-    r->j = journal_new(r->e);
-    if (r->j && journal_set_plan(r->j, r->e, r->sched) < 0) {
+    r->j = journal_new(r->setup.e);
+    if (r->j && journal_set_plan(r->j, r->setup.e, r->setup.sched) < 0) {
         journal_free(r->j);
         r->j = NULL;
     }
@@ -491,13 +367,13 @@ static int run_prepare(runner *r, run_result *res, char *err, size_t errlen, int
         *rc = CX_EINVAL;
         return 1;
     }
-    snprintf(res->run_dir, sizeof res->run_dir, "%s", r->run_dir);
+    snprintf(res->run_dir, sizeof res->run_dir, "%s", r->setup.run_dir);
     char path[PATHLEN + 64];
-    run_join_path(path, sizeof path, r->run_dir, "events.jsonl");
+    run_join_path(path, sizeof path, r->setup.run_dir, "events.jsonl");
     if (jr_events_open(path, &r->ev, e2, sizeof e2) < 0)
         run_set_error(r, "%s", e2);
-    run_join_path(path, sizeof path, r->run_dir, "timeline.json");
-    json_t *tl = sched_json(r->sched);
+    run_join_path(path, sizeof path, r->setup.run_dir, "timeline.json");
+    json_t *tl = sched_json(r->setup.sched);
     json_dump_file(tl, path, JSON_INDENT(1) | JSON_SORT_KEYS);
     json_decref(tl);
     return 0;
@@ -514,7 +390,7 @@ static void run_judged(runner *r)
     if (r->out.steady_ok && !r->abort && !r->error && !run_interrupted()) {
         r->method_mono = cx_mono_ms(); /* RS_METHOD holds: the method has a start */
         set_state(r, RS_METHOD);
-        if (hz_setup(r) != 0)
+        if (rhorizon_init(r) != 0)
             run_set_error(r, "out of memory");
         else
             method(r, limit);
@@ -527,8 +403,8 @@ static void run_judged(runner *r)
         r->end_mono = cx_mono_ms();
     if (r->out.steady_ok && !r->abort && !r->error) {
         set_state(r, RS_VERIFY);
-        if (r->dash)
-            dash_server_set_progress(r->dash, "verify", cx_mono_ms() - r->start_mono, 0);
+        if (r->setup.dash)
+            dash_server_set_progress(r->setup.dash, "verify", cx_mono_ms() - r->start_mono, 0);
         output_verify(r);
     }
 }
@@ -542,17 +418,16 @@ static void run_live(runner *r, run_result *res)
     journal_set_start(r->j, r->start_real);
     cx_info("run experiment=\"%s\" variant=%s learners=%d mode=%s seed=%" PRIu64 " run_dir=%s timeline=%d "
             "steps=%" PRId64,
-            r->e->title, o->ci ? "ci" : "base", r->m, r->e->mode, r->seed, r->run_dir, r->sched->n,
-            r->steps_target);
-    run_emit_run(r, "start", r->e->title);
+            r->setup.e->title, o->ci ? "ci" : "base", r->setup.m, r->setup.e->mode, r->setup.seed,
+            r->setup.run_dir, r->setup.sched->n, r->setup.steps_target);
+    run_emit_run(r, "start", r->setup.e->title);
 
     if (!r->error && !run_interrupted()) {
         if (setup_start_topology(r, e2, sizeof e2) < 0) {
             if (run_interrupted()) {
                 /* a signal ended the start (an attach wait): interrupted, not an error */
                 run_abort_if_interrupted(r);
-                topo_free(r->t);
-                r->t = NULL;
+                setup_drop_topology(r);
             } else {
                 run_set_error(r, "starting the topology: %s", e2);
             }
@@ -562,13 +437,13 @@ static void run_live(runner *r, run_result *res)
         }
     }
     r->start_mono = cx_mono_ms();
-    if (r->t && !r->error) {
+    if (r->setup.t && !r->error) {
         setup_start_dashboard(r);
         if (collect_take_leases(r) == 0 && rclock_check(r) == 0)
             run_judged(r);
         set_state(r, RS_REVERT);
-        if (r->dash)
-            dash_server_set_progress(r->dash, "revert", cx_mono_ms() - r->start_mono, 0);
+        if (r->setup.dash)
+            dash_server_set_progress(r->setup.dash, "revert", cx_mono_ms() - r->start_mono, 0);
         collect_poll_events(r);
         collect_poll_syncer_status(r);
         res->summary = output_summary_json(r);
@@ -576,16 +451,15 @@ static void run_live(runner *r, run_result *res)
         journal_set_final_loss(r->j, json_is_number(fl) ? json_number_value(fl) : NAN);
         timeline_revert(r);
     }
-    if (o->keep && r->t) {
-        printf("--keep: processes stay up (syncer %s); Ctrl-C to stop them\n", topo_syncer_url(r->t));
+    if (o->keep && r->setup.t) {
+        printf("--keep: processes stay up (syncer %s); Ctrl-C to stop them\n", topo_syncer_url(r->setup.t));
         fflush(stdout);
         while (!run_interrupted())
             run_nap(500);
     }
-    dash_server_free(r->dash); /* before its sources go away */
-    r->dash = NULL;
-    if (r->t) {
-        int killed = topo_stop(r->t, STOP_GRACE_MS);
+    setup_stop_dashboard(r); /* before its sources go away */
+    if (r->setup.t) {
+        int killed = topo_stop(r->setup.t, STOP_GRACE_MS);
         if (killed)
             cx_warn("%d processes needed SIGKILL", killed);
     }
@@ -630,7 +504,7 @@ int run_experiment(const run_opts *o, run_result *res, char *err, size_t errlen)
     if (!o->quiet_summary)
         output_print_verdicts(r, res);
     set_state(r, RS_DONE);
-    cx_info("run done status=%s exit=%d run_dir=%s", res->status, res->exit_code, r->run_dir);
+    cx_info("run done status=%s exit=%d run_dir=%s", res->status, res->exit_code, r->setup.run_dir);
     runner_cleanup(r);
     return 0;
 }

@@ -4,22 +4,24 @@
  * it owns and who may call it:
  *
  *   run.c       the state machine (its diagram atop run.c), signals, the
- *               method loop, the horizon, run_experiment
+ *               method loop, run_experiment
  *   collect.h   leases, the syncer's events and status, the agents' status
  *               and faults, stop conditions, the history (r->col)
  *   timeline.h  fire, heal checks, the syncer fault, revert (r->tl)
+ *   horizon.h   the verify windows, the token minimum and the end request
+ *               once they closed (r->hz)
  *   output.h    the hypotheses (steady state, verify, summary), the
  *               progress line and the run directory's outputs (r->out)
  *   setup.h     loading, the run directory, the syncer's config, the
- *               topology and the embedded dashboard (the core's fields)
+ *               topology and the embedded dashboard: the run's
+ *               description (r->setup), read by every component
  *   attach.h    attach mode's bounded wait (r->att)
  *   clock.h     the one time base (r->clk)
  *
  * One runner lives on run_experiment's stack. Each component struct is
  * written by its component only; another one asks it through a call in
  * its header. The core's own fields are written by run.c (the state, the
- * phases' times, the outcome, the horizon) or, before the run, by the
- * setup (setup.h lists them). Every function runs on the main thread,
+ * phases' times, the outcome, the records). Every function runs on the main thread,
  * except the lease thread (collect.h).
  */
 #ifndef HARNESS_RUN_RUNNER_H
@@ -39,6 +41,7 @@
 #include "harness/run/attach.h"
 #include "harness/run/clock.h"
 #include "harness/run/collect.h"
+#include "harness/run/horizon.h"
 #include "harness/run/output.h"
 #include "harness/run/setup.h"
 #include "harness/run/timeline.h"
@@ -69,20 +72,7 @@ typedef enum run_state {
 struct runner {
     const run_opts *o; /* flags (borrowed) */
     run_state state;   /* see the diagram in run.c */
-    /* the run's description (setup.h) */
-    experiment *e;        /* the loaded experiment (ci variant applied) */
-    schedule *sched;      /* its resolved timeline */
-    uint64_t seed;        /* run seed */
-    char run_dir[512];    /* the run directory */
-    char slug[96];        /* the run directory's name stem */
-    topo *t;              /* launched or attached processes */
-    dash_server *dash;    /* embedded dashboard or NULL */
-    cx_http_client *sy;   /* syncer client (main thread) */
-    evf *evf;             /* the coordinator's events file (file form), NULL = HTTP telemetry */
-    int m;                /* learners */
-    int64_t steps_target; /* inner steps per learner (effective config) */
-    int64_t batch;        /* sequences (= tokens) per inner step (effective config) */
-    int64_t launch_mono;  /* ms just before the topology started (the file form's events are not older) */
+    setup_state setup; /* the run's description: setup.h */
     /* records (run.c) */
     journal *j;    /* journal.json / junit.xml */
     jr_events *ev; /* events.jsonl */
@@ -96,17 +86,10 @@ struct runner {
     int abort;     /* 1 stop condition / signal / halt */
     int error;     /* 1 harness or injection error */
     char why[512]; /* abort or error reason */
-    /* horizon (run.c, horizon.h) */
-    hz_window *hw;                      /* [nverify] windows of the verify hypotheses */
-    int *hw_spec;                       /* [nverify] the verify index of hw[i] */
-    int nhw;                            /* windows */
-    int64_t hz_steps[EXP_MAX_LEARNERS]; /* the step each learner reported last (syncer status) */
-    int64_t min_tokens;                 /* tokens the run trains at least */
-    int end_sent;    /* 1 once POST /v1/end was sent / the end file written (the horizon was reached) */
-    int end_refused; /* 1: the syncer refused POST /v1/end (401/403); not asked again */
     /* the components */
     collect_state col; /* collect.h */
     timeline_state tl; /* timeline.h */
+    rhorizon_state hz; /* horizon.h */
     output_state out;  /* output.h */
     rclock_state clk;  /* clock.h */
     attach_state att;  /* attach.h */
@@ -139,7 +122,5 @@ void run_join_path(char *out, size_t len, const char *dir, const char *name); /*
 int run_http_ok(int status);                                                  /* 1 for 2xx */
 /* The error text of a JSON error answer, or the transport error, into out. */
 void run_answer_error(const json_t *ans, int status, const char *transport, char *out, size_t len);
-/* What horizon.h decides on, from what the runner saw; heal holds r->m. */
-void run_hz_fill(runner *r, int64_t *heal, hz_progress *p);
 
 #endif

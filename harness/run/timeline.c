@@ -22,13 +22,13 @@
 
 int timeline_init(runner *r)
 {
-    r->tl.fx = calloc((size_t)(r->sched->n ? r->sched->n : 1), sizeof *r->tl.fx);
+    r->tl.fx = calloc((size_t)(r->setup.sched->n ? r->setup.sched->n : 1), sizeof *r->tl.fx);
     r->tl.acts = json_array();
-    r->tl.rb = calloc((size_t)(r->e->nrollbacks ? r->e->nrollbacks : 1), sizeof *r->tl.rb);
+    r->tl.rb = calloc((size_t)(r->setup.e->nrollbacks ? r->setup.e->nrollbacks : 1), sizeof *r->tl.rb);
     if (!r->tl.fx || !r->tl.acts || !r->tl.rb)
         return CX_ENOMEM;
-    for (int i = 0; i < r->e->nrollbacks; i++)
-        r->tl.rb[i].n = exp_rollback_targets(r->e, &r->e->rollbacks[i], r->tl.rb[i].ids);
+    for (int i = 0; i < r->setup.e->nrollbacks; i++)
+        r->tl.rb[i].n = exp_rollback_targets(r->setup.e, &r->setup.e->rollbacks[i], r->tl.rb[i].ids);
     return 0;
 }
 
@@ -54,12 +54,12 @@ static int unit_running(const agent_view *a)
 static int busy_learners(runner *r, int except)
 {
     int n = 0;
-    for (int l = 0; l < r->m; l++) {
+    for (int l = 0; l < r->setup.m; l++) {
         if (l == except)
             continue;
         int busy = !unit_running(&r->col.av[l]);
-        for (int k = 0; k < r->sched->n && !busy; k++) {
-            sched_entry *se = &r->sched->entries[k];
+        for (int k = 0; k < r->setup.sched->n && !busy; k++) {
+            sched_entry *se = &r->setup.sched->entries[k];
             if (se->learner == l && r->tl.fx[k].ok && !r->tl.fx[k].healed &&
                 hx_kind_takes_unit_down(se->fault))
                 busy = 1;
@@ -83,7 +83,7 @@ void timeline_action_event(runner *r, const char *phase, const sched_entry *se, 
  * kill the syncer now, restart it after down_ms. */
 static void fire_syncer_fault(runner *r, int k)
 {
-    sched_entry *se = &r->sched->entries[k];
+    sched_entry *se = &r->setup.sched->entries[k];
     fired *f = &r->tl.fx[k];
     int64_t t0 = cx_real_ns();
     f->fired = 1;
@@ -94,7 +94,7 @@ static void fire_syncer_fault(runner *r, int k)
     json_t *dm = json_object_get(se->params, "down_ms");
     int64_t down_ms = json_is_integer(dm) ? json_integer_value(dm) : se->duration_ms;
     char err[CX_ERRLEN] = "";
-    if (r->tl.syncer_down || topo_syncer_kill(r->t, signo, err, sizeof err) < 0) {
+    if (r->tl.syncer_down || topo_syncer_kill(r->setup.t, signo, err, sizeof err) < 0) {
         if (!err[0])
             snprintf(err, sizeof err, "the syncer is already down");
         timeline_action_event(r, "fail", se, -1, NULL, err);
@@ -123,7 +123,7 @@ void timeline_maybe_restart_syncer(runner *r)
         return;
     char err[CX_ERRLEN] = "";
     output_progress_end(r);
-    int rc = topo_syncer_start(r->t, 30000, err, sizeof err);
+    int rc = topo_syncer_start(r->setup.t, 30000, err, sizeof err);
     r->tl.syncer_down = 0;
     r->tl.fx[r->tl.syncer_entry].healed = 1;
     r->tl.fx[r->tl.syncer_entry].healed_mono = cx_mono_ms();
@@ -133,8 +133,8 @@ void timeline_maybe_restart_syncer(runner *r)
         run_set_error(r, "restarting the syncer: %s", err);
         return;
     }
-    run_emit_run(r, "syncer_restarted", topo_syncer_url(r->t));
-    cx_info("syncer restarted url=%s", topo_syncer_url(r->t));
+    run_emit_run(r, "syncer_restarted", topo_syncer_url(r->setup.t));
+    cx_info("syncer restarted url=%s", topo_syncer_url(r->setup.t));
 }
 
 /* A method action whose unit is not running (not started yet, restarting,
@@ -144,7 +144,7 @@ void timeline_maybe_restart_syncer(runner *r)
  * sent now (f->fired stays 0 while waiting). */
 static int wait_for_unit(runner *r, int k, const char *state)
 {
-    sched_entry *se = &r->sched->entries[k];
+    sched_entry *se = &r->setup.sched->entries[k];
     fired *f = &r->tl.fx[k];
     int64_t now = cx_mono_ms();
     if (!f->wait_since) {
@@ -192,12 +192,12 @@ static void fire(runner *r, int k)
 {
     assert(r->state == RS_METHOD); /* from REVERT on nothing new is injected */
     output_progress_end(r);
-    sched_entry *se = &r->sched->entries[k];
+    sched_entry *se = &r->setup.sched->entries[k];
     fired *f = &r->tl.fx[k];
     if (hx_kind_is_harness(se->fault)) {
         /* one syncer fault per action, whatever its targets */
         for (int j = 0; j < k; j++)
-            if (r->sched->entries[j].action == se->action && se->action >= 0 && r->tl.fx[j].fired) {
+            if (r->setup.sched->entries[j].action == se->action && se->action >= 0 && r->tl.fx[j].fired) {
                 f->fired = f->healed = f->skipped = 1;
                 return;
             }
@@ -217,8 +217,8 @@ static void fire(runner *r, int k)
             snprintf(why, sizeof why, "unit %d is %s", l, r->col.av[l].unit_state);
             skip = why;
         } else if (hx_kind_takes_unit_down(se->fault) &&
-                   r->m - busy_learners(r, l) - 1 < r->e->chaos.min_live) {
-            snprintf(why, sizeof why, "would leave fewer than %d learners alive", r->e->chaos.min_live);
+                   r->setup.m - busy_learners(r, l) - 1 < r->setup.e->chaos.min_live) {
+            snprintf(why, sizeof why, "would leave fewer than %d learners alive", r->setup.e->chaos.min_live);
             skip = why;
         }
         if (skip) {
@@ -279,8 +279,8 @@ static void fire(runner *r, int k)
 static int action_healed(runner *r, int a)
 {
     int any = 0;
-    for (int k = 0; k < r->sched->n; k++) {
-        if (r->sched->entries[k].action != a)
+    for (int k = 0; k < r->setup.sched->n; k++) {
+        if (r->setup.sched->entries[k].action != a)
             continue;
         any = 1;
         if (!r->tl.fx[k].fired || !r->tl.fx[k].healed)
@@ -293,9 +293,9 @@ static int action_healed(runner *r, int a)
 static void check_heals(runner *r)
 {
     int64_t now = cx_mono_ms();
-    for (int k = 0; k < r->sched->n; k++) {
+    for (int k = 0; k < r->setup.sched->n; k++) {
         fired *f = &r->tl.fx[k];
-        sched_entry *se = &r->sched->entries[k];
+        sched_entry *se = &r->setup.sched->entries[k];
         if (!f->ok || f->healed || hx_kind_is_harness(se->fault))
             continue;
         if (now < f->start_mono + se->duration_ms || now - f->last_check < 500)
@@ -315,7 +315,7 @@ static void check_heals(runner *r)
 
 static int entry_due(runner *r, int k)
 {
-    sched_entry *se = &r->sched->entries[k];
+    sched_entry *se = &r->setup.sched->entries[k];
     switch (se->when) {
     case EXP_AT_S:
         return run_now_s_since(r->method_mono) >= se->at_s;
@@ -329,7 +329,7 @@ static int entry_due(runner *r, int k)
 
 void timeline_play(runner *r)
 {
-    for (int k = 0; k < r->sched->n && !r->abort && !r->error && !run_interrupted(); k++)
+    for (int k = 0; k < r->setup.sched->n && !r->abort && !r->error && !run_interrupted(); k++)
         if (!r->tl.fx[k].fired && entry_due(r, k))
             fire(r, k);
     check_heals(r);
@@ -341,8 +341,9 @@ void timeline_play(runner *r)
 int timeline_pending(runner *r)
 {
     int n = 0;
-    for (int k = 0; k < r->sched->n; k++)
-        n += !r->tl.fx[k].fired || (r->tl.fx[k].ok && !r->tl.fx[k].healed && !r->sched->entries[k].until_end);
+    for (int k = 0; k < r->setup.sched->n; k++)
+        n += !r->tl.fx[k].fired ||
+             (r->tl.fx[k].ok && !r->tl.fx[k].healed && !r->setup.sched->entries[k].until_end);
     return n;
 }
 
@@ -350,9 +351,9 @@ void timeline_end_method(runner *r)
 {
     /* an action that never came due is an injection that did not happen */
     if (!r->abort && !r->error)
-        for (int k = 0; k < r->sched->n; k++)
-            if (!r->tl.fx[k].fired && r->sched->entries[k].action >= 0) {
-                sched_entry *se = &r->sched->entries[k];
+        for (int k = 0; k < r->setup.sched->n; k++)
+            if (!r->tl.fx[k].fired && r->setup.sched->entries[k].action >= 0) {
+                sched_entry *se = &r->setup.sched->entries[k];
                 r->tl.fx[k].fired = r->tl.fx[k].healed = 1;
                 timeline_action_event(r, "fail", se, se->learner, NULL,
                                       "training ended before this action was due");
@@ -368,7 +369,7 @@ void timeline_end_method(runner *r)
 int timeline_active(runner *r)
 {
     int n = 0;
-    for (int k = 0; k < r->sched->n; k++)
+    for (int k = 0; k < r->setup.sched->n; k++)
         n += r->tl.fx[k].ok && !r->tl.fx[k].healed;
     return n;
 }
@@ -415,11 +416,11 @@ static int agent_post(runner *r, int l, agc_call_fn call, json_t **ans)
 void timeline_revert(runner *r)
 {
     int aborted = r->abort || r->error || run_interrupted();
-    for (int l = 0; l < r->m; l++)
+    for (int l = 0; l < r->setup.m; l++)
         delete_active(r, l, "end of run");
     /* rollbacks from the file, whatever happened */
-    for (int i = 0; i < r->e->nrollbacks; i++) {
-        exp_rollback *rb = &r->e->rollbacks[i];
+    for (int i = 0; i < r->setup.e->nrollbacks; i++) {
+        exp_rollback *rb = &r->setup.e->rollbacks[i];
         const char *kind = exp_rollback_kind_name(rb->kind);
         const rollback_plan *plan = &r->tl.rb[i];
         for (int k = 0; k < plan->n; k++) {
@@ -437,7 +438,7 @@ void timeline_revert(runner *r)
         }
     }
     if (aborted)
-        for (int l = 0; l < r->m; l++) {
+        for (int l = 0; l < r->setup.m; l++) {
             int64_t t0 = cx_real_ns();
             json_t *ans = NULL;
             int st = agent_post(r, l, agc_halt, &ans);
@@ -448,7 +449,7 @@ void timeline_revert(runner *r)
                 cx_warn("POST /v1/halt on agent %d failed (HTTP %d)", l, st);
         }
     collect_fetch_faults(r);
-    for (int l = 0; l < r->m; l++) {
+    for (int l = 0; l < r->setup.m; l++) {
         size_t i;
         json_t *rec;
         json_array_foreach(r->col.av[l].faults, i, rec) if (strcmp(run_jstr(rec, "state"), "active") == 0)

@@ -61,7 +61,7 @@ typedef enum timeline_refusal {
 timeline_refusal timeline_on_refusal(int method_action, agc_reason why);
 
 /* One record per schedule entry, the action list, the rollbacks' targets
- * (r->e, r->sched and r->m set); CX_ENOMEM. */
+ * (r->setup.e, r->setup.sched and r->setup.m set); CX_ENOMEM. */
 int timeline_init(runner *r);
 void timeline_cleanup(runner *r);
 /* An action event (journal.h jr_action_event) into acts and events.jsonl. */

@@ -12,6 +12,7 @@
 #include "common/err.h"
 #include "numerics/fragment.h"
 #include "numerics/model.h"
+#include "trainer/learner/core.h"
 #include "trainer/learner/rebase.h"
 
 #define NFRAG 4
@@ -32,14 +33,7 @@ static void setup(void)
     L->ft = fragment_table_new(model_tensors(L->m), model_num_tensors(L->m), NFRAG, err, sizeof err);
     cr_assert_not_null(L->ft, "%s", err);
     L->base = malloc(L->n * sizeof(float));
-    L->sent = malloc(L->n * sizeof(float));
-    L->base_version = calloc(NFRAG, sizeof(int64_t));
-    L->frag_steps = calloc(NFRAG, sizeof(int64_t));
-    L->frag_tokens = calloc(NFRAG, sizeof(int64_t));
-    L->origin_step = calloc(NFRAG, sizeof(int64_t));
-    L->send_step = calloc(NFRAG, sizeof(int64_t));
-    L->send_steps = calloc(NFRAG, sizeof(int64_t));
-    L->send_tokens = calloc(NFRAG, sizeof(int64_t));
+    cr_assert_eq(learner_rebase_init(L), 0);
     float *ones = malloc(L->n * sizeof(float));
     for (size_t i = 0; i < L->n; i++)
         ones[i] = 1.0f;
@@ -56,8 +50,8 @@ static void teardown(void)
 {
     model_free(L->m);
     fragment_table_free(L->ft);
-    free(L->base), free(L->sent), free(L->base_version), free(L->frag_steps), free(L->frag_tokens);
-    free(L->origin_step), free(L->send_step), free(L->send_steps), free(L->send_tokens);
+    free(L->base);
+    learner_rebase_cleanup(L);
     free(L);
 }
 
@@ -68,10 +62,7 @@ static void train(int64_t steps, int64_t batch, float d)
     for (size_t i = 0; i < L->n; i++)
         th[i] += d;
     L->step += steps;
-    for (int p = 0; p < NFRAG; p++) {
-        L->frag_steps[p] += steps;
-        L->frag_tokens[p] += steps * batch;
-    }
+    learner_rebase_count_steps(L, steps, steps * batch);
 }
 
 /* Fragment p's global value G = v everywhere (a merged fragment). */
@@ -98,7 +89,7 @@ static void assert_fragment(const float *x, int p, float v, const char *what)
 /* Hand fragment p's contribution of everything since origin to the syncer. */
 static void send(int p)
 {
-    frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0, L->step};
+    frag_msg m = {p, L->rb.base_version[p], L->rb.frag_tokens[p], L->rb.frag_steps[p], NULL, 0, 0, L->step};
     learner_rebase_note_send(L, &m);
 }
 
@@ -112,15 +103,15 @@ Test(learner_rebase, adopt_takes_the_global_value_and_restarts_the_counters)
     free(g);
     assert_fragment(model_params(L->m), 1, 3.0f, "θ");
     assert_fragment(L->base, 1, 3.0f, "Θ_base");
-    cr_assert_eq(L->base_version[1], 5);
-    cr_assert_eq(L->frag_steps[1], 0);
-    cr_assert_eq(L->frag_tokens[1], 0);
-    cr_assert_eq(L->origin_step[1], 7);
-    cr_assert_eq(L->send_step[1], -1);
+    cr_assert_eq(L->rb.base_version[1], 5);
+    cr_assert_eq(L->rb.frag_steps[1], 0);
+    cr_assert_eq(L->rb.frag_tokens[1], 0);
+    cr_assert_eq(L->rb.origin_step[1], 7);
+    cr_assert_eq(L->rb.send_step[1], -1);
     /* the other fragments keep their progress */
     assert_fragment(model_params(L->m), 0, 1.5f, "θ");
     assert_fragment(L->base, 0, 1.0f, "Θ_base");
-    cr_assert_eq(L->frag_steps[0], 7);
+    cr_assert_eq(L->rb.frag_steps[0], 7);
 }
 
 /* Accepted: the merged value holds the sent steps; only the steps trained
@@ -129,7 +120,7 @@ Test(learner_rebase, an_accepted_send_carries_only_the_steps_after_it)
 {
     train(10, 2, 0.5f); /* θ = 1.5 */
     send(2);
-    cr_assert_eq(L->send_step[2], 10);
+    cr_assert_eq(L->rb.send_step[2], 10);
     cr_assert_eq(learner_rebase_unsent_steps(L, 2, 1), 0, "everything is in the accepted send");
     cr_assert_eq(learner_rebase_unsent_steps(L, 2, 0), 10, "not accepted (yet): all of it is unsent");
     train(4, 2, 0.25f); /* θ = 1.75: 0.25 since the send */
@@ -139,11 +130,11 @@ Test(learner_rebase, an_accepted_send_carries_only_the_steps_after_it)
     free(g);
     assert_fragment(model_params(L->m), 2, 4.25f, "θ");
     assert_fragment(L->base, 2, 4.0f, "Θ_base");
-    cr_assert_eq(L->base_version[2], 2);
-    cr_assert_eq(L->frag_steps[2], 4);
-    cr_assert_eq(L->frag_tokens[2], 8);
-    cr_assert_eq(L->origin_step[2], 10);
-    cr_assert_eq(L->send_step[2], -1);
+    cr_assert_eq(L->rb.base_version[2], 2);
+    cr_assert_eq(L->rb.frag_steps[2], 4);
+    cr_assert_eq(L->rb.frag_tokens[2], 8);
+    cr_assert_eq(L->rb.origin_step[2], 10);
+    cr_assert_eq(L->rb.send_step[2], -1);
     cr_assert_eq(learner_rebase_unsent_steps(L, 2, 1), 4, "no send in flight any more");
 }
 
@@ -159,10 +150,10 @@ Test(learner_rebase, a_refused_send_carries_everything_since_origin)
     free(g);
     assert_fragment(model_params(L->m), 3, 4.75f, "θ");
     assert_fragment(L->base, 3, 4.0f, "Θ_base");
-    cr_assert_eq(L->frag_steps[3], 14);
-    cr_assert_eq(L->frag_tokens[3], 28);
-    cr_assert_eq(L->origin_step[3], 0);
-    cr_assert_eq(L->send_step[3], -1);
+    cr_assert_eq(L->rb.frag_steps[3], 14);
+    cr_assert_eq(L->rb.frag_tokens[3], 28);
+    cr_assert_eq(L->rb.origin_step[3], 0);
+    cr_assert_eq(L->rb.send_step[3], -1);
 }
 
 /* Accepted but no send noted (a value that came without one of ours):
@@ -174,8 +165,8 @@ Test(learner_rebase, accepted_without_a_send_keeps_the_counters)
     learner_rebase_apply(L, 0, g, 3, 1);
     free(g);
     assert_fragment(model_params(L->m), 0, 2.5f, "θ");
-    cr_assert_eq(L->frag_steps[0], 6);
-    cr_assert_eq(L->origin_step[0], 0);
+    cr_assert_eq(L->rb.frag_steps[0], 6);
+    cr_assert_eq(L->rb.origin_step[0], 0);
 }
 
 /* Non-finite parameters: θ is reset to Θ_base by the caller; every step not
@@ -188,13 +179,13 @@ Test(learner_rebase, dropping_the_progress_counts_what_is_lost)
     memcpy(model_params(L->m), L->base, L->n * sizeof(float));
     learner_rebase_drop_progress(L);
     /* fragment 1 had 13 steps of which its send carried 10; the others 13 */
-    cr_assert_eq(L->lost_frag_steps, 3 + 3 * 13);
+    cr_assert_eq(L->rb.lost_frag_steps, 3 + 3 * 13);
     for (int p = 0; p < NFRAG; p++) {
-        cr_assert_eq(L->frag_steps[p], 0);
-        cr_assert_eq(L->frag_tokens[p], 0);
-        cr_assert_eq(L->send_step[p], -1);
-        cr_assert_eq(L->origin_step[p], 13);
-        assert_fragment(L->sent, p, 1.0f, "sent");
+        cr_assert_eq(L->rb.frag_steps[p], 0);
+        cr_assert_eq(L->rb.frag_tokens[p], 0);
+        cr_assert_eq(L->rb.send_step[p], -1);
+        cr_assert_eq(L->rb.origin_step[p], 13);
+        assert_fragment(L->rb.sent, p, 1.0f, "sent");
         cr_assert_eq(learner_rebase_unsent_steps(L, p, 1), 0);
     }
     /* the next value carries nothing */

@@ -14,8 +14,8 @@ static runner r;
 static void teardown(void)
 {
     timeline_cleanup(&r);
-    sched_free(r.sched);
-    exp_free(r.e);
+    sched_free(r.setup.sched);
+    exp_free(r.setup.e);
     memset(&r, 0, sizeof r);
 }
 
@@ -27,13 +27,13 @@ static void load(const char *text)
     memset(&r, 0, sizeof r);
     jv_diag *d = jv_diag_new();
     char err[CX_ERRLEN];
-    int rc = exp_load_string(text, 0, &r.e, d, err, sizeof err);
+    int rc = exp_load_string(text, 0, &r.setup.e, d, err, sizeof err);
     for (size_t i = 0; rc && i < jv_diag_count(d); i++)
         fprintf(stderr, "diag: %s\n", jv_diag_get(d, i));
     jv_diag_free(d);
     cr_assert_eq(rc, 0, "%s", err);
-    r.m = r.e->learners;
-    cr_assert_eq(sched_build(r.e, r.e->seed, &r.sched, err, sizeof err), 0, "%s", err);
+    r.setup.m = r.setup.e->learners;
+    cr_assert_eq(sched_build(r.setup.e, r.setup.e->seed, &r.setup.sched, err, sizeof err), 0, "%s", err);
     cr_assert_eq(timeline_init(&r), 0);
 }
 
@@ -66,7 +66,7 @@ Test(timeline, rollback_targets_are_resolved_once_at_init)
          " \"rollbacks\": [{\"action\": \"revert_faults\"},"
          " {\"name\": \"r2\", \"action\": \"resume\", \"targets\": {\"ids\": [2, 0]}},"
          " {\"name\": \"h\", \"action\": \"halt\", \"targets\": {\"percent\": 50}}]}");
-    cr_assert_eq(r.e->nrollbacks, 3);
+    cr_assert_eq(r.setup.e->nrollbacks, 3);
     /* no targets: every learner */
     cr_assert_eq(r.tl.rb[0].n, 4);
     for (int k = 0; k < 4; k++)
@@ -80,8 +80,8 @@ Test(timeline, rollback_targets_are_resolved_once_at_init)
     cr_assert_eq(r.tl.rb[2].ids[0], 0);
     cr_assert_eq(r.tl.rb[2].ids[1], 1);
     int ids[EXP_MAX_LEARNERS];
-    cr_assert_eq(exp_rollback_targets(r.e, &r.e->rollbacks[1], ids), 2);
-    cr_assert_str_eq(exp_rollback_kind_name(r.e->rollbacks[2].kind), "halt");
+    cr_assert_eq(exp_rollback_targets(r.setup.e, &r.setup.e->rollbacks[1], ids), 2);
+    cr_assert_str_eq(exp_rollback_kind_name(r.setup.e->rollbacks[2].kind), "halt");
 }
 
 Test(timeline, pending_and_active_follow_each_entry)
@@ -93,14 +93,14 @@ Test(timeline, pending_and_active_follow_each_entry)
          "500},"
          "{\"name\": \"c\", \"fault\": \"pause\", \"targets\": {\"ids\": [1]}, \"at_s\": 3,"
          " \"duration_ms\": 500, \"until_end\": true}]}");
-    cr_assert_eq(r.sched->n, 3);
+    cr_assert_eq(r.setup.sched->n, 3);
     cr_assert_eq(timeline_pending(&r), 3, "nothing fired: every entry pending");
     cr_assert_eq(timeline_active(&r), 0);
     int ka = -1, kc = -1;
-    for (int k = 0; k < r.sched->n; k++) {
-        if (strcmp(r.sched->entries[k].name, "a") == 0)
+    for (int k = 0; k < r.setup.sched->n; k++) {
+        if (strcmp(r.setup.sched->entries[k].name, "a") == 0)
             ka = k;
-        if (strcmp(r.sched->entries[k].name, "c") == 0)
+        if (strcmp(r.setup.sched->entries[k].name, "c") == 0)
             kc = k;
     }
     cr_assert(ka >= 0 && kc >= 0);

@@ -38,15 +38,15 @@ static void checkpoint_view(learner *L, ckpt_learner *c, data_cursor *cur)
     c->adam_steps = (int64_t)adamw_steps(L->opt);
     c->adam_m = adamw_m(L->opt);
     c->adam_v = adamw_v(L->opt);
-    c->base_version = L->base_version;
-    c->frag_steps = L->frag_steps;
-    c->frag_tokens = L->frag_tokens;
+    c->base_version = L->rb.base_version;
+    c->frag_steps = L->rb.frag_steps;
+    c->frag_tokens = L->rb.frag_tokens;
     c->base = L->base;
-    c->sent = L->sent;
-    c->origin_step = L->origin_step;
-    c->send_step = L->send_step;
-    c->send_steps = L->send_steps;
-    c->send_tokens = L->send_tokens;
+    c->sent = L->rb.sent;
+    c->origin_step = L->rb.origin_step;
+    c->send_step = L->rb.send_step;
+    c->send_steps = L->rb.send_steps;
+    c->send_tokens = L->rb.send_tokens;
     /* decoupled's comm thread sets "accepted"; ours is a copy under the lock */
     for (int p = 0; p < L->P; p++)
         L->ckpt_accepted[p] = learner_decoupled_sent_accepted(L, p);

@@ -7,15 +7,14 @@
  * defined in learner.c next to learner_run and the heartbeat thread. What
  * it is not: an interface; nothing outside trainer/learner/ includes it (the
  * public face is learner.h). Decoupled keeps its queues and comm-thread
- * state in its own struct (decoupled.c); ddp's two fields here (ddp_version,
- * ddp_seal) are written only by ddp.c and read by the link for a rejoin's
- * holds report.
+ * state in its own struct (decoupled.c), ddp what it holds of the syncer's
+ * state in its own (ddp.c; a rejoin passes it to the link as an argument).
  *
  * The components over this core, each with its contract header:
  *   learner.c    core: learner_run, the inner step, the heartbeat thread (this header)
  *   link.h       the link to the syncer: calls with give-up, join, pulls, answer reasons
  *   contrib.h    the contribution path: error feedback, encode, POST
- *   rebase.h     keeping every trained step when a global fragment comes
+ *   rebase.h     keeping every trained step when a global fragment comes (L->rb)
  *   ckpt.h       local checkpoints
  *   diloco.h, ddp.h, decoupled.h   one file per mode, each a loop over this core
  * Exported names carry the component's prefix (learner_link_, ...); the
@@ -43,6 +42,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
 #include "trainer/learner/learner.h"
+#include "trainer/learner/rebase.h"
 #include "trainer/seal.h"
 
 #define HTTP_TIMEOUT_MS 15000
@@ -77,35 +77,23 @@ typedef struct learner {
     size_t n;                    /* parameters */
     int P;                       /* fragments */
     float *base;                 /* [n] Θ_base: global params as last received */
-    int64_t *base_version;       /* [P] version of Θ_base per fragment */
-    int64_t *frag_steps;         /* [P] inner steps not yet in the global model: since origin_step */
-    int64_t *frag_tokens;        /* [P] tokens of those steps */
-    /* Rebase (rebase.c writes these; decoupled reads them). θ_p − Θ_base_p
-     * is the progress since origin_step[p]; the contribution in flight
-     * carried the part up to send_step[p], whose θ_p is in sent. Main
-     * thread only. */
-    float *sent;            /* [n] θ at the send of each fragment's contribution in flight */
-    int64_t *origin_step;   /* [P] step the progress θ_p − Θ_base_p starts at */
-    int64_t *send_step;     /* [P] step of the contribution in flight (-1 none) */
-    int64_t *send_steps;    /* [P] steps it carried (frag_steps at the send) */
-    int64_t *send_tokens;   /* [P] tokens it carried */
-    int64_t *ckpt_accepted; /* [P] ckpt.c's copy of "the contribution in flight was accepted" */
+    learner_rebase_state rb;     /* each fragment's progress (rebase.h; written by rebase.c only) */
+    int64_t *ckpt_accepted;      /* [P] ckpt.c's copy of "the contribution in flight was accepted" */
     int64_t
-        *join_accepted; /* [P] join answer: step of our last contribution the syncer accepted (-1 unknown) */
-    int restored_carry; /* 1: the start pull carries the restored checkpoint's unsent progress */
-    int64_t lost_frag_steps; /* fragment-steps thrown away (non-finite parameters); sum over fragments */
-    uint8_t *in, *tg;        /* [B, C] and [B] batch buffers */
-    float *scratch;          /* [2n] deltas and decoded payloads */
-    unsigned char *wire;     /* [4n] encoded payloads */
-    float train_loss;        /* nats, last step (written under mu: the heartbeat reads it) */
-    double step_ms_ema;      /* ms per inner step (compute + slowdown; written under mu) */
-    double pull_ms_ema;      /* ms per fragment pull round trip (whoever pulls; under mu) */
-    int64_t ckpt_step;       /* step of the last checkpoint */
-    ckpt_learner *restored;  /* local checkpoint read at start, or NULL */
-    ckpt_writer *ckw;        /* background checkpoint writer (created at the first periodic one), or NULL */
-    int ckw_broken;          /* 1: no writer could be made; periodic checkpoints are synchronous */
-    int ckw_skip_logged;     /* 1 once a skipped checkpoint was logged */
-    char hook_path[1024];    /* CHAOSLOCO_HOOK_DIR/nan, "" if unset */
+        *join_accepted;  /* [P] join answer: step of our last contribution the syncer accepted (-1 unknown) */
+    int restored_carry;  /* 1: the start pull carries the restored checkpoint's unsent progress */
+    uint8_t *in, *tg;    /* [B, C] and [B] batch buffers */
+    float *scratch;      /* [2n] deltas and decoded payloads */
+    unsigned char *wire; /* [4n] encoded payloads */
+    float train_loss;    /* nats, last step (written under mu: the heartbeat reads it) */
+    double step_ms_ema;  /* ms per inner step (compute + slowdown; written under mu) */
+    double pull_ms_ema;  /* ms per fragment pull round trip (whoever pulls; under mu) */
+    int64_t ckpt_step;   /* step of the last checkpoint */
+    ckpt_learner *restored; /* local checkpoint read at start, or NULL */
+    ckpt_writer *ckw;       /* background checkpoint writer (created at the first periodic one), or NULL */
+    int ckw_broken;         /* 1: no writer could be made; periodic checkpoints are synchronous */
+    int ckw_skip_logged;    /* 1 once a skipped checkpoint was logged */
+    char hook_path[1024];   /* CHAOSLOCO_HOOK_DIR/nan, "" if unset */
     /* The copy of the global fragments exactly as the syncer sent them
      * (full pulls and applied delta chains), written by link.c for the
      * thread that talks to the syncer: main before the decoupled comm
@@ -118,10 +106,6 @@ typedef struct learner {
     int64_t n_full;              /* fragments received in full */
     int64_t n_mismatch;          /* delta results that failed the CRC check (then pulled in full) */
     int64_t *seen_ver; /* [P] newest version of each fragment GET /v1/versions showed (same owner as gcopy) */
-    int64_t ddp_version;         /* ddp: the syncer's version of the state this learner holds (its params and
-                                    AdamW state equal the syncer's at that version); -1 unknown. Written by
-                                    ddp.c, read by link.c's holds report; main thread */
-    char ddp_seal[SEAL_HEX + 1]; /* ddp: the syncer's seal on that state (trainer/seal.h), "" none */
     /* Upstream error feedback (contrib.c; main thread only; memory only,
      * never checkpointed): what the encoding lost of each fragment's last
      * contribution, added to the next one. NULL until the first contribution

@@ -29,6 +29,22 @@
 
 /* ---- ddp: the syncer's state ---- */
 
+/* ddp's own state: what this learner holds of the syncer's. It lives on
+ * learner_ddp_loop's stack (main thread only); a rejoin hands it to the
+ * link as an argument (learner_link_held). */
+typedef struct ddp_state {
+    int64_t version;         /* the syncer's version of the state this learner holds (its params and AdamW
+                                state equal the syncer's at that version); -1 unknown */
+    char seal[SEAL_HEX + 1]; /* the syncer's seal on that state (trainer/seal.h), "" none */
+} ddp_state;
+
+/* POST /v1/join again, reporting what D says this learner holds. */
+static int ddp_rejoin(learner *L, const ddp_state *D, char *err, size_t errlen)
+{
+    learner_link_held held = {.version = D->version, .seal = D->seal};
+    return learner_link_join(L, L->http, 0, &held, err, errlen);
+}
+
 /* X-Chaosloco-Version of an answer (the syncer's version of the state it
  * describes), -1 when absent or malformed. */
 static int64_t result_version(const cx_http_result *r)
@@ -43,13 +59,13 @@ static int64_t result_version(const cx_http_result *r)
 
 /* The learner now holds the state an answer describes: its version and the
  * syncer's seal on it ("" when the answer has none). */
-static void took_state(learner *L, const cx_http_result *r)
+static void took_state(ddp_state *D, const cx_http_result *r)
 {
     char seal[SEAL_HEX + 2];
-    L->ddp_version = result_version(r);
+    D->version = result_version(r);
     if (cx_http_result_header(r, PROTO_H_SEAL, seal, sizeof seal) != 0 || !seal_well_formed(seal))
         seal[0] = 0;
-    snprintf(L->ddp_seal, sizeof L->ddp_seal, "%s", seal);
+    snprintf(D->seal, sizeof D->seal, "%s", seal);
 }
 
 /* Take the ddp source of truth (GET /v1/optimizer): the syncer's
@@ -60,7 +76,7 @@ static void took_state(learner *L, const cx_http_result *r)
  * a step it missed, non-finite parameters). why: for the log. 0, or
  * CX_EUNAVAIL when the syncer stayed unreachable past --give-up-s or a
  * signal came; a malformed answer is retried. */
-static int ddp_resync(learner *L, const char *why)
+static int ddp_resync(learner *L, ddp_state *D, const char *why)
 {
     size_t n = L->n;
     for (int attempt = 0;; attempt++) {
@@ -91,7 +107,7 @@ static int ddp_resync(learner *L, const char *why)
             cx_warn("GET /v1/optimizer (%s): HTTP %d %s; rejoining first", why, r.status,
                     r.body.data ? r.body.data : "");
             cx_http_result_cleanup(&r);
-            int rc = learner_link_join(L, L->http, 0, jerr, sizeof jerr);
+            int rc = ddp_rejoin(L, D, jerr, sizeof jerr);
             if (rc != 0) {
                 cx_error("%s", jerr);
                 return rc;
@@ -110,7 +126,7 @@ static int ddp_resync(learner *L, const char *why)
             proto_f32_decode(b + n * 4, n, adamw_m(L->opt));
             proto_f32_decode(b + n * 8, n, adamw_v(L->opt));
             adamw_set_steps(L->opt, (uint64_t)adam_steps);
-            took_state(L, &r);
+            took_state(D, &r);
             cx_http_result_cleanup(&r);
             /* Θ_base is "the global params as last received"; gcopy/gver
              * (delta chains) are left as they are, a consistent pair */
@@ -162,8 +178,9 @@ static int ddp_missed_step(const cx_http_result *r, json_int_t *step)
 
 int learner_ddp_loop(learner *L, char *err, size_t errlen)
 {
+    ddp_state st = {.version = -1}, *D = &st; /* nothing held yet */
     /* at start (and so after a restart from a local checkpoint) */
-    if (ddp_resync(L, "join") != 0)
+    if (ddp_resync(L, D, "join") != 0)
         return cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable while taking its optimizer state");
     while (learner_keep_training(L)) {
         int64_t t0 = cx_mono_ns();
@@ -205,7 +222,7 @@ int learner_ddp_loop(learner *L, char *err, size_t errlen)
                 !ddp_answer_is_step(&r, t)) {
                 cx_warn("ddp: the mean answered for step %lld is for another step; resyncing", (long long)t);
                 cx_http_result_cleanup(&r);
-                if (ddp_resync(L, "step mismatch") != 0)
+                if (ddp_resync(L, D, "step mismatch") != 0)
                     return cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable while resyncing");
                 done = 1;
                 continue;
@@ -216,7 +233,7 @@ int learner_ddp_loop(learner *L, char *err, size_t errlen)
                 proto_f32_decode(r.body.data, L->n, L->scratch);
                 int64_t t1 = cx_mono_ns();
                 adamw_step(L->opt, model_params(L->m), L->scratch, learner_lr_now(L, t));
-                took_state(L, &r); /* now equal to the syncer's state at its version */
+                took_state(D, &r); /* now equal to the syncer's state at its version */
                 done = 1;
                 learner_after_step(L, compute_ns + (cx_mono_ns() - t1));
             } else if (r.status == 503) {
@@ -224,7 +241,7 @@ int learner_ddp_loop(learner *L, char *err, size_t errlen)
             } else if (r.status == 409 && ddp_missed_step(&r, &s)) {
                 cx_warn("ddp step %lld closed without us; resyncing to step %lld", (long long)t,
                         (long long)s);
-                if (ddp_resync(L, "missed step") != 0) {
+                if (ddp_resync(L, D, "missed step") != 0) {
                     cx_http_result_cleanup(&r);
                     return cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable while resyncing");
                 }
@@ -232,8 +249,8 @@ int learner_ddp_loop(learner *L, char *err, size_t errlen)
             } else if (r.status == 409 || r.status == 403) {
                 cx_warn("syncer does not know incarnation %lld any more; rejoining",
                         (long long)h.incarnation);
-                int rc = learner_link_join(L, L->http, 0, err, errlen);
-                if (rc == 0 && ddp_resync(L, "rejoin") != 0)
+                int rc = ddp_rejoin(L, D, err, errlen);
+                if (rc == 0 && ddp_resync(L, D, "rejoin") != 0)
                     rc = cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable while resyncing");
                 cx_http_result_cleanup(&r);
                 if (rc)
@@ -249,12 +266,12 @@ int learner_ddp_loop(learner *L, char *err, size_t errlen)
         }
         if (!learner_params_finite(L)) {
             cx_warn("own parameters are not finite; discarding them and taking the syncer's state");
-            if (ddp_resync(L, "non-finite parameters") != 0)
+            if (ddp_resync(L, D, "non-finite parameters") != 0)
                 return cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable");
         }
         if (learner_rejoin_asked(L)) {
-            int rc = learner_link_join(L, L->http, 0, err, errlen);
-            if (rc == 0 && ddp_resync(L, "rejoin") != 0)
+            int rc = ddp_rejoin(L, D, err, errlen);
+            if (rc == 0 && ddp_resync(L, D, "rejoin") != 0)
                 rc = cx_fail(err, errlen, CX_EUNAVAIL, "syncer unreachable while resyncing");
             if (rc)
                 return rc;

@@ -6,9 +6,10 @@
  * (GET /v1/optimizer) whenever the learner lost step with it. What it is
  * not: the inner step (core.h) nor the join (link.h).
  *
- * Owns L->ddp_version and L->ddp_seal (the syncer's version and seal of
- * the state this learner holds; link.c reads them for a rejoin's holds).
- * Main thread only.
+ * Owns its ddp_state (ddp.c, on learner_ddp_loop's stack: the syncer's
+ * version and seal of the state this learner holds), nothing in the core;
+ * a rejoin passes it to the link as learner_link_held, so the link never
+ * reads a mode's state. Main thread only.
  */
 #ifndef TRN_LEARNER_DDP_H
 #define TRN_LEARNER_DDP_H

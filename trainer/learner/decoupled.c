@@ -23,7 +23,9 @@
  *   and rebases on it with every step since origin_step. After the last
  *   step final_send() sends each fragment's remaining progress.
  */
+#include <assert.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,49 +45,13 @@
 #include "trainer/learner/rebase.h"
 #include "trainer/protocol.h"
 
-/* Queue capacity: a full pull hands the main thread one message per
- * fragment, so the inbox must hold P of them. */
-#define MAX_QUEUE CONFIG_FRAGMENTS_MAX
+#define MAX_QUEUE LEARNER_DECOUPLED_MAX_QUEUE
 #define FINAL_SEND_MS 10000     /* longest the end of training waits to send its last progress */
 #define OVERLAP_WAIT_MAX_MS 250 /* longest wait at s + tau for a merged value that is late */
 
-/* Decoupled mode's state. The fields marked "shared" are under L->mu
- * (the core's lock: the comm thread also reads and writes core fields such
- * as need_rejoin under it); cv signals their changes. The rest is the
- * main thread's. Nothing outside this file reads it but through
- * learner_decoupled_sent_accepted. */
-typedef struct learner_decoupled {
-    /* ---- shared (under L->mu) ---- */
-    pthread_cond_t cv;          /* outbox / inbox changes */
-    frag_msg outbox[MAX_QUEUE]; /* main -> comm: contributions to POST, oldest first */
-    int n_out;                  /* queued contributions */
-    frag_msg inbox[MAX_QUEUE];  /* comm -> main: received fragments not yet applied */
-    int n_in;                   /* entries in inbox */
-    int reset_all;              /* comm -> main: a rejoin happened; inbox holds every fragment */
-    int pull_all;               /* main -> comm: re-pull every fragment (non-finite params) */
-    int *inflight;              /* [P] 1 from enqueue until the merged fragment is applied */
-    int *accepted;              /* [P] comm -> main: the contribution in flight was accepted (202) */
-    int *no_wait;               /* [P] comm -> main: no merged value to wait for at s + tau (refused, or the
-                                  202 named no version) */
-    int sending;                /* comm is posting a contribution */
-    int comm_done;              /* comm -> main: the comm thread left its loop (nothing more will be sent) */
-    /* ---- main thread only ---- */
-    int *pending;               /* [P] due, waiting for a free slot (tau) */
-    int64_t *apply_at;          /* [P] step at which the merged value of p's contribution in flight is
-                                   applied (its send step + tau; -1 none): an earlier arrival waits in the inbox */
-    int *wait_done;             /* [P] 1 once the overlap wait for p's contribution in flight happened */
-    int overlap_off;            /* 1 after an overlap wait timed out, until a merged value is on time again */
-    int finishing;              /* 1: training is over, the remaining progress is being sent */
-    int64_t n_overlap_waits;    /* waits at s + tau */
-    int64_t n_overlap_timeouts; /* ... that ended without the value */
-    double overlap_wait_ms;     /* ... ms spent waiting */
-} learner_decoupled;
-
 /* ---- decoupled: state ---- */
 
-/* A new state for P fragments (nothing queued, nothing in flight), or NULL
- * when out of memory. */
-static learner_decoupled *decoupled_new(int P)
+learner_decoupled *learner_decoupled_new(int P)
 {
     learner_decoupled *D = calloc(1, sizeof *D);
     if (!D)
@@ -120,6 +86,67 @@ void learner_decoupled_free(learner_decoupled *D)
     free(D->wait_done), free(D);
 }
 
+/* The first broken invariant into why; -1. */
+static int broken(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int broken(char *why, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (why && len)
+        vsnprintf(why, len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int learner_decoupled_check(const learner_decoupled *D, int P, char *why, size_t len)
+{
+    if (D->n_out < 0 || D->n_out > MAX_QUEUE || D->n_in < 0 || D->n_in > MAX_QUEUE)
+        return broken(why, len, "queue counts out of range: n_out %d, n_in %d (capacity %d)", D->n_out,
+                      D->n_in, MAX_QUEUE);
+    if (D->sending != 0 && D->sending != 1)
+        return broken(why, len, "sending is %d: one contribution is on the wire at most", D->sending);
+    for (int i = 0; i < D->n_out; i++) {
+        const frag_msg *m = &D->outbox[i];
+        if (m->p < 0 || m->p >= P || !m->buf)
+            return broken(why, len, "outbox[%d]: fragment %d of %d, buffer %p", i, m->p, P, (void *)m->buf);
+        if (!D->inflight[m->p])
+            return broken(why, len, "outbox[%d]: fragment %d is queued but not in flight", i, m->p);
+        for (int k = 0; k < i; k++)
+            if (D->outbox[k].p == m->p)
+                return broken(why, len, "fragment %d is queued twice (outbox[%d] and [%d])", m->p, k, i);
+    }
+    for (int i = 0; i < D->n_in; i++) {
+        const frag_msg *m = &D->inbox[i];
+        if (m->p < 0 || m->p >= P || !m->buf)
+            return broken(why, len, "inbox[%d]: fragment %d of %d, buffer %p", i, m->p, P, (void *)m->buf);
+    }
+    for (int p = 0; p < P; p++) {
+        if (D->accepted[p] && !D->inflight[p])
+            return broken(why, len, "fragment %d: accepted but not in flight", p);
+        if (D->pending[p] && D->inflight[p])
+            return broken(why, len, "fragment %d: pending while in flight (it waits for its merged value)",
+                          p);
+        if (D->apply_at[p] < -1)
+            return broken(why, len, "fragment %d: apply_at %lld (a step, or -1 none)", p,
+                          (long long)D->apply_at[p]);
+    }
+    if (D->n_overlap_timeouts < 0 || D->n_overlap_timeouts > D->n_overlap_waits || D->overlap_wait_ms < 0)
+        return broken(why, len, "overlap counts: %lld timeouts of %lld waits, %.1f ms",
+                      (long long)D->n_overlap_timeouts, (long long)D->n_overlap_waits, D->overlap_wait_ms);
+    return 0;
+}
+
+#ifndef NDEBUG
+void assert_decoupled_state(const learner *L)
+{
+    char why[256];
+    int rc = learner_decoupled_check(L->dec, L->P, why, sizeof why);
+    if (rc != 0)
+        cx_error("decoupled state: %s", why);
+    assert(rc == 0);
+}
+#endif
+
 int learner_decoupled_sent_accepted(learner *L, int p)
 {
     if (!L->dec)
@@ -141,7 +168,7 @@ static int comm_resync(learner *L, cx_http_client *c, int rejoin, float *buf, in
 {
     learner_decoupled *D = L->dec;
     char err[CX_ERRLEN];
-    if (rejoin && learner_link_join(L, c, 0, err, sizeof err) != 0) {
+    if (rejoin && learner_link_join(L, c, 0, NULL, err, sizeof err) != 0) {
         cx_error("rejoin failed: %s", err);
         pthread_mutex_lock(&L->mu);
         L->fatal = 1;
@@ -389,6 +416,7 @@ static void apply_inbox(learner *L)
         free(m->buf);
     }
     D->n_in = kept;
+    assert_decoupled_state(L);
     pthread_mutex_unlock(&L->mu);
 }
 
@@ -454,7 +482,7 @@ static void overlap_wait(learner *L)
 static int enqueue_one(learner *L, int p)
 {
     learner_decoupled *D = L->dec;
-    frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0, L->step};
+    frag_msg m = {p, L->rb.base_version[p], L->rb.frag_tokens[p], L->rb.frag_steps[p], NULL, 0, 0, L->step};
     m.buf = learner_contrib_make(L, p, &m.len, &m.crc);
     if (!m.buf)
         return -1;
@@ -468,6 +496,7 @@ static int enqueue_one(learner *L, int p)
     D->accepted[p] = 0;
     D->outbox[D->n_out++] = m;
     D->inflight[p] = 1;
+    assert_decoupled_state(L);
     pthread_cond_broadcast(&D->cv);
     pthread_mutex_unlock(&L->mu);
     return 0;
@@ -532,8 +561,8 @@ static void final_send(learner *L)
             int infl = D->inflight[p], acc = D->accepted[p], room = D->n_out < MAX_QUEUE;
             pthread_mutex_unlock(&L->mu);
             if (infl) /* waiting for its answer, or for its merged value to send the rest */
-                left += !acc || L->frag_steps[p] > L->send_steps[p];
-            else if (L->frag_steps[p] > 0 && room && enqueue_one(L, p) == 0)
+                left += !acc || L->rb.frag_steps[p] > L->rb.send_steps[p];
+            else if (L->rb.frag_steps[p] > 0 && room && enqueue_one(L, p) == 0)
                 left++;
         }
         if (left == 0 || gone || *L->stop || cx_mono_ms() > end)
@@ -548,7 +577,7 @@ static void final_send(learner *L)
 
 int learner_decoupled_loop(learner *L, char *err, size_t errlen)
 {
-    learner_decoupled *D = L->dec = decoupled_new(L->P);
+    learner_decoupled *D = L->dec = learner_decoupled_new(L->P);
     pthread_t comm;
     if (!D)
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");

@@ -22,7 +22,8 @@
 static int diloco_sync(learner *L, char *err, size_t errlen)
 {
     for (int p = 0; p < L->P; p++) {
-        frag_msg m = {p, L->base_version[p], L->frag_tokens[p], L->frag_steps[p], NULL, 0, 0, L->step};
+        frag_msg m = {p,      L->rb.base_version[p], L->rb.frag_tokens[p], L->rb.frag_steps[p], NULL, 0, 0,
+                      L->step};
         int64_t merges_into;
         int status = 400;
         /* a refused (400) payload is rebuilt and sent again: the barrier
@@ -40,7 +41,7 @@ static int diloco_sync(learner *L, char *err, size_t errlen)
             return cx_fail(err, errlen, CX_EUNAVAIL, "syncer %s unreachable for more than %.0f s",
                            L->o->syncer_url, L->o->give_up_s);
         if (learner_rejoin_asked(L)) {
-            int rc = learner_link_join(L, L->http, 0, err, errlen);
+            int rc = learner_link_join(L, L->http, 0, NULL, err, errlen);
             return rc ? rc : learner_link_pull_all(L);
         }
     }
@@ -48,7 +49,7 @@ static int diloco_sync(learner *L, char *err, size_t errlen)
     for (int p = 0; p < L->P && !*L->stop; p++) {
         int64_t v;
         int rc;
-        while ((rc = learner_link_pull_one(L, L->http, p, L->base_version[p], POLL_WAIT_MS, L->scratch,
+        while ((rc = learner_link_pull_one(L, L->http, p, L->rb.base_version[p], POLL_WAIT_MS, L->scratch,
                                            &v)) != 1) {
             if (rc == CX_EUNAVAIL)
                 return cx_fail(err, errlen, CX_EUNAVAIL, "syncer %s unreachable for more than %.0f s",
@@ -56,7 +57,7 @@ static int diloco_sync(learner *L, char *err, size_t errlen)
             if (*L->stop)
                 return 0;
             if (learner_rejoin_asked(L)) {
-                int rc2 = learner_link_join(L, L->http, 0, err, errlen);
+                int rc2 = learner_link_join(L, L->http, 0, NULL, err, errlen);
                 return rc2 ? rc2 : learner_link_pull_all(L);
             }
         }

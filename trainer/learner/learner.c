@@ -94,10 +94,7 @@ void learner_after_step(learner *L, int64_t compute_ns)
     L->tokens += L->cfg.batch;
     int64_t step = L->step;
     pthread_mutex_unlock(&L->mu);
-    for (int p = 0; p < L->P; p++) {
-        L->frag_steps[p]++;
-        L->frag_tokens[p] += L->cfg.batch;
-    }
+    learner_rebase_count_steps(L, 1, L->cfg.batch);
     if (step % 50 == 0)
         cx_info("step=%lld loss=%.4f step_ms=%.1f", (long long)step, L->train_loss, L->step_ms_ema);
     if (L->cfg.learner_checkpoint_every > 0 && step - L->ckpt_step >= L->cfg.learner_checkpoint_every)
@@ -302,10 +299,9 @@ static void learner_free(learner *L)
     fragment_table_free(L->ft);
     free(L->gcopy), free(L->gver), free(L->gseal), free(L->seen_ver);
     free(L->ef), free(L->ef_next), free(L->ef_off);
-    free(L->base), free(L->scratch), free(L->wire), free(L->base_version), free(L->frag_steps);
-    free(L->frag_tokens), free(L->in), free(L->tg);
-    free(L->sent), free(L->origin_step), free(L->send_step), free(L->send_steps);
-    free(L->send_tokens), free(L->join_accepted), free(L->ckpt_accepted);
+    free(L->base), free(L->scratch), free(L->wire), free(L->in), free(L->tg);
+    free(L->join_accepted), free(L->ckpt_accepted);
+    learner_rebase_cleanup(L);
     learner_decoupled_free(L->dec);
     pthread_mutex_destroy(&L->mu);
     free(L);
@@ -336,7 +332,7 @@ int learner_run(const learner_opts *o, volatile sig_atomic_t *stop, char *err, s
     }
     /* the local checkpoint (if any) says which incarnation and step we were */
     load_local_checkpoint(L);
-    if ((rc = learner_link_join(L, L->http, 1, err, errlen)) != 0)
+    if ((rc = learner_link_join(L, L->http, 1, NULL, err, errlen)) != 0)
         goto out;
     if ((rc = learner_link_pull_all(L)) != 0) {
         if (*stop) { /* a signal before the first pull: nothing trained, nothing to save */

@@ -11,6 +11,7 @@
  * heartbeat (learner.c) nor the decoupled comm thread that uses these calls
  * (decoupled.c). Whoever talks to the syncer owns gcopy/gver (core.h).
  */
+#include <assert.h>
 #include <cblas.h> /* openblas_set_num_threads */
 #include <pthread.h>
 #include <stdio.h>
@@ -166,29 +167,18 @@ static int build(learner *L, char *err, size_t errlen)
     L->gver = malloc((size_t)L->P * sizeof(int64_t));
     L->gseal = calloc((size_t)L->P, sizeof *L->gseal);
     L->seen_ver = calloc((size_t)L->P, sizeof(int64_t));
-    L->ddp_version = -1;
     for (int p = 0; L->gver && p < L->P; p++)
         L->gver[p] = -1;
     L->scratch = malloc(2 * L->n * sizeof(float)); /* delta + base of one fragment */
     L->wire = malloc(L->n * 4 + 64);
-    L->base_version = calloc((size_t)L->P, sizeof(int64_t));
-    L->frag_steps = calloc((size_t)L->P, sizeof(int64_t));
-    L->frag_tokens = calloc((size_t)L->P, sizeof(int64_t));
-    L->sent = malloc(L->n * sizeof(float));
-    L->origin_step = calloc((size_t)L->P, sizeof(int64_t));
-    L->send_step = malloc((size_t)L->P * sizeof(int64_t));
-    L->send_steps = calloc((size_t)L->P, sizeof(int64_t));
-    L->send_tokens = calloc((size_t)L->P, sizeof(int64_t));
     L->join_accepted = malloc((size_t)L->P * sizeof(int64_t));
     L->ckpt_accepted = calloc((size_t)L->P, sizeof(int64_t));
-    for (int p = 0; L->send_step && L->join_accepted && p < L->P; p++)
-        L->send_step[p] = L->join_accepted[p] = -1;
+    for (int p = 0; L->join_accepted && p < L->P; p++)
+        L->join_accepted[p] = -1;
     L->in = malloc((size_t)L->cfg.batch * (size_t)L->cfg.context);
     L->tg = malloc((size_t)L->cfg.batch);
-    if (!L->base || !L->gcopy || !L->gver || !L->gseal || !L->seen_ver || !L->scratch || !L->wire ||
-        !L->base_version || !L->frag_steps || !L->frag_tokens || !L->in || !L->tg || !L->sent ||
-        !L->origin_step || !L->send_step || !L->send_steps || !L->send_tokens || !L->join_accepted ||
-        !L->ckpt_accepted)
+    if (!L->base || !L->gcopy || !L->gver || !L->gseal || !L->seen_ver || !L->scratch || !L->wire || !L->in ||
+        !L->tg || !L->join_accepted || !L->ckpt_accepted || learner_rebase_init(L) < 0)
         return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
     return 0;
 }
@@ -218,16 +208,7 @@ static void apply_restored(learner *L)
     /* decoupled: what the start pull needs to carry the unsent progress
      * (learner_rebase_start) */
     memcpy(L->base, c->base, L->n * sizeof(float));
-    memcpy(L->sent, c->sent, L->n * sizeof(float));
-    for (int p = 0; p < L->P; p++) {
-        L->base_version[p] = c->base_version[p];
-        L->frag_steps[p] = c->frag_steps[p];
-        L->frag_tokens[p] = c->frag_tokens[p];
-        L->origin_step[p] = c->origin_step[p];
-        L->send_step[p] = c->send_step[p];
-        L->send_steps[p] = c->send_steps[p];
-        L->send_tokens[p] = c->send_tokens[p];
-    }
+    learner_rebase_restore(L, c);
     L->restored_carry = L->cfg.mode == CONFIG_MODE_DECOUPLED;
     cx_info("resumed from local checkpoint: step=%lld tokens=%lld", (long long)c->step, (long long)c->tokens);
 }
@@ -240,10 +221,11 @@ static size_t state_len(const learner *L, int p)
     return fragment_length(L->ft, p) * (is_ddp(L) ? 3 : 1);
 }
 
-/* The version of that copy (<= 0: none or untrained). */
-static int64_t state_version(const learner *L, int p)
+/* The version of that copy (<= 0: none or untrained): in ddp modes the
+ * one the caller of the join says it holds. */
+static int64_t state_version(const learner *L, const learner_link_held *held, int p)
 {
-    return is_ddp(L) ? L->ddp_version : L->gver[p];
+    return held ? held->version : L->gver[p];
 }
 
 /* That copy into out[state_len]: the global fragment as the syncer sent it
@@ -268,7 +250,7 @@ static void state_gather(learner *L, int p, float *out)
  * "holds" of a join, so that a syncer that lost its state can rebuild it
  * from the newest copies (docs/api.md). NULL before the first join
  * (nothing held yet). */
-static json_t *holds_json(learner *L)
+static json_t *holds_json(learner *L, const learner_link_held *held)
 {
     if (!L->gver)
         return NULL;
@@ -281,17 +263,17 @@ static json_t *holds_json(learner *L)
         return NULL;
     json_t *v = json_array(), *c = json_array(), *pub = json_array(), *sl = json_array();
     for (int p = 0; p < L->P; p++) {
-        int64_t held = state_version(L, p);
-        int64_t seen = !is_ddp(L) && L->seen_ver[p] > held ? L->seen_ver[p] : held;
+        int64_t ver = state_version(L, held, p);
+        int64_t seen = !is_ddp(L) && L->seen_ver[p] > ver ? L->seen_ver[p] : ver;
         json_array_append_new(pub, json_integer(seen > 0 ? seen : 0));
         char crc[9] = "0";
-        if (held > 0) {
+        if (ver > 0) {
             state_gather(L, p, tmp);
             proto_crc_format(proto_f32_crc(tmp, state_len(L, p)), crc);
         }
-        json_array_append_new(v, json_integer(held > 0 ? held : 0));
+        json_array_append_new(v, json_integer(ver > 0 ? ver : 0));
         json_array_append_new(c, json_string(crc));
-        json_array_append_new(sl, json_string(held <= 0 ? "" : is_ddp(L) ? L->ddp_seal : L->gseal[p]));
+        json_array_append_new(sl, json_string(ver <= 0 ? "" : held ? held->seal : L->gseal[p]));
     }
     free(tmp);
     return json_pack("{s:o, s:o, s:o, s:o}", "versions", v, "crc32c", c, "published", pub, "seal", sl);
@@ -302,7 +284,7 @@ static json_t *holds_json(learner *L)
  * /v1/fragments/{p}/state (ddp: with the step the join named and the AdamW
  * step counter). Failures are logged; the join is retried either way (the
  * syncer goes on with the copies it got). */
-static void upload_state(learner *L, cx_http_client *c, json_t *ans)
+static void upload_state(learner *L, cx_http_client *c, const learner_link_held *held, json_t *ans)
 {
     json_t *rb = json_object_get(ans, "rebuild"), *up = json_object_get(rb, "upload"), *e;
     json_int_t inc = json_integer_value(json_object_get(rb, "incarnation"));
@@ -312,11 +294,11 @@ static void upload_state(learner *L, cx_http_client *c, json_t *ans)
     json_array_foreach(up, i, e)
     {
         json_int_t p = json_integer_value(e);
-        if (!json_is_integer(e) || p < 0 || p >= L->P || state_version(L, (int)p) <= 0) {
+        if (!json_is_integer(e) || p < 0 || p >= L->P || state_version(L, held, (int)p) <= 0) {
             cx_warn("rebuild: the syncer asks for fragment %lld, which we do not hold", (long long)p);
             continue;
         }
-        int64_t held = state_version(L, (int)p);
+        int64_t ver = state_version(L, held, (int)p);
         size_t len = state_len(L, (int)p);
         float *vals = malloc(len * sizeof *vals);
         unsigned char *wire = malloc(len * 4);
@@ -338,7 +320,7 @@ static void upload_state(learner *L, cx_http_client *c, json_t *ans)
         int k = 0;
         while (hdrs[k])
             k++;
-        snprintf(vline[0], sizeof vline[0], "%s: %lld", PROTO_H_VERSION, (long long)held);
+        snprintf(vline[0], sizeof vline[0], "%s: %lld", PROTO_H_VERSION, (long long)ver);
         hdrs[k++] = vline[0];
         if (is_ddp(L)) { /* the state is at the step the join named (main thread: only it moves L->step) */
             pthread_mutex_lock(&L->mu);
@@ -357,7 +339,7 @@ static void upload_state(learner *L, cx_http_client *c, json_t *ans)
         int rc = learner_link_call(L, c, "POST", path, hdrs, wire, len * 4, "application/octet-stream",
                                    HTTP_TIMEOUT_MS, &r);
         if (rc == 0 && r.status == 200)
-            cx_info("rebuild: uploaded fragment %lld version %lld", (long long)p, (long long)held);
+            cx_info("rebuild: uploaded fragment %lld version %lld", (long long)p, (long long)ver);
         else
             cx_warn("rebuild: upload of fragment %lld refused: HTTP %d %s", (long long)p,
                     rc == 0 ? r.status : 0, r.body.data ? r.body.data : "");
@@ -367,10 +349,13 @@ static void upload_state(learner *L, cx_http_client *c, json_t *ans)
 }
 
 /* POST /v1/join; on the first join also build everything. */
-int learner_link_join(learner *L, cx_http_client *c, int first, char *err, size_t errlen)
+int learner_link_join(learner *L, cx_http_client *c, int first, const learner_link_held *held, char *err,
+                      size_t errlen)
 {
+    /* a ddp learner's holdings are its mode's (ddp.c), given to every rejoin */
+    assert(first || !held == !is_ddp(L));
     int status;
-    json_t *holds = first ? NULL : holds_json(L);
+    json_t *holds = first ? NULL : holds_json(L, held);
     pthread_mutex_lock(&L->mu);
     json_t *body =
         json_pack("{s:I, s:I, s:I, s:I}", "learner", (json_int_t)L->o->id, "incarnation",
@@ -387,7 +372,7 @@ int learner_link_join(learner *L, cx_http_client *c, int first, char *err, size_
         const char *e = json_string_value(json_object_get(ans, "error"));
         snprintf(said, sizeof said, "%s", e ? e : "");
         if (status == 503 && ans && !first && json_object_get(ans, "rebuild"))
-            upload_state(L, c, ans); /* then join again */
+            upload_state(L, c, held, ans); /* then join again */
         json_decref(ans);
         ans = NULL;
         if (status == 0) {

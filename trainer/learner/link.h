@@ -13,7 +13,8 @@
  *
  * Owns: L->gcopy, gver, gseal, seen_ver's writes from pulls, the delta
  * counters, and at each join L->incarnation, sched_off, join_accepted and
- * need_rejoin (cleared). Which thread: the one that talks to the syncer
+ * need_rejoin (cleared). It reads no mode's state: a ddp learner's holdings
+ * come in as an argument of the join (learner_link_held). Which thread: the one that talks to the syncer
  * (main, or decoupled's comm thread once it runs), as each function says.
  */
 #ifndef TRN_LEARNER_LINK_H
@@ -51,9 +52,22 @@ cx_http_client *learner_link_new_client(const learner *L);
  * names, or PROTO_R_COUNT when the body is not JSON or names no reason this
  * learner knows. body need not be NUL-terminated (NULL with len 0 is fine). */
 proto_reason learner_link_reason(const char *body, size_t len);
-/* POST /v1/join; on the first join also build everything. 0, or a
- * negative cx_err with err. The thread that talks to the syncer. */
-int learner_link_join(learner *L, cx_http_client *c, int first, char *err, size_t errlen);
+/* What a ddp learner holds, for a join to report (ddp.c owns it and passes
+ * it in, so that the link never reaches into a mode): its params and AdamW
+ * state equal the syncer's at version (-1 unknown), which the syncer sealed
+ * with seal (trainer/seal.h; "" none). */
+typedef struct learner_link_held {
+    int64_t version;  /* the syncer's version of that state, -1 unknown */
+    const char *seal; /* the syncer's seal on it, "" none (borrowed) */
+} learner_link_held;
+
+/* POST /v1/join; on the first join also build everything. A rejoin
+ * reports what this learner holds (and uploads it to a rebuilding syncer):
+ * in ddp modes `held` (required), else the global copy (gcopy, gver,
+ * gseal; held NULL). 0, or a negative cx_err with err. The thread that
+ * talks to the syncer. */
+int learner_link_join(learner *L, cx_http_client *c, int first, const learner_link_held *held, char *err,
+                      size_t errlen);
 /* GET fragment p (newer than `newer`, or the current one when < 0) into
  * out, full or as a CRC-checked delta chain. Returns 1 with out and
  * *version set, 0 when nothing newer came in the wait, negative on

@@ -25,12 +25,71 @@
  * contribution, which tests/integration/test_trainer_rebase.c checks from
  * the events (each contribution names its step and steps).
  */
+#include <stdlib.h>
 #include <string.h>
 
+#include "common/err.h"
 #include "common/log.h"
 #include "numerics/fragment.h"
 #include "numerics/model.h"
+#include "trainer/learner/core.h"
 #include "trainer/learner/rebase.h"
+
+/* ---- rebase: the state ---- */
+
+int learner_rebase_init(learner *L)
+{
+    learner_rebase_state *R = &L->rb;
+    size_t P = (size_t)L->P;
+    R->base_version = calloc(P, sizeof(int64_t));
+    R->frag_steps = calloc(P, sizeof(int64_t));
+    R->frag_tokens = calloc(P, sizeof(int64_t));
+    R->sent = malloc(L->n * sizeof(float));
+    R->origin_step = calloc(P, sizeof(int64_t));
+    R->send_step = malloc(P * sizeof(int64_t));
+    R->send_steps = calloc(P, sizeof(int64_t));
+    R->send_tokens = calloc(P, sizeof(int64_t));
+    R->lost_frag_steps = 0;
+    if (!R->base_version || !R->frag_steps || !R->frag_tokens || !R->sent || !R->origin_step ||
+        !R->send_step || !R->send_steps || !R->send_tokens)
+        return CX_ENOMEM;
+    for (int p = 0; p < L->P; p++)
+        R->send_step[p] = -1;
+    return 0;
+}
+
+void learner_rebase_cleanup(learner *L)
+{
+    learner_rebase_state *R = &L->rb;
+    free(R->base_version), free(R->frag_steps), free(R->frag_tokens), free(R->sent);
+    free(R->origin_step), free(R->send_step), free(R->send_steps), free(R->send_tokens);
+    memset(R, 0, sizeof *R);
+}
+
+void learner_rebase_restore(learner *L, const ckpt_learner *c)
+{
+    learner_rebase_state *R = &L->rb;
+    memcpy(R->sent, c->sent, L->n * sizeof(float));
+    for (int p = 0; p < L->P; p++) {
+        R->base_version[p] = c->base_version[p];
+        R->frag_steps[p] = c->frag_steps[p];
+        R->frag_tokens[p] = c->frag_tokens[p];
+        R->origin_step[p] = c->origin_step[p];
+        R->send_step[p] = c->send_step[p];
+        R->send_steps[p] = c->send_steps[p];
+        R->send_tokens[p] = c->send_tokens[p];
+    }
+}
+
+void learner_rebase_count_steps(learner *L, int64_t steps, int64_t tokens)
+{
+    for (int p = 0; p < L->P; p++) {
+        L->rb.frag_steps[p] += steps;
+        L->rb.frag_tokens[p] += tokens;
+    }
+}
+
+/* ---- rebase: taking a global value ---- */
 
 /* θ_p ← payload + (θ_p − ref_p), Θ_base_p ← payload, over p's ranges
  * (ref may be L->base: each element is read before it is overwritten). */
@@ -52,26 +111,26 @@ void learner_rebase_adopt(learner *L, int p, const float *payload, int64_t versi
 {
     fragment_scatter(L->ft, p, payload, model_params(L->m));
     fragment_scatter(L->ft, p, payload, L->base);
-    L->base_version[p] = version;
-    L->frag_steps[p] = 0;
-    L->frag_tokens[p] = 0;
-    L->origin_step[p] = L->step;
-    L->send_step[p] = -1;
-    L->send_steps[p] = L->send_tokens[p] = 0;
+    L->rb.base_version[p] = version;
+    L->rb.frag_steps[p] = 0;
+    L->rb.frag_tokens[p] = 0;
+    L->rb.origin_step[p] = L->step;
+    L->rb.send_step[p] = -1;
+    L->rb.send_steps[p] = L->rb.send_tokens[p] = 0;
 }
 
 void learner_rebase_apply(learner *L, int p, const float *payload, int64_t version, int accepted)
 {
-    int from_send = accepted && L->send_step[p] >= 0;
-    carry_onto(L, p, payload, from_send ? L->sent : L->base);
-    L->base_version[p] = version;
+    int from_send = accepted && L->rb.send_step[p] >= 0;
+    carry_onto(L, p, payload, from_send ? L->rb.sent : L->base);
+    L->rb.base_version[p] = version;
     if (from_send) {
-        L->origin_step[p] = L->send_step[p];
-        L->frag_steps[p] -= L->send_steps[p];
-        L->frag_tokens[p] -= L->send_tokens[p];
+        L->rb.origin_step[p] = L->rb.send_step[p];
+        L->rb.frag_steps[p] -= L->rb.send_steps[p];
+        L->rb.frag_tokens[p] -= L->rb.send_tokens[p];
     }
-    L->send_step[p] = -1;
-    L->send_steps[p] = L->send_tokens[p] = 0;
+    L->rb.send_step[p] = -1;
+    L->rb.send_steps[p] = L->rb.send_tokens[p] = 0;
 }
 
 /* The restored checkpoint's rebase state (base, sent, counters) is in L
@@ -91,26 +150,26 @@ void learner_rebase_apply(learner *L, int p, const float *payload, int64_t versi
 void learner_rebase_start(learner *L, int p, const float *payload, int64_t version)
 {
     const ckpt_learner *c = L->restored;
-    int64_t a = L->join_accepted ? L->join_accepted[p] : -1, s = L->send_step[p];
+    int64_t a = L->join_accepted ? L->join_accepted[p] : -1, s = L->rb.send_step[p];
     if (!L->restored_carry || !c || a >= c->step) {
         learner_rebase_adopt(L, p, payload, version);
         return;
     }
     if (s >= 0 && (a == s || (a < 0 && c->send_accepted[p]))) {
         learner_rebase_apply(L, p, payload, version, 1);
-    } else if (a < 0 || a <= L->origin_step[p]) {
+    } else if (a < 0 || a <= L->rb.origin_step[p]) {
         learner_rebase_apply(L, p, payload, version, 0);
     } else {
         cx_warn(
             "fragment %d: the syncer accepted our step %lld, which the checkpoint (step %lld, origin %lld, "
             "send %lld) does not know; its progress is not carried",
-            p, (long long)a, (long long)c->step, (long long)L->origin_step[p], (long long)s);
+            p, (long long)a, (long long)c->step, (long long)L->rb.origin_step[p], (long long)s);
         learner_rebase_adopt(L, p, payload, version);
         return;
     }
-    if (L->frag_steps[p] > 0)
+    if (L->rb.frag_steps[p] > 0)
         cx_info("fragment %d: carrying %lld steps since step %lld from the checkpoint", p,
-                (long long)L->frag_steps[p], (long long)L->origin_step[p]);
+                (long long)L->rb.frag_steps[p], (long long)L->rb.origin_step[p]);
 }
 
 void learner_rebase_note_send(learner *L, const frag_msg *m)
@@ -119,25 +178,25 @@ void learner_rebase_note_send(learner *L, const frag_msg *m)
     int nr = fragment_num_ranges(L->ft, m->p);
     const float *th = model_params(L->m);
     for (int j = 0; j < nr; j++)
-        memcpy(L->sent + r[j].offset, th + r[j].offset, r[j].length * sizeof *th);
-    L->send_step[m->p] = m->step;
-    L->send_steps[m->p] = m->steps;
-    L->send_tokens[m->p] = m->tokens;
+        memcpy(L->rb.sent + r[j].offset, th + r[j].offset, r[j].length * sizeof *th);
+    L->rb.send_step[m->p] = m->step;
+    L->rb.send_steps[m->p] = m->steps;
+    L->rb.send_tokens[m->p] = m->tokens;
 }
 
 void learner_rebase_drop_progress(learner *L)
 {
-    memcpy(L->sent, L->base, L->n * sizeof *L->sent); /* θ = Θ_base: nothing left to carry */
+    memcpy(L->rb.sent, L->base, L->n * sizeof *L->rb.sent); /* θ = Θ_base: nothing left to carry */
     for (int p = 0; p < L->P; p++) {
-        L->lost_frag_steps += L->frag_steps[p] - L->send_steps[p];
-        L->frag_steps[p] = L->frag_tokens[p] = 0;
-        L->send_steps[p] = L->send_tokens[p] = 0;
-        L->send_step[p] = -1; /* the next value taken carries nothing, counted from here */
-        L->origin_step[p] = L->step;
+        L->rb.lost_frag_steps += L->rb.frag_steps[p] - L->rb.send_steps[p];
+        L->rb.frag_steps[p] = L->rb.frag_tokens[p] = 0;
+        L->rb.send_steps[p] = L->rb.send_tokens[p] = 0;
+        L->rb.send_step[p] = -1; /* the next value taken carries nothing, counted from here */
+        L->rb.origin_step[p] = L->step;
     }
 }
 
 int64_t learner_rebase_unsent_steps(const learner *L, int p, int sent_accepted)
 {
-    return L->frag_steps[p] - (sent_accepted && L->send_step[p] >= 0 ? L->send_steps[p] : 0);
+    return L->rb.frag_steps[p] - (sent_accepted && L->rb.send_step[p] >= 0 ? L->rb.send_steps[p] : 0);
 }

@@ -7,18 +7,49 @@
  * accepted), and the bookkeeping of a send. What it is not: when fragments
  * are sent or received (the modes) nor the checkpoint (ckpt.h).
  *
- * Owns the per-fragment progress in struct learner: θ and Θ_base of each
- * fragment's ranges, base_version, frag_steps, frag_tokens, sent,
- * origin_step, send_step, send_steps, send_tokens, lost_frag_steps. Main
- * thread only (learner_after_step counts steps into frag_steps/frag_tokens).
- * The arithmetic is drawn in rebase.c.
+ * Owns struct learner_rebase_state (L->rb: each fragment's progress),
+ * written here only: made by learner_rebase_init, filled from a checkpoint
+ * by learner_rebase_restore, counted by learner_rebase_count_steps (the
+ * core's learner_after_step); the modes and the checkpoint read it. It
+ * also writes θ and Θ_base over a fragment's ranges when it takes a global
+ * value. Main thread only. The arithmetic is drawn in rebase.c.
  */
 #ifndef TRN_LEARNER_REBASE_H
 #define TRN_LEARNER_REBASE_H
 
 #include <stdint.h>
 
-#include "trainer/learner/core.h"
+#include "trainer/checkpoint.h"
+
+/* core.h includes this header for the struct below; these are its types. */
+typedef struct learner learner;
+typedef struct frag_msg frag_msg;
+
+/* Each fragment's progress: θ_p − Θ_base_p is the progress since
+ * origin_step[p]; the contribution in flight carried the part up to
+ * send_step[p], whose θ_p is in sent. */
+typedef struct learner_rebase_state {
+    int64_t *base_version;   /* [P] version of Θ_base per fragment */
+    int64_t *frag_steps;     /* [P] inner steps not yet in the global model: since origin_step */
+    int64_t *frag_tokens;    /* [P] tokens of those steps */
+    float *sent;             /* [n] θ at the send of each fragment's contribution in flight */
+    int64_t *origin_step;    /* [P] step the progress θ_p − Θ_base_p starts at */
+    int64_t *send_step;      /* [P] step of the contribution in flight (-1 none) */
+    int64_t *send_steps;     /* [P] steps it carried (frag_steps at the send) */
+    int64_t *send_tokens;    /* [P] tokens it carried */
+    int64_t lost_frag_steps; /* fragment-steps thrown away (non-finite parameters); sum over fragments */
+} learner_rebase_state;
+
+/* L->rb for L->n parameters in L->P fragments: nothing trained, nothing in
+ * flight (send_step -1). CX_ENOMEM (what was made is freed by
+ * learner_rebase_cleanup). */
+int learner_rebase_init(learner *L);
+void learner_rebase_cleanup(learner *L);
+/* The progress a local checkpoint holds (its base versions, counters and
+ * sent; c is for this model: same n and P). */
+void learner_rebase_restore(learner *L, const ckpt_learner *c);
+/* steps inner steps of tokens tokens in all, trained into every fragment. */
+void learner_rebase_count_steps(learner *L, int64_t steps, int64_t tokens);
 
 /* Take fragment p from payload: θ_p = Θ_base_p = payload, nothing carried
  * (a fresh start, diloco, ddp); the counters restart at the current step. */
