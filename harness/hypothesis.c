@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/err.h"
 #include "harness/hypotheses/hyp_kind.h"
 
 /* ---- verdicts ---- */

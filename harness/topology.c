@@ -29,13 +29,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/file.h"
 #include "common/http_client.h"
 #include "common/log.h"
-#include "common/parse.h"
 #include "common/secret.h"
 #include "common/proc.h"
 #include "harness/topo_internal.h"

@@ -9,7 +9,6 @@
 #include "common/exitcode.h"
 #include "common/flags.h"
 #include "common/log.h"
-#include "common/parse.h"
 #include "common/stop_signals.h"
 #include "trainer/config.h"
 #include "trainer/credential.h"

@@ -38,7 +38,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "common/clock.h"
 #include "common/log.h"
 #include "common/err.h"
 

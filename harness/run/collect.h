@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "common/agent_client.h"
-#include "harness/hypothesis.h"
+#include "harness/history.h"
 
 typedef struct runner runner;
 

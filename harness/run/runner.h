@@ -31,11 +31,6 @@
 #include <signal.h>
 #include <stdint.h>
 
-#include "common/http_client.h"
-#include "dashboards/server.h"
-#include "harness/events_file.h"
-#include "harness/experiment.h"
-#include "harness/horizon.h"
 #include "harness/journal.h"
 #include "harness/run.h"
 #include "harness/run/attach.h"
@@ -45,8 +40,6 @@
 #include "harness/run/output.h"
 #include "harness/run/setup.h"
 #include "harness/run/timeline.h"
-#include "harness/schedule.h"
-#include "harness/topology.h"
 
 #define TICK_MS 100           /* main loop period */
 #define STATUS_EVERY_MS 500   /* syncer /v1/status poll period */

@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include "common/clock.h"
-#include "common/err.h"
 #include "common/http_client.h"
 #include "common/http_guard.h"
 #include "common/http_server.h"

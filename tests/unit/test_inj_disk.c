@@ -6,7 +6,6 @@
  * Criterion starts. */
 #include "inj_test.h"
 
-#include "common/file.h"
 
 extern const injector inj_disk;
 

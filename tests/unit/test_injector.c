@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "injectors/inj_params.h"
 #include "injectors/injector.h"
 
 TestSuite(injector);

@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "common/crc32c.h"
-#include "common/json.h"
 #include "common/log.h"
 #include "numerics/encoding.h"
 #include "numerics/fragment.h"

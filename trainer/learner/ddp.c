@@ -16,7 +16,6 @@
 #include "common/crc32c.h"
 #include "common/err.h"
 #include "common/http_client.h"
-#include "common/json.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "numerics/model.h"

@@ -33,7 +33,6 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/http_client.h"
-#include "common/json.h"
 #include "common/log.h"
 #include "numerics/fragment.h"
 #include "numerics/model.h"

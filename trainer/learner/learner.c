@@ -33,7 +33,6 @@
 #include "common/err.h"
 #include "common/file.h"
 #include "common/http_client.h"
-#include "common/json.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "numerics/data.h"

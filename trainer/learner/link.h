@@ -24,7 +24,6 @@
 #include <stdint.h>
 
 #include "common/http_client.h"
-#include "common/json.h"
 #include "trainer/learner/core.h"
 #include "trainer/protocol.h"
 
