@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "harness/run/runner.h"
+#include "runner_fixture.h"
 #include "tmpdir.h"
 
 static runner r;
@@ -21,9 +22,7 @@ static void teardown(void)
     collect_cleanup(&r);
     timeline_cleanup(&r);
     evf_free(r.setup.evf);
-    sched_free(r.setup.sched);
-    exp_free(r.setup.e);
-    memset(&r, 0, sizeof r);
+    rfx_free(&r);
     if (dir[0])
         tmpdir_remove(dir);
     dir[0] = 0;
@@ -36,16 +35,8 @@ TestSuite(collect, .fini = teardown);
  * events file (not written yet). */
 static void load(const char *text)
 {
-    memset(&r, 0, sizeof r);
-    jv_diag *d = jv_diag_new();
-    char err[CX_ERRLEN];
-    int rc = exp_load_string(text, 0, &r.setup.e, d, err, sizeof err);
-    for (size_t i = 0; rc && i < jv_diag_count(d); i++)
-        fprintf(stderr, "diag: %s\n", jv_diag_get(d, i));
-    jv_diag_free(d);
-    cr_assert_eq(rc, 0, "%s", err);
-    r.setup.m = r.setup.e->learners;
-    cr_assert_eq(sched_build(r.setup.e, r.setup.e->seed, &r.setup.sched, err, sizeof err), 0, "%s", err);
+    rfx_load(&r, text);
+    rfx_schedule(&r);
     cr_assert_eq(timeline_init(&r), 0);
     cr_assert_eq(collect_init(&r), 0);
     tmpdir_with_file(dir, sizeof dir, "/tmp/cx_collect_XXXXXX", path, sizeof path, "events.jsonl");

@@ -12,6 +12,7 @@
 
 #include "common/err.h"
 #include "harness/run/runner.h"
+#include "runner_fixture.h"
 #include "tmpdir.h"
 
 static runner r;
@@ -24,9 +25,7 @@ static void teardown(void)
     collect_cleanup(&r);
     jr_events_close(r.ev);
     journal_free(r.j);
-    sched_free(r.setup.sched);
-    exp_free(r.setup.e);
-    memset(&r, 0, sizeof r);
+    rfx_free(&r);
     if (dir[0])
         tmpdir_remove(dir);
     dir[0] = 0;
@@ -44,19 +43,11 @@ static const char *judged =
 /* r with the experiment in text, an empty collection and a journal. */
 static void load(const char *text)
 {
-    memset(&r, 0, sizeof r);
+    rfx_load(&r, text);
     memset(&opts, 0, sizeof opts);
     r.o = &opts;
-    jv_diag *d = jv_diag_new();
-    char err[CX_ERRLEN];
-    int rc = exp_load_string(text, 0, &r.setup.e, d, err, sizeof err);
-    for (size_t i = 0; rc && i < jv_diag_count(d); i++)
-        fprintf(stderr, "diag: %s\n", jv_diag_get(d, i));
-    jv_diag_free(d);
-    cr_assert_eq(rc, 0, "%s", err);
-    r.setup.m = r.setup.e->learners;
     r.setup.seed = 7;
-    cr_assert_eq(sched_build(r.setup.e, r.setup.e->seed, &r.setup.sched, err, sizeof err), 0, "%s", err);
+    rfx_schedule(&r);
     cr_assert_eq(collect_init(&r), 0);
     /* agent views without a client (their fault lists are filled by hand) */
     r.col.av = calloc((size_t)r.setup.m, sizeof *r.col.av);

@@ -8,15 +8,14 @@
 
 #include "common/err.h"
 #include "harness/run/runner.h"
+#include "runner_fixture.h"
 
 static runner r;
 
 static void teardown(void)
 {
     timeline_cleanup(&r);
-    sched_free(r.setup.sched);
-    exp_free(r.setup.e);
-    memset(&r, 0, sizeof r);
+    rfx_free(&r);
 }
 
 TestSuite(timeline, .fini = teardown);
@@ -24,16 +23,8 @@ TestSuite(timeline, .fini = teardown);
 /* r with the experiment in text, its schedule and the timeline's state. */
 static void load(const char *text)
 {
-    memset(&r, 0, sizeof r);
-    jv_diag *d = jv_diag_new();
-    char err[CX_ERRLEN];
-    int rc = exp_load_string(text, 0, &r.setup.e, d, err, sizeof err);
-    for (size_t i = 0; rc && i < jv_diag_count(d); i++)
-        fprintf(stderr, "diag: %s\n", jv_diag_get(d, i));
-    jv_diag_free(d);
-    cr_assert_eq(rc, 0, "%s", err);
-    r.setup.m = r.setup.e->learners;
-    cr_assert_eq(sched_build(r.setup.e, r.setup.e->seed, &r.setup.sched, err, sizeof err), 0, "%s", err);
+    rfx_load(&r, text);
+    rfx_schedule(&r);
     cr_assert_eq(timeline_init(&r), 0);
 }
 
