@@ -67,18 +67,25 @@ static inline void sfx_stop(sfx *f)
     tmpdir_remove(f->dir);
 }
 
+/* The join in asks for (mu taken here). Returns the verdict, res filled
+ * (its list of lost steps dropped). */
+static inline members_join_verdict sfx_join_req(sfx *f, const members_join_req *in, members_join_res *res)
+{
+    pthread_mutex_lock(&f->s->mu);
+    members_join_verdict v = members_join(f->s, in, res);
+    pthread_mutex_unlock(&f->s->mu);
+    json_decref(res->lost);
+    res->lost = NULL;
+    return v;
+}
+
 /* Join learner id naming incarnation inc, no holds report (mu taken
  * here). Returns the verdict, res filled. */
 static inline members_join_verdict sfx_join(sfx *f, int64_t id, int64_t inc, int64_t step,
                                             members_join_res *res)
 {
     members_join_req in = {.id = id, .inc = inc, .step = step, .tokens = -1};
-    pthread_mutex_lock(&f->s->mu);
-    members_join_verdict v = members_join(f->s, &in, res);
-    pthread_mutex_unlock(&f->s->mu);
-    json_decref(res->lost);
-    res->lost = NULL;
-    return v;
+    return sfx_join_req(f, &in, res);
 }
 
 /* Join learner id naming incarnation inc with a report of what it holds:
@@ -91,12 +98,7 @@ static inline members_join_verdict sfx_join_holds(sfx *f, int64_t id, int64_t in
     cr_assert_leq(f->s->P, MAX_FRAGMENTS_TEST);
     members_join_req in = {
         .id = id, .inc = inc, .tokens = -1, .hv = hv, .hc = hc, .hp = hv, .hs = sealed, .upload = upload};
-    pthread_mutex_lock(&f->s->mu);
-    members_join_verdict v = members_join(f->s, &in, res);
-    pthread_mutex_unlock(&f->s->mu);
-    json_decref(res->lost);
-    res->lost = NULL;
-    return v;
+    return sfx_join_req(f, &in, res);
 }
 
 /* A contribution of learner id to fragment p against base, covering steps
