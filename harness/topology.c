@@ -1,4 +1,4 @@
-/* topology.c - launch (or attach to) a syncer and M agents with learners,
+/* topology.c - launch a syncer and M agents with learners,
  * or a foreign trainer's coordinator and M agents with its learners (the
  * same lifecycle; "syncer" below is either).
  *
@@ -14,7 +14,8 @@
  * regions — and its own address after a restart).
  *
  * A foreign trainer's argv templates (placeholders, checking, expansion,
- * its working directory) are in topo_template.c.
+ * its working directory) are in topo_template.c; attaching to processes
+ * started by someone else (topo_attach) is in topo_attach.c.
  */
 #include "harness/topology.h"
 
@@ -34,47 +35,10 @@
 #include "common/file.h"
 #include "common/http_client.h"
 #include "common/log.h"
-#include "common/secret.h"
 #include "common/proc.h"
 #include "harness/topo_internal.h"
 #include "trainer/credential.h"
 
-#define TOPO_URL 256
-
-typedef struct topo_proc {
-    pid_t pid;             /* child pid, 0 once reaped / never started */
-    char state[TOPO_PATH]; /* its state dir (listen.addr) */
-    char log[TOPO_PATH];   /* its log file */
-    char url[TOPO_URL];    /* http://127.0.0.1:PORT once ready */
-    pid_t unit_pid;        /* agents: the learner pid last reported, 0 none */
-    char token[128];       /* agents: its own bearer token, "" none */
-    char token_file[TOPO_PATH]; /* agents: its token's file */
-} topo_proc;
-
-struct topo {
-    int launched;      /* 1 launch mode */
-    int m;             /* learners */
-    char run_dir[512]; /* RUN */
-    char exe[TOPO_PATH];
-    char token[128]; /* the operator's token (the dashboard's controls), "" none */
-    char token_file[TOPO_PATH];
-    char ca_file[TOPO_PATH]; /* attach: the CA of https syncer and agents, "" = the system's */
-    char syncer_addr[64];             /* "127.0.0.1:PORT" (or its namespace's address) of the syncer,
-                                         fixed across restarts */
-    char creds_dir[TOPO_PATH];        /* launch: RUN/credentials (0700), the syncer's --credentials-dir */
-    char syncer_cred[CRED_MAX];       /* the admin credential the harness uses, "" none */
-    char syncer_cred_file[TOPO_PATH]; /* its file, "" none */
-    topo_proc syncer;
-    topo_proc *agents;   /* m entries */
-    const char *sname;   /* "syncer", or "coordinator" for a foreign trainer (messages, files) */
-    char **coord_tmpl;   /* a foreign trainer's coordinator argv template (owned, NULL-terminated), or NULL */
-    char cwd[TOPO_PATH]; /* the foreign trainer's working directory (absolute), "" none */
-    char events_file[TOPO_PATH]; /* the coordinator's events file (file form, absolute), "" = HTTP */
-    char seed[24];               /* the run seed, decimal ({seed}) */
-    pid_t all[512];              /* every pid ever started or reported (pids.json "all") */
-    int nall;
-    netns *net; /* the namespaces the processes run in (kind netns), NULL: loopback */
-};
 
 static void remember(topo *t, pid_t pid)
 {
@@ -545,83 +509,6 @@ int topo_launch(const topo_launch_cfg *cfg, topo **out, char *err, size_t errlen
 fail:
     topo_free(t);
     return rc;
-}
-
-/* The first line of a token file (a secret file: common/secret.h) into
- * token[128]. */
-static int read_token(const char *path, const char *what, char *token, char *err, size_t errlen)
-{
-    int n = cx_secret_read_line(path, what, token, 128, err, errlen);
-    if (n == 0)
-        n = cx_fail(err, errlen, CX_EINVAL, "%s %s: the token's first line must have 1..127 characters", what,
-                    path);
-    return n < 0 ? n : 0;
-}
-
-int topo_attach(const topo_attach_cfg *cfg, topo **out, char *err, size_t errlen)
-{
-    const char *syncer_url = cfg->syncer_url, *token_file = cfg->token_file;
-    const char *syncer_cred_file = cfg->syncer_cred_file;
-    char *const *agents = cfg->agents;
-    int n = cfg->n;
-    *out = NULL;
-    if (!syncer_url || n < 1 || !agents)
-        return cx_fail(err, errlen, CX_EINVAL, "attach: a syncer URL and at least one agent URL are needed");
-    topo *t = calloc(1, sizeof *t);
-    if (!t)
-        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-    t->agents = calloc((size_t)n, sizeof *t->agents);
-    if (!t->agents) {
-        free(t);
-        return cx_fail(err, errlen, CX_ENOMEM, "out of memory");
-    }
-    t->m = n;
-    t->sname = "syncer";
-    snprintf(t->syncer.url, sizeof t->syncer.url, "%s", syncer_url);
-    for (int i = 0; i < n; i++) {
-        if (!agents[i]) {
-            topo_free(t);
-            return cx_fail(err, errlen, CX_EINVAL, "attach: agent %d has no URL", i);
-        }
-        snprintf(t->agents[i].url, sizeof t->agents[i].url, "%s", agents[i]);
-    }
-    if (cfg->ca_file)
-        snprintf(t->ca_file, sizeof t->ca_file, "%s", cfg->ca_file);
-    if (token_file) {
-        int rc = read_token(token_file, "the agents' token file", t->token, err, errlen);
-        if (rc < 0) {
-            topo_free(t);
-            return rc;
-        }
-        snprintf(t->token_file, sizeof t->token_file, "%s", token_file);
-    }
-    for (int i = 0; i < n; i++) {
-        topo_proc *a = &t->agents[i];
-        const char *own = cfg->agent_token_files ? cfg->agent_token_files[i] : NULL;
-        if (!own) {
-            snprintf(a->token, sizeof a->token, "%s", t->token);
-            continue;
-        }
-        char what[64];
-        snprintf(what, sizeof what, "agent %d's token file", i);
-        int rc = read_token(own, what, a->token, err, errlen);
-        if (rc < 0) {
-            topo_free(t);
-            return rc;
-        }
-        snprintf(a->token_file, sizeof a->token_file, "%s", own);
-    }
-    if (syncer_cred_file) {
-        char why[CX_ERRLEN];
-        int rc = cred_read_file(syncer_cred_file, t->syncer_cred, why, sizeof why);
-        if (rc < 0) {
-            topo_free(t);
-            return cx_fail(err, errlen, rc, "attach: syncer credential: %s", why);
-        }
-        snprintf(t->syncer_cred_file, sizeof t->syncer_cred_file, "%s", syncer_cred_file);
-    }
-    *out = t;
-    return 0;
 }
 
 /* ---- topology: stop ---- */
