@@ -77,6 +77,19 @@ static json_t *wait_event(tr_run *r, const char *type, long timeout_ms)
 
 enum { LOSE_DIR = 0, LOSE_CORRUPT, LOSE_NOTHING };
 
+/* The merges of the checkpoint the restarted syncer restored: its start
+ * event, the first event after seq `after`. The checkpoint on disk may be
+ * newer than the log's last "checkpoint" event (a kill between the write
+ * and its event), so this, not the log, says whether it is current. */
+static json_int_t restored_merges(tr_run *r, json_int_t after)
+{
+    json_t *evs = tr_events(r, after), *start = first_of(evs, "start");
+    cr_assert(start, "a start event from the restarted syncer");
+    json_int_t m = tr_int(start, "merges");
+    json_decref(evs);
+    return m;
+}
+
 /* 1 when a learner, rejoining the restarted syncer, reported holding a
  * fragment version above what the restored checkpoint held (the start
  * event's ckpt_versions): then the syncer must rebuild that fragment. */
@@ -183,16 +196,9 @@ static void kill_and_lose(int how)
         (long long)seen_v[3], (long long)log_v[0], (long long)log_v[1], (long long)log_v[2],
         (long long)log_v[3]);
     tr_syncer_start(&r, NULL, NULL);
-    /* The checkpoint on disk may be newer than the log's last "checkpoint"
-     * event (the kill came between the write and its event): the merges
-     * the restarted syncer restored (its start event) decide. */
-    if (how == LOSE_NOTHING) {
-        json_t *after = tr_events(&r, last_seq), *start = first_of(after, "start");
-        cr_assert(start, "a start event from the restarted syncer");
-        if (tr_int(start, "merges") > ckpt_merges)
-            ckpt_merges = tr_int(start, "merges");
-        json_decref(after);
-    }
+    json_int_t restored = how == LOSE_NOTHING ? restored_merges(&r, last_seq) : 0;
+    if (restored > ckpt_merges)
+        ckpt_merges = restored;
     if (how == LOSE_NOTHING && n_merges <= ckpt_merges) {
         /* the kill came right after a checkpoint: nothing to rebuild */
         cr_log_info("no merge after the last checkpoint (%lld): the checkpoint is the state",
@@ -357,16 +363,9 @@ static void ddp_kill_and_lose(int how)
     cr_log_info("ddp before the crash: eval loss %.4f (initial %.4f), step >= %lld, checkpoint at %lld",
                 before, initial, (long long)step_seen, (long long)ckpt_merges);
     tr_syncer_start(&r, NULL, NULL);
-    /* The checkpoint on disk may be newer than the log's last "checkpoint"
-     * event (the kill came between the write and its event): the merges
-     * the restarted syncer restored (its start event) decide. */
-    if (how == LOSE_NOTHING) {
-        json_t *after = tr_events(&r, last_seq), *start = first_of(after, "start");
-        cr_assert(start, "a start event from the restarted syncer");
-        if (tr_int(start, "merges") > ckpt_merges)
-            ckpt_merges = tr_int(start, "merges");
-        json_decref(after);
-    }
+    json_int_t restored = how == LOSE_NOTHING ? restored_merges(&r, last_seq) : 0;
+    if (restored > ckpt_merges)
+        ckpt_merges = restored;
     if (how == LOSE_NOTHING && n_merges <= ckpt_merges) {
         cr_log_info("no step after the last checkpoint (%lld): the checkpoint is the state",
                     (long long)ckpt_merges);
