@@ -73,7 +73,7 @@ Test(collect, the_file_form_derives_the_status_from_the_events)
     snprintf(text, sizeof text, "%s}", two_learners);
     load(text);
     cr_assert(isnan(r.col.eval_loss), "no eval yet");
-    char l[6][256], all[2048] = "";
+    char l[6][256];
     event(l[0], sizeof l[0], 1, 900, "heartbeat",
           "\"learner\": 0, \"step\": 3, \"tokens\": 300, \"incarnation\": 1");
     event(l[1], sizeof l[1], 2, 800, "merge", "\"round\": 1");
@@ -83,8 +83,7 @@ Test(collect, the_file_form_derives_the_status_from_the_events)
     event(l[4], sizeof l[4], 5, 500, "eval", "\"loss\": 1.25, \"tokens\": 1000");
     event(l[5], sizeof l[5], 6, 400, "merge", "\"round\": 2");
     for (int i = 0; i < 6; i++)
-        strcat(all, l[i]);
-    append(all);
+        append(l[i]);
     collect_poll_events(&r);
     cr_assert_eq(r.error, 0, "%s", r.why);
     cr_assert_eq(r.col.last_seq, 6);
@@ -124,15 +123,14 @@ Test(collect, eval_loss_above_counts_consecutive_evals_in_the_method_only)
     snprintf(text, sizeof text,
              "%s, \"stop_conditions\": [{\"eval_loss_above\": {\"nats\": 3, \"evals\": 2}}]}", two_learners);
     load(text);
-    char l[4][256], all[1024] = "";
+    char l[4][256];
     /* above, below (the count restarts), above: no abort yet */
     event(l[0], sizeof l[0], 1, 900, "eval", "\"loss\": 4.0");
     event(l[1], sizeof l[1], 2, 800, "eval", "\"loss\": 2.0");
     event(l[2], sizeof l[2], 3, 700, "eval", "\"loss\": 5.0");
     for (int i = 0; i < 3; i++)
-        strcat(all, l[i]);
+        append(l[i]);
     r.state = RS_METHOD;
-    append(all);
     collect_poll_events(&r);
     cr_assert_eq(r.abort, 0, "%s", r.why);
     cr_assert_eq(r.col.evals_above, 1);
@@ -154,13 +152,12 @@ Test(collect, no_stop_condition_acts_before_the_steady_state)
     snprintf(text, sizeof text, "%s, \"stop_conditions\": [{\"eval_loss_above\": 3}, {\"nan\": true}]}",
              two_learners);
     load(text);
-    char l[2][256], all[512] = "";
+    char l[2][256];
     event(l[0], sizeof l[0], 1, 900, "eval", "\"loss\": 4.0");
     event(l[1], sizeof l[1], 2, 800, "eval", "\"loss\": -1");
-    strcat(all, l[0]);
-    strcat(all, l[1]);
+    append(l[0]);
+    append(l[1]);
     r.state = RS_LAUNCHED;
-    append(all);
     collect_poll_events(&r);
     cr_assert_eq(r.abort, 0, "%s", r.why);
     cr_assert(isnan(r.col.eval_loss), "the syncer writes a non-finite loss as -1");
@@ -185,12 +182,11 @@ Test(collect, an_event_of_a_learner_the_topology_lacks_fails_the_run)
     char text[512];
     snprintf(text, sizeof text, "%s}", two_learners);
     load(text);
-    char l[2][256], all[512] = "";
+    char l[2][256];
     event(l[0], sizeof l[0], 1, 900, "merge", "");
     event(l[1], sizeof l[1], 2, 800, "heartbeat", "\"learner\": 2, \"tokens\": 5");
-    strcat(all, l[0]);
-    strcat(all, l[1]);
-    append(all);
+    append(l[0]);
+    append(l[1]);
     collect_poll_events(&r);
     cr_assert_eq(r.error, 1);
     cr_assert(strstr(r.why, "event seq 2: learner 2 is not one of the topology's 2 learners (0..1)"), "%s",
@@ -285,12 +281,11 @@ Test(collect, the_history_counts_the_tokens_and_the_nominal_budget)
     r.end_mono = 9000;
     r.setup.steps_target = 10;
     r.setup.batch = 64;
-    char l[2][256], all[512] = "";
+    char l[2][256];
     event(l[0], sizeof l[0], 1, 900, "heartbeat", "\"learner\": 0, \"step\": 4, \"tokens\": 256");
     event(l[1], sizeof l[1], 2, 800, "heartbeat", "\"learner\": 1, \"step\": 2, \"tokens\": 128");
-    strcat(all, l[0]);
-    strcat(all, l[1]);
-    append(all);
+    append(l[0]);
+    append(l[1]);
     collect_poll_events(&r);
     cr_assert_eq(r.error, 0, "%s", r.why);
     hyp_history *h = collect_history(&r, 0);
