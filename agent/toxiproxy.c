@@ -1,5 +1,6 @@
 /* toxiproxy.c - the Toxiproxy 2.x REST API over the agent's proxies (see
- * toxiproxy.h; the fault kinds are in tp_faults.c).
+ * toxiproxy.h; the fault kinds are in tp_faults.c, the toxics routes in
+ * tp_toxics.c).
  *
  * Tags: every fault made here carries a registry tag so that the Toxiproxy
  * name of a thing finds its fault: "<proxy>/<toxic>", "<proxy>/#disabled",
@@ -23,6 +24,7 @@
 
 #include "agent/api.h"
 #include "agent/tp_faults.h"
+#include "agent/tp_internal.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/netaddr.h"
@@ -30,15 +32,7 @@
 
 #define TP_MAX_PROXIES (AGENT_MAX_PROXIES + AGENT_MAX_DYN_PROXIES)
 
-/* An error to answer with: status and message. */
-typedef struct tp_err {
-    int status;
-    char msg[CX_ERRLEN];
-} tp_err;
-
-static int tp_fail(tp_err *e, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int tp_fail(tp_err *e, int status, const char *fmt, ...)
+int tp_fail(tp_err *e, int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -196,8 +190,8 @@ static int name_check(const char *name, tp_err *e)
 }
 
 /* Register a Toxiproxy-origin fault. 0 and its id in fid; else e. */
-static int tp_fault(agent *a, const char *type, const char *target, json_t *params, const char *tag,
-                    const injector *inj, char *fid, size_t fidlen, tp_err *e)
+int tp_fault(agent *a, const char *type, const char *target, json_t *params, const char *tag,
+             const injector *inj, char *fid, size_t fidlen, tp_err *e)
 {
     if (agent_halted(a))
         return tp_fail(e, 503, "agent is halted: Toxiproxy changes are refused until POST /v1/resume");
@@ -223,7 +217,7 @@ static int tp_fault(agent *a, const char *type, const char *target, json_t *para
 }
 
 /* Revert the active fault behind a tag; CX_ENOTFOUND when none. */
-static int tp_revert_tag(agent *a, const char *tag, char *fid, size_t fidlen)
+int tp_revert_tag(agent *a, const char *tag, char *fid, size_t fidlen)
 {
     char id[64];
     if (reg_find_tag(a->reg, tag, id, sizeof id) < 0)
@@ -233,7 +227,7 @@ static int tp_revert_tag(agent *a, const char *tag, char *fid, size_t fidlen)
     return reg_revert(a->reg, id, "delete", NULL, NULL, 0);
 }
 
-static void tag_of(char *buf, size_t len, const char *proxy_name_, const char *what)
+void tp_tag_of(char *buf, size_t len, const char *proxy_name_, const char *what)
 {
     snprintf(buf, len, "%s/%s", proxy_name_, what);
 }
@@ -284,7 +278,7 @@ static int dyn_create(agent *a, const char *name, const char *listen, const char
     if (listen_allowed(a, lis, e) < 0)
         return -1;
     char tag[128];
-    tag_of(tag, sizeof tag, name, "#proxy");
+    tp_tag_of(tag, sizeof tag, name, "#proxy");
     json_t *params =
         json_pack("{s:s,s:s,s:s,s:b}", "name", name, "listen", lis, "upstream", upstream, "enabled", enabled);
     int rc = tp_fault(a, "proxy", "unit", params, tag, &tp_proxy_injector, fid, fidlen, e);
@@ -305,7 +299,7 @@ static void dyn_delete(agent *a, const char *name, char *fid, size_t fidlen)
 {
     int n = reg_revert_match(a->reg, name, NULL, NULL, "delete");
     char tag[128];
-    tag_of(tag, sizeof tag, name, "#proxy");
+    tp_tag_of(tag, sizeof tag, name, "#proxy");
     if (tp_revert_tag(a, tag, fid, fidlen) == CX_ENOTFOUND)
         agent_px_remove(a, name);
     cx_info("toxiproxy: proxy %s deleted (%d fault(s) on it reverted first)", name, n);
@@ -471,43 +465,9 @@ int tp_populate(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     return 0;
 }
 
-/* ---- toxiproxy: calls on one proxy ----
- *
- * Every /proxies/{name}[/toxics[/{toxic}]] call runs through px_call:
- *
- *   find the proxy params[0] ........ 404 "proxy not found"
- *   PX_TOXIC: its toxic params[1] ... 404 "toxic not found" (before the
- *                                     body is read, as in Toxiproxy)
- *   PX_BODY: decode the body ........ 400 (cx_http_body_json's answer)
- *   op ............................... 200 *out (204 with PX_NO_CONTENT),
- *                                     or e's status and message
- *
- * A NULL op answers with what was found: the toxic (PX_TOXIC), else the
- * proxy. With PX_AUDIT the call is audited, whatever its answer, with the
- * fault id the op touched. */
+/* ---- toxiproxy: calls on one proxy (px_call: tp_internal.h) ---- */
 
-enum {
-    PX_BODY = 1 << 0,       /* the call has a JSON body */
-    PX_TOXIC = 1 << 1,      /* params[1] names a toxic that must exist */
-    PX_NO_CONTENT = 1 << 2, /* success is 204, not 200 with *out */
-    PX_AUDIT = 1 << 3,      /* the call changes something: audit it */
-};
-
-/* One call on one proxy, as the op sees it. */
-typedef struct px_req {
-    agent *a;
-    const cx_http_req *req;
-    agent_px *x;   /* the proxy, borrowed (an op may put it and set NULL) */
-    json_t *toxic; /* PX_TOXIC: params[1]'s JSON (px_call owns it) */
-    json_t *body;  /* PX_BODY: the decoded body (px_call owns it) */
-    char fid[64];  /* the fault the call made or touched (audit) */
-} px_req;
-
-/* 0 with *out (a new reference px_call answers with, or drops with
- * PX_NO_CONTENT or on failure), or -1 and e. */
-typedef int (*px_op)(px_req *r, json_t **out, tp_err *e);
-
-static int px_call(void *ctx, const cx_http_req *req, cx_http_resp *resp, px_op op, unsigned flags)
+int tp_px_call(void *ctx, const cx_http_req *req, cx_http_resp *resp, px_op op, unsigned flags)
 {
     tp_request_id(resp);
     px_req r = {.a = ctx, .req = req};
@@ -545,7 +505,7 @@ static int px_call(void *ctx, const cx_http_req *req, cx_http_resp *resp, px_op 
 
 int tp_proxy_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
-    return px_call(ctx, req, resp, NULL, 0);
+    return tp_px_call(ctx, req, resp, NULL, 0);
 }
 
 /* A --proxy proxy carries the unit's traffic to the upstream the operator
@@ -575,7 +535,7 @@ static int set_enabled(agent *a, agent_px *x, int enabled, char *fid, size_t fid
 {
     const char *name = proxy_name(x->p);
     char tag[128];
-    tag_of(tag, sizeof tag, name, "#disabled");
+    tp_tag_of(tag, sizeof tag, name, "#disabled");
     if (!enabled && proxy_enabled(x->p)) {
         json_t *params = json_pack("{s:s}", "proxy", name);
         int rc = tp_fault(a, "proxy_disabled", name, params, tag, &tp_disable_injector, fid, fidlen, e);
@@ -635,7 +595,7 @@ static int proxy_update(px_req *r, json_t **out, tp_err *e)
 
 int tp_proxy_update(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
-    return px_call(ctx, req, resp, proxy_update, PX_BODY | PX_AUDIT);
+    return tp_px_call(ctx, req, resp, proxy_update, PX_BODY | PX_AUDIT);
 }
 
 /* DELETE /proxies/{name}: a dynamic proxy only. */
@@ -657,122 +617,7 @@ static int proxy_delete(px_req *r, json_t **out, tp_err *e)
 
 int tp_proxy_delete(void *ctx, const cx_http_req *req, cx_http_resp *resp)
 {
-    return px_call(ctx, req, resp, proxy_delete, PX_NO_CONTENT | PX_AUDIT);
-}
-
-/* ---- toxiproxy: toxics ---- */
-
-static int toxics_list(px_req *r, json_t **out, tp_err *e)
-{
-    (void)e;
-    *out = proxy_toxics_json(r->x->p);
-    return 0;
-}
-
-int tp_toxics_list(void *ctx, const cx_http_req *req, cx_http_resp *resp)
-{
-    return px_call(ctx, req, resp, toxics_list, 0);
-}
-
-int tp_toxic_get(void *ctx, const cx_http_req *req, cx_http_resp *resp)
-{
-    return px_call(ctx, req, resp, NULL, PX_TOXIC);
-}
-
-/* Toxiproxy ignores keys it does not know; say which ones were. */
-static json_t *lenient(json_t *body, const char *type, const char *what)
-{
-    json_t *ignored = json_array();
-    json_t *out = proxy_toxic_lenient(body, type, ignored);
-    if (json_array_size(ignored) > 0) {
-        char *list = json_dumps(ignored, JSON_COMPACT);
-        char safe[512];
-        cx_utf8_sanitize(list ? list : "", safe, sizeof safe);
-        cx_info("toxiproxy: %s: ignored unknown keys %s (as Toxiproxy does)", what, safe);
-        free(list);
-    }
-    json_decref(ignored);
-    return out;
-}
-
-static int toxic_create(px_req *r, json_t **out, tp_err *e)
-{
-    agent_px *x = r->x;
-    char err[CX_ERRLEN] = "";
-    json_t *toxic = lenient(r->body, NULL, "toxic create");
-    if (!toxic)
-        return tp_fail(e, 500, "out of memory");
-    int rc = proxy_toxic_validate(toxic, err, sizeof err);
-    char buf[160], name[160];
-    snprintf(name, sizeof name, "%s", tp_toxic_name(toxic, buf, sizeof buf));
-    json_t *existing = rc == 0 ? proxy_toxic_json(x->p, name) : NULL;
-    if (rc < 0) {
-        rc = tp_fail(e, 400, "%s", err);
-    } else if (existing) {
-        rc = tp_fail(e, 409, "toxic already exists");
-    } else {
-        char tag[256];
-        tag_of(tag, sizeof tag, proxy_name(x->p), name);
-        const char *type = json_string_value(json_object_get(toxic, "type"));
-        json_t *params = json_pack("{s:s,s:O}", "proxy", proxy_name(x->p), "toxic", toxic);
-        rc = tp_fault(r->a, type ? type : "toxic", proxy_name(x->p), params, tag, &tp_toxic_injector, r->fid,
-                      sizeof r->fid, e);
-        json_decref(params);
-        *out = rc == 0 ? proxy_toxic_json(x->p, name) : NULL;
-        if (rc == 0 && !*out)
-            rc = tp_fail(e, 500, "toxic vanished right after it was added");
-    }
-    json_decref(existing);
-    json_decref(toxic);
-    return rc;
-}
-
-int tp_toxic_create(void *ctx, const cx_http_req *req, cx_http_resp *resp)
-{
-    return px_call(ctx, req, resp, toxic_create, PX_BODY | PX_AUDIT);
-}
-
-/* The toxic changes in place: the fault that added it stays its fault. */
-static int toxic_update(px_req *r, json_t **out, tp_err *e)
-{
-    const char *name = r->req->params[1];
-    const char *type = json_string_value(json_object_get(r->toxic, "type"));
-    json_t *upd = lenient(r->body, type ? type : "noop", "toxic update");
-    char err[CX_ERRLEN] = "";
-    int rc = upd ? proxy_toxic_update(r->x->p, name, upd, out, err, sizeof err) : CX_ENOMEM;
-    json_decref(upd);
-    if (rc == CX_ENOTFOUND)
-        return tp_fail(e, 404, "toxic not found");
-    if (rc != 0)
-        return tp_fail(e, cx_err_http_status(rc), "%s", err[0] ? err : cx_strerror(rc));
-    char tag[256];
-    tag_of(tag, sizeof tag, proxy_name(r->x->p), name);
-    reg_find_tag(r->a->reg, tag, r->fid, sizeof r->fid);
-    return 0;
-}
-
-int tp_toxic_update(void *ctx, const cx_http_req *req, cx_http_resp *resp)
-{
-    return px_call(ctx, req, resp, toxic_update, PX_TOXIC | PX_BODY | PX_AUDIT);
-}
-
-/* The fault behind the toxic reverted; a toxic no Toxiproxy call made
- * (the v1 API's) is removed directly. */
-static int toxic_delete(px_req *r, json_t **out, tp_err *e)
-{
-    (void)out;
-    const char *name = r->req->params[1];
-    char tag[256];
-    tag_of(tag, sizeof tag, proxy_name(r->x->p), name);
-    if (tp_revert_tag(r->a, tag, r->fid, sizeof r->fid) == 0 ||
-        proxy_toxic_remove(r->x->p, name, NULL, 0) == 0)
-        return 0;
-    return tp_fail(e, 404, "toxic not found");
-}
-
-int tp_toxic_delete(void *ctx, const cx_http_req *req, cx_http_resp *resp)
-{
-    return px_call(ctx, req, resp, toxic_delete, PX_NO_CONTENT | PX_AUDIT);
+    return tp_px_call(ctx, req, resp, proxy_delete, PX_NO_CONTENT | PX_AUDIT);
 }
 
 /* ---- toxiproxy: reset and version ---- */
