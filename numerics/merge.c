@@ -1,12 +1,12 @@
 /* merge.c - weighted mean, radial-directional averaging, the fragment merge,
  * grace window and EMA. See merge.h for the formulas.
  *
- * Each output element is summed in double over the k inputs (in a small
- * stack block, so the inner loops stay contiguous and vectorise): no heap
- * scratch, and float rounding happens once per element. merge_apply runs
- * the same arithmetic block by block into the outer step, so its results
- * match merge_fragment + scale + nesterov_step element for element (only
- * the update norm's summation order differs).
+ * Each output element is summed in double over the k inputs, in a register
+ * (4 elements at a time, see "the kernels" below): no scratch, and float
+ * rounding happens once per element. merge_apply runs the same arithmetic
+ * in one pass into the outer step, so its results match merge_fragment +
+ * scale + nesterov_step element for element (only the update norm's
+ * summation order differs).
  */
 #include "numerics/merge.h"
 
@@ -17,6 +17,7 @@
 
 #include "common/err.h"
 #include "numerics/optim.h"
+#include "numerics/vecmath.h"
 
 /* ---- names ---- */
 
@@ -56,62 +57,92 @@ static int merge_check(const float *const *vs, const double *w, int k, double *s
 
 /* ---- averages ---- */
 
-/* out [n] = sum_j c[j] vs[j], summed in double. Blocked so that the inner
- * loop runs over contiguous elements (vectorisable) while each output
- * element is still accumulated in double over the k inputs. Returns the
- * sum of squares of the (double) result when ss is non-NULL. */
-#define MERGE_BLOCK 256
+/* The kernels work on 4 elements at a time as GCC/clang vector types: 4
+ * lanes of double (accumulation, squares) and of float (inputs, results).
+ * Each lane does exactly the scalar arithmetic of its element (no FMA: see
+ * vecmath.h CX_VEC_CLONES), so the results do not depend on the width the
+ * compiler maps them to (one AVX register in the avx2 clone, two SSE2 ones
+ * in the baseline). The accumulator of an element stays in a register over
+ * the k inputs: no scratch array, one pass over the inputs. The last n % 4
+ * elements run through the same code with partial loads and stores. */
+/* No 32-byte vector is passed or returned by value (a pointer, or a
+ * macro, instead): the baseline clone has no AVX registers to pass them
+ * in, and clang refuses such calls even when they are inlined. */
+typedef double mv_d4 __attribute__((vector_size(32)));
+typedef float mv_f4 __attribute__((vector_size(16)));
+#define MV 4
 
-/* acc [bn] = sum_j c[j] vs[j][b0 .. b0+bn), in double: the k inputs one
- * after the other over a contiguous block (vectorisable). */
-static void merge_block_acc(double *acc, const float *const *vs, const double *c, int k, size_t b0, size_t bn)
+/* The first r (1..4) lanes from p, the rest 0 (zeros add nothing to a sum
+ * of squares); store writes the first r lanes back. In the main loops r is
+ * the constant 4, so they are plain vector loads and stores. */
+static inline __attribute__((always_inline)) mv_f4 mv_load(const float *p, size_t r)
 {
-    const float *v0 = vs[0] + b0;
-    for (size_t i = 0; i < bn; i++)
-        acc[i] = c[0] * v0[i];
-    for (int j = 1; j < k; j++) {
-        const float *vj = vs[j] + b0;
-        double cj = c[j];
-        for (size_t i = 0; i < bn; i++)
-            acc[i] += cj * vj[i];
-    }
+    mv_f4 v = {0};
+    memcpy(&v, p, r * sizeof(float));
+    return v;
+}
+static inline __attribute__((always_inline)) void mv_store(float *p, mv_f4 v, size_t r)
+{
+    memcpy(p, &v, r * sizeof(float));
+}
+#define MV_WIDE(v) __builtin_convertvector((v), mv_d4)
+#define MV_NARROW(v) __builtin_convertvector((v), mv_f4)
+static inline __attribute__((always_inline)) double mv_sum(const mv_d4 *v)
+{
+    return ((*v)[0] + (*v)[1]) + ((*v)[2] + (*v)[3]);
 }
 
-/* Sum of squares in double, over float or double elements. 4 independent
- * partial sums: a single running sum is bound by the latency of one
- * floating add per element. */
-#define DEFINE_SUM_SQUARES(name, T)                                                                          \
-    static double name(const T *v, size_t n)                                                                 \
-    {                                                                                                        \
-        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;                                                       \
-        size_t i = 0;                                                                                        \
-        for (; i + 4 <= n; i += 4) {                                                                         \
-            s0 += (double)v[i] * v[i];                                                                       \
-            s1 += (double)v[i + 1] * v[i + 1];                                                               \
-            s2 += (double)v[i + 2] * v[i + 2];                                                               \
-            s3 += (double)v[i + 3] * v[i + 3];                                                               \
-        }                                                                                                    \
-        for (; i < n; i++)                                                                                   \
-            s0 += (double)v[i] * v[i];                                                                       \
-        return (s0 + s1) + (s2 + s3);                                                                        \
-    }
-DEFINE_SUM_SQUARES(sum_squares, float)
-DEFINE_SUM_SQUARES(merge_ss_d, double)
-
-static void merge_combine(float *out, const float *const *vs, const double *c, int k, size_t n, double *ss)
+/* *a = sum_j c[j] vs[j][i .. i+r), in double (r <= 4 lanes). */
+static inline __attribute__((always_inline)) void mv_combine(mv_d4 *a, const float *const *vs,
+                                                             const double *c, int k, size_t i, size_t r)
 {
-    double acc[MERGE_BLOCK];
-    double sq = 0.0;
-    for (size_t b0 = 0; b0 < n; b0 += MERGE_BLOCK) {
-        size_t bn = n - b0 < MERGE_BLOCK ? n - b0 : MERGE_BLOCK;
-        merge_block_acc(acc, vs, c, k, b0, bn);
-        for (size_t i = 0; i < bn; i++) /* vectorises */
-            out[b0 + i] = (float)acc[i];
-        if (ss)
-            sq += merge_ss_d(acc, bn);
-    }
+    *a = MV_WIDE(mv_load(vs[0] + i, r)) * c[0];
+    for (int j = 1; j < k; j++)
+        *a += MV_WIDE(mv_load(vs[j] + i, r)) * c[j];
+}
+
+/* *sq += the squares of v [r], in double. */
+static inline __attribute__((always_inline)) void mv_add_squares(mv_d4 *sq, const float *v, size_t r)
+{
+    mv_d4 d = MV_WIDE(mv_load(v, r));
+    *sq += d * d;
+}
+
+/* Sum of squares in double of v [n]: lane l sums the elements i % 4 == l. */
+static inline __attribute__((always_inline)) double sum_squares(const float *v, size_t n)
+{
+    mv_d4 sq = {0};
+    size_t i = 0;
+    for (; i + MV <= n; i += MV)
+        mv_add_squares(&sq, v + i, MV);
+    if (i < n)
+        mv_add_squares(&sq, v + i, n - i);
+    return mv_sum(&sq);
+}
+
+/* out [i .. i+r) = (float) mv_combine; *sq += the squares of the sums. */
+static inline __attribute__((always_inline)) void mv_combine_to(mv_d4 *sq, float *out, const float *const *vs,
+                                                                const double *c, int k, size_t i, size_t r)
+{
+    mv_d4 a;
+    mv_combine(&a, vs, c, k, i, r);
+    mv_store(out + i, MV_NARROW(a), r);
+    *sq += a * a;
+}
+
+/* out [n] = (float) sum_j c[j] vs[j], summed in double; *ss (if non-NULL)
+ * = the sum of squares of the double sums. */
+CX_VEC_CLONES static void merge_combine(float *out, const float *const *vs, const double *c, int k, size_t n,
+                                        double *ss)
+{
+    mv_d4 sq = {0};
+    size_t i = 0;
+    for (; i + MV <= n; i += MV)
+        mv_combine_to(&sq, out, vs, c, k, i, MV);
+    if (i < n)
+        mv_combine_to(&sq, out, vs, c, k, i, n - i);
     if (ss)
-        *ss = sq;
+        *ss = mv_sum(&sq);
 }
 
 static void merge_mean_unchecked(float *out, const float *const *vs, const double *w, int k, size_t n,
@@ -123,9 +154,16 @@ static void merge_mean_unchecked(float *out, const float *const *vs, const doubl
     merge_combine(out, vs, c, k, n, NULL);
 }
 
+/* Only static functions are cloned: clang resolves a clone set in the file
+ * that defines it, not across files. */
+CX_VEC_CLONES static double merge_sum_squares(const float *v, size_t n)
+{
+    return sum_squares(v, n);
+}
+
 double merge_l2norm(const float *v, size_t n)
 {
-    return sqrt(sum_squares(v, n));
+    return sqrt(merge_sum_squares(v, n));
 }
 
 /* RDA's mean direction into dir [n] (unscaled, float) and the factor s
@@ -297,18 +335,86 @@ float *merge_ws_buf(merge_ws *ws, int i)
     return i >= 0 && i < MERGE_WS_BUFS ? ws->buf[i] : NULL;
 }
 
-/* One block of the outer step: o [bn] holds the merged gradient as
- * merge_fragment writes it (float); scale it as the syncer did (a separate
- * float rounding, skipped for 1 which is exact), add its squares to *ss and
- * apply nesterov_step to theta/mom [bn]. */
-static void merge_step_block(float *theta, float *mom, float *o, size_t bn, double scale, float lr, float mu,
-                             double *ss)
+/* The outer step on r (<= 4) elements: o holds the merged gradient as
+ * merge_fragment writes it (float); scale it as the syncer did when scaled
+ * (a separate float rounding; a scale of 1 is exact and skipped), add its
+ * squares to *sq and apply nesterov_step's arithmetic to theta/mom [r]. */
+static inline __attribute__((always_inline)) void merge_step(float *theta, float *mom, mv_f4 o, size_t r,
+                                                             int scaled, double scale, float lr, float mu,
+                                                             mv_d4 *sq)
 {
-    if (scale != 1.0)
-        for (size_t i = 0; i < bn; i++)
-            o[i] = (float)(o[i] * scale);
-    *ss += sum_squares(o, bn);
-    nesterov_step(theta, mom, o, bn, lr, mu);
+    if (scaled)
+        o = MV_NARROW(MV_WIDE(o) * scale);
+    mv_d4 od = MV_WIDE(o);
+    *sq += od * od;
+    mv_f4 b = mu * mv_load(mom, r) + o;
+    mv_store(mom, b, r);
+    mv_store(theta, mv_load(theta, r) - lr * (o + mu * b), r);
+}
+
+/* Where a pass's merged gradient comes from. */
+enum merge_src {
+    MERGE_SRC_SUM,  /* (float) sum_j c[j] vs[j] */
+    MERGE_SRC_COPY, /* vs[0] itself: k is 1 with weight 1, (float)(1.0 * (double)v) == v */
+    MERGE_SRC_DIR,  /* RDA: (float)(s * dir) */
+};
+
+/* The merged gradient of r (<= 4) elements from i. */
+static inline __attribute__((always_inline)) mv_f4 merge_grad(enum merge_src src, const float *const *vs,
+                                                              const double *c, int k, const float *dir,
+                                                              double s, size_t i, size_t r)
+{
+    if (src == MERGE_SRC_DIR)
+        return MV_NARROW(MV_WIDE(mv_load(dir + i, r)) * s);
+    if (src == MERGE_SRC_COPY)
+        return mv_load(vs[0] + i, r);
+    mv_d4 a;
+    mv_combine(&a, vs, c, k, i, r);
+    return MV_NARROW(a);
+}
+
+/* One pass over n elements; src and scaled are constants in each caller
+ * below, so each gets its own loop without tests. Two squares
+ * accumulators, so the adds of consecutive groups do not wait on each
+ * other. */
+static inline __attribute__((always_inline)) void
+merge_pass(enum merge_src src, int scaled, float *theta, float *mom, const float *const *vs, const double *c,
+           int k, const float *dir, double s, size_t n, double scale, float lr, float mu, double *ss)
+{
+    mv_d4 sq0 = {0}, sq1 = {0};
+    size_t i = 0;
+    for (; i + 2 * MV <= n; i += 2 * MV) {
+        merge_step(theta + i, mom + i, merge_grad(src, vs, c, k, dir, s, i, MV), MV, scaled, scale, lr, mu,
+                   &sq0);
+        merge_step(theta + i + MV, mom + i + MV, merge_grad(src, vs, c, k, dir, s, i + MV, MV), MV, scaled,
+                   scale, lr, mu, &sq1);
+    }
+    for (; i < n; i += MV) {
+        size_t r = n - i < MV ? n - i : MV;
+        merge_step(theta + i, mom + i, merge_grad(src, vs, c, k, dir, s, i, r), r, scaled, scale, lr, mu,
+                   &sq0);
+    }
+    mv_d4 sq = sq0 + sq1;
+    *ss += mv_sum(&sq);
+}
+
+/* The merged gradient (src) into the outer step, in one pass reading the k
+ * inputs (or dir), theta and mom once. */
+CX_VEC_CLONES static void merge_apply_pass(float *theta, float *mom, const float *const *vs, const double *c,
+                                           int k, const float *dir, double s, size_t n, double scale,
+                                           float lr, float mu, double *ss)
+{
+    enum merge_src src = dir ? MERGE_SRC_DIR : k == 1 && c[0] == 1.0 ? MERGE_SRC_COPY : MERGE_SRC_SUM;
+#define MERGE_PASS(src_, scaled_)                                                                            \
+    merge_pass(src_, scaled_, theta, mom, vs, c, k, dir, s, n, scale, lr, mu, ss)
+    int scaled = scale != 1.0;
+    if (src == MERGE_SRC_DIR)
+        scaled ? MERGE_PASS(MERGE_SRC_DIR, 1) : MERGE_PASS(MERGE_SRC_DIR, 0);
+    else if (src == MERGE_SRC_COPY)
+        scaled ? MERGE_PASS(MERGE_SRC_COPY, 1) : MERGE_PASS(MERGE_SRC_COPY, 0);
+    else
+        scaled ? MERGE_PASS(MERGE_SRC_SUM, 1) : MERGE_PASS(MERGE_SRC_SUM, 0);
+#undef MERGE_PASS
 }
 
 /* Mean segment: a single pass reading the k inputs, theta and mom. */
@@ -318,15 +424,7 @@ static void merge_apply_mean(float *theta, float *mom, const float *const *vs, c
     double c[MERGE_MAX_CONTRIB];
     for (int j = 0; j < k; j++)
         c[j] = w[j] / sum;
-    double acc[MERGE_BLOCK];
-    float o[MERGE_BLOCK];
-    for (size_t b0 = 0; b0 < n; b0 += MERGE_BLOCK) {
-        size_t bn = n - b0 < MERGE_BLOCK ? n - b0 : MERGE_BLOCK;
-        merge_block_acc(acc, vs, c, k, b0, bn);
-        for (size_t i = 0; i < bn; i++)
-            o[i] = (float)acc[i];
-        merge_step_block(theta + b0, mom + b0, o, bn, scale, lr, mu, ss);
-    }
+    merge_apply_pass(theta, mom, vs, c, k, NULL, 0.0, n, scale, lr, mu, ss);
 }
 
 /* RDA segment: the final scale needs the norm of the whole direction, so
@@ -337,13 +435,7 @@ static void merge_apply_rda(float *dir, float *theta, float *mom, const float *c
                             int k, size_t n, double sum, double scale, float lr, float mu, double *ss)
 {
     double s = merge_rda_direction(dir, vs, w, k, n, sum);
-    float o[MERGE_BLOCK];
-    for (size_t b0 = 0; b0 < n; b0 += MERGE_BLOCK) {
-        size_t bn = n - b0 < MERGE_BLOCK ? n - b0 : MERGE_BLOCK;
-        for (size_t i = 0; i < bn; i++)
-            o[i] = (float)(s * dir[b0 + i]);
-        merge_step_block(theta + b0, mom + b0, o, bn, scale, lr, mu, ss);
-    }
+    merge_apply_pass(theta, mom, vs, NULL, k, dir, s, n, scale, lr, mu, ss);
 }
 
 int merge_apply(merge_ws *ws, float *theta, float *mom, const fragment_table *t, int p,

@@ -62,4 +62,21 @@ static inline float vecmath_expf(float x)
     return p * scale;
 }
 
+/* CX_VEC_CLONES on a function with hot loops: the compiler builds it twice,
+ * for AVX2 and for the baseline (SSE2), and the loader picks one for the CPU
+ * it runs on (function multiversioning through an ifunc; GCC and clang on
+ * x86-64). Only "avx2", not "fma": without FMA the compiler cannot contract
+ * a*b+c, so both clones do the same IEEE operations in the same order on
+ * each element and give the same bits; only the vector width differs.
+ * Static helpers the function calls are inlined into each clone, so their
+ * loops widen with it. Put it on static functions only (an exported one
+ * wraps a static clone): clang 14 resolves a clone set in its own file, and
+ * a call from another file fails to link. Off x86-64, and under TSan (whose
+ * runtime is not up when ifunc resolvers run), it is nothing. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+#define CX_VEC_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CX_VEC_CLONES
+#endif
+
 #endif

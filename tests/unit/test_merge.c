@@ -528,3 +528,107 @@ Test(merge, ema)
     v = merge_ema_add(&e, 5.0);
     cr_assert_eq(v, 5.0);
 }
+
+/* The kernels work on 4 elements at a time and end with a shorter group:
+ * every length from 1 to 19 gives, element for element, the scalar
+ * arithmetic (sum in double over the inputs, one float rounding), and the
+ * update norm and RDA's norms agree with a scalar sum of squares. */
+Test(merge, every_length_matches_the_scalar_arithmetic)
+{
+    enum { NMAX = 19, KMAX = 5 };
+    float in[KMAX][NMAX], out[NMAX];
+    const float *vs[KMAX];
+    double w[KMAX];
+    unsigned s = 7u;
+    for (int j = 0; j < KMAX; j++) {
+        for (int i = 0; i < NMAX; i++) {
+            s = s * 1103515245u + 12345u;
+            in[j][i] = (float)(s >> 8) / 16777216.0f - 0.5f + 0.1f * (float)j;
+        }
+        vs[j] = in[j];
+        w[j] = 1.0 + 0.37 * j;
+    }
+    char err[CX_ERRLEN];
+    for (int k = 1; k <= KMAX; k++) {
+        double sum = 0.0;
+        for (int j = 0; j < k; j++)
+            sum += w[j];
+        for (size_t n = 1; n <= NMAX; n++) {
+            cr_assert_eq(merge_mean(out, vs, w, k, n, err, sizeof err), 0, "%s", err);
+            double ss = 0.0;
+            for (size_t i = 0; i < n; i++) {
+                double acc = w[0] / sum * in[0][i];
+                for (int j = 1; j < k; j++)
+                    acc += w[j] / sum * in[j][i];
+                cr_assert_eq(out[i], (float)acc, "k=%d n=%zu out[%zu] %a vs %a", k, n, i, (double)out[i],
+                             (double)(float)acc);
+                ss += (double)out[i] * out[i];
+            }
+            double l2 = merge_l2norm(out, n);
+            cr_assert(fabs(l2 - sqrt(ss)) <= 1e-12 * sqrt(ss), "k=%d n=%zu norm %.17g vs %.17g", k, n, l2,
+                      sqrt(ss));
+        }
+    }
+}
+
+/* merge_apply over a fragment whose ranges are all shorter than, or not a
+ * multiple of, the kernels' 4 elements (an embedding range among them, so
+ * both the RDA and the mean pass end with a short group) matches
+ * merge_fragment + scale + nesterov_step. */
+Test(merge, merge_apply_matches_on_ranges_of_any_length)
+{
+    const model_tensor ts[] = {
+        {.name = "a", .offset = 0, .length = 5, .rows = 1, .cols = 5},
+        {.name = "emb", .offset = 5, .length = 3, .rows = 1, .cols = 3, .is_embedding = 1},
+        {.name = "b", .offset = 8, .length = 11, .rows = 1, .cols = 11},
+        {.name = "c", .offset = 19, .length = 1, .rows = 1, .cols = 1},
+    };
+    enum { L = 20, K = 3 };
+    char err[CX_ERRLEN];
+    fragment_table *t = fragment_table_new(ts, 4, 1, err, sizeof err);
+    cr_assert_not_null(t, "%s", err);
+    cr_assert_eq(fragment_length(t, 0), (size_t)L);
+    merge_ws *ws = merge_ws_new(L, K, err, sizeof err);
+    cr_assert_not_null(ws, "%s", err);
+    float *d[K];
+    for (int j = 0; j < K; j++)
+        d[j] = malloc(L * sizeof(float));
+    merge_contrib c[K];
+    const float lr = 0.7f, mu = 0.9f;
+    for (int rule = 0; rule < 2; rule++)
+        for (int k = 1; k <= K; k++) {
+            float th[L], mo[L], th_ref[L], mo_ref[L], out[L];
+            for (int i = 0; i < L; i++) {
+                th[i] = th_ref[i] = 0.01f * (float)i - 0.1f;
+                mo[i] = mo_ref[i] = 0.0f;
+            }
+            double scale = k == 1 ? 1.0 : 0.53;
+            for (int round = 0; round < 2; round++) {
+                fill_contribs(d, c, k, L, 31u * (unsigned)(rule + 1) + (unsigned)(k + round));
+                cr_assert_eq(merge_fragment(out, t, 0, c, k, (merge_rule)rule, MERGE_WEIGHTS_TOKEN, NULL, err,
+                                            sizeof err),
+                             0, "%s", err);
+                for (int i = 0; i < L; i++)
+                    out[i] = (float)(out[i] * scale);
+                double norm_ref = merge_l2norm(out, L);
+                nesterov_step(th_ref, mo_ref, out, L, lr, mu);
+                double norm = -1.0;
+                cr_assert_eq(merge_apply(ws, th, mo, t, 0, c, k, (merge_rule)rule, MERGE_WEIGHTS_TOKEN, scale,
+                                         lr, mu, NULL, &norm, err, sizeof err),
+                             0, "%s", err);
+                cr_assert(fabs(norm - norm_ref) <= 1e-9 * norm_ref, "norm %g vs %g", norm, norm_ref);
+                for (int i = 0; i < L; i++) {
+                    cr_assert(th[i] != 0.01f * (float)i - 0.1f, "rule=%d k=%d theta[%d] did not move", rule,
+                              k, i);
+                    cr_assert(fabsf(th[i] - th_ref[i]) <= 1e-6f, "rule=%d k=%d theta[%d] %g vs %g", rule, k,
+                              i, (double)th[i], (double)th_ref[i]);
+                    cr_assert(fabsf(mo[i] - mo_ref[i]) <= 1e-6f, "rule=%d k=%d mom[%d] %g vs %g", rule, k, i,
+                              (double)mo[i], (double)mo_ref[i]);
+                }
+            }
+        }
+    for (int j = 0; j < K; j++)
+        free(d[j]);
+    merge_ws_free(ws);
+    fragment_table_free(t);
+}
