@@ -139,5 +139,5 @@ Test(syncer_rounds, steps_already_accepted_are_refused_or_cut)
     cr_assert_eq(contribute(0, inc[0], 0, 0, H + H / 2, 1e-3f, &c), PROTO_OK, "%s", c.why);
     cr_assert_eq(f.s->rounds[0].n, 1, "the same learner's two contributions are one in its round");
     cr_assert_eq(f.s->rounds[0].c[0].steps, H + H / 2, "H, then only the H/2 new steps");
-    cr_assert_eq(f.s->learners[f.s->rounds[0].c[0].slot].step, H + H / 2);
+    cr_assert_eq(f.s->members.learners[f.s->rounds[0].c[0].slot].step, H + H / 2);
 }

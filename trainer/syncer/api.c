@@ -102,7 +102,7 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         json_array_append_new(frags, f);
     }
     for (int i = 0; i < MAX_LEARNERS; i++) {
-        learner_rec *l = &s->learners[i];
+        const learner_rec *l = &s->members.learners[i];
         if (l->id < 0)
             continue;
         json_array_append_new(
@@ -134,8 +134,8 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     }
     int64_t rejected = 0;
     for (int r = 1; r < PROTO_R_COUNT; r++) {
-        json_object_set_new(rej, proto_reason_name((proto_reason)r), json_integer(s->rejects[r]));
-        rejected += s->rejects[r];
+        json_object_set_new(rej, proto_reason_name((proto_reason)r), json_integer(s->members.rejects[r]));
+        rejected += s->members.rejects[r];
     }
     json_t *eval = json_pack("{s:o, s:o, s:I, s:I, s:I}", "loss",
                              isfinite(s->eval_loss) ? json_real(s->eval_loss) : json_null(), "bpb",
@@ -183,8 +183,8 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
                                         : json_null()));
     if (s->cfg.mode == CONFIG_MODE_DECOUPLED) /* steps restarted learners trained and never sent */
         json_object_set_new(o, "lost",
-                            json_pack("{s:I, s:I}", "fragment_steps", (json_int_t)s->lost_frag_steps,
-                                      "tokens", (json_int_t)(s->lost_frag_tokens / s->P)));
+                            json_pack("{s:I, s:I}", "fragment_steps", (json_int_t)s->members.lost_frag_steps,
+                                      "tokens", (json_int_t)(s->members.lost_frag_tokens / s->P)));
     char pcrc[9];
     proto_crc_format(proto_f32_crc(s->theta, s->n), pcrc);
     json_object_set_new(o, "params_crc32c", json_string(pcrc));
@@ -201,10 +201,10 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
                   (json_int_t)s->deltas.answers_delta_versions, "delta_bytes",
                   (json_int_t)s->deltas.bytes_out_delta, "full_bytes", (json_int_t)s->deltas.bytes_out_full,
                   "full", fr, "fallbacks", (json_int_t)fallbacks));
-    json_object_set_new(
-        o, "end",
-        s->ended ? json_pack("{s:s, s:I}", "reason", s->end_reason, "ms_ago", (json_int_t)(now - s->end_ms))
-                 : json_null());
+    json_object_set_new(o, "end",
+                        s->members.ended ? json_pack("{s:s, s:I}", "reason", s->members.end_reason, "ms_ago",
+                                                     (json_int_t)(now - s->members.end_ms))
+                                         : json_null());
     json_object_set_new(o, "ms_since_last_merge",
                         json_integer(s->last_merge_ms ? (json_int_t)(now - s->last_merge_ms) : -1));
     json_object_set_new(o, "rebuild",

@@ -59,19 +59,7 @@ static void *ticker_main(void *arg)
         if (s->stopping)
             break;
         int64_t now = cx_mono_ms();
-        /* silent learners become absent */
-        for (int i = 0; i < MAX_LEARNERS; i++) {
-            learner_rec *l = &s->learners[i];
-            if (l->id >= 0 && l->incarnation > 0 && l->state == LS_ACTIVE &&
-                now - l->last_seen_ms > s->cfg.heartbeat_timeout_ms) {
-                l->state = LS_ABSENT;
-                cx_warn("learner %lld incarnation %lld absent (no heartbeat for %lld ms)", (long long)l->id,
-                        (long long)l->incarnation, (long long)(now - l->last_seen_ms));
-                events_emit(s->ev, "drop",
-                            json_pack("{s:I, s:I, s:s}", "learner", (json_int_t)l->id, "incarnation",
-                                      (json_int_t)l->incarnation, "reason", "absent"));
-            }
-        }
+        members_check_absent(s, now); /* silent learners become absent */
         members_reject_flush_due(s, now, 0);
         if (syncer_is_ddp(s))
             ddp_check(s, now);
@@ -316,8 +304,7 @@ syncer *syncer_core_new(const syncer_opts *o, char *err, size_t errlen)
     pthread_cond_init(&s->step_cv, NULL);
     pthread_cond_init(&s->tick_cv, NULL);
     pthread_cond_init(&s->work_cv, NULL);
-    for (int i = 0; i < MAX_LEARNERS; i++)
-        s->learners[i].id = -1;
+    members_init(s);
     if (cx_mkdir_p(o->state_dir, err, errlen) != 0)
         goto fail;
     s->on_lost_state = o->on_lost_state;

@@ -151,8 +151,9 @@ int dur_write_checkpoint(syncer *s, char *err, size_t errlen)
         c.adam_steps = (int64_t)adamw_steps(s->opt);
     }
     for (int i = 0; i < MAX_LEARNERS; i++)
-        if (s->learners[i].id >= 0 && s->learners[i].incarnation > 0)
-            c.learners[c.n_learners++] = (ckpt_learner_inc){s->learners[i].id, s->learners[i].incarnation};
+        if (s->members.learners[i].id >= 0 && s->members.learners[i].incarnation > 0)
+            c.learners[c.n_learners++] =
+                (ckpt_learner_inc){s->members.learners[i].id, s->members.learners[i].incarnation};
     for (int p = 0; norms && p < s->P; p++)
         norms[p] = s->rounds[p].norms;
     s->last_ckpt_merges = s->merges;
@@ -230,20 +231,8 @@ int dur_restore(syncer *s, char *err, size_t errlen)
     s->merges = s->last_ckpt_merges = c.merges;
     s->tokens_merged = c.tokens_merged;
     s->tokens_frag_raw = c.tokens_merged * s->P;
-    s->tokens_trained_closed = c.tokens_trained; /* what restored learners trained is in it */
     ddp_restart_at(s, c.ddp_step);
-    for (int64_t i = 0; i < c.n_learners && i < MAX_LEARNERS; i++) {
-        learner_rec *l = &s->learners[i];
-        memset(l, 0, sizeof *l);
-        l->id = c.learners[i].learner;
-        l->incarnation = c.learners[i].incarnation;
-        l->state = LS_ABSENT; /* until it is heard from */
-        l->last_seen_ms = cx_mono_ms();
-        l->ddp_arrived = l->ddp_dropped = -1;
-        l->batch = s->cfg.batch;
-        l->steps_total = s->cfg.steps;
-        l->start_tokens = -1; /* its tokens so far are in tokens_trained_closed */
-    }
+    members_restore(s, &c);
     events_set_seq_floor(s->ev, c.event_seq);
     s->ckpt_event_seq = c.event_seq;
     s->start = START_RESTORED;
@@ -316,9 +305,7 @@ void dur_start_log(syncer *s, int64_t before_bump)
          * learners hold them. Make every known learner rejoin (its calls
          * answer 409 stale_incarnation) so that it reports what it holds. */
         if (after > before_bump) {
-            for (int i = 0; i < MAX_LEARNERS; i++)
-                if (s->learners[i].id >= 0 && s->learners[i].incarnation > 0)
-                    s->learners[i].must_rejoin = 1;
+            members_require_rejoin(s);
             cx_warn("merges were published after the restored checkpoint: learners must rejoin and report "
                     "their copies (newer ones rebuild those fragments)");
         }

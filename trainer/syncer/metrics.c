@@ -29,7 +29,7 @@ static void metrics_syncer(const syncer *s, cx_buf *b)
     cx_prom_int(b, "chaosloco_syncer_contributions_total", accepted, (long long)s->accepted_total);
     for (int r = 1; r < PROTO_R_COUNT; r++) {
         const char *const l[] = {"result", "rejected", "reason", proto_reason_name((proto_reason)r), NULL};
-        cx_prom_int(b, "chaosloco_syncer_contributions_total", l, (long long)s->rejects[r]);
+        cx_prom_int(b, "chaosloco_syncer_contributions_total", l, (long long)s->members.rejects[r]);
     }
     static const char *const in[] = {"direction", "in", NULL}, *const out[] = {"direction", "out", NULL};
     cx_prom_family(b, "chaosloco_syncer_bytes_total", CX_PROM_COUNTER, "Tensor payload bytes by direction.");
@@ -103,7 +103,7 @@ static void metrics_learners(const syncer *s, cx_buf *b, int64_t now)
         snprintf(name, sizeof name, "chaosloco_syncer_%s", lm[m].name);
         cx_prom_family(b, name, lm[m].type, lm[m].help);
         for (int i = 0; i < MAX_LEARNERS; i++) {
-            const learner_rec *l = &s->learners[i];
+            const learner_rec *l = &s->members.learners[i];
             if (l->id < 0 || l->incarnation == 0)
                 continue;
             char id[24];

@@ -120,7 +120,7 @@ static void learner_timings(const syncer *s, double *t_step, double *t_pull)
     double step = 0, pull = 0;
     int ns = 0, np = 0;
     for (int i = 0; i < MAX_LEARNERS; i++) {
-        const learner_rec *l = &s->learners[i];
+        const learner_rec *l = &s->members.learners[i];
         if (l->id < 0 || l->state != LS_ACTIVE)
             continue;
         double t = merge_ema_get(&l->step_wall, l->step_ms);
@@ -158,7 +158,7 @@ int64_t rounds_schedule_step_now(const syncer *s, int except, int64_t now)
     double sum = 0;
     int n = 0;
     for (int i = 0; i < MAX_LEARNERS; i++) {
-        const learner_rec *l = &s->learners[i];
+        const learner_rec *l = &s->members.learners[i];
         double t = merge_ema_get(&l->step_wall, 0);
         if (i == except || l->id < 0 || l->state != LS_ACTIVE || l->c_ms == 0 || !(t > 0))
             continue;
@@ -180,7 +180,7 @@ static int round_mergeable(syncer *s, frag_round *r, merge_contrib *mc, int *idx
 {
     int k = 0;
     for (int i = 0; i < r->n; i++) {
-        learner_rec *l = &s->learners[r->c[i].slot];
+        const learner_rec *l = &s->members.learners[r->c[i].slot];
         if (l->state == LS_ABSENT)
             continue;
         mc[k].delta = r->c[i].delta;
@@ -273,7 +273,7 @@ static int round_apply(syncer *s, int p, const merge_contrib *mc, int k, double 
 static void round_drops(syncer *s, int p, frag_round *r, const int *idx, int k, const char *why)
 {
     for (int i = 0; i < r->n; i++) {
-        learner_rec *l = &s->learners[r->c[i].slot];
+        const learner_rec *l = &s->members.learners[r->c[i].slot];
         int used = 0;
         for (int j = 0; j < k; j++)
             used |= idx[j] == i;
@@ -289,7 +289,7 @@ static void round_drops(syncer *s, int p, frag_round *r, const int *idx, int k, 
     /* elastic diloco: expected learners that did not make it */
     if (s->cfg.mode == CONFIG_MODE_DILOCO && strcmp(why, "deadline") == 0) {
         for (int i = 0; i < MAX_LEARNERS; i++) {
-            learner_rec *l = &s->learners[i];
+            const learner_rec *l = &s->members.learners[i];
             int in = 0;
             if (l->id < 0 || l->incarnation == 0 || l->state == LS_LEFT)
                 continue;
@@ -453,7 +453,7 @@ void rounds_check(syncer *s, int p, int64_t now)
 static proto_reason claim_check(syncer *s, int slot, int p, const proto_hdr *h, int64_t *keep_steps,
                                 char *why, size_t len)
 {
-    const learner_rec *l = &s->learners[slot];
+    const learner_rec *l = &s->members.learners[slot];
     *keep_steps = h->steps;
     int64_t a = s->acc_step[slot * s->P + p], from = h->step - h->steps;
     int64_t floor = s->acc_inc[slot * s->P + p] == l->incarnation || a < l->resumed_step ? a : l->resumed_step;
@@ -657,20 +657,9 @@ static int64_t round_add_contribution(syncer *s, int64_t p, int slot, const prot
     s->rounds_lagged += lag > 0;
     s->rounds_lag_sum += lag;
     s->own_ver[slot * s->P + p] = 0; /* pending: the version that merges it says whether a pull has it */
-    learner_rec *lr = &s->learners[slot];
-    int64_t cstep = h->step >= 0 ? h->step + lr->sched_off : -1; /* its schedule step */
-    if (cstep > 0) {
-        /* wall time per inner step between two of its contributions at least H schedule steps apart
-         * (queued contributions arrive bunched: a shorter span would measure the queue, not the steps) */
-        if (lr->c_ms == 0 || cstep < lr->c_step) {
-            lr->c_ms = now;
-            lr->c_step = cstep;
-        } else if (cstep - lr->c_step >= s->cfg.H) {
-            merge_ema_add(&lr->step_wall, (double)(now - lr->c_ms) / (double)(cstep - lr->c_step));
-            lr->c_ms = now;
-            lr->c_step = cstep;
-        }
-    }
+    int64_t cstep = h->step >= 0 ? h->step + s->members.learners[slot].sched_off : -1; /* its schedule step */
+    if (cstep > 0) /* wall time per inner step between two of its contributions (members_note_pace) */
+        members_note_pace(s, slot, cstep, now);
     *lag_out = lag;
     return round;
 }
@@ -715,17 +704,14 @@ proto_reason rounds_contribute(syncer *s, int p, proto_hdr *h, float *delta, siz
             delta[i] = (float)((double)delta[i] * out->factor);
         l2_total = guard_l2(delta, len);
         s->clipped_total++;
-        s->learners[slot].clipped++;
     }
     members_touch(s, slot);
     guard_norm_add(&s->rounds[p].norms, h->learner, l2_total / (double)nsteps);
     /* what a restart of this learner may carry (join's accepted_steps) */
     s->acc_step[slot * s->P + p] = h->step;
     s->acc_inc[slot * s->P + p] = h->incarnation;
-    if (h->step > s->learners[slot].step)
-        s->learners[slot].step = h->step;
+    members_note_contribution(s, slot, h->step, out->factor < 1.0);
     s->bytes_in += (int64_t)body_len;
-    s->learners[slot].accepted++;
     s->accepted_total++;
     out->norm = l2_total;
     out->round = round_add_contribution(s, p, slot, h, delta, l2_total, &out->lag);
