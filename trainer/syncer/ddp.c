@@ -325,7 +325,7 @@ int ddp_route_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         members_note_gradient(s, slot, t, factor < 1.0);
         s->accepted_total++;
         if (factor < 1.0) { /* counted and logged once per step, not per retry */
-            s->clipped_total++;
+            rounds_note_clipped(s);
             events_emit(s->ev, "gradient_clipped",
                         json_pack("{s:I, s:I, s:I, s:f, s:f, s:f}", "learner", (json_int_t)h.learner,
                                   "incarnation", (json_int_t)h.incarnation, "step", (json_int_t)t, "norm",

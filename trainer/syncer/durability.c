@@ -109,7 +109,7 @@ static void guard_load(syncer *s)
         return;
     }
     for (int p = 0; p < s->P; p++)
-        if (guard_norms_parse(&s->rounds[p].norms, json_array_get(fr, (size_t)p), err, sizeof err) != 0)
+        if (rounds_load_norms(s, p, json_array_get(fr, (size_t)p), err, sizeof err) != 0)
             cx_warn("guard.json: fragment %d: %s; its norm bound starts from the warm-up", p, err);
     json_decref(o);
 }
@@ -130,9 +130,9 @@ int dur_write_checkpoint(syncer *s, char *err, size_t errlen)
         c.adam_m = malloc(s->n * sizeof(float));
         c.adam_v = malloc(s->n * sizeof(float));
     }
-    guard_norms *norms = s->rounds ? malloc((size_t)s->P * sizeof *norms) : NULL;
+    guard_norms *norms = s->rounds.frag ? malloc((size_t)s->P * sizeof *norms) : NULL;
     if (!c.params || !c.momentum || !c.versions || !c.learners || (s->opt && (!c.adam_m || !c.adam_v)) ||
-        (s->rounds && !norms))
+        (s->rounds.frag && !norms))
         goto out;
     pthread_mutex_lock(&s->mu);
     c.mode = s->cfg.mode;
@@ -155,7 +155,7 @@ int dur_write_checkpoint(syncer *s, char *err, size_t errlen)
             c.learners[c.n_learners++] =
                 (ckpt_learner_inc){s->members.learners[i].id, s->members.learners[i].incarnation};
     for (int p = 0; norms && p < s->P; p++)
-        norms[p] = s->rounds[p].norms;
+        norms[p] = s->rounds.frag[p].norms;
     s->last_ckpt_merges = s->merges;
     s->last_ckpt_ms = cx_mono_ms();
     pthread_mutex_unlock(&s->mu);
@@ -236,7 +236,7 @@ int dur_restore(syncer *s, char *err, size_t errlen)
     events_set_seq_floor(s->ev, c.event_seq);
     s->ckpt_event_seq = c.event_seq;
     s->start = START_RESTORED;
-    if (s->rounds)
+    if (s->rounds.frag)
         guard_load(s);
     cx_info("restored checkpoint generation=%lld merges=%lld ddp_step=%lld", (long long)c.generation,
             (long long)c.merges, (long long)c.ddp_step);

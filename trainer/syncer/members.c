@@ -437,7 +437,7 @@ static json_t *join_lost(syncer *s, int slot, int64_t step)
     json_t *steps = json_array();
     int64_t sum = 0;
     for (int p = 0; p < s->P; p++) {
-        int64_t a = s->acc_step[slot * s->P + p], kept = a > step ? a : step;
+        int64_t a = s->rounds.acc_step[slot * s->P + p], kept = a > step ? a : step;
         int64_t n = l->step > kept ? l->step - kept : 0;
         sum += n;
         json_array_append_new(steps, json_integer(n));
@@ -480,14 +480,12 @@ members_join_verdict members_join(syncer *s, const members_join_req *in, members
         s->members.learners[slot].ddp_arrived = s->members.learners[slot].ddp_dropped = -1;
         s->members.learners[slot].batch = s->cfg.batch;
         s->members.learners[slot].steps_total = s->cfg.steps;
-        for (int p = 0; p < s->P; p++)
-            s->acc_step[slot * s->P + p] = -1;
+        rounds_learner_new(s, slot);
     }
     out->slot = slot;
     learner_rec *l = &s->members.learners[slot];
     out->lost = join_lost(s, slot, in->step);
-    for (int p = 0; p < s->P; p++) /* it pulls every fragment after a join */
-        s->own_ver[slot * s->P + p] = -1;
+    rounds_learner_joined(s, slot);     /* it pulls every fragment after a join */
     merge_ema_init(&l->step_wall, 0.2); /* a new incarnation may run at another speed */
     l->c_ms = l->c_step = 0;
     int64_t new_inc = (l->incarnation > in->inc ? l->incarnation : in->inc) + 1;
@@ -565,7 +563,7 @@ static int join_checked(syncer *s, cx_http_resp *resp, const members_join_req *i
         json_object_set_new(ans, "schedule_step", json_integer(r.schedule_step));
         json_t *acc = json_array(); /* what a restarted learner may carry (learner_start_fragment) */
         for (int p = 0; p < s->P; p++)
-            json_array_append_new(acc, json_integer(s->acc_step[r.slot * s->P + p]));
+            json_array_append_new(acc, json_integer(s->rounds.acc_step[r.slot * s->P + p]));
         json_object_set_new(ans, "accepted_steps", acc);
     }
     pthread_mutex_unlock(&s->mu);

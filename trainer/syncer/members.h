@@ -14,7 +14,7 @@
  * Lock: every operation wants s->mu held unless it says it takes it (the
  * route handlers take it themselves), or runs before serving.
  * What it is not: the rebuild's view of a join (rebuild.h) nor the rounds'
- * per-learner contribution tables (s->own_ver, s->acc_step: rounds.h).
+ * per-learner contribution tables (s->rounds.own_ver, s->rounds.acc_step: rounds.h).
  */
 #ifndef TRN_SYNCER_MEMBERS_H
 #define TRN_SYNCER_MEMBERS_H

@@ -405,12 +405,7 @@ static json_t *rebuild_apply(syncer *s)
         int64_t top = f->max_reported > old ? f->max_reported : old;
         s->versions[p] = top + 1 + rb_gap(s);
         f->ckpt_version = f->start_version = f->published = s->versions[p];
-        frag_round *rd = &s->rounds[p];
-        for (int i = 0; i < rd->n; i++)
-            free(rd->c[i].delta);
-        rd->n = 0;
-        rd->state = RS_IDLE;
-        rd->opened_ms = rd->quorum_ms = rd->grace_end_ms = 0;
+        rounds_forget(s, p);
         if (s->deltas.hist)
             deltas_forget(s, p);
         char crc[9];
