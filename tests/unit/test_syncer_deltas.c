@@ -257,10 +257,10 @@ Test(syncer_deltas, a_learners_pull_after_contributing_notes_whether_it_holds_it
     pthread_mutex_unlock(&f.s->mu);
     read_frag(0, 0, 0, 0, 0, vals, &a);
     cr_assert(a.record, "a current learner's pull: its event is due");
-    cr_assert_eq(f.s->learners[slot].adopted, 1);
-    cr_assert_eq(f.s->learners[slot].adopted_own, 1, "version 1 merged its contribution");
+    cr_assert_eq(f.s->members.learners[slot].adopted, 1);
+    cr_assert_eq(f.s->members.learners[slot].adopted_own, 1, "version 1 merged its contribution");
     read_frag(0, 0, 0, 0, 0, vals, &a);
-    cr_assert_eq(f.s->learners[slot].adopted, 1, "noted once per contribution");
+    cr_assert_eq(f.s->members.learners[slot].adopted, 1, "noted once per contribution");
     read_frag(0, -1, 0, 0, 0, vals, &a);
     cr_assert_not(a.record, "an anonymous pull is not recorded");
     free(vals);

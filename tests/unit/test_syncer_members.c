@@ -45,7 +45,7 @@ Test(syncer_members, a_first_join_takes_a_slot_and_incarnation_one)
     cr_assert_eq(sfx_join(&f, 0, 0, 0, &r), MEMBERS_JOIN_OK);
     cr_assert_eq(r.incarnation, 1);
     cr_assert(r.slot >= 0 && r.slot < MAX_LEARNERS);
-    const learner_rec *l = &f.s->learners[r.slot];
+    const learner_rec *l = &f.s->members.learners[r.slot];
     cr_assert_eq(l->id, 0);
     cr_assert_eq(l->incarnation, 1);
     cr_assert_eq(l->state, LS_ACTIVE);
@@ -62,7 +62,7 @@ Test(syncer_members, a_rejoin_gets_an_incarnation_above_its_own_and_the_one_it_n
     cr_assert_eq(r.slot, slot, "the same id keeps its slot");
     cr_assert_eq(sfx_join(&f, 1, 7, 24, &r), MEMBERS_JOIN_OK);
     cr_assert_eq(r.incarnation, 8, "it named 7, above its current 2");
-    cr_assert_eq(f.s->learners[slot].resumed_step, 24);
+    cr_assert_eq(f.s->members.learners[slot].resumed_step, 24);
 }
 
 Test(syncer_members, an_incarnation_too_far_above_the_current_changes_nothing)
@@ -72,7 +72,7 @@ Test(syncer_members, an_incarnation_too_far_above_the_current_changes_nothing)
     int slot = r.slot;
     cr_assert_eq(sfx_join(&f, 0, 1 + INCARNATION_MAX_STEP + 1, 0, &r), MEMBERS_JOIN_INC_TOO_FAR);
     cr_assert_eq(r.incarnation, 1, "the answer names its current incarnation");
-    cr_assert_eq(f.s->learners[slot].incarnation, 1, "unchanged");
+    cr_assert_eq(f.s->members.learners[slot].incarnation, 1, "unchanged");
     cr_assert_eq(sfx_join(&f, 0, 1 + INCARNATION_MAX_STEP, 0, &r), MEMBERS_JOIN_OK, "at the bound: allowed");
     cr_assert_eq(r.incarnation, 2 + INCARNATION_MAX_STEP);
 }
@@ -100,7 +100,7 @@ Test(syncer_members, a_request_names_its_current_incarnation_or_is_refused)
     cr_assert_eq(check(0, 1, &slot), PROTO_R_STALE_INCARNATION, "its previous incarnation");
     cr_assert_eq(check(0, 3, &slot), PROTO_R_STALE_INCARNATION, "one it was never given");
     cr_assert_eq(check(1, 1, &slot), PROTO_R_UNKNOWN_LEARNER, "an id that never joined");
-    f.s->learners[r.slot].must_rejoin = 1; /* restored from a checkpoint older than the log */
+    f.s->members.learners[r.slot].must_rejoin = 1; /* restored from a checkpoint older than the log */
     cr_assert_eq(check(0, 2, &slot), PROTO_R_STALE_INCARNATION, "must rejoin first");
     cr_assert_eq(sfx_join(&f, 0, 2, 0, &r), MEMBERS_JOIN_OK);
     cr_assert_eq(check(0, 3, &slot), PROTO_OK, "the rejoin cleared it");
@@ -112,7 +112,7 @@ Test(syncer_members, the_diloco_barrier_waits_for_every_learner)
     cr_assert_eq(barrier_need(), 2, "M, before anyone joined");
     cr_assert_eq(sfx_join(&f, 0, 0, 0, &r), MEMBERS_JOIN_OK);
     cr_assert_eq(barrier_need(), 2, "still M with one joined");
-    f.s->learners[r.slot].state = LS_LEFT;
+    f.s->members.learners[r.slot].state = LS_LEFT;
     cr_assert_eq(barrier_need(), 1, "not the one that left");
 }
 
@@ -123,9 +123,9 @@ Test(syncer_members, rejections_are_counted_by_reason)
     members_reject_note(f.s, PROTO_R_STALE_INCARNATION, 0, 1, -1, "test");
     members_reject_note(f.s, PROTO_R_CLAIM, 1, 1, 0, "test");
     pthread_mutex_unlock(&f.s->mu);
-    cr_assert_eq(f.s->rejects[PROTO_R_STALE_INCARNATION], 2);
-    cr_assert_eq(f.s->rejects[PROTO_R_CLAIM], 1);
-    cr_assert_eq(f.s->rejects[PROTO_R_UNKNOWN_LEARNER], 0);
+    cr_assert_eq(f.s->members.rejects[PROTO_R_STALE_INCARNATION], 2);
+    cr_assert_eq(f.s->members.rejects[PROTO_R_CLAIM], 1);
+    cr_assert_eq(f.s->members.rejects[PROTO_R_UNKNOWN_LEARNER], 0);
     cr_assert_eq(members_reason_status(PROTO_R_UNKNOWN_LEARNER), 403);
     cr_assert_eq(members_reason_status(PROTO_R_STALE_INCARNATION), 409);
 }

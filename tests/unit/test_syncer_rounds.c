@@ -58,21 +58,21 @@ Test(syncer_rounds, a_diloco_round_merges_at_its_barrier_and_bumps_its_version)
     cr_assert_eq(c.round, 0, "the first round of fragment 0");
     cr_assert_eq(c.version, 0);
     check(0);
-    cr_assert_eq(f.s->rounds[0].state, RS_COLLECTING, "one of two: the barrier waits");
-    cr_assert_eq(f.s->rounds[0].n, 1);
+    cr_assert_eq(f.s->rounds.frag[0].state, RS_COLLECTING, "one of two: the barrier waits");
+    cr_assert_eq(f.s->rounds.frag[0].n, 1);
     cr_assert_eq(f.s->versions[0], 0);
     cr_assert_eq(f.s->merges, 0);
 
     cr_assert_eq(contribute(1, inc[1], 0, 0, H, 1e-3f, &c), PROTO_OK, "%s", c.why);
     cr_assert_eq(c.round, 0, "joins the open round");
     check(0);
-    cr_assert_eq(f.s->rounds[0].state, RS_IDLE, "merged");
-    cr_assert_eq(f.s->rounds[0].n, 0);
-    cr_assert_eq(f.s->rounds[0].closed_id, 0);
+    cr_assert_eq(f.s->rounds.frag[0].state, RS_IDLE, "merged");
+    cr_assert_eq(f.s->rounds.frag[0].n, 0);
+    cr_assert_eq(f.s->rounds.frag[0].closed_id, 0);
     cr_assert_eq(f.s->versions[0], 1, "one merge, one version");
     cr_assert_eq(f.s->versions[1], 0, "the other fragment untouched");
     cr_assert_eq(f.s->merges, 1);
-    cr_assert_eq(f.s->rounds_parts, 2);
+    cr_assert_eq(f.s->rounds.parts, 2);
     cr_assert_eq(f.s->accepted_total, 2);
 
     /* the merge moved fragment 0's parameters, and only those */
@@ -104,8 +104,8 @@ Test(syncer_rounds, a_stale_incarnation_is_refused_and_holds_nothing)
     rounds_contribution c;
     cr_assert_eq(contribute(0, inc[0], 0, 0, f.s->cfg.H, 1e-3f, &c), PROTO_R_STALE_INCARNATION);
     cr_assert(strstr(c.why, "stale_incarnation"), "%s", c.why);
-    cr_assert_eq(f.s->rounds[0].n, 0);
-    cr_assert_eq(f.s->rounds[0].state, RS_IDLE);
+    cr_assert_eq(f.s->rounds.frag[0].n, 0);
+    cr_assert_eq(f.s->rounds.frag[0].state, RS_IDLE);
     cr_assert_eq(f.s->accepted_total, 0);
     cr_assert_eq(contribute(7, 1, 0, 0, f.s->cfg.H, 1e-3f, &c), PROTO_R_UNKNOWN_LEARNER);
 }
@@ -115,7 +115,7 @@ Test(syncer_rounds, a_base_version_ahead_or_behind_a_diloco_round_is_stale)
     rounds_contribution c;
     int64_t H = f.s->cfg.H;
     cr_assert_eq(contribute(0, inc[0], 1, 3, H, 1e-3f, &c), PROTO_R_STALE_VERSION, "base ahead");
-    cr_assert_eq(f.s->stale_rejected, 1);
+    cr_assert_eq(f.s->rounds.stale_rejected, 1);
     /* merge fragment 1 once: version 1 */
     cr_assert_eq(contribute(0, inc[0], 1, 0, H, 1e-3f, &c), PROTO_OK, "%s", c.why);
     cr_assert_eq(contribute(1, inc[1], 1, 0, H, 1e-3f, &c), PROTO_OK, "%s", c.why);
@@ -124,8 +124,8 @@ Test(syncer_rounds, a_base_version_ahead_or_behind_a_diloco_round_is_stale)
     cr_assert_eq(contribute(0, inc[0], 1, 0, 2 * H, 1e-3f, &c), PROTO_R_STALE_VERSION,
                  "diloco: the round of version 0 is closed");
     cr_assert(strstr(c.why, "is closed"), "%s", c.why);
-    cr_assert_eq(f.s->stale_rejected, 2);
-    cr_assert_eq(f.s->rounds[1].n, 0);
+    cr_assert_eq(f.s->rounds.stale_rejected, 2);
+    cr_assert_eq(f.s->rounds.frag[1].n, 0);
 }
 
 Test(syncer_rounds, steps_already_accepted_are_refused_or_cut)
@@ -134,10 +134,10 @@ Test(syncer_rounds, steps_already_accepted_are_refused_or_cut)
     int64_t H = f.s->cfg.H;
     cr_assert_eq(contribute(0, inc[0], 0, 0, H, 1e-3f, &c), PROTO_OK, "%s", c.why);
     cr_assert_eq(contribute(0, inc[0], 0, 0, H, 1e-3f, &c), PROTO_R_CLAIM, "a replay of steps 1..H");
-    cr_assert_eq(f.s->rounds[0].n, 1, "only the first is held");
+    cr_assert_eq(f.s->rounds.frag[0].n, 1, "only the first is held");
     /* steps H/2+1 .. H+H/2: the first half was accepted, the new half is kept */
     cr_assert_eq(contribute(0, inc[0], 0, 0, H + H / 2, 1e-3f, &c), PROTO_OK, "%s", c.why);
-    cr_assert_eq(f.s->rounds[0].n, 1, "the same learner's two contributions are one in its round");
-    cr_assert_eq(f.s->rounds[0].c[0].steps, H + H / 2, "H, then only the H/2 new steps");
-    cr_assert_eq(f.s->learners[f.s->rounds[0].c[0].slot].step, H + H / 2);
+    cr_assert_eq(f.s->rounds.frag[0].n, 1, "the same learner's two contributions are one in its round");
+    cr_assert_eq(f.s->rounds.frag[0].c[0].steps, H + H / 2, "H, then only the H/2 new steps");
+    cr_assert_eq(f.s->members.learners[f.s->rounds.frag[0].c[0].slot].step, H + H / 2);
 }

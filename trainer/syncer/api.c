@@ -92,7 +92,7 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         json_t *f = json_pack("{s:i, s:I, s:I}", "id", p, "version", (json_int_t)s->versions[p], "length",
                               (json_int_t)fragment_length(s->ft, p));
         if (!syncer_is_ddp(s)) {
-            const frag_round *rd = &s->rounds[p];
+            const frag_round *rd = &s->rounds.frag[p];
             json_object_set_new(f, "round",
                                 json_pack("{s:s, s:i, s:o, s:I}", "state", rounds_state_names[rd->state],
                                           "contributions", rd->n, "id",
@@ -102,7 +102,7 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         json_array_append_new(frags, f);
     }
     for (int i = 0; i < MAX_LEARNERS; i++) {
-        learner_rec *l = &s->learners[i];
+        const learner_rec *l = &s->members.learners[i];
         if (l->id < 0)
             continue;
         json_array_append_new(
@@ -122,9 +122,9 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         json_object_set_new(lj, "adopted", json_integer(l->adopted));
         json_object_set_new(lj, "step_wall_ms", json_real(merge_ema_get(&l->step_wall, 0)));
     }
-    int64_t first = s->recent_n > RECENT_MERGES ? s->recent_n - RECENT_MERGES : 0;
-    for (int64_t i = first; i < s->recent_n; i++) {
-        merge_note *m = &s->recent[i % RECENT_MERGES];
+    int64_t first = s->rounds.recent_n > RECENT_MERGES ? s->rounds.recent_n - RECENT_MERGES : 0;
+    for (int64_t i = first; i < s->rounds.recent_n; i++) {
+        merge_note *m = &s->rounds.recent[i % RECENT_MERGES];
         json_t *parts = json_array();
         for (int j = 0; j < m->n; j++)
             json_array_append_new(parts, json_integer(m->learners[j]));
@@ -134,8 +134,8 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     }
     int64_t rejected = 0;
     for (int r = 1; r < PROTO_R_COUNT; r++) {
-        json_object_set_new(rej, proto_reason_name((proto_reason)r), json_integer(s->rejects[r]));
-        rejected += s->rejects[r];
+        json_object_set_new(rej, proto_reason_name((proto_reason)r), json_integer(s->members.rejects[r]));
+        rejected += s->members.rejects[r];
     }
     json_t *eval = json_pack("{s:o, s:o, s:I, s:I, s:I}", "loss",
                              isfinite(s->eval_loss) ? json_real(s->eval_loss) : json_null(), "bpb",
@@ -148,12 +148,12 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         (json_int_t)s->tokens_merged, "fragments", frags, "learners", ls, "recent_merges", merges, "bytes",
         "in", (json_int_t)s->bytes_in, "out", (json_int_t)s->bytes_out, "contributions", "accepted",
         (json_int_t)s->accepted_total, "rejected", (json_int_t)rejected, "rejected_by_reason", rej,
-        "ddp_step", (json_int_t)s->ddp.step, "longest_merge_gap_ms", (json_int_t)s->longest_gap_ms,
+        "ddp_step", (json_int_t)s->ddp.step, "longest_merge_gap_ms", (json_int_t)s->rounds.longest_gap_ms,
         "uptime_ms", (json_int_t)(now - s->start_ms), "learners_expected", (int)s->cfg.learners, "loss_floor",
         isfinite(s->entropy_floor) ? json_real(s->entropy_floor) : json_null());
     json_object_set_new(o, "n_params", json_integer((json_int_t)s->n));
     /* merges whose result was not finite or bounded: never applied (guard.h) */
-    json_object_set_new(o, "merges_refused", json_integer((json_int_t)s->merges_refused));
+    json_object_set_new(o, "merges_refused", json_integer((json_int_t)s->rounds.merges_refused));
     /* waits (long polls, barriers) now, and those answered at once because
      * their learner was over its share (holds.h) */
     int held = 0;
@@ -163,7 +163,7 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
                         json_pack("{s:i, s:I}", "now", held, "answered_early", (json_int_t)s->holds.early));
     /* accepted contributions scaled down to the norm limit (guard.h), in contributions{} */
     json_object_set_new(json_object_get(o, "contributions"), "clipped",
-                        json_integer((json_int_t)s->clipped_total));
+                        json_integer((json_int_t)s->rounds.clipped_total));
     /* merge efficiency: merged tokens over trained tokens (not goodput,
      * which weighs useful compute under faults against allocated compute) */
     int64_t trained = members_tokens_trained(s);
@@ -174,17 +174,17 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         json_object_set_new(
             o, "rounds",
             json_pack("{s:o, s:I, s:I, s:I, s:I, s:o}", "participants_mean",
-                      s->rounds_merged ? json_real((double)s->rounds_parts / (double)s->rounds_merged)
+                      s->rounds.merged ? json_real((double)s->rounds.parts / (double)s->rounds.merged)
                                        : json_null(),
-                      "stale_rejected", (json_int_t)s->stale_rejected, "merged", (json_int_t)s->rounds_merged,
-                      "contributions_merged", (json_int_t)s->rounds_parts, "lagged",
-                      (json_int_t)s->rounds_lagged, "lag_mean",
-                      s->accepted_total ? json_real((double)s->rounds_lag_sum / (double)s->accepted_total)
+                      "stale_rejected", (json_int_t)s->rounds.stale_rejected, "merged",
+                      (json_int_t)s->rounds.merged, "contributions_merged", (json_int_t)s->rounds.parts,
+                      "lagged", (json_int_t)s->rounds.lagged, "lag_mean",
+                      s->accepted_total ? json_real((double)s->rounds.lag_sum / (double)s->accepted_total)
                                         : json_null()));
     if (s->cfg.mode == CONFIG_MODE_DECOUPLED) /* steps restarted learners trained and never sent */
         json_object_set_new(o, "lost",
-                            json_pack("{s:I, s:I}", "fragment_steps", (json_int_t)s->lost_frag_steps,
-                                      "tokens", (json_int_t)(s->lost_frag_tokens / s->P)));
+                            json_pack("{s:I, s:I}", "fragment_steps", (json_int_t)s->members.lost_frag_steps,
+                                      "tokens", (json_int_t)(s->members.lost_frag_tokens / s->P)));
     char pcrc[9];
     proto_crc_format(proto_f32_crc(s->theta, s->n), pcrc);
     json_object_set_new(o, "params_crc32c", json_string(pcrc));
@@ -201,12 +201,13 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
                   (json_int_t)s->deltas.answers_delta_versions, "delta_bytes",
                   (json_int_t)s->deltas.bytes_out_delta, "full_bytes", (json_int_t)s->deltas.bytes_out_full,
                   "full", fr, "fallbacks", (json_int_t)fallbacks));
+    json_object_set_new(o, "end",
+                        s->members.ended ? json_pack("{s:s, s:I}", "reason", s->members.end_reason, "ms_ago",
+                                                     (json_int_t)(now - s->members.end_ms))
+                                         : json_null());
     json_object_set_new(
-        o, "end",
-        s->ended ? json_pack("{s:s, s:I}", "reason", s->end_reason, "ms_ago", (json_int_t)(now - s->end_ms))
-                 : json_null());
-    json_object_set_new(o, "ms_since_last_merge",
-                        json_integer(s->last_merge_ms ? (json_int_t)(now - s->last_merge_ms) : -1));
+        o, "ms_since_last_merge",
+        json_integer(s->rounds.last_merge_ms ? (json_int_t)(now - s->rounds.last_merge_ms) : -1));
     json_object_set_new(o, "rebuild",
                         json_pack("{s:s, s:s, s:I}", "state", rebuild_state_names[s->rb], "start_state",
                                   dur_start_kind_names[s->start], "rebuilds", (json_int_t)s->rb_count));

@@ -59,19 +59,7 @@ static void *ticker_main(void *arg)
         if (s->stopping)
             break;
         int64_t now = cx_mono_ms();
-        /* silent learners become absent */
-        for (int i = 0; i < MAX_LEARNERS; i++) {
-            learner_rec *l = &s->learners[i];
-            if (l->id >= 0 && l->incarnation > 0 && l->state == LS_ACTIVE &&
-                now - l->last_seen_ms > s->cfg.heartbeat_timeout_ms) {
-                l->state = LS_ABSENT;
-                cx_warn("learner %lld incarnation %lld absent (no heartbeat for %lld ms)", (long long)l->id,
-                        (long long)l->incarnation, (long long)(now - l->last_seen_ms));
-                events_emit(s->ev, "drop",
-                            json_pack("{s:I, s:I, s:s}", "learner", (json_int_t)l->id, "incarnation",
-                                      (json_int_t)l->incarnation, "reason", "absent"));
-            }
-        }
+        members_check_absent(s, now); /* silent learners become absent */
         members_reject_flush_due(s, now, 0);
         if (syncer_is_ddp(s))
             ddp_check(s, now);
@@ -168,14 +156,9 @@ static int new_state(syncer *s, char *err, size_t errlen)
     s->theta = malloc(s->n * sizeof(float));
     s->momentum = calloc(s->n, sizeof(float));
     s->versions = calloc((size_t)s->P, sizeof(int64_t));
-    s->rounds = calloc((size_t)s->P, sizeof *s->rounds);
-    s->own_ver = malloc((size_t)MAX_LEARNERS * (size_t)s->P * sizeof *s->own_ver);
-    s->acc_step = malloc((size_t)MAX_LEARNERS * (size_t)s->P * sizeof *s->acc_step);
-    s->acc_inc = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->acc_inc);
     s->rbf = calloc((size_t)s->P, sizeof *s->rbf);
     s->rb_rep = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->rb_rep);
-    if (!s->eval_in || !s->eval_tg || !s->theta || !s->momentum || !s->versions || !s->rounds ||
-        !s->own_ver || !s->acc_step || !s->acc_inc || !s->rbf || !s->rb_rep) {
+    if (!s->eval_in || !s->eval_tg || !s->theta || !s->momentum || !s->versions || !s->rbf || !s->rb_rep) {
         cx_fail(err, errlen, CX_ENOMEM, "out of memory");
         return -1;
     }
@@ -183,14 +166,7 @@ static int new_state(syncer *s, char *err, size_t errlen)
                            errlen))
         return -1;
     memcpy(s->theta, model_params(s->eval_model), s->n * sizeof(float));
-    for (int p = 0; p < s->P; p++) {
-        merge_ema_init(&s->rounds[p].t_quorum, 0.2);
-        merge_ema_init(&s->rounds[p].t_sync, 0.2);
-        s->rounds[p].closed_id = -1;
-    }
-    for (size_t i = 0; i < (size_t)MAX_LEARNERS * (size_t)s->P; i++)
-        s->own_ver[i] = s->acc_step[i] = -1;
-    if (deltas_init(s, err, errlen) != 0)
+    if (rounds_init(s, err, errlen) != 0 || deltas_init(s, err, errlen) != 0)
         return -1;
     if (syncer_is_ddp(s)) {
         adamw_config ac;
@@ -316,8 +292,7 @@ syncer *syncer_core_new(const syncer_opts *o, char *err, size_t errlen)
     pthread_cond_init(&s->step_cv, NULL);
     pthread_cond_init(&s->tick_cv, NULL);
     pthread_cond_init(&s->work_cv, NULL);
-    for (int i = 0; i < MAX_LEARNERS; i++)
-        s->learners[i].id = -1;
+    members_init(s);
     if (cx_mkdir_p(o->state_dir, err, errlen) != 0)
         goto fail;
     s->on_lost_state = o->on_lost_state;
@@ -377,13 +352,8 @@ void syncer_free(syncer *s)
         else
             cx_info("final checkpoint written (merges=%lld)", (long long)s->merges);
     }
-    for (int p = 0; s->rounds && p < s->P; p++)
-        for (int i = 0; i < s->rounds[p].n; i++)
-            free(s->rounds[p].c[i].delta);
+    rounds_cleanup(s);
     deltas_cleanup(s);
-    free(s->own_ver);
-    free(s->acc_step);
-    free(s->acc_inc);
     for (int p = 0; s->rbf && p < s->P; p++)
         free(s->rbf[p].vals);
     free(s->rbf), free(s->rb_rep);
@@ -394,7 +364,7 @@ void syncer_free(syncer *s)
     fragment_table_free(s->ft);
     merge_ws_free(s->mws);
     adamw_free(s->opt);
-    free(s->eval_in), free(s->eval_tg), free(s->theta), free(s->momentum), free(s->versions), free(s->rounds);
+    free(s->eval_in), free(s->eval_tg), free(s->theta), free(s->momentum), free(s->versions);
     ddp_cleanup(s);
     pthread_cond_destroy(&s->frag_cv);
     pthread_cond_destroy(&s->step_cv);

@@ -15,6 +15,8 @@
  *   core.c        lifecycle (new/run/free), ticker and worker threads
  *   members.c     learner slots: join, leave, heartbeat, end, rejections
  *   rounds.c      per-fragment rounds (diloco, decoupled): contributions, grace, merge
+ *   rounds_pace.c (part of rounds) the grace window and the stagger schedule's position
+ *   rounds_route.c (part of rounds) POST /v1/fragments/{p}/contributions
  *   deltas.c      downstream deltas, GET /v1/fragments/{p}, GET /v1/versions
  *   ddp.c         ddp barrier: gradients, step completion, GET /v1/optimizer
  *   rebuild.c     rebuild from the learners, POST /v1/fragments/{p}/state
@@ -26,10 +28,15 @@
  *                 result may be applied (no syncer state: rounds, ddp and durability call it)
  *   main.c        the `chaosloco syncer` subcommand
  * The split of struct syncer into one struct per component, each written
- * only by its component, has begun: s->ddp (ddp.h), s->holds (holds.h),
- * s->deltas (deltas.h) and s->access (api.h);
- * the flat fields below them are still shared (their owner is named in
- * its component's header).
+ * only by its component, has begun: s->members (members.h), s->rounds
+ * (rounds.h), s->ddp (ddp.h), s->holds (holds.h), s->deltas (deltas.h)
+ * and s->access (api.h); the flat fields below them are still shared
+ * (their owner is named in its component's header). Written by several
+ * components today, so still flat: versions (rounds, ddp, durability,
+ * rebuild), merges (rounds_note_merge, durability), eval_pending (rounds,
+ * core, durability, rebuild), tokens_merged and tokens_frag_raw (rounds,
+ * durability), bytes_in (rounds, ddp, rebuild), bytes_out (ddp, deltas),
+ * accepted_total (rounds, ddp).
  * Exported names carry their component's prefix: members_, rounds_,
  * deltas_, ddp_, rebuild_, dur_, holds_, guard_, syncer_api_ (api), and
  * syncer_ (core); route handlers are <component>_route_<name>.
@@ -86,40 +93,18 @@ struct syncer {
     /* ---- shared state (under mu) ---- */
     pthread_mutex_t mu;
     pthread_cond_t frag_cv, step_cv, tick_cv, work_cv;
-    int stopping;                       /* 1: handlers return, ticker exits */
-    int ended;                          /* 1 after POST /v1/end: learners are told to finish */
-    int64_t end_ms;                     /* mono ms of the first POST /v1/end (0 none) */
-    char end_reason[128];               /* its reason ("" none) */
-    float *theta;                       /* [n] global parameters */
-    float *momentum;                    /* [n] outer Nesterov buffer */
-    adamw *opt;                         /* ddp modes: AdamW state of the global params */
-    int64_t *versions;                  /* [P] */
-    frag_round *rounds;                 /* [P] diloco/decoupled */
-    learner_rec learners[MAX_LEARNERS]; /* slots, id -1 = free */
-    int64_t merges;                     /* merges (ddp: completed steps) */
-    int64_t tokens_merged;              /* tokens of merged contributions (whole-model equivalent) */
-    int64_t tokens_frag_raw;            /* sum of the tokens of merged fragment contributions */
-    int64_t tokens_trained_closed;  /* tokens trained by incarnations that ended (members_tokens_trained) */
-    int64_t bytes_in;               /* tensor bytes received */
-    int64_t bytes_out;              /* tensor bytes sent */
-    int64_t rejects[PROTO_R_COUNT]; /* by reason */
-    reject_agg ragg[PROTO_R_COUNT]; /* rejections not yet logged, by reason */
-    int64_t accepted_total;         /* accepted contributions/gradients */
-    int64_t *own_ver;               /* [MAX_LEARNERS * P] learner's last accepted contribution to p: -1 none
-                               pending, 0 not merged yet, > 0 the version that merged it (reset at a pull) */
-    int64_t *acc_step;        /* [MAX_LEARNERS * P] step (X-Chaosloco-Step) of the learner's last accepted
-                                 contribution to p, any incarnation; -1 none or unknown (join answer) */
-    int64_t *acc_inc;         /* [MAX_LEARNERS * P] the incarnation that sent it (0 none) */
-    int64_t lost_frag_steps;  /* steps a restarted learner trained and never sent, summed over fragments */
-    int64_t lost_frag_tokens; /* ... their tokens */
-    int64_t rounds_merged;    /* diloco/decoupled rounds merged */
-    int64_t rounds_parts;     /* contributions merged in them */
-    int64_t rounds_lagged;    /* contributions accepted whose base was behind the fragment's version */
-    int64_t rounds_lag_sum;   /* sum of their lags (versions behind) over every accepted contribution */
-    int64_t stale_rejected;   /* contributions refused as stale (base too many rounds behind, or ahead) */
-    int64_t merges_refused;   /* merges whose result was not finite or bounded: never applied */
+    int stopping;             /* 1: handlers return, ticker exits */
+    float *theta;             /* [n] global parameters */
+    float *momentum;          /* [n] outer Nesterov buffer */
+    adamw *opt;               /* ddp modes: AdamW state of the global params */
+    int64_t *versions;        /* [P] */
+    int64_t merges;           /* merges (ddp: completed steps) */
+    int64_t tokens_merged;    /* tokens of merged contributions (whole-model equivalent) */
+    int64_t tokens_frag_raw;  /* sum of the tokens of merged fragment contributions */
+    int64_t bytes_in;         /* tensor bytes received */
+    int64_t bytes_out;        /* tensor bytes sent */
+    int64_t accepted_total;   /* accepted contributions/gradients */
     syncer_holds holds;       /* waiting requests by caller (holds.h: holds.c its only writer) */
-    int64_t clipped_total;    /* contributions accepted scaled down to the norm limit (guard.h) */
     double eval_loss;         /* nats, NAN before the first eval */
     int64_t eval_merges;      /* merges at the last eval */
     int64_t eval_tokens;      /* tokens_merged at the last eval */
@@ -127,11 +112,9 @@ struct syncer {
     int eval_pending;         /* 1: a merge happened since the last eval */
     int64_t last_ckpt_merges; /* merges at the last checkpoint */
     int64_t last_ckpt_ms;     /* mono ms of the last checkpoint snapshot (0: none yet) */
-    int64_t last_merge_ms;    /* mono ms of the last merge */
-    int64_t longest_gap_ms;   /* longest gap between two merges */
-    merge_note recent[RECENT_MERGES]; /* ring of recent merges */
-    int64_t recent_n;                 /* merges noted (ring index = n % RECENT_MERGES) */
-    syncer_ddp ddp;                   /* the ddp barrier (ddp.h: ddp.c its only writer) */
+    syncer_members members;   /* learner slots, rejections, the end (members.h: members.c its only writer) */
+    syncer_rounds rounds;     /* rounds, their counters, recent merges (rounds.h: rounds.c its only writer) */
+    syncer_ddp ddp;           /* the ddp barrier (ddp.h: ddp.c its only writer) */
     syncer_deltas deltas; /* downstream deltas and fragment answers (deltas.h: deltas.c its only writer) */
     syncer_access access; /* credentials, seal key, TLS (api.h: api.c its only writer) */
     /* rebuild from the learners (see "syncer: rebuild from the learners") */

@@ -107,7 +107,7 @@ static void ddp_complete(syncer *s, const char *why)
     int64_t ids[MAX_LEARNERS];
     int k = 0;
     for (int i = 0; i < MAX_LEARNERS; i++) {
-        learner_rec *l = &s->learners[i];
+        const learner_rec *l = &s->members.learners[i];
         if (l->id < 0 || l->incarnation == 0)
             continue;
         if (l->ddp_arrived == t) {
@@ -117,7 +117,7 @@ static void ddp_complete(syncer *s, const char *why)
                                             "incarnation", (json_int_t)l->incarnation, "weight", 1.0 / count,
                                             "tokens", (json_int_t)s->cfg.batch, "steps", (json_int_t)1));
         } else if (l->state != LS_LEFT) {
-            l->ddp_dropped = t;
+            members_note_ddp_dropped(s, i, t);
             events_emit(s->ev, "drop",
                         json_pack("{s:I, s:I, s:s, s:I}", "learner", (json_int_t)l->id, "incarnation",
                                   (json_int_t)l->incarnation, "reason",
@@ -302,7 +302,7 @@ int ddp_route_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         free(g);
         return 0;
     }
-    learner_rec *l = &s->learners[slot];
+    const learner_rec *l = &s->members.learners[slot];
     members_touch(s, slot);
     if (t == s->ddp.mean_step && l->ddp_arrived == t) {
         /* a retry after its step completed: answer the mean again */
@@ -322,12 +322,10 @@ int ddp_route_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     if (l->ddp_arrived != t) {
         for (size_t i = 0; i < s->n; i++)
             s->ddp.sum[i] += g[i];
-        l->ddp_arrived = t;
-        l->accepted++;
+        members_note_gradient(s, slot, t, factor < 1.0);
         s->accepted_total++;
         if (factor < 1.0) { /* counted and logged once per step, not per retry */
-            l->clipped++;
-            s->clipped_total++;
+            rounds_note_clipped(s);
             events_emit(s->ev, "gradient_clipped",
                         json_pack("{s:I, s:I, s:I, s:f, s:f, s:f}", "learner", (json_int_t)h.learner,
                                   "incarnation", (json_int_t)h.incarnation, "step", (json_int_t)t, "norm",

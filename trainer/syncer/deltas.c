@@ -273,12 +273,9 @@ static int fragment_note_pull(syncer *s, int64_t p, const proto_hdr *h, int64_t 
             members_touch(s, slot);
             record = 1;
             /* a merged value it takes after contributing to p: does it hold its own work? */
-            int64_t *own = &s->own_ver[slot * s->P + p];
-            if (*own >= 0) {
-                s->learners[slot].adopted++;
-                s->learners[slot].adopted_own += *own > 0 && *own <= version;
-                *own = -1;
-            }
+            int64_t own = rounds_own_take(s, slot, p);
+            if (own >= 0)
+                members_note_adopted(s, slot, own > 0 && own <= version);
         }
     }
     return record;

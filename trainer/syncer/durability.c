@@ -109,7 +109,7 @@ static void guard_load(syncer *s)
         return;
     }
     for (int p = 0; p < s->P; p++)
-        if (guard_norms_parse(&s->rounds[p].norms, json_array_get(fr, (size_t)p), err, sizeof err) != 0)
+        if (rounds_load_norms(s, p, json_array_get(fr, (size_t)p), err, sizeof err) != 0)
             cx_warn("guard.json: fragment %d: %s; its norm bound starts from the warm-up", p, err);
     json_decref(o);
 }
@@ -130,9 +130,9 @@ int dur_write_checkpoint(syncer *s, char *err, size_t errlen)
         c.adam_m = malloc(s->n * sizeof(float));
         c.adam_v = malloc(s->n * sizeof(float));
     }
-    guard_norms *norms = s->rounds ? malloc((size_t)s->P * sizeof *norms) : NULL;
+    guard_norms *norms = s->rounds.frag ? malloc((size_t)s->P * sizeof *norms) : NULL;
     if (!c.params || !c.momentum || !c.versions || !c.learners || (s->opt && (!c.adam_m || !c.adam_v)) ||
-        (s->rounds && !norms))
+        (s->rounds.frag && !norms))
         goto out;
     pthread_mutex_lock(&s->mu);
     c.mode = s->cfg.mode;
@@ -151,10 +151,11 @@ int dur_write_checkpoint(syncer *s, char *err, size_t errlen)
         c.adam_steps = (int64_t)adamw_steps(s->opt);
     }
     for (int i = 0; i < MAX_LEARNERS; i++)
-        if (s->learners[i].id >= 0 && s->learners[i].incarnation > 0)
-            c.learners[c.n_learners++] = (ckpt_learner_inc){s->learners[i].id, s->learners[i].incarnation};
+        if (s->members.learners[i].id >= 0 && s->members.learners[i].incarnation > 0)
+            c.learners[c.n_learners++] =
+                (ckpt_learner_inc){s->members.learners[i].id, s->members.learners[i].incarnation};
     for (int p = 0; norms && p < s->P; p++)
-        norms[p] = s->rounds[p].norms;
+        norms[p] = s->rounds.frag[p].norms;
     s->last_ckpt_merges = s->merges;
     s->last_ckpt_ms = cx_mono_ms();
     pthread_mutex_unlock(&s->mu);
@@ -230,24 +231,12 @@ int dur_restore(syncer *s, char *err, size_t errlen)
     s->merges = s->last_ckpt_merges = c.merges;
     s->tokens_merged = c.tokens_merged;
     s->tokens_frag_raw = c.tokens_merged * s->P;
-    s->tokens_trained_closed = c.tokens_trained; /* what restored learners trained is in it */
     ddp_restart_at(s, c.ddp_step);
-    for (int64_t i = 0; i < c.n_learners && i < MAX_LEARNERS; i++) {
-        learner_rec *l = &s->learners[i];
-        memset(l, 0, sizeof *l);
-        l->id = c.learners[i].learner;
-        l->incarnation = c.learners[i].incarnation;
-        l->state = LS_ABSENT; /* until it is heard from */
-        l->last_seen_ms = cx_mono_ms();
-        l->ddp_arrived = l->ddp_dropped = -1;
-        l->batch = s->cfg.batch;
-        l->steps_total = s->cfg.steps;
-        l->start_tokens = -1; /* its tokens so far are in tokens_trained_closed */
-    }
+    members_restore(s, &c);
     events_set_seq_floor(s->ev, c.event_seq);
     s->ckpt_event_seq = c.event_seq;
     s->start = START_RESTORED;
-    if (s->rounds)
+    if (s->rounds.frag)
         guard_load(s);
     cx_info("restored checkpoint generation=%lld merges=%lld ddp_step=%lld", (long long)c.generation,
             (long long)c.merges, (long long)c.ddp_step);
@@ -316,9 +305,7 @@ void dur_start_log(syncer *s, int64_t before_bump)
          * learners hold them. Make every known learner rejoin (its calls
          * answer 409 stale_incarnation) so that it reports what it holds. */
         if (after > before_bump) {
-            for (int i = 0; i < MAX_LEARNERS; i++)
-                if (s->learners[i].id >= 0 && s->learners[i].incarnation > 0)
-                    s->learners[i].must_rejoin = 1;
+            members_require_rejoin(s);
             cx_warn("merges were published after the restored checkpoint: learners must rejoin and report "
                     "their copies (newer ones rebuild those fragments)");
         }

@@ -4,10 +4,12 @@
  * What it is: the learner table (find, count, check, touch), how many
  * learners a barrier waits for, POST /v1/join (with the rebuild's report of
  * what the learner holds), /v1/leave, /v1/heartbeat, /v1/end, and the
- * rejection counter and its aggregated reject events. What it is not: the
- * marking of silent learners absent (the ticker in core.c) nor the
- * rebuild decision (rebuild.c). Everything here runs with s->mu
- * held or takes it, like every handler (members.h).
+ * rejection counter and its aggregated reject events, the marking of
+ * silent learners absent (for the ticker), the restore of the slots from a
+ * checkpoint, and what the other components note on a slot. The only
+ * writer of s->members. What it is not: the rebuild decision (rebuild.c).
+ * Everything here runs with s->mu held or takes it, like every handler, or
+ * runs before serving (members.h).
  */
 #include <assert.h>
 #include <math.h>
@@ -36,16 +38,16 @@ const char *const members_state_names[] = {"active", "absent", "left"};
 static int find_slot(syncer *s, int64_t id)
 {
     for (int i = 0; i < MAX_LEARNERS; i++)
-        if (s->learners[i].id == id)
+        if (s->members.learners[i].id == id)
             return i;
     return -1;
 }
 
 int64_t members_tokens_trained(const syncer *s)
 {
-    int64_t t = s->tokens_trained_closed;
+    int64_t t = s->members.tokens_trained_closed;
     for (int i = 0; i < MAX_LEARNERS; i++) {
-        const learner_rec *l = &s->learners[i];
+        const learner_rec *l = &s->members.learners[i];
         if (l->id >= 0 && l->incarnation > 0 && l->start_tokens >= 0 && l->tokens > l->start_tokens)
             t += l->tokens - l->start_tokens;
     }
@@ -56,7 +58,7 @@ int members_count(const syncer *s, int only_active)
 {
     int n = 0;
     for (int i = 0; i < MAX_LEARNERS; i++) {
-        const learner_rec *l = &s->learners[i];
+        const learner_rec *l = &s->members.learners[i];
         if (l->id < 0 || l->incarnation == 0)
             continue;
         if (only_active ? l->state == LS_ACTIVE : l->state != LS_LEFT)
@@ -78,7 +80,8 @@ int members_barrier_need(const syncer *s)
     }
     int left = 0;
     for (int i = 0; i < MAX_LEARNERS; i++)
-        if (s->learners[i].id >= 0 && s->learners[i].incarnation > 0 && s->learners[i].state == LS_LEFT)
+        if (s->members.learners[i].id >= 0 && s->members.learners[i].incarnation > 0 &&
+            s->members.learners[i].state == LS_LEFT)
             left++;
     int need = (int)s->cfg.learners - left;
     return need > 0 ? need : 1;
@@ -89,20 +92,153 @@ int members_barrier_need(const syncer *s)
 proto_reason members_check(syncer *s, int64_t id, int64_t inc, int *slot)
 {
     int i = find_slot(s, id);
-    if (i < 0 || s->learners[i].incarnation == 0)
+    if (i < 0 || s->members.learners[i].incarnation == 0)
         return PROTO_R_UNKNOWN_LEARNER;
-    if (inc != s->learners[i].incarnation || s->learners[i].must_rejoin)
+    if (inc != s->members.learners[i].incarnation || s->members.learners[i].must_rejoin)
         return PROTO_R_STALE_INCARNATION;
     *slot = i;
     return PROTO_OK;
 }
 
+/* Slots hold distinct ids (-1: free, and never joined); a slot's
+ * counters are non-negative and its clipped ones among its accepted ones;
+ * every counter of the component is non-negative; the end has its time
+ * once it happened, and none before (mu held). */
+static void assert_members_state(const syncer *s)
+{
+#ifndef NDEBUG
+    const syncer_members *m = &s->members;
+    for (int i = 0; i < MAX_LEARNERS; i++) {
+        const learner_rec *l = &m->learners[i];
+        assert(l->id >= -1);
+        if (l->id < 0) {
+            assert(l->incarnation == 0);
+            continue;
+        }
+        for (int j = i + 1; j < MAX_LEARNERS; j++)
+            assert(m->learners[j].id != l->id);
+        assert(l->incarnation >= 0 && (unsigned)l->state <= LS_LEFT);
+        assert(l->accepted >= 0 && l->rejected >= 0 && l->clipped >= 0 && l->clipped <= l->accepted);
+        assert(l->adopted_own >= 0 && l->adopted_own <= l->adopted);
+    }
+    for (int r = 0; r < PROTO_R_COUNT; r++)
+        assert(m->rejects[r] >= 0 && m->ragg[r].pending >= 0 && m->ragg[r].pending <= m->rejects[r]);
+    assert(m->tokens_trained_closed >= 0 && m->lost_frag_steps >= 0 && m->lost_frag_tokens >= 0);
+    assert(m->ended == 0 || m->ended == 1);
+    assert(m->ended ? m->end_ms > 0 : m->end_ms == 0 && m->end_reason[0] == '\0');
+#else
+    (void)s;
+#endif
+}
+
 void members_touch(syncer *s, int slot)
 {
-    learner_rec *l = &s->learners[slot];
+    learner_rec *l = &s->members.learners[slot];
     l->last_seen_ms = cx_mono_ms();
     if (l->state == LS_ABSENT)
         l->state = LS_ACTIVE;
+}
+
+/* ---- syncer: slots set up, restored, and noted by the other components ---- */
+
+void members_init(syncer *s)
+{
+    memset(&s->members, 0, sizeof s->members);
+    for (int i = 0; i < MAX_LEARNERS; i++)
+        s->members.learners[i].id = -1;
+    assert_members_state(s);
+}
+
+void members_restore(syncer *s, const ckpt_syncer *c)
+{
+    s->members.tokens_trained_closed = c->tokens_trained; /* what restored learners trained is in it */
+    for (int64_t i = 0; i < c->n_learners && i < MAX_LEARNERS; i++) {
+        learner_rec *l = &s->members.learners[i];
+        memset(l, 0, sizeof *l);
+        l->id = c->learners[i].learner;
+        l->incarnation = c->learners[i].incarnation;
+        l->state = LS_ABSENT; /* until it is heard from */
+        l->last_seen_ms = cx_mono_ms();
+        l->ddp_arrived = l->ddp_dropped = -1;
+        l->batch = s->cfg.batch;
+        l->steps_total = s->cfg.steps;
+        l->start_tokens = -1; /* its tokens so far are in tokens_trained_closed */
+    }
+    assert_members_state(s);
+}
+
+void members_require_rejoin(syncer *s)
+{
+    for (int i = 0; i < MAX_LEARNERS; i++)
+        if (s->members.learners[i].id >= 0 && s->members.learners[i].incarnation > 0)
+            s->members.learners[i].must_rejoin = 1;
+}
+
+void members_check_absent(syncer *s, int64_t now)
+{
+    for (int i = 0; i < MAX_LEARNERS; i++) {
+        learner_rec *l = &s->members.learners[i];
+        if (l->id >= 0 && l->incarnation > 0 && l->state == LS_ACTIVE &&
+            now - l->last_seen_ms > s->cfg.heartbeat_timeout_ms) {
+            l->state = LS_ABSENT;
+            cx_warn("learner %lld incarnation %lld absent (no heartbeat for %lld ms)", (long long)l->id,
+                    (long long)l->incarnation, (long long)(now - l->last_seen_ms));
+            events_emit(s->ev, "drop",
+                        json_pack("{s:I, s:I, s:s}", "learner", (json_int_t)l->id, "incarnation",
+                                  (json_int_t)l->incarnation, "reason", "absent"));
+        }
+    }
+}
+
+void members_note_contribution(syncer *s, int slot, int64_t step, int clipped)
+{
+    learner_rec *l = &s->members.learners[slot];
+    if (step > l->step)
+        l->step = step;
+    l->accepted++;
+    l->clipped += clipped != 0;
+    assert_members_state(s);
+}
+
+void members_note_pace(syncer *s, int slot, int64_t cstep, int64_t now)
+{
+    learner_rec *l = &s->members.learners[slot];
+    /* queued contributions arrive bunched: a span shorter than H would measure the queue, not the steps */
+    if (l->c_ms == 0 || cstep < l->c_step) {
+        l->c_ms = now;
+        l->c_step = cstep;
+    } else if (cstep - l->c_step >= s->cfg.H) {
+        merge_ema_add(&l->step_wall, (double)(now - l->c_ms) / (double)(cstep - l->c_step));
+        l->c_ms = now;
+        l->c_step = cstep;
+    }
+}
+
+void members_note_gradient(syncer *s, int slot, int64_t t, int clipped)
+{
+    learner_rec *l = &s->members.learners[slot];
+    l->ddp_arrived = t;
+    l->accepted++;
+    l->clipped += clipped != 0;
+    assert_members_state(s);
+}
+
+void members_note_ddp_dropped(syncer *s, int slot, int64_t t)
+{
+    s->members.learners[slot].ddp_dropped = t;
+}
+
+void members_ddp_forget(syncer *s)
+{
+    for (int i = 0; i < MAX_LEARNERS; i++)
+        s->members.learners[i].ddp_arrived = s->members.learners[i].ddp_dropped = -1;
+}
+
+void members_note_adopted(syncer *s, int slot, int own)
+{
+    s->members.learners[slot].adopted++;
+    s->members.learners[slot].adopted_own += own != 0;
+    assert_members_state(s);
 }
 
 /* The HTTP status a rejection of each reason is answered with: the only
@@ -134,7 +270,7 @@ int members_reason_status(proto_reason r)
 /* Write the reject event of reason r for its pending rejections (mu held). */
 static void reject_flush(syncer *s, proto_reason r, int64_t now)
 {
-    reject_agg *a = &s->ragg[r];
+    reject_agg *a = &s->members.ragg[r];
     if (a->pending == 0)
         return;
     events_emit(s->ev, "reject",
@@ -153,7 +289,8 @@ static void reject_flush(syncer *s, proto_reason r, int64_t now)
 void members_reject_flush_due(syncer *s, int64_t now, int force)
 {
     for (int r = 1; r < PROTO_R_COUNT; r++)
-        if (s->ragg[r].pending > 0 && (force || now - s->ragg[r].window_ms >= REJECT_EVENT_MS))
+        if (s->members.ragg[r].pending > 0 &&
+            (force || now - s->members.ragg[r].window_ms >= REJECT_EVENT_MS))
             reject_flush(s, (proto_reason)r, now);
 }
 
@@ -165,17 +302,18 @@ void members_reject_note(syncer *s, proto_reason r, int64_t learner, int64_t inc
                          const char *detail)
 {
     int64_t now = cx_mono_ms();
-    reject_agg *a = &s->ragg[r];
-    s->rejects[r]++;
+    reject_agg *a = &s->members.ragg[r];
+    s->members.rejects[r]++;
     int slot = learner >= 0 ? find_slot(s, learner) : -1;
     if (slot >= 0)
-        s->learners[slot].rejected++;
+        s->members.learners[slot].rejected++;
     if (a->pending++ == 0) {
         a->learner = learner;
         a->incarnation = inc;
         a->fragment = fragment;
         snprintf(a->detail, sizeof a->detail, "%s", detail);
     }
+    assert_members_state(s);
     if (a->window_ms == 0 || now - a->window_ms >= REJECT_EVENT_MS)
         reject_flush(s, r, now);
 }
@@ -293,19 +431,19 @@ static void join_rebuilding(syncer *s, cx_http_resp *resp, rebuild_state rb, jso
  * reported (a rejoin of a live learner, a first join). */
 static json_t *join_lost(syncer *s, int slot, int64_t step)
 {
-    const learner_rec *l = &s->learners[slot];
+    const learner_rec *l = &s->members.learners[slot];
     if (s->cfg.mode != CONFIG_MODE_DECOUPLED || l->incarnation == 0 || l->step <= step)
         return NULL;
     json_t *steps = json_array();
     int64_t sum = 0;
     for (int p = 0; p < s->P; p++) {
-        int64_t a = s->acc_step[slot * s->P + p], kept = a > step ? a : step;
+        int64_t a = s->rounds.acc_step[slot * s->P + p], kept = a > step ? a : step;
         int64_t n = l->step > kept ? l->step - kept : 0;
         sum += n;
         json_array_append_new(steps, json_integer(n));
     }
-    s->lost_frag_steps += sum;
-    s->lost_frag_tokens += sum * l->batch;
+    s->members.lost_frag_steps += sum;
+    s->members.lost_frag_tokens += sum * l->batch;
     if (sum > 0)
         cx_info("learner %lld resumes at step %lld after reporting %lld: %lld fragment-steps trained and "
                 "never sent "
@@ -322,34 +460,32 @@ members_join_verdict members_join(syncer *s, const members_join_req *in, members
     int slot = find_slot(s, in->id);
     /* an incarnation grows by at most INCARNATION_MAX_STEP per join, so one
      * request cannot push a learner id out of reach (nor near overflow) */
-    int64_t cur = slot >= 0 ? s->learners[slot].incarnation : 0;
+    int64_t cur = slot >= 0 ? s->members.learners[slot].incarnation : 0;
     out->incarnation = cur;
     if (in->inc > cur + INCARNATION_MAX_STEP)
         return MEMBERS_JOIN_INC_TOO_FAR;
     if (slot < 0) {
         int known = 0;
         for (int i = 0; i < MAX_LEARNERS; i++)
-            if (s->learners[i].id >= 0)
+            if (s->members.learners[i].id >= 0)
                 known++;
         for (int i = 0; i < MAX_LEARNERS && slot < 0; i++)
-            if (s->learners[i].id < 0 && known < s->cfg.learners)
+            if (s->members.learners[i].id < 0 && known < s->cfg.learners)
                 slot = i;
         out->known = known;
         if (slot < 0)
             return MEMBERS_JOIN_FULL;
-        memset(&s->learners[slot], 0, sizeof s->learners[slot]);
-        s->learners[slot].id = in->id;
-        s->learners[slot].ddp_arrived = s->learners[slot].ddp_dropped = -1;
-        s->learners[slot].batch = s->cfg.batch;
-        s->learners[slot].steps_total = s->cfg.steps;
-        for (int p = 0; p < s->P; p++)
-            s->acc_step[slot * s->P + p] = -1;
+        memset(&s->members.learners[slot], 0, sizeof s->members.learners[slot]);
+        s->members.learners[slot].id = in->id;
+        s->members.learners[slot].ddp_arrived = s->members.learners[slot].ddp_dropped = -1;
+        s->members.learners[slot].batch = s->cfg.batch;
+        s->members.learners[slot].steps_total = s->cfg.steps;
+        rounds_learner_new(s, slot);
     }
     out->slot = slot;
-    learner_rec *l = &s->learners[slot];
+    learner_rec *l = &s->members.learners[slot];
     out->lost = join_lost(s, slot, in->step);
-    for (int p = 0; p < s->P; p++) /* it pulls every fragment after a join */
-        s->own_ver[slot * s->P + p] = -1;
+    rounds_learner_joined(s, slot);     /* it pulls every fragment after a join */
     merge_ema_init(&l->step_wall, 0.2); /* a new incarnation may run at another speed */
     l->c_ms = l->c_step = 0;
     int64_t new_inc = (l->incarnation > in->inc ? l->incarnation : in->inc) + 1;
@@ -362,13 +498,14 @@ members_join_verdict members_join(syncer *s, const members_join_req *in, members
      * that far); a join without tokens counts from its steps */
     int64_t tok = in->tokens >= 0 ? in->tokens : in->step * l->batch;
     if (l->start_tokens >= 0 && l->incarnation > 0)
-        s->tokens_trained_closed += (l->tokens > tok ? l->tokens : tok) - l->start_tokens;
+        s->members.tokens_trained_closed += (l->tokens > tok ? l->tokens : tok) - l->start_tokens;
     l->start_tokens = tok;
     l->tokens = tok;
     l->step = in->step;
     l->resumed_step = in->step;
     l->ddp_arrived = -1;
     l->must_rejoin = 0;
+    assert_members_state(s);
     out->rb = rebuild_join(s, slot, in->hv, in->hc, in->hp, in->hs, in->step, in->upload, &out->n_up);
     if (out->rb != RB_NONE)
         return MEMBERS_JOIN_REBUILD;
@@ -426,7 +563,7 @@ static int join_checked(syncer *s, cx_http_resp *resp, const members_join_req *i
         json_object_set_new(ans, "schedule_step", json_integer(r.schedule_step));
         json_t *acc = json_array(); /* what a restarted learner may carry (learner_start_fragment) */
         for (int p = 0; p < s->P; p++)
-            json_array_append_new(acc, json_integer(s->acc_step[r.slot * s->P + p]));
+            json_array_append_new(acc, json_integer(s->rounds.acc_step[r.slot * s->P + p]));
         json_object_set_new(ans, "accepted_steps", acc);
     }
     pthread_mutex_unlock(&s->mu);
@@ -511,11 +648,12 @@ int members_route_leave(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         cx_http_reply_error(resp, members_reason_status(r), "leave: %s", proto_reason_name(r));
         return 0;
     }
-    s->learners[slot].state = LS_LEFT;
-    if (step > s->learners[slot].step)
-        s->learners[slot].step = step;
-    if (tokens > s->learners[slot].tokens)
-        s->learners[slot].tokens = tokens;
+    s->members.learners[slot].state = LS_LEFT;
+    if (step > s->members.learners[slot].step)
+        s->members.learners[slot].step = step;
+    if (tokens > s->members.learners[slot].tokens)
+        s->members.learners[slot].tokens = tokens;
+    assert_members_state(s);
     /* barriers waiting for it may now be complete */
     pthread_cond_broadcast(&s->tick_cv);
     pthread_mutex_unlock(&s->mu);
@@ -573,7 +711,7 @@ int members_route_heartbeat(void *ctx, const cx_http_req *req, cx_http_resp *res
                             proto_reason_name(r), (long long)id, (long long)inc);
         return 0;
     }
-    learner_rec *l = &s->learners[slot];
+    learner_rec *l = &s->members.learners[slot];
     members_touch(s, slot);
     l->step = step;
     l->tokens = tokens;
@@ -589,7 +727,8 @@ int members_route_heartbeat(void *ctx, const cx_http_req *req, cx_http_resp *res
     int emit = now - l->last_hb_event_ms >= 1000;
     if (emit)
         l->last_hb_event_ms = now;
-    int ended = s->ended;
+    assert_members_state(s);
+    int ended = s->members.ended;
     pthread_mutex_unlock(&s->mu);
     if (emit)
         events_emit(s->ev, "heartbeat",
@@ -613,7 +752,7 @@ int members_route_end(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     syncer *s = ctx;
     json_t *body;
     const char *r = "";
-    char err[CX_ERRLEN], reason[sizeof s->end_reason];
+    char err[CX_ERRLEN], reason[sizeof s->members.end_reason];
     if (cx_http_body_json(req, resp, 1, &body) != 0)
         return 0;
     json_t *jr = json_object_get(body, "reason");
@@ -635,14 +774,15 @@ int members_route_end(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     snprintf(reason, sizeof reason, "%s", r);
     json_decref(body);
     pthread_mutex_lock(&s->mu);
-    int already = s->ended;
+    int already = s->members.ended;
     if (!already) {
-        s->ended = 1;
-        s->end_ms = cx_mono_ms();
-        snprintf(s->end_reason, sizeof s->end_reason, "%s", reason);
+        s->members.ended = 1;
+        s->members.end_ms = cx_mono_ms();
+        snprintf(s->members.end_reason, sizeof s->members.end_reason, "%s", reason);
     }
-    json_t *ans = json_pack("{s:b, s:b, s:s, s:I}", "ended", 1, "already", already, "reason", s->end_reason,
-                            "merges", (json_int_t)s->merges);
+    assert_members_state(s);
+    json_t *ans = json_pack("{s:b, s:b, s:s, s:I}", "ended", 1, "already", already, "reason",
+                            s->members.end_reason, "merges", (json_int_t)s->merges);
     pthread_mutex_unlock(&s->mu);
     if (!already) {
         events_emit(s->ev, "end", json_pack("{s:s}", "reason", reason));

@@ -1,16 +1,20 @@
 /* members.h - the syncer's members component: the learner slots.
  *
- * Owns: s->learners (one learner_rec per slot), the rejection counters and
- * their aggregation (s->rejects, s->ragg), the run's end (s->ended,
- * s->end_ms, s->end_reason) and the tokens closed incarnations trained
- * (s->tokens_trained_closed), the lost fragment-steps of restarts.
+ * Owns: s->members (struct syncer_members): one learner_rec per slot, the
+ * rejection counters and their aggregation, the run's end, the tokens
+ * closed incarnations trained and the lost fragment-steps of restarts.
+ * members.c is its only writer; the other components read it (const) and
+ * change a slot through the members_note_* operations below.
  * Operations: join, leave, heartbeat, end (their routes), the check of a
  * request's learner and incarnation, the barrier's head count, the
- * rejection path (count, log, answer) and its reason -> status table.
+ * rejection path (count, log, answer) and its reason -> status table,
+ * absence (the ticker's), restore from a checkpoint, and what the other
+ * components note on a slot (an accepted contribution or gradient, a ddp
+ * step closed without it, a pull of its own merge).
  * Lock: every operation wants s->mu held unless it says it takes it (the
- * route handlers take it themselves).
+ * route handlers take it themselves), or runs before serving.
  * What it is not: the rebuild's view of a join (rebuild.h) nor the rounds'
- * per-learner contribution tables (s->own_ver, s->acc_step: rounds.h).
+ * per-learner contribution tables (s->rounds.own_ver, s->rounds.acc_step: rounds.h).
  */
 #ifndef TRN_SYNCER_MEMBERS_H
 #define TRN_SYNCER_MEMBERS_H
@@ -19,6 +23,7 @@
 
 #include "common/http_server.h"
 #include "numerics/merge.h"
+#include "trainer/checkpoint.h"
 #include "trainer/config.h"
 #include "trainer/protocol.h"
 #include "trainer/syncer/api.h"
@@ -74,6 +79,50 @@ typedef struct reject_agg {
     int64_t fragment;    /* ... its fragment (-1 none) */
     char detail[200];    /* ... its detail */
 } reject_agg;
+
+/* The members component's state; members.c is its only writer. */
+typedef struct syncer_members {
+    learner_rec learners[MAX_LEARNERS]; /* slots, id -1 = free */
+    int64_t rejects[PROTO_R_COUNT];     /* rejections by reason */
+    reject_agg ragg[PROTO_R_COUNT];     /* rejections not yet logged, by reason */
+    int64_t tokens_trained_closed; /* tokens trained by incarnations that ended (members_tokens_trained) */
+    int64_t lost_frag_steps;  /* steps a restarted learner trained and never sent, summed over fragments */
+    int64_t lost_frag_tokens; /* ... their tokens */
+    int ended;                /* 1 after POST /v1/end: learners are told to finish */
+    int64_t end_ms;           /* mono ms of the first POST /v1/end (0 none) */
+    char end_reason[128];     /* its reason ("" none) */
+} syncer_members;
+
+/* Set up s->members at start-up: every slot free, nothing counted. */
+void members_init(syncer *s);
+/* Take the learners of a restored checkpoint (before serving): each of
+ * its ids in a slot with its incarnation, absent until heard from, and
+ * the tokens trained so far. */
+void members_restore(syncer *s, const ckpt_syncer *c);
+/* Every known learner must rejoin and report what it holds (a restore
+ * older than the log; before serving). */
+void members_require_rejoin(syncer *s);
+/* Active learners silent for longer than the heartbeat timeout become
+ * absent, with a drop event each (mu held; the ticker). */
+void members_check_absent(syncer *s, int64_t now);
+/* The learner in slot had a contribution accepted: it said it ran to step
+ * (-1: not said), and it was clipped (1) or not (mu held). */
+void members_note_contribution(syncer *s, int slot, int64_t step, int clipped);
+/* Its contribution carried schedule step cstep, now: its wall time per
+ * inner step is measured between contributions at least H schedule steps
+ * apart (mu held; decoupled pacing, rounds_schedule_step_now). */
+void members_note_pace(syncer *s, int slot, int64_t cstep, int64_t now);
+/* The learner in slot had its gradient of ddp step t accepted (clipped: 1
+ * when it was scaled down) (mu held). */
+void members_note_gradient(syncer *s, int slot, int64_t t, int clipped);
+/* Ddp step t closed without the learner in slot (mu held). */
+void members_note_ddp_dropped(syncer *s, int slot, int64_t t);
+/* Every learner's ddp arrivals and drops are forgotten (a rebuild restarts
+ * the step count) (mu held). */
+void members_ddp_forget(syncer *s);
+/* The learner in slot pulled a merged fragment after contributing to it;
+ * own: 1 when the version contained its contribution (mu held). */
+void members_note_adopted(syncer *s, int slot, int own);
 
 /* Tokens the learners trained this run (mu held): each incarnation from the
  * token count it joined with to the last one it reported, so steps trained

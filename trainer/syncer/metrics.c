@@ -29,7 +29,7 @@ static void metrics_syncer(const syncer *s, cx_buf *b)
     cx_prom_int(b, "chaosloco_syncer_contributions_total", accepted, (long long)s->accepted_total);
     for (int r = 1; r < PROTO_R_COUNT; r++) {
         const char *const l[] = {"result", "rejected", "reason", proto_reason_name((proto_reason)r), NULL};
-        cx_prom_int(b, "chaosloco_syncer_contributions_total", l, (long long)s->rejects[r]);
+        cx_prom_int(b, "chaosloco_syncer_contributions_total", l, (long long)s->members.rejects[r]);
     }
     static const char *const in[] = {"direction", "in", NULL}, *const out[] = {"direction", "out", NULL};
     cx_prom_family(b, "chaosloco_syncer_bytes_total", CX_PROM_COUNTER, "Tensor payload bytes by direction.");
@@ -61,14 +61,14 @@ static void metrics_syncer(const syncer *s, cx_buf *b)
     cx_prom_one_real(b, "chaosloco_syncer_eval_loss", CX_PROM_GAUGE,
                      "Eval loss of the global model, nats per byte.", s->eval_loss, 6);
     cx_prom_one_real(b, "chaosloco_syncer_longest_merge_gap_seconds", CX_PROM_GAUGE,
-                     "Longest gap between two merges.", (double)s->longest_gap_ms / 1000.0, 3);
+                     "Longest gap between two merges.", (double)s->rounds.longest_gap_ms / 1000.0, 3);
     if (!syncer_is_ddp(s)) {
         cx_prom_one_int(b, "chaosloco_syncer_rounds_merged_total", CX_PROM_COUNTER,
-                        "Rounds merged (diloco, decoupled).", (long long)s->rounds_merged);
+                        "Rounds merged (diloco, decoupled).", (long long)s->rounds.merged);
         cx_prom_one_int(b, "chaosloco_syncer_round_contributions_total", CX_PROM_COUNTER,
-                        "Contributions merged in rounds.", (long long)s->rounds_parts);
+                        "Contributions merged in rounds.", (long long)s->rounds.parts);
         cx_prom_one_int(b, "chaosloco_syncer_stale_rejected_total", CX_PROM_COUNTER,
-                        "Contributions refused as stale.", (long long)s->stale_rejected);
+                        "Contributions refused as stale.", (long long)s->rounds.stale_rejected);
     }
     cx_prom_family(b, "chaosloco_syncer_fragment_version", CX_PROM_GAUGE,
                    "Current version of each fragment.");
@@ -103,7 +103,7 @@ static void metrics_learners(const syncer *s, cx_buf *b, int64_t now)
         snprintf(name, sizeof name, "chaosloco_syncer_%s", lm[m].name);
         cx_prom_family(b, name, lm[m].type, lm[m].help);
         for (int i = 0; i < MAX_LEARNERS; i++) {
-            const learner_rec *l = &s->learners[i];
+            const learner_rec *l = &s->members.learners[i];
             if (l->id < 0 || l->incarnation == 0)
                 continue;
             char id[24];

@@ -132,7 +132,7 @@ static int64_t rb_published(const syncer *s, int p)
  * rebuild_claim_refused event; the report is dropped. */
 static void rb_claim_refused(syncer *s, int slot, int p, int64_t v, int64_t published, const char *why)
 {
-    const learner_rec *l = &s->learners[slot];
+    const learner_rec *l = &s->members.learners[slot];
     if (strcmp(why, "unpublished") == 0)
         cx_warn(
             "rebuild: learner %lld claims fragment %d version %lld, above the %lld this syncer published: "
@@ -230,7 +230,7 @@ int rebuild_parse_holds(syncer *s, json_t *holds, int64_t *v, uint32_t *crc, int
 rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const uint32_t *crc, const int64_t *pub,
                            const int *sealed, int64_t step, int *upload, int *n)
 {
-    int64_t id = s->learners[slot].id;
+    int64_t id = s->members.learners[slot].id;
     *n = 0;
     if (s->rb == RB_REFUSED)
         return RB_REFUSED;
@@ -368,8 +368,7 @@ static void rebuild_apply_ddp(syncer *s)
 {
     adamw_set_steps(s->opt, (uint64_t)s->rbf[0].got_adam);
     ddp_restart_at(s, s->rbf[0].got_step);
-    for (int i = 0; i < MAX_LEARNERS; i++)
-        s->learners[i].ddp_arrived = s->learners[i].ddp_dropped = -1;
+    members_ddp_forget(s);
 }
 
 /* Apply the staged copies (mu held): theta, versions past everything
@@ -406,12 +405,7 @@ static json_t *rebuild_apply(syncer *s)
         int64_t top = f->max_reported > old ? f->max_reported : old;
         s->versions[p] = top + 1 + rb_gap(s);
         f->ckpt_version = f->start_version = f->published = s->versions[p];
-        frag_round *rd = &s->rounds[p];
-        for (int i = 0; i < rd->n; i++)
-            free(rd->c[i].delta);
-        rd->n = 0;
-        rd->state = RS_IDLE;
-        rd->opened_ms = rd->quorum_ms = rd->grace_end_ms = 0;
+        rounds_forget(s, p);
         if (s->deltas.hist)
             deltas_forget(s, p);
         char crc[9];

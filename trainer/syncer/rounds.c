@@ -1,5 +1,8 @@
 /* rounds.c - the syncer's rounds component (rounds.h): per-fragment rounds (diloco, decoupled):
- * contributions, quorum and grace window, merge.
+ * contributions, quorum and grace window, merge. The only writer of
+ * s->rounds (assert_rounds_state after each change); the route that
+ * decodes a contribution is rounds_route.c, the grace window's and the
+ * schedule's estimates rounds_pace.c.
  *
  * The per-fragment round (diloco and decoupled), numbered by the syncer
  * (round.h): a contribution names no round; it joins the round of its
@@ -11,7 +14,7 @@
  *    ▲                                                 │   │
  *    │   round_merge(): merge, outer Nesterov,         │   │ n >= need (rounds_check):
  *    │   version++, map id -> version, closed_id = id, │   │ decoupled: grace computed
- *    │   wake long-polls                               │   ▼ (round_grace_ms)
+ *    │   wake long-polls                               │   ▼ (rounds_grace_ms)
  *    ├─────────────────── n >= need, no grace ─────────┘  GRACE
  *    │                    or elastic deadline (ticker)     │
  *    └──────────── grace over, or every live learner ──────┘
@@ -51,7 +54,6 @@
 #include "common/err.h"
 #include "common/http_server.h"
 #include "common/log.h"
-#include "numerics/encoding.h"
 #include "trainer/events.h"
 #include "numerics/fragment.h"
 #include "numerics/merge.h"
@@ -60,29 +62,6 @@
 #include "trainer/syncer/core.h"
 
 const char *const rounds_state_names[] = {"idle", "collecting", "grace"};
-
-/* ---- syncer: merge bookkeeping shared by every mode ---- */
-
-void rounds_note_merge(syncer *s, int64_t fragment, int64_t version, const int64_t *ids, int n)
-{
-    merge_note *m = &s->recent[s->recent_n % RECENT_MERGES];
-    int64_t now = cx_mono_ms();
-    m->fragment = fragment;
-    m->version = version;
-    m->t_mono_ms = now;
-    m->n = n;
-    for (int i = 0; i < n && i < MAX_LEARNERS; i++)
-        m->learners[i] = ids[i];
-    s->recent_n++;
-    if (s->last_merge_ms > 0 && now - s->last_merge_ms > s->longest_gap_ms)
-        s->longest_gap_ms = now - s->last_merge_ms;
-    s->last_merge_ms = now;
-    s->merges++;
-    s->eval_pending = 1;
-    pthread_cond_broadcast(&s->work_cv);
-}
-
-/* ---- syncer: per-fragment rounds (diloco, decoupled) ---- */
 
 #ifndef NDEBUG
 static void assert_round_state(const syncer *s, const frag_round *r)
@@ -100,75 +79,135 @@ static void assert_round_state(const syncer *s, const frag_round *r)
         break;
     }
 }
-#else
-#define assert_round_state(s, r) ((void)0)
 #endif
 
-/* The grace window of round p reaching its quorum now (mu held):
- * clamp(γ·(τ·t_step − (t_quorum + t_sync)), 0, cap) with, all EMAs,
- *   t_step   the active learners' mean wall time per inner step, measured
- *            here between each learner's contributions (schedule steps
- *            between two rounds it named / ms between their arrivals);
- *            their heartbeat step_ms until there is a sample;
- *   t_quorum ms from the first to the K-th arrival of p's rounds;
- *   t_sync   ms of p's merges plus the active learners' mean reported pull
- *            round trip (what it takes the merged value to reach them).
- * τ·t_step is the time between a learner sending p and needing its merged
- * value (τ steps of overlap); γ < 1 takes only part of what is left. */
-static void learner_timings(const syncer *s, double *t_step, double *t_pull)
+/* Every round in a state of its machine; own_ver names nothing past the
+ * fragment's version; counters non-negative, every merged round had a
+ * contribution, every lagged one lagged by at least 1; the ring's count
+ * and the last merge's time agree (mu held). */
+static void assert_rounds_state(const syncer *s)
 {
-    double step = 0, pull = 0;
-    int ns = 0, np = 0;
-    for (int i = 0; i < MAX_LEARNERS; i++) {
-        const learner_rec *l = &s->learners[i];
-        if (l->id < 0 || l->state != LS_ACTIVE)
-            continue;
-        double t = merge_ema_get(&l->step_wall, l->step_ms);
-        if (t > 0) {
-            step += t;
-            ns++;
-        }
-        if (l->pull_ms > 0) {
-            pull += l->pull_ms;
-            np++;
+#ifndef NDEBUG
+    const syncer_rounds *r = &s->rounds;
+    assert(r->merged >= 0 && r->parts >= r->merged && r->lagged >= 0 && r->lag_sum >= r->lagged);
+    assert(r->stale_rejected >= 0 && r->merges_refused >= 0 && r->clipped_total >= 0);
+    assert(r->recent_n >= 0 && r->longest_gap_ms >= 0 && (r->recent_n == 0) == (r->last_merge_ms == 0));
+    for (int p = 0; p < s->P; p++) {
+        assert(r->frag[p].n >= 0 && r->frag[p].n <= MAX_LEARNERS);
+        assert_round_state(s, &r->frag[p]);
+        for (int i = 0; i < MAX_LEARNERS; i++) {
+            size_t at = (size_t)i * (size_t)s->P + (size_t)p;
+            assert(r->own_ver[at] >= -1 && r->own_ver[at] <= s->versions[p]);
+            assert(r->acc_step[at] >= -1 && r->acc_inc[at] >= 0);
         }
     }
-    *t_step = ns ? step / ns : 0;
-    *t_pull = np ? pull / np : 0;
+#else
+    (void)s;
+#endif
 }
 
-static double round_grace_ms(const syncer *s, int p)
-{
-    const frag_round *r = &s->rounds[p];
-    double t_step, t_pull;
-    learner_timings(s, &t_step, &t_pull);
-    return merge_grace_ms(s->cfg.grace_gamma, (int)s->cfg.tau, t_step, merge_ema_get(&r->t_quorum, 0),
-                          merge_ema_get(&r->t_sync, 0) + t_pull, (double)s->cfg.grace_cap_ms);
-}
+/* ---- syncer: the rounds' state set up, and what the other components tell it ---- */
 
-/* Where the stagger schedule is now (mu held): the mean over the active
- * learners other than slot `except` that named a round since they joined
- * of their schedule step then plus the steps they have run since at their
- * measured pace; 0 when no learner gives an estimate. A joining learner
- * takes it as its schedule position, so that its round r of fragment p
- * comes due when everyone else's does (a learner that started or
- * restarted later would otherwise be late for every round of the run). */
-int64_t rounds_schedule_step_now(const syncer *s, int except, int64_t now)
+int rounds_init(syncer *s, char *err, size_t errlen)
 {
-    double sum = 0;
-    int n = 0;
-    for (int i = 0; i < MAX_LEARNERS; i++) {
-        const learner_rec *l = &s->learners[i];
-        double t = merge_ema_get(&l->step_wall, 0);
-        if (i == except || l->id < 0 || l->state != LS_ACTIVE || l->c_ms == 0 || !(t > 0))
-            continue;
-        /* a live learner names a round at least every H steps: extrapolate no further */
-        double ahead = (double)(now - l->c_ms) / t;
-        sum += (double)l->c_step + (ahead < (double)s->cfg.H ? ahead : (double)s->cfg.H);
-        n++;
+    size_t cells = (size_t)MAX_LEARNERS * (size_t)s->P;
+    s->rounds.frag = calloc((size_t)s->P, sizeof *s->rounds.frag);
+    s->rounds.own_ver = malloc(cells * sizeof *s->rounds.own_ver);
+    s->rounds.acc_step = malloc(cells * sizeof *s->rounds.acc_step);
+    s->rounds.acc_inc = calloc(cells, sizeof *s->rounds.acc_inc);
+    if (!s->rounds.frag || !s->rounds.own_ver || !s->rounds.acc_step || !s->rounds.acc_inc) {
+        cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+        return -1;
     }
-    return n ? (int64_t)llround(sum / n) : 0;
+    for (int p = 0; p < s->P; p++) {
+        merge_ema_init(&s->rounds.frag[p].t_quorum, 0.2);
+        merge_ema_init(&s->rounds.frag[p].t_sync, 0.2);
+        s->rounds.frag[p].closed_id = -1;
+    }
+    for (size_t i = 0; i < cells; i++)
+        s->rounds.own_ver[i] = s->rounds.acc_step[i] = -1;
+    assert_rounds_state(s);
+    return 0;
 }
+
+void rounds_cleanup(syncer *s)
+{
+    for (int p = 0; s->rounds.frag && p < s->P; p++)
+        for (int i = 0; i < s->rounds.frag[p].n; i++)
+            free(s->rounds.frag[p].c[i].delta);
+    free(s->rounds.frag);
+    free(s->rounds.own_ver);
+    free(s->rounds.acc_step);
+    free(s->rounds.acc_inc);
+    s->rounds.frag = NULL;
+    s->rounds.own_ver = s->rounds.acc_step = s->rounds.acc_inc = NULL;
+}
+
+int rounds_load_norms(syncer *s, int p, json_t *j, char *err, size_t errlen)
+{
+    return guard_norms_parse(&s->rounds.frag[p].norms, j, err, errlen);
+}
+
+void rounds_forget(syncer *s, int p)
+{
+    frag_round *rd = &s->rounds.frag[p];
+    for (int i = 0; i < rd->n; i++)
+        free(rd->c[i].delta);
+    rd->n = 0;
+    rd->state = RS_IDLE;
+    rd->opened_ms = rd->quorum_ms = rd->grace_end_ms = 0;
+    assert_rounds_state(s);
+}
+
+void rounds_learner_new(syncer *s, int slot)
+{
+    for (int p = 0; p < s->P; p++)
+        s->rounds.acc_step[slot * s->P + p] = -1;
+}
+
+void rounds_learner_joined(syncer *s, int slot)
+{
+    for (int p = 0; p < s->P; p++)
+        s->rounds.own_ver[slot * s->P + p] = -1;
+}
+
+int64_t rounds_own_take(syncer *s, int slot, int p)
+{
+    int64_t own = s->rounds.own_ver[slot * s->P + p];
+    s->rounds.own_ver[slot * s->P + p] = -1;
+    return own;
+}
+
+void rounds_note_clipped(syncer *s)
+{
+    s->rounds.clipped_total++;
+}
+
+/* ---- syncer: merge bookkeeping shared by every mode ---- */
+
+void rounds_note_merge(syncer *s, int64_t fragment, int64_t version, const int64_t *ids, int n)
+{
+    merge_note *m = &s->rounds.recent[s->rounds.recent_n % RECENT_MERGES];
+    int64_t now = cx_mono_ms();
+    m->fragment = fragment;
+    m->version = version;
+    m->t_mono_ms = now;
+    m->n = n;
+    for (int i = 0; i < n && i < MAX_LEARNERS; i++)
+        m->learners[i] = ids[i];
+    s->rounds.recent_n++;
+    if (s->rounds.last_merge_ms > 0 && now - s->rounds.last_merge_ms > s->rounds.longest_gap_ms)
+        s->rounds.longest_gap_ms = now - s->rounds.last_merge_ms;
+    s->rounds.last_merge_ms = now;
+    s->merges++;
+    s->eval_pending = 1;
+    if (fragment < 0) /* a ddp step; a round is checked once its merge left it idle (round_to_idle) */
+        assert_rounds_state(s);
+    pthread_cond_broadcast(&s->work_cv);
+}
+
+/* ---- syncer: per-fragment rounds (diloco, decoupled) ---- */
+
 
 /* round_merge, step 1: the contributions of round p that still count
  * (their learner is not absent) into mc[], their index in r->c into idx[];
@@ -180,7 +219,7 @@ static int round_mergeable(syncer *s, frag_round *r, merge_contrib *mc, int *idx
 {
     int k = 0;
     for (int i = 0; i < r->n; i++) {
-        learner_rec *l = &s->learners[r->c[i].slot];
+        const learner_rec *l = &s->members.learners[r->c[i].slot];
         if (l->state == LS_ABSENT)
             continue;
         mc[k].delta = r->c[i].delta;
@@ -273,7 +312,7 @@ static int round_apply(syncer *s, int p, const merge_contrib *mc, int k, double 
 static void round_drops(syncer *s, int p, frag_round *r, const int *idx, int k, const char *why)
 {
     for (int i = 0; i < r->n; i++) {
-        learner_rec *l = &s->learners[r->c[i].slot];
+        const learner_rec *l = &s->members.learners[r->c[i].slot];
         int used = 0;
         for (int j = 0; j < k; j++)
             used |= idx[j] == i;
@@ -289,7 +328,7 @@ static void round_drops(syncer *s, int p, frag_round *r, const int *idx, int k, 
     /* elastic diloco: expected learners that did not make it */
     if (s->cfg.mode == CONFIG_MODE_DILOCO && strcmp(why, "deadline") == 0) {
         for (int i = 0; i < MAX_LEARNERS; i++) {
-            learner_rec *l = &s->learners[i];
+            const learner_rec *l = &s->members.learners[i];
             int in = 0;
             if (l->id < 0 || l->incarnation == 0 || l->state == LS_LEFT)
                 continue;
@@ -311,7 +350,7 @@ static void round_to_idle(syncer *s, frag_round *r)
     r->state = RS_IDLE;
     r->opened_ms = r->quorum_ms = r->grace_end_ms = 0;
     r->grace_ms = 0;
-    assert_round_state(s, r);
+    assert_rounds_state(s);
 }
 
 /* The merge of round p was refused (guard_merge_result; mu held): Θ and
@@ -322,15 +361,15 @@ static void round_to_idle(syncer *s, frag_round *r)
 static void round_refuse(syncer *s, int p, frag_round *r, const char *why)
 {
     json_t *parts = json_array();
-    s->merges_refused++;
+    s->rounds.merges_refused++;
     for (int i = 0; i < r->n; i++) {
         contrib *c = &r->c[i];
         json_array_append_new(parts, json_pack("{s:I, s:I, s:I, s:I}", "learner", (json_int_t)c->learner,
                                                "incarnation", (json_int_t)c->incarnation, "steps",
                                                (json_int_t)c->steps, "tokens", (json_int_t)c->tokens));
         members_reject_note(s, PROTO_R_MERGE, c->learner, c->incarnation, p, why);
-        if (s->own_ver[c->slot * s->P + p] == 0) /* nothing pending any more */
-            s->own_ver[c->slot * s->P + p] = -1;
+        if (s->rounds.own_ver[c->slot * s->P + p] == 0) /* nothing pending any more */
+            s->rounds.own_ver[c->slot * s->P + p] = -1;
         free(c->delta);
         c->delta = NULL;
     }
@@ -346,7 +385,7 @@ static void round_refuse(syncer *s, int p, frag_round *r, const char *why)
  * nothing was mergeable (round stays open). */
 static int round_merge(syncer *s, int p, const char *why)
 {
-    frag_round *r = &s->rounds[p];
+    frag_round *r = &s->rounds.frag[p];
     merge_contrib mc[MAX_LEARNERS];
     int idx[MAX_LEARNERS];
     double w[MAX_LEARNERS];
@@ -372,8 +411,8 @@ static int round_merge(syncer *s, int p, const char *why)
         contrib *c = &r->c[idx[j]];
         ids[j] = c->learner;
         tokens += c->tokens;
-        if (s->own_ver[c->slot * s->P + p] == 0) /* its pending contribution is in this version */
-            s->own_ver[c->slot * s->P + p] = version;
+        if (s->rounds.own_ver[c->slot * s->P + p] == 0) /* its pending contribution is in this version */
+            s->rounds.own_ver[c->slot * s->P + p] = version;
         json_array_append_new(parts,
                               json_pack("{s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:f}", "learner",
                                         (json_int_t)c->learner, "incarnation", (json_int_t)c->incarnation,
@@ -391,8 +430,8 @@ static int round_merge(syncer *s, int p, const char *why)
     merge_ema_add(&r->t_sync, sync_ms);
     round_map_add(&r->map, r->id, version, k);
     r->closed_id = r->id;
-    s->rounds_merged++;
-    s->rounds_parts += k;
+    s->rounds.merged++;
+    s->rounds.parts += k;
     events_emit(s->ev, "merge",
                 json_pack("{s:i, s:I, s:o, s:f, s:f, s:s, s:s, s:I, s:f, s:I, s:i}", "fragment", p, "version",
                           (json_int_t)version, "participants", parts, "grace_ms", r->grace_ms, "update_norm",
@@ -411,7 +450,7 @@ static int round_merge(syncer *s, int p, const char *why)
  * time passed (mu held). */
 void rounds_check(syncer *s, int p, int64_t now)
 {
-    frag_round *r = &s->rounds[p];
+    frag_round *r = &s->rounds.frag[p];
     if (r->state == RS_IDLE)
         return;
     int live = members_count(s, 1);
@@ -421,24 +460,25 @@ void rounds_check(syncer *s, int p, int64_t now)
             round_merge(s, p, "barrier");
         else if (s->cfg.elastic_deadline_ms > 0 && now - r->opened_ms >= s->cfg.elastic_deadline_ms)
             round_merge(s, p, "deadline");
-        return;
+    } else { /* decoupled */
+        if (r->state == RS_COLLECTING && r->n >= s->cfg.quorum) {
+            r->quorum_ms = now;
+            merge_ema_add(&r->t_quorum, (double)(now - r->opened_ms));
+            r->grace_ms = rounds_grace_ms(s, p);
+            r->grace_end_ms = now + (int64_t)ceil(r->grace_ms);
+            r->state = RS_GRACE;
+        }
+        if (r->state == RS_GRACE) {
+            round_close why =
+                round_close_due(r->n, (int)s->cfg.quorum, live, now, r->grace_end_ms, r->grace_ms);
+            if (why != ROUND_WAIT)
+                round_merge(s, p, round_close_name(why));
+        }
     }
-    /* decoupled */
-    if (r->state == RS_COLLECTING && r->n >= s->cfg.quorum) {
-        r->quorum_ms = now;
-        merge_ema_add(&r->t_quorum, (double)(now - r->opened_ms));
-        r->grace_ms = round_grace_ms(s, p);
-        r->grace_end_ms = now + (int64_t)ceil(r->grace_ms);
-        r->state = RS_GRACE;
-    }
-    if (r->state == RS_GRACE) {
-        round_close why = round_close_due(r->n, (int)s->cfg.quorum, live, now, r->grace_end_ms, r->grace_ms);
-        if (why != ROUND_WAIT)
-            round_merge(s, p, round_close_name(why));
-    }
+    assert_rounds_state(s);
 }
 
-/* ---- syncer: POST /v1/fragments/{p}/contributions ---- */
+/* ---- syncer: a contribution joins its round (rounds_contribute) ---- */
 
 /* PROTO_OK when the tokens/steps claim of a contribution to fragment p is
  * possible (mu held). X-Chaosloco-Step numbers it: its steps
@@ -453,10 +493,10 @@ void rounds_check(syncer *s, int p, int64_t now)
 static proto_reason claim_check(syncer *s, int slot, int p, const proto_hdr *h, int64_t *keep_steps,
                                 char *why, size_t len)
 {
-    const learner_rec *l = &s->learners[slot];
+    const learner_rec *l = &s->members.learners[slot];
     *keep_steps = h->steps;
-    int64_t a = s->acc_step[slot * s->P + p], from = h->step - h->steps;
-    int64_t floor = s->acc_inc[slot * s->P + p] == l->incarnation || a < l->resumed_step ? a : l->resumed_step;
+    int64_t a = s->rounds.acc_step[slot * s->P + p], from = h->step - h->steps;
+    int64_t floor = s->rounds.acc_inc[slot * s->P + p] == l->incarnation || a < l->resumed_step ? a : l->resumed_step;
     if (h->steps > h->step || h->step > l->steps_total + s->cfg.H) {
         snprintf(why, len, "header %s is %lld and %s %lld: learner %lld runs steps 1..%lld (+H)", PROTO_H_STEPS,
                  (long long)h->steps, PROTO_H_STEP, (long long)h->step, (long long)l->id,
@@ -499,7 +539,7 @@ static double norm_limit(syncer *s, int p, int64_t learner, int64_t steps, char 
         double n = guard_l2(s->theta + fr[i].offset, fr[i].length);
         sq += n * n;
     }
-    return guard_norm_limit(&s->rounds[p].norms, learner, s->cfg.learners <= 1,
+    return guard_norm_limit(&s->rounds.frag[p].norms, learner, s->cfg.learners <= 1,
                             guard_norm_steps(steps, s->cfg.H), sqrt(sq), fragment_length(s->ft, p),
                             s->cfg.norm_bound, why, len);
 }
@@ -542,70 +582,7 @@ static proto_reason admit(syncer *s, int p, const proto_hdr *h, int *slot, int64
     return claim_check(s, *slot, p, h, keep_steps, why, len);
 }
 
-/* rounds_route_contribution, step 1: the fragment the path names (*pp), the headers
- * (*h) and the body checked and decoded into a malloc'd *delta of the
- * fragment's length (the caller owns it). 0, or -1 when resp already holds
- * the refusal (counted as a reject where it is one). Takes no lock. */
-static int contribution_decode(syncer *s, const cx_http_req *req, cx_http_resp *resp, int64_t *pp,
-                               proto_hdr *h, float **delta_out)
-{
-    char why[CX_ERRLEN];
-    if (syncer_api_path_int(req->params[0], s->P - 1, pp) != 0) {
-        cx_http_reply_error(resp, 404, "no fragment '%s' (fragments are 0..%d)", req->params[0], s->P - 1);
-        return -1;
-    }
-    if (syncer_is_ddp(s)) {
-        cx_http_reply_error(resp, 409,
-                            "mode %s takes gradients at /v1/steps/{t}/gradients, not contributions",
-                            syncer_mode_name(s));
-        return -1;
-    }
-    if (proto_hdr_parse(h, syncer_api_req_header, req, PROTO_NEED_CONTRIBUTION, why, sizeof why) != 0) {
-        members_reject(s, resp, PROTO_R_BAD_HEADER, h->learner, h->incarnation, *pp, why, 0);
-        return -1;
-    }
-    if (h->fragment != *pp) {
-        snprintf(why, sizeof why, "header %s is %lld but the path names fragment %lld", PROTO_H_FRAGMENT,
-                 (long long)h->fragment, (long long)*pp);
-        members_reject(s, resp, PROTO_R_BAD_HEADER, h->learner, h->incarnation, *pp, why, 0);
-        return -1;
-    }
-    /* the syncer numbers the rounds: a learner that names one is not ours
-     * (an older learner, or one trying to steer the rounds) */
-    if (h->round >= 0) {
-        snprintf(
-            why, sizeof why,
-            "header %s: rounds are numbered by the syncer, a contribution names none (the 202 answer says "
-            "which round it joined)",
-            PROTO_H_ROUND);
-        members_reject(s, resp, PROTO_R_BAD_HEADER, h->learner, h->incarnation, *pp, why, 0);
-        return -1;
-    }
-    size_t len = fragment_length(s->ft, (int)*pp);
-    size_t want = encoding_size((encoding_kind)h->encoding, len);
-    proto_reason r = proto_check_body(req->body, req->body_len, want, h->crc32c, why, sizeof why);
-    if (r != PROTO_OK) {
-        members_reject(s, resp, r, h->learner, h->incarnation, *pp, why, 0);
-        return -1;
-    }
-    float *delta = malloc(len * sizeof *delta);
-    if (!delta) {
-        cx_http_reply_err(resp, CX_ENOMEM, "out of memory");
-        return -1;
-    }
-    if (encoding_decode((encoding_kind)h->encoding, (const uint8_t *)req->body, req->body_len, delta, len,
-                        why, sizeof why) != 0 ||
-        proto_first_nonfinite(delta, len) >= 0) {
-        free(delta);
-        members_reject(s, resp, PROTO_R_NONFINITE, h->learner, h->incarnation, *pp,
-                       why[0] ? why : "non-finite value", 0);
-        return -1;
-    }
-    *delta_out = delta;
-    return 0;
-}
-
-/* rounds_route_contribution, step 2: the accepted contribution of the learner in slot
+/* rounds_contribute, last step: the accepted contribution of the learner in slot
  * joins the open round of p, or opens the next one (see the drawing above);
  * the learner's step wall time is measured from its contributions. Returns
  * the round it joined, *lag how many versions its base is behind (mu held;
@@ -613,7 +590,7 @@ static int contribution_decode(syncer *s, const cx_http_req *req, cx_http_resp *
 static int64_t round_add_contribution(syncer *s, int64_t p, int slot, const proto_hdr *h, float *delta,
                                       double norm, int64_t *lag_out)
 {
-    frag_round *rd = &s->rounds[p];
+    frag_round *rd = &s->rounds.frag[p];
     int at = -1;
     for (int i = 0; i < rd->n; i++)
         if (rd->c[i].slot == slot)
@@ -654,23 +631,12 @@ static int64_t round_add_contribution(syncer *s, int64_t p, int slot, const prot
     rd->id = round;
     int64_t lag = s->versions[p] - h->base_version;
     rd->lagged += lag > 0;
-    s->rounds_lagged += lag > 0;
-    s->rounds_lag_sum += lag;
-    s->own_ver[slot * s->P + p] = 0; /* pending: the version that merges it says whether a pull has it */
-    learner_rec *lr = &s->learners[slot];
-    int64_t cstep = h->step >= 0 ? h->step + lr->sched_off : -1; /* its schedule step */
-    if (cstep > 0) {
-        /* wall time per inner step between two of its contributions at least H schedule steps apart
-         * (queued contributions arrive bunched: a shorter span would measure the queue, not the steps) */
-        if (lr->c_ms == 0 || cstep < lr->c_step) {
-            lr->c_ms = now;
-            lr->c_step = cstep;
-        } else if (cstep - lr->c_step >= s->cfg.H) {
-            merge_ema_add(&lr->step_wall, (double)(now - lr->c_ms) / (double)(cstep - lr->c_step));
-            lr->c_ms = now;
-            lr->c_step = cstep;
-        }
-    }
+    s->rounds.lagged += lag > 0;
+    s->rounds.lag_sum += lag;
+    s->rounds.own_ver[slot * s->P + p] = 0; /* pending: the version that merges it says whether a pull has it */
+    int64_t cstep = h->step >= 0 ? h->step + s->members.learners[slot].sched_off : -1; /* its schedule step */
+    if (cstep > 0) /* wall time per inner step between two of its contributions (members_note_pace) */
+        members_note_pace(s, slot, cstep, now);
     *lag_out = lag;
     return round;
 }
@@ -700,8 +666,9 @@ proto_reason rounds_contribute(syncer *s, int p, proto_hdr *h, float *delta, siz
     if (r != PROTO_OK) {
         s->bytes_in += (int64_t)body_len;
         if (r == PROTO_R_STALE_VERSION)
-            s->stale_rejected++;
+            s->rounds.stale_rejected++;
         free(delta);
+        assert_rounds_state(s);
         return r;
     }
     /* its size: clipped to the limit, never refused (a learner back from a partition sends many
@@ -714,75 +681,21 @@ proto_reason rounds_contribute(syncer *s, int p, proto_hdr *h, float *delta, siz
         for (size_t i = 0; i < len; i++)
             delta[i] = (float)((double)delta[i] * out->factor);
         l2_total = guard_l2(delta, len);
-        s->clipped_total++;
-        s->learners[slot].clipped++;
+        s->rounds.clipped_total++;
     }
     members_touch(s, slot);
-    guard_norm_add(&s->rounds[p].norms, h->learner, l2_total / (double)nsteps);
+    guard_norm_add(&s->rounds.frag[p].norms, h->learner, l2_total / (double)nsteps);
     /* what a restart of this learner may carry (join's accepted_steps) */
-    s->acc_step[slot * s->P + p] = h->step;
-    s->acc_inc[slot * s->P + p] = h->incarnation;
-    if (h->step > s->learners[slot].step)
-        s->learners[slot].step = h->step;
+    s->rounds.acc_step[slot * s->P + p] = h->step;
+    s->rounds.acc_inc[slot * s->P + p] = h->incarnation;
+    members_note_contribution(s, slot, h->step, out->factor < 1.0);
     s->bytes_in += (int64_t)body_len;
-    s->learners[slot].accepted++;
     s->accepted_total++;
     out->norm = l2_total;
     out->round = round_add_contribution(s, p, slot, h, delta, l2_total, &out->lag);
     /* what this contribution weighs in its merge (the syncer's caps, round_mergeable) */
     out->w_steps = guard_weight_steps(h->steps, s->cfg.H);
     out->w_tokens = guard_weight_tokens(h->tokens, out->w_steps, s->cfg.batch);
+    assert_rounds_state(s);
     return PROTO_OK;
-}
-
-int rounds_route_contribution(void *ctx, const cx_http_req *req, cx_http_resp *resp)
-{
-    syncer *s = ctx;
-    int64_t p;
-    proto_hdr h;
-    float *delta;
-    if (contribution_decode(s, req, resp, &p, &h, &delta) != 0)
-        return 0;
-    pthread_mutex_lock(&s->mu);
-    if (rebuild_gate(s, resp)) {
-        pthread_mutex_unlock(&s->mu);
-        free(delta);
-        return 0;
-    }
-    rounds_contribution c;
-    proto_reason r = rounds_contribute(s, (int)p, &h, delta, req->body_len, &c);
-    if (r != PROTO_OK) {
-        members_reject(s, resp, r, h.learner, h.incarnation, p, c.why, 1);
-        pthread_mutex_unlock(&s->mu);
-        return 0;
-    }
-    pthread_mutex_unlock(&s->mu);
-    /* the events go out before a merge they may trigger, so the log reads in order */
-    if (c.factor < 1.0)
-        events_emit(s->ev, "contribution_clipped",
-                    json_pack("{s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:s}", "learner", (json_int_t)h.learner,
-                              "incarnation", (json_int_t)h.incarnation, "fragment", (json_int_t)p, "steps",
-                              (json_int_t)h.steps, "norm", c.norm_in, "bound", c.limit, "factor", c.factor,
-                              "why", c.bound_why));
-    events_emit(s->ev, "contribution",
-                json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I}",
-                          "learner", (json_int_t)h.learner, "incarnation", (json_int_t)h.incarnation,
-                          "fragment", (json_int_t)p, "base_version", (json_int_t)h.base_version, "tokens",
-                          (json_int_t)h.tokens, "steps", (json_int_t)h.steps, "encoding",
-                          config_encoding_name(h.encoding), "bytes", (json_int_t)req->body_len, "round",
-                          (json_int_t)c.round, "lag", (json_int_t)c.lag, "step", (json_int_t)h.step,
-                          "update_norm", c.norm, "norm_in", c.norm_in, "weight_tokens",
-                          (json_int_t)c.w_tokens, "weight_steps", (json_int_t)c.w_steps));
-    pthread_mutex_lock(&s->mu);
-    rounds_check(s, (int)p, cx_mono_ms());
-    assert_round_state(s, &s->rounds[p]);
-    pthread_mutex_unlock(&s->mu);
-    /* one round of p is open at a time and each merge is one version: the
-     * round joined merges into version + 1 (round_merge; a rebuild that
-     * drops held contributions moves versions and makes the learner rejoin) */
-    cx_http_reply_json(resp, 202,
-                       json_pack("{s:I, s:I, s:I, s:I}", "round", (json_int_t)c.round, "fragment",
-                                 (json_int_t)p, "version", (json_int_t)c.version, "merges_into",
-                                 (json_int_t)(c.version + 1)));
-    return 0;
 }

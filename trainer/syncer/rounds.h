@@ -1,13 +1,18 @@
 /* rounds.h - the syncer's rounds component: per-fragment rounds of the
  * diloco and decoupled modes.
  *
- * Owns: s->rounds[P] (each fragment's round: held contributions, grace,
- * timings; the state machine is drawn in rounds.c), the merge counters and
- * the ring of recent merges (s->merges, s->recent, ...), the per-learner
- * contribution tables (s->own_ver, s->acc_step, s->acc_inc).
+ * Owns: s->rounds (struct syncer_rounds): each fragment's round (held
+ * contributions, grace, timings; the state machine is drawn in rounds.c),
+ * the round and merge counters, the ring of recent merges, the
+ * per-learner contribution tables (own_ver, acc_step, acc_inc). rounds.c
+ * is its only writer; rounds_pace.c (the grace window and the stagger
+ * schedule's position) and the other components read it.
  * Operations: a contribution joins its round (its route), a round moves on
- * its state machine (rounds_check, the ticker's), a merge is noted, and
- * the stagger schedule's position.
+ * its state machine (rounds_check, the ticker's), a merge is noted (also
+ * the merge counters s->merges and s->eval_pending, still shared), the
+ * stagger schedule's position, and what the other components tell it: a
+ * learner joined, a fragment was rebuilt, a fragment pulled, a gradient
+ * clipped, the norm rings restored.
  * Lock: everything here wants s->mu held, except the route handler, which
  * takes it.
  * What it is not: the downstream encoding of a merged fragment (deltas.h)
@@ -20,6 +25,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/json.h"
 #include "numerics/merge.h"
 #include "numerics/round.h"
 #include "trainer/protocol.h"
@@ -71,6 +77,55 @@ typedef struct merge_note {
     int64_t learners[MAX_LEARNERS]; /* ids */
 } merge_note;
 
+/* The rounds component's state; rounds.c is its only writer. */
+typedef struct syncer_rounds {
+    frag_round *frag;       /* [P] each fragment's round (diloco/decoupled) */
+    int64_t *own_ver;       /* [MAX_LEARNERS * P] the learner's last accepted contribution to p: -1
+                               none pending, 0 not merged yet, > 0 the version that merged it (reset
+                               at a pull) */
+    int64_t *acc_step;      /* [MAX_LEARNERS * P] step (X-Chaosloco-Step) of the learner's last
+                               accepted contribution to p, any incarnation; -1 none or unknown (join
+                               answer) */
+    int64_t *acc_inc;       /* [MAX_LEARNERS * P] the incarnation that sent it (0 none) */
+    int64_t merged;         /* diloco/decoupled rounds merged */
+    int64_t parts;          /* contributions merged in them */
+    int64_t lagged;         /* contributions accepted whose base was behind the fragment's version */
+    int64_t lag_sum;        /* sum of their lags (versions behind) over every accepted contribution */
+    int64_t stale_rejected; /* contributions refused as stale (base too many rounds behind, or ahead) */
+    int64_t merges_refused; /* merges whose result was not finite or bounded: never applied */
+    int64_t clipped_total;  /* contributions (and ddp gradients) accepted scaled down to the norm limit */
+    int64_t last_merge_ms;  /* mono ms of the last merge (0: none yet) */
+    int64_t longest_gap_ms; /* longest gap between two merges, ms */
+    merge_note recent[RECENT_MERGES]; /* ring of recent merges */
+    int64_t recent_n;                 /* merges noted (ring index = n % RECENT_MERGES) */
+} syncer_rounds;
+
+/* Set up s->rounds at start-up (s->P known): every round idle, no
+ * contribution known. 0, or -1 with err. */
+int rounds_init(syncer *s, char *err, size_t errlen);
+/* Free what rounds_init allocated (a partial init too) and the
+ * contributions the rounds hold. */
+void rounds_cleanup(syncer *s);
+/* Restore fragment p's ring of accepted norms from its saved form j
+ * (guard_norms_parse; before serving). 0, or -1 with err. */
+int rounds_load_norms(syncer *s, int p, json_t *j, char *err, size_t errlen);
+/* Fragment p was replaced wholesale (a rebuild): its round drops what it
+ * holds and is idle (mu held). */
+void rounds_forget(syncer *s, int p);
+/* A new learner id took slot: nothing of it was accepted (mu held). */
+void rounds_learner_new(syncer *s, int slot);
+/* The learner in slot joined: it pulls every fragment, so none holds its
+ * own pending contribution (mu held). */
+void rounds_learner_joined(syncer *s, int slot);
+/* The learner in slot pulled a merged fragment p: what own_ver said
+ * (-1 none, 0 pending, > 0 the version that merged its contribution),
+ * which is reset to -1 (mu held). */
+int64_t rounds_own_take(syncer *s, int slot, int p);
+/* A ddp gradient was accepted scaled down to its norm limit (mu held). */
+void rounds_note_clipped(syncer *s);
+/* The grace window of round p reaching its quorum now, ms (mu held;
+ * rounds_pace.c). */
+double rounds_grace_ms(const syncer *s, int p);
 /* Record a merge (fragment -1: a ddp step) of version by the learners ids[n]
  * in the recent ring, the merge counters and gap, and wake the worker for
  * eval and checkpoints (mu held). */
