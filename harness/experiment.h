@@ -170,6 +170,10 @@ typedef struct experiment {
  * carry their own keys; the other OBJECT and ARRAY members are decoded by
  * code of their own (exp_*.c) and their schema is hand-written. */
 extern const param_def exp_file_params[];
+/* $.topology.attach, an OBJECT with fields (exp_topology.c): its keys,
+ * declared once like exp_file_params'; its schema is generated at
+ * $defs.topology.properties.attach. */
+extern const param_def exp_topology_attach;
 
 /* Validate a decoded document. On success *out is a new experiment and 0
  * is returned; otherwise CX_EINVAL, *out NULL, every problem in d, and err

@@ -320,7 +320,8 @@ static void object_schema(const param_def *p, cx_buf *b)
     cx_buf_printf(b, "}");
 }
 
-void param_schema(const param_def *p, cx_buf *b)
+/* The schema a param's type and range give, without its closing brace. */
+static void schema_by_type(const param_def *p, cx_buf *b)
 {
     int cap = !!(p->flags & PARAM_CAP);
     switch (p->type) {
@@ -368,16 +369,26 @@ void param_schema(const param_def *p, cx_buf *b)
         cx_buf_printf(b, "{\"type\": \"string\"%s", p->flags & PARAM_NONEMPTY ? ", \"minLength\": 1" : "");
         break;
     case PARAM_OBJECT:
-    case PARAM_ARRAY:
-        if (p->fields) {
+        if (p->fields)
             object_schema(p, b);
-        } else { /* a one-line JSON object: all but its closing brace */
-            size_t n = strlen(p->schema);
-            while (n && p->schema[n - 1] != '}')
-                n--;
-            cx_buf_append(b, p->schema, n ? n - 1 : 0);
-        }
+        else
+            cx_buf_printf(b, "{\"type\": \"object\"");
         break;
+    case PARAM_ARRAY:
+        cx_buf_printf(b, "{\"type\": \"array\"");
+        break;
+    }
+}
+
+void param_schema(const param_def *p, cx_buf *b)
+{
+    if (p->schema) { /* a one-line JSON object: all but its closing brace */
+        size_t n = strlen(p->schema);
+        while (n && p->schema[n - 1] != '}')
+            n--;
+        cx_buf_append(b, p->schema, n ? n - 1 : 0);
+    } else {
+        schema_by_type(p, b);
     }
     if (!(p->flags & (PARAM_REQUIRED | PARAM_NODEF)) && !p->def_text) {
         char dbuf[64];

@@ -12,13 +12,15 @@
  * Rules that tie several parameters together ("exactly one of min or
  * min_rel") stay code of their owner; the table only describes one key.
  *
- * Used by the hypotheses (harness/hypotheses/) and by the experiment file
- * (harness/experiment.c exp_file_params: the document's keys, with the
- * horizon object's own table). An object or array member whose contents
- * are not a table (PARAM_OBJECT or PARAM_ARRAY without fields: topology,
- * steady_state/verify, method, chaos, stop_conditions, rollbacks, tags, ci)
- * is only type-checked and handed back; its owner decodes it with code of
- * its own (exp_*.c) and its schema is hand-written: the member's schema
+ * Used by the hypotheses (harness/hypotheses/) and by the experiment file:
+ * exp_file_params (harness/experiment.c: the document's keys, with the
+ * horizon object's own table) and exp_topology_attach (exp_topology.c:
+ * topology.attach's keys). What stays hand-written there: a member whose
+ * contents are not a table (PARAM_OBJECT or PARAM_ARRAY without fields:
+ * tags, the rest of topology, steady_state/verify, method, chaos,
+ * stop_conditions, rollbacks, ci, attach.agents) is only type-checked and
+ * handed back; its owner decodes it with code of its own (exp_*.c, with
+ * jsonv.h's getters) and its schema is hand-written: the member's schema
  * text here, the $defs it names in docs/experiment.schema.json.
  * Not (yet) used by the agent's injector params (injectors/injector.h
  * inj_param), the proxy's toxic attributes or the command-line flags
@@ -77,9 +79,11 @@ typedef struct param_def {
      * member (the owner decodes it with param_decode over fields); the
      * schema and the docs are generated from them. NULL: see schema. */
     const struct param_def *fields;
-    /* OBJECT without fields, ARRAY: the member's JSON Schema, one JSON
-     * object on one line ("{\"$ref\": \"#/$defs/topology\"}"); doc is
-     * added to it as its description. */
+    /* The member's JSON Schema, hand-written, one JSON object on one line
+     * ("{\"$ref\": \"#/$defs/topology\"}"), in place of the one its type
+     * gives (doc and default are added to it): for an OBJECT without
+     * fields or an ARRAY (else only "an object"/"an array"), or a STRING
+     * of a given form ($defs/url). NULL: by type. */
     const char *schema;
 } param_def;
 

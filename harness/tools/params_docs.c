@@ -1,7 +1,8 @@
 /* params_docs.c - writes (or checks) what the docs say about the
  * declared params (param.h) from their declarations: the hypotheses'
  * (hyp_table) and the experiment file's keys (exp_file_params, with the
- * keys of its OBJECT members that have fields, such as horizon). In
+ * keys of its OBJECT members that have fields, such as horizon, and
+ * exp_topology_attach). In
  * docs/experiments.md the params block of each; in
  * docs/experiment.schema.json the document's "required" and "properties"
  * and $defs.hypothesis, so that neither drifts from what the code checks.
@@ -9,7 +10,7 @@
  *   chaosloco_params_docs [--check] docs/experiments.md docs/experiment.schema.json
  *
  * Each hypothesis, and each declared object of the experiment file by its
- * JSON path ("$", "$.horizon"), has one block in experiments.md, in its
+ * JSON path ("$", "$.horizon", "$.topology.attach"), has one block in experiments.md, in its
  * section (each marker at the start of a line):
  *
  *   <!-- params: NAME -->
@@ -20,7 +21,8 @@
  * values are the document's "required" (its required keys) and
  * "properties" (one line per key: param_schema; an object with fields
  * inline, the others their hand-written schema text, whose $defs stay the
- * file's own) and the whole "hypothesis" member of "$defs": one oneOf
+ * file's own), $defs.topology.properties.attach (exp_topology_attach) and
+ * the whole "hypothesis" member of "$defs": one oneOf
  * entry per hypothesis with its keys (additionalProperties false), their
  * types and ranges as published (param.h: PARAM_CAP, PARAM_ABOVE_ZERO)
  * and its schema_rules. Everything else in the schema is the file's own.
@@ -271,15 +273,36 @@ static int member(const char *obj, const char *key, const char **start, const ch
     return -1;
 }
 
+/* The value of $defs.topology.properties.attach, one line per key. */
+static void schema_attach(cx_buf *b)
+{
+    const param_def *o = &exp_topology_attach;
+    cx_buf_printf(b, "{\n          \"type\": \"object\",\n          \"additionalProperties\": false,\n");
+    int n = 0;
+    for (const param_def *p = o->fields; p->name; p++)
+        if (p->flags & PARAM_REQUIRED)
+            cx_buf_printf(b, "%s\"%s\"", n++ ? ", " : "          \"required\": [", p->name);
+    if (n)
+        cx_buf_printf(b, "],\n");
+    cx_buf_printf(b, "          \"properties\": {\n");
+    for (const param_def *p = o->fields; p->name; p++) {
+        cx_buf_printf(b, "            \"%s\": ", p->name);
+        param_schema(p, b);
+        cx_buf_printf(b, "%s\n", p[1].name ? "," : "");
+    }
+    cx_buf_printf(b, "          }\n        }");
+}
+
 /* The generated values of the schema, each at a path of member keys from
- * the document's root. */
+ * the document's root, in the file's order. */
 static const struct {
-    const char *path[3];
+    const char *path[5];
     const char *what; /* for the messages */
     void (*render)(cx_buf *b);
 } splices[] = {
     {{"required"}, "the document's \"required\"", schema_file_required},
     {{"properties"}, "the document's \"properties\"", schema_file_properties},
+    {{"$defs", "topology", "properties", "attach"}, "$defs.topology.properties.attach", schema_attach},
     {{"$defs", "hypothesis"}, "$defs.hypothesis", schema_hypothesis},
 };
 #define NSPLICES (sizeof splices / sizeof splices[0])
@@ -291,7 +314,7 @@ static int render_schema(const char *path, const char *in, cx_buf *out, int *cha
     const char *start[NSPLICES], *end[NSPLICES];
     for (size_t i = 0; i < NSPLICES; i++) {
         const char *v = skip_ws(in), *e = NULL;
-        for (size_t k = 0; k < 3 && splices[i].path[k]; k++)
+        for (size_t k = 0; k < 5 && splices[i].path[k]; k++)
             if (member(v, splices[i].path[k], &v, &e) < 0)
                 e = NULL;
         if (!e) {
@@ -335,6 +358,7 @@ static int render_schema(const char *path, const char *in, cx_buf *out, int *cha
 int main(int argc, char **argv)
 {
     collect("$", exp_file_params);
+    collect("$.topology.attach", exp_topology_attach.fields);
     return gd_main(argc, argv, "chaosloco_params_docs", "docs/experiments.md docs/experiment.schema.json",
                    "the declared params", "params-docs", render_md, render_schema);
 }
