@@ -3,11 +3,13 @@
  * experiment.h).
  *
  *   experiment.c    the document: top-level keys, the "ci" merge patch,
- *                   hypotheses lists, load, free, lookups; the helpers below
+ *                   hypotheses lists, load, free, lookups
  *   exp_topology.c  $.topology (learners, training, attach, trainer)
  *   exp_method.c    fault types, targets, $.method, $.chaos
  *   exp_stops.c     $.stop_conditions, $.rollbacks
  *
+ * The value getters they use are jsonv.h's (jv_get_*); the keys declared
+ * with param.h tables are decoded by param_decode.
  * Every function reports each problem into d with its JSON path and keeps
  * going (experiment.h); whatever it allocates into e is freed by exp_free().
  */
@@ -19,18 +21,6 @@
 #include "harness/experiment.h"
 #include "harness/jsonv.h"
 
-/* ---- value helpers (experiment.c) ---- */
-
-/* An array at path.key (0 absent, 1 ok, -1 wrong type). */
-int exp_get_array(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
-                  json_t **out);
-/* An object at path.key (0 absent, 1 ok, -1 wrong type). */
-int exp_get_object(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
-                   json_t **out);
-/* A non-empty string at path.key (0 absent, 1 ok, -1 wrong type or ""). */
-int exp_nonempty_string(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
-                        const char **out);
-
 /* The learner count, or EXP_MAX_LEARNERS while it is unknown (bounds ids). */
 static inline int exp_learners_or_max(const experiment *e)
 {
@@ -39,8 +29,10 @@ static inline int exp_learners_or_max(const experiment *e)
 
 /* ---- $.topology (exp_topology.c) ---- */
 
-/* Sets e->learners, training, mode, quorum, steps, attach_* and trainer. */
-void exp_parse_topology(experiment *e, const json_t *doc, jv_diag *d);
+/* $.topology (tp, the object; NULL when absent or not an object, already
+ * reported) of the document doc: sets e->learners, training, mode, quorum,
+ * steps, attach_* and trainer. */
+void exp_parse_topology(experiment *e, const json_t *doc, const json_t *tp, jv_diag *d);
 
 /* ---- fault types, targets, method, chaos (exp_method.c) ---- */
 

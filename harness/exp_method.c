@@ -103,7 +103,7 @@ void exp_parse_targets(const experiment *e, const json_t *t, const char *path, e
     char what[64];
     snprintf(what, sizeof(what), "a learner id");
     json_t *ids = NULL;
-    if (exp_get_array(d, path, t, "ids", 0, &ids) == 1) {
+    if (jv_get_array(d, path, t, "ids", 0, &ids) == 1) {
         char p[JV_PATHLEN];
         jv_path_key(p, sizeof(p), path, "ids");
         size_t n = json_array_size(ids);
@@ -192,11 +192,11 @@ static void parse_action(experiment *e, int idx, const json_t *a, const char *pa
     if (jv_check_keys(d, path, a, keys) < 0)
         return;
     const char *s;
-    if (exp_nonempty_string(d, path, a, "name", 1, &s) == 1)
+    if (jv_get_nonempty_string(d, path, a, "name", 1, &s) == 1)
         x->name = strdup(s);
     const char *desc;
     jv_get_string(d, path, a, "description", 0, NULL, &desc);
-    if (exp_nonempty_string(d, path, a, "fault", 1, &s) == 1) {
+    if (jv_get_nonempty_string(d, path, a, "fault", 1, &s) == 1) {
         char p[JV_PATHLEN];
         jv_path_key(p, sizeof(p), path, "fault");
         if (!hx_kind_is_harness(s)) /* the runner's own faults are not the agents' */
@@ -204,7 +204,7 @@ static void parse_action(experiment *e, int idx, const json_t *a, const char *pa
         x->fault = strdup(s);
     }
     json_t *t = NULL;
-    if (exp_get_object(d, path, a, "targets", 1, &t) == 1) {
+    if (jv_get_object(d, path, a, "targets", 1, &t) == 1) {
         char p[JV_PATHLEN];
         jv_path_key(p, sizeof(p), path, "targets");
         exp_parse_targets(e, t, p, &x->targets, d);
@@ -222,13 +222,13 @@ static void parse_action(experiment *e, int idx, const json_t *a, const char *pa
                    &x->at_outer_step);
     } else {
         x->when = EXP_AFTER; /* resolved once every name is known */
-        exp_nonempty_string(d, path, a, "after", 1, &s);
+        jv_get_nonempty_string(d, path, a, "after", 1, &s);
     }
     jv_get_int(d, path, a, "duration_ms", 1, 1, EXP_MAX_DURATION_MS, "a duration in ms", &x->duration_ms);
     parse_if_not_running(path, a, x, d);
     jv_get_bool(d, path, a, "until_end", 0, &x->until_end);
     json_t *params = NULL;
-    int rp = exp_get_object(d, path, a, "params", 0, &params);
+    int rp = jv_get_object(d, path, a, "params", 0, &params);
     x->params = rp == 1 ? json_deep_copy(params) : json_object();
     if (jv_get_number(d, path, a, "toxicity", 0, 0.0, 1.0, "a toxicity", &x->toxicity) == 1)
         x->has_toxicity = 1;
@@ -358,7 +358,7 @@ void exp_parse_chaos(experiment *e, const json_t *c, jv_diag *d)
         return;
     jv_get_number(d, path, c, "mtbf_s", 1, 1e-3, INFINITY, "a mean time between failures in s", &x->mtbf_s);
     json_t *r = NULL;
-    if (exp_get_object(d, path, c, "recovery", 1, &r) == 1) {
+    if (jv_get_object(d, path, c, "recovery", 1, &r) == 1) {
         static const char *const rkeys[] = {"dist", "mean_s", "min_s", "max_s", NULL};
         const char *rp = "$.chaos.recovery";
         jv_check_keys(d, rp, r, rkeys);
@@ -389,7 +389,7 @@ void exp_parse_chaos(experiment *e, const json_t *c, jv_diag *d)
         }
     }
     json_t *f = NULL;
-    if (exp_get_array(d, path, c, "faults", 1, &f) == 1) {
+    if (jv_get_array(d, path, c, "faults", 1, &f) == 1) {
         size_t n = json_array_size(f);
         if (n == 0)
             jv_diag_add(d, "$.chaos.faults", "expected at least one fault, got []");
@@ -404,7 +404,7 @@ void exp_parse_chaos(experiment *e, const json_t *c, jv_diag *d)
             if (jv_check_keys(d, p, fi, fkeys) < 0)
                 continue;
             const char *type;
-            if (exp_nonempty_string(d, p, fi, "type", 1, &type) == 1) {
+            if (jv_get_nonempty_string(d, p, fi, "type", 1, &type) == 1) {
                 char pt[JV_PATHLEN];
                 jv_path_key(pt, sizeof(pt), p, "type");
                 exp_check_fault_type(d, pt, type);
@@ -414,7 +414,7 @@ void exp_parse_chaos(experiment *e, const json_t *c, jv_diag *d)
                 cf->weight <= 0.0)
                 jv_diag_add(d, p, "expected a weight > 0, got %g", cf->weight);
             json_t *params = NULL;
-            int rp = exp_get_object(d, p, fi, "params", 0, &params);
+            int rp = jv_get_object(d, p, fi, "params", 0, &params);
             cf->params = rp == 1 ? json_deep_copy(params) : json_object();
             if (cf->type && rp >= 0 && exp_fault_known(cf->type)) {
                 char pp[JV_PATHLEN];

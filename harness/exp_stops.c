@@ -105,12 +105,12 @@ void exp_parse_rollbacks(experiment *e, const json_t *arr, jv_diag *d)
             x->kind = strcmp(kind, "revert_faults") == 0 ? EXP_RB_REVERT_FAULTS
                       : strcmp(kind, "halt") == 0        ? EXP_RB_HALT
                                                          : EXP_RB_RESUME;
-        if (exp_nonempty_string(d, p, r, "name", 0, &name) == 1)
+        if (jv_get_nonempty_string(d, p, r, "name", 0, &name) == 1)
             x->name = strdup(name);
         else
             x->name = strdup(kind ? kind : "rollback");
         json_t *t = NULL;
-        if (exp_get_object(d, p, r, "targets", 0, &t) == 1) {
+        if (jv_get_object(d, p, r, "targets", 0, &t) == 1) {
             char pt[JV_PATHLEN];
             jv_path_key(pt, sizeof(pt), p, "targets");
             exp_parse_targets(e, t, pt, &x->targets, d);

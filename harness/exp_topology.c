@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "harness/exp_internal.h"
+#include "harness/param.h"
 #include "trainer/config.h"
 #include "numerics/encoding.h"
 
@@ -33,7 +34,7 @@ static void parse_attach_agent(experiment *e, jv_diag *d, json_t *a, int i)
         static const char *const keys[] = {"url", "token_file", NULL};
         jv_check_keys(d, at, a, keys);
         const char *s = NULL;
-        if (exp_nonempty_string(d, at, a, "token_file", 0, &s) == 1)
+        if (jv_get_nonempty_string(d, at, a, "token_file", 0, &s) == 1)
             e->attach_agent_token_files[i] = strdup(s);
         u = json_object_get(a, "url");
         jv_path_key(p, sizeof(p), at, "url");
@@ -99,7 +100,7 @@ static char **parse_template(jv_diag *d, const char *path, const json_t *tr, con
     char p[JV_PATHLEN];
     jv_path_key(p, sizeof(p), path, key);
     *n = 0;
-    if (exp_get_array(d, path, tr, key, 1, &arr) != 1)
+    if (jv_get_array(d, path, tr, key, 1, &arr) != 1)
         return NULL;
     size_t len = json_array_size(arr);
     if (len == 0) {
@@ -131,11 +132,11 @@ static void parse_telemetry(topo_trainer *t, const json_t *tr, jv_diag *d)
     static const char *const keys[] = {"events_file", NULL};
     const char *path = "$.topology.trainer.telemetry";
     json_t *tm = NULL;
-    if (exp_get_object(d, "$.topology.trainer", tr, "telemetry", 0, &tm) != 1)
+    if (jv_get_object(d, "$.topology.trainer", tr, "telemetry", 0, &tm) != 1)
         return;
     jv_check_keys(d, path, tm, keys);
     const char *f = NULL;
-    if (exp_nonempty_string(d, path, tm, "events_file", 1, &f) != 1)
+    if (jv_get_nonempty_string(d, path, tm, "events_file", 1, &f) != 1)
         return;
     char why[256];
     unsigned used = 0;
@@ -175,7 +176,7 @@ static void parse_trainer(experiment *e, const json_t *doc, const json_t *tr, jv
                     "expected {proxy}: the learner must reach the coordinator through its agent's proxy, or "
                     "network faults cannot reach its traffic");
     const char *cwd = NULL;
-    if (exp_nonempty_string(d, path, tr, "cwd", 0, &cwd) == 1)
+    if (jv_get_nonempty_string(d, path, tr, "cwd", 0, &cwd) == 1)
         t->cwd = strdup(cwd);
     parse_telemetry(t, tr, d);
     /* The default token horizon is learners x steps x batch of chaosloco's
@@ -188,11 +189,69 @@ static void parse_trainer(experiment *e, const json_t *doc, const json_t *tr, jv
             "batch, is chaosloco's own learners' training)");
 }
 
-void exp_parse_topology(experiment *e, const json_t *doc, jv_diag *d)
+/* topology.attach's keys as param_decode hands them over (borrowed). */
+typedef struct attach_doc {
+    const char *syncer, *token_file, *syncer_credential_file, *ca_file;
+    json_t *agents;
+    double wait_s;
+} attach_doc;
+
+static const param_def attach_params[] = {
+    {.name = "syncer",
+     .type = PARAM_STRING,
+     .flags = PARAM_REQUIRED | PARAM_NONEMPTY,
+     .schema = "{\"$ref\": \"#/$defs/url\"}",
+     .doc = "the syncer's http(s) URL",
+     .offset = PARAM_AT(attach_doc, syncer)},
+    {.name = "agents",
+     .type = PARAM_ARRAY,
+     .flags = PARAM_REQUIRED,
+     .schema = "{\"type\": \"array\", \"minItems\": 1, \"items\": {\"oneOf\": [{\"$ref\": \"#/$defs/url\"}, "
+               "{\"type\": \"object\", \"additionalProperties\": false, \"required\": [\"url\"], "
+               "\"properties\": {\"url\": {\"$ref\": \"#/$defs/url\"}, \"token_file\": {\"type\": \"string\", "
+               "\"minLength\": 1}}}]}}",
+     .doc = "exactly M entries, learner i = agents[i]: each the agent's http(s) URL, or {url, token_file} naming "
+            "that agent's own bearer token (each agent may have its own, and one agent's token then opens no "
+            "other; without one the agent gets token_file)",
+     .offset = PARAM_AT(attach_doc, agents)},
+    {.name = "token_file",
+     .type = PARAM_STRING,
+     .flags = PARAM_NONEMPTY,
+     .doc = "the bearer token of every agent that names none of its own, and of the live dashboard's controls; "
+            "required unless every agent names its own",
+     .offset = PARAM_AT(attach_doc, token_file)},
+    {.name = "syncer_credential_file",
+     .type = PARAM_STRING,
+     .flags = PARAM_NONEMPTY,
+     .doc = "the credential the harness presents to the syncer, normally its `admin.cred`; `chaosloco run "
+            "--syncer-credential-file` overrides it; without one only loopback reads work and the run cannot be "
+            "ended by POST /v1/end",
+     .offset = PARAM_AT(attach_doc, syncer_credential_file)},
+    {.name = "ca_file",
+     .type = PARAM_STRING,
+     .flags = PARAM_NONEMPTY,
+     .doc = "the PEM CA that signed the certificates of an https syncer and https agents (default: the system's)",
+     .offset = PARAM_AT(attach_doc, ca_file)},
+    {.name = "wait_s",
+     .type = PARAM_NUMBER,
+     .min = 1,
+     .max = 86400,
+     .def = EXP_ATTACH_WAIT_S,
+     .what = "seconds to wait for the processes",
+     .unit = "s",
+     .doc = "how long the harness waits for those files to exist and for the syncer and every agent to answer "
+            "before it takes its leases, so a cluster engine may start them in any order; `chaosloco run "
+            "--attach-wait` overrides it",
+     .offset = PARAM_AT(attach_doc, wait_s)},
+    {0},
+};
+
+const param_def exp_topology_attach = {.name = "attach", .type = PARAM_OBJECT, .fields = attach_params};
+
+void exp_parse_topology(experiment *e, const json_t *doc, const json_t *tp, jv_diag *d)
 {
-    json_t *tp = NULL;
     e->learners = 0;
-    if (exp_get_object(d, "$", doc, "topology", 1, &tp) != 1)
+    if (!tp)
         return;
     static const char *const keys[] = {"learners", "training", "attach", "trainer", "network", NULL};
     jv_check_keys(d, "$.topology", tp, keys);
@@ -201,7 +260,7 @@ void exp_parse_topology(experiment *e, const json_t *doc, jv_diag *d)
         e->learners = (int)m;
 
     json_t *tr = NULL;
-    int rt = exp_get_object(d, "$.topology", tp, "training", 0, &tr);
+    int rt = jv_get_object(d, "$.topology", tp, "training", 0, &tr);
     e->training = rt == 1 ? json_deep_copy(tr) : json_object();
     e->mode = strdup("decoupled");
     e->quorum = 1;
@@ -233,39 +292,35 @@ void exp_parse_topology(experiment *e, const json_t *doc, jv_diag *d)
     }
 
     json_t *tn = NULL;
-    if (exp_get_object(d, "$.topology", tp, "trainer", 0, &tn) == 1) {
+    if (jv_get_object(d, "$.topology", tp, "trainer", 0, &tn) == 1) {
         parse_trainer(e, doc, tn, d);
         if (json_object_get(tp, "attach"))
             jv_diag_add(d, "$.topology", "expected at most one of attach and trainer, got both");
     }
 
     json_t *nw = NULL;
-    if (exp_get_object(d, "$.topology", tp, "network", 0, &nw) == 1)
+    if (jv_get_object(d, "$.topology", tp, "network", 0, &nw) == 1)
         parse_network(e, tp, nw, d);
 
     json_t *at = NULL;
-    if (exp_get_object(d, "$.topology", tp, "attach", 0, &at) == 1) {
-        static const char *const akeys[] = {"syncer", "agents", "token_file", "syncer_credential_file",
-                                            "ca_file", "wait_s", NULL};
-        jv_check_keys(d, "$.topology.attach", at, akeys);
-        const char *s = NULL;
-        if (exp_nonempty_string(d, "$.topology.attach", at, "syncer", 1, &s) == 1) {
-            if (strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0)
+    if (jv_get_object(d, "$.topology", tp, "attach", 0, &at) == 1) {
+        attach_doc a;
+        param_decode(attach_params, NULL, at, "$.topology.attach", 0, d, &a);
+        if (a.syncer) {
+            if (strncmp(a.syncer, "http://", 7) != 0 && strncmp(a.syncer, "https://", 8) != 0)
                 jv_diag_add(d, "$.topology.attach.syncer", "expected an http:// or https:// URL, got \"%s\"",
-                            s);
-            e->attach_syncer = strdup(s);
+                            a.syncer);
+            e->attach_syncer = strdup(a.syncer);
         }
-        if (exp_nonempty_string(d, "$.topology.attach", at, "token_file", 0, &s) == 1)
-            e->attach_token_file = strdup(s);
-        if (exp_nonempty_string(d, "$.topology.attach", at, "syncer_credential_file", 0, &s) == 1)
-            e->attach_syncer_credential_file = strdup(s);
-        if (exp_nonempty_string(d, "$.topology.attach", at, "ca_file", 0, &s) == 1)
-            e->attach_ca_file = strdup(s);
-        e->attach_wait_s = EXP_ATTACH_WAIT_S;
-        jv_get_number(d, "$.topology.attach", at, "wait_s", 0, 1, 86400, "seconds to wait for the processes",
-                      &e->attach_wait_s);
-        json_t *ag = NULL;
-        if (exp_get_array(d, "$.topology.attach", at, "agents", 1, &ag) == 1) {
+        if (a.token_file)
+            e->attach_token_file = strdup(a.token_file);
+        if (a.syncer_credential_file)
+            e->attach_syncer_credential_file = strdup(a.syncer_credential_file);
+        if (a.ca_file)
+            e->attach_ca_file = strdup(a.ca_file);
+        e->attach_wait_s = a.wait_s;
+        json_t *ag = a.agents;
+        if (ag) {
             size_t n = json_array_size(ag);
             if (e->learners && n != (size_t)e->learners)
                 jv_diag_add(d, "$.topology.attach.agents",

@@ -2,8 +2,8 @@
  * experiment.h). Every check reports into a jv_diag and keeps going, so the
  * user sees all problems of a file at once.
  *
- * This file holds the document (its top-level keys, the "ci" merge patch,
- * load and free) and the helpers every part shares (exp_internal.h); the
+ * This file holds the document (its top-level keys, declared once in
+ * exp_file_params with param.h; the "ci" merge patch; load and free); the
  * parts live beside it: exp_topology.c (topology, training, attach,
  * trainer), exp_method.c (fault types, targets, method, chaos) and
  * exp_stops.c (stop conditions, rollbacks). */
@@ -43,71 +43,17 @@ json_t *exp_merge_patch(const json_t *target, const json_t *patch)
     return out;
 }
 
-/* ---- small helpers ---- */
-
-/* A value of JSON type want (named what: "an array") at path.key (0
- * absent, 1 ok, -1 wrong type). */
-static int get_typed(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
-                     json_type want, const char *what, json_t **out)
-{
-    json_t *v = json_object_get(obj, key);
-    char p[JV_PATHLEN];
-    jv_path_key(p, sizeof(p), path, key);
-    if (!v) {
-        if (required)
-            jv_diag_add(d, p, "missing required key");
-        return 0;
-    }
-    if (json_typeof(v) != want) {
-        char got[64];
-        jv_describe(got, sizeof(got), v);
-        jv_diag_add(d, p, "expected %s, got %s", what, got);
-        return -1;
-    }
-    *out = v;
-    return 1;
-}
-
-/* An array at path.key (0 absent, 1 ok, -1 wrong type). */
-int exp_get_array(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
-                  json_t **out)
-{
-    return get_typed(d, path, obj, key, required, JSON_ARRAY, "an array", out);
-}
-
-int exp_get_object(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
-                   json_t **out)
-{
-    return get_typed(d, path, obj, key, required, JSON_OBJECT, "an object", out);
-}
-
-int exp_nonempty_string(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
-                        const char **out)
-{
-    int r = jv_get_string(d, path, obj, key, required, NULL, out);
-    if (r == 1 && (*out)[0] == '\0') {
-        char p[JV_PATHLEN];
-        jv_path_key(p, sizeof(p), path, key);
-        jv_diag_add(d, p, "expected a non-empty string, got \"\"");
-        return -1;
-    }
-    return r;
-}
-
 /* ---- hypotheses ---- */
 
-static void parse_hyps(experiment *e, const json_t *doc, const char *key, hyp_spec ***out, int *nout,
+static void parse_hyps(experiment *e, const json_t *arr, const char *base, hyp_spec ***out, int *nout,
                        jv_diag *d)
 {
-    json_t *arr = NULL;
-    if (exp_get_array(d, "$", doc, key, 0, &arr) != 1)
+    if (!arr)
         return;
     size_t n = json_array_size(arr);
     *out = calloc(n ? n : 1, sizeof(hyp_spec *));
     if (!*out)
         return;
-    char base[JV_PATHLEN];
-    jv_path_key(base, sizeof(base), "$", key);
     for (size_t i = 0; i < n; i++) {
         char p[JV_PATHLEN];
         jv_path_idx(p, sizeof(p), base, i);
@@ -119,74 +65,143 @@ static void parse_hyps(experiment *e, const json_t *doc, const char *key, hyp_sp
 
 /* ---- the document ---- */
 
+/* The document's keys as param_decode hands them over (borrowed from the
+ * document). */
+typedef struct exp_doc {
+    const char *schema, *title, *description;
+    json_t *tags, *topology, *steady_state, *method, *chaos, *stop_conditions, *rollbacks, *verify, *ci,
+        *horizon;
+    int64_t seed;
+} exp_doc;
+
+static const param_def horizon_params[] = {
+    {.name = "min_tokens",
+     .type = PARAM_INT,
+     .min = 1,
+     .max = 9223372036854775807.0,
+     .def_text = "learners x steps x batch (none with topology.trainer)",
+     .what = "a token count",
+     .doc = "tokens all learners train at least",
+     .offset = PARAM_AT(experiment, min_tokens)},
+    {.name = "min_merges",
+     .type = PARAM_INT,
+     .min = 1,
+     .max = 100000000,
+     .def_text = "none",
+     .what = "a number of merges",
+     .doc = "merges (outer steps) the syncer makes at least",
+     .offset = PARAM_AT(experiment, min_merges)},
+    {0},
+};
+
+#define DOC_MEMBER(key, t, sch, text)                                                                        \
+    {                                                                                                        \
+        .name = #key, .type = t, .schema = sch, .doc = text, .offset = PARAM_AT(exp_doc, key)                \
+    }
+
+/* In the order of the file's sections (the list of known keys in an
+ * "unknown key" message). */
+const param_def exp_file_params[] = {
+    {.name = "$schema",
+     .type = PARAM_STRING,
+     .doc = "ignored (editor support)",
+     .offset = PARAM_AT(exp_doc, schema)},
+    {.name = "title",
+     .type = PARAM_STRING,
+     .flags = PARAM_REQUIRED | PARAM_NONEMPTY,
+     .doc = "one line; the JUnit suite name",
+     .offset = PARAM_AT(exp_doc, title)},
+    {.name = "description",
+     .type = PARAM_STRING,
+     .doc = "free text",
+     .offset = PARAM_AT(exp_doc, description)},
+    DOC_MEMBER(tags, PARAM_ARRAY,
+               "{\"type\": \"array\", \"items\": {\"type\": \"string\", \"minLength\": 1}}",
+               "free labels: non-empty strings"),
+    {.name = "seed",
+     .type = PARAM_INT,
+     .flags = PARAM_INT64,
+     .min = 0,
+     .max = 9223372036854775807.0,
+     .def = 1,
+     .what = "a seed",
+     .doc = "the run seed: target draws, chaos draws, fault seeds. `chaosloco run --seed` overrides it",
+     .offset = PARAM_AT(exp_doc, seed)},
+    {.name = "topology",
+     .type = PARAM_OBJECT,
+     .flags = PARAM_REQUIRED,
+     .schema = "{\"$ref\": \"#/$defs/topology\"}",
+     .doc = "what to launch or attach to (below)",
+     .offset = PARAM_AT(exp_doc, topology)},
+    DOC_MEMBER(
+        steady_state, PARAM_ARRAY, "{\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/hypothesis\"}}",
+        "hypotheses checked before the method starts; if one does not hold the run's status is `failed`"),
+    DOC_MEMBER(method, PARAM_ARRAY, "{\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/action\"}}",
+               "actions: timed faults (below)"),
+    DOC_MEMBER(chaos, PARAM_OBJECT, "{\"$ref\": \"#/$defs/chaos\"}",
+               "a seeded Poisson fault schedule (below)"),
+    DOC_MEMBER(stop_conditions, PARAM_ARRAY,
+               "{\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/stop_condition\"}}",
+               "abort the run early (below)"),
+    DOC_MEMBER(rollbacks, PARAM_ARRAY, "{\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/rollback\"}}",
+               "what to undo after the method, whatever happened (below)"),
+    DOC_MEMBER(verify, PARAM_ARRAY, "{\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/hypothesis\"}}",
+               "hypotheses judged after the method; a failure makes the run `deviated` (exit 1)"),
+    DOC_MEMBER(ci, PARAM_OBJECT, "{\"type\": \"object\"}",
+               "a JSON merge patch (RFC 7386) applied to the file for the CI variant (below)"),
+    {.name = "horizon",
+     .type = PARAM_OBJECT,
+     .fields = horizon_params,
+     .doc = "how long a run lasts: it ends once every fault healed, every verify window closed, at least "
+            "min_tokens were trained and at least min_merges merges happened (below)",
+     .offset = PARAM_AT(exp_doc, horizon)},
+    {0},
+};
+
+#undef DOC_MEMBER
+
+static void parse_tags(experiment *e, const json_t *tags, jv_diag *d)
+{
+    e->tags = calloc(json_array_size(tags) + 1, sizeof(char *));
+    for (size_t i = 0; i < json_array_size(tags) && e->tags; i++) {
+        json_t *t = json_array_get(tags, i);
+        if (!json_is_string(t) || !json_string_length(t)) {
+            char p[JV_PATHLEN], got[64];
+            jv_path_idx(p, sizeof(p), "$.tags", i);
+            jv_describe(got, sizeof(got), t);
+            jv_diag_add(d, p, "expected a non-empty string, got %s", got);
+            continue;
+        }
+        e->tags[e->ntags++] = strdup(json_string_value(t));
+    }
+}
+
 static void parse_doc(experiment *e, const json_t *doc, jv_diag *d)
 {
-    static const char *const keys[] = {
-        "$schema",   "title",        "description", "tags",    "seed",
-        "topology",  "steady_state", "method",      "chaos",   "stop_conditions",
-        "rollbacks", "verify",       "ci",          "horizon", NULL};
-    if (jv_check_keys(d, "$", doc, keys) < 0)
+    exp_doc f;
+    if (param_decode(exp_file_params, NULL, doc, "$", 0, d, &f) < 0)
         return;
-    const char *s;
-    jv_get_string(d, "$", doc, "$schema", 0, NULL, &s);
-    if (exp_nonempty_string(d, "$", doc, "title", 1, &s) == 1)
-        e->title = strdup(s);
-    e->description = strdup("");
-    if (jv_get_string(d, "$", doc, "description", 0, NULL, &s) == 1) {
-        free(e->description);
-        e->description = strdup(s);
-    }
-    json_t *tags = NULL;
-    if (exp_get_array(d, "$", doc, "tags", 0, &tags) == 1) {
-        e->tags = calloc(json_array_size(tags) + 1, sizeof(char *));
-        for (size_t i = 0; i < json_array_size(tags) && e->tags; i++) {
-            json_t *t = json_array_get(tags, i);
-            if (!json_is_string(t) || !json_string_length(t)) {
-                char p[JV_PATHLEN], got[64];
-                jv_path_idx(p, sizeof(p), "$.tags", i);
-                jv_describe(got, sizeof(got), t);
-                jv_diag_add(d, p, "expected a non-empty string, got %s", got);
-                continue;
-            }
-            e->tags[e->ntags++] = strdup(json_string_value(t));
-        }
-    }
-    int64_t seed = 1;
-    jv_get_int(d, "$", doc, "seed", 0, 0, INT64_MAX, "a seed", &seed);
-    e->seed = (uint64_t)seed;
-    json_t *ci = NULL;
-    exp_get_object(d, "$", doc, "ci", 0, &ci);
+    if (f.title)
+        e->title = strdup(f.title);
+    e->description = strdup(f.description ? f.description : "");
+    if (f.tags)
+        parse_tags(e, f.tags, d);
+    e->seed = (uint64_t)f.seed;
 
-    exp_parse_topology(e, doc, d);
-    parse_hyps(e, doc, "steady_state", &e->steady_state, &e->nsteady, d);
-
-    /* the optional sections with a parser of their own, in file order */
-    static const struct {
-        const char *key;
-        int is_array;
-        void (*parse)(experiment *, const json_t *, jv_diag *);
-    } sections[] = {{"method", 1, exp_parse_method},
-                    {"chaos", 0, exp_parse_chaos},
-                    {"stop_conditions", 1, exp_parse_stops},
-                    {"rollbacks", 1, exp_parse_rollbacks}};
-    for (size_t k = 0; k < sizeof sections / sizeof sections[0]; k++) {
-        json_t *v = NULL;
-        int got = sections[k].is_array ? exp_get_array(d, "$", doc, sections[k].key, 0, &v)
-                                       : exp_get_object(d, "$", doc, sections[k].key, 0, &v);
-        if (got == 1)
-            sections[k].parse(e, v, d);
-    }
-    parse_hyps(e, doc, "verify", &e->verify, &e->nverify, d);
-    json_t *hz = NULL;
-    if (exp_get_object(d, "$", doc, "horizon", 0, &hz) == 1) {
-        static const char *const hkeys[] = {"min_tokens", "min_merges", NULL};
-        if (jv_check_keys(d, "$.horizon", hz, hkeys) == 0) {
-            jv_get_int(d, "$.horizon", hz, "min_tokens", 0, 1, INT64_MAX, "a token count", &e->min_tokens);
-            jv_get_int(d, "$.horizon", hz, "min_merges", 0, 1, 100000000, "a number of merges",
-                       &e->min_merges);
-        }
-    }
-    if (!e->nmethod && !e->chaos.enabled && !e->nverify && !e->nsteady && json_is_object(doc))
+    exp_parse_topology(e, doc, f.topology, d);
+    parse_hyps(e, f.steady_state, "$.steady_state", &e->steady_state, &e->nsteady, d);
+    if (f.method)
+        exp_parse_method(e, f.method, d);
+    if (f.chaos)
+        exp_parse_chaos(e, f.chaos, d);
+    if (f.stop_conditions)
+        exp_parse_stops(e, f.stop_conditions, d);
+    if (f.rollbacks)
+        exp_parse_rollbacks(e, f.rollbacks, d);
+    parse_hyps(e, f.verify, "$.verify", &e->verify, &e->nverify, d);
+    if (f.horizon)
+        param_decode(horizon_params, NULL, f.horizon, "$.horizon", 0, d, e);
+    if (!e->nmethod && !e->chaos.enabled && !e->nverify && !e->nsteady)
         jv_diag_add(d, "$", "expected at least one of method, chaos, steady_state, verify, got none");
 }
 

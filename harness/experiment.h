@@ -163,6 +163,18 @@ typedef struct experiment {
     json_t *doc; /* the validated document (after the ci patch if any) */
 } experiment;
 
+/* The experiment file's top-level keys, declared once (param.h): the
+ * loader decodes them with param_decode, and the docs' table of them and
+ * the schema's top-level "properties" are generated from it
+ * (harness/tools/params_docs.c). Its OBJECT members with fields (horizon)
+ * carry their own keys; the other OBJECT and ARRAY members are decoded by
+ * code of their own (exp_*.c) and their schema is hand-written. */
+extern const param_def exp_file_params[];
+/* $.topology.attach, an OBJECT with fields (exp_topology.c): its keys,
+ * declared once like exp_file_params'; its schema is generated at
+ * $defs.topology.properties.attach. */
+extern const param_def exp_topology_attach;
+
 /* Validate a decoded document. On success *out is a new experiment and 0
  * is returned; otherwise CX_EINVAL, *out NULL, every problem in d, and err
  * says how many. d may be NULL (only err then). */

@@ -348,3 +348,50 @@ int jv_get_string(jv_diag *d, const char *path, const json_t *obj, const char *k
     *out = json_string_value(v);
     return 1;
 }
+
+/* A value of JSON type want (named what: "an array") at path.key (0
+ * absent, 1 ok, -1 wrong type). */
+static int get_typed(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
+                     json_type want, const char *what, json_t **out)
+{
+    json_t *v = json_object_get(obj, key);
+    char p[JV_PATHLEN];
+    jv_path_key(p, sizeof(p), path, key);
+    if (!v) {
+        if (required)
+            jv_diag_add(d, p, "missing required key");
+        return 0;
+    }
+    if (json_typeof(v) != want) {
+        char got[64];
+        jv_describe(got, sizeof(got), v);
+        jv_diag_add(d, p, "expected %s, got %s", what, got);
+        return -1;
+    }
+    *out = v;
+    return 1;
+}
+
+int jv_get_array(jv_diag *d, const char *path, const json_t *obj, const char *key, int required, json_t **out)
+{
+    return get_typed(d, path, obj, key, required, JSON_ARRAY, "an array", out);
+}
+
+int jv_get_object(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
+                  json_t **out)
+{
+    return get_typed(d, path, obj, key, required, JSON_OBJECT, "an object", out);
+}
+
+int jv_get_nonempty_string(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
+                           const char **out)
+{
+    int r = jv_get_string(d, path, obj, key, required, NULL, out);
+    if (r == 1 && (*out)[0] == '\0') {
+        char p[JV_PATHLEN];
+        jv_path_key(p, sizeof(p), path, key);
+        jv_diag_add(d, p, "expected a non-empty string, got \"\"");
+        return -1;
+    }
+    return r;
+}

@@ -77,6 +77,16 @@ int jv_get_bool(jv_diag *d, const char *path, const json_t *obj, const char *key
 int jv_get_string(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
                   const char *const *choices, const char **out);
 
+/* An array / an object at path.key (1 ok, 0 absent, -1 wrong type:
+ * "expected an array, got ..."); *out borrowed from obj. */
+int jv_get_array(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
+                 json_t **out);
+int jv_get_object(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
+                  json_t **out);
+/* A non-empty string at path.key (1 ok, 0 absent, -1 wrong type or ""). */
+int jv_get_nonempty_string(jv_diag *d, const char *path, const json_t *obj, const char *key, int required,
+                           const char **out);
+
 /* The same checks on a bare value at path (array elements). */
 int jv_int_value(jv_diag *d, const char *path, const json_t *v, int64_t min, int64_t max, const char *what,
                  int64_t *out);

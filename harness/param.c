@@ -68,6 +68,13 @@ void param_defaults(const param_def *t, void *out)
         case PARAM_ENUM:
             *(int *)at(out, p->offset) = (int)p->def;
             break;
+        case PARAM_STRING:
+            *(const char **)at(out, p->offset) = NULL;
+            break;
+        case PARAM_OBJECT:
+        case PARAM_ARRAY:
+            *(json_t **)at(out, p->offset) = NULL;
+            break;
         }
         if (p->set_at)
             *(int *)at(out, p->set_at - 1) = 0;
@@ -99,6 +106,20 @@ static int decode_one(const param_def *p, const json_t *obj, const char *path, i
                 *(int *)at(out, p->offset) = i;
         return rc;
     }
+    case PARAM_STRING: {
+        const char **s = at(out, p->offset);
+        if (p->flags & PARAM_NONEMPTY) {
+            int rc = jv_get_nonempty_string(d, path, obj, p->name, req, s);
+            if (rc < 0)
+                *s = NULL;
+            return rc;
+        }
+        return jv_get_string(d, path, obj, p->name, req, NULL, s);
+    }
+    case PARAM_OBJECT:
+        return jv_get_object(d, path, obj, p->name, req, at(out, p->offset));
+    case PARAM_ARRAY:
+        return jv_get_array(d, path, obj, p->name, req, at(out, p->offset));
     }
     return -1;
 }
@@ -171,6 +192,10 @@ static const char *def_words(const param_def *p, char *buf, size_t len)
     case PARAM_ENUM:
         snprintf(buf, len, "\"%s\"", p->values[(int)p->def]);
         break;
+    case PARAM_STRING:
+    case PARAM_OBJECT:
+    case PARAM_ARRAY:
+        return NULL; /* no default but def_text's */
     }
     return buf;
 }
@@ -209,6 +234,15 @@ void param_text(const param_def *p, char *buf, size_t len)
     case PARAM_ENUM:
         for (const char *const *v = p->values; *v; v++)
             u = append(buf, len, u, "%s\"%s\"", v == p->values ? "" : " | ", *v);
+        break;
+    case PARAM_STRING:
+        u = append(buf, len, u, "%s", p->flags & PARAM_NONEMPTY ? "non-empty string" : "string");
+        break;
+    case PARAM_OBJECT:
+        u = append(buf, len, u, "object");
+        break;
+    case PARAM_ARRAY:
+        u = append(buf, len, u, "array");
         break;
     }
     if (p->unit && p->type != PARAM_SECONDS)
@@ -262,7 +296,32 @@ static void json_str(cx_buf *b, const char *s)
     cx_buf_append(b, "\"", 1);
 }
 
-void param_schema(const param_def *p, cx_buf *b)
+/* {"type": "object", ...} of an OBJECT with fields, without its closing
+ * brace (the caller adds the description). */
+static void object_schema(const param_def *p, cx_buf *b)
+{
+    cx_buf_printf(b, "{\"type\": \"object\", \"additionalProperties\": false");
+    int nreq = 0;
+    for (const param_def *f = p->fields; f->name; f++)
+        if (f->flags & PARAM_REQUIRED) {
+            cx_buf_printf(b, "%s", nreq++ ? ", " : ", \"required\": [");
+            json_str(b, f->name);
+        }
+    if (nreq)
+        cx_buf_printf(b, "]");
+    cx_buf_printf(b, ", \"properties\": {");
+    for (const param_def *f = p->fields; f->name; f++) {
+        if (f != p->fields)
+            cx_buf_printf(b, ", ");
+        json_str(b, f->name);
+        cx_buf_printf(b, ": ");
+        param_schema(f, b);
+    }
+    cx_buf_printf(b, "}");
+}
+
+/* The schema a param's type and range give, without its closing brace. */
+static void schema_by_type(const param_def *p, cx_buf *b)
 {
     int cap = !!(p->flags & PARAM_CAP);
     switch (p->type) {
@@ -290,6 +349,8 @@ void param_schema(const param_def *p, cx_buf *b)
             cx_buf_printf(b, ", \"minimum\": %s", lo);
         if (hi[0] && !cap && !(p->flags & PARAM_MAX_LEARNERS))
             cx_buf_printf(b, ", \"maximum\": %s", hi);
+        else if (p->flags & PARAM_INT64)
+            cx_buf_printf(b, ", \"maximum\": %lld", (long long)INT64_MAX);
         break;
     }
     case PARAM_BOOL:
@@ -304,11 +365,36 @@ void param_schema(const param_def *p, cx_buf *b)
         }
         cx_buf_printf(b, "]");
         break;
+    case PARAM_STRING:
+        cx_buf_printf(b, "{\"type\": \"string\"%s", p->flags & PARAM_NONEMPTY ? ", \"minLength\": 1" : "");
+        break;
+    case PARAM_OBJECT:
+        if (p->fields)
+            object_schema(p, b);
+        else
+            cx_buf_printf(b, "{\"type\": \"object\"");
+        break;
+    case PARAM_ARRAY:
+        cx_buf_printf(b, "{\"type\": \"array\"");
+        break;
+    }
+}
+
+void param_schema(const param_def *p, cx_buf *b)
+{
+    if (p->schema) { /* a one-line JSON object: all but its closing brace */
+        size_t n = strlen(p->schema);
+        while (n && p->schema[n - 1] != '}')
+            n--;
+        cx_buf_append(b, p->schema, n ? n - 1 : 0);
+    } else {
+        schema_by_type(p, b);
     }
     if (!(p->flags & (PARAM_REQUIRED | PARAM_NODEF)) && !p->def_text) {
         char dbuf[64];
         const char *def = def_words(p, dbuf, sizeof dbuf);
-        cx_buf_printf(b, ", \"default\": %s", def);
+        if (def)
+            cx_buf_printf(b, ", \"default\": %s", def);
     }
     if (p->doc) {
         cx_buf_printf(b, ", \"description\": ");

@@ -12,9 +12,19 @@
  * Rules that tie several parameters together ("exactly one of min or
  * min_rel") stay code of their owner; the table only describes one key.
  *
- * Used by the hypotheses (harness/hypotheses/). Not (yet) by the agent's
- * injector params (injectors/injector.h inj_param), the proxy's toxic
- * attributes or the command-line flags (common/flags.h).
+ * Used by the hypotheses (harness/hypotheses/) and by the experiment file:
+ * exp_file_params (harness/experiment.c: the document's keys, with the
+ * horizon object's own table) and exp_topology_attach (exp_topology.c:
+ * topology.attach's keys). What stays hand-written there: a member whose
+ * contents are not a table (PARAM_OBJECT or PARAM_ARRAY without fields:
+ * tags, the rest of topology, steady_state/verify, method, chaos,
+ * stop_conditions, rollbacks, ci, attach.agents) is only type-checked and
+ * handed back; its owner decodes it with code of its own (exp_*.c, with
+ * jsonv.h's getters) and its schema is hand-written: the member's schema
+ * text here, the $defs it names in docs/experiment.schema.json.
+ * Not (yet) used by the agent's injector params (injectors/injector.h
+ * inj_param), the proxy's toxic attributes or the command-line flags
+ * (common/flags.h).
  */
 #ifndef HARNESS_PARAM_H
 #define HARNESS_PARAM_H
@@ -33,6 +43,9 @@ typedef enum param_type {
     PARAM_ENUM,    /* int: the index of the value in values */
     PARAM_SECONDS, /* double; a duration in s, [1e-3, 1e7]; schema $defs/seconds */
     PARAM_LEARNER, /* int64_t; a learner id, 0..learners-1; schema $defs/learner_id */
+    PARAM_STRING,  /* const char *, borrowed from the object decoded (NULL when absent) */
+    PARAM_OBJECT,  /* json_t *, borrowed (NULL when absent): an object; its keys are fields, or see schema */
+    PARAM_ARRAY,   /* json_t *, borrowed (NULL when absent): an array; its items: schema */
 } param_type;
 
 /* param_def.flags */
@@ -41,6 +54,8 @@ typedef enum param_type {
 #define PARAM_CAP 0x04          /* max is a sanity cap: checked, not published in the schema */
 #define PARAM_ABOVE_ZERO 0x08   /* min stands in for "> 0": the schema says exclusiveMinimum 0 */
 #define PARAM_NODEF 0x10        /* def is applied but is no documented default (def_text may say one) */
+#define PARAM_NONEMPTY 0x20     /* STRING: "" is an error; the schema says minLength 1 */
+#define PARAM_INT64 0x40        /* INT with max INT64_MAX: the schema states that maximum (a seed) */
 
 /* Where a param's "given" flag lands: PARAM_SET_AT(struct, field) names an
  * int field written 1 when the key is present and valid; 0 = no such field. */
@@ -60,6 +75,16 @@ typedef struct param_def {
     const char *doc;           /* one line: what it means, without type, range and default */
     size_t offset;             /* PARAM_AT: where the value lands in the params struct */
     size_t set_at;             /* PARAM_SET_AT, or 0 */
+    /* OBJECT: the object's own keys. param_decode only type-checks the
+     * member (the owner decodes it with param_decode over fields); the
+     * schema and the docs are generated from them. NULL: see schema. */
+    const struct param_def *fields;
+    /* The member's JSON Schema, hand-written, one JSON object on one line
+     * ("{\"$ref\": \"#/$defs/topology\"}"), in place of the one its type
+     * gives (doc and default are added to it): for an OBJECT without
+     * fields or an ARRAY (else only "an object"/"an array"), or a STRING
+     * of a given form ($defs/url). NULL: by type. */
+    const char *schema;
 } param_def;
 
 /* Write every param's default into out (the struct the offsets are of). */
@@ -81,7 +106,9 @@ void param_text(const param_def *p, char *buf, size_t len);
 /* One line over a table: "max_s (s, required), learner (default every
  * learner)"; "(none)" for an empty table. */
 void param_line(const param_def *t, char *buf, size_t len);
-/* The JSON Schema of one param, in one line: {"type": "number", ...}. */
+/* The JSON Schema of one param, in one line: {"type": "number", ...}; an
+ * OBJECT with fields as {"type": "object", "additionalProperties": false,
+ * "required": [...], "properties": {...}}. */
 void param_schema(const param_def *p, cx_buf *b);
 
 #endif

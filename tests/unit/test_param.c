@@ -1,8 +1,10 @@
 /* test_param.c - parameter declarations (harness/param.h): decoding with
  * defaults, "given" flags, enums and learner bounds, unknown keys, and the
- * text and schema the docs are generated from. */
+ * text and schema the docs are generated from; the members of a document
+ * (strings, objects, arrays). */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "harness/param.h"
@@ -163,4 +165,101 @@ Test(param, schema)
         json_decref(j);
         cx_buf_cleanup(&b);
     }
+}
+
+/* ---- members of a document: strings, objects, arrays ---- */
+
+typedef struct td_doc {
+    const char *title; /* non-empty, required */
+    const char *note;  /* any string */
+    json_t *box;       /* an object with fields */
+    json_t *list;      /* an array */
+    int64_t seed;      /* 0..INT64_MAX */
+    int64_t n;         /* box.n */
+} td_doc;
+
+static const param_def td_box[] = {
+    {.name = "n", .type = PARAM_INT, .min = 1, .max = 10, .def_text = "none", .offset = PARAM_AT(td_doc, n)},
+    {0},
+};
+
+static const param_def td_def[] = {
+    {.name = "title",
+     .type = PARAM_STRING,
+     .flags = PARAM_REQUIRED | PARAM_NONEMPTY,
+     .offset = PARAM_AT(td_doc, title)},
+    {.name = "note", .type = PARAM_STRING, .doc = "free", .offset = PARAM_AT(td_doc, note)},
+    {.name = "box", .type = PARAM_OBJECT, .fields = td_box, .doc = "a box", .offset = PARAM_AT(td_doc, box)},
+    {.name = "list",
+     .type = PARAM_ARRAY,
+     .schema = "{\"type\": \"array\", \"items\": {\"type\": \"integer\"}}",
+     .doc = "numbers",
+     .offset = PARAM_AT(td_doc, list)},
+    {.name = "seed",
+     .type = PARAM_INT,
+     .flags = PARAM_INT64,
+     .min = 0,
+     .max = 9223372036854775807.0,
+     .def = 1,
+     .offset = PARAM_AT(td_doc, seed)},
+    {0},
+};
+
+static size_t td_decode(const char *text, td_doc *doc, char *first, size_t len)
+{
+    json_t *o = json_loads(text, 0, NULL);
+    cr_assert_not_null(o, "%s", text);
+    jv_diag *d = jv_diag_new();
+    cr_assert_eq(param_decode(td_def, NULL, o, "$", 0, d, doc), 0);
+    size_t n = jv_diag_count(d);
+    snprintf(first, len, "%s", n ? jv_diag_get(d, 0) : "");
+    jv_diag_free(d);
+    json_decref(o); /* the borrowed members are not read after this */
+    return n;
+}
+
+/* Strings are borrowed; objects and arrays are type-checked and handed
+ * back; "" is refused where declared non-empty. */
+Test(param, document_members)
+{
+    td_doc doc;
+    char first[256];
+    cr_assert_eq(td_decode("{\"title\": \"t\"}", &doc, first, sizeof first), 0);
+    cr_assert_null(doc.note);
+    cr_assert_null(doc.box);
+    cr_assert_null(doc.list);
+    cr_assert_eq(doc.seed, 1);
+    cr_assert_eq(td_decode("{\"title\": \"\", \"box\": 1, \"list\": {}}", &doc, first, sizeof first), 3);
+    cr_assert_str_eq(first, "$.title: expected a non-empty string, got \"\"");
+    cr_assert_null(doc.title);
+    cr_assert_eq(td_decode("{\"box\": {}}", &doc, first, sizeof first), 1);
+    cr_assert_str_eq(first, "$.title: missing required key");
+    cr_assert_eq(td_decode("{\"title\": \"t\", \"list\": 2}", &doc, first, sizeof first), 1);
+    cr_assert_str_eq(first, "$.list: expected an array, got 2");
+}
+
+Test(param, document_schema_and_text)
+{
+    const char *want[] = {
+        "{\"type\": \"string\", \"minLength\": 1}",
+        "{\"type\": \"string\", \"description\": \"free\"}",
+        "{\"type\": \"object\", \"additionalProperties\": false, \"properties\": {\"n\": {\"type\": "
+        "\"integer\", \"minimum\": 1, \"maximum\": 10}}, \"description\": \"a box\"}",
+        "{\"type\": \"array\", \"items\": {\"type\": \"integer\"}, \"description\": \"numbers\"}",
+        "{\"type\": \"integer\", \"minimum\": 0, \"maximum\": 9223372036854775807, \"default\": 1}",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        cx_buf b;
+        cx_buf_init(&b, 4096);
+        param_schema(&td_def[i], &b);
+        cr_assert_str_eq(b.data, want[i]);
+        cx_buf_cleanup(&b);
+    }
+    char buf[256];
+    param_text(&td_def[0], buf, sizeof buf);
+    cr_assert_str_eq(buf, "non-empty string, required");
+    param_text(&td_def[2], buf, sizeof buf);
+    cr_assert_str_eq(buf, "object, optional");
+    param_line(td_box, buf, sizeof buf);
+    cr_assert_str_eq(buf, "n (default none)");
 }
