@@ -208,8 +208,9 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
     json_object_set_new(o, "ms_since_last_merge",
                         json_integer(s->last_merge_ms ? (json_int_t)(now - s->last_merge_ms) : -1));
     json_object_set_new(o, "rebuild",
-                        json_pack("{s:s, s:s, s:I}", "state", rebuild_state_names[s->rb], "start_state",
-                                  dur_start_kind_names[s->start], "rebuilds", (json_int_t)s->rb_count));
+                        json_pack("{s:s, s:s, s:I}", "state", rebuild_state_names[s->rebuild.state],
+                                  "start_state", dur_start_kind_names[s->start], "rebuilds",
+                                  (json_int_t)s->rebuild.count));
     pthread_mutex_unlock(&s->mu);
     cx_http_reply_json(resp, 200, o);
     return 0;

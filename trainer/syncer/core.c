@@ -172,10 +172,8 @@ static int new_state(syncer *s, char *err, size_t errlen)
     s->own_ver = malloc((size_t)MAX_LEARNERS * (size_t)s->P * sizeof *s->own_ver);
     s->acc_step = malloc((size_t)MAX_LEARNERS * (size_t)s->P * sizeof *s->acc_step);
     s->acc_inc = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->acc_inc);
-    s->rbf = calloc((size_t)s->P, sizeof *s->rbf);
-    s->rb_rep = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->rb_rep);
     if (!s->eval_in || !s->eval_tg || !s->theta || !s->momentum || !s->versions || !s->rounds ||
-        !s->own_ver || !s->acc_step || !s->acc_inc || !s->rbf || !s->rb_rep) {
+        !s->own_ver || !s->acc_step || !s->acc_inc) {
         cx_fail(err, errlen, CX_ENOMEM, "out of memory");
         return -1;
     }
@@ -221,8 +219,7 @@ static int new_restore(syncer *s, const char *state_dir, char *err, size_t errle
     int restored = dur_restore(s, err, errlen);
     if (restored < 0)
         return -1;
-    for (int p = 0; p < s->P; p++)
-        s->rbf[p].ckpt_version = s->versions[p];
+    rebuild_note_restored(s);
     int64_t before_bump = 0;
     for (int p = 0; p < s->P; p++)
         before_bump += s->versions[p];
@@ -232,7 +229,7 @@ static int new_restore(syncer *s, const char *state_dir, char *err, size_t errle
     json_t *vers = json_array(), *ckpt_vers = json_array();
     for (int p = 0; p < s->P; p++) {
         json_array_append_new(vers, json_integer(s->versions[p]));
-        json_array_append_new(ckpt_vers, json_integer(s->rbf[p].ckpt_version));
+        json_array_append_new(ckpt_vers, json_integer(s->rebuild.frag[p].ckpt_version));
     }
     /* ckpt_versions: what the checkpoint held; a learner reporting a copy
      * above it at join makes the syncer rebuild that fragment */
@@ -320,9 +317,9 @@ syncer *syncer_core_new(const syncer_opts *o, char *err, size_t errlen)
         s->learners[i].id = -1;
     if (cx_mkdir_p(o->state_dir, err, errlen) != 0)
         goto fail;
-    s->on_lost_state = o->on_lost_state;
     if (syncer_api_access_init(s, o, err, errlen) != 0 || new_model(s, err, errlen) != 0 ||
-        new_state(s, err, errlen) != 0 || new_restore(s, o->state_dir, err, errlen) != 0)
+        rebuild_init(s, o->on_lost_state, err, errlen) != 0 || new_state(s, err, errlen) != 0 ||
+        new_restore(s, o->state_dir, err, errlen) != 0)
         goto fail;
     return s;
 fail:
@@ -384,9 +381,7 @@ void syncer_free(syncer *s)
     free(s->own_ver);
     free(s->acc_step);
     free(s->acc_inc);
-    for (int p = 0; s->rbf && p < s->P; p++)
-        free(s->rbf[p].vals);
-    free(s->rbf), free(s->rb_rep);
+    rebuild_cleanup(s);
     events_free(s->ev);
     syncer_api_access_cleanup(s);
     model_free(s->eval_model);

@@ -27,7 +27,7 @@
  *   main.c        the `chaosloco syncer` subcommand
  * The split of struct syncer into one struct per component, each written
  * only by its component, has begun: s->ddp (ddp.h), s->holds (holds.h),
- * s->deltas (deltas.h) and s->access (api.h);
+ * s->deltas (deltas.h), s->access (api.h) and s->rebuild (rebuild.h);
  * the flat fields below them are still shared (their owner is named in
  * its component's header).
  * Exported names carry their component's prefix: members_, rounds_,
@@ -132,18 +132,10 @@ struct syncer {
     merge_note recent[RECENT_MERGES]; /* ring of recent merges */
     int64_t recent_n;                 /* merges noted (ring index = n % RECENT_MERGES) */
     syncer_ddp ddp;                   /* the ddp barrier (ddp.h: ddp.c its only writer) */
-    syncer_deltas deltas; /* downstream deltas and fragment answers (deltas.h: deltas.c its only writer) */
-    syncer_access access; /* credentials, seal key, TLS (api.h: api.c its only writer) */
-    /* rebuild from the learners (see "syncer: rebuild from the learners") */
-    int on_lost_state;           /* syncer_lost_state (--on-lost-state) */
-    start_kind start;            /* what dur_restore() found; not under mu (set before serving) */
-    rebuild_state rb;            /* under mu */
-    int64_t rb_opened_ms;        /* mono ms the collection opened */
-    rb_frag *rbf;                /* [P] under mu */
-    rb_report *rb_rep;           /* [MAX_LEARNERS * P] under mu: what each slot reported at its last join */
-    int rb_joined[MAX_LEARNERS]; /* 1: the slot joined since the collection opened */
-    int64_t rb_count;            /* rebuilds done since start */
-    int rb_guard; /* 1: pulls by learners not joined since the start are refused (rebuild_stale_pull) */
+    syncer_deltas deltas;   /* downstream deltas and fragment answers (deltas.h: deltas.c its only writer) */
+    syncer_access access;   /* credentials, seal key, TLS (api.h: api.c its only writer) */
+    start_kind start;       /* what dur_restore() found; not under mu (set before serving) */
+    syncer_rebuild rebuild; /* rebuild from the learners (rebuild.h: rebuild.c its only writer) */
 };
 
 /* A syncer with its model, state and event log (restored from

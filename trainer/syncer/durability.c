@@ -281,35 +281,28 @@ void dur_bump_versions(syncer *s)
 }
 
 /* Say what the state dir held (a fresh run, lost or corrupt checkpoints,
- * or a restore) and remember the start versions: the bar above which a
- * learner's report is newer (see "syncer: rebuild from the learners"). */
+ * or a restore) and have the rebuild remember the start versions: the bar
+ * above which a learner's report is newer (rebuild_note_start). */
 void dur_start_log(syncer *s, int64_t before_bump)
 {
     int64_t after = 0;
-    for (int p = 0; p < s->P; p++) {
-        s->rbf[p].start_version = s->versions[p];
-        s->rbf[p].want_learner = s->rbf[p].got_learner = -1;
+    for (int p = 0; p < s->P; p++)
         after += s->versions[p];
-    }
     if (s->start == START_FRESH && after > before_bump)
         s->start = START_LOST; /* merges in the log, no checkpoint: it was lost */
-    /* what this syncer published: the checkpoint and the merges logged after it, which the bump
-     * put every version above; no record at all (a new run or a wiped dir): unknown (-1) */
-    for (int p = 0; p < s->P; p++)
-        s->rbf[p].published = s->start == START_RESTORED || after > before_bump ? s->versions[p] : -1;
-    s->rb_guard = s->start != START_RESTORED || after > before_bump;
+    rebuild_note_start(s, after > before_bump);
     switch (s->start) {
     case START_FRESH:
         cx_info("state dir %s holds no checkpoint and no merge: starting from the initial model (learners "
                 "that report trained fragments at join will rebuild it, --on-lost-state %s)",
-                s->state_dir, s->on_lost_state == SYNCER_LOST_REFUSE ? "refuse" : "rebuild");
+                s->state_dir, s->rebuild.on_lost_state == SYNCER_LOST_REFUSE ? "refuse" : "rebuild");
         break;
     case START_LOST:
     case START_CORRUPT:
         cx_warn("state dir %s: checkpoints %s; the global state will come from the learners' copies "
                 "(--on-lost-state %s)",
                 s->state_dir, s->start == START_LOST ? "lost (the event log shows merges)" : "damaged",
-                s->on_lost_state == SYNCER_LOST_REFUSE ? "refuse" : "rebuild");
+                s->rebuild.on_lost_state == SYNCER_LOST_REFUSE ? "refuse" : "rebuild");
         break;
     case START_RESTORED:
         /* merges (ddp: steps) were published after the checkpoint: the
