@@ -95,13 +95,13 @@ static void *worker_main(void *arg)
             break;
         rebuild_tick(s);
         int64_t now = cx_mono_ms();
-        int do_eval = s->eval_pending && now - s->last_eval_ms >= s->cfg.eval_every_ms;
+        int do_eval = s->dur.eval_pending && now - s->dur.last_eval_ms >= s->cfg.eval_every_ms;
         /* every checkpoint_every merges, but not more often than
          * checkpoint_min_ms: a merge count alone wrote thousands of
          * checkpoints a minute (the final one in syncer_free is not gated) */
         int do_ckpt = s->cfg.checkpoint_every > 0 &&
-                      s->merges - s->last_ckpt_merges >= s->cfg.checkpoint_every &&
-                      (s->last_ckpt_ms == 0 || now - s->last_ckpt_ms >= s->cfg.checkpoint_min_ms);
+                      s->merges - s->dur.last_ckpt_merges >= s->cfg.checkpoint_every &&
+                      (s->dur.last_ckpt_ms == 0 || now - s->dur.last_ckpt_ms >= s->cfg.checkpoint_min_ms);
         if (do_eval || do_ckpt) {
             pthread_mutex_unlock(&s->mu);
             if (do_eval)
@@ -249,8 +249,7 @@ static int new_restore(syncer *s, const char *state_dir, char *err, size_t errle
      * fresh start evaluates the untrained model here: status has its loss
      * from the first answer, before any learner joins. */
     if (restored > 0) {
-        s->eval_pending = 1;
-        s->last_eval_ms = 0;
+        dur_eval_soon(s);
     } else {
         dur_run_eval(s);
     }
@@ -306,7 +305,7 @@ syncer *syncer_core_new(const syncer_opts *o, char *err, size_t errlen)
     }
     s->cfg = o->cfg;
     s->start_ms = cx_mono_ms();
-    s->eval_loss = NAN;
+    dur_init(s);
     snprintf(s->state_dir, sizeof s->state_dir, "%s", o->state_dir);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->frag_cv, NULL);
@@ -366,7 +365,7 @@ void syncer_free(syncer *s)
         pthread_mutex_unlock(&s->mu);
     }
     if (was_running) {
-        if (s->eval_pending)
+        if (s->dur.eval_pending)
             dur_run_eval(s);
         char err[CX_ERRLEN];
         if (dur_write_checkpoint(s, err, sizeof err) != 0)

@@ -27,7 +27,8 @@
  *   main.c        the `chaosloco syncer` subcommand
  * The split of struct syncer into one struct per component, each written
  * only by its component, has begun: s->ddp (ddp.h), s->holds (holds.h),
- * s->deltas (deltas.h), s->access (api.h) and s->rebuild (rebuild.h);
+ * s->deltas (deltas.h), s->access (api.h), s->rebuild (rebuild.h) and
+ * s->dur (durability.h);
  * the flat fields below them are still shared (their owner is named in
  * its component's header).
  * Exported names carry their component's prefix: members_, rounds_,
@@ -63,25 +64,24 @@
 #define TICK_MS 20 /* the ticker's period, ms */
 
 struct syncer {
-    config cfg;             /* effective config (never changes) */
-    char state_dir[1024];   /* checkpoints, events, listen.addr */
-    model *eval_model;      /* ticker only: params are a snapshot of theta */
-    data_source *data;      /* corpus (eval split) */
-    uint8_t *eval_in;       /* [eval_n, C] */
-    uint8_t *eval_tg;       /* [eval_n] */
-    int eval_n;             /* eval examples */
-    double entropy_floor;   /* nats, NAN for a file */
-    fragment_table *ft;     /* fragments of the model */
-    merge_ws *mws;          /* round_merge's buffers (largest fragment, MAX_LEARNERS); mu */
-    size_t n;               /* parameters */
-    int P;                  /* fragments */
-    events *ev;             /* the event log */
-    cx_http_server *http;   /* the API */
-    pthread_t ticker;       /* deadlines, absent learners */
-    pthread_t worker;       /* eval, checkpoints */
-    int ticker_started;     /* 1 once ticker and worker run */
-    int64_t start_ms;       /* mono ms at start */
-    int64_t ckpt_event_seq; /* event seq the restored checkpoint was taken at (0: none) */
+    config cfg;           /* effective config (never changes) */
+    char state_dir[1024]; /* checkpoints, events, listen.addr */
+    model *eval_model;    /* ticker only: params are a snapshot of theta */
+    data_source *data;    /* corpus (eval split) */
+    uint8_t *eval_in;     /* [eval_n, C] */
+    uint8_t *eval_tg;     /* [eval_n] */
+    int eval_n;           /* eval examples */
+    double entropy_floor; /* nats, NAN for a file */
+    fragment_table *ft;   /* fragments of the model */
+    merge_ws *mws;        /* round_merge's buffers (largest fragment, MAX_LEARNERS); mu */
+    size_t n;             /* parameters */
+    int P;                /* fragments */
+    events *ev;           /* the event log */
+    cx_http_server *http; /* the API */
+    pthread_t ticker;     /* deadlines, absent learners */
+    pthread_t worker;     /* eval, checkpoints */
+    int ticker_started;   /* 1 once ticker and worker run */
+    int64_t start_ms;     /* mono ms at start */
 
     /* ---- shared state (under mu) ---- */
     pthread_mutex_t mu;
@@ -120,13 +120,6 @@ struct syncer {
     int64_t merges_refused;   /* merges whose result was not finite or bounded: never applied */
     syncer_holds holds;       /* waiting requests by caller (holds.h: holds.c its only writer) */
     int64_t clipped_total;    /* contributions accepted scaled down to the norm limit (guard.h) */
-    double eval_loss;         /* nats, NAN before the first eval */
-    int64_t eval_merges;      /* merges at the last eval */
-    int64_t eval_tokens;      /* tokens_merged at the last eval */
-    int64_t last_eval_ms;     /* mono ms of the last eval */
-    int eval_pending;         /* 1: a merge happened since the last eval */
-    int64_t last_ckpt_merges; /* merges at the last checkpoint */
-    int64_t last_ckpt_ms;     /* mono ms of the last checkpoint snapshot (0: none yet) */
     int64_t last_merge_ms;    /* mono ms of the last merge */
     int64_t longest_gap_ms;   /* longest gap between two merges */
     merge_note recent[RECENT_MERGES]; /* ring of recent merges */
@@ -136,6 +129,7 @@ struct syncer {
     syncer_access access;   /* credentials, seal key, TLS (api.h: api.c its only writer) */
     start_kind start;       /* what dur_restore() found; not under mu (set before serving) */
     syncer_rebuild rebuild; /* rebuild from the learners (rebuild.h: rebuild.c its only writer) */
+    syncer_dur dur;         /* eval and checkpoint schedule (durability.h: durability.c its only writer) */
 };
 
 /* A syncer with its model, state and event log (restored from

@@ -547,8 +547,7 @@ void rebuild_tick(syncer *s)
         return;
     s->rebuild.state = RB_WRITING;
     json_t *src = rebuild_apply(s);
-    s->eval_pending = 1;
-    s->last_eval_ms = 0;
+    dur_eval_soon(s);
     s->rebuild.count++;
     double waited = (double)age;
     int64_t ddp_step = s->ddp.step, adam_steps = s->opt ? (int64_t)adamw_steps(s->opt) : 0;

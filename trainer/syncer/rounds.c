@@ -78,7 +78,7 @@ void rounds_note_merge(syncer *s, int64_t fragment, int64_t version, const int64
         s->longest_gap_ms = now - s->last_merge_ms;
     s->last_merge_ms = now;
     s->merges++;
-    s->eval_pending = 1;
+    dur_note_merge(s);
     pthread_cond_broadcast(&s->work_cv);
 }
 
