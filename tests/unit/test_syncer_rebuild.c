@@ -102,7 +102,7 @@ Test(syncer_rebuild, an_untrained_report_joins_normally_and_opens_nothing)
     int up[2];
     members_join_res r;
     cr_assert_eq(report(0, 0, 0, 0, 0, 0, up, &r), MEMBERS_JOIN_OK);
-    cr_assert_eq(f.s->rb, RB_NONE);
+    cr_assert_eq(f.s->rebuild.state, RB_NONE);
     cr_assert_eq(gate_status(), 0, "reads are served");
 }
 
@@ -114,17 +114,17 @@ Test(syncer_rebuild, a_report_above_the_start_opens_a_collection_that_asks_for_t
     cr_assert_eq(r.rb, RB_COLLECTING);
     cr_assert_eq(r.n_up, 1, "only the trained fragment");
     cr_assert_eq(up[0], 0);
-    cr_assert_eq(f.s->rb, RB_COLLECTING);
-    cr_assert_eq(f.s->rbf[0].want_version, 5);
-    cr_assert_eq(f.s->rbf[0].want_learner, 0);
-    cr_assert_eq(f.s->rbf[0].want_crc, 0xabc);
-    cr_assert_eq(f.s->rbf[1].want_version, 0);
+    cr_assert_eq(f.s->rebuild.state, RB_COLLECTING);
+    cr_assert_eq(f.s->rebuild.frag[0].want_version, 5);
+    cr_assert_eq(f.s->rebuild.frag[0].want_learner, 0);
+    cr_assert_eq(f.s->rebuild.frag[0].want_crc, 0xabc);
+    cr_assert_eq(f.s->rebuild.frag[1].want_version, 0);
     cr_assert_eq(gate_status(), 503, "reads and contributions wait for the rebuild");
     /* an older report above the start is asked for too: it may be the best copy that comes */
     cr_assert_eq(report(1, 0, 3, 0x123, 0, 0, up, &r), MEMBERS_JOIN_REBUILD);
     cr_assert_eq(r.n_up, 1);
     cr_assert_eq(up[0], 0);
-    cr_assert_eq(f.s->rbf[0].want_version, 5, "the freshest report stays wanted");
+    cr_assert_eq(f.s->rebuild.frag[0].want_version, 5, "the freshest report stays wanted");
 }
 
 Test(syncer_rebuild, the_freshest_report_wins_and_a_disagreeing_copy_is_counted)
@@ -134,16 +134,16 @@ Test(syncer_rebuild, the_freshest_report_wins_and_a_disagreeing_copy_is_counted)
     cr_assert_eq(report(0, 0, 5, 0xa, 0, 0, up, &r), MEMBERS_JOIN_REBUILD);
     cr_assert_eq(report(1, 0, 7, 0xb, 2, 0xc, up, &r), MEMBERS_JOIN_REBUILD);
     cr_assert_eq(r.n_up, 2);
-    cr_assert_eq(f.s->rbf[0].want_version, 7);
-    cr_assert_eq(f.s->rbf[0].want_learner, 1);
-    cr_assert_eq(f.s->rbf[1].want_version, 2);
-    cr_assert_eq(f.s->rbf[0].disagree, 0);
+    cr_assert_eq(f.s->rebuild.frag[0].want_version, 7);
+    cr_assert_eq(f.s->rebuild.frag[0].want_learner, 1);
+    cr_assert_eq(f.s->rebuild.frag[1].want_version, 2);
+    cr_assert_eq(f.s->rebuild.frag[0].disagree, 0);
     cr_assert_eq(report(0, 1, 7, 0xd, 0, 0, up, &r), MEMBERS_JOIN_REBUILD,
                  "learner 0 rejoins at 7, other CRC");
-    cr_assert_eq(f.s->rbf[0].disagree, 1);
-    cr_assert_eq(f.s->rbf[0].want_learner, 1, "the first report of 7 is kept");
-    cr_assert_eq(f.s->rbf[0].want_crc, 0xb);
-    cr_assert_eq(f.s->rbf[0].max_reported, 7);
+    cr_assert_eq(f.s->rebuild.frag[0].disagree, 1);
+    cr_assert_eq(f.s->rebuild.frag[0].want_learner, 1, "the first report of 7 is kept");
+    cr_assert_eq(f.s->rebuild.frag[0].want_crc, 0xb);
+    cr_assert_eq(f.s->rebuild.frag[0].max_reported, 7);
 }
 
 Test(syncer_rebuild, an_upload_is_staged_only_when_it_is_what_its_learner_reported)
@@ -160,12 +160,12 @@ Test(syncer_rebuild, an_upload_is_staged_only_when_it_is_what_its_learner_report
     cr_assert_eq(why, PROTO_R_STALE_INCARNATION);
     cr_assert_eq(upload(1, 1, 0, 5, 0xa, 1.0f, &why), REBUILD_STAGE_MEMBER);
     cr_assert_eq(why, PROTO_R_UNKNOWN_LEARNER);
-    cr_assert_eq(f.s->rbf[0].got_version, 0, "nothing staged by those");
+    cr_assert_eq(f.s->rebuild.frag[0].got_version, 0, "nothing staged by those");
     int64_t in = f.s->bytes_in;
     cr_assert_eq(upload(0, inc0, 0, 5, 0xa, 1.0f, &why), REBUILD_STAGE_STAGED);
-    cr_assert_eq(f.s->rbf[0].got_version, 5);
-    cr_assert_eq(f.s->rbf[0].got_learner, 0);
-    cr_assert_eq(f.s->rbf[0].got_crc, 0xa);
+    cr_assert_eq(f.s->rebuild.frag[0].got_version, 5);
+    cr_assert_eq(f.s->rebuild.frag[0].got_learner, 0);
+    cr_assert_eq(f.s->rebuild.frag[0].got_crc, 0xa);
     cr_assert_eq(f.s->bytes_in, in + (int64_t)fragment_length(f.s->ft, 0) * 4);
     cr_assert_eq(upload(0, inc0, 0, 5, 0xa, 1.0f, &why), REBUILD_STAGE_NOT_NEEDED, "already staged");
 }
@@ -178,19 +178,19 @@ Test(syncer_rebuild, the_worker_adopts_the_freshest_copies_past_every_reported_v
     cr_assert_eq(report(0, 0, 5, 0xa, 0, 0, up, &r0), MEMBERS_JOIN_REBUILD);
     cr_assert_eq(upload(0, r0.incarnation, 0, 5, 0xa, 1.0f, &why), REBUILD_STAGE_STAGED);
     tick();
-    cr_assert_eq(f.s->rb, RB_COLLECTING, "one of two learners joined, the window is open");
+    cr_assert_eq(f.s->rebuild.state, RB_COLLECTING, "one of two learners joined, the window is open");
     cr_assert_eq(report(1, 0, 7, 0xb, 3, 0xc, up, &r1), MEMBERS_JOIN_REBUILD);
     cr_assert_eq(upload(1, r1.incarnation, 0, 7, 0xb, 2.0f, &why), REBUILD_STAGE_STAGED, "newer than 5");
     tick();
-    cr_assert_eq(f.s->rb, RB_COLLECTING, "fragment 1's copy is still wanted");
+    cr_assert_eq(f.s->rebuild.state, RB_COLLECTING, "fragment 1's copy is still wanted");
     cr_assert_eq(upload(1, r1.incarnation, 1, 3, 0xc, 3.0f, &why), REBUILD_STAGE_STAGED);
     pthread_mutex_lock(&f.s->mu);
     for (size_t i = 0; i < f.s->n; i++)
         f.s->momentum[i] = 1.0f; /* as if the syncer had merged before */
     pthread_mutex_unlock(&f.s->mu);
     tick();
-    cr_assert_eq(f.s->rb, RB_NONE, "every wanted copy came and both learners joined: rebuilt");
-    cr_assert_eq(f.s->rb_count, 1);
+    cr_assert_eq(f.s->rebuild.state, RB_NONE, "every wanted copy came and both learners joined: rebuilt");
+    cr_assert_eq(f.s->rebuild.count, 1);
     int64_t gap = f.s->cfg.learners * (f.s->cfg.tau > 0 ? f.s->cfg.tau : 1);
     cr_assert_eq(f.s->versions[0], 7 + 1 + gap, "past the newest version reported");
     cr_assert_eq(f.s->versions[1], 3 + 1 + gap);
@@ -205,8 +205,8 @@ Test(syncer_rebuild, the_worker_adopts_the_freshest_copies_past_every_reported_v
         for (size_t i = 0; i < len; i++)
             cr_assert_eq(vals[i], 0.0f, "the outer momentum restarts");
         free(vals);
-        cr_assert_null(f.s->rbf[p].vals, "the staged copies are dropped");
-        cr_assert_eq(f.s->rbf[p].want_version, 0);
+        cr_assert_null(f.s->rebuild.frag[p].vals, "the staged copies are dropped");
+        cr_assert_eq(f.s->rebuild.frag[p].want_version, 0);
     }
     cr_assert_eq(gate_status(), 0, "serving again");
     /* the rebuilt versions are the new bar: the old reports open nothing */
@@ -219,8 +219,8 @@ Test(syncer_rebuild, lost_state_refuse_serves_nothing, .init = setup_refuse)
     members_join_res r;
     cr_assert_eq(report(0, 0, 5, 0xa, 0, 0, up, &r), MEMBERS_JOIN_REBUILD);
     cr_assert_eq(r.rb, RB_REFUSED);
-    cr_assert_eq(f.s->rb, RB_REFUSED);
-    cr_assert_eq(f.s->rbf[0].want_version, 0, "nothing is collected");
+    cr_assert_eq(f.s->rebuild.state, RB_REFUSED);
+    cr_assert_eq(f.s->rebuild.frag[0].want_version, 0, "nothing is collected");
     cr_assert_eq(gate_status(), 503);
     cr_assert_eq(report(1, 0, 0, 0, 0, 0, up, &r), MEMBERS_JOIN_REBUILD, "refused for good");
     cr_assert_eq(r.rb, RB_REFUSED);
@@ -235,7 +235,7 @@ Test(syncer_rebuild, a_pull_by_a_learner_that_has_not_rejoined_since_the_start_i
     cr_assert_eq(stale_pull_status(0, r.incarnation), 0, "joined since the start");
     cr_assert_eq(stale_pull_status(0, r.incarnation + 1), 409, "an incarnation it was not given");
     pthread_mutex_lock(&f.s->mu);
-    f.s->rb_guard = 0; /* a start from a checkpoint nothing was published after */
+    f.s->rebuild.guard = 0; /* a start from a checkpoint nothing was published after */
     pthread_mutex_unlock(&f.s->mu);
     cr_assert_eq(stale_pull_status(1, 1), 0, "no guard: pulls as before");
 }

@@ -138,10 +138,10 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         rejected += s->members.rejects[r];
     }
     json_t *eval = json_pack("{s:o, s:o, s:I, s:I, s:I}", "loss",
-                             isfinite(s->eval_loss) ? json_real(s->eval_loss) : json_null(), "bpb",
-                             isfinite(s->eval_loss) ? json_real(s->eval_loss / M_LN2) : json_null(), "step",
-                             (json_int_t)s->eval_merges, "merges", (json_int_t)s->eval_merges, "tokens",
-                             (json_int_t)s->eval_tokens);
+                             isfinite(s->dur.eval_loss) ? json_real(s->dur.eval_loss) : json_null(), "bpb",
+                             isfinite(s->dur.eval_loss) ? json_real(s->dur.eval_loss / M_LN2) : json_null(),
+                             "step", (json_int_t)s->dur.eval_merges, "merges", (json_int_t)s->dur.eval_merges,
+                             "tokens", (json_int_t)s->dur.eval_tokens);
     json_t *o = json_pack(
         "{s:s, s:o, s:I, s:I, s:o, s:o, s:o, s:{s:I, s:I}, s:{s:I, s:I, s:o}, s:I, s:I, s:I, s:i, s:o}",
         "mode", syncer_mode_name(s), "eval", eval, "merges", (json_int_t)s->merges, "tokens_merged",
@@ -209,8 +209,9 @@ static int h_status(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         o, "ms_since_last_merge",
         json_integer(s->rounds.last_merge_ms ? (json_int_t)(now - s->rounds.last_merge_ms) : -1));
     json_object_set_new(o, "rebuild",
-                        json_pack("{s:s, s:s, s:I}", "state", rebuild_state_names[s->rb], "start_state",
-                                  dur_start_kind_names[s->start], "rebuilds", (json_int_t)s->rb_count));
+                        json_pack("{s:s, s:s, s:I}", "state", rebuild_state_names[s->rebuild.state],
+                                  "start_state", dur_start_kind_names[s->start], "rebuilds",
+                                  (json_int_t)s->rebuild.count));
     pthread_mutex_unlock(&s->mu);
     cx_http_reply_json(resp, 200, o);
     return 0;

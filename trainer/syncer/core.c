@@ -83,13 +83,13 @@ static void *worker_main(void *arg)
             break;
         rebuild_tick(s);
         int64_t now = cx_mono_ms();
-        int do_eval = s->eval_pending && now - s->last_eval_ms >= s->cfg.eval_every_ms;
+        int do_eval = s->dur.eval_pending && now - s->dur.last_eval_ms >= s->cfg.eval_every_ms;
         /* every checkpoint_every merges, but not more often than
          * checkpoint_min_ms: a merge count alone wrote thousands of
          * checkpoints a minute (the final one in syncer_free is not gated) */
         int do_ckpt = s->cfg.checkpoint_every > 0 &&
-                      s->merges - s->last_ckpt_merges >= s->cfg.checkpoint_every &&
-                      (s->last_ckpt_ms == 0 || now - s->last_ckpt_ms >= s->cfg.checkpoint_min_ms);
+                      s->merges - s->dur.last_ckpt_merges >= s->cfg.checkpoint_every &&
+                      (s->dur.last_ckpt_ms == 0 || now - s->dur.last_ckpt_ms >= s->cfg.checkpoint_min_ms);
         if (do_eval || do_ckpt) {
             pthread_mutex_unlock(&s->mu);
             if (do_eval)
@@ -156,9 +156,7 @@ static int new_state(syncer *s, char *err, size_t errlen)
     s->theta = malloc(s->n * sizeof(float));
     s->momentum = calloc(s->n, sizeof(float));
     s->versions = calloc((size_t)s->P, sizeof(int64_t));
-    s->rbf = calloc((size_t)s->P, sizeof *s->rbf);
-    s->rb_rep = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *s->rb_rep);
-    if (!s->eval_in || !s->eval_tg || !s->theta || !s->momentum || !s->versions || !s->rbf || !s->rb_rep) {
+    if (!s->eval_in || !s->eval_tg || !s->theta || !s->momentum || !s->versions) {
         cx_fail(err, errlen, CX_ENOMEM, "out of memory");
         return -1;
     }
@@ -197,8 +195,7 @@ static int new_restore(syncer *s, const char *state_dir, char *err, size_t errle
     int restored = dur_restore(s, err, errlen);
     if (restored < 0)
         return -1;
-    for (int p = 0; p < s->P; p++)
-        s->rbf[p].ckpt_version = s->versions[p];
+    rebuild_note_restored(s);
     int64_t before_bump = 0;
     for (int p = 0; p < s->P; p++)
         before_bump += s->versions[p];
@@ -208,7 +205,7 @@ static int new_restore(syncer *s, const char *state_dir, char *err, size_t errle
     json_t *vers = json_array(), *ckpt_vers = json_array();
     for (int p = 0; p < s->P; p++) {
         json_array_append_new(vers, json_integer(s->versions[p]));
-        json_array_append_new(ckpt_vers, json_integer(s->rbf[p].ckpt_version));
+        json_array_append_new(ckpt_vers, json_integer(s->rebuild.frag[p].ckpt_version));
     }
     /* ckpt_versions: what the checkpoint held; a learner reporting a copy
      * above it at join makes the syncer rebuild that fragment */
@@ -228,8 +225,7 @@ static int new_restore(syncer *s, const char *state_dir, char *err, size_t errle
      * fresh start evaluates the untrained model here: status has its loss
      * from the first answer, before any learner joins. */
     if (restored > 0) {
-        s->eval_pending = 1;
-        s->last_eval_ms = 0;
+        dur_eval_soon(s);
     } else {
         dur_run_eval(s);
     }
@@ -285,7 +281,7 @@ syncer *syncer_core_new(const syncer_opts *o, char *err, size_t errlen)
     }
     s->cfg = o->cfg;
     s->start_ms = cx_mono_ms();
-    s->eval_loss = NAN;
+    dur_init(s);
     snprintf(s->state_dir, sizeof s->state_dir, "%s", o->state_dir);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->frag_cv, NULL);
@@ -295,9 +291,9 @@ syncer *syncer_core_new(const syncer_opts *o, char *err, size_t errlen)
     members_init(s);
     if (cx_mkdir_p(o->state_dir, err, errlen) != 0)
         goto fail;
-    s->on_lost_state = o->on_lost_state;
     if (syncer_api_access_init(s, o, err, errlen) != 0 || new_model(s, err, errlen) != 0 ||
-        new_state(s, err, errlen) != 0 || new_restore(s, o->state_dir, err, errlen) != 0)
+        rebuild_init(s, o->on_lost_state, err, errlen) != 0 || new_state(s, err, errlen) != 0 ||
+        new_restore(s, o->state_dir, err, errlen) != 0)
         goto fail;
     return s;
 fail:
@@ -344,7 +340,7 @@ void syncer_free(syncer *s)
         pthread_mutex_unlock(&s->mu);
     }
     if (was_running) {
-        if (s->eval_pending)
+        if (s->dur.eval_pending)
             dur_run_eval(s);
         char err[CX_ERRLEN];
         if (dur_write_checkpoint(s, err, sizeof err) != 0)
@@ -354,9 +350,7 @@ void syncer_free(syncer *s)
     }
     rounds_cleanup(s);
     deltas_cleanup(s);
-    for (int p = 0; s->rbf && p < s->P; p++)
-        free(s->rbf[p].vals);
-    free(s->rbf), free(s->rb_rep);
+    rebuild_cleanup(s);
     events_free(s->ev);
     syncer_api_access_cleanup(s);
     model_free(s->eval_model);

@@ -29,14 +29,14 @@
  *   main.c        the `chaosloco syncer` subcommand
  * The split of struct syncer into one struct per component, each written
  * only by its component, has begun: s->members (members.h), s->rounds
- * (rounds.h), s->ddp (ddp.h), s->holds (holds.h), s->deltas (deltas.h)
- * and s->access (api.h); the flat fields below them are still shared
- * (their owner is named in its component's header). Written by several
- * components today, so still flat: versions (rounds, ddp, durability,
- * rebuild), merges (rounds_note_merge, durability), eval_pending (rounds,
- * core, durability, rebuild), tokens_merged and tokens_frag_raw (rounds,
- * durability), bytes_in (rounds, ddp, rebuild), bytes_out (ddp, deltas),
- * accepted_total (rounds, ddp).
+ * (rounds.h), s->ddp (ddp.h), s->holds (holds.h), s->deltas (deltas.h),
+ * s->access (api.h), s->rebuild (rebuild.h) and s->dur (durability.h);
+ * the flat fields below them are still shared (their owner is named in
+ * its component's header). Written by several components today, so still
+ * flat: versions (rounds, ddp, durability, rebuild), merges
+ * (rounds_note_merge, durability), tokens_merged and tokens_frag_raw
+ * (rounds, durability), bytes_in (rounds, ddp, rebuild), bytes_out (ddp,
+ * deltas), accepted_total (rounds, ddp).
  * Exported names carry their component's prefix: members_, rounds_,
  * deltas_, ddp_, rebuild_, dur_, holds_, guard_, syncer_api_ (api), and
  * syncer_ (core); route handlers are <component>_route_<name>.
@@ -70,63 +70,48 @@
 #define TICK_MS 20 /* the ticker's period, ms */
 
 struct syncer {
-    config cfg;             /* effective config (never changes) */
-    char state_dir[1024];   /* checkpoints, events, listen.addr */
-    model *eval_model;      /* ticker only: params are a snapshot of theta */
-    data_source *data;      /* corpus (eval split) */
-    uint8_t *eval_in;       /* [eval_n, C] */
-    uint8_t *eval_tg;       /* [eval_n] */
-    int eval_n;             /* eval examples */
-    double entropy_floor;   /* nats, NAN for a file */
-    fragment_table *ft;     /* fragments of the model */
-    merge_ws *mws;          /* round_merge's buffers (largest fragment, MAX_LEARNERS); mu */
-    size_t n;               /* parameters */
-    int P;                  /* fragments */
-    events *ev;             /* the event log */
-    cx_http_server *http;   /* the API */
-    pthread_t ticker;       /* deadlines, absent learners */
-    pthread_t worker;       /* eval, checkpoints */
-    int ticker_started;     /* 1 once ticker and worker run */
-    int64_t start_ms;       /* mono ms at start */
-    int64_t ckpt_event_seq; /* event seq the restored checkpoint was taken at (0: none) */
+    config cfg;           /* effective config (never changes) */
+    char state_dir[1024]; /* checkpoints, events, listen.addr */
+    model *eval_model;    /* ticker only: params are a snapshot of theta */
+    data_source *data;    /* corpus (eval split) */
+    uint8_t *eval_in;     /* [eval_n, C] */
+    uint8_t *eval_tg;     /* [eval_n] */
+    int eval_n;           /* eval examples */
+    double entropy_floor; /* nats, NAN for a file */
+    fragment_table *ft;   /* fragments of the model */
+    merge_ws *mws;        /* round_merge's buffers (largest fragment, MAX_LEARNERS); mu */
+    size_t n;             /* parameters */
+    int P;                /* fragments */
+    events *ev;           /* the event log */
+    cx_http_server *http; /* the API */
+    pthread_t ticker;     /* deadlines, absent learners */
+    pthread_t worker;     /* eval, checkpoints */
+    int ticker_started;   /* 1 once ticker and worker run */
+    int64_t start_ms;     /* mono ms at start */
 
     /* ---- shared state (under mu) ---- */
     pthread_mutex_t mu;
     pthread_cond_t frag_cv, step_cv, tick_cv, work_cv;
-    int stopping;             /* 1: handlers return, ticker exits */
-    float *theta;             /* [n] global parameters */
-    float *momentum;          /* [n] outer Nesterov buffer */
-    adamw *opt;               /* ddp modes: AdamW state of the global params */
-    int64_t *versions;        /* [P] */
-    int64_t merges;           /* merges (ddp: completed steps) */
-    int64_t tokens_merged;    /* tokens of merged contributions (whole-model equivalent) */
-    int64_t tokens_frag_raw;  /* sum of the tokens of merged fragment contributions */
-    int64_t bytes_in;         /* tensor bytes received */
-    int64_t bytes_out;        /* tensor bytes sent */
-    int64_t accepted_total;   /* accepted contributions/gradients */
-    syncer_holds holds;       /* waiting requests by caller (holds.h: holds.c its only writer) */
-    double eval_loss;         /* nats, NAN before the first eval */
-    int64_t eval_merges;      /* merges at the last eval */
-    int64_t eval_tokens;      /* tokens_merged at the last eval */
-    int64_t last_eval_ms;     /* mono ms of the last eval */
-    int eval_pending;         /* 1: a merge happened since the last eval */
-    int64_t last_ckpt_merges; /* merges at the last checkpoint */
-    int64_t last_ckpt_ms;     /* mono ms of the last checkpoint snapshot (0: none yet) */
-    syncer_members members;   /* learner slots, rejections, the end (members.h: members.c its only writer) */
-    syncer_rounds rounds;     /* rounds, their counters, recent merges (rounds.h: rounds.c its only writer) */
-    syncer_ddp ddp;           /* the ddp barrier (ddp.h: ddp.c its only writer) */
-    syncer_deltas deltas; /* downstream deltas and fragment answers (deltas.h: deltas.c its only writer) */
-    syncer_access access; /* credentials, seal key, TLS (api.h: api.c its only writer) */
-    /* rebuild from the learners (see "syncer: rebuild from the learners") */
-    int on_lost_state;           /* syncer_lost_state (--on-lost-state) */
-    start_kind start;            /* what dur_restore() found; not under mu (set before serving) */
-    rebuild_state rb;            /* under mu */
-    int64_t rb_opened_ms;        /* mono ms the collection opened */
-    rb_frag *rbf;                /* [P] under mu */
-    rb_report *rb_rep;           /* [MAX_LEARNERS * P] under mu: what each slot reported at its last join */
-    int rb_joined[MAX_LEARNERS]; /* 1: the slot joined since the collection opened */
-    int64_t rb_count;            /* rebuilds done since start */
-    int rb_guard; /* 1: pulls by learners not joined since the start are refused (rebuild_stale_pull) */
+    int stopping;            /* 1: handlers return, ticker exits */
+    float *theta;            /* [n] global parameters */
+    float *momentum;         /* [n] outer Nesterov buffer */
+    adamw *opt;              /* ddp modes: AdamW state of the global params */
+    int64_t *versions;       /* [P] */
+    int64_t merges;          /* merges (ddp: completed steps) */
+    int64_t tokens_merged;   /* tokens of merged contributions (whole-model equivalent) */
+    int64_t tokens_frag_raw; /* sum of the tokens of merged fragment contributions */
+    int64_t bytes_in;        /* tensor bytes received */
+    int64_t bytes_out;       /* tensor bytes sent */
+    int64_t accepted_total;  /* accepted contributions/gradients */
+    syncer_holds holds;      /* waiting requests by caller (holds.h: holds.c its only writer) */
+    syncer_members members;  /* learner slots, rejections, the end (members.h: members.c its only writer) */
+    syncer_rounds rounds;    /* rounds, their counters, recent merges (rounds.h: rounds.c its only writer) */
+    syncer_ddp ddp;          /* the ddp barrier (ddp.h: ddp.c its only writer) */
+    syncer_deltas deltas;    /* downstream deltas and fragment answers (deltas.h: deltas.c its only writer) */
+    syncer_access access;    /* credentials, seal key, TLS (api.h: api.c its only writer) */
+    start_kind start;        /* what dur_restore() found; not under mu (set before serving) */
+    syncer_rebuild rebuild;  /* rebuild from the learners (rebuild.h: rebuild.c its only writer) */
+    syncer_dur dur;          /* eval and checkpoint schedule (durability.h: durability.c its only writer) */
 };
 
 /* A syncer with its model, state and event log (restored from

@@ -201,6 +201,45 @@ void ddp_check(syncer *s, int64_t now)
         ddp_complete(s, "deadline");
 }
 
+ddp_gradient_verdict ddp_gradient(syncer *s, int slot, const proto_hdr *h, int64_t t, const float *g,
+                                  double factor, double l2_in)
+{
+    const learner_rec *l = &s->members.learners[slot];
+    if (t == s->ddp.mean_step && l->ddp_arrived == t)
+        return DDP_GRAD_MEAN; /* a retry after its step completed: answer the mean again */
+    if (t != s->ddp.step)
+        return t < s->ddp.step ? DDP_GRAD_BEHIND : DDP_GRAD_AHEAD;
+    if (l->ddp_arrived != t) {
+        for (size_t i = 0; i < s->n; i++)
+            s->ddp.sum[i] += g[i];
+        members_note_gradient(s, slot, t, factor < 1.0);
+        s->accepted_total++;
+        if (factor < 1.0) { /* counted and logged once per step, not per retry */
+            rounds_note_clipped(s);
+            events_emit(s->ev, "gradient_clipped",
+                        json_pack("{s:I, s:I, s:I, s:f, s:f, s:f}", "learner", (json_int_t)h->learner,
+                                  "incarnation", (json_int_t)h->incarnation, "step", (json_int_t)t, "norm",
+                                  l2_in, "bound", s->cfg.grad_clip * GUARD_GRAD_SLACK, "factor", factor));
+        }
+        if (s->ddp.count++ == 0) {
+            s->ddp.first_ms = cx_mono_ms();
+            if (s->ddp.done_ms > 0)
+                s->ddp.compute_ms[s->ddp.ncompute++ % DDP_COMPUTE_SAMPLES] = s->ddp.first_ms - s->ddp.done_ms;
+        }
+        assert_ddp_state(s);
+    }
+    ddp_check(s, cx_mono_ms());
+    return DDP_GRAD_ADDED;
+}
+
+ddp_gradient_verdict ddp_outcome(const syncer *s, int slot, int64_t t, int64_t inc)
+{
+    const learner_rec *l = &s->members.learners[slot];
+    if (s->ddp.mean_step == t && l->ddp_arrived == t && l->incarnation == inc)
+        return DDP_GRAD_MEAN;
+    return s->ddp.mean_step >= t ? DDP_GRAD_BEHIND : DDP_GRAD_ADDED;
+}
+
 /* ---- syncer: POST /v1/steps/{t}/gradients (ddp modes) ---- */
 
 static void reply_mean(syncer *s, cx_http_resp *resp, int64_t t)
@@ -302,60 +341,35 @@ int ddp_route_gradient(void *ctx, const cx_http_req *req, cx_http_resp *resp)
         free(g);
         return 0;
     }
-    const learner_rec *l = &s->members.learners[slot];
     members_touch(s, slot);
-    if (t == s->ddp.mean_step && l->ddp_arrived == t) {
-        /* a retry after its step completed: answer the mean again */
-        reply_mean(s, resp, t);
-        pthread_mutex_unlock(&s->mu);
-        free(g);
-        return 0;
-    }
-    if (t != s->ddp.step) {
-        reply_step_conflict(s, resp, t,
-                            t < s->ddp.step ? "step closed without this learner; resync"
-                                            : "step is ahead of the syncer; resync");
-        pthread_mutex_unlock(&s->mu);
-        free(g);
-        return 0;
-    }
-    if (l->ddp_arrived != t) {
-        for (size_t i = 0; i < s->n; i++)
-            s->ddp.sum[i] += g[i];
-        members_note_gradient(s, slot, t, factor < 1.0);
-        s->accepted_total++;
-        if (factor < 1.0) { /* counted and logged once per step, not per retry */
-            rounds_note_clipped(s);
-            events_emit(s->ev, "gradient_clipped",
-                        json_pack("{s:I, s:I, s:I, s:f, s:f, s:f}", "learner", (json_int_t)h.learner,
-                                  "incarnation", (json_int_t)h.incarnation, "step", (json_int_t)t, "norm",
-                                  l2_in, "bound", s->cfg.grad_clip * GUARD_GRAD_SLACK, "factor", factor));
-        }
-        if (s->ddp.count++ == 0) {
-            s->ddp.first_ms = cx_mono_ms();
-            if (s->ddp.done_ms > 0)
-                s->ddp.compute_ms[s->ddp.ncompute++ % DDP_COMPUTE_SAMPLES] = s->ddp.first_ms - s->ddp.done_ms;
-        }
-        assert_ddp_state(s);
-    }
+    ddp_gradient_verdict v = ddp_gradient(s, slot, &h, t, g, factor, l2_in);
     free(g);
-    ddp_check(s, cx_mono_ms());
-    /* over the caller's share of waits: answered at once (503 retry below) */
-    int hold = holds_take(s, req);
-    int64_t end = cx_mono_ms() + BARRIER_WAIT_MS;
-    while (hold >= 0 && !s->stopping && s->ddp.mean_step < t)
-        if (cx_cond_wait_until_ms(&s->step_cv, &s->mu, end) == CX_ETIMEDOUT)
-            break;
-    holds_drop(s, hold);
-    if (s->ddp.mean_step == t && l->ddp_arrived == t && l->incarnation == h.incarnation) {
+    if (v == DDP_GRAD_ADDED) {
+        /* over the caller's share of waits: answered at once (503 retry below) */
+        int hold = holds_take(s, req);
+        int64_t end = cx_mono_ms() + BARRIER_WAIT_MS;
+        while (hold >= 0 && !s->stopping && s->ddp.mean_step < t)
+            if (cx_cond_wait_until_ms(&s->step_cv, &s->mu, end) == CX_ETIMEDOUT)
+                break;
+        holds_drop(s, hold);
+        v = ddp_outcome(s, slot, t, h.incarnation);
+    }
+    switch (v) {
+    case DDP_GRAD_MEAN:
         reply_mean(s, resp, t);
-    } else if (s->ddp.mean_step >= t) {
+        break;
+    case DDP_GRAD_BEHIND:
         reply_step_conflict(s, resp, t, "step closed without this learner; resync");
-    } else {
+        break;
+    case DDP_GRAD_AHEAD:
+        reply_step_conflict(s, resp, t, "step is ahead of the syncer; resync");
+        break;
+    case DDP_GRAD_ADDED:
         cx_http_reply_problem(resp, 503, NULL,
                               json_pack("{s:I, s:i, s:i}", "step", (json_int_t)t, "arrived", s->ddp.count,
                                         "need", members_barrier_need(s)),
                               "barrier still waiting for learners; retry");
+        break;
     }
     pthread_mutex_unlock(&s->mu);
     return 0;

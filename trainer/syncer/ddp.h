@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "trainer/protocol.h"
 #include "trainer/seal.h"
 #include "trainer/syncer/api.h"
 
@@ -56,6 +57,27 @@ int64_t ddp_deadline_ms(const syncer *s);
 /* Complete the step being collected if its barrier or deadline says so (mu
  * held; the ticker calls it every tick in ddp modes). */
 void ddp_check(syncer *s, int64_t now);
+/* What became of one gradient of a step (ddp_gradient, ddp_outcome). */
+typedef enum ddp_gradient_verdict {
+    DDP_GRAD_ADDED,  /* in the sum of the step being collected (once: a retry adds nothing); the step
+                        has not completed yet (ddp_outcome) */
+    DDP_GRAD_MEAN,   /* its step completed with it: the answer is the mean (s->ddp.mean_wire) */
+    DDP_GRAD_BEHIND, /* its step closed without it (409, the learner resyncs) */
+    DDP_GRAD_AHEAD,  /* its step is ahead of the one being collected (409, the learner resyncs) */
+} ddp_gradient_verdict;
+
+/* Gradient g [n] of step t from the learner of slot (members_check passed,
+ * g bounded by the caller: factor the scale applied, 1 none, l2_in the norm
+ * before it). Adds g to the step being collected, then completes the step
+ * if its barrier says so (ddp_check); a retry of a completed step gets
+ * DDP_GRAD_MEAN, a step other than the open one BEHIND or AHEAD, nothing
+ * added (mu held). */
+ddp_gradient_verdict ddp_gradient(syncer *s, int slot, const proto_hdr *h, int64_t t, const float *g,
+                                  double factor, double l2_in);
+/* Once the handler stopped waiting for step t: DDP_GRAD_MEAN when it
+ * completed with the gradient of the slot's incarnation inc, BEHIND when it
+ * closed without it, ADDED while it is still open (mu held). */
+ddp_gradient_verdict ddp_outcome(const syncer *s, int slot, int64_t t, int64_t inc);
 /* POST /v1/steps/{t}/gradients: one learner's gradient of step t; answers
  * the mean once the step completes. */
 SYNCER_HANDLER(ddp_route_gradient);

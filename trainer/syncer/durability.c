@@ -32,6 +32,41 @@
 
 const char *const dur_start_kind_names[] = {"fresh", "lost", "corrupt", "restored"};
 
+/* What holds of s->dur between calls (mu held): an eval or a checkpoint
+ * took merges as they were, and merges never go back; times and the
+ * restored event seq are 0 (none) or set. */
+static void assert_dur_state(const syncer *s)
+{
+#ifndef NDEBUG
+    const syncer_dur *d = &s->dur;
+    assert(d->eval_pending == 0 || d->eval_pending == 1);
+    assert(d->eval_merges >= 0 && d->eval_merges <= s->merges);
+    assert(d->last_ckpt_merges >= 0 && d->last_ckpt_merges <= s->merges);
+    assert(d->last_eval_ms >= 0 && d->last_ckpt_ms >= 0 && d->ckpt_event_seq >= 0);
+#else
+    (void)s;
+#endif
+}
+
+void dur_init(syncer *s)
+{
+    s->dur.eval_loss = NAN;
+    assert_dur_state(s);
+}
+
+void dur_note_merge(syncer *s)
+{
+    s->dur.eval_pending = 1;
+    assert_dur_state(s);
+}
+
+void dur_eval_soon(syncer *s)
+{
+    s->dur.eval_pending = 1;
+    s->dur.last_eval_ms = 0;
+    assert_dur_state(s);
+}
+
 /* ---- syncer: eval and checkpoints (ticker thread, outside the lock) ---- */
 
 void dur_run_eval(syncer *s)
@@ -39,14 +74,15 @@ void dur_run_eval(syncer *s)
     pthread_mutex_lock(&s->mu);
     memcpy(model_params(s->eval_model), s->theta, s->n * sizeof(float));
     int64_t merges = s->merges, tokens = s->tokens_merged;
-    s->eval_pending = 0;
+    s->dur.eval_pending = 0;
     pthread_mutex_unlock(&s->mu);
     double loss = model_loss(s->eval_model, s->eval_in, s->eval_tg, s->eval_n);
     pthread_mutex_lock(&s->mu);
-    s->eval_loss = loss;
-    s->eval_merges = merges;
-    s->eval_tokens = tokens;
-    s->last_eval_ms = cx_mono_ms();
+    s->dur.eval_loss = loss;
+    s->dur.eval_merges = merges;
+    s->dur.eval_tokens = tokens;
+    s->dur.last_eval_ms = cx_mono_ms();
+    assert_dur_state(s);
     pthread_mutex_unlock(&s->mu);
     events_emit(s->ev, "eval",
                 json_pack("{s:o, s:o, s:I, s:I}", "loss", isfinite(loss) ? json_real(loss) : json_null(),
@@ -156,8 +192,9 @@ int dur_write_checkpoint(syncer *s, char *err, size_t errlen)
                 (ckpt_learner_inc){s->members.learners[i].id, s->members.learners[i].incarnation};
     for (int p = 0; norms && p < s->P; p++)
         norms[p] = s->rounds.frag[p].norms;
-    s->last_ckpt_merges = s->merges;
-    s->last_ckpt_ms = cx_mono_ms();
+    s->dur.last_ckpt_merges = s->merges;
+    s->dur.last_ckpt_ms = cx_mono_ms();
+    assert_dur_state(s);
     pthread_mutex_unlock(&s->mu);
     rc = ckpt_syncer_save(s->state_dir, &c, err, errlen);
     if (rc == 0 && norms) {
@@ -228,13 +265,14 @@ int dur_restore(syncer *s, char *err, size_t errlen)
         memcpy(adamw_v(s->opt), c.adam_v, s->n * sizeof(float));
         adamw_set_steps(s->opt, (uint64_t)c.adam_steps);
     }
-    s->merges = s->last_ckpt_merges = c.merges;
+    s->merges = s->dur.last_ckpt_merges = c.merges;
     s->tokens_merged = c.tokens_merged;
     s->tokens_frag_raw = c.tokens_merged * s->P;
     ddp_restart_at(s, c.ddp_step);
     members_restore(s, &c);
     events_set_seq_floor(s->ev, c.event_seq);
-    s->ckpt_event_seq = c.event_seq;
+    s->dur.ckpt_event_seq = c.event_seq;
+    assert_dur_state(s);
     s->start = START_RESTORED;
     if (s->rounds.frag)
         guard_load(s);
@@ -256,7 +294,7 @@ void dur_bump_versions(syncer *s)
         return;
     for (int p = 0; p < s->P; p++)
         sv.v[p] = -1;
-    events_foreach_file(s->ev, s->ckpt_event_seq, "merge", scan_event, &sv);
+    events_foreach_file(s->ev, s->dur.ckpt_event_seq, "merge", scan_event, &sv);
     for (int p = 0; p < s->P; p++) {
         int64_t seen = syncer_is_ddp(s) ? sv.ddp : sv.v[p];
         if (seen >= s->versions[p]) {
@@ -270,35 +308,28 @@ void dur_bump_versions(syncer *s)
 }
 
 /* Say what the state dir held (a fresh run, lost or corrupt checkpoints,
- * or a restore) and remember the start versions: the bar above which a
- * learner's report is newer (see "syncer: rebuild from the learners"). */
+ * or a restore) and have the rebuild remember the start versions: the bar
+ * above which a learner's report is newer (rebuild_note_start). */
 void dur_start_log(syncer *s, int64_t before_bump)
 {
     int64_t after = 0;
-    for (int p = 0; p < s->P; p++) {
-        s->rbf[p].start_version = s->versions[p];
-        s->rbf[p].want_learner = s->rbf[p].got_learner = -1;
+    for (int p = 0; p < s->P; p++)
         after += s->versions[p];
-    }
     if (s->start == START_FRESH && after > before_bump)
         s->start = START_LOST; /* merges in the log, no checkpoint: it was lost */
-    /* what this syncer published: the checkpoint and the merges logged after it, which the bump
-     * put every version above; no record at all (a new run or a wiped dir): unknown (-1) */
-    for (int p = 0; p < s->P; p++)
-        s->rbf[p].published = s->start == START_RESTORED || after > before_bump ? s->versions[p] : -1;
-    s->rb_guard = s->start != START_RESTORED || after > before_bump;
+    rebuild_note_start(s, after > before_bump);
     switch (s->start) {
     case START_FRESH:
         cx_info("state dir %s holds no checkpoint and no merge: starting from the initial model (learners "
                 "that report trained fragments at join will rebuild it, --on-lost-state %s)",
-                s->state_dir, s->on_lost_state == SYNCER_LOST_REFUSE ? "refuse" : "rebuild");
+                s->state_dir, s->rebuild.on_lost_state == SYNCER_LOST_REFUSE ? "refuse" : "rebuild");
         break;
     case START_LOST:
     case START_CORRUPT:
         cx_warn("state dir %s: checkpoints %s; the global state will come from the learners' copies "
                 "(--on-lost-state %s)",
                 s->state_dir, s->start == START_LOST ? "lost (the event log shows merges)" : "damaged",
-                s->on_lost_state == SYNCER_LOST_REFUSE ? "refuse" : "rebuild");
+                s->rebuild.on_lost_state == SYNCER_LOST_REFUSE ? "refuse" : "rebuild");
         break;
     case START_RESTORED:
         /* merges (ddp: steps) were published after the checkpoint: the

@@ -1,12 +1,12 @@
 /* durability.h - the syncer's durability component: eval, checkpoints,
  * and the restore at start-up.
  *
- * Owns: the eval results and schedule (s->eval_loss, s->eval_merges,
- * s->eval_tokens, s->last_eval_ms, s->eval_pending), the checkpoint
- * schedule (s->last_ckpt_merges, s->last_ckpt_ms), what the start found
- * (s->start, s->ckpt_event_seq).
- * Operations: run an eval, write a checkpoint, restore, bump the versions
- * above the log, log the start.
+ * Owns: s->dur (struct syncer_dur: the eval results and schedule, the
+ * checkpoint schedule, the event seq of the restored checkpoint) and what
+ * the start found (s->start).
+ * Operations: set up s->dur, note a merge or ask for an eval soon (the
+ * eval's schedule), run an eval, write a checkpoint, restore, bump the
+ * versions above the log, log the start.
  * Lock: each says; the eval and the checkpoint write run outside s->mu on
  * snapshots taken under it (the worker thread's).
  */
@@ -17,6 +17,27 @@
 #include <stdint.h>
 
 #include "trainer/syncer.h"
+
+/* The eval and checkpoint schedule; durability.c is its only writer
+ * (under s->mu, but for dur_init and dur_restore before serving). */
+typedef struct syncer_dur {
+    double eval_loss;         /* nats, NAN before the first eval */
+    int64_t eval_merges;      /* merges at the last eval */
+    int64_t eval_tokens;      /* tokens_merged at the last eval */
+    int64_t last_eval_ms;     /* mono ms of the last eval */
+    int eval_pending;         /* 1: a merge happened since the last eval */
+    int64_t last_ckpt_merges; /* merges at the last checkpoint */
+    int64_t last_ckpt_ms;     /* mono ms of the last checkpoint snapshot (0: none yet) */
+    int64_t ckpt_event_seq;   /* event seq the restored checkpoint was taken at (0: none) */
+} syncer_dur;
+
+/* Set up s->dur at start-up: no eval yet, no checkpoint. */
+void dur_init(syncer *s);
+/* A merge happened: the worker evals once eval_every_ms allows (mu held). */
+void dur_note_merge(syncer *s);
+/* The global state changed at once (a restore, a rebuild): the worker
+ * evals as soon as it runs (mu held, or before serving). */
+void dur_eval_soon(syncer *s);
 
 /* What dur_restore() found in the state dir (logged, in the start event). */
 typedef enum start_kind {

@@ -25,7 +25,11 @@ static void assert_holds_state(const syncer *s)
 
 int holds_take(syncer *s, const cx_http_req *req)
 {
-    int64_t id = syncer_api_caller_learner(s, req);
+    return holds_take_as(s, syncer_api_caller_learner(s, req));
+}
+
+int holds_take_as(syncer *s, int64_t id)
+{
     int b = id >= 0 && id < MAX_LEARNERS ? (int)id : MAX_LEARNERS;
     if (s->holds.held[b] >= holds_cap(b)) {
         s->holds.early++;

@@ -32,8 +32,12 @@ typedef struct syncer_holds {
     int64_t early;          /* waits answered at once: their caller was over its share */
 } syncer_holds;
 
-/* The caller's bucket, holding one wait; -1: over its share, do not wait. */
+/* The caller's bucket, holding one wait; -1: over its share, do not wait.
+ * The caller is the learner of req's credential (syncer_api_caller_learner). */
 int holds_take(syncer *s, const cx_http_req *req);
+/* The same for the caller learner id (-1 or beyond MAX_LEARNERS: no
+ * learner, the anonymous bucket). */
+int holds_take_as(syncer *s, int64_t id);
 /* Give back the wait of bucket b (b < 0: a no-op). */
 void holds_drop(syncer *s, int b);
 

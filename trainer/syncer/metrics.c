@@ -59,7 +59,7 @@ static void metrics_syncer(const syncer *s, cx_buf *b)
                      "Merged tokens over trained tokens (NaN before any was trained).",
                      trained > 0 ? (double)s->tokens_merged / (double)trained : NAN, 4);
     cx_prom_one_real(b, "chaosloco_syncer_eval_loss", CX_PROM_GAUGE,
-                     "Eval loss of the global model, nats per byte.", s->eval_loss, 6);
+                     "Eval loss of the global model, nats per byte.", s->dur.eval_loss, 6);
     cx_prom_one_real(b, "chaosloco_syncer_longest_merge_gap_seconds", CX_PROM_GAUGE,
                      "Longest gap between two merges.", (double)s->rounds.longest_gap_ms / 1000.0, 3);
     if (!syncer_is_ddp(s)) {

@@ -51,7 +51,7 @@ const char *const rebuild_state_names[] = {"none", "collecting", "writing", "ref
  *   NONE        serving normally.
  *   COLLECTING  joins answer 503 with the fragments this learner must
  *               upload; fragment GETs and contributions answer 503
- *               "rebuilding" (retryable); uploads are staged in rbf[].vals.
+ *               "rebuilding" (retryable); uploads are staged in frag[].vals.
  *   WRITING     the rebuilt state is in theta; still 503 until the
  *               checkpoint is on disk.
  * A rebuilt fragment continues at max reported + 1 + M * tau (rb_gap).
@@ -73,19 +73,72 @@ const char *const rebuild_state_names[] = {"none", "collecting", "writing", "ref
 
 #define RB_VERSION_MAX (INT64_MAX / 4) /* bound of a reported version (the bump adds 1) */
 
+/* What holds of s->rebuild between calls (mu held): REFUSED only after a
+ * start without a valid checkpoint under --on-lost-state refuse; a
+ * collection has its opening time; copies are wanted and staged only while
+ * one runs, and a fragment starts at or above its checkpoint's version;
+ * who joined is a flag per slot. */
 static void assert_rebuild_state(const syncer *s)
 {
 #ifndef NDEBUG
-    assert(s->rb >= RB_NONE && s->rb <= RB_REFUSED);
-    assert(s->rb != RB_REFUSED || s->start != START_RESTORED);
+    const syncer_rebuild *rb = &s->rebuild;
+    assert(rb->state >= RB_NONE && rb->state <= RB_REFUSED);
+    assert(rb->state != RB_REFUSED ||
+           (s->start != START_RESTORED && rb->on_lost_state == SYNCER_LOST_REFUSE));
+    assert(rb->state != RB_COLLECTING || rb->opened_ms > 0);
+    assert(rb->count >= 0 && (rb->guard == 0 || rb->guard == 1));
+    for (int i = 0; i < MAX_LEARNERS; i++)
+        assert(rb->joined[i] == 0 || rb->joined[i] == 1);
     for (int p = 0; p < s->P; p++) {
-        const rb_frag *f = &s->rbf[p];
-        assert(s->rb == RB_COLLECTING || s->rb == RB_WRITING || (f->want_version == 0 && !f->vals));
+        const rb_frag *f = &rb->frag[p];
+        assert(rb->state == RB_COLLECTING || rb->state == RB_WRITING || (f->want_version == 0 && !f->vals));
         assert(!f->vals == (f->got_version == 0));
+        assert(f->ckpt_version <= f->start_version && f->published >= -1);
     }
 #else
     (void)s;
 #endif
+}
+
+int rebuild_init(syncer *s, int on_lost_state, char *err, size_t errlen)
+{
+    syncer_rebuild *rb = &s->rebuild;
+    rb->on_lost_state = on_lost_state;
+    rb->frag = calloc((size_t)s->P, sizeof *rb->frag);
+    rb->rep = calloc((size_t)MAX_LEARNERS * (size_t)s->P, sizeof *rb->rep);
+    if (!rb->frag || !rb->rep) {
+        cx_fail(err, errlen, CX_ENOMEM, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+void rebuild_cleanup(syncer *s)
+{
+    for (int p = 0; s->rebuild.frag && p < s->P; p++)
+        free(s->rebuild.frag[p].vals);
+    free(s->rebuild.frag), free(s->rebuild.rep);
+}
+
+void rebuild_note_restored(syncer *s)
+{
+    for (int p = 0; p < s->P; p++)
+        s->rebuild.frag[p].ckpt_version = s->versions[p];
+}
+
+void rebuild_note_start(syncer *s, int bumped)
+{
+    /* what this syncer published: the checkpoint and the merges logged after it, which the bump
+     * put every version above; no record at all (a new run or a wiped dir): unknown (-1) */
+    int record = s->start == START_RESTORED || bumped;
+    for (int p = 0; p < s->P; p++) {
+        rb_frag *f = &s->rebuild.frag[p];
+        f->start_version = s->versions[p];
+        f->want_learner = f->got_learner = -1;
+        f->published = record ? s->versions[p] : -1;
+    }
+    s->rebuild.guard = s->start != START_RESTORED || bumped;
+    assert_rebuild_state(s);
 }
 
 /* Versions a rebuild skips past the newest reported one (rebuild_apply). */
@@ -103,7 +156,7 @@ static size_t rb_state_len(const syncer *s, int p)
 
 static int64_t rb_bar(const syncer *s, int p)
 {
-    const rb_frag *f = &s->rbf[p];
+    const rb_frag *f = &s->rebuild.frag[p];
     return s->versions[p] == f->start_version ? f->ckpt_version : s->versions[p];
 }
 
@@ -117,11 +170,11 @@ static int64_t rb_bar(const syncer *s, int p)
  * trusts the reports as before (docs/security.md says what that leaves). */
 static int64_t rb_published(const syncer *s, int p)
 {
-    const rb_frag *f = &s->rbf[p];
+    const rb_frag *f = &s->rebuild.frag[p];
     if (f->published >= 0)
         return f->published > s->versions[p] ? f->published : s->versions[p];
     for (int q = 0; q < s->P; q++)
-        if (s->versions[q] != s->rbf[q].start_version)
+        if (s->versions[q] != s->rebuild.frag[q].start_version)
             return s->versions[p];
     return -1;
 }
@@ -232,32 +285,32 @@ rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const uint32_t
 {
     int64_t id = s->members.learners[slot].id;
     *n = 0;
-    if (s->rb == RB_REFUSED)
+    if (s->rebuild.state == RB_REFUSED)
         return RB_REFUSED;
-    if (s->rb == RB_WRITING) /* rebuilt, not yet on disk: join again in a moment */
+    if (s->rebuild.state == RB_WRITING) /* rebuilt, not yet on disk: join again in a moment */
         return RB_COLLECTING;
     if (!v) /* a first join (restarted learner) or an old learner: it holds nothing we can use */
-        memset(&s->rb_rep[slot * s->P], 0, (size_t)s->P * sizeof *s->rb_rep);
+        memset(&s->rebuild.rep[slot * s->P], 0, (size_t)s->P * sizeof *s->rebuild.rep);
     for (int p = 0; v && p < s->P; p++) {
-        rb_frag *f = &s->rbf[p];
+        rb_frag *f = &s->rebuild.frag[p];
         int64_t published = rb_published(s, p), seen = pub[p];
         if (published >= 0 && v[p] > published) {
             /* never published here: not a copy of ours; it opens nothing and cannot be uploaded */
             rb_claim_refused(s, slot, p, v[p], published, "unpublished");
-            s->rb_rep[slot * s->P + p] = (rb_report){0, 0, step};
+            s->rebuild.rep[slot * s->P + p] = (rb_report){0, 0, step};
             continue;
         }
         if (v[p] > 0 && s->access.seal.set && !sealed[p]) {
             /* not a copy this syncer sealed when it served it: a claim (or a copy from before seals) */
             rb_claim_refused(s, slot, p, v[p], published, "unsealed");
-            s->rb_rep[slot * s->P + p] = (rb_report){0, 0, step};
+            s->rebuild.rep[slot * s->P + p] = (rb_report){0, 0, step};
             continue;
         }
         if (published >= 0 && seen > published) { /* nor can it have seen one above: no version jump */
             rb_claim_refused(s, slot, p, seen, published, "unpublished");
             seen = published;
         }
-        s->rb_rep[slot * s->P + p] = (rb_report){v[p], crc[p], step};
+        s->rebuild.rep[slot * s->P + p] = (rb_report){v[p], crc[p], step};
         if (seen > f->max_reported) /* published (it holds or saw it): a rebuild goes above */
             f->max_reported = seen;
         if (v[p] <= 0) /* untrained (or nothing held): never seeds the state */
@@ -279,9 +332,9 @@ rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const uint32_t
         if (v[p] > f->got_version)
             upload[(*n)++] = p;
     }
-    if (*n > 0 && s->rb == RB_NONE) {
-        if (s->start != START_RESTORED && s->on_lost_state == SYNCER_LOST_REFUSE) {
-            s->rb = RB_REFUSED;
+    if (*n > 0 && s->rebuild.state == RB_NONE) {
+        if (s->start != START_RESTORED && s->rebuild.on_lost_state == SYNCER_LOST_REFUSE) {
+            s->rebuild.state = RB_REFUSED;
             cx_error(
                 "learner %lld holds trained fragments but this syncer started without a valid checkpoint "
                 "(%s state dir) and --on-lost-state is refuse: serving nothing; restore %s and restart",
@@ -290,31 +343,31 @@ rebuild_state rebuild_join(syncer *s, int slot, const int64_t *v, const uint32_t
                         json_pack("{s:s, s:I, s:s}", "start_state", dur_start_kind_names[s->start], "learner",
                                   (json_int_t)id, "action", "refuse"));
             for (int p = 0; p < s->P; p++)
-                s->rbf[p].want_version = 0;
+                s->rebuild.frag[p].want_version = 0;
+            assert_rebuild_state(s);
             return RB_REFUSED;
         }
-        s->rb = RB_COLLECTING;
-        s->rb_opened_ms = cx_mono_ms();
-        memset(s->rb_joined, 0, sizeof s->rb_joined);
+        s->rebuild.state = RB_COLLECTING;
+        s->rebuild.opened_ms = cx_mono_ms();
+        memset(s->rebuild.joined, 0, sizeof s->rebuild.joined);
         cx_warn(
             "learner %lld holds fragments newer than this syncer's state (%s start): rebuilding the global "
             "state from the learners; fragments and contributions answer 503 until done",
             (long long)id, dur_start_kind_names[s->start]);
     }
-    if (s->rb == RB_COLLECTING) {
-        s->rb_joined[slot] = 1;
-        return RB_COLLECTING;
-    }
-    return RB_NONE;
+    if (s->rebuild.state == RB_COLLECTING)
+        s->rebuild.joined[slot] = 1;
+    assert_rebuild_state(s);
+    return s->rebuild.state == RB_COLLECTING ? RB_COLLECTING : RB_NONE;
 }
 
 /* 1 (and a 503 in resp) while the global state is not being served (mu
  * held): fragment GETs and contributions retry. */
 int rebuild_gate(syncer *s, cx_http_resp *resp)
 {
-    if (s->rb == RB_NONE)
+    if (s->rebuild.state == RB_NONE)
         return 0;
-    if (s->rb == RB_REFUSED)
+    if (s->rebuild.state == RB_REFUSED)
         cx_http_reply_error(
             resp, 503,
             "refused: this syncer lost its state (--on-lost-state refuse); restore %s and restart "
@@ -335,7 +388,7 @@ int rebuild_gate(syncer *s, cx_http_resp *resp)
 int rebuild_stale_pull(syncer *s, const proto_hdr *h, cx_http_resp *resp)
 {
     int slot;
-    if (!s->rb_guard || h->learner < 0 || h->incarnation <= 0)
+    if (!s->rebuild.guard || h->learner < 0 || h->incarnation <= 0)
         return 0;
     proto_reason r = members_check(s, h->learner, h->incarnation, &slot);
     if (r == PROTO_OK)
@@ -351,9 +404,9 @@ int rebuild_stale_pull(syncer *s, const proto_hdr *h, cx_http_resp *resp)
  * at one version, one step and one AdamW count (one learner state). */
 static int rb_ddp_consistent(const syncer *s)
 {
-    const rb_frag *f0 = &s->rbf[0];
+    const rb_frag *f0 = &s->rebuild.frag[0];
     for (int p = 0; p < s->P; p++) {
-        const rb_frag *f = &s->rbf[p];
+        const rb_frag *f = &s->rebuild.frag[p];
         if (!f->vals || f->got_version != f0->got_version || f->got_step != f0->got_step ||
             f->got_adam != f0->got_adam)
             return 0;
@@ -366,8 +419,8 @@ static int rb_ddp_consistent(const syncer *s)
  * collected and the last mean are dropped (learners resync to this step). */
 static void rebuild_apply_ddp(syncer *s)
 {
-    adamw_set_steps(s->opt, (uint64_t)s->rbf[0].got_adam);
-    ddp_restart_at(s, s->rbf[0].got_step);
+    adamw_set_steps(s->opt, (uint64_t)s->rebuild.frag[0].got_adam);
+    ddp_restart_at(s, s->rebuild.frag[0].got_step);
     members_ddp_forget(s);
 }
 
@@ -379,10 +432,10 @@ static void rebuild_apply_ddp(syncer *s)
 static json_t *rebuild_apply(syncer *s)
 {
     json_t *src = json_array();
-    if (syncer_is_ddp(s) && s->rbf[0].vals) /* rb_ddp_ready: all fragments or none */
+    if (syncer_is_ddp(s) && s->rebuild.frag[0].vals) /* rb_ddp_ready: all fragments or none */
         rebuild_apply_ddp(s);
     for (int p = 0; p < s->P; p++) {
-        rb_frag *f = &s->rbf[p];
+        rb_frag *f = &s->rebuild.frag[p];
         size_t len = fragment_length(s->ft, p);
         int64_t old = s->versions[p];
         if (!f->vals) {
@@ -426,7 +479,7 @@ static json_t *rebuild_apply(syncer *s)
 static void rb_frags_clear(syncer *s)
 {
     for (int p = 0; p < s->P; p++) {
-        rb_frag *f = &s->rbf[p];
+        rb_frag *f = &s->rebuild.frag[p];
         free(f->vals);
         f->vals = NULL;
         f->want_version = f->got_version = 0;
@@ -442,8 +495,9 @@ static void rebuild_reopen(syncer *s, const char *why)
 {
     cx_warn("rebuild: %s; collecting the learners' reports again", why);
     rb_frags_clear(s);
-    s->rb_opened_ms = cx_mono_ms();
-    memset(s->rb_joined, 0, sizeof s->rb_joined);
+    s->rebuild.opened_ms = cx_mono_ms();
+    memset(s->rebuild.joined, 0, sizeof s->rebuild.joined);
+    assert_rebuild_state(s);
 }
 
 /* ddp: 1 when the collection can be applied (mu held): every fragment is
@@ -455,8 +509,8 @@ static int rb_ddp_ready(syncer *s)
 {
     int staged = 0, wanted = 0;
     for (int p = 0; p < s->P; p++) {
-        staged += s->rbf[p].vals != NULL;
-        wanted += s->rbf[p].want_version > 0;
+        staged += s->rebuild.frag[p].vals != NULL;
+        wanted += s->rebuild.frag[p].want_version > 0;
     }
     if ((staged == s->P && rb_ddp_consistent(s)) || (staged == 0 && wanted == 0))
         return 1;
@@ -469,15 +523,15 @@ static int rb_ddp_ready(syncer *s)
  * checkpoint is written). */
 void rebuild_tick(syncer *s)
 {
-    if (s->rb != RB_COLLECTING)
+    if (s->rebuild.state != RB_COLLECTING)
         return;
-    int64_t now = cx_mono_ms(), age = now - s->rb_opened_ms, window = s->cfg.heartbeat_timeout_ms;
+    int64_t now = cx_mono_ms(), age = now - s->rebuild.opened_ms, window = s->cfg.heartbeat_timeout_ms;
     int complete = 1, joined = 0;
     for (int p = 0; p < s->P; p++)
-        if (s->rbf[p].want_version > s->rbf[p].got_version)
+        if (s->rebuild.frag[p].want_version > s->rebuild.frag[p].got_version)
             complete = 0;
     for (int i = 0; i < MAX_LEARNERS; i++)
-        joined += s->rb_joined[i];
+        joined += s->rebuild.joined[i];
     /* a learner that holds a newer copy and is alive rejoins within a
      * heartbeat or two of the restart; one silent for the heartbeat timeout
      * counts as absent anyway. Past 3 windows, go with what came. */
@@ -485,11 +539,10 @@ void rebuild_tick(syncer *s)
         return;
     if (syncer_is_ddp(s) && !rb_ddp_ready(s))
         return;
-    s->rb = RB_WRITING;
+    s->rebuild.state = RB_WRITING;
     json_t *src = rebuild_apply(s);
-    s->eval_pending = 1;
-    s->last_eval_ms = 0;
-    s->rb_count++;
+    dur_eval_soon(s);
+    s->rebuild.count++;
     double waited = (double)age;
     int64_t ddp_step = s->ddp.step, adam_steps = s->opt ? (int64_t)adamw_steps(s->opt) : 0;
     pthread_mutex_unlock(&s->mu);
@@ -508,7 +561,7 @@ void rebuild_tick(syncer *s)
             complete ? "every reported copy uploaded" : "window over, some copies never came");
     pthread_mutex_lock(&s->mu);
     rb_frags_clear(s);
-    s->rb = RB_NONE;
+    s->rebuild.state = RB_NONE;
     assert_rebuild_state(s);
     pthread_cond_broadcast(&s->frag_cv);
 }
@@ -521,16 +574,16 @@ rebuild_stage_verdict rebuild_stage(syncer *s, int p, const proto_hdr *h, int64_
     int slot;
     rebuild_stage_verdict v = REBUILD_STAGE_NOT_NEEDED;
     *r = members_check(s, h->learner, h->incarnation, &slot);
-    if (s->rb != RB_COLLECTING) {
+    if (s->rebuild.state != RB_COLLECTING) {
         v = REBUILD_STAGE_IDLE;
         snprintf(why, whylen, "state upload: no rebuild is collecting (state %s)",
-                 rebuild_state_names[s->rb]);
+                 rebuild_state_names[s->rebuild.state]);
     } else if (*r != PROTO_OK) {
         v = REBUILD_STAGE_MEMBER;
         snprintf(why, whylen, "state upload: %s", proto_reason_name(*r));
     } else {
-        rb_report rep = s->rb_rep[slot * s->P + p];
-        rb_frag *f = &s->rbf[p];
+        rb_report rep = s->rebuild.rep[slot * s->P + p];
+        rb_frag *f = &s->rebuild.frag[p];
         if (rep.version != version || rep.crc != h->crc32c || (syncer_is_ddp(s) && rep.step != ddp_step)) {
             v = REBUILD_STAGE_MISMATCH;
             snprintf(

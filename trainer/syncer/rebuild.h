@@ -2,13 +2,15 @@
  * state from the learners after a start without it (see "syncer: rebuild
  * from the learners" in rebuild.c, where its state machine is drawn).
  *
- * Owns: s->rb (the state), s->rbf[P] (each fragment's best report and
- * upload), s->rb_rep (what each slot reported at its last join),
- * s->rb_joined, s->rb_opened_ms, s->rb_count.
- * Operations: decode a join's holds, a join's part in the rebuild, the
- * gate that holds pulls and contributions while the state is not served,
- * the worker's step, staging an uploaded copy (rebuild_stage) and the
- * upload route that calls it.
+ * Owns: s->rebuild (struct syncer_rebuild): the state, each fragment's
+ * best report and upload, what each slot reported at its last join, who
+ * joined since the collection opened, the rebuilds done, the stale-pull
+ * guard and --on-lost-state.
+ * Operations: set up and free it, note what the start restored, decode a
+ * join's holds, a join's part in the rebuild, the gate that holds pulls
+ * and contributions while the state is not served, the worker's step,
+ * staging an uploaded copy (rebuild_stage) and the upload route that
+ * calls it.
  * Lock: s->mu held, except the route handler, which takes it; rebuild_tick
  * drops it while the checkpoint is written.
  */
@@ -18,6 +20,7 @@
 #include <stdint.h>
 
 #include "common/http_server.h"
+#include "trainer/config.h"
 #include "trainer/protocol.h"
 #include "trainer/syncer/api.h"
 
@@ -51,6 +54,35 @@ typedef struct rb_report {
     uint32_t crc;    /* CRC32C of its copy as f32 LE bytes (ddp: params | m | v of the fragment) */
     int64_t step;    /* ddp: the step its join named (its copy is the state before that step) */
 } rb_report;
+
+/* The rebuild's state; rebuild.c is its only writer (under s->mu, but
+ * for rebuild_init/rebuild_note_restored/rebuild_note_start before
+ * serving). */
+typedef struct syncer_rebuild {
+    rebuild_state state;             /* see "syncer: rebuild from the learners" */
+    int64_t opened_ms;               /* mono ms the collection opened */
+    rb_frag *frag;                   /* [P] */
+    rb_report *rep;                  /* [MAX_LEARNERS * P] what each slot reported at its last join */
+    int joined[CONFIG_LEARNERS_MAX]; /* 1: the slot joined since the collection opened */
+    int64_t count;                   /* rebuilds done since start */
+    int guard;         /* 1: pulls by learners not joined since the start are refused (rebuild_stale_pull) */
+    int on_lost_state; /* syncer_lost_state (--on-lost-state) */
+} syncer_rebuild;
+
+/* Set up s->rebuild at start-up (after s->P is known): nothing collecting,
+ * what to do with a lost state (syncer_lost_state). 0, or -1 with err. */
+int rebuild_init(syncer *s, int on_lost_state, char *err, size_t errlen);
+/* Free what rebuild_init allocated (and any staged copy). */
+void rebuild_cleanup(syncer *s);
+/* Start-up, right after dur_restore: the versions restored are each
+ * fragment's checkpoint version (0 without a checkpoint). */
+void rebuild_note_restored(syncer *s);
+/* Start-up, after dur_bump_versions and s->start is final: the versions
+ * now are the start versions (while a fragment keeps its own, its
+ * checkpoint version is the bar of a report); bumped: merges were logged
+ * after the checkpoint. Sets what the syncer knows it published and
+ * whether stale pulls are refused. */
+void rebuild_note_start(syncer *s, int bumped);
 
 #define RB_RETRY_MS 500 /* Retry-After hint of the 503 answers, ms */
 /* Decode the optional "holds" of a join body into v[P], crc[P], pub[P]

@@ -200,7 +200,7 @@ void rounds_note_merge(syncer *s, int64_t fragment, int64_t version, const int64
         s->rounds.longest_gap_ms = now - s->rounds.last_merge_ms;
     s->rounds.last_merge_ms = now;
     s->merges++;
-    s->eval_pending = 1;
+    dur_note_merge(s);
     if (fragment < 0) /* a ddp step; a round is checked once its merge left it idle (round_to_idle) */
         assert_rounds_state(s);
     pthread_cond_broadcast(&s->work_cv);
