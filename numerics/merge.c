@@ -108,16 +108,21 @@ static inline __attribute__((always_inline)) void mv_add_squares(mv_d4 *sq, cons
     *sq += d * d;
 }
 
-/* Sum of squares in double of v [n]: lane l sums the elements i % 4 == l. */
+/* Sum of squares in double of v [n], in two accumulators (the adds of
+ * consecutive groups do not wait on each other): lane l of sq0 sums the
+ * elements i % 8 == l, of sq1 those i % 8 == 4 + l. */
 static inline __attribute__((always_inline)) double sum_squares(const float *v, size_t n)
 {
-    mv_d4 sq = {0};
+    mv_d4 sq0 = {0}, sq1 = {0};
     size_t i = 0;
-    for (; i + MV <= n; i += MV)
-        mv_add_squares(&sq, v + i, MV);
-    if (i < n)
-        mv_add_squares(&sq, v + i, n - i);
-    return mv_sum(&sq);
+    for (; i + 2 * MV <= n; i += 2 * MV) {
+        mv_add_squares(&sq0, v + i, MV);
+        mv_add_squares(&sq1, v + i + MV, MV);
+    }
+    for (; i < n; i += MV)
+        mv_add_squares(&sq0, v + i, n - i < MV ? n - i : MV);
+    sq0 += sq1;
+    return mv_sum(&sq0);
 }
 
 /* out [i .. i+r) = (float) mv_combine; *sq += the squares of the sums. */
@@ -135,14 +140,17 @@ static inline __attribute__((always_inline)) void mv_combine_to(mv_d4 *sq, float
 CX_VEC_CLONES static void merge_combine(float *out, const float *const *vs, const double *c, int k, size_t n,
                                         double *ss)
 {
-    mv_d4 sq = {0};
+    mv_d4 sq0 = {0}, sq1 = {0};
     size_t i = 0;
-    for (; i + MV <= n; i += MV)
-        mv_combine_to(&sq, out, vs, c, k, i, MV);
-    if (i < n)
-        mv_combine_to(&sq, out, vs, c, k, i, n - i);
+    for (; i + 2 * MV <= n; i += 2 * MV) {
+        mv_combine_to(&sq0, out, vs, c, k, i, MV);
+        mv_combine_to(&sq1, out, vs, c, k, i + MV, MV);
+    }
+    for (; i < n; i += MV)
+        mv_combine_to(&sq0, out, vs, c, k, i, n - i < MV ? n - i : MV);
+    sq0 += sq1;
     if (ss)
-        *ss = mv_sum(&sq);
+        *ss = mv_sum(&sq0);
 }
 
 static void merge_mean_unchecked(float *out, const float *const *vs, const double *w, int k, size_t n,
