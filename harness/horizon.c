@@ -25,15 +25,17 @@ static int64_t shard_target(const hz_window *w, const hz_progress *p)
  * *step), -1 when every learner reached it or no target is known. */
 static int shard_short(const hz_window *w, const hz_progress *p, int64_t *step)
 {
-    int64_t target = shard_target(w, p);
+    int64_t target = shard_target(w, p), least = 0;
     int worst = -1;
     for (int l = 0; target > 0 && l < p->m; l++) {
         int64_t s = p->steps ? p->steps[l] : 0;
-        if (s < target - w->slack && (worst < 0 || s < *step)) {
+        if (s < target - w->slack && (worst < 0 || s < least)) {
             worst = l;
-            *step = s;
+            least = s;
         }
     }
+    if (worst >= 0)
+        *step = least;
     return worst;
 }
 
