@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "numerics/optim.h"
 #include "numerics/vecmath.h"
 
 /* ---- names ---- */
